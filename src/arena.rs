@@ -1,0 +1,478 @@
+//! Tensor storage: the per-iteration bump arena and the persistent,
+//! 64-byte aligned parameter buffers. This is the only module that turns
+//! raw memory into slices.
+//!
+//! # Safety invariant
+//! A [`Buf`] is a raw (pointer, length) pair minted here and nowhere else.
+//! * An arena `Buf` carries the arena epoch it was allocated in; every access
+//!   checks the epoch against the current one, and `reset` bumps the epoch
+//!   before the bump allocator reuses memory, so a `Buf` is never read after
+//!   its memory was recycled (a stale `Buf` panics, which the FFI guard turns
+//!   into a status; it never reads freed memory).
+//! * A persistent `Buf` (epoch 0) points into a [`PersistentBlock`] owned by
+//!   this `Storage`; blocks are freed only when the `Storage` drops.
+//! * Every buffer is fully initialised when minted (zero-filled).
+//! * Slices are handed out only through [`Storage::access`], which borrows the
+//!   storage mutably (so no other slice is alive) and checks at run time that
+//!   every writable buffer is disjoint from every other buffer in the call.
+#![allow(unsafe_code)]
+
+use crate::error::{Error, Result};
+use bumpalo::Bump;
+use std::alloc::Layout;
+use std::ptr::NonNull;
+
+/// Alignment of every tensor buffer: a cache line, and a multiple of every
+/// SIMD width. Sizes are padded to it too (OpenBLAS kernels may over-read).
+pub const ALIGN: usize = 64;
+
+/// A typed view of tensor memory, valid as described in the module docs.
+#[derive(Clone, Copy, Debug)]
+pub struct Buf<T = f32> {
+    ptr: NonNull<T>,
+    len: usize,
+    epoch: u64,
+}
+
+// SAFETY: a Buf is plain (pointer, length) data; all dereferences go through
+// `Storage::access`, which borrows the owning Storage, so moving a Buf (or
+// the Storage holding it) to another thread cannot create shared mutation.
+unsafe impl<T> Send for Buf<T> {}
+unsafe impl<T> Sync for Buf<T> {}
+
+impl<T> Buf<T> {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether this buffer persists across resets (parameters, grads, state).
+    #[cfg(test)]
+    pub fn is_persistent(&self) -> bool {
+        self.epoch == 0
+    }
+
+    fn range(&self) -> (usize, usize) {
+        let start = self.ptr.as_ptr() as usize;
+        (start, start + self.len * size_of::<T>())
+    }
+}
+
+/// Element types that may live in tensor memory: plain data, any bit
+/// pattern valid, no Drop.
+pub trait Plain: Copy + Default + 'static {}
+impl Plain for f32 {}
+impl Plain for u32 {}
+
+/// One heap block outside the arena: parameters, their grads, optimizer state.
+struct PersistentBlock {
+    ptr: NonNull<u8>,
+    layout: Layout,
+}
+
+impl Drop for PersistentBlock {
+    fn drop(&mut self) {
+        // SAFETY: ptr was returned by alloc_zeroed with exactly this layout
+        // and is freed only here, once.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+    }
+}
+
+/// Hook for allocation-failure tests: fail the k-th persistent allocation.
+#[derive(Default, Clone, Copy)]
+pub struct FaultInjection {
+    /// Persistent allocations made so far.
+    pub count: u64,
+    /// Fail allocation number `fail_at` (1-based); 0 disables.
+    pub fail_at: u64,
+    /// Keep failing after the first injected failure.
+    pub sticky: bool,
+}
+
+/// Arena figures reported by `memory_stats`.
+#[derive(Default, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArenaStats {
+    pub used: usize,
+    pub reserved: usize,
+    pub high_water: usize,
+    pub limit: usize,
+}
+
+pub struct Storage {
+    bump: Bump,
+    /// Bytes handed out this iteration (sizes padded to ALIGN).
+    used: usize,
+    high_water: usize,
+    /// Arena cap in bytes; usize::MAX when unlimited.
+    limit: usize,
+    /// Current arena epoch, >= 1; bumped by every reset.
+    epoch: u64,
+    persistent: Vec<PersistentBlock>,
+    persistent_bytes: usize,
+    pub fault: FaultInjection,
+}
+
+// SAFETY: every raw pointer held (the bump chunks, persistent blocks and the
+// Bufs pointing into them) is owned by this Storage; nothing is shared with
+// another owner, so moving the whole Storage across threads is sound.
+unsafe impl Send for Storage {}
+
+fn padded_bytes<T>(len: usize) -> Option<usize> {
+    len.checked_mul(size_of::<T>())?
+        .checked_add(ALIGN - 1)
+        .map(|b| b / ALIGN * ALIGN)
+        .map(|b| b.max(ALIGN))
+}
+
+impl Default for Storage {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Storage {
+    pub fn new() -> Storage {
+        Storage {
+            bump: Bump::new(),
+            used: 0,
+            high_water: 0,
+            limit: usize::MAX,
+            epoch: 1,
+            persistent: Vec::new(),
+            persistent_bytes: 0,
+            fault: FaultInjection::default(),
+        }
+    }
+
+    /// Allocates a zero-filled arena buffer of `len` elements.
+    pub fn alloc<T: Plain>(&mut self, op: &'static str, len: usize) -> Result<Buf<T>> {
+        let bytes = padded_bytes::<T>(len).ok_or_else(|| Error::TooLarge {
+            op,
+            what: format!("{len} elements do not fit in memory"),
+        })?;
+        if bytes > self.limit.saturating_sub(self.used) {
+            return Err(Error::OutOfMemory {
+                op,
+                needed: bytes,
+                used: self.used,
+                limit: self.limit,
+            });
+        }
+        let layout = Layout::from_size_align(bytes, ALIGN).map_err(|_| Error::TooLarge {
+            op,
+            what: format!("{bytes} bytes"),
+        })?;
+        let raw = self
+            .bump
+            .try_alloc_layout(layout)
+            .map_err(|_| Error::OutOfMemory {
+                op,
+                needed: bytes,
+                used: self.used,
+                limit: self.limit,
+            })?;
+        self.used += bytes;
+        self.high_water = self.high_water.max(self.used);
+        // SAFETY: raw is a fresh, exclusive, ALIGN-aligned block of `bytes`
+        // bytes; zero is a valid bit pattern for every Plain type.
+        unsafe { std::ptr::write_bytes(raw.as_ptr(), 0, bytes) };
+        Ok(Buf {
+            ptr: raw.cast(),
+            len,
+            epoch: self.epoch,
+        })
+    }
+
+    /// Allocates a zero-filled persistent buffer (parameters, grads,
+    /// optimizer state). Fails with AllocationFailed instead of aborting.
+    pub fn alloc_persistent(&mut self, op: &'static str, len: usize) -> Result<Buf<f32>> {
+        let bytes = padded_bytes::<f32>(len).ok_or_else(|| Error::TooLarge {
+            op,
+            what: format!("{len} elements do not fit in memory"),
+        })?;
+        let layout = Layout::from_size_align(bytes, ALIGN)
+            .map_err(|_| Error::AllocationFailed { op, bytes })?;
+        self.fault.count += 1;
+        let injected = self.fault.fail_at != 0
+            && (self.fault.count == self.fault.fail_at
+                || (self.fault.sticky && self.fault.count > self.fault.fail_at));
+        self.persistent
+            .try_reserve(1)
+            .map_err(|_| Error::AllocationFailed { op, bytes })?;
+        if injected {
+            return Err(Error::AllocationFailed { op, bytes });
+        }
+        // SAFETY: layout has a non-zero size (padded_bytes is at least ALIGN).
+        let raw = unsafe { std::alloc::alloc_zeroed(layout) };
+        let ptr = NonNull::new(raw).ok_or(Error::AllocationFailed { op, bytes })?;
+        self.persistent.push(PersistentBlock { ptr, layout });
+        self.persistent_bytes += bytes;
+        Ok(Buf {
+            ptr: ptr.cast(),
+            len,
+            epoch: 0,
+        })
+    }
+
+    /// Frees every persistent block allocated after the first `keep`
+    /// (used to roll back a half-built parameter or optimizer).
+    pub fn truncate_persistent(&mut self, keep: usize) {
+        while self.persistent.len() > keep {
+            if let Some(b) = self.persistent.pop() {
+                self.persistent_bytes -= b.layout.size();
+            }
+        }
+    }
+
+    pub fn persistent_blocks(&self) -> usize {
+        self.persistent.len()
+    }
+
+    pub fn persistent_bytes(&self) -> usize {
+        self.persistent_bytes
+    }
+
+    /// Ends the iteration: every arena Buf becomes invalid. Keeps the arena's
+    /// memory; if the iteration spilled into several chunks, replaces them by
+    /// one chunk that holds the whole high-water mark, so the steady state
+    /// makes no system allocation.
+    pub fn reset(&mut self) {
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            // Epoch 0 marks persistent buffers; skip it on wrap (after 2^64
+            // resets, i.e. never in practice).
+            self.epoch = 1;
+        }
+        let chunks = self.bump.iter_allocated_chunks().count();
+        if chunks > 1 {
+            let want = self.high_water.min(self.limit);
+            let limit = self.bump.allocation_limit();
+            if let Ok(b) = Bump::try_with_capacity(want) {
+                self.bump = b;
+            } else {
+                self.bump.reset();
+            }
+            self.bump.set_allocation_limit(limit);
+        } else {
+            self.bump.reset();
+        }
+        self.used = 0;
+    }
+
+    /// Sets (or with None clears) the arena cap in bytes.
+    pub fn set_limit(&mut self, limit: Option<usize>) {
+        self.limit = limit.unwrap_or(usize::MAX);
+        // Our byte counter enforces the cap exactly; bumpalo's own limit is
+        // the backstop on what the arena reserves from the system (whole
+        // chunks, with footers and halving chunk sizes: allow 2x + 64 KiB).
+        let backstop = limit.map(|l| l.saturating_mul(2).saturating_add(1 << 16));
+        self.bump
+            .set_allocation_limit(backstop.map(|l| l.max(self.bump.allocated_bytes())));
+    }
+
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Test hook: start the epoch counter near its limit to exercise the wrap.
+    pub fn set_epoch_for_test(&mut self, epoch: u64) {
+        self.epoch = epoch.max(1);
+    }
+
+    pub fn stats(&self) -> ArenaStats {
+        ArenaStats {
+            used: self.used,
+            reserved: self.bump.allocated_bytes(),
+            high_water: self.high_water,
+            limit: if self.limit == usize::MAX {
+                0
+            } else {
+                self.limit
+            },
+        }
+    }
+
+    fn check_live<T>(&self, b: &Buf<T>) {
+        // A stale Buf here is an internal bug (handles are checked first);
+        // refuse loudly rather than read recycled memory.
+        assert!(
+            b.epoch == 0 || b.epoch == self.epoch,
+            "arena buffer used after reset"
+        );
+    }
+
+    /// One writable slice.
+    pub fn access_one<T: Plain>(&mut self, b: Buf<T>) -> &mut [T] {
+        self.check_live(&b);
+        // SAFETY: b is live (checked above, module invariant); &mut self
+        // guarantees no other slice of this storage is alive.
+        unsafe { std::slice::from_raw_parts_mut(b.ptr.as_ptr(), b.len) }
+    }
+
+    /// One read-only slice.
+    pub fn read<T: Plain>(&self, b: Buf<T>) -> &[T] {
+        self.check_live(&b);
+        // SAFETY: b is live; a shared borrow of the storage means no writable
+        // slice exists (those need &mut self).
+        unsafe { std::slice::from_raw_parts(b.ptr.as_ptr(), b.len) }
+    }
+
+    /// `W` writable and `R` read-only slices at once, plus read-only id
+    /// slices. Panics if a writable buffer overlaps any other buffer of the
+    /// call (reads may overlap each other).
+    pub fn access<const W: usize, const R: usize>(
+        &mut self,
+        w: [Buf; W],
+        r: [Buf; R],
+    ) -> ([&mut [f32]; W], [&[f32]; R]) {
+        let (wm, rm, _) = self.access_ids::<W, R, 0>(w, r, []);
+        (wm, rm)
+    }
+
+    /// Like [`access`](Self::access), with `I` read-only u32 buffers.
+    pub fn access_ids<const W: usize, const R: usize, const I: usize>(
+        &mut self,
+        w: [Buf; W],
+        r: [Buf; R],
+        ids: [Buf<u32>; I],
+    ) -> ([&mut [f32]; W], [&[f32]; R], [&[u32]; I]) {
+        for (i, a) in w.iter().enumerate() {
+            self.check_live(a);
+            let (a0, a1) = a.range();
+            let others = w[i + 1..]
+                .iter()
+                .map(|b| b.range())
+                .chain(r.iter().map(|b| b.range()));
+            for (b0, b1) in others.chain(ids.iter().map(|b| b.range())) {
+                assert!(
+                    a1 <= b0 || b1 <= a0,
+                    "writable buffer overlaps another buffer of the same kernel call"
+                );
+            }
+        }
+        r.iter().for_each(|b| self.check_live(b));
+        ids.iter().for_each(|b| self.check_live(b));
+        // SAFETY: all buffers are live; writable ones are pairwise disjoint
+        // and disjoint from the read-only ones (checked above), and &mut self
+        // rules out slices from other calls.
+        unsafe {
+            (
+                w.map(|b| std::slice::from_raw_parts_mut(b.ptr.as_ptr(), b.len)),
+                r.map(|b| std::slice::from_raw_parts(b.ptr.as_ptr() as *const f32, b.len)),
+                ids.map(|b| std::slice::from_raw_parts(b.ptr.as_ptr() as *const u32, b.len)),
+            )
+        }
+    }
+
+    /// A sub-range of a buffer (same memory, same lifetime rules).
+    pub fn sub<T>(b: Buf<T>, start: usize, len: usize) -> Buf<T> {
+        assert!(
+            start.checked_add(len).is_some_and(|e| e <= b.len),
+            "sub-buffer out of range"
+        );
+        // SAFETY: start + len <= b.len, so the pointer stays inside the block.
+        let ptr = unsafe { NonNull::new_unchecked(b.ptr.as_ptr().add(start)) };
+        Buf {
+            ptr,
+            len,
+            epoch: b.epoch,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alloc_is_zeroed_aligned_and_counted() {
+        let mut s = Storage::new();
+        let a = s.alloc::<f32>("t", 10).unwrap();
+        assert_eq!(a.ptr.as_ptr() as usize % ALIGN, 0);
+        assert!(s.read(a).iter().all(|&x| x == 0.0));
+        assert_eq!(s.stats().used, 64);
+        let b = s.alloc::<f32>("t", 17).unwrap();
+        assert_eq!(s.stats().used, 64 + 128);
+        let ([bm], [ar]) = s.access([b], [a]);
+        bm[16] = 3.0;
+        assert_eq!(ar.len(), 10);
+        s.reset();
+        assert_eq!(s.stats().used, 0);
+        assert_eq!(s.stats().high_water, 192);
+    }
+
+    #[test]
+    fn limit_gives_out_of_memory() {
+        let mut s = Storage::new();
+        s.set_limit(Some(256));
+        s.alloc::<f32>("t", 64).unwrap();
+        let e = s.alloc::<f32>("relu", 1).unwrap_err();
+        assert!(matches!(
+            e,
+            Error::OutOfMemory {
+                op: "relu",
+                needed: 64,
+                used: 256,
+                limit: 256
+            }
+        ));
+        s.reset();
+        assert!(s.alloc::<f32>("t", 64).is_ok());
+    }
+
+    #[test]
+    #[should_panic(expected = "after reset")]
+    fn stale_buf_is_refused() {
+        let mut s = Storage::new();
+        let a = s.alloc::<f32>("t", 4).unwrap();
+        s.reset();
+        let _ = s.read(a);
+    }
+
+    #[test]
+    #[should_panic(expected = "overlaps")]
+    fn overlapping_write_is_refused() {
+        let mut s = Storage::new();
+        let a = s.alloc::<f32>("t", 4).unwrap();
+        let _ = s.access([a], [a]);
+    }
+
+    #[test]
+    fn persistent_survives_reset_and_single_chunk_after_warmup() {
+        let mut s = Storage::new();
+        let p = s.alloc_persistent("param", 100).unwrap();
+        s.access_one(p)[99] = 1.0;
+        for _ in 0..3 {
+            for _ in 0..50 {
+                s.alloc::<f32>("t", 1000).unwrap();
+            }
+            s.reset();
+        }
+        assert_eq!(s.read(p)[99], 1.0);
+        assert_eq!(s.bump.iter_allocated_chunks().count(), 1);
+        assert!(s.stats().reserved >= s.stats().high_water);
+    }
+
+    #[test]
+    fn epoch_wrap_skips_zero() {
+        let mut s = Storage::new();
+        s.set_epoch_for_test(u64::MAX);
+        let a = s.alloc::<f32>("t", 1).unwrap();
+        s.reset();
+        assert_eq!(s.epoch(), 1);
+        assert!(!a.is_persistent());
+    }
+
+    #[test]
+    fn fault_injection_fails_kth_persistent_alloc() {
+        let mut s = Storage::new();
+        s.fault.fail_at = 2;
+        assert!(s.alloc_persistent("a", 4).is_ok());
+        assert!(matches!(
+            s.alloc_persistent("b", 4),
+            Err(Error::AllocationFailed { .. })
+        ));
+        assert!(s.alloc_persistent("c", 4).is_ok());
+        s.truncate_persistent(0);
+        assert_eq!(s.persistent_bytes(), 0);
+    }
+}

@@ -1,0 +1,177 @@
+//! The only caller of BLAS. A safe row-major `sgemm` that checks every
+//! length before calling `cblas_sgemm`; under Miri a naive loop stands in.
+#![allow(unsafe_code)]
+
+#[cfg(target_os = "macos")]
+extern crate accelerate_src as _;
+#[cfg(target_os = "linux")]
+extern crate openblas_src as _;
+
+/// One row-major matrix operand: `rows x cols` after the optional transpose,
+/// stored with leading dimension `ld` (the stored row length).
+#[derive(Clone, Copy, Debug)]
+pub struct Gemm {
+    pub trans_a: bool,
+    pub trans_b: bool,
+    /// C is m x n, op(A) is m x k, op(B) is k x n.
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub lda: usize,
+    pub ldb: usize,
+    pub ldc: usize,
+}
+
+impl Gemm {
+    /// Dense operands: leading dimensions follow from the shapes.
+    pub fn dense(trans_a: bool, trans_b: bool, m: usize, n: usize, k: usize) -> Gemm {
+        Gemm {
+            trans_a,
+            trans_b,
+            m,
+            n,
+            k,
+            lda: if trans_a { m } else { k },
+            ldb: if trans_b { k } else { n },
+            ldc: n,
+        }
+    }
+
+    fn needed(rows: usize, cols: usize, ld: usize) -> usize {
+        (rows - 1) * ld + cols
+    }
+}
+
+/// C = alpha * op(A) @ op(B) + beta * C, all row-major.
+/// Panics (a bug, caught by the FFI guard) if a slice is too short or a
+/// dimension does not fit in i32; callers validate shapes first.
+pub fn sgemm(g: Gemm, alpha: f32, a: &[f32], b: &[f32], beta: f32, c: &mut [f32]) {
+    let (ar, ac) = if g.trans_a { (g.k, g.m) } else { (g.m, g.k) };
+    let (br, bc) = if g.trans_b { (g.n, g.k) } else { (g.k, g.n) };
+    assert!(g.m > 0 && g.n > 0 && g.k > 0, "sgemm: zero dimension");
+    assert!(
+        g.lda >= ac && g.ldb >= bc && g.ldc >= g.n,
+        "sgemm: leading dimension too small"
+    );
+    assert!(a.len() >= Gemm::needed(ar, ac, g.lda), "sgemm: A too short");
+    assert!(b.len() >= Gemm::needed(br, bc, g.ldb), "sgemm: B too short");
+    assert!(
+        c.len() >= Gemm::needed(g.m, g.n, g.ldc),
+        "sgemm: C too short"
+    );
+    let fits = |x: usize| i32::try_from(x).is_ok();
+    assert!(
+        [g.m, g.n, g.k, g.lda, g.ldb, g.ldc].into_iter().all(fits),
+        "sgemm: dimension exceeds i32"
+    );
+    sgemm_impl(g, alpha, a, b, beta, c);
+}
+
+#[cfg(not(miri))]
+fn sgemm_impl(g: Gemm, alpha: f32, a: &[f32], b: &[f32], beta: f32, c: &mut [f32]) {
+    use cblas::{Layout, Transpose};
+    let t = |x: bool| {
+        if x {
+            Transpose::Ordinary
+        } else {
+            Transpose::None
+        }
+    };
+    // SAFETY: every slice was checked above to cover the region BLAS reads or
+    // writes for these dimensions and leading dimensions, all of which fit in
+    // i32; C does not alias A or B (a &mut and & cannot overlap).
+    unsafe {
+        cblas::sgemm(
+            Layout::RowMajor,
+            t(g.trans_a),
+            t(g.trans_b),
+            g.m as i32,
+            g.n as i32,
+            g.k as i32,
+            alpha,
+            a,
+            g.lda as i32,
+            b,
+            g.ldb as i32,
+            beta,
+            c,
+            g.ldc as i32,
+        )
+    }
+}
+
+#[cfg(miri)]
+fn sgemm_impl(g: Gemm, alpha: f32, a: &[f32], b: &[f32], beta: f32, c: &mut [f32]) {
+    naive_sgemm(g, alpha, a, b, beta, c)
+}
+
+/// Reference triple loop, for tests and Miri.
+pub fn naive_sgemm(g: Gemm, alpha: f32, a: &[f32], b: &[f32], beta: f32, c: &mut [f32]) {
+    for i in 0..g.m {
+        for j in 0..g.n {
+            let mut acc = 0.0f64;
+            for p in 0..g.k {
+                let av = if g.trans_a {
+                    a[p * g.lda + i]
+                } else {
+                    a[i * g.lda + p]
+                };
+                let bv = if g.trans_b {
+                    b[j * g.ldb + p]
+                } else {
+                    b[p * g.ldb + j]
+                };
+                acc += av as f64 * bv as f64;
+            }
+            let cv = &mut c[i * g.ldc + j];
+            *cv = alpha * acc as f32 + if beta == 0.0 { 0.0 } else { beta * *cv };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lcg(n: usize, seed: u32) -> Vec<f32> {
+        let mut s = seed;
+        (0..n)
+            .map(|_| {
+                s = s.wrapping_mul(1664525).wrapping_add(1013904223);
+                (s >> 8) as f32 / (1u32 << 24) as f32 - 0.5
+            })
+            .collect()
+    }
+
+    #[test]
+    fn matches_naive_for_all_transposes_and_odd_sizes() {
+        for &(m, n, k) in &[(1, 1, 1), (3, 5, 7), (17, 1, 9), (8, 32, 16), (5, 3, 1)] {
+            for ta in [false, true] {
+                for tb in [false, true] {
+                    let g = Gemm::dense(ta, tb, m, n, k);
+                    let a = lcg(m * k, 1);
+                    let b = lcg(k * n, 2);
+                    let mut c1 = lcg(m * n, 3);
+                    let mut c2 = c1.clone();
+                    sgemm(g, 0.7, &a, &b, 0.5, &mut c1);
+                    naive_sgemm(g, 0.7, &a, &b, 0.5, &mut c2);
+                    let num: f32 = c1.iter().zip(&c2).map(|(x, y)| (x - y) * (x - y)).sum();
+                    let den: f32 = c2.iter().map(|y| y * y).sum::<f32>().max(1e-12);
+                    assert!(
+                        num / den < 1e-7,
+                        "nmse {} for {m}x{n}x{k} ta={ta} tb={tb}",
+                        num / den
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "too short")]
+    fn short_slice_panics_before_blas() {
+        let g = Gemm::dense(false, false, 2, 2, 2);
+        let mut c = [0.0; 4];
+        sgemm(g, 1.0, &[0.0; 3], &[0.0; 4], 0.0, &mut c);
+    }
+}

@@ -1,0 +1,548 @@
+//! The context: persistent parameters, the per-iteration arena, the tensor
+//! table and the tape, and the safe Rust API over them.
+
+use crate::arena::{Buf, Storage};
+use crate::error::{Error, Result};
+use crate::optim::Optimizer;
+use crate::shape::Shape;
+use crate::tape::{Attrs, Node, OpKind};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// A tensor handle: a small value, never a pointer. Activation handles carry
+/// the generation (iteration) they were made in and die at the next reset;
+/// parameter handles have generation 0 and live as long as the context.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Tensor {
+    /// Slot in the context's tensor table.
+    pub index: u32,
+    /// Id of the context that made the handle.
+    pub context: u32,
+    /// Iteration generation; 0 for parameters.
+    pub generation: u64,
+}
+
+/// One row of the tensor table (plain data; the buffers live in Storage).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Entry {
+    pub shape: Shape,
+    pub data: Buf,
+    /// Gradient buffer: persistent for parameters, allocated in the arena at
+    /// backward for activations that need one.
+    pub grad: Option<Buf>,
+    pub requires_grad: bool,
+    /// For reshape views: the entry whose memory (and gradient) this shares.
+    pub view_of: Option<u32>,
+}
+
+/// Memory figures, see [`Context::memory_stats`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryStats {
+    /// Arena bytes handed out in the current iteration.
+    pub arena_used_bytes: u64,
+    /// Bytes the arena holds from the system (its chunks).
+    pub arena_reserved_bytes: u64,
+    /// Largest `arena_used_bytes` seen in any iteration.
+    pub arena_high_water_bytes: u64,
+    /// Arena cap in bytes, 0 when unlimited.
+    pub arena_limit_bytes: u64,
+    /// Ops recorded on the tape this iteration, and the tape's capacity.
+    pub tape_len: u64,
+    pub tape_capacity: u64,
+    /// Live tensors (parameters included) and the table's capacity.
+    pub live_tensors: u64,
+    pub table_capacity: u64,
+    /// Number of parameters and bytes of parameter values plus gradients.
+    pub param_count: u64,
+    pub param_bytes: u64,
+    /// Bytes of optimizer state (moments).
+    pub optimizer_bytes: u64,
+    /// Resets since the context was created.
+    pub resets: u64,
+    /// Current activation generation.
+    pub generation: u64,
+}
+
+static NEXT_CONTEXT_ID: AtomicU32 = AtomicU32::new(1);
+
+fn next_context_id() -> u32 {
+    loop {
+        // Ids wrap after 2^32 contexts; 0 is never used so a zeroed handle
+        // never matches a context.
+        let id = NEXT_CONTEXT_ID.fetch_add(1, Ordering::Relaxed);
+        if id != 0 {
+            return id;
+        }
+    }
+}
+
+/// Owns everything a training loop needs. See the crate docs for the
+/// iteration protocol (ops, backward, optimizer step, reset).
+pub struct Context {
+    pub(crate) id: u32,
+    pub(crate) store: Storage,
+    pub(crate) table: Vec<Entry>,
+    pub(crate) tape: Vec<Node>,
+    pub(crate) n_params: usize,
+    pub(crate) grad_enabled: bool,
+    pub(crate) backward_done: bool,
+    /// Parameter gradients hold values not yet consumed by an optimizer step.
+    pub(crate) pending_grads: bool,
+    pub(crate) resets: u64,
+    pub(crate) optimizer: Option<Optimizer>,
+}
+
+impl Default for Context {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Context {
+    pub fn new() -> Context {
+        Context {
+            id: next_context_id(),
+            store: Storage::new(),
+            table: Vec::new(),
+            tape: Vec::new(),
+            n_params: 0,
+            grad_enabled: true,
+            backward_done: false,
+            pending_grads: false,
+            resets: 0,
+            optimizer: None,
+        }
+    }
+
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// The current activation generation (changes at every reset).
+    pub fn generation(&self) -> u64 {
+        self.store.epoch()
+    }
+
+    /// Ends the iteration: forgets the tape and every activation (their
+    /// handles become stale), recycles the arena. Parameters, their
+    /// gradients and optimizer state are untouched. Never allocates once the
+    /// arena has grown to the iteration's high-water mark.
+    pub fn reset(&mut self) {
+        self.tape.clear();
+        self.table.truncate(self.n_params);
+        self.store.reset();
+        self.backward_done = false;
+        self.resets += 1;
+    }
+
+    /// Turns recording on or off. With grad mode off ops still compute but
+    /// nothing is recorded and no output requires a gradient.
+    pub fn set_grad_enabled(&mut self, enabled: bool) {
+        self.grad_enabled = enabled;
+    }
+
+    pub fn grad_enabled(&self) -> bool {
+        self.grad_enabled
+    }
+
+    /// Caps the arena at `limit` bytes (None: no cap). An op that would pass
+    /// the cap fails with [`Error::OutOfMemory`] and changes nothing.
+    pub fn set_arena_limit(&mut self, limit: Option<usize>) {
+        self.store.set_limit(limit);
+    }
+
+    pub fn memory_stats(&self) -> MemoryStats {
+        let a = self.store.stats();
+        let opt = self.optimizer.as_ref().map_or(0, |o| o.state_bytes());
+        MemoryStats {
+            arena_used_bytes: a.used as u64,
+            arena_reserved_bytes: a.reserved as u64,
+            arena_high_water_bytes: a.high_water as u64,
+            arena_limit_bytes: a.limit as u64,
+            tape_len: self.tape.len() as u64,
+            tape_capacity: self.tape.capacity() as u64,
+            live_tensors: self.table.len() as u64,
+            table_capacity: self.table.capacity() as u64,
+            param_count: self.n_params as u64,
+            param_bytes: (self.store.persistent_bytes() - opt) as u64,
+            optimizer_bytes: opt as u64,
+            resets: self.resets,
+            generation: self.generation(),
+        }
+    }
+
+    // ---- creating tensors -------------------------------------------------
+
+    /// A new trainable parameter of `shape`, initialised from `init` (or
+    /// zeros when None), with a persistent zeroed gradient. Parameters must be
+    /// created before the first activation of an iteration and before the
+    /// optimizer.
+    pub fn param(&mut self, shape: &[usize], init: Option<&[f32]>) -> Result<Tensor> {
+        const OP: &str = "param_new";
+        let shape = Shape::new(OP, shape)?;
+        if let Some(v) = init
+            && v.len() != shape.numel()
+        {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                what: format!(
+                    "init has {} values but shape {shape} needs {}",
+                    v.len(),
+                    shape.numel()
+                ),
+            });
+        }
+        if self.table.len() != self.n_params {
+            return Err(Error::Sequence {
+                op: OP,
+                what: "parameters must be created before any activation of the iteration (call ag_reset first)".into(),
+            });
+        }
+        if self.optimizer.is_some() {
+            return Err(Error::Sequence {
+                op: OP,
+                what: "parameters must be created before the optimizer".into(),
+            });
+        }
+        if self.n_params >= u32::MAX as usize / 2 {
+            return Err(Error::TooLarge {
+                op: OP,
+                what: "too many parameters".into(),
+            });
+        }
+        self.table
+            .try_reserve(1)
+            .map_err(|_| Error::AllocationFailed {
+                op: OP,
+                bytes: size_of::<Entry>(),
+            })?;
+        let keep = self.store.persistent_blocks();
+        let data = self.store.alloc_persistent(OP, shape.numel())?;
+        let grad = match self.store.alloc_persistent(OP, shape.numel()) {
+            Ok(g) => g,
+            Err(e) => {
+                self.store.truncate_persistent(keep);
+                return Err(e);
+            }
+        };
+        if let Some(v) = init {
+            self.store.access_one(data).copy_from_slice(v);
+        }
+        self.table.push(Entry {
+            shape,
+            data,
+            grad: Some(grad),
+            requires_grad: true,
+            view_of: None,
+        });
+        self.n_params += 1;
+        Ok(self.handle(self.n_params as u32 - 1))
+    }
+
+    /// A constant (non-trainable) activation holding a copy of `data`.
+    pub fn tensor(&mut self, shape: &[usize], data: &[f32]) -> Result<Tensor> {
+        const OP: &str = "tensor_new";
+        let shape = Shape::new(OP, shape)?;
+        if data.len() != shape.numel() {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                what: format!(
+                    "data has {} values but shape {shape} needs {}",
+                    data.len(),
+                    shape.numel()
+                ),
+            });
+        }
+        let id = self.push_output(OP, shape, false)?;
+        let buf = self.table[id as usize].data;
+        self.store.access_one(buf).copy_from_slice(data);
+        Ok(self.handle(id))
+    }
+
+    /// Overwrites a parameter's values (e.g. custom initialisation).
+    pub fn param_write(&mut self, p: Tensor, data: &[f32]) -> Result<()> {
+        const OP: &str = "param_write";
+        let id = self.resolve(OP, p)?;
+        if id as usize >= self.n_params {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                what: "tensor is not a parameter".into(),
+            });
+        }
+        let e = self.table[id as usize];
+        if data.len() != e.shape.numel() {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                what: format!(
+                    "data has {} values but parameter shape {} needs {}",
+                    data.len(),
+                    e.shape,
+                    e.shape.numel()
+                ),
+            });
+        }
+        self.store.access_one(e.data).copy_from_slice(data);
+        Ok(())
+    }
+
+    // ---- reading ----------------------------------------------------------
+
+    pub fn shape(&self, t: Tensor) -> Result<Shape> {
+        let id = self.resolve("tensor_shape", t)?;
+        Ok(self.table[id as usize].shape)
+    }
+
+    /// Copies the values of `t` into `out` (whose length must equal numel).
+    pub fn read(&self, t: Tensor, out: &mut [f32]) -> Result<()> {
+        self.read_buf("tensor_read", t, out, false)
+    }
+
+    /// Copies the gradient of `t` into `out`. Parameters always have one;
+    /// an activation has one after backward if it took part in it.
+    pub fn read_grad(&self, t: Tensor, out: &mut [f32]) -> Result<()> {
+        self.read_buf("tensor_read_grad", t, out, true)
+    }
+
+    fn read_buf(&self, op: &'static str, t: Tensor, out: &mut [f32], grad: bool) -> Result<()> {
+        let id = self.resolve(op, t)?;
+        let e = self.table[id as usize];
+        if out.len() != e.shape.numel() {
+            return Err(Error::InvalidArgument {
+                op,
+                what: format!(
+                    "buffer holds {} values but tensor shape {} has {}",
+                    out.len(),
+                    e.shape,
+                    e.shape.numel()
+                ),
+            });
+        }
+        let buf = if grad {
+            e.grad
+                .filter(|_| e.requires_grad)
+                .ok_or_else(|| Error::Sequence {
+                    op,
+                    what: format!(
+                        "tensor {} has no gradient (not part of a backward pass)",
+                        e.shape
+                    ),
+                })?
+        } else {
+            e.data
+        };
+        out.copy_from_slice(self.store.read(buf));
+        Ok(())
+    }
+
+    /// Reads a one-element tensor.
+    pub fn item(&self, t: Tensor) -> Result<f32> {
+        let mut v = [0.0f32];
+        self.read_buf("tensor_item", t, &mut v, false)?;
+        Ok(v[0])
+    }
+
+    /// Clears every parameter gradient.
+    pub fn zero_grad(&mut self) {
+        for i in 0..self.n_params {
+            if let Some(g) = self.table[i].grad {
+                self.store.access_one(g).fill(0.0);
+            }
+        }
+        self.pending_grads = false;
+    }
+
+    /// Handles of all parameters, in creation order.
+    pub fn params(&self) -> impl Iterator<Item = Tensor> + '_ {
+        (0..self.n_params as u32).map(|i| self.handle(i))
+    }
+
+    // ---- backward ---------------------------------------------------------
+
+    /// Reverse pass from a one-element `loss`: parameter gradients
+    /// accumulate (+=). Runs at most once per iteration. A loss that depends
+    /// on no parameter is fine: nothing accumulates.
+    pub fn backward(&mut self, loss: Tensor) -> Result<()> {
+        const OP: &str = "backward";
+        let id = self.resolve(OP, loss)?;
+        let e = self.table[id as usize];
+        if e.shape.numel() != 1 {
+            return Err(Error::NotScalar {
+                op: OP,
+                shape: e.shape,
+            });
+        }
+        if self.backward_done {
+            return Err(Error::Sequence {
+                op: OP,
+                what: "backward already ran this iteration (the graph is consumed; call ag_reset and rebuild it)".into(),
+            });
+        }
+        if !e.requires_grad {
+            self.backward_done = true;
+            return Ok(());
+        }
+        // Activation gradients, in table order so a view finds its base's.
+        for i in self.n_params..self.table.len() {
+            let t = self.table[i];
+            if !t.requires_grad || t.grad.is_some() {
+                continue;
+            }
+            let grad = match t.view_of {
+                Some(base) => self.table[base as usize].grad,
+                None => Some(self.store.alloc::<f32>(OP, t.shape.numel())?),
+            };
+            self.table[i].grad = grad;
+        }
+        if let Some(g) = self.table[id as usize].grad {
+            self.store.access_one(g)[0] += 1.0;
+        }
+        for i in (0..self.tape.len()).rev() {
+            let node = self.tape[i];
+            crate::ops::backward(self, &node);
+        }
+        self.backward_done = true;
+        self.pending_grads = true;
+        Ok(())
+    }
+
+    // ---- helpers for ops --------------------------------------------------
+
+    pub(crate) fn handle(&self, id: u32) -> Tensor {
+        let generation = if (id as usize) < self.n_params {
+            0
+        } else {
+            self.store.epoch()
+        };
+        Tensor {
+            index: id,
+            context: self.id,
+            generation,
+        }
+    }
+
+    /// Checks a handle and returns its table index.
+    pub(crate) fn resolve(&self, op: &'static str, t: Tensor) -> Result<u32> {
+        if t.context != self.id {
+            return Err(Error::WrongContext {
+                op,
+                handle_context: t.context,
+                context: self.id,
+            });
+        }
+        let idx = t.index as usize;
+        if t.generation == 0 {
+            if idx < self.n_params {
+                return Ok(t.index);
+            }
+            return Err(Error::InvalidHandle { op, index: t.index });
+        }
+        if idx < self.n_params {
+            return Err(Error::InvalidHandle { op, index: t.index });
+        }
+        if t.generation != self.store.epoch() {
+            // A generation from the future cannot come from this context.
+            if t.generation > self.store.epoch() {
+                return Err(Error::InvalidHandle { op, index: t.index });
+            }
+            return Err(Error::StaleHandle {
+                op,
+                generation: t.generation,
+                current: self.store.epoch(),
+            });
+        }
+        if idx >= self.table.len() {
+            return Err(Error::InvalidHandle { op, index: t.index });
+        }
+        Ok(t.index)
+    }
+
+    pub(crate) fn entry(&self, id: u32) -> Entry {
+        self.table[id as usize]
+    }
+
+    /// Whether an op over `inputs` is recorded (and its output needs a grad).
+    pub(crate) fn tracks(&self, inputs: &[u32]) -> bool {
+        self.grad_enabled && inputs.iter().any(|&i| self.table[i as usize].requires_grad)
+    }
+
+    /// Appends a fresh zeroed output of `shape` to the table.
+    pub(crate) fn push_output(
+        &mut self,
+        op: &'static str,
+        shape: Shape,
+        requires_grad: bool,
+    ) -> Result<u32> {
+        self.reserve_slot(op)?;
+        let data = self.store.alloc::<f32>(op, shape.numel())?;
+        self.table.push(Entry {
+            shape,
+            data,
+            grad: None,
+            requires_grad,
+            view_of: None,
+        });
+        Ok(self.table.len() as u32 - 1)
+    }
+
+    /// Appends a view sharing `base`'s memory with a new shape.
+    pub(crate) fn push_view(&mut self, op: &'static str, base: u32, shape: Shape) -> Result<u32> {
+        self.reserve_slot(op)?;
+        let b = self.table[base as usize];
+        let requires_grad = self.grad_enabled && b.requires_grad;
+        let root = b.view_of.unwrap_or(base);
+        let grad = if (root as usize) < self.n_params {
+            b.grad
+        } else {
+            None
+        };
+        self.table.push(Entry {
+            shape,
+            data: b.data,
+            grad,
+            requires_grad,
+            view_of: Some(root),
+        });
+        Ok(self.table.len() as u32 - 1)
+    }
+
+    fn reserve_slot(&mut self, op: &'static str) -> Result<()> {
+        if self.table.len() >= (u32::MAX - 1) as usize {
+            return Err(Error::TooLarge {
+                op,
+                what: "too many tensors in one iteration".into(),
+            });
+        }
+        self.table
+            .try_reserve(1)
+            .map_err(|_| Error::AllocationFailed {
+                op,
+                bytes: size_of::<Entry>(),
+            })?;
+        self.tape
+            .try_reserve(1)
+            .map_err(|_| Error::AllocationFailed {
+                op,
+                bytes: size_of::<Node>(),
+            })
+    }
+
+    /// Records a node (capacity was reserved by push_output).
+    pub(crate) fn record(&mut self, kind: OpKind, inputs: &[u32], out: u32, attrs: Attrs) {
+        if !self.table[out as usize].requires_grad {
+            return;
+        }
+        self.tape.push(Node::new(kind, inputs, out, attrs));
+    }
+
+    /// The gradient buffer of an input during backward, if it needs one.
+    pub(crate) fn grad_of(&self, id: u32) -> Option<Buf> {
+        let e = self.table[id as usize];
+        if e.requires_grad { e.grad } else { None }
+    }
+
+    /// Test hook: start the generation counter near its limit.
+    pub fn set_generation_for_test(&mut self, generation: u64) {
+        self.store.set_epoch_for_test(generation);
+    }
+}

@@ -1,0 +1,380 @@
+//! Softmax over the last axis (optionally scaled and causally masked, fused)
+//! and fused causal multi-head self-attention over a packed qkv tensor.
+//!
+//! The fused attention reads the heads of q, k and v straight out of the
+//! [B, T, 3C] qkv buffer with strided GEMMs (leading dimension 3C) and writes
+//! each head's output into its column block of [B, T, C]: no split, permute
+//! or merge copies. It saves only the probabilities [B, NH, T, T].
+
+use crate::arena::Storage;
+use crate::blas::{Gemm, sgemm};
+use crate::context::{Context, Tensor};
+use crate::error::{Error, Result};
+use crate::shape::Shape;
+use crate::tape::{Attrs, Node, OpKind};
+
+/// In place: row <- softmax(scale * row) over its first `valid` entries; the
+/// rest (masked future positions) become 0.
+fn softmax_row(row: &mut [f32], valid: usize, scale: f32) {
+    let (live, masked) = row.split_at_mut(valid);
+    let max = live.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
+    let mut sum = 0.0f32;
+    for v in live.iter_mut() {
+        *v = ((*v - max) * scale).exp();
+        sum += *v;
+    }
+    let inv = 1.0 / sum;
+    live.iter_mut().for_each(|v| *v *= inv);
+    masked.fill(0.0);
+}
+
+/// Number of unmasked columns in row `i` of a [tq, tk] block.
+fn valid_cols(causal: bool, i: usize, tq: usize, tk: usize) -> usize {
+    if causal { i + 1 + (tk - tq) } else { tk }
+}
+
+/// dx += scale * y * (dy - sum(dy * y)) per row. All [rows, tk].
+fn softmax_backward(dx: &mut [f32], dy: &[f32], y: &[f32], tk: usize, scale: f32) {
+    for ((d, g), p) in dx
+        .chunks_exact_mut(tk)
+        .zip(dy.chunks_exact(tk))
+        .zip(y.chunks_exact(tk))
+    {
+        let dot: f32 = g.iter().zip(p).map(|(&g, &p)| g * p).sum();
+        for ((d, &g), &p) in d.iter_mut().zip(g).zip(p) {
+            *d += scale * p * (g - dot);
+        }
+    }
+}
+
+impl Context {
+    /// softmax(scale * x) over the last axis. With `causal`, x's last two
+    /// axes are [Tq, Tk] (Tq <= Tk) and row i sees only columns
+    /// 0..=i + Tk - Tq; masked outputs are exactly 0.
+    pub fn softmax(&mut self, x: Tensor, causal: bool, scale: f32) -> Result<Tensor> {
+        const OP: &str = "softmax";
+        let ix = self.resolve(OP, x)?;
+        let ex = self.entry(ix);
+        let nd = ex.shape.ndim();
+        let tk = ex.shape.last();
+        let tq = if nd >= 2 { ex.shape.dims()[nd - 2] } else { 1 };
+        if causal && (nd < 2 || tq > tk) {
+            return Err(Error::BadShape {
+                op: OP,
+                what: format!(
+                    "causal softmax needs [..., Tq, Tk] with Tq <= Tk, got {}",
+                    ex.shape
+                ),
+            });
+        }
+        if !scale.is_finite() {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                what: format!("scale {scale} is not finite"),
+            });
+        }
+        let tracks = self.tracks(&[ix]);
+        let out = self.push_output(OP, ex.shape, tracks)?;
+        let ([y], [x]) = self
+            .store
+            .access([self.table[out as usize].data], [ex.data]);
+        y.copy_from_slice(x);
+        for (r, row) in y.chunks_exact_mut(tk).enumerate() {
+            softmax_row(row, valid_cols(causal, r % tq, tq, tk), scale);
+        }
+        self.record(OpKind::Softmax, &[ix], out, Attrs::Softmax { scale });
+        Ok(self.handle(out))
+    }
+
+    /// Causal multi-head self-attention, fused. qkv: [B, T, 3C] holding q, k
+    /// and v side by side, each split into `n_head` heads of C / n_head
+    /// channels -> [B, T, C]; scores are scaled by 1/sqrt(C / n_head).
+    pub fn attention(&mut self, qkv: Tensor, n_head: usize) -> Result<Tensor> {
+        const OP: &str = "attention";
+        let iq = self.resolve(OP, qkv)?;
+        let eq = self.entry(iq);
+        if eq.shape.ndim() != 3 || eq.shape.last() % 3 != 0 {
+            return Err(Error::BadShape {
+                op: OP,
+                what: format!("qkv must be [B,T,3C], got {}", eq.shape),
+            });
+        }
+        let (b, t, c) = (eq.shape.dims()[0], eq.shape.dims()[1], eq.shape.last() / 3);
+        if n_head == 0 || c % n_head != 0 {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                what: format!("{n_head} heads do not divide C = {c} (qkv {})", eq.shape),
+            });
+        }
+        let tracks = self.tracks(&[iq]);
+        let probs_shape = Shape::new(OP, &[b, n_head, t, t])?;
+        // When recording, T*T more floats at the end serve as the backward
+        // pass's dP scratch, so backward never allocates.
+        let extra = if tracks { t * t } else { 0 };
+        let probs = self.store.alloc::<f32>(OP, probs_shape.numel() + extra)?;
+        let out = self.push_output(OP, Shape::from_valid(&[b, t, c]), tracks)?;
+        let probs_only = Storage::sub(probs, 0, probs_shape.numel());
+        let ([y, p], [q]) = self
+            .store
+            .access([self.table[out as usize].data, probs_only], [eq.data]);
+        attention_forward(y, p, q, b, t, c, n_head);
+        self.record(
+            OpKind::Attention,
+            &[iq],
+            out,
+            Attrs::Attention {
+                n_head: n_head as u32,
+                probs,
+            },
+        );
+        Ok(self.handle(out))
+    }
+}
+
+/// out: [B, T, C], probs: [B, NH, T, T], qkv: [B, T, 3C].
+fn attention_forward(
+    out: &mut [f32],
+    probs: &mut [f32],
+    qkv: &[f32],
+    b: usize,
+    t: usize,
+    c: usize,
+    nh: usize,
+) {
+    let hs = c / nh;
+    let scale = 1.0 / (hs as f32).sqrt();
+    let scores = Gemm {
+        trans_a: false,
+        trans_b: true,
+        m: t,
+        n: t,
+        k: hs,
+        lda: 3 * c,
+        ldb: 3 * c,
+        ldc: t,
+    };
+    let mix = Gemm {
+        trans_a: false,
+        trans_b: false,
+        m: t,
+        n: hs,
+        k: t,
+        lda: t,
+        ldb: 3 * c,
+        ldc: c,
+    };
+    for bi in 0..b {
+        let base = bi * t * 3 * c;
+        for h in 0..nh {
+            let p = &mut probs[(bi * nh + h) * t * t..][..t * t];
+            // Raw scores; the scale is applied inside the softmax.
+            sgemm(
+                scores,
+                1.0,
+                &qkv[base + h * hs..],
+                &qkv[base + c + h * hs..],
+                0.0,
+                p,
+            );
+            for (i, row) in p.chunks_exact_mut(t).enumerate() {
+                softmax_row(row, i + 1, scale);
+            }
+            sgemm(
+                mix,
+                1.0,
+                p,
+                &qkv[base + 2 * c + h * hs..],
+                0.0,
+                &mut out[bi * t * c + h * hs..],
+            );
+        }
+    }
+}
+
+/// Accumulates dqkv ([B, T, 3C]) from dout ([B, T, C]); dp is [T, T] scratch.
+#[allow(clippy::too_many_arguments)]
+fn attention_backward(
+    dqkv: &mut [f32],
+    dp: &mut [f32],
+    dout: &[f32],
+    probs: &[f32],
+    qkv: &[f32],
+    b: usize,
+    t: usize,
+    c: usize,
+    nh: usize,
+) {
+    let hs = c / nh;
+    let scale = 1.0 / (hs as f32).sqrt();
+    let d_probs = Gemm {
+        trans_a: false,
+        trans_b: true,
+        m: t,
+        n: t,
+        k: hs,
+        lda: c,
+        ldb: 3 * c,
+        ldc: t,
+    };
+    let d_v = Gemm {
+        trans_a: true,
+        trans_b: false,
+        m: t,
+        n: hs,
+        k: t,
+        lda: t,
+        ldb: c,
+        ldc: 3 * c,
+    };
+    let d_q = Gemm {
+        trans_a: false,
+        trans_b: false,
+        m: t,
+        n: hs,
+        k: t,
+        lda: t,
+        ldb: 3 * c,
+        ldc: 3 * c,
+    };
+    let d_k = Gemm {
+        trans_a: true,
+        trans_b: false,
+        m: t,
+        n: hs,
+        k: t,
+        lda: t,
+        ldb: 3 * c,
+        ldc: 3 * c,
+    };
+    for bi in 0..b {
+        let base = bi * t * 3 * c;
+        for h in 0..nh {
+            let p = &probs[(bi * nh + h) * t * t..][..t * t];
+            let dy = &dout[bi * t * c + h * hs..];
+            sgemm(d_probs, 1.0, dy, &qkv[base + 2 * c + h * hs..], 0.0, dp);
+            sgemm(d_v, 1.0, p, dy, 1.0, &mut dqkv[base + 2 * c + h * hs..]);
+            // dS = scale * P * (dP - rowsum(dP * P)), in place in dp.
+            for (drow, prow) in dp.chunks_exact_mut(t).zip(p.chunks_exact(t)) {
+                let dot: f32 = drow.iter().zip(prow).map(|(&g, &p)| g * p).sum();
+                drow.iter_mut()
+                    .zip(prow)
+                    .for_each(|(g, &p)| *g = scale * p * (*g - dot));
+            }
+            sgemm(
+                d_q,
+                1.0,
+                dp,
+                &qkv[base + c + h * hs..],
+                1.0,
+                &mut dqkv[base + h * hs..],
+            );
+            sgemm(
+                d_k,
+                1.0,
+                dp,
+                &qkv[base + h * hs..],
+                1.0,
+                &mut dqkv[base + c + h * hs..],
+            );
+        }
+    }
+}
+
+pub(crate) fn softmax_backward_node(ctx: &mut Context, node: &Node) {
+    let ix = node.input(0);
+    let Some(dx) = ctx.grad_of(ix) else { return };
+    let (ex, eo) = (ctx.entry(ix), ctx.entry(node.out));
+    let (Some(dout), Attrs::Softmax { scale }) = (eo.grad, node.attrs) else {
+        return;
+    };
+    let ([dx], [g, y]) = ctx.store.access([dx], [dout, eo.data]);
+    softmax_backward(dx, g, y, ex.shape.last(), scale);
+}
+
+pub(crate) fn attention_backward_node(ctx: &mut Context, node: &Node) {
+    let iq = node.input(0);
+    let Some(dq) = ctx.grad_of(iq) else { return };
+    let (eq, eo) = (ctx.entry(iq), ctx.entry(node.out));
+    let (Some(dout), Attrs::Attention { n_head, probs }) = (eo.grad, node.attrs) else {
+        return;
+    };
+    let (b, t, c) = (eq.shape.dims()[0], eq.shape.dims()[1], eq.shape.last() / 3);
+    let n = probs.len() - t * t;
+    let (p_only, scratch) = (Storage::sub(probs, 0, n), Storage::sub(probs, n, t * t));
+    let ([dq, dp], [g, p, q]) = ctx.store.access([dq, scratch], [dout, p_only, eq.data]);
+    attention_backward(dq, dp, g, p, q, b, t, c, n_head as usize);
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ops::gradcheck::{Check, gradcheck};
+
+    #[test]
+    fn softmax_rows_sum_to_one_and_mask() {
+        let mut c = crate::Context::new();
+        let x = c.tensor(&[2, 2], &[1.0, 2.0, 3.0, -1.0]).unwrap();
+        let y = c.softmax(x, true, 1.0).unwrap();
+        let mut v = [0.0; 4];
+        c.read(y, &mut v).unwrap();
+        assert_eq!(v[0], 1.0);
+        assert_eq!(v[1], 0.0);
+        assert!((v[2] + v[3] - 1.0).abs() < 1e-6 && v[2] > v[3]);
+    }
+
+    #[test]
+    fn gradcheck_softmax() {
+        gradcheck(Check::new("softmax", &[&[3, 5]]), |c, x| {
+            c.softmax(x[0], false, 1.0)
+        });
+        gradcheck(
+            Check::new("softmax causal scaled", &[&[2, 4, 4]]),
+            |c, x| c.softmax(x[0], true, 0.5),
+        );
+        gradcheck(Check::new("softmax causal Tq<Tk", &[&[2, 3]]), |c, x| {
+            c.softmax(x[0], true, 1.3)
+        });
+    }
+
+    #[test]
+    fn gradcheck_attention() {
+        gradcheck(
+            Check::new("attention", &[&[2, 4, 12]]).range(-2.0, 2.0),
+            |c, x| c.attention(x[0], 2),
+        );
+    }
+
+    /// The fused op equals the composition of split, bmm, causal softmax,
+    /// bmm and merge built from primitive ops.
+    #[test]
+    fn fused_attention_matches_primitive_composition() {
+        let (b, t, ch, nh) = (2, 5, 8, 2);
+        let hs = ch / nh;
+        let mut rng = crate::ops::gradcheck::Lcg(7);
+        let data: Vec<f32> = (0..b * t * 3 * ch).map(|_| rng.range(-1.0, 1.0)).collect();
+        let mut c = crate::Context::new();
+        let qkv = c.tensor(&[b, t, 3 * ch], &data).unwrap();
+        let fused = c.attention(qkv, nh).unwrap();
+        let r = c.reshape(qkv, &[b, t, 3, nh, hs]).unwrap();
+        let p = c.permute(r, &[2, 0, 3, 1, 4]).unwrap(); // [3, B, NH, T, hs]
+        let p = c.reshape(p, &[3, b * nh, t, hs]).unwrap();
+        let all = c.permute(p, &[0, 1, 2, 3]).unwrap();
+        let mut buf = vec![0.0; 3 * b * nh * t * hs];
+        c.read(all, &mut buf).unwrap();
+        let n = b * nh * t * hs;
+        let q = c.tensor(&[b * nh, t, hs], &buf[..n]).unwrap();
+        let k = c.tensor(&[b * nh, t, hs], &buf[n..2 * n]).unwrap();
+        let v = c.tensor(&[b * nh, t, hs], &buf[2 * n..]).unwrap();
+        let s = c.bmm(q, k, false, true).unwrap();
+        let a = c.softmax(s, true, 1.0 / (hs as f32).sqrt()).unwrap();
+        let o = c.bmm(a, v, false, false).unwrap();
+        let o = c.reshape(o, &[b, nh, t, hs]).unwrap();
+        let o = c.permute(o, &[0, 2, 1, 3]).unwrap();
+        let mut want = vec![0.0; b * t * ch];
+        let mut got = vec![0.0; b * t * ch];
+        c.read(o, &mut want).unwrap();
+        c.read(fused, &mut got).unwrap();
+        for (g, w) in got.iter().zip(&want) {
+            assert!((g - w).abs() < 1e-5, "{g} vs {w}");
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! Embedding lookup: gather rows of a table by integer id; backward
+//! scatter-adds the output gradient rows into the table's gradient.
+
+use crate::context::{Context, Tensor};
+use crate::error::{Error, Result};
+use crate::shape::Shape;
+use crate::tape::{Attrs, Node, OpKind};
+
+/// Validates every id before anything is gathered.
+pub(crate) fn check_ids(op: &'static str, ids: &[i32], bound: usize) -> Result<()> {
+    match ids.iter().position(|&t| t < 0 || t as usize >= bound) {
+        Some(position) => Err(Error::IndexOutOfRange {
+            op,
+            position,
+            value: ids[position] as i64,
+            bound,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// out[i, :] = weight[ids[i], :]. weight: [V, C], out: [N, C].
+fn embedding_forward(out: &mut [f32], weight: &[f32], ids: &[u32], c: usize) {
+    for (row, &id) in out.chunks_exact_mut(c).zip(ids) {
+        row.copy_from_slice(&weight[id as usize * c..(id as usize + 1) * c]);
+    }
+}
+
+/// dweight[ids[i], :] += dout[i, :].
+fn embedding_backward(dweight: &mut [f32], dout: &[f32], ids: &[u32], c: usize) {
+    for (g, &id) in dout.chunks_exact(c).zip(ids) {
+        let d = &mut dweight[id as usize * c..(id as usize + 1) * c];
+        d.iter_mut().zip(g).for_each(|(d, &g)| *d += g);
+    }
+}
+
+impl Context {
+    /// Rows of `weight` ([V, C]) picked by `ids` (each in [0, V)) -> [len(ids), C].
+    pub fn embedding(&mut self, weight: Tensor, ids: &[i32]) -> Result<Tensor> {
+        const OP: &str = "embedding";
+        let iw = self.resolve(OP, weight)?;
+        let ew = self.entry(iw);
+        if ew.shape.ndim() != 2 {
+            return Err(Error::BadShape {
+                op: OP,
+                what: format!("weight must be 2-D [V,C], got {}", ew.shape),
+            });
+        }
+        if ids.is_empty() {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                what: "no ids given".into(),
+            });
+        }
+        let (v, c) = (ew.shape.dims()[0], ew.shape.dims()[1]);
+        check_ids(OP, ids, v)?;
+        let oshape = Shape::new(OP, &[ids.len(), c])?;
+        let tracks = self.tracks(&[iw]);
+        let ids_buf = self.store.alloc::<u32>(OP, ids.len())?;
+        self.store
+            .access_one(ids_buf)
+            .iter_mut()
+            .zip(ids)
+            .for_each(|(d, &s)| *d = s as u32);
+        let out = self.push_output(OP, oshape, tracks)?;
+        let ([y], [w], [ids]) =
+            self.store
+                .access_ids([self.table[out as usize].data], [ew.data], [ids_buf]);
+        embedding_forward(y, w, ids, c);
+        self.record(OpKind::Embedding, &[iw], out, Attrs::Ids { ids: ids_buf });
+        Ok(self.handle(out))
+    }
+}
+
+pub(crate) fn embedding_backward_node(ctx: &mut Context, node: &Node) {
+    let iw = node.input(0);
+    let Some(dw) = ctx.grad_of(iw) else { return };
+    let (ew, eo) = (ctx.entry(iw), ctx.entry(node.out));
+    let (Some(dout), Attrs::Ids { ids }) = (eo.grad, node.attrs) else {
+        return;
+    };
+    let ([dw], [dout], [ids]) = ctx.store.access_ids([dw], [dout], [ids]);
+    embedding_backward(dw, dout, ids, ew.shape.dims()[1]);
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::error::Error;
+    use crate::ops::gradcheck::{Check, gradcheck};
+
+    #[test]
+    fn gathers_and_refuses_bad_ids() {
+        let mut c = crate::Context::new();
+        let w = c
+            .param(&[3, 2], Some(&[0., 1., 10., 11., 20., 21.]))
+            .unwrap();
+        let e = c.embedding(w, &[2, 0, 2]).unwrap();
+        let mut v = [0.0; 6];
+        c.read(e, &mut v).unwrap();
+        assert_eq!(v, [20., 21., 0., 1., 20., 21.]);
+        for bad in [3, -1, i32::MAX] {
+            let err = c.embedding(w, &[0, bad]).unwrap_err();
+            assert!(
+                matches!(err, Error::IndexOutOfRange { position: 1, .. }),
+                "{err}"
+            );
+            assert!(err.to_string().starts_with("embedding: index"));
+        }
+    }
+
+    #[test]
+    fn gradcheck_embedding_with_repeated_ids() {
+        gradcheck(Check::new("embedding", &[&[5, 3]]), |c, x| {
+            c.embedding(x[0], &[4, 1, 4, 0, 4])
+        });
+    }
+}

@@ -1,0 +1,138 @@
+//! Cross-entropy from logits with integer targets, fused with the softmax
+//! and the mean over rows. Saves only the per-row log-sum-exp.
+
+use crate::context::{Context, Tensor};
+use crate::error::{Error, Result};
+use crate::ops::embedding::check_ids;
+use crate::shape::Shape;
+use crate::tape::{Attrs, Node, OpKind};
+
+/// lse[r] = log sum_j exp(logits[r, j]); returns mean_r (lse[r] - logits[r, t_r]).
+/// logits: [N, V], targets, lse: [N].
+fn cross_entropy_forward(lse: &mut [f32], logits: &[f32], targets: &[u32], v: usize) -> f32 {
+    let mut total = 0.0f64;
+    for ((row, l), &t) in logits.chunks_exact(v).zip(lse.iter_mut()).zip(targets) {
+        let max = row.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
+        let s: f32 = row.iter().map(|&x| (x - max).exp()).sum();
+        *l = max + s.ln();
+        total += (*l - row[t as usize]) as f64;
+    }
+    (total / targets.len() as f64) as f32
+}
+
+/// dlogits[r, j] += dloss / N * (softmax(logits)[r, j] - [j == t_r]).
+fn cross_entropy_backward(
+    dlogits: &mut [f32],
+    dloss: f32,
+    logits: &[f32],
+    lse: &[f32],
+    targets: &[u32],
+    v: usize,
+) {
+    let s = dloss / targets.len() as f32;
+    for (((d, row), &l), &t) in dlogits
+        .chunks_exact_mut(v)
+        .zip(logits.chunks_exact(v))
+        .zip(lse)
+        .zip(targets)
+    {
+        for (dj, &x) in d.iter_mut().zip(row) {
+            *dj += s * (x - l).exp();
+        }
+        d[t as usize] -= s;
+    }
+}
+
+impl Context {
+    /// Mean cross-entropy of `logits` ([..., V], rows = all leading
+    /// elements) against one target per row, each in [0, V). -> [1].
+    pub fn cross_entropy(&mut self, logits: Tensor, targets: &[i32]) -> Result<Tensor> {
+        const OP: &str = "cross_entropy";
+        let il = self.resolve(OP, logits)?;
+        let el = self.entry(il);
+        let (rows, v) = (el.shape.rows(), el.shape.last());
+        if targets.len() != rows {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                what: format!(
+                    "{} targets for logits {} with {rows} rows",
+                    targets.len(),
+                    el.shape
+                ),
+            });
+        }
+        check_ids(OP, targets, v)?;
+        let tracks = self.tracks(&[il]);
+        let tbuf = self.store.alloc::<u32>(OP, rows)?;
+        self.store
+            .access_one(tbuf)
+            .iter_mut()
+            .zip(targets)
+            .for_each(|(d, &s)| *d = s as u32);
+        let lse = self.store.alloc::<f32>(OP, rows)?;
+        let out = self.push_output(OP, Shape::scalar(), tracks)?;
+        let ([y, lse_s], [l], [t]) =
+            self.store
+                .access_ids([self.table[out as usize].data, lse], [el.data], [tbuf]);
+        y[0] = cross_entropy_forward(lse_s, l, t, v);
+        self.record(
+            OpKind::CrossEntropy,
+            &[il],
+            out,
+            Attrs::CrossEntropy { targets: tbuf, lse },
+        );
+        Ok(self.handle(out))
+    }
+}
+
+pub(crate) fn cross_entropy_backward_node(ctx: &mut Context, node: &Node) {
+    let il = node.input(0);
+    let Some(dl) = ctx.grad_of(il) else { return };
+    let (el, eo) = (ctx.entry(il), ctx.entry(node.out));
+    let (Some(dout), Attrs::CrossEntropy { targets, lse }) = (eo.grad, node.attrs) else {
+        return;
+    };
+    let ([dl], [dout, l, lse], [t]) = ctx.store.access_ids([dl], [dout, el.data, lse], [targets]);
+    cross_entropy_backward(dl, dout[0], l, lse, t, el.shape.last());
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::error::Error;
+    use crate::ops::gradcheck::{Check, gradcheck};
+
+    #[test]
+    fn uniform_logits_give_ln_v() {
+        let mut c = crate::Context::new();
+        let l = c.tensor(&[2, 4], &[0.0; 8]).unwrap();
+        let loss = c.cross_entropy(l, &[1, 3]).unwrap();
+        assert!((c.item(loss).unwrap() - 4f32.ln()).abs() < 1e-6);
+        // Large logits stay finite (max subtraction).
+        let big = c.tensor(&[1, 2], &[1000.0, 0.0]).unwrap();
+        let lb = c.cross_entropy(big, &[0]).unwrap();
+        assert!(c.item(lb).unwrap().abs() < 1e-6);
+        assert!(matches!(
+            c.cross_entropy(l, &[1]),
+            Err(Error::InvalidArgument { .. })
+        ));
+        assert!(matches!(
+            c.cross_entropy(l, &[1, 4]),
+            Err(Error::IndexOutOfRange {
+                position: 1,
+                value: 4,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn gradcheck_cross_entropy() {
+        gradcheck(
+            Check::new("cross_entropy", &[&[3, 5]]).range(-2.0, 2.0),
+            |c, x| c.cross_entropy(x[0], &[0, 4, 2]),
+        );
+        gradcheck(Check::new("cross_entropy 3d", &[&[2, 2, 3]]), |c, x| {
+            c.cross_entropy(x[0], &[0, 1, 2, 2])
+        });
+    }
+}

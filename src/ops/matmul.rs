@@ -1,0 +1,378 @@
+//! Matrix products through `blas::sgemm`: 2-D matmul with optional
+//! transposes, linear (x @ W + b, bias fused into the GEMM's C operand) and
+//! batched matmul. Backward GEMMs accumulate straight into the gradient
+//! buffers (beta = 1), so no temporary is needed.
+
+use crate::blas::{Gemm, sgemm};
+use crate::context::{Context, Tensor};
+use crate::error::{Error, Result};
+use crate::shape::{MAX_DIMS, Shape};
+use crate::tape::{Attrs, Node, OpKind};
+
+/// (rows, cols) of a stored 2-D matrix after an optional transpose.
+fn op_dims(rows: usize, cols: usize, trans: bool) -> (usize, usize) {
+    if trans { (cols, rows) } else { (rows, cols) }
+}
+
+/// Gradients of C = op(A) op(B) (each of one batch item), accumulated:
+/// dA_stored += ..., dB_stored += ... . m, n, k as in the forward.
+#[allow(clippy::too_many_arguments)]
+fn matmul_backward(
+    da: Option<&mut [f32]>,
+    db: Option<&mut [f32]>,
+    dc: &[f32],
+    a: &[f32],
+    b: &[f32],
+    ta: bool,
+    tb: bool,
+    m: usize,
+    n: usize,
+    k: usize,
+) {
+    if let Some(da) = da {
+        if ta {
+            // A stored [k, m]: dA = op(B) @ dC^T.
+            sgemm(
+                Gemm {
+                    ldc: m,
+                    ..Gemm::dense(tb, true, k, m, n)
+                },
+                1.0,
+                b,
+                dc,
+                1.0,
+                da,
+            );
+        } else {
+            // dA [m, k] = dC @ op(B)^T.
+            sgemm(Gemm::dense(false, !tb, m, k, n), 1.0, dc, b, 1.0, da);
+        }
+    }
+    if let Some(db) = db {
+        if tb {
+            // B stored [n, k]: dB = dC^T @ op(A).
+            sgemm(Gemm::dense(true, ta, n, k, m), 1.0, dc, a, 1.0, db);
+        } else {
+            // dB [k, n] = op(A)^T @ dC.
+            sgemm(Gemm::dense(!ta, false, k, n, m), 1.0, a, dc, 1.0, db);
+        }
+    }
+}
+
+impl Context {
+    /// 2-D matrix product op(a) @ op(b), where op transposes when asked.
+    /// a: [M,K] (or [K,M] with trans_a), b: [K,N] (or [N,K]) -> [M,N].
+    pub fn matmul(&mut self, a: Tensor, b: Tensor, trans_a: bool, trans_b: bool) -> Result<Tensor> {
+        const OP: &str = "matmul";
+        let (ia, ib) = (self.resolve(OP, a)?, self.resolve(OP, b)?);
+        let (ea, eb) = (self.entry(ia), self.entry(ib));
+        if ea.shape.ndim() != 2 || eb.shape.ndim() != 2 {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                what: "operands must be 2-D",
+                a: ea.shape,
+                b: eb.shape,
+            });
+        }
+        let (m, k) = op_dims(ea.shape.dims()[0], ea.shape.dims()[1], trans_a);
+        let (k2, n) = op_dims(eb.shape.dims()[0], eb.shape.dims()[1], trans_b);
+        if k != k2 {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                what: "inner dimensions differ",
+                a: ea.shape,
+                b: eb.shape,
+            });
+        }
+        let tracks = self.tracks(&[ia, ib]);
+        let out = self.push_output(OP, Shape::from_valid(&[m, n]), tracks)?;
+        let ([c], [a, b]) = self
+            .store
+            .access([self.table[out as usize].data], [ea.data, eb.data]);
+        sgemm(Gemm::dense(trans_a, trans_b, m, n, k), 1.0, a, b, 0.0, c);
+        self.record(
+            OpKind::Matmul,
+            &[ia, ib],
+            out,
+            Attrs::Matmul { trans_a, trans_b },
+        );
+        Ok(self.handle(out))
+    }
+
+    /// Fully connected layer: x @ w + bias. x: [..., K], w: [K, N],
+    /// bias: [N] or None -> [..., N]. The bias is written into the output
+    /// before the GEMM accumulates onto it (no separate add pass).
+    pub fn linear(&mut self, x: Tensor, w: Tensor, bias: Option<Tensor>) -> Result<Tensor> {
+        const OP: &str = "linear";
+        let (ix, iw) = (self.resolve(OP, x)?, self.resolve(OP, w)?);
+        let ib = bias.map(|b| self.resolve(OP, b)).transpose()?;
+        let (ex, ew) = (self.entry(ix), self.entry(iw));
+        if ew.shape.ndim() != 2 || ex.shape.last() != ew.shape.dims()[0] {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                what: "x's last dimension must equal w's rows",
+                a: ex.shape,
+                b: ew.shape,
+            });
+        }
+        let (k, n) = (ew.shape.dims()[0], ew.shape.dims()[1]);
+        if let Some(ib) = ib {
+            let eb = self.entry(ib);
+            if eb.shape.numel() != n || eb.shape.ndim() != 1 {
+                return Err(Error::ShapeMismatch {
+                    op: OP,
+                    what: "bias must be [N] for w [K,N]",
+                    a: eb.shape,
+                    b: ew.shape,
+                });
+            }
+        }
+        let mut dims = [0usize; MAX_DIMS];
+        let nd = ex.shape.ndim();
+        dims[..nd].copy_from_slice(ex.shape.dims());
+        dims[nd - 1] = n;
+        let oshape = Shape::new(OP, &dims[..nd])?;
+        let mut inputs = [ix, iw, 0];
+        let n_in = if let Some(ib) = ib {
+            inputs[2] = ib;
+            3
+        } else {
+            2
+        };
+        let tracks = self.tracks(&inputs[..n_in]);
+        let out = self.push_output(OP, oshape, tracks)?;
+        let rows = ex.shape.rows();
+        let odata = self.table[out as usize].data;
+        let beta = if let Some(ib) = ib {
+            let ([y], [b]) = self.store.access([odata], [self.table[ib as usize].data]);
+            y.chunks_exact_mut(n).for_each(|row| row.copy_from_slice(b));
+            1.0
+        } else {
+            0.0
+        };
+        let ([y], [x, w]) = self.store.access([odata], [ex.data, ew.data]);
+        sgemm(Gemm::dense(false, false, rows, n, k), 1.0, x, w, beta, y);
+        self.record(OpKind::Linear, &inputs[..n_in], out, Attrs::None);
+        Ok(self.handle(out))
+    }
+
+    /// Batched product over matching leading (batch) dimensions:
+    /// a: [..., M, K] (or [..., K, M]), b: [..., K, N] (or [..., N, K]) -> [..., M, N].
+    pub fn bmm(&mut self, a: Tensor, b: Tensor, trans_a: bool, trans_b: bool) -> Result<Tensor> {
+        const OP: &str = "bmm";
+        let (ia, ib) = (self.resolve(OP, a)?, self.resolve(OP, b)?);
+        let (ea, eb) = (self.entry(ia), self.entry(ib));
+        let nd = ea.shape.ndim();
+        if nd < 3 || eb.shape.ndim() != nd || ea.shape.dims()[..nd - 2] != eb.shape.dims()[..nd - 2]
+        {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                what: "operands must be rank >= 3 with equal batch dimensions",
+                a: ea.shape,
+                b: eb.shape,
+            });
+        }
+        let (m, k) = op_dims(ea.shape.dims()[nd - 2], ea.shape.dims()[nd - 1], trans_a);
+        let (k2, n) = op_dims(eb.shape.dims()[nd - 2], eb.shape.dims()[nd - 1], trans_b);
+        if k != k2 {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                what: "inner dimensions differ",
+                a: ea.shape,
+                b: eb.shape,
+            });
+        }
+        let mut dims = [0usize; MAX_DIMS];
+        dims[..nd].copy_from_slice(ea.shape.dims());
+        dims[nd - 2] = m;
+        dims[nd - 1] = n;
+        let oshape = Shape::new(OP, &dims[..nd])?;
+        let tracks = self.tracks(&[ia, ib]);
+        let out = self.push_output(OP, oshape, tracks)?;
+        let batch = oshape.numel() / (m * n);
+        let ([c], [a, b]) = self
+            .store
+            .access([self.table[out as usize].data], [ea.data, eb.data]);
+        let g = Gemm::dense(trans_a, trans_b, m, n, k);
+        for ((c, a), b) in c
+            .chunks_exact_mut(m * n)
+            .zip(a.chunks_exact(m * k))
+            .zip(b.chunks_exact(k * n))
+            .take(batch)
+        {
+            sgemm(g, 1.0, a, b, 0.0, c);
+        }
+        self.record(
+            OpKind::Bmm,
+            &[ia, ib],
+            out,
+            Attrs::Matmul { trans_a, trans_b },
+        );
+        Ok(self.handle(out))
+    }
+}
+
+/// Dims (m, n, k) of a recorded matmul/bmm from its output and input a.
+fn mnk(a: Shape, out: Shape, ta: bool) -> (usize, usize, usize) {
+    let nd = out.ndim();
+    let (m, n) = (out.dims()[nd - 2], out.dims()[nd - 1]);
+    let k = if ta {
+        a.dims()[nd - 2]
+    } else {
+        a.dims()[nd - 1]
+    };
+    (m, n, k)
+}
+
+fn product_backward(ctx: &mut Context, node: &Node) {
+    let (ia, ib) = (node.input(0), node.input(1));
+    let (ea, eb, eo) = (ctx.entry(ia), ctx.entry(ib), ctx.entry(node.out));
+    let Some(dout) = eo.grad else { return };
+    let Attrs::Matmul {
+        trans_a: ta,
+        trans_b: tb,
+    } = node.attrs
+    else {
+        return;
+    };
+    let (m, n, k) = mnk(ea.shape, eo.shape, ta);
+    let batch = eo.shape.numel() / (m * n);
+    // One gradient at a time (a and b may be the same tensor).
+    if let Some(da) = ctx.grad_of(ia) {
+        let ([da], [dc, b]) = ctx.store.access([da], [dout, eb.data]);
+        for i in 0..batch {
+            let (dc, b) = (&dc[i * m * n..][..m * n], &b[i * k * n..][..k * n]);
+            matmul_backward(
+                Some(&mut da[i * m * k..][..m * k]),
+                None,
+                dc,
+                &[],
+                b,
+                ta,
+                tb,
+                m,
+                n,
+                k,
+            );
+        }
+    }
+    if let Some(db) = ctx.grad_of(ib) {
+        let ([db], [dc, a]) = ctx.store.access([db], [dout, ea.data]);
+        for i in 0..batch {
+            let (dc, a) = (&dc[i * m * n..][..m * n], &a[i * m * k..][..m * k]);
+            matmul_backward(
+                None,
+                Some(&mut db[i * k * n..][..k * n]),
+                dc,
+                a,
+                &[],
+                ta,
+                tb,
+                m,
+                n,
+                k,
+            );
+        }
+    }
+}
+
+pub(crate) fn matmul_backward_node(ctx: &mut Context, node: &Node) {
+    product_backward(ctx, node)
+}
+
+pub(crate) fn bmm_backward_node(ctx: &mut Context, node: &Node) {
+    product_backward(ctx, node)
+}
+
+pub(crate) fn linear_backward_node(ctx: &mut Context, node: &Node) {
+    let (ix, iw) = (node.input(0), node.input(1));
+    let (ex, ew, eo) = (ctx.entry(ix), ctx.entry(iw), ctx.entry(node.out));
+    let Some(dout) = eo.grad else { return };
+    let (k, n) = (ew.shape.dims()[0], ew.shape.dims()[1]);
+    let rows = ex.shape.rows();
+    if let Some(dx) = ctx.grad_of(ix) {
+        let ([dx], [dc, w]) = ctx.store.access([dx], [dout, ew.data]);
+        matmul_backward(Some(dx), None, dc, &[], w, false, false, rows, n, k);
+    }
+    if let Some(dw) = ctx.grad_of(iw) {
+        let ([dw], [dc, x]) = ctx.store.access([dw], [dout, ex.data]);
+        matmul_backward(None, Some(dw), dc, x, &[], false, false, rows, n, k);
+    }
+    if node.n_inputs == 3
+        && let Some(db) = ctx.grad_of(node.input(2))
+    {
+        let ([db], [dc]) = ctx.store.access([db], [dout]);
+        for row in dc.chunks_exact(n) {
+            db.iter_mut().zip(row).for_each(|(d, &g)| *d += g);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ops::gradcheck::{Check, gradcheck};
+
+    #[test]
+    fn matmul_forward_and_errors() {
+        let mut c = crate::Context::new();
+        let a = c.tensor(&[2, 3], &[1., 2., 3., 4., 5., 6.]).unwrap();
+        let b = c.tensor(&[3, 2], &[7., 8., 9., 10., 11., 12.]).unwrap();
+        let mut v = [0.0; 4];
+        let p = c.matmul(a, b, false, false).unwrap();
+        c.read(p, &mut v).unwrap();
+        assert_eq!(v, [58., 64., 139., 154.]);
+        let pt = c.matmul(a, a, false, true).unwrap();
+        c.read(pt, &mut v).unwrap();
+        assert_eq!(v, [14., 32., 32., 77.]);
+        let x = c.tensor(&[8, 32], &[0.0; 256]).unwrap();
+        let y = c.tensor(&[16, 4], &[0.0; 64]).unwrap();
+        let e = c.matmul(x, y, false, false).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "matmul: inner dimensions differ: [8,32] x [16,4]"
+        );
+        let used = c.memory_stats().arena_used_bytes;
+        assert!(c.bmm(x, y, false, false).is_err());
+        assert!(c.linear(x, y, None).is_err());
+        assert_eq!(
+            c.memory_stats().arena_used_bytes,
+            used,
+            "a refused op allocates nothing"
+        );
+    }
+
+    #[test]
+    fn gradcheck_matmul_all_transposes() {
+        for ta in [false, true] {
+            for tb in [false, true] {
+                let sa: &[usize] = if ta { &[4, 3] } else { &[3, 4] };
+                let sb: &[usize] = if tb { &[5, 4] } else { &[4, 5] };
+                gradcheck(Check::new("matmul", &[sa, sb]), |c, x| {
+                    c.matmul(x[0], x[1], ta, tb)
+                });
+                let ba: &[usize] = if ta { &[2, 4, 3] } else { &[2, 3, 4] };
+                let bb: &[usize] = if tb { &[2, 5, 4] } else { &[2, 4, 5] };
+                gradcheck(Check::new("bmm", &[ba, bb]), |c, x| {
+                    c.bmm(x[0], x[1], ta, tb)
+                });
+            }
+        }
+        gradcheck(Check::new("matmul 1x1", &[&[1, 1], &[1, 1]]), |c, x| {
+            c.matmul(x[0], x[1], false, false)
+        });
+        gradcheck(Check::new("x @ x^T", &[&[3, 4]]), |c, x| {
+            c.matmul(x[0], x[0], false, true)
+        });
+    }
+
+    #[test]
+    fn gradcheck_linear() {
+        gradcheck(
+            Check::new("linear+bias", &[&[2, 3, 4], &[4, 5], &[5]]),
+            |c, x| c.linear(x[0], x[1], Some(x[2])),
+        );
+        gradcheck(Check::new("linear", &[&[3, 4], &[4, 2]]), |c, x| {
+            c.linear(x[0], x[1], None)
+        });
+    }
+}

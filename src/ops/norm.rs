@@ -1,0 +1,188 @@
+//! LayerNorm over the last axis, fused: one forward pass saves each row's
+//! mean and 1/std, which the backward pass reuses.
+
+use crate::context::{Context, Tensor};
+use crate::error::{Error, Result};
+use crate::tape::{Attrs, Node, OpKind};
+
+/// Default epsilon (GPT-2's).
+pub const LAYERNORM_EPS: f32 = 1e-5;
+
+/// y = (x - mean) * rstd * w + b per row. x, y: [N, C]; w, b: [C];
+/// mean, rstd: [N].
+fn layernorm_forward(
+    y: &mut [f32],
+    mean: &mut [f32],
+    rstd: &mut [f32],
+    x: &[f32],
+    w: &[f32],
+    b: &[f32],
+    c: usize,
+) {
+    for (((yr, xr), m), r) in y
+        .chunks_exact_mut(c)
+        .zip(x.chunks_exact(c))
+        .zip(mean.iter_mut())
+        .zip(rstd.iter_mut())
+    {
+        let mu = xr.iter().sum::<f32>() / c as f32;
+        let var = xr.iter().map(|&v| (v - mu) * (v - mu)).sum::<f32>() / c as f32;
+        let rs = 1.0 / (var + LAYERNORM_EPS).sqrt();
+        for (((yv, &xv), &wv), &bv) in yr.iter_mut().zip(xr).zip(w).zip(b) {
+            *yv = (xv - mu) * rs * wv + bv;
+        }
+        *m = mu;
+        *r = rs;
+    }
+}
+
+/// dx += rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)), with
+/// norm = (x - mean) * rstd and dnorm = dout * w.
+fn layernorm_backward_dx(
+    dx: &mut [f32],
+    dout: &[f32],
+    x: &[f32],
+    w: &[f32],
+    mean: &[f32],
+    rstd: &[f32],
+    c: usize,
+) {
+    let rows = dx
+        .chunks_exact_mut(c)
+        .zip(dout.chunks_exact(c))
+        .zip(x.chunks_exact(c));
+    for (((dxr, gr), xr), (&mu, &rs)) in rows.zip(mean.iter().zip(rstd)) {
+        let (mut m1, mut m2) = (0.0f32, 0.0f32);
+        for ((&g, &xv), &wv) in gr.iter().zip(xr).zip(w) {
+            let dn = g * wv;
+            m1 += dn;
+            m2 += dn * (xv - mu) * rs;
+        }
+        let (m1, m2) = (m1 / c as f32, m2 / c as f32);
+        for (((d, &g), &xv), &wv) in dxr.iter_mut().zip(gr).zip(xr).zip(w) {
+            let norm = (xv - mu) * rs;
+            *d += (g * wv - m1 - norm * m2) * rs;
+        }
+    }
+}
+
+/// dw += sum_rows dout * norm.
+fn layernorm_backward_dw(
+    dw: &mut [f32],
+    dout: &[f32],
+    x: &[f32],
+    mean: &[f32],
+    rstd: &[f32],
+    c: usize,
+) {
+    for ((gr, xr), (&mu, &rs)) in dout
+        .chunks_exact(c)
+        .zip(x.chunks_exact(c))
+        .zip(mean.iter().zip(rstd))
+    {
+        for ((d, &g), &xv) in dw.iter_mut().zip(gr).zip(xr) {
+            *d += g * (xv - mu) * rs;
+        }
+    }
+}
+
+impl Context {
+    /// LayerNorm over the last axis with weight and bias (eps 1e-5).
+    /// x: [..., C], w: [C], b: [C] -> [..., C].
+    pub fn layernorm(&mut self, x: Tensor, w: Tensor, b: Tensor) -> Result<Tensor> {
+        const OP: &str = "layernorm";
+        let (ix, iw, ib) = (
+            self.resolve(OP, x)?,
+            self.resolve(OP, w)?,
+            self.resolve(OP, b)?,
+        );
+        let (ex, ew, eb) = (self.entry(ix), self.entry(iw), self.entry(ib));
+        let c = ex.shape.last();
+        for (what, s) in [
+            ("weight must be [C] for x [...,C]", ew.shape),
+            ("bias must be [C] for x [...,C]", eb.shape),
+        ] {
+            if s.ndim() != 1 || s.numel() != c {
+                return Err(Error::ShapeMismatch {
+                    op: OP,
+                    what,
+                    a: ex.shape,
+                    b: s,
+                });
+            }
+        }
+        let tracks = self.tracks(&[ix, iw, ib]);
+        let rows = ex.shape.rows();
+        let mean = self.store.alloc::<f32>(OP, rows)?;
+        let rstd = self.store.alloc::<f32>(OP, rows)?;
+        let out = self.push_output(OP, ex.shape, tracks)?;
+        let ([y, m, r], [x, w, b]) = self.store.access(
+            [self.table[out as usize].data, mean, rstd],
+            [ex.data, ew.data, eb.data],
+        );
+        layernorm_forward(y, m, r, x, w, b, c);
+        self.record(
+            OpKind::LayerNorm,
+            &[ix, iw, ib],
+            out,
+            Attrs::LayerNorm { mean, rstd },
+        );
+        Ok(self.handle(out))
+    }
+}
+
+pub(crate) fn layernorm_backward_node(ctx: &mut Context, node: &Node) {
+    let (ix, iw, ib) = (node.input(0), node.input(1), node.input(2));
+    let (ex, ew, eo) = (ctx.entry(ix), ctx.entry(iw), ctx.entry(node.out));
+    let (Some(dout), Attrs::LayerNorm { mean, rstd }) = (eo.grad, node.attrs) else {
+        return;
+    };
+    let c = ex.shape.last();
+    if let Some(dx) = ctx.grad_of(ix) {
+        let ([dx], [g, x, w, m, r]) = ctx.store.access([dx], [dout, ex.data, ew.data, mean, rstd]);
+        layernorm_backward_dx(dx, g, x, w, m, r, c);
+    }
+    if let Some(dw) = ctx.grad_of(iw) {
+        let ([dw], [g, x, m, r]) = ctx.store.access([dw], [dout, ex.data, mean, rstd]);
+        layernorm_backward_dw(dw, g, x, m, r, c);
+    }
+    if let Some(db) = ctx.grad_of(ib) {
+        let ([db], [g]) = ctx.store.access([db], [dout]);
+        for gr in g.chunks_exact(c) {
+            db.iter_mut().zip(gr).for_each(|(d, &g)| *d += g);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ops::gradcheck::{Check, gradcheck};
+
+    #[test]
+    fn normalises_rows() {
+        let mut c = crate::Context::new();
+        let w = c.param(&[4], Some(&[1.0; 4])).unwrap();
+        let b = c.param(&[4], None).unwrap();
+        let x = c
+            .tensor(&[2, 4], &[1., 2., 3., 4., -1., 0., 1., 10.])
+            .unwrap();
+        let y = c.layernorm(x, w, b).unwrap();
+        let mut v = [0.0; 8];
+        c.read(y, &mut v).unwrap();
+        for row in v.chunks(4) {
+            let m: f32 = row.iter().sum::<f32>() / 4.0;
+            let var: f32 = row.iter().map(|x| (x - m) * (x - m)).sum::<f32>() / 4.0;
+            assert!(m.abs() < 1e-5 && (var - 1.0).abs() < 1e-3);
+        }
+        let bad = c.param(&[3], None);
+        assert!(bad.is_err(), "params after activations are refused");
+    }
+
+    #[test]
+    fn gradcheck_layernorm() {
+        gradcheck(
+            Check::new("layernorm", &[&[3, 2, 5], &[5], &[5]]).range(-2.0, 2.0),
+            |c, x| c.layernorm(x[0], x[1], x[2]),
+        );
+    }
+}
