@@ -1,1 +1,423 @@
-pub fn placeholder() {}
+//! Checkpoints: parameters, optimizer state and step, plus an opaque user
+//! blob (the trainer keeps its RNG state and vocabulary there).
+//!
+//! Layout (little-endian):
+//! ```text
+//! magic "AGCKPT\r\n" | u32 version | u32 n_params | u64 opt_step
+//! u32 opt_kind (0 none, 1 sgd, 2 adamw) | u32 moments | f32 x5 hyper-params
+//! u64 user_len | per param: u32 ndim, u64 dims[ndim]
+//! payload: per param: values, then each moment | user bytes | u32 CRC32
+//! ```
+//! The CRC covers every byte before it. Loading validates the whole file
+//! into a staging buffer (magic, version, checked lengths, CRC, shapes)
+//! before touching any parameter, so a load is all or nothing. Saving
+//! writes a temporary file in the same folder, fsyncs it, renames it over
+//! the target and fsyncs the folder, so a crash leaves the old file intact.
+
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::optim::OptimizerKind;
+use std::fs::File;
+use std::io::Write;
+use std::path::Path;
+
+const MAGIC: &[u8; 8] = b"AGCKPT\r\n";
+
+/// A checkpoint that passed validation against a model: where its parts are.
+#[derive(Clone, Copy, Debug)]
+pub struct Staged {
+    payload_start: usize,
+    user_start: usize,
+    /// Length of the user bytes.
+    pub user_len: usize,
+    step: u64,
+    code: u32,
+    moments: usize,
+}
+const VERSION: u32 = 1;
+
+fn corrupt(what: impl Into<String>) -> Error {
+    Error::CheckpointCorrupt { what: what.into() }
+}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8]> {
+        let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len());
+        let end = end.ok_or_else(|| {
+            corrupt(format!(
+                "truncated while reading {what} at byte {}",
+                self.pos
+            ))
+        })?;
+        let s = &self.buf[self.pos..end];
+        self.pos = end;
+        Ok(s)
+    }
+    fn u32(&mut self, what: &str) -> Result<u32> {
+        Ok(u32::from_le_bytes(
+            self.take(4, what)?.try_into().unwrap_or([0; 4]),
+        ))
+    }
+    fn u64(&mut self, what: &str) -> Result<u64> {
+        Ok(u64::from_le_bytes(
+            self.take(8, what)?.try_into().unwrap_or([0; 8]),
+        ))
+    }
+    fn f32(&mut self, what: &str) -> Result<f32> {
+        Ok(f32::from_bits(self.u32(what)?))
+    }
+}
+
+fn kind_code(k: Option<OptimizerKind>) -> (u32, [f32; 5]) {
+    match k {
+        None => (0, [0.0; 5]),
+        Some(OptimizerKind::Sgd {
+            lr,
+            momentum,
+            weight_decay,
+        }) => (1, [lr, momentum, 0.0, 0.0, weight_decay]),
+        Some(OptimizerKind::AdamW {
+            lr,
+            beta1,
+            beta2,
+            eps,
+            weight_decay,
+        }) => (2, [lr, beta1, beta2, eps, weight_decay]),
+    }
+}
+
+fn io(op: &'static str, path: &Path, e: std::io::Error) -> Error {
+    Error::Io {
+        op,
+        what: format!("{}: {e}", path.display()),
+    }
+}
+
+impl Context {
+    /// Serialises parameters, optimizer state and `user` bytes.
+    pub fn checkpoint_bytes(&self, user: &[u8]) -> Result<Vec<u8>> {
+        const OP: &str = "checkpoint_save";
+        let opt = self.optimizer.as_ref();
+        let moments = opt.map_or(0, |o| {
+            o.state.first().map_or(0, |s| s.iter().flatten().count())
+        });
+        let floats: usize = (0..self.n_params)
+            .map(|i| self.table[i].shape.numel() * (1 + moments))
+            .sum();
+        let size = 64 + self.n_params * 56 + floats * 4 + user.len();
+        let mut out = Vec::new();
+        out.try_reserve_exact(size)
+            .map_err(|_| Error::AllocationFailed {
+                op: OP,
+                bytes: size,
+            })?;
+        let (code, hp) = kind_code(opt.map(|o| o.kind));
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.extend_from_slice(&(self.n_params as u32).to_le_bytes());
+        out.extend_from_slice(&opt.map_or(0, |o| o.step).to_le_bytes());
+        out.extend_from_slice(&code.to_le_bytes());
+        out.extend_from_slice(&(moments as u32).to_le_bytes());
+        hp.iter()
+            .for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
+        out.extend_from_slice(&(user.len() as u64).to_le_bytes());
+        for e in &self.table[..self.n_params] {
+            out.extend_from_slice(&(e.shape.ndim() as u32).to_le_bytes());
+            e.shape
+                .dims()
+                .iter()
+                .for_each(|&d| out.extend_from_slice(&(d as u64).to_le_bytes()));
+        }
+        for i in 0..self.n_params {
+            let mut bufs = [Some(self.table[i].data), None, None];
+            if let Some(o) = opt {
+                bufs[1] = o.state[i][0];
+                bufs[2] = o.state[i][1];
+            }
+            for b in bufs.into_iter().flatten() {
+                self.store
+                    .read(b)
+                    .iter()
+                    .for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
+            }
+        }
+        out.extend_from_slice(user);
+        let crc = crc32fast::hash(&out);
+        out.extend_from_slice(&crc.to_le_bytes());
+        Ok(out)
+    }
+
+    /// Validates `bytes` completely, then (only if valid and matching this
+    /// model) loads parameters and optimizer state. Returns the user bytes.
+    pub fn checkpoint_load_bytes<'b>(&mut self, bytes: &'b [u8]) -> Result<&'b [u8]> {
+        let staged = self.checkpoint_validate(bytes)?;
+        Ok(self.checkpoint_commit(bytes, staged))
+    }
+
+    /// Checks a checkpoint against this model without changing anything.
+    pub fn checkpoint_validate(&self, bytes: &[u8]) -> Result<Staged> {
+        if bytes.len() < MAGIC.len() + 8 {
+            return Err(corrupt(format!(
+                "{} bytes is too short for a checkpoint",
+                bytes.len()
+            )));
+        }
+        if &bytes[..8] != MAGIC {
+            return Err(corrupt("bad magic (not an arenagrad checkpoint)"));
+        }
+        let (body, tail) = bytes.split_at(bytes.len() - 4);
+        let stored = u32::from_le_bytes(tail.try_into().unwrap_or([0; 4]));
+        let mut r = Reader { buf: body, pos: 8 };
+        let version = r.u32("version")?;
+        if version != VERSION {
+            return Err(corrupt(format!(
+                "unknown format version {version} (this library reads {VERSION})"
+            )));
+        }
+        if crc32fast::hash(body) != stored {
+            return Err(corrupt("CRC32 mismatch (file damaged or truncated)"));
+        }
+        let n_params = r.u32("parameter count")? as usize;
+        let step = r.u64("optimizer step")?;
+        let code = r.u32("optimizer kind")?;
+        let moments = r.u32("moment count")? as usize;
+        let mut hp = [0.0f32; 5];
+        for h in hp.iter_mut() {
+            *h = r.f32("hyper-parameters")?;
+        }
+        let user_len =
+            usize::try_from(r.u64("user length")?).map_err(|_| corrupt("user length overflows"))?;
+        if code > 2 || moments > 2 {
+            return Err(corrupt(format!(
+                "bad optimizer kind {code} / moments {moments}"
+            )));
+        }
+        if n_params != self.n_params {
+            return Err(Error::CheckpointMismatch {
+                what: format!(
+                    "checkpoint has {n_params} parameters, the model {}",
+                    self.n_params
+                ),
+            });
+        }
+        for i in 0..n_params {
+            let nd = r.u32("rank")? as usize;
+            if nd == 0 || nd > crate::MAX_DIMS {
+                return Err(corrupt(format!("parameter {i}: rank {nd}")));
+            }
+            let mut dims = [0usize; crate::MAX_DIMS];
+            for d in dims.iter_mut().take(nd) {
+                *d = usize::try_from(r.u64("dimension")?)
+                    .map_err(|_| corrupt("dimension overflows"))?;
+            }
+            let model = self.table[i].shape;
+            if model.dims() != &dims[..nd] {
+                return Err(Error::CheckpointMismatch {
+                    what: format!(
+                        "parameter {i}: checkpoint shape {:?} vs model shape {model}",
+                        &dims[..nd]
+                    ),
+                });
+            }
+        }
+        let want = kind_code(self.optimizer.as_ref().map(|o| o.kind)).0;
+        let have_moments = self.optimizer.as_ref().map_or(0, |o| {
+            o.state.first().map_or(0, |s| s.iter().flatten().count())
+        });
+        if code != 0 && (code != want || moments != have_moments) {
+            return Err(Error::CheckpointMismatch {
+                what: format!(
+                    "checkpoint optimizer kind {code} with {moments} moments, model has kind {want} with {have_moments}"
+                ),
+            });
+        }
+        let payload_start = r.pos;
+        let floats: usize = (0..n_params)
+            .map(|i| self.table[i].shape.numel() * (1 + moments))
+            .sum();
+        r.take(floats * 4, "payload")?;
+        let user = r.take(user_len, "user bytes")?;
+        if r.pos != body.len() {
+            return Err(corrupt(format!("{} trailing bytes", body.len() - r.pos)));
+        }
+        Ok(Staged {
+            payload_start,
+            user_start: r.pos - user.len(),
+            user_len: user.len(),
+            step,
+            code,
+            moments,
+        })
+    }
+
+    /// Loads a validated checkpoint; returns its user bytes.
+    pub fn checkpoint_commit<'b>(&mut self, bytes: &'b [u8], staged: Staged) -> &'b [u8] {
+        let Staged {
+            payload_start,
+            user_start,
+            user_len,
+            step,
+            code,
+            moments,
+        } = staged;
+        let mut pos = payload_start;
+        let n_params = self.n_params;
+        for i in 0..n_params {
+            let mut bufs = [Some(self.table[i].data), None, None];
+            if let Some(o) = self.optimizer.as_ref().filter(|_| moments > 0) {
+                bufs[1] = o.state[i][0];
+                bufs[2] = o.state[i][1];
+            }
+            for b in bufs.into_iter().flatten() {
+                let src = &bytes[pos..pos + b.len() * 4];
+                pos += b.len() * 4;
+                for (d, s) in self.store.access_one(b).iter_mut().zip(src.chunks_exact(4)) {
+                    *d = f32::from_le_bytes([s[0], s[1], s[2], s[3]]);
+                }
+            }
+        }
+        if let Some(o) = self.optimizer.as_mut() {
+            o.step = if code == 0 { 0 } else { step };
+        }
+        &bytes[user_start..user_start + user_len]
+    }
+
+    /// Writes a checkpoint atomically (temporary file, fsync, rename, fsync
+    /// of the folder). On failure the temporary file is removed and any
+    /// earlier file at `path` is untouched.
+    pub fn checkpoint_save(&self, path: &Path, user: &[u8]) -> Result<()> {
+        const OP: &str = "checkpoint_save";
+        let bytes = self.checkpoint_bytes(user)?;
+        let name = path.file_name().ok_or_else(|| Error::Io {
+            op: OP,
+            what: format!("{}: not a file path", path.display()),
+        })?;
+        let mut tmp_name = name.to_os_string();
+        tmp_name.push(format!(".tmp.{}", std::process::id()));
+        let tmp = path.with_file_name(tmp_name);
+        let write = || -> std::io::Result<()> {
+            let mut f = File::create(&tmp)?;
+            f.write_all(&bytes)?;
+            f.sync_all()?;
+            drop(f);
+            std::fs::rename(&tmp, path)?;
+            let dir = path
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            File::open(dir)?.sync_all()
+        };
+        write().map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            io(OP, path, e)
+        })
+    }
+
+    /// Reads and loads a checkpoint file; returns its user bytes.
+    pub fn checkpoint_load(&mut self, path: &Path) -> Result<Vec<u8>> {
+        const OP: &str = "checkpoint_load";
+        let bytes = std::fs::read(path).map_err(|e| io(OP, path, e))?;
+        self.checkpoint_load_bytes(&bytes).map(|u| u.to_vec())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model() -> Context {
+        let mut c = Context::new();
+        c.param(&[2, 3], Some(&[1., 2., 3., 4., 5., 6.])).unwrap();
+        c.param(&[3], Some(&[-1., -2., -3.])).unwrap();
+        c.optimizer(OptimizerKind::AdamW {
+            lr: 0.01,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 0.0,
+        })
+        .unwrap();
+        c
+    }
+
+    fn values(c: &Context) -> Vec<u32> {
+        let mut all = Vec::new();
+        for p in c.params() {
+            let mut v = vec![0.0; c.shape(p).unwrap().numel()];
+            c.read(p, &mut v).unwrap();
+            all.extend(v.iter().map(|x| x.to_bits()));
+        }
+        all
+    }
+
+    #[test]
+    fn roundtrip_and_every_truncation_and_bitflip_refused() {
+        let src = model();
+        let bytes = src.checkpoint_bytes(b"user-state").unwrap();
+        let mut dst = model();
+        let p0 = dst.params().next().unwrap();
+        dst.param_write(p0, &[0.0; 6]).unwrap();
+        let before = values(&dst);
+        for cut in 0..bytes.len() {
+            let e = dst.checkpoint_load_bytes(&bytes[..cut]).unwrap_err();
+            assert!(
+                matches!(e, Error::CheckpointCorrupt { .. }),
+                "cut {cut}: {e}"
+            );
+        }
+        for bit in (0..bytes.len() * 8).step_by(7) {
+            let mut b = bytes.clone();
+            b[bit / 8] ^= 1 << (bit % 8);
+            assert!(dst.checkpoint_load_bytes(&b).is_err(), "bit {bit}");
+        }
+        assert_eq!(
+            values(&dst),
+            before,
+            "refused loads leave parameters untouched"
+        );
+        assert_eq!(dst.checkpoint_load_bytes(&bytes).unwrap(), b"user-state");
+        assert_eq!(values(&dst), values(&src));
+    }
+
+    #[test]
+    fn mismatch_names_first_differing_parameter() {
+        let src = model();
+        let bytes = src.checkpoint_bytes(&[]).unwrap();
+        let mut other = Context::new();
+        other.param(&[2, 3], None).unwrap();
+        other.param(&[4], None).unwrap();
+        let e = other.checkpoint_load_bytes(&bytes).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "checkpoint does not match the model: parameter 1: checkpoint shape [3] vs model shape [4]"
+        );
+    }
+
+    #[test]
+    fn atomic_save_replaces_and_io_errors_leave_no_temp() {
+        let dir = std::env::temp_dir().join(format!("ag_ckpt_{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("m.ckpt");
+        let c = model();
+        c.checkpoint_save(&path, b"a").unwrap();
+        c.checkpoint_save(&path, b"b").unwrap();
+        let mut d = model();
+        assert_eq!(d.checkpoint_load(&path).unwrap(), b"b");
+        let bad = dir.join("missing-folder").join("m.ckpt");
+        assert!(matches!(
+            c.checkpoint_save(&bad, b""),
+            Err(Error::Io { .. })
+        ));
+        let left: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left.len(), 1, "{left:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

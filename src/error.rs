@@ -1,5 +1,6 @@
 //! The crate's one error type and its single mapping onto C status codes.
 
+use crate::ffi::*;
 use crate::shape::Shape;
 use std::fmt;
 
@@ -154,56 +155,31 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-/// C status codes. Append-only: never renumber or reuse a value.
-pub mod status {
-    pub const OK: i32 = 0;
-    pub const NULL_ARGUMENT: i32 = -1;
-    pub const INVALID_CONTEXT: i32 = -2;
-    pub const STALE_HANDLE: i32 = -3;
-    pub const WRONG_CONTEXT: i32 = -4;
-    pub const INVALID_HANDLE: i32 = -5;
-    pub const SHAPE_MISMATCH: i32 = -6;
-    pub const INVALID_ARGUMENT: i32 = -7;
-    pub const TOO_LARGE: i32 = -8;
-    pub const OUT_OF_MEMORY: i32 = -9;
-    pub const ALLOCATION_FAILED: i32 = -10;
-    pub const INDEX_OUT_OF_RANGE: i32 = -11;
-    pub const NOT_SCALAR: i32 = -12;
-    pub const SEQUENCE: i32 = -13;
-    pub const NON_FINITE: i32 = -14;
-    pub const IO: i32 = -15;
-    pub const CHECKPOINT_CORRUPT: i32 = -16;
-    pub const CHECKPOINT_MISMATCH: i32 = -17;
-    pub const BUSY: i32 = -18;
-    pub const PANIC: i32 = -19;
-    pub const POISONED: i32 = -20;
-}
-
 impl Error {
-    /// The single Error -> status mapping.
-    pub fn status(&self) -> i32 {
+    /// The single Error -> C status mapping (codes are defined in `ffi`).
+    pub fn status(&self) -> ag_status {
         use Error::*;
         match self {
-            NullArgument { .. } => status::NULL_ARGUMENT,
-            InvalidContext { .. } => status::INVALID_CONTEXT,
-            StaleHandle { .. } => status::STALE_HANDLE,
-            WrongContext { .. } => status::WRONG_CONTEXT,
-            InvalidHandle { .. } => status::INVALID_HANDLE,
-            ShapeMismatch { .. } | BadShape { .. } => status::SHAPE_MISMATCH,
-            InvalidArgument { .. } => status::INVALID_ARGUMENT,
-            TooLarge { .. } => status::TOO_LARGE,
-            OutOfMemory { .. } => status::OUT_OF_MEMORY,
-            AllocationFailed { .. } => status::ALLOCATION_FAILED,
-            IndexOutOfRange { .. } => status::INDEX_OUT_OF_RANGE,
-            NotScalar { .. } => status::NOT_SCALAR,
-            Sequence { .. } => status::SEQUENCE,
-            NonFinite { .. } => status::NON_FINITE,
-            Io { .. } => status::IO,
-            CheckpointCorrupt { .. } => status::CHECKPOINT_CORRUPT,
-            CheckpointMismatch { .. } => status::CHECKPOINT_MISMATCH,
-            Busy { .. } => status::BUSY,
-            Panic { .. } => status::PANIC,
-            Poisoned { .. } => status::POISONED,
+            NullArgument { .. } => AG_STATUS_NULL_ARGUMENT,
+            InvalidContext { .. } => AG_STATUS_INVALID_CONTEXT,
+            StaleHandle { .. } => AG_STATUS_STALE_HANDLE,
+            WrongContext { .. } => AG_STATUS_WRONG_CONTEXT,
+            InvalidHandle { .. } => AG_STATUS_INVALID_HANDLE,
+            ShapeMismatch { .. } | BadShape { .. } => AG_STATUS_SHAPE_MISMATCH,
+            InvalidArgument { .. } => AG_STATUS_INVALID_ARGUMENT,
+            TooLarge { .. } => AG_STATUS_TOO_LARGE,
+            OutOfMemory { .. } => AG_STATUS_OUT_OF_MEMORY,
+            AllocationFailed { .. } => AG_STATUS_ALLOCATION_FAILED,
+            IndexOutOfRange { .. } => AG_STATUS_INDEX_OUT_OF_RANGE,
+            NotScalar { .. } => AG_STATUS_NOT_SCALAR,
+            Sequence { .. } => AG_STATUS_SEQUENCE,
+            NonFinite { .. } => AG_STATUS_NON_FINITE,
+            Io { .. } => AG_STATUS_IO,
+            CheckpointCorrupt { .. } => AG_STATUS_CHECKPOINT_CORRUPT,
+            CheckpointMismatch { .. } => AG_STATUS_CHECKPOINT_MISMATCH,
+            Busy { .. } => AG_STATUS_BUSY,
+            Panic { .. } => AG_STATUS_PANIC,
+            Poisoned { .. } => AG_STATUS_POISONED,
         }
     }
 }

@@ -1,0 +1,336 @@
+//! Op entry points. Each checks its out-pointer first, runs the op through
+//! the safe API and writes the result handle only on success. Every op may
+//! also fail with NULL_ARGUMENT, INVALID_CONTEXT, STALE_HANDLE,
+//! WRONG_CONTEXT, INVALID_HANDLE, OUT_OF_MEMORY, BUSY, PANIC and POISONED.
+
+use super::*;
+
+/// Runs an op producing one tensor and delivers its handle to `out`.
+fn op(
+    func: &'static str,
+    ctx: *mut ag_context,
+    out: *mut ag_tensor,
+    f: impl FnOnce(&mut Context) -> Result<Tensor>,
+) -> ag_status {
+    guard(func, ctx, |c| {
+        need(func, "out", out)?;
+        let t = f(c)?;
+        write_out(func, "out", out, t.into())
+    })
+}
+
+/// out = a + b with numpy broadcasting (no tiled copy is made).
+/// SHAPE_MISMATCH if the shapes do not broadcast.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_add(
+    ctx: *mut ag_context,
+    a: ag_tensor,
+    b: ag_tensor,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_add", ctx, out, |c| c.add(a.into(), b.into()))
+}
+/// out = a - b with broadcasting.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_sub(
+    ctx: *mut ag_context,
+    a: ag_tensor,
+    b: ag_tensor,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_sub", ctx, out, |c| c.sub(a.into(), b.into()))
+}
+/// out = a * b element-wise with broadcasting.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_mul(
+    ctx: *mut ag_context,
+    a: ag_tensor,
+    b: ag_tensor,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_mul", ctx, out, |c| c.mul(a.into(), b.into()))
+}
+/// out = a / b element-wise with broadcasting.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_div(
+    ctx: *mut ag_context,
+    a: ag_tensor,
+    b: ag_tensor,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_div", ctx, out, |c| c.div(a.into(), b.into()))
+}
+/// out = -x.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_neg(ctx: *mut ag_context, x: ag_tensor, out: *mut ag_tensor) -> ag_status {
+    op("ag_neg", ctx, out, |c| c.neg(x.into()))
+}
+/// out = e^x.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_exp(ctx: *mut ag_context, x: ag_tensor, out: *mut ag_tensor) -> ag_status {
+    op("ag_exp", ctx, out, |c| c.exp(x.into()))
+}
+/// out = ln(x) (NaN below 0, as IEEE).
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_log(ctx: *mut ag_context, x: ag_tensor, out: *mut ag_tensor) -> ag_status {
+    op("ag_log", ctx, out, |c| c.log(x.into()))
+}
+/// out = tanh(x).
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_tanh(ctx: *mut ag_context, x: ag_tensor, out: *mut ag_tensor) -> ag_status {
+    op("ag_tanh", ctx, out, |c| c.tanh(x.into()))
+}
+/// out = max(x, 0).
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_relu(ctx: *mut ag_context, x: ag_tensor, out: *mut ag_tensor) -> ag_status {
+    op("ag_relu", ctx, out, |c| c.relu(x.into()))
+}
+/// out = 1 / (1 + e^-x).
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_sigmoid(ctx: *mut ag_context, x: ag_tensor, out: *mut ag_tensor) -> ag_status {
+    op("ag_sigmoid", ctx, out, |c| c.sigmoid(x.into()))
+}
+/// GELU, tanh approximation (GPT-2).
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_gelu(ctx: *mut ag_context, x: ag_tensor, out: *mut ag_tensor) -> ag_status {
+    op("ag_gelu", ctx, out, |c| c.gelu(x.into()))
+}
+/// Sum of all elements -> [1].
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_sum(ctx: *mut ag_context, x: ag_tensor, out: *mut ag_tensor) -> ag_status {
+    op("ag_sum", ctx, out, |c| c.sum(x.into()))
+}
+/// Mean of all elements -> [1].
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_mean(ctx: *mut ag_context, x: ag_tensor, out: *mut ag_tensor) -> ag_status {
+    op("ag_mean", ctx, out, |c| c.mean(x.into()))
+}
+
+/// out = s * x.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_scale(
+    ctx: *mut ag_context,
+    x: ag_tensor,
+    s: f32,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_scale", ctx, out, |c| c.scale(x.into(), s))
+}
+
+/// Sum along `axis` (negative counts from the end); `keepdim` keeps the
+/// axis with size 1. SHAPE_MISMATCH for an axis out of range.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_sum_axis(
+    ctx: *mut ag_context,
+    x: ag_tensor,
+    axis: i32,
+    keepdim: bool,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_sum_axis", ctx, out, |c| {
+        c.sum_axis(x.into(), axis, keepdim)
+    })
+}
+
+/// Mean along `axis`, as ag_sum_axis.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_mean_axis(
+    ctx: *mut ag_context,
+    x: ag_tensor,
+    axis: i32,
+    keepdim: bool,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_mean_axis", ctx, out, |c| {
+        c.mean_axis(x.into(), axis, keepdim)
+    })
+}
+
+/// A view of `x` with shape `shape[0..ndim]` (same element count; no copy,
+/// shares the gradient). SHAPE_MISMATCH if the counts differ.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_reshape(
+    ctx: *mut ag_context,
+    x: ag_tensor,
+    shape: *const usize,
+    ndim: usize,
+    out: *mut ag_tensor,
+) -> ag_status {
+    const F: &str = "ag_reshape";
+    op(F, ctx, out, |c| {
+        if ndim == 0 || ndim > AG_MAX_DIMS {
+            return Err(Error::BadShape {
+                op: F,
+                what: format!("ndim {ndim} is outside 1..={AG_MAX_DIMS}"),
+            });
+        }
+        let s = slice_in(F, "shape", shape, ndim)?;
+        c.reshape(x.into(), s)
+    })
+}
+
+/// Reorders axes (a copy): output axis i is input axis perm[i];
+/// `perm[0..ndim]` must be a permutation of x's axes (INVALID_ARGUMENT).
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_permute(
+    ctx: *mut ag_context,
+    x: ag_tensor,
+    perm: *const usize,
+    ndim: usize,
+    out: *mut ag_tensor,
+) -> ag_status {
+    const F: &str = "ag_permute";
+    op(F, ctx, out, |c| {
+        if ndim > AG_MAX_DIMS {
+            return Err(Error::InvalidArgument {
+                op: F,
+                what: format!("ndim {ndim} > {AG_MAX_DIMS}"),
+            });
+        }
+        let p = slice_in(F, "perm", perm, ndim)?;
+        c.permute(x.into(), p)
+    })
+}
+
+/// Swaps axes `a` and `b` (a copy).
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_transpose(
+    ctx: *mut ag_context,
+    x: ag_tensor,
+    a: usize,
+    b: usize,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_transpose", ctx, out, |c| c.transpose(x.into(), a, b))
+}
+
+/// 2-D product op(a) @ op(b) through BLAS; op transposes when asked.
+/// SHAPE_MISMATCH names both shapes when the inner dimensions differ.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_matmul(
+    ctx: *mut ag_context,
+    a: ag_tensor,
+    b: ag_tensor,
+    trans_a: bool,
+    trans_b: bool,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_matmul", ctx, out, |c| {
+        c.matmul(a.into(), b.into(), trans_a, trans_b)
+    })
+}
+
+/// Batched product over equal leading dimensions:
+/// [..., M, K] @ [..., K, N] -> [..., M, N], with optional transposes.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_bmm(
+    ctx: *mut ag_context,
+    a: ag_tensor,
+    b: ag_tensor,
+    trans_a: bool,
+    trans_b: bool,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_bmm", ctx, out, |c| {
+        c.bmm(a.into(), b.into(), trans_a, trans_b)
+    })
+}
+
+/// Fully connected layer x @ w + bias: x [..., K], w [K, N], bias [N]
+/// (pass NULL for none) -> [..., N]. The bias add is fused into the GEMM.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_linear(
+    ctx: *mut ag_context,
+    x: ag_tensor,
+    w: ag_tensor,
+    bias: *const ag_tensor,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_linear", ctx, out, |c| {
+        // SAFETY: NULL means no bias; otherwise the caller passes a valid pointer.
+        let b = if bias.is_null() {
+            None
+        } else {
+            Some(unsafe { bias.read() }.into())
+        };
+        c.linear(x.into(), w.into(), b)
+    })
+}
+
+/// Rows of `weight` [V, C] picked by `ids[0..n]` -> [n, C]. Every id is
+/// checked first: INDEX_OUT_OF_RANGE names the position and the value.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_embedding(
+    ctx: *mut ag_context,
+    weight: ag_tensor,
+    ids: *const i32,
+    n: usize,
+    out: *mut ag_tensor,
+) -> ag_status {
+    const F: &str = "ag_embedding";
+    op(F, ctx, out, |c| {
+        let ids = slice_in(F, "ids", ids, n)?;
+        c.embedding(weight.into(), ids)
+    })
+}
+
+/// Mean cross-entropy of `logits` [..., V] against `targets[0..n]` (one per
+/// row, each in [0, V)) -> [1]. Softmax, log and mean are fused.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_cross_entropy(
+    ctx: *mut ag_context,
+    logits: ag_tensor,
+    targets: *const i32,
+    n: usize,
+    out: *mut ag_tensor,
+) -> ag_status {
+    const F: &str = "ag_cross_entropy";
+    op(F, ctx, out, |c| {
+        let t = slice_in(F, "targets", targets, n)?;
+        c.cross_entropy(logits.into(), t)
+    })
+}
+
+/// LayerNorm over the last axis (eps 1e-5): x [..., C], w [C], b [C].
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_layernorm(
+    ctx: *mut ag_context,
+    x: ag_tensor,
+    w: ag_tensor,
+    b: ag_tensor,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_layernorm", ctx, out, |c| {
+        c.layernorm(x.into(), w.into(), b.into())
+    })
+}
+
+/// softmax(scale * x) over the last axis; with `causal`, the last two axes
+/// are [Tq, Tk] and row i only sees columns up to i + Tk - Tq.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_softmax(
+    ctx: *mut ag_context,
+    x: ag_tensor,
+    causal: bool,
+    scale: f32,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_softmax", ctx, out, |c| {
+        c.softmax(x.into(), causal, scale)
+    })
+}
+
+/// Fused causal multi-head self-attention: qkv [B, T, 3C] (q, k, v side by
+/// side) with `n_head` heads -> [B, T, C]. Heads are read in place (no
+/// split/merge copies); scores are scaled by 1/sqrt(C / n_head).
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_attention(
+    ctx: *mut ag_context,
+    qkv: ag_tensor,
+    n_head: usize,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_attention", ctx, out, |c| {
+        c.attention(qkv.into(), n_head)
+    })
+}
