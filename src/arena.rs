@@ -97,6 +97,10 @@ pub struct ArenaStats {
     pub limit: usize,
 }
 
+/// Writable f32, read-only f32 and read-only u32 slices of one kernel call.
+pub type Slices<'a, const W: usize, const R: usize, const I: usize> =
+    ([&'a mut [f32]; W], [&'a [f32]; R], [&'a [u32]; I]);
+
 pub struct Storage {
     bump: Bump,
     /// Bytes handed out this iteration (sizes padded to ALIGN).
@@ -334,7 +338,7 @@ impl Storage {
         w: [Buf; W],
         r: [Buf; R],
         ids: [Buf<u32>; I],
-    ) -> ([&mut [f32]; W], [&[f32]; R], [&[u32]; I]) {
+    ) -> Slices<'_, W, R, I> {
         for (i, a) in w.iter().enumerate() {
             self.check_live(a);
             let (a0, a1) = a.range();

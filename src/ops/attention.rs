@@ -93,7 +93,7 @@ impl Context {
         const OP: &str = "attention";
         let iq = self.resolve(OP, qkv)?;
         let eq = self.entry(iq);
-        if eq.shape.ndim() != 3 || eq.shape.last() % 3 != 0 {
+        if eq.shape.ndim() != 3 || !eq.shape.last().is_multiple_of(3) {
             return Err(Error::BadShape {
                 op: OP,
                 what: format!("qkv must be [B,T,3C], got {}", eq.shape),

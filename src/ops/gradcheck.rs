@@ -24,6 +24,7 @@ pub(crate) struct Check {
     pub constant: Vec<usize>,
 }
 
+#[allow(dead_code)] // knobs for ops that need them
 impl Check {
     pub fn new(name: &str, shapes: &[&[usize]]) -> Check {
         Check {

