@@ -26,6 +26,7 @@ pub mod checkpoint;
 mod context;
 pub mod error;
 pub mod ffi;
+pub mod gpt;
 mod ops;
 mod optim;
 pub mod shape;
