@@ -64,7 +64,46 @@ pub fn sgemm(g: Gemm, alpha: f32, a: &[f32], b: &[f32], beta: f32, c: &mut [f32]
         [g.m, g.n, g.k, g.lda, g.ldb, g.ldc].into_iter().all(fits),
         "sgemm: dimension exceeds i32"
     );
+    #[cfg(feature = "trace")]
+    let t0 = std::time::Instant::now();
     sgemm_impl(g, alpha, a, b, beta, c);
+    #[cfg(feature = "trace")]
+    trace::record(g, t0.elapsed());
+}
+
+/// Bench instrumentation (feature `trace`): which GEMMs ran and how long.
+#[cfg(feature = "trace")]
+pub mod trace {
+    use super::Gemm;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    static ON: AtomicBool = AtomicBool::new(false);
+    static LOG: Mutex<(Vec<Gemm>, Duration)> = Mutex::new((Vec::new(), Duration::ZERO));
+
+    /// Starts recording (clears the log).
+    pub fn start() {
+        let mut l = LOG.lock().unwrap_or_else(|p| p.into_inner());
+        l.0.clear();
+        l.1 = Duration::ZERO;
+        ON.store(true, Ordering::SeqCst);
+    }
+
+    /// Stops recording; returns the calls and their summed time.
+    pub fn stop() -> (Vec<Gemm>, Duration) {
+        ON.store(false, Ordering::SeqCst);
+        let mut l = LOG.lock().unwrap_or_else(|p| p.into_inner());
+        (std::mem::take(&mut l.0), std::mem::take(&mut l.1))
+    }
+
+    pub(super) fn record(g: Gemm, d: Duration) {
+        if ON.load(Ordering::Relaxed) {
+            let mut l = LOG.lock().unwrap_or_else(|p| p.into_inner());
+            l.0.push(g);
+            l.1 += d;
+        }
+    }
 }
 
 #[cfg(not(miri))]

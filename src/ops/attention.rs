@@ -10,6 +10,7 @@ use crate::arena::Storage;
 use crate::blas::{Gemm, sgemm};
 use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
+use crate::ops::fastmath;
 use crate::shape::Shape;
 use crate::tape::{Attrs, Node, OpKind};
 
@@ -17,13 +18,11 @@ use crate::tape::{Attrs, Node, OpKind};
 /// rest (masked future positions) become 0.
 fn softmax_row(row: &mut [f32], valid: usize, scale: f32) {
     let (live, masked) = row.split_at_mut(valid);
-    let max = live.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
-    let mut sum = 0.0f32;
+    let max = fastmath::max(live);
     for v in live.iter_mut() {
-        *v = ((*v - max) * scale).exp();
-        sum += *v;
+        *v = fastmath::exp((*v - max) * scale);
     }
-    let inv = 1.0 / sum;
+    let inv = 1.0 / fastmath::sum(live);
     live.iter_mut().for_each(|v| *v *= inv);
     masked.fill(0.0);
 }
@@ -40,7 +39,7 @@ fn softmax_backward(dx: &mut [f32], dy: &[f32], y: &[f32], tk: usize, scale: f32
         .zip(dy.chunks_exact(tk))
         .zip(y.chunks_exact(tk))
     {
-        let dot: f32 = g.iter().zip(p).map(|(&g, &p)| g * p).sum();
+        let dot = fastmath::dot(g, p);
         for ((d, &g), &p) in d.iter_mut().zip(g).zip(p) {
             *d += scale * p * (g - dot);
         }
@@ -255,7 +254,7 @@ fn attention_backward(
             sgemm(d_v, 1.0, p, dy, 1.0, &mut dqkv[base + 2 * c + h * hs..]);
             // dS = scale * P * (dP - rowsum(dP * P)), in place in dp.
             for (drow, prow) in dp.chunks_exact_mut(t).zip(p.chunks_exact(t)) {
-                let dot: f32 = drow.iter().zip(prow).map(|(&g, &p)| g * p).sum();
+                let dot = fastmath::dot(drow, prow);
                 drow.iter_mut()
                     .zip(prow)
                     .for_each(|(g, &p)| *g = scale * p * (*g - dot));

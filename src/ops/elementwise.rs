@@ -4,6 +4,7 @@
 use crate::arena::Buf;
 use crate::context::{Context, Tensor};
 use crate::error::Result;
+use crate::ops::fastmath;
 use crate::shape::{MAX_DIMS, Shape};
 use crate::tape::{Attrs, Node, OpKind};
 
@@ -218,7 +219,7 @@ fn unary_forward(kind: OpKind, attrs: Attrs, y: &mut [f32], x: &[f32]) {
 pub(crate) fn gelu_forward(y: &mut [f32], x: &[f32]) {
     for (y, &x) in y.iter_mut().zip(x) {
         let u = GELU_K * (x + 0.044715 * x * x * x);
-        *y = 0.5 * x * (1.0 + u.tanh());
+        *y = 0.5 * x * (1.0 + fastmath::tanh(u));
     }
 }
 
@@ -226,7 +227,7 @@ pub(crate) fn gelu_forward(y: &mut [f32], x: &[f32]) {
 pub(crate) fn gelu_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
     for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
         let u = GELU_K * (x + 0.044715 * x * x * x);
-        let t = u.tanh();
+        let t = fastmath::tanh(u);
         let sech2 = 1.0 - t * t;
         let local = 0.5 * (1.0 + t) + 0.5 * x * sech2 * GELU_K * (1.0 + 3.0 * 0.044715 * x * x);
         *d += g * local;

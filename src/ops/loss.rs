@@ -4,6 +4,7 @@
 use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
 use crate::ops::embedding::check_ids;
+use crate::ops::fastmath;
 use crate::shape::Shape;
 use crate::tape::{Attrs, Node, OpKind};
 
@@ -12,8 +13,20 @@ use crate::tape::{Attrs, Node, OpKind};
 fn cross_entropy_forward(lse: &mut [f32], logits: &[f32], targets: &[u32], v: usize) -> f32 {
     let mut total = 0.0f64;
     for ((row, l), &t) in logits.chunks_exact(v).zip(lse.iter_mut()).zip(targets) {
-        let max = row.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
-        let s: f32 = row.iter().map(|&x| (x - max).exp()).sum();
+        let max = fastmath::max(row);
+        let mut acc = [0.0f32; 8];
+        let chunks = row.chunks_exact(8);
+        let tail: f32 = chunks
+            .remainder()
+            .iter()
+            .map(|&x| fastmath::exp(x - max))
+            .sum();
+        for c in chunks {
+            for i in 0..8 {
+                acc[i] += fastmath::exp(c[i] - max);
+            }
+        }
+        let s = acc.iter().sum::<f32>() + tail;
         *l = max + s.ln();
         total += (*l - row[t as usize]) as f64;
     }
@@ -37,7 +50,7 @@ fn cross_entropy_backward(
         .zip(targets)
     {
         for (dj, &x) in d.iter_mut().zip(row) {
-            *dj += s * (x - l).exp();
+            *dj += s * fastmath::exp(x - l);
         }
         d[t as usize] -= s;
     }

@@ -4,6 +4,7 @@
 pub(crate) mod attention;
 pub(crate) mod elementwise;
 pub(crate) mod embedding;
+pub(crate) mod fastmath;
 pub(crate) mod loss;
 pub(crate) mod matmul;
 pub(crate) mod norm;

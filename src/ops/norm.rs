@@ -3,6 +3,7 @@
 
 use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
+use crate::ops::fastmath;
 use crate::tape::{Attrs, Node, OpKind};
 
 /// Default epsilon (GPT-2's).
@@ -25,8 +26,8 @@ fn layernorm_forward(
         .zip(mean.iter_mut())
         .zip(rstd.iter_mut())
     {
-        let mu = xr.iter().sum::<f32>() / c as f32;
-        let var = xr.iter().map(|&v| (v - mu) * (v - mu)).sum::<f32>() / c as f32;
+        let mu = fastmath::sum(xr) / c as f32;
+        let var = fastmath::sum_sq_dev(xr, mu) / c as f32;
         let rs = 1.0 / (var + LAYERNORM_EPS).sqrt();
         for (((yv, &xv), &wv), &bv) in yr.iter_mut().zip(xr).zip(w).zip(b) {
             *yv = (xv - mu) * rs * wv + bv;
@@ -52,13 +53,9 @@ fn layernorm_backward_dx(
         .zip(dout.chunks_exact(c))
         .zip(x.chunks_exact(c));
     for (((dxr, gr), xr), (&mu, &rs)) in rows.zip(mean.iter().zip(rstd)) {
-        let (mut m1, mut m2) = (0.0f32, 0.0f32);
-        for ((&g, &xv), &wv) in gr.iter().zip(xr).zip(w) {
-            let dn = g * wv;
-            m1 += dn;
-            m2 += dn * (xv - mu) * rs;
-        }
-        let (m1, m2) = (m1 / c as f32, m2 / c as f32);
+        // m1 = mean(g w), m2 = mean(g w (x - mu) rstd).
+        let (gw, gwx) = fastmath::dot2(gr, w, xr);
+        let (m1, m2) = (gw / c as f32, (gwx - mu * gw) * rs / c as f32);
         for (((d, &g), &xv), &wv) in dxr.iter_mut().zip(gr).zip(xr).zip(w) {
             let norm = (xv - mu) * rs;
             *d += (g * wv - m1 - norm * m2) * rs;

@@ -1,0 +1,349 @@
+//! `make bench`: speed and memory figures of arenagrad on this machine,
+//! measured in one run and printed (never asserted).
+//!
+//! Per preset (each in a child process so peak RSS is its own):
+//! step time, the matmul-only floor (the step's own sgemm calls replayed),
+//! GEMM efficiency = floor / step, a time breakdown, memory figures.
+//! Then tape overhead per op and kernel bandwidth against memcpy.
+//!
+//! `--quick` runs a very short form (used by `make test`).
+
+use arenagrad::blas::{self, Gemm, trace};
+use arenagrad::gpt::{Gpt, GptConfig, Rng, sample_batch, vocabulary};
+use arenagrad::{Context, OptimizerKind};
+use std::time::{Duration, Instant};
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    if v.is_empty() {
+        f64::NAN
+    } else {
+        v[v.len() / 2]
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn corpus() -> Vec<u8> {
+    for p in [
+        "../shared/data/shakespeare_tiny.txt",
+        "data/shakespeare.txt",
+    ] {
+        if let Ok(d) = std::fs::read(p) {
+            return d;
+        }
+    }
+    let words = [
+        "the ", "king ", "and ", "queen ", "of ", "love ", "shall ", "be ", "not ", "to ", "\n",
+    ];
+    let mut r = Rng(1);
+    (0..400_000)
+        .flat_map(|_| words[r.below(words.len())].bytes())
+        .collect()
+}
+
+fn status_kb(key: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(key))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Runs one preset in this process and prints its figures.
+fn run_preset(name: &str, steps: usize) {
+    let data = corpus();
+    let (map, v) = vocabulary(&data);
+    let cfg = GptConfig::preset(name, v).expect("preset");
+    let mut ctx = Context::new();
+    let gpt = Gpt::new(&mut ctx, cfg, 1).expect("model");
+    Gpt::adamw(&mut ctx, 1e-3).expect("adamw");
+    let mut rng = Rng(7);
+    let n = cfg.tokens();
+    let (mut ids, mut tg) = (vec![0i32; n], vec![0i32; n]);
+    let (b, t) = (cfg.batch, cfg.block_size);
+    let mut step = |ctx: &mut Context, times: &mut [f64; 6]| {
+        sample_batch(&mut rng, &data, &map, t, &mut ids, &mut tg);
+        let t0 = Instant::now();
+        ctx.reset();
+        let t1 = Instant::now();
+        let loss = gpt.loss(ctx, &ids, &tg, b, t).expect("forward");
+        let t2 = Instant::now();
+        ctx.backward(loss).expect("backward");
+        let t3 = Instant::now();
+        ctx.clip_grad_norm(1.0).expect("clip");
+        let t4 = Instant::now();
+        ctx.optimizer_step().expect("step");
+        let t5 = Instant::now();
+        ctx.zero_grad();
+        let t6 = Instant::now();
+        for (slot, d) in
+            times
+                .iter_mut()
+                .zip([t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5])
+        {
+            *slot = ms(d);
+        }
+    };
+    let mut times = [0.0; 6];
+    for _ in 0..3 {
+        step(&mut ctx, &mut times);
+    }
+    let mut per: Vec<[f64; 6]> = Vec::with_capacity(steps);
+    for _ in 0..steps {
+        step(&mut ctx, &mut times);
+        per.push(times);
+    }
+    let mut totals: Vec<f64> = per.iter().map(|t| t.iter().sum()).collect();
+    let step_ms = median(&mut totals);
+    let part = |i: usize| {
+        let mut v: Vec<f64> = per.iter().map(|t| t[i]).collect();
+        median(&mut v)
+    };
+    let (reset_ms, fwd_ms, bwd_ms, clip_ms, opt_ms, zero_ms) =
+        (part(0), part(1), part(2), part(3), part(4), part(5));
+    let ops = ctx.memory_stats().tape_len as f64;
+
+    // BLAS share, from traced steps.
+    let traced = steps.clamp(1, 5);
+    let mut blas_ms = Vec::new();
+    let mut gemms = Vec::new();
+    for _ in 0..traced {
+        trace::start();
+        step(&mut ctx, &mut times);
+        let (g, d) = trace::stop();
+        blas_ms.push(ms(d));
+        gemms = g;
+    }
+    let blas_step = median(&mut blas_ms);
+
+    // Floor: replay this step's own GEMM shapes on warm buffers.
+    let floor_ms = replay(&gemms, if steps < 5 { 3 } else { 10 });
+    let st = ctx.memory_stats();
+    let hw = st.arena_high_water_bytes;
+    let fwd_bwd = fwd_ms + bwd_ms;
+    let tape_ns = tape_overhead_ns(20_000);
+    let bookkeeping = ops * tape_ns * 1e-6;
+    let elementwise = (fwd_bwd - blas_step - bookkeeping).max(0.0);
+    let pct = |x: f64| 100.0 * x / step_ms;
+    println!(
+        "preset {name}: L={} NH={} C={} T={} B={} V={} params={}",
+        cfg.n_layer,
+        cfg.n_head,
+        cfg.n_embd,
+        t,
+        b,
+        v,
+        gpt.num_params()
+    );
+    println!(
+        "  step_ms (median of {steps}) {step_ms:.3}   tok/s {:.0}",
+        n as f64 / step_ms * 1e3
+    );
+    println!(
+        "  matmul-only floor {floor_ms:.3} ms ({} sgemm calls)   GEMM efficiency floor/step = {:.2}",
+        gemms.len(),
+        floor_ms / step_ms
+    );
+    println!(
+        "  breakdown: BLAS {:.1}%  elementwise/fused {:.1}%  tape bookkeeping {:.1}% ({} ops x {:.0} ns)  optimizer+clip+zero {:.1}%  reset {:.1}%",
+        pct(blas_step),
+        pct(elementwise),
+        pct(bookkeeping),
+        ops,
+        tape_ns,
+        pct(clip_ms + opt_ms + zero_ms),
+        pct(reset_ms)
+    );
+    println!(
+        "  forward {fwd_ms:.3} ms  backward {bwd_ms:.3} ms  clip {clip_ms:.3}  adamw {opt_ms:.3}  zero_grad {zero_ms:.3}  reset {reset_ms:.4}"
+    );
+    println!(
+        "  memory: peak RSS {} KiB  arena high-water {} bytes ({:.0} bytes/token)  params+grads {} bytes  adam state {} bytes",
+        status_kb("VmHWM:"),
+        hw,
+        hw as f64 / n as f64,
+        st.param_bytes,
+        st.optimizer_bytes
+    );
+}
+
+/// Median time (ms) of running every recorded GEMM once, on dense buffers.
+fn replay(gemms: &[Gemm], reps: usize) -> f64 {
+    let need = |rows: usize, cols: usize, ld: usize| (rows - 1) * ld + cols;
+    let size = gemms
+        .iter()
+        .map(|g| {
+            let (ar, ac) = if g.trans_a { (g.k, g.m) } else { (g.m, g.k) };
+            let (br, bc) = if g.trans_b { (g.n, g.k) } else { (g.k, g.n) };
+            need(ar, ac, g.lda)
+                .max(need(br, bc, g.ldb))
+                .max(need(g.m, g.n, g.ldc))
+        })
+        .max()
+        .unwrap_or(1);
+    let a = vec![0.5f32; size];
+    let b = vec![0.25f32; size];
+    let mut c = vec![0.0f32; size];
+    let mut runs = Vec::new();
+    for _ in 0..reps + 1 {
+        let t0 = Instant::now();
+        for g in gemms {
+            blas::sgemm(*g, 1.0, &a, &b, 1.0, &mut c);
+        }
+        runs.push(ms(t0.elapsed()));
+    }
+    runs.remove(0);
+    median(&mut runs)
+}
+
+/// ns per recorded op (record + forward + backward) on 1-element tensors.
+fn tape_overhead_ns(total_ops: usize) -> f64 {
+    let mut ctx = Context::new();
+    let p = ctx.param(&[1], Some(&[0.5])).expect("param");
+    let chain = 1000;
+    let rounds = (total_ops / chain).max(1);
+    let mut best = f64::INFINITY;
+    for _ in 0..3 {
+        let t0 = Instant::now();
+        for _ in 0..rounds {
+            ctx.reset();
+            let mut x = p;
+            for i in 0..chain {
+                x = if i % 2 == 0 {
+                    ctx.scale(x, 0.999).expect("op")
+                } else {
+                    ctx.tanh(x).expect("op")
+                };
+            }
+            ctx.backward(x).expect("backward");
+        }
+        best = best.min(t0.elapsed().as_secs_f64() * 1e9 / (rounds * (chain + 1)) as f64);
+        ctx.zero_grad();
+    }
+    best
+}
+
+/// GB/s of a kernel moving `bytes`, best of `reps`.
+fn gbps(bytes: usize, reps: usize, mut f: impl FnMut()) -> f64 {
+    f();
+    let mut best = f64::INFINITY;
+    for _ in 0..reps {
+        let t0 = Instant::now();
+        f();
+        best = best.min(t0.elapsed().as_secs_f64());
+    }
+    bytes as f64 / best / 1e9
+}
+
+fn bandwidth(quick: bool) {
+    let n: usize = if quick { 1 << 20 } else { 1 << 24 };
+    let reps = if quick { 2 } else { 10 };
+    let src = vec![1.0f32; n];
+    let mut dst = vec![0.0f32; n];
+    let copy = gbps(8 * n, reps, || {
+        dst.copy_from_slice(&src);
+        std::hint::black_box(&mut dst);
+    });
+    let mut ctx = Context::new();
+    let cdim = 256;
+    let w = ctx.param(&[cdim], Some(&vec![1.0; cdim])).expect("w");
+    let bias = ctx.param(&[cdim], None).expect("b");
+    ctx.set_grad_enabled(false);
+    let data: Vec<f32> = (0..n).map(|i| ((i % 97) as f32 - 48.0) / 16.0).collect();
+    let mut kernel = |name: &str,
+                      f: &dyn Fn(
+        &mut Context,
+        arenagrad::Tensor,
+    ) -> arenagrad::Result<arenagrad::Tensor>| {
+        // Input created once per iteration outside the timed op: time only the op.
+        let mut best = f64::INFINITY;
+        for _ in 0..=reps {
+            ctx.reset();
+            let x = ctx.tensor(&[n / cdim, cdim], &data).expect("x");
+            let t0 = Instant::now();
+            std::hint::black_box(f(&mut ctx, x).expect("op"));
+            best = best.min(t0.elapsed().as_secs_f64());
+        }
+        let g = 8.0 * n as f64 / best / 1e9;
+        println!("  {name:<10} {g:6.1} GB/s  = {:.2} of copy", g / copy);
+    };
+    println!(
+        "bandwidth ({} floats, copy of the same bytes {copy:.1} GB/s):",
+        n
+    );
+    kernel("gelu", &|c, x| c.gelu(x));
+    kernel("layernorm", &|c, x| c.layernorm(x, w, bias));
+    kernel("softmax", &|c, x| c.softmax(x, false, 1.0));
+    kernel("add", &|c, x| c.add(x, bias));
+    // AdamW: reads p, g, m, v and writes p, m, v.
+    let mut octx = Context::new();
+    let p = octx.param(&[n], None).expect("p");
+    octx.optimizer(OptimizerKind::AdamW {
+        lr: 1e-3,
+        beta1: 0.9,
+        beta2: 0.999,
+        eps: 1e-8,
+        weight_decay: 0.0,
+    })
+    .expect("opt");
+    let mut best = f64::INFINITY;
+    for _ in 0..=reps {
+        octx.reset();
+        let l = octx.sum(p).expect("sum");
+        octx.backward(l).expect("backward");
+        let t0 = Instant::now();
+        octx.optimizer_step().expect("step");
+        best = best.min(t0.elapsed().as_secs_f64());
+    }
+    let g = 28.0 * n as f64 / best / 1e9;
+    println!(
+        "  {:<10} {g:6.1} GB/s  = {:.2} of copy (7 streams incl. the finiteness pass: 8)",
+        "adamw",
+        g / copy
+    );
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    if let Some(i) = args.iter().position(|a| a == "--child") {
+        let name = args.get(i + 1).map(String::as_str).unwrap_or("tiny");
+        let steps = args.get(i + 2).and_then(|s| s.parse().ok()).unwrap_or(20);
+        run_preset(name, steps);
+        return;
+    }
+    println!(
+        "arenagrad bench ({} BLAS threads: OPENBLAS_NUM_THREADS={})",
+        if quick { "quick," } else { "" },
+        std::env::var("OPENBLAS_NUM_THREADS").unwrap_or_else(|_| "unset".into())
+    );
+    let presets: &[(&str, usize)] = if quick {
+        &[("tiny", 5), ("small", 2)]
+    } else {
+        &[("tiny", 500), ("small", 40), ("medium", 10)]
+    };
+    let exe = std::env::current_exe().expect("exe");
+    for (name, steps) in presets {
+        let st = std::process::Command::new(&exe)
+            .args(["--child", name, &steps.to_string()])
+            .status()
+            .expect("spawn");
+        if !st.success() {
+            eprintln!("bench: preset {name} failed");
+            std::process::exit(1);
+        }
+    }
+    let ops = if quick { 20_000 } else { 1_000_000 };
+    println!(
+        "tape overhead: {:.1} ns per recorded op (record + forward + backward), {} ops",
+        tape_overhead_ns(ops),
+        ops
+    );
+    bandwidth(quick);
+}

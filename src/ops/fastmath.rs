@@ -1,0 +1,162 @@
+//! Branch-free exp and tanh that the compiler vectorises (libm's expf and
+//! tanhf are scalar calls and dominated GELU, softmax and cross-entropy).
+//!
+//! exp: x = n ln2 + r with |r| <= ln2/2, e^r by a degree-6 Taylor polynomial
+//! (truncation error < 1.3e-7 relative), 2^n built in the exponent bits.
+//! NaN propagates; inputs are clamped to [-87.3, 88.3] (results stay normal).
+
+const LOG2E: f32 = std::f32::consts::LOG2_E;
+const LN2_HI: f32 = 0.693_145_75;
+const LN2_LO: f32 = 1.428_606_8e-6;
+/// 1.5 * 2^23: adding and subtracting it rounds to the nearest integer.
+const ROUND: f32 = 12_582_912.0;
+
+/// e^x with relative error about 2e-7 over the clamped range.
+#[inline(always)]
+pub(crate) fn exp(x: f32) -> f32 {
+    let x = x.clamp(-87.3, 88.3);
+    let n = (x * LOG2E + ROUND) - ROUND;
+    let r = x - n * LN2_HI - n * LN2_LO;
+    let p = 1.0
+        + r * (1.0
+            + r * (0.5
+                + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
+    let scale = f32::from_bits(((n as i32 + 127) as u32) << 23);
+    p * scale
+}
+
+/// tanh(x) = 1 - 2 / (e^{2x} + 1); absolute error about 2e-7 (relative
+/// error grows near 0, so the public tanh op keeps libm's; GELU uses this).
+#[inline(always)]
+pub(crate) fn tanh(x: f32) -> f32 {
+    1.0 - 2.0 / (exp(2.0 * x) + 1.0)
+}
+
+/// Sum with 8 independent accumulators: the compiler keeps them in one
+/// vector register (a plain fold must stay sequential and scalar).
+#[inline(always)]
+pub(crate) fn sum(xs: &[f32]) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let chunks = xs.chunks_exact(8);
+    let tail: f32 = chunks.remainder().iter().sum();
+    for c in chunks {
+        for i in 0..8 {
+            acc[i] += c[i];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// Dot product, vectorised like [`sum`].
+#[inline(always)]
+pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in ca.zip(cb) {
+        for i in 0..8 {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// Sum of squared deviations from `mu` (two-pass variance, vectorised).
+#[inline(always)]
+pub(crate) fn sum_sq_dev(xs: &[f32], mu: f32) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let chunks = xs.chunks_exact(8);
+    let tail: f32 = chunks
+        .remainder()
+        .iter()
+        .map(|&x| (x - mu) * (x - mu))
+        .sum();
+    for c in chunks {
+        for i in 0..8 {
+            acc[i] += (c[i] - mu) * (c[i] - mu);
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// (sum a*b, sum a*b*c), vectorised like [`sum`].
+#[inline(always)]
+pub(crate) fn dot2(a: &[f32], b: &[f32], c: &[f32]) -> (f32, f32) {
+    let (mut s1, mut s2) = ([0.0f32; 8], [0.0f32; 8]);
+    let (ca, cb, cc) = (a.chunks_exact(8), b.chunks_exact(8), c.chunks_exact(8));
+    let (mut t1, mut t2) = (0.0f32, 0.0f32);
+    for ((x, y), z) in ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .zip(cc.remainder())
+    {
+        t1 += x * y;
+        t2 += x * y * z;
+    }
+    for ((x, y), z) in ca.zip(cb).zip(cc) {
+        for i in 0..8 {
+            let p = x[i] * y[i];
+            s1[i] += p;
+            s2[i] += p * z[i];
+        }
+    }
+    (s1.iter().sum::<f32>() + t1, s2.iter().sum::<f32>() + t2)
+}
+
+/// Maximum (NaN-ignoring like f32::max), vectorised like [`sum`].
+#[inline(always)]
+pub(crate) fn max(xs: &[f32]) -> f32 {
+    let mut acc = [f32::NEG_INFINITY; 8];
+    let chunks = xs.chunks_exact(8);
+    let tail = chunks
+        .remainder()
+        .iter()
+        .fold(f32::NEG_INFINITY, |m, &x| m.max(x));
+    for c in chunks {
+        for i in 0..8 {
+            acc[i] = if c[i] > acc[i] { c[i] } else { acc[i] };
+        }
+    }
+    acc.iter().fold(tail, |m, &x| m.max(x))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn reductions_match_plain_loops() {
+        let v: Vec<f32> = (0..37).map(|i| (i as f32 * 0.37).sin()).collect();
+        let plain: f32 = v.iter().sum();
+        assert!((super::sum(&v) - plain).abs() < 1e-5);
+        assert!((super::dot(&v, &v) - v.iter().map(|x| x * x).sum::<f32>()).abs() < 1e-5);
+        assert_eq!(
+            super::max(&v),
+            v.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x))
+        );
+        assert_eq!(super::max(&[1.0, 5.0, -2.0]), 5.0);
+    }
+
+    #[test]
+    fn exp_and_tanh_match_libm() {
+        let mut worst_exp = 0.0f64;
+        let mut worst_tanh = 0.0f64;
+        for i in -87_300..88_300 {
+            let x = i as f32 / 1000.0;
+            let want = (x as f64).exp();
+            worst_exp = worst_exp.max(((super::exp(x) as f64 - want) / want).abs());
+            if x.abs() < 20.0 {
+                worst_tanh = worst_tanh.max((super::tanh(x) as f64 - (x as f64).tanh()).abs());
+            }
+        }
+        assert!(worst_exp < 5e-7, "exp relative error {worst_exp}");
+        assert!(worst_tanh < 5e-7, "tanh absolute error {worst_tanh}");
+        assert!(super::exp(f32::NAN).is_nan());
+        assert_eq!(super::tanh(100.0), 1.0);
+        assert_eq!(super::tanh(-100.0), -1.0);
+    }
+}
