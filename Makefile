@@ -103,7 +103,7 @@ valgrind: examples
 
 ## bench: speed and memory figures, printed (never asserted)
 bench: $(LIB)
-	$(CARGO) run --release --example bench -- $(BENCH_ARGS)
+	$(CARGO) run --release --features trace --example bench -- $(BENCH_ARGS)
 
 ## fuzz: cargo-fuzz targets for a set time each (FUZZ_SECONDS, default 60)
 fuzz:

@@ -8,6 +8,9 @@
 //!
 //! `--quick` runs a very short form (used by `make test`).
 
+// Closures below return arenagrad::Result, whose Err carries shapes inline.
+#![allow(clippy::result_large_err)]
+
 use arenagrad::blas::{self, Gemm, trace};
 use arenagrad::gpt::{Gpt, GptConfig, Rng, sample_batch, vocabulary};
 use arenagrad::{Context, OptimizerKind};
