@@ -263,6 +263,14 @@ ag_status ag_checkpoint_load_bytes(struct ag_context *ctx, const uint8_t *data, 
 // Never call it outside tests.
 ag_status ag_test_panic(struct ag_context *ctx);
 
+// Test hook for allocation-failure tests: the `fail_at`-th fallible
+// persistent allocation (parameter, gradient, optimizer state, checkpoint
+// buffer) from now on fails with ALLOCATION_FAILED, and every later one
+// too if `sticky`; `fail_at` = 0 turns injection off. Writes how many such
+// allocations were counted since the previous call to `*counted` (may be
+// NULL). Never call it outside tests.
+ag_status ag_test_fail_allocation(struct ag_context *ctx, uint64_t fail_at, bool sticky, uint64_t *counted);
+
 // out = a + b with numpy broadcasting (no tiled copy is made).
 // SHAPE_MISMATCH if the shapes do not broadcast.
 ag_status ag_add(struct ag_context *ctx, struct ag_tensor a, struct ag_tensor b, struct ag_tensor *out);

@@ -217,6 +217,19 @@ impl Storage {
         })
     }
 
+    /// Counts one fallible persistent allocation and fails it if the fault
+    /// injection says so (tests of allocation failure, SQLite style).
+    pub fn fault_point(&mut self, op: &'static str, bytes: usize) -> Result<()> {
+        let f = &mut self.fault;
+        f.count += 1;
+        let hit = f.fail_at != 0 && (f.count == f.fail_at || (f.sticky && f.count > f.fail_at));
+        if hit {
+            Err(Error::AllocationFailed { op, bytes })
+        } else {
+            Ok(())
+        }
+    }
+
     /// Frees every persistent block allocated after the first `keep`
     /// (used to roll back a half-built parameter or optimizer).
     pub fn truncate_persistent(&mut self, keep: usize) {

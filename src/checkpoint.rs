@@ -100,7 +100,7 @@ fn io(op: &'static str, path: &Path, e: std::io::Error) -> Error {
 
 impl Context {
     /// Serialises parameters, optimizer state and `user` bytes.
-    pub fn checkpoint_bytes(&self, user: &[u8]) -> Result<Vec<u8>> {
+    pub fn checkpoint_bytes(&mut self, user: &[u8]) -> Result<Vec<u8>> {
         const OP: &str = "checkpoint_save";
         let opt = self.optimizer.as_ref();
         let moments = opt.map_or(0, |o| {
@@ -110,6 +110,7 @@ impl Context {
             .map(|i| self.table[i].shape.numel() * (1 + moments))
             .sum();
         let size = 64 + self.n_params * 56 + floats * 4 + user.len();
+        self.store.fault_point(OP, size)?;
         let mut out = Vec::new();
         out.try_reserve_exact(size)
             .map_err(|_| Error::AllocationFailed {
@@ -290,7 +291,7 @@ impl Context {
     /// Writes a checkpoint atomically (temporary file, fsync, rename, fsync
     /// of the folder). On failure the temporary file is removed and any
     /// earlier file at `path` is untouched.
-    pub fn checkpoint_save(&self, path: &Path, user: &[u8]) -> Result<()> {
+    pub fn checkpoint_save(&mut self, path: &Path, user: &[u8]) -> Result<()> {
         const OP: &str = "checkpoint_save";
         let bytes = self.checkpoint_bytes(user)?;
         let name = path.file_name().ok_or_else(|| Error::Io {
@@ -321,6 +322,7 @@ impl Context {
     /// Reads and loads a checkpoint file; returns its user bytes.
     pub fn checkpoint_load(&mut self, path: &Path) -> Result<Vec<u8>> {
         const OP: &str = "checkpoint_load";
+        self.store.fault_point(OP, 0)?;
         let bytes = std::fs::read(path).map_err(|e| io(OP, path, e))?;
         self.checkpoint_load_bytes(&bytes).map(|u| u.to_vec())
     }
@@ -357,7 +359,7 @@ mod tests {
 
     #[test]
     fn roundtrip_and_every_truncation_and_bitflip_refused() {
-        let src = model();
+        let mut src = model();
         let bytes = src.checkpoint_bytes(b"user-state").unwrap();
         let mut dst = model();
         let p0 = dst.params().next().unwrap();
@@ -386,7 +388,7 @@ mod tests {
 
     #[test]
     fn mismatch_names_first_differing_parameter() {
-        let src = model();
+        let mut src = model();
         let bytes = src.checkpoint_bytes(&[]).unwrap();
         let mut other = Context::new();
         other.param(&[2, 3], None).unwrap();
@@ -403,7 +405,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("ag_ckpt_{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("m.ckpt");
-        let c = model();
+        let mut c = model();
         c.checkpoint_save(&path, b"a").unwrap();
         c.checkpoint_save(&path, b"b").unwrap();
         let mut d = model();

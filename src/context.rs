@@ -541,6 +541,21 @@ impl Context {
         if e.requires_grad { e.grad } else { None }
     }
 
+    /// Test hook (allocation-failure tests): make the `fail_at`-th fallible
+    /// persistent allocation from now on fail with AllocationFailed (and, if
+    /// `sticky`, every later one too); 0 turns injection off. Persistent
+    /// allocations are parameters, gradients, optimizer state and checkpoint
+    /// buffers. Returns how many were counted since the previous call.
+    pub fn inject_allocation_failure(&mut self, fail_at: u64, sticky: bool) -> u64 {
+        let counted = self.store.fault.count;
+        self.store.fault = crate::arena::FaultInjection {
+            count: 0,
+            fail_at,
+            sticky,
+        };
+        counted
+    }
+
     /// Test hook: start the generation counter near its limit.
     pub fn set_generation_for_test(&mut self, generation: u64) {
         self.store.set_epoch_for_test(generation);
