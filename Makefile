@@ -69,6 +69,7 @@ lint:
 ## test-rust: unit, gradient-check, integration and header-freshness tests
 test-rust:
 	$(CARGO) test --release
+	$(CARGO) test --release --features debug-arena --lib
 
 ## test-c: C tests natively, under ASan+UBSan, and under valgrind
 test-c: $(LIB) $(C_TESTS) $(C_TESTS_ASAN)
@@ -108,6 +109,10 @@ bench: $(LIB)
 ## fuzz: cargo-fuzz targets for a set time each (FUZZ_SECONDS, default 60)
 fuzz:
 	@bash scripts/fuzz.sh $(FUZZ_SECONDS)
+
+## torture: checkpoint durability (truncations, bit flips, kill -9, disk full)
+torture:
+	@bash scripts/torture.sh
 
 ## miri: the core's unit tests under Miri
 miri:

@@ -101,7 +101,25 @@ pub struct ArenaStats {
 pub type Slices<'a, const W: usize, const R: usize, const I: usize> =
     ([&'a mut [f32]; W], [&'a [f32]; R], [&'a [u32]; I]);
 
+/// Guard bytes after every arena buffer (feature `debug-arena` only).
+#[cfg(feature = "debug-arena")]
+const CANARY: usize = 64;
+#[cfg(not(feature = "debug-arena"))]
+const CANARY: usize = 0;
+#[cfg(feature = "debug-arena")]
+const CANARY_BYTE: u8 = 0xA5;
+
+#[cfg(feature = "debug-arena")]
+struct Canary {
+    op: &'static str,
+    raw: NonNull<u8>,
+    data_bytes: usize,
+    total: usize,
+}
+
 pub struct Storage {
+    #[cfg(feature = "debug-arena")]
+    canaries: Vec<Canary>,
     bump: Bump,
     /// Bytes handed out this iteration (sizes padded to ALIGN).
     used: usize,
@@ -136,6 +154,8 @@ impl Default for Storage {
 impl Storage {
     pub fn new() -> Storage {
         Storage {
+            #[cfg(feature = "debug-arena")]
+            canaries: Vec::new(),
             bump: Bump::new(),
             used: 0,
             high_water: 0,
@@ -161,10 +181,11 @@ impl Storage {
                 limit: self.limit,
             });
         }
-        let layout = Layout::from_size_align(bytes, ALIGN).map_err(|_| Error::TooLarge {
-            op,
-            what: format!("{bytes} bytes"),
-        })?;
+        let layout =
+            Layout::from_size_align(bytes + CANARY, ALIGN).map_err(|_| Error::TooLarge {
+                op,
+                what: format!("{bytes} bytes"),
+            })?;
         let raw = self
             .bump
             .try_alloc_layout(layout)
@@ -179,6 +200,8 @@ impl Storage {
         // SAFETY: raw is a fresh, exclusive, ALIGN-aligned block of `bytes`
         // bytes; zero is a valid bit pattern for every Plain type.
         unsafe { std::ptr::write_bytes(raw.as_ptr(), 0, bytes) };
+        #[cfg(feature = "debug-arena")]
+        self.plant_canary(op, raw, len * size_of::<T>(), bytes + CANARY);
         Ok(Buf {
             ptr: raw.cast(),
             len,
@@ -253,6 +276,8 @@ impl Storage {
     /// one chunk that holds the whole high-water mark, so the steady state
     /// makes no system allocation.
     pub fn reset(&mut self) {
+        #[cfg(feature = "debug-arena")]
+        let overrun = self.check_and_poison();
         self.epoch = self.epoch.wrapping_add(1);
         if self.epoch == 0 {
             // Epoch 0 marks persistent buffers; skip it on wrap (after 2^64
@@ -273,6 +298,60 @@ impl Storage {
             self.bump.reset();
         }
         self.used = 0;
+        #[cfg(feature = "debug-arena")]
+        if let Some(msg) = overrun {
+            panic!("{msg}");
+        }
+    }
+
+    /// debug-arena: fills the bytes after a buffer's end (its padding plus
+    /// CANARY more) with a pattern checked at reset.
+    #[cfg(feature = "debug-arena")]
+    fn plant_canary(
+        &mut self,
+        op: &'static str,
+        raw: NonNull<u8>,
+        data_bytes: usize,
+        total: usize,
+    ) {
+        // SAFETY: raw..raw+total is the block just allocated for this buffer;
+        // the slice handed out covers only its first data_bytes.
+        unsafe {
+            std::ptr::write_bytes(
+                raw.as_ptr().add(data_bytes),
+                CANARY_BYTE,
+                total - data_bytes,
+            )
+        };
+        self.canaries.push(Canary {
+            op,
+            raw,
+            data_bytes,
+            total,
+        });
+    }
+
+    /// debug-arena: verifies every canary, then poisons every buffer of the
+    /// iteration with 0xFF bytes (NaN as f32) so a stale read cannot pass
+    /// silently. Returns a description of the first overrun found.
+    #[cfg(feature = "debug-arena")]
+    fn check_and_poison(&mut self) -> Option<String> {
+        let mut first = None;
+        for c in self.canaries.drain(..) {
+            // SAFETY: the block is still owned by the bump arena (not reset
+            // yet) and no slice into it is alive (&mut self).
+            let block = unsafe { std::slice::from_raw_parts_mut(c.raw.as_ptr(), c.total) };
+            if first.is_none()
+                && let Some(at) = block[c.data_bytes..].iter().position(|&b| b != CANARY_BYTE)
+            {
+                first = Some(format!(
+                    "debug-arena: a buffer of {} bytes made by `{}` was overrun (byte {} past its end was written)",
+                    c.data_bytes, c.op, at
+                ));
+            }
+            block.fill(0xFF);
+        }
+        first
     }
 
     /// Sets (or with None clears) the arena cap in bytes.
@@ -467,6 +546,37 @@ mod tests {
         assert_eq!(s.read(p)[99], 1.0);
         assert_eq!(s.bump.iter_allocated_chunks().count(), 1);
         assert!(s.stats().reserved >= s.stats().high_water);
+    }
+
+    /// A one-element overrun past an arena buffer is caught at reset.
+    #[cfg(feature = "debug-arena")]
+    #[test]
+    fn debug_arena_catches_one_element_overrun_and_poisons() {
+        for len in [1usize, 16, 17] {
+            let mut s = Storage::new();
+            let a = s.alloc::<f32>("overrun-test", len).unwrap();
+            // SAFETY (test): writes one f32 past the slice, inside the block
+            // (padding or canary), which is exactly what must be detected.
+            #[allow(unsafe_code)]
+            unsafe {
+                a.ptr.as_ptr().add(len).write(1.0)
+            };
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.reset()));
+            let msg = r.unwrap_err().downcast::<String>().unwrap();
+            assert!(
+                msg.contains("overrun-test") && msg.contains("overrun"),
+                "{msg}"
+            );
+        }
+        let mut s = Storage::new();
+        let a = s.alloc::<f32>("t", 4).unwrap();
+        let raw = a.ptr;
+        s.reset();
+        // SAFETY (test): the chunk is still owned by the arena; reading the
+        // poisoned bytes shows what a stale read would see.
+        #[allow(unsafe_code)]
+        let v = unsafe { raw.as_ptr().read() };
+        assert!(v.is_nan(), "poisoned memory reads as NaN");
     }
 
     #[test]
