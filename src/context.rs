@@ -91,6 +91,9 @@ pub struct Context {
     pub(crate) pending_grads: bool,
     pub(crate) resets: u64,
     pub(crate) optimizer: Option<Optimizer>,
+    /// One worker thread for large kernels, started at first need.
+    pub(crate) pool: Option<crate::pool::Pool>,
+    pub(crate) pool_failed: bool,
 }
 
 impl Default for Context {
@@ -112,6 +115,8 @@ impl Context {
             pending_grads: false,
             resets: 0,
             optimizer: None,
+            pool: None,
+            pool_failed: false,
         }
     }
 
@@ -407,6 +412,20 @@ impl Context {
     }
 
     // ---- helpers for ops --------------------------------------------------
+
+    /// Starts the worker if `work` (a rough count of element operations) is
+    /// large enough to pay for a hand-off (~10 us); true if it can be used.
+    pub(crate) fn want_pool(&mut self, work: usize) -> bool {
+        const MIN_WORK: usize = 1 << 18;
+        if work < MIN_WORK || self.pool_failed || cfg!(miri) {
+            return false;
+        }
+        if self.pool.is_none() {
+            self.pool = crate::pool::Pool::new();
+            self.pool_failed = self.pool.is_none();
+        }
+        self.pool.is_some()
+    }
 
     pub(crate) fn handle(&self, id: u32) -> Tensor {
         let generation = if (id as usize) < self.n_params {

@@ -29,6 +29,7 @@ pub mod ffi;
 pub mod gpt;
 mod ops;
 mod optim;
+mod pool;
 pub mod shape;
 mod tape;
 

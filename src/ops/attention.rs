@@ -109,14 +109,29 @@ impl Context {
         let probs_shape = Shape::new(OP, &[b, n_head, t, t])?;
         // When recording, T*T more floats at the end serve as the backward
         // pass's dP scratch, so backward never allocates.
-        let extra = if tracks { t * t } else { 0 };
+        // Two scratches: one per thread when the batch is split.
+        let extra = if tracks { 2 * t * t } else { 0 };
         let probs = self.store.alloc::<f32>(OP, probs_shape.numel() + extra)?;
         let out = self.push_output(OP, Shape::from_valid(&[b, t, c]), tracks)?;
         let probs_only = Storage::sub(probs, 0, probs_shape.numel());
+        let par = b >= 2 && self.want_pool(b * n_head * t * t * (c / n_head));
         let ([y, p], [q]) = self
             .store
             .access([self.table[out as usize].data, probs_only], [eq.data]);
-        attention_forward(y, p, q, b, t, c, n_head);
+        match self.pool.as_ref().filter(|_| par) {
+            Some(pool) => {
+                // Split the batch: each half owns disjoint rows of every buffer.
+                let h = b / 2;
+                let (y0, y1) = y.split_at_mut(h * t * c);
+                let (p0, p1) = p.split_at_mut(h * n_head * t * t);
+                let (q0, q1) = q.split_at(h * t * 3 * c);
+                pool.join(
+                    || attention_forward(y1, p1, q1, b - h, t, c, n_head),
+                    || attention_forward(y0, p0, q0, h, t, c, n_head),
+                );
+            }
+            None => attention_forward(y, p, q, b, t, c, n_head),
+        }
         self.record(
             OpKind::Attention,
             &[iq],
@@ -298,10 +313,26 @@ pub(crate) fn attention_backward_node(ctx: &mut Context, node: &Node) {
         return;
     };
     let (b, t, c) = (eq.shape.dims()[0], eq.shape.dims()[1], eq.shape.last() / 3);
-    let n = probs.len() - t * t;
-    let (p_only, scratch) = (Storage::sub(probs, 0, n), Storage::sub(probs, n, t * t));
+    let nh = n_head as usize;
+    let n = probs.len() - 2 * t * t;
+    let (p_only, scratch) = (Storage::sub(probs, 0, n), Storage::sub(probs, n, 2 * t * t));
+    let par = b >= 2 && ctx.want_pool(b * nh * t * t * (c / nh));
     let ([dq, dp], [g, p, q]) = ctx.store.access([dq, scratch], [dout, p_only, eq.data]);
-    attention_backward(dq, dp, g, p, q, b, t, c, n_head as usize);
+    match ctx.pool.as_ref().filter(|_| par) {
+        Some(pool) => {
+            let h = b / 2;
+            let (dq0, dq1) = dq.split_at_mut(h * t * 3 * c);
+            let (dp0, dp1) = dp.split_at_mut(t * t);
+            let (g0, g1) = g.split_at(h * t * c);
+            let (p0, p1) = p.split_at(h * nh * t * t);
+            let (q0, q1) = q.split_at(h * t * 3 * c);
+            pool.join(
+                || attention_backward(dq1, dp1, g1, p1, q1, b - h, t, c, nh),
+                || attention_backward(dq0, dp0, g0, p0, q0, h, t, c, nh),
+            );
+        }
+        None => attention_backward(dq, &mut dp[..t * t], g, p, q, b, t, c, nh),
+    }
 }
 
 #[cfg(test)]
@@ -339,6 +370,43 @@ mod tests {
         gradcheck(
             Check::new("attention", &[&[2, 4, 12]]).range(-2.0, 2.0),
             |c, x| c.attention(x[0], 2),
+        );
+    }
+
+    /// At a size that takes the two-thread path, the op's forward output and
+    /// its gradient are bit-identical to the single-threaded kernels.
+    #[test]
+    fn parallel_path_matches_sequential_kernels() {
+        let (b, t, c, nh) = (4, 64, 32, 2);
+        let mut rng = crate::ops::gradcheck::Lcg(11);
+        let data: Vec<f32> = (0..b * t * 3 * c).map(|_| rng.range(-1.0, 1.0)).collect();
+        let r: Vec<f32> = (0..b * t * c).map(|_| rng.range(-1.0, 1.0)).collect();
+        let mut ctx = crate::Context::new();
+        let qkv = ctx.param(&[b, t, 3 * c], Some(&data)).unwrap();
+        let out = ctx.attention(qkv, nh).unwrap();
+        assert!(ctx.pool.is_some(), "this size should use the worker");
+        let rt = ctx.tensor(&[b, t, c], &r).unwrap();
+        let m = ctx.mul(out, rt).unwrap();
+        let l = ctx.sum(m).unwrap();
+        ctx.backward(l).unwrap();
+        let mut got = vec![0.0; b * t * c];
+        ctx.read(out, &mut got).unwrap();
+        let mut got_grad = vec![0.0; b * t * 3 * c];
+        ctx.read_grad(qkv, &mut got_grad).unwrap();
+        let (mut want, mut probs) = (vec![0.0; b * t * c], vec![0.0; b * nh * t * t]);
+        super::attention_forward(&mut want, &mut probs, &data, b, t, c, nh);
+        let (mut want_grad, mut dp) = (vec![0.0; b * t * 3 * c], vec![0.0; t * t]);
+        super::attention_backward(&mut want_grad, &mut dp, &r, &probs, &data, b, t, c, nh);
+        assert!(
+            got.iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits())
+        );
+        assert!(
+            got_grad
+                .iter()
+                .zip(&want_grad)
+                .all(|(a, b)| a.to_bits() == b.to_bits())
         );
     }
 

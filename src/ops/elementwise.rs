@@ -149,10 +149,21 @@ impl Context {
         let ex = self.entry(ix);
         let tracks = self.tracks(&[ix]);
         let out = self.push_output(op, ex.shape, tracks)?;
+        let par = kind == OpKind::Gelu && self.want_pool(ex.shape.numel() * 8);
         let ([y], [x]) = self
             .store
             .access([self.table[out as usize].data], [ex.data]);
-        unary_forward(kind, attrs, y, x);
+        match self.pool.as_ref().filter(|_| par) {
+            Some(pool) => {
+                let h = x.len() / 2;
+                let ((y0, y1), (x0, x1)) = (y.split_at_mut(h), x.split_at(h));
+                pool.join(
+                    || unary_forward(kind, attrs, y1, x1),
+                    || unary_forward(kind, attrs, y0, x0),
+                );
+            }
+            None => unary_forward(kind, attrs, y, x),
+        }
         self.record(kind, &[ix], out, attrs);
         Ok(self.handle(out))
     }
@@ -239,6 +250,16 @@ pub(crate) fn unary_backward(ctx: &mut Context, node: &Node) {
     let Some(dx) = ctx.grad_of(ix) else { return };
     let (ex, eo) = (ctx.entry(ix), ctx.entry(node.out));
     let Some(dout) = eo.grad else { return };
+    if node.kind == OpKind::Gelu && ctx.want_pool(ex.shape.numel() * 8) {
+        let ([dx], [dout, x]) = ctx.store.access([dx], [dout, ex.data]);
+        if let Some(pool) = ctx.pool.as_ref() {
+            let h = x.len() / 2;
+            let ((d0, d1), (g0, g1), (x0, x1)) =
+                (dx.split_at_mut(h), dout.split_at(h), x.split_at(h));
+            pool.join(|| gelu_backward(d1, g1, x1), || gelu_backward(d0, g0, x0));
+        }
+        return;
+    }
     let ([dx], [dout, x, y]) = ctx.store.access([dx], [dout, ex.data, eo.data]);
     let each = |f: &dyn Fn(f32, f32, f32) -> f32, dx: &mut [f32]| {
         for (((d, &g), &x), &y) in dx.iter_mut().zip(dout).zip(x).zip(y) {
@@ -384,6 +405,35 @@ mod tests {
         gradcheck(Check::new("relu", s).away_from_zero(), |c, x| c.relu(x[0]));
         gradcheck(Check::new("sigmoid", s), |c, x| c.sigmoid(x[0]));
         gradcheck(Check::new("gelu", s).range(-3.0, 3.0), |c, x| c.gelu(x[0]));
+    }
+
+    /// GELU on the two-thread path equals the single-threaded kernels.
+    #[test]
+    fn gelu_parallel_path_matches_kernels() {
+        let n = 1 << 16;
+        let x: Vec<f32> = (0..n).map(|i| (i as f32 / n as f32 - 0.5) * 8.0).collect();
+        let mut c = crate::Context::new();
+        let p = c.param(&[n], Some(&x)).unwrap();
+        let y = c.gelu(p).unwrap();
+        assert!(c.pool.is_some());
+        let l = c.sum(y).unwrap();
+        c.backward(l).unwrap();
+        let (mut got, mut gotg) = (vec![0.0; n], vec![0.0; n]);
+        c.read(y, &mut got).unwrap();
+        c.read_grad(p, &mut gotg).unwrap();
+        let (mut want, mut wantg) = (vec![0.0; n], vec![0.0; n]);
+        super::gelu_forward(&mut want, &x);
+        super::gelu_backward(&mut wantg, &vec![1.0; n], &x);
+        assert!(
+            got.iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits())
+        );
+        assert!(
+            gotg.iter()
+                .zip(&wantg)
+                .all(|(a, b)| a.to_bits() == b.to_bits())
+        );
     }
 
     #[test]

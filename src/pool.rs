@@ -1,0 +1,173 @@
+//! A one-worker fork-join pool: the library's only threads of its own.
+//!
+//! The machines this targets have few cores and OpenBLAS already runs its
+//! own threads for the large GEMMs, so arenagrad adds exactly one worker
+//! that sleeps on a condition variable (it never spins, so it cannot fight
+//! OpenBLAS's threads for the cores) and is woken only for work large enough
+//! to pay for the hand-off: attention heads and big element-wise kernels.
+//! `join` makes no heap allocation.
+//!
+//! # Safety invariant
+//! `join` hands the worker a raw pointer to a closure living on the caller's
+//! stack, erasing its lifetime. This is sound because `join` does not return
+//! (or unwind) before the worker has finished running the closure and
+//! released the pointer: the wait happens in a drop guard, which runs on the
+//! normal path and during unwinding alike.
+#![allow(unsafe_code)]
+
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+type Job = *mut (dyn FnMut() + Send);
+
+struct Slot {
+    job: Option<SendJob>,
+    done: bool,
+    panicked: bool,
+    shutdown: bool,
+}
+
+struct SendJob(Job);
+// SAFETY: the pointee is `Send` (the bound on `join`'s closure), and the
+// pointer is only dereferenced by the worker while `join` waits.
+unsafe impl Send for SendJob {}
+
+struct Shared {
+    slot: Mutex<Slot>,
+    wake: Condvar,
+    finished: Condvar,
+}
+
+fn lock(m: &Mutex<Slot>) -> MutexGuard<'_, Slot> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+pub(crate) struct Pool {
+    shared: Arc<Shared>,
+    worker: Option<JoinHandle<()>>,
+}
+
+impl Pool {
+    /// Starts the worker thread; None if the OS refuses a thread (then
+    /// everything runs on the caller's thread).
+    pub fn new() -> Option<Pool> {
+        let shared = Arc::new(Shared {
+            slot: Mutex::new(Slot {
+                job: None,
+                done: false,
+                panicked: false,
+                shutdown: false,
+            }),
+            wake: Condvar::new(),
+            finished: Condvar::new(),
+        });
+        let s = Arc::clone(&shared);
+        let worker = std::thread::Builder::new()
+            .name("arenagrad-worker".into())
+            .spawn(move || worker_loop(&s))
+            .ok()?;
+        Some(Pool {
+            shared,
+            worker: Some(worker),
+        })
+    }
+
+    /// Runs `a` on the worker and `b` on this thread; returns when both are
+    /// done. A panic in either is resumed here after both finished.
+    pub fn join<A: FnOnce() + Send, B: FnOnce()>(&self, a: A, b: B) {
+        let mut a = Some(a);
+        let mut call_a = move || {
+            if let Some(f) = a.take() {
+                f()
+            }
+        };
+        let dyn_a: &mut (dyn FnMut() + Send) = &mut call_a;
+        // SAFETY: lifetime erasure, see the module invariant: `Wait` below
+        // blocks until the worker is done with the pointer.
+        let job: Job = unsafe { std::mem::transmute::<&mut (dyn FnMut() + Send), Job>(dyn_a) };
+        {
+            let mut s = lock(&self.shared.slot);
+            s.job = Some(SendJob(job));
+            s.done = false;
+            s.panicked = false;
+        }
+        self.shared.wake.notify_one();
+        struct Wait<'p>(&'p Shared);
+        impl Drop for Wait<'_> {
+            fn drop(&mut self) {
+                let mut s = lock(&self.0.slot);
+                while !s.done {
+                    s = self.0.finished.wait(s).unwrap_or_else(|p| p.into_inner());
+                }
+            }
+        }
+        let wait = Wait(&self.shared);
+        b();
+        drop(wait);
+        if lock(&self.shared.slot).panicked {
+            resume_unwind(Box::new("panic in the arenagrad worker thread"));
+        }
+    }
+}
+
+fn worker_loop(shared: &Shared) {
+    loop {
+        let job = {
+            let mut s = lock(&shared.slot);
+            loop {
+                if s.shutdown {
+                    return;
+                }
+                if let Some(j) = s.job.take() {
+                    break j;
+                }
+                s = shared.wake.wait(s).unwrap_or_else(|p| p.into_inner());
+            }
+        };
+        // SAFETY: the pointer is live until we set `done` (module invariant)
+        // and no one else calls it.
+        let ok = catch_unwind(AssertUnwindSafe(|| unsafe { (*job.0)() })).is_ok();
+        let mut s = lock(&shared.slot);
+        s.panicked = !ok;
+        s.done = true;
+        drop(s);
+        shared.finished.notify_all();
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        lock(&self.shared.slot).shutdown = true;
+        self.shared.wake.notify_all();
+        if let Some(w) = self.worker.take() {
+            let _ = w.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn join_runs_both_halves_and_propagates_panics() {
+        let pool = Pool::new().unwrap();
+        let mut v = vec![0u32; 1000];
+        for round in 0..100u32 {
+            let (lo, hi) = v.split_at_mut(500);
+            pool.join(
+                || lo.iter_mut().for_each(|x| *x += round),
+                || hi.iter_mut().for_each(|x| *x += 2 * round),
+            );
+        }
+        assert_eq!(v[0], (0..100).sum::<u32>());
+        assert_eq!(v[999], 2 * (0..100).sum::<u32>());
+        let r = catch_unwind(AssertUnwindSafe(|| pool.join(|| panic!("boom"), || ())));
+        assert!(r.is_err());
+        // Still usable after a panic.
+        let mut x = 0;
+        pool.join(|| (), || x = 1);
+        assert_eq!(x, 1);
+    }
+}
