@@ -13,8 +13,6 @@ CFLAGS_BASE  := -std=c11 -Wall -Wextra -Wpedantic -Werror -Iinclude
 CFLAGS       := $(CFLAGS_BASE) -O2 -g
 ASAN_FLAGS   := $(CFLAGS_BASE) -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 VALGRIND     := valgrind --quiet --leak-check=full --error-exitcode=1 --errors-for-leak-kinds=definite,indirect --suppressions=tests/valgrind.supp
-# One BLAS thread under the memory and determinism checks.
-export OPENBLAS_NUM_THREADS ?= 2
 SHARED_DATA  := ../shared/data
 TINY_DATA    := $(firstword $(wildcard $(SHARED_DATA)/shakespeare_tiny.txt) $(BUILD)/corpus_small.txt)
 DATA         := data/shakespeare.txt

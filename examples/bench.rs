@@ -126,7 +126,10 @@ fn run_preset(name: &str, steps: usize) {
     let blas_step = median(&mut blas_ms);
 
     // Floor: replay this step's own GEMM shapes on warm buffers.
+    // The floor uses OpenBLAS at its best: its own threads on both cores.
+    blas::set_blas_threads(2);
     let floor_ms = replay(&gemms, if steps < 5 { 3 } else { 10 });
+    blas::set_blas_threads(1);
     let st = ctx.memory_stats();
     let hw = st.arena_high_water_bytes;
     let fwd_bwd = fwd_ms + bwd_ms;

@@ -97,13 +97,92 @@ pub mod trace {
         (std::mem::take(&mut l.0), std::mem::take(&mut l.1))
     }
 
+    /// While a split product runs, its halves are not recorded; the
+    /// logical product is, with its wall time, when this guard drops.
+    static IN_SPLIT: AtomicBool = AtomicBool::new(false);
+
+    pub(super) struct Logical(Gemm, std::time::Instant);
+
+    impl Logical {
+        pub(super) fn new(g: Gemm) -> Logical {
+            IN_SPLIT.store(true, Ordering::SeqCst);
+            Logical(g, std::time::Instant::now())
+        }
+    }
+
+    impl Drop for Logical {
+        fn drop(&mut self) {
+            IN_SPLIT.store(false, Ordering::SeqCst);
+            record_always(self.0, self.1.elapsed());
+        }
+    }
+
     pub(super) fn record(g: Gemm, d: Duration) {
+        if !IN_SPLIT.load(Ordering::Relaxed) {
+            record_always(g, d);
+        }
+    }
+
+    fn record_always(g: Gemm, d: Duration) {
         if ON.load(Ordering::Relaxed) {
             let mut l = LOG.lock().unwrap_or_else(|p| p.into_inner());
             l.0.push(g);
             l.1 += d;
         }
     }
+}
+
+/// Sets how many threads OpenBLAS itself uses (process-wide). arenagrad
+/// runs it single-threaded and splits large products across its own
+/// worker instead (see `pool.rs`), so that only one set of threads ever
+/// competes for the cores. No-op where the BLAS has no such control.
+pub fn set_blas_threads(n: usize) {
+    #[cfg(all(target_os = "linux", not(miri)))]
+    {
+        unsafe extern "C" {
+            fn openblas_set_num_threads(n: std::ffi::c_int);
+        }
+        let n = std::ffi::c_int::try_from(n.max(1)).unwrap_or(1);
+        // SAFETY: a plain setter exported by libopenblas, which this crate links.
+        unsafe { openblas_set_num_threads(n) }
+    }
+    #[cfg(not(all(target_os = "linux", not(miri))))]
+    let _ = n;
+}
+
+/// Products with at least this many multiply-adds are split in two halves
+/// (by rows or columns of C) across the pool; smaller ones gain nothing
+/// from a second thread (measured: the tiny preset's 5-23 us calls).
+pub(crate) const SPLIT_MIN_MACS: usize = 1 << 22;
+
+/// `sgemm`, split across the worker thread when `pool` is given and the
+/// product is large. Each half is an independent sgemm on disjoint parts
+/// of C, so results are identical to the unsplit call on one thread.
+pub(crate) fn sgemm_on(
+    pool: Option<&crate::pool::Pool>,
+    g: Gemm,
+    alpha: f32,
+    a: &[f32],
+    b: &[f32],
+    beta: f32,
+    c: &mut [f32],
+) {
+    let Some(pool) = pool.filter(|_| g.m * g.n * g.k >= SPLIT_MIN_MACS && g.m >= 64) else {
+        return sgemm(g, alpha, a, b, beta, c);
+    };
+    #[cfg(feature = "trace")]
+    let _logical = trace::Logical::new(g);
+    // Split the rows of C (and of op(A)): two disjoint row blocks. Column
+    // splits would interleave in memory, so even wide, short products split
+    // by rows (32+ rows per half stay efficient GEMMs).
+    let h = g.m / 2;
+    let a_off = if g.trans_a { h } else { h * g.lda };
+    let (c0, c1) = c.split_at_mut(h * g.ldc);
+    let (g0, g1) = (Gemm { m: h, ..g }, Gemm { m: g.m - h, ..g });
+    pool.join(
+        || sgemm(g1, alpha, &a[a_off..], b, beta, c1),
+        || sgemm(g0, alpha, a, b, beta, c0),
+    );
 }
 
 #[cfg(not(miri))]
@@ -201,6 +280,26 @@ mod tests {
                         "nmse {} for {m}x{n}x{k} ta={ta} tb={tb}",
                         num / den
                     );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn split_products_match_naive() {
+        let pool = crate::pool::Pool::new().unwrap();
+        for &(m, n, k) in &[(200, 300, 100), (77, 128, 1024), (1024, 384, 128)] {
+            for ta in [false, true] {
+                for tb in [false, true] {
+                    let g = Gemm::dense(ta, tb, m, n, k);
+                    let (a, b) = (lcg(m * k, 4), lcg(k * n, 5));
+                    let mut c1 = lcg(m * n, 6);
+                    let mut c2 = c1.clone();
+                    sgemm_on(Some(&pool), g, 1.0, &a, &b, 1.0, &mut c1);
+                    naive_sgemm(g, 1.0, &a, &b, 1.0, &mut c2);
+                    let num: f32 = c1.iter().zip(&c2).map(|(x, y)| (x - y) * (x - y)).sum();
+                    let den: f32 = c2.iter().map(|y| y * y).sum();
+                    assert!(num / den < 1e-7, "{m}x{n}x{k} ta={ta} tb={tb}");
                 }
             }
         }

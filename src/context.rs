@@ -118,6 +118,16 @@ impl Context {
             pool: None,
             pool_failed: false,
         }
+        .with_single_threaded_blas()
+    }
+
+    /// OpenBLAS's own threads would compete with the pool's worker for the
+    /// same cores (measured: busy-waiting pools turn 1 ms steps into 3+ ms),
+    /// so BLAS runs on the calling thread and arenagrad splits large
+    /// products across its worker itself.
+    fn with_single_threaded_blas(self) -> Context {
+        crate::blas::set_blas_threads(1);
+        self
     }
 
     pub fn id(&self) -> u32 {
@@ -413,10 +423,11 @@ impl Context {
 
     // ---- helpers for ops --------------------------------------------------
 
-    /// Starts the worker if `work` (a rough count of element operations) is
-    /// large enough to pay for a hand-off (~10 us); true if it can be used.
+    /// Starts the worker if `work` (multiply-adds, or element operations
+    /// weighted by their cost) is large enough to pay for a hand-off (a
+    /// condvar wake-up, some microseconds); true if it can be used.
     pub(crate) fn want_pool(&mut self, work: usize) -> bool {
-        const MIN_WORK: usize = 1 << 18;
+        const MIN_WORK: usize = 1 << 21;
         if work < MIN_WORK || self.pool_failed || cfg!(miri) {
             return false;
         }

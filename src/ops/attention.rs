@@ -114,7 +114,7 @@ impl Context {
         let probs = self.store.alloc::<f32>(OP, probs_shape.numel() + extra)?;
         let out = self.push_output(OP, Shape::from_valid(&[b, t, c]), tracks)?;
         let probs_only = Storage::sub(probs, 0, probs_shape.numel());
-        let par = b >= 2 && self.want_pool(b * n_head * t * t * (c / n_head));
+        let par = b >= 2 && self.want_pool(4 * b * n_head * t * t * (c / n_head));
         let ([y, p], [q]) = self
             .store
             .access([self.table[out as usize].data, probs_only], [eq.data]);
@@ -316,7 +316,7 @@ pub(crate) fn attention_backward_node(ctx: &mut Context, node: &Node) {
     let nh = n_head as usize;
     let n = probs.len() - 2 * t * t;
     let (p_only, scratch) = (Storage::sub(probs, 0, n), Storage::sub(probs, n, 2 * t * t));
-    let par = b >= 2 && ctx.want_pool(b * nh * t * t * (c / nh));
+    let par = b >= 2 && ctx.want_pool(4 * b * nh * t * t * (c / nh));
     let ([dq, dp], [g, p, q]) = ctx.store.access([dq, scratch], [dout, p_only, eq.data]);
     match ctx.pool.as_ref().filter(|_| par) {
         Some(pool) => {

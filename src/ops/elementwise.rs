@@ -149,7 +149,7 @@ impl Context {
         let ex = self.entry(ix);
         let tracks = self.tracks(&[ix]);
         let out = self.push_output(op, ex.shape, tracks)?;
-        let par = kind == OpKind::Gelu && self.want_pool(ex.shape.numel() * 8);
+        let par = kind == OpKind::Gelu && self.want_pool(ex.shape.numel() * 16);
         let ([y], [x]) = self
             .store
             .access([self.table[out as usize].data], [ex.data]);
@@ -250,7 +250,7 @@ pub(crate) fn unary_backward(ctx: &mut Context, node: &Node) {
     let Some(dx) = ctx.grad_of(ix) else { return };
     let (ex, eo) = (ctx.entry(ix), ctx.entry(node.out));
     let Some(dout) = eo.grad else { return };
-    if node.kind == OpKind::Gelu && ctx.want_pool(ex.shape.numel() * 8) {
+    if node.kind == OpKind::Gelu && ctx.want_pool(ex.shape.numel() * 16) {
         let ([dx], [dout, x]) = ctx.store.access([dx], [dout, ex.data]);
         if let Some(pool) = ctx.pool.as_ref() {
             let h = x.len() / 2;
@@ -410,7 +410,7 @@ mod tests {
     /// GELU on the two-thread path equals the single-threaded kernels.
     #[test]
     fn gelu_parallel_path_matches_kernels() {
-        let n = 1 << 16;
+        let n = 1 << 17;
         let x: Vec<f32> = (0..n).map(|i| (i as f32 / n as f32 - 0.5) * 8.0).collect();
         let mut c = crate::Context::new();
         let p = c.param(&[n], Some(&x)).unwrap();

@@ -3,9 +3,10 @@
 //! batched matmul. Backward GEMMs accumulate straight into the gradient
 //! buffers (beta = 1), so no temporary is needed.
 
-use crate::blas::{Gemm, sgemm};
+use crate::blas::{Gemm, sgemm_on};
 use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
+use crate::pool::Pool;
 use crate::shape::{MAX_DIMS, Shape};
 use crate::tape::{Attrs, Node, OpKind};
 
@@ -18,6 +19,7 @@ fn op_dims(rows: usize, cols: usize, trans: bool) -> (usize, usize) {
 /// dA_stored += ..., dB_stored += ... . m, n, k as in the forward.
 #[allow(clippy::too_many_arguments)]
 fn matmul_backward(
+    pool: Option<&Pool>,
     da: Option<&mut [f32]>,
     db: Option<&mut [f32]>,
     dc: &[f32],
@@ -32,7 +34,8 @@ fn matmul_backward(
     if let Some(da) = da {
         if ta {
             // A stored [k, m]: dA = op(B) @ dC^T.
-            sgemm(
+            sgemm_on(
+                pool,
                 Gemm {
                     ldc: m,
                     ..Gemm::dense(tb, true, k, m, n)
@@ -45,16 +48,16 @@ fn matmul_backward(
             );
         } else {
             // dA [m, k] = dC @ op(B)^T.
-            sgemm(Gemm::dense(false, !tb, m, k, n), 1.0, dc, b, 1.0, da);
+            sgemm_on(pool, Gemm::dense(false, !tb, m, k, n), 1.0, dc, b, 1.0, da);
         }
     }
     if let Some(db) = db {
         if tb {
             // B stored [n, k]: dB = dC^T @ op(A).
-            sgemm(Gemm::dense(true, ta, n, k, m), 1.0, dc, a, 1.0, db);
+            sgemm_on(pool, Gemm::dense(true, ta, n, k, m), 1.0, dc, a, 1.0, db);
         } else {
             // dB [k, n] = op(A)^T @ dC.
-            sgemm(Gemm::dense(!ta, false, k, n, m), 1.0, a, dc, 1.0, db);
+            sgemm_on(pool, Gemm::dense(!ta, false, k, n, m), 1.0, a, dc, 1.0, db);
         }
     }
 }
@@ -86,10 +89,20 @@ impl Context {
         }
         let tracks = self.tracks(&[ia, ib]);
         let out = self.push_output(OP, Shape::from_valid(&[m, n]), tracks)?;
+        let par = self.want_pool(m * n * k);
         let ([c], [a, b]) = self
             .store
             .access([self.table[out as usize].data], [ea.data, eb.data]);
-        sgemm(Gemm::dense(trans_a, trans_b, m, n, k), 1.0, a, b, 0.0, c);
+        let pool = self.pool.as_ref().filter(|_| par);
+        sgemm_on(
+            pool,
+            Gemm::dense(trans_a, trans_b, m, n, k),
+            1.0,
+            a,
+            b,
+            0.0,
+            c,
+        );
         self.record(
             OpKind::Matmul,
             &[ia, ib],
@@ -150,8 +163,18 @@ impl Context {
         } else {
             0.0
         };
+        let par = self.want_pool(rows * n * k);
         let ([y], [x, w]) = self.store.access([odata], [ex.data, ew.data]);
-        sgemm(Gemm::dense(false, false, rows, n, k), 1.0, x, w, beta, y);
+        let pool = self.pool.as_ref().filter(|_| par);
+        sgemm_on(
+            pool,
+            Gemm::dense(false, false, rows, n, k),
+            1.0,
+            x,
+            w,
+            beta,
+            y,
+        );
         self.record(OpKind::Linear, &inputs[..n_in], out, Attrs::None);
         Ok(self.handle(out))
     }
@@ -194,13 +217,14 @@ impl Context {
             .store
             .access([self.table[out as usize].data], [ea.data, eb.data]);
         let g = Gemm::dense(trans_a, trans_b, m, n, k);
+        let pool = None;
         for ((c, a), b) in c
             .chunks_exact_mut(m * n)
             .zip(a.chunks_exact(m * k))
             .zip(b.chunks_exact(k * n))
             .take(batch)
         {
-            sgemm(g, 1.0, a, b, 0.0, c);
+            sgemm_on(pool, g, 1.0, a, b, 0.0, c);
         }
         self.record(
             OpKind::Bmm,
@@ -237,12 +261,15 @@ fn product_backward(ctx: &mut Context, node: &Node) {
     };
     let (m, n, k) = mnk(ea.shape, eo.shape, ta);
     let batch = eo.shape.numel() / (m * n);
+    let par = batch == 1 && ctx.want_pool(m * n * k);
     // One gradient at a time (a and b may be the same tensor).
     if let Some(da) = ctx.grad_of(ia) {
         let ([da], [dc, b]) = ctx.store.access([da], [dout, eb.data]);
+        let pool = ctx.pool.as_ref().filter(|_| par);
         for i in 0..batch {
             let (dc, b) = (&dc[i * m * n..][..m * n], &b[i * k * n..][..k * n]);
             matmul_backward(
+                pool,
                 Some(&mut da[i * m * k..][..m * k]),
                 None,
                 dc,
@@ -258,9 +285,11 @@ fn product_backward(ctx: &mut Context, node: &Node) {
     }
     if let Some(db) = ctx.grad_of(ib) {
         let ([db], [dc, a]) = ctx.store.access([db], [dout, ea.data]);
+        let pool = ctx.pool.as_ref().filter(|_| par);
         for i in 0..batch {
             let (dc, a) = (&dc[i * m * n..][..m * n], &a[i * m * k..][..m * k]);
             matmul_backward(
+                pool,
                 None,
                 Some(&mut db[i * k * n..][..k * n]),
                 dc,
@@ -290,13 +319,16 @@ pub(crate) fn linear_backward_node(ctx: &mut Context, node: &Node) {
     let Some(dout) = eo.grad else { return };
     let (k, n) = (ew.shape.dims()[0], ew.shape.dims()[1]);
     let rows = ex.shape.rows();
+    let par = ctx.want_pool(rows * n * k);
     if let Some(dx) = ctx.grad_of(ix) {
         let ([dx], [dc, w]) = ctx.store.access([dx], [dout, ew.data]);
-        matmul_backward(Some(dx), None, dc, &[], w, false, false, rows, n, k);
+        let pool = ctx.pool.as_ref().filter(|_| par);
+        matmul_backward(pool, Some(dx), None, dc, &[], w, false, false, rows, n, k);
     }
     if let Some(dw) = ctx.grad_of(iw) {
         let ([dw], [dc, x]) = ctx.store.access([dw], [dout, ex.data]);
-        matmul_backward(None, Some(dw), dc, x, &[], false, false, rows, n, k);
+        let pool = ctx.pool.as_ref().filter(|_| par);
+        matmul_backward(pool, None, Some(dw), dc, x, &[], false, false, rows, n, k);
     }
     if node.n_inputs == 3
         && let Some(db) = ctx.grad_of(node.input(2))
