@@ -56,10 +56,10 @@ pub enum Attrs {
     Ids {
         ids: Buf<u32>,
     },
-    /// Targets and the per-row log-sum-exp saved by the forward pass.
+    /// Targets and the softmax probabilities saved by the forward pass.
     CrossEntropy {
         targets: Buf<u32>,
-        lse: Buf,
+        probs: Buf,
     },
     /// Per-row mean and 1/std saved by the forward pass.
     LayerNorm {

@@ -1,5 +1,6 @@
 //! Cross-entropy from logits with integer targets, fused with the softmax
-//! and the mean over rows. Saves only the per-row log-sum-exp.
+//! and the mean over rows. When recording it saves the probabilities, so
+//! the backward pass is one multiply-add per logit.
 
 use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
@@ -8,50 +9,66 @@ use crate::ops::fastmath;
 use crate::shape::Shape;
 use crate::tape::{Attrs, Node, OpKind};
 
-/// lse[r] = log sum_j exp(logits[r, j]); returns mean_r (lse[r] - logits[r, t_r]).
-/// logits: [N, V], targets, lse: [N].
-fn cross_entropy_forward(lse: &mut [f32], logits: &[f32], targets: &[u32], v: usize) -> f32 {
+/// Mean over rows of lse[r] - logits[r, t_r], lse[r] = log sum_j exp(logits[r, j]).
+/// When `probs` is given (recording for backward) it receives
+/// softmax(logits), so the backward pass needs no exp.
+/// logits, probs: [N, V]; targets: [N].
+fn cross_entropy_forward(
+    mut probs: Option<&mut [f32]>,
+    logits: &[f32],
+    targets: &[u32],
+    v: usize,
+) -> f32 {
     let mut total = 0.0f64;
-    for ((row, l), &t) in logits.chunks_exact(v).zip(lse.iter_mut()).zip(targets) {
+    for (r, (row, &t)) in logits.chunks_exact(v).zip(targets).enumerate() {
         let max = fastmath::max(row);
-        let mut acc = [0.0f32; 8];
-        let chunks = row.chunks_exact(8);
-        let tail: f32 = chunks
-            .remainder()
-            .iter()
-            .map(|&x| fastmath::exp(x - max))
-            .sum();
-        for c in chunks {
-            for i in 0..8 {
-                acc[i] += fastmath::exp(c[i] - max);
+        let s = match probs.as_deref_mut() {
+            Some(p) => {
+                let p = &mut p[r * v..(r + 1) * v];
+                p.iter_mut()
+                    .zip(row)
+                    .for_each(|(p, &x)| *p = fastmath::exp(x - max));
+                let s = fastmath::sum(p);
+                let inv = 1.0 / s;
+                p.iter_mut().for_each(|p| *p *= inv);
+                s
             }
-        }
-        let s = acc.iter().sum::<f32>() + tail;
-        *l = max + s.ln();
-        total += (*l - row[t as usize]) as f64;
+            None => {
+                let mut acc = [0.0f32; 8];
+                let chunks = row.chunks_exact(8);
+                let tail: f32 = chunks
+                    .remainder()
+                    .iter()
+                    .map(|&x| fastmath::exp(x - max))
+                    .sum();
+                for c in chunks {
+                    for i in 0..8 {
+                        acc[i] += fastmath::exp(c[i] - max);
+                    }
+                }
+                acc.iter().sum::<f32>() + tail
+            }
+        };
+        total += (max + s.ln() - row[t as usize]) as f64;
     }
     (total / targets.len() as f64) as f32
 }
 
-/// dlogits[r, j] += dloss / N * (softmax(logits)[r, j] - [j == t_r]).
+/// dlogits[r, j] += dloss / N * (probs[r, j] - [j == t_r]).
 fn cross_entropy_backward(
     dlogits: &mut [f32],
     dloss: f32,
-    logits: &[f32],
-    lse: &[f32],
+    probs: &[f32],
     targets: &[u32],
     v: usize,
 ) {
     let s = dloss / targets.len() as f32;
-    for (((d, row), &l), &t) in dlogits
+    for ((d, p), &t) in dlogits
         .chunks_exact_mut(v)
-        .zip(logits.chunks_exact(v))
-        .zip(lse)
+        .zip(probs.chunks_exact(v))
         .zip(targets)
     {
-        for (dj, &x) in d.iter_mut().zip(row) {
-            *dj += s * fastmath::exp(x - l);
-        }
+        d.iter_mut().zip(p).for_each(|(dj, &pj)| *dj += s * pj);
         d[t as usize] -= s;
     }
 }
@@ -82,17 +99,22 @@ impl Context {
             .iter_mut()
             .zip(targets)
             .for_each(|(d, &s)| *d = s as u32);
-        let lse = self.store.alloc::<f32>(OP, rows)?;
+        let probs = self
+            .store
+            .alloc::<f32>(OP, if tracks { el.shape.numel() } else { 1 })?;
         let out = self.push_output(OP, Shape::scalar(), tracks)?;
-        let ([y, lse_s], [l], [t]) =
+        let ([y, p], [l], [t]) =
             self.store
-                .access_ids([self.table[out as usize].data, lse], [el.data], [tbuf]);
-        y[0] = cross_entropy_forward(lse_s, l, t, v);
+                .access_ids([self.table[out as usize].data, probs], [el.data], [tbuf]);
+        y[0] = cross_entropy_forward(tracks.then_some(p), l, t, v);
         self.record(
             OpKind::CrossEntropy,
             &[il],
             out,
-            Attrs::CrossEntropy { targets: tbuf, lse },
+            Attrs::CrossEntropy {
+                targets: tbuf,
+                probs,
+            },
         );
         Ok(self.handle(out))
     }
@@ -102,11 +124,11 @@ pub(crate) fn cross_entropy_backward_node(ctx: &mut Context, node: &Node) {
     let il = node.input(0);
     let Some(dl) = ctx.grad_of(il) else { return };
     let (el, eo) = (ctx.entry(il), ctx.entry(node.out));
-    let (Some(dout), Attrs::CrossEntropy { targets, lse }) = (eo.grad, node.attrs) else {
+    let (Some(dout), Attrs::CrossEntropy { targets, probs }) = (eo.grad, node.attrs) else {
         return;
     };
-    let ([dl], [dout, l, lse], [t]) = ctx.store.access_ids([dl], [dout, el.data, lse], [targets]);
-    cross_entropy_backward(dl, dout[0], l, lse, t, el.shape.last());
+    let ([dl], [dout, p], [t]) = ctx.store.access_ids([dl], [dout, probs], [targets]);
+    cross_entropy_backward(dl, dout[0], p, t, el.shape.last());
 }
 
 #[cfg(test)]
