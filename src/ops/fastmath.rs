@@ -15,13 +15,18 @@ const ROUND: f32 = 12_582_912.0;
 #[inline(always)]
 pub(crate) fn exp(x: f32) -> f32 {
     let x = x.clamp(-87.3, 88.3);
-    let n = (x * LOG2E + ROUND) - ROUND;
+    let t = x * LOG2E + ROUND;
+    let n = t - ROUND;
     let r = x - n * LN2_HI - n * LN2_LO;
     let p = 1.0
         + r * (1.0
             + r * (0.5
                 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
-    let scale = f32::from_bits(((n as i32 + 127) as u32) << 23);
+    // The integer n sits in t's low mantissa bits (t is in [2^23, 2^24)):
+    // an integer subtraction vectorises, unlike `n as i32`, whose
+    // saturating semantics compile to scalar code.
+    let ni = (t.to_bits() as i32).wrapping_sub(ROUND.to_bits() as i32);
+    let scale = f32::from_bits(((ni + 127) as u32) << 23);
     p * scale
 }
 
