@@ -25,7 +25,9 @@
 
 // An arenagrad context (opaque): parameters, optimizer, arena and tape.
 // Made by ag_context_new, freed by ag_context_free; use it from one thread
-// at a time (a concurrent call gets AG_STATUS_BUSY).
+// at a time (a concurrent call gets AG_STATUS_BUSY). An `ag_context *` is
+// a token, not an address: never dereference it. Tokens are never reused,
+// so any call with a freed context is detected (INVALID_CONTEXT).
 typedef struct ag_context ag_context;
 
 // Status code returned by every fallible function: `AG_STATUS_OK` (0) or
@@ -210,7 +212,10 @@ ag_status ag_tensor_read_grad(struct ag_context *ctx, struct ag_tensor t, float 
 ag_status ag_tensor_item(struct ag_context *ctx, struct ag_tensor t, float *out);
 
 // Reverse pass from the one-element `loss`: parameter gradients
-// accumulate (+=). Once per iteration (SEQUENCE on a second call).
+// accumulate (+=); only ops the loss depends on are differentiated. Once
+// per iteration (SEQUENCE on a second call). If nothing the loss depends
+// on needs a gradient (constants only, or grad mode was off when it was
+// built) it returns OK and changes nothing.
 // Errors: NOT_SCALAR, STALE_HANDLE, SEQUENCE, OUT_OF_MEMORY.
 ag_status ag_backward(struct ag_context *ctx, struct ag_tensor loss);
 

@@ -193,9 +193,11 @@ impl Context {
         }
         let user_len =
             usize::try_from(r.u64("user length")?).map_err(|_| corrupt("user length overflows"))?;
-        if code > 2 || moments > 2 {
+        // Kind and moment count must agree (none: 0, SGD: 0 or 1, AdamW: 2).
+        let consistent = matches!((code, moments), (0, 0) | (1, 0) | (1, 1) | (2, 2));
+        if !consistent {
             return Err(corrupt(format!(
-                "bad optimizer kind {code} / moments {moments}"
+                "optimizer kind {code} with {moments} moments"
             )));
         }
         if n_params != self.n_params {
@@ -298,14 +300,42 @@ impl Context {
             op: OP,
             what: format!("{}: not a file path", path.display()),
         })?;
-        let mut tmp_name = name.to_os_string();
-        tmp_name.push(format!(".tmp.{}", std::process::id()));
-        let tmp = path.with_file_name(tmp_name);
-        let write = || -> std::io::Result<()> {
-            let mut f = File::create(&tmp)?;
+        // A fresh, exclusive temporary name: create_new refuses an existing
+        // file or symlink planted at that name.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let (mut tmp, mut file) = (path.to_path_buf(), None);
+        for attempt in 0..16u32 {
+            let mut tmp_name = name.to_os_string();
+            tmp_name.push(format!(
+                ".tmp.{}.{:x}",
+                std::process::id(),
+                nanos.wrapping_add(attempt.wrapping_mul(0x9e37_79b9))
+            ));
+            tmp = path.with_file_name(tmp_name);
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&tmp)
+            {
+                Ok(f) => {
+                    file = Some(f);
+                    break;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(io(OP, path, e)),
+            }
+        }
+        let Some(mut f) = file else {
+            return Err(Error::Io {
+                op: OP,
+                what: format!("{}: no free temporary name", path.display()),
+            });
+        };
+        let mut write = || -> std::io::Result<()> {
             f.write_all(&bytes)?;
             f.sync_all()?;
-            drop(f);
             std::fs::rename(&tmp, path)?;
             let dir = path
                 .parent()
@@ -396,7 +426,7 @@ mod tests {
         let e = other.checkpoint_load_bytes(&bytes).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "checkpoint does not match the model: parameter 1: checkpoint shape [3] vs model shape [4]"
+            "checkpoint_load: checkpoint does not match the model: parameter 1: checkpoint shape [3] vs model shape [4]"
         );
     }
 

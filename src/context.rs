@@ -33,6 +33,10 @@ pub(crate) struct Entry {
     pub requires_grad: bool,
     /// For reshape views: the entry whose memory (and gradient) this shares.
     pub view_of: Option<u32>,
+    /// Set during backward once a gradient flows into this tensor from the
+    /// loss; ops whose output never receives one are skipped (they are not
+    /// part of the loss's graph, and 0 * NaN would poison gradients).
+    pub flow: bool,
 }
 
 /// Memory figures, see [`Context::memory_stats`].
@@ -250,6 +254,7 @@ impl Context {
             grad: Some(grad),
             requires_grad: true,
             view_of: None,
+            flow: false,
         });
         self.n_params += 1;
         Ok(self.handle(self.n_params as u32 - 1))
@@ -304,7 +309,16 @@ impl Context {
     // ---- reading ----------------------------------------------------------
 
     pub fn shape(&self, t: Tensor) -> Result<Shape> {
-        let id = self.resolve("tensor_shape", t)?;
+        self.shape_for("tensor_shape", t)
+    }
+
+    /// The element count of `t`.
+    pub fn numel(&self, t: Tensor) -> Result<usize> {
+        Ok(self.shape_for("tensor_numel", t)?.numel())
+    }
+
+    pub(crate) fn shape_for(&self, op: &'static str, t: Tensor) -> Result<Shape> {
+        let id = self.resolve(op, t)?;
         Ok(self.table[id as usize].shape)
     }
 
@@ -412,9 +426,19 @@ impl Context {
         if let Some(g) = self.table[id as usize].grad {
             self.store.access_one(g)[0] += 1.0;
         }
+        self.mark_flow(id);
         for i in (0..self.tape.len()).rev() {
             let node = self.tape[i];
+            if !self.table[node.out as usize].flow {
+                continue;
+            }
             crate::ops::backward(self, &node);
+            for &input in &node.inputs[..node.n_inputs as usize] {
+                self.mark_flow(input);
+            }
+        }
+        for e in &mut self.table {
+            e.flow = false;
         }
         self.backward_done = true;
         self.pending_grads = true;
@@ -438,6 +462,15 @@ impl Context {
         self.pool.is_some()
     }
 
+    /// Marks a tensor (and, for a view, the tensor it views) as reached by
+    /// the loss's gradient.
+    fn mark_flow(&mut self, id: u32) {
+        self.table[id as usize].flow = true;
+        if let Some(root) = self.table[id as usize].view_of {
+            self.table[root as usize].flow = true;
+        }
+    }
+
     pub(crate) fn handle(&self, id: u32) -> Tensor {
         let generation = if (id as usize) < self.n_params {
             0
@@ -453,6 +486,10 @@ impl Context {
 
     /// Checks a handle and returns its table index.
     pub(crate) fn resolve(&self, op: &'static str, t: Tensor) -> Result<u32> {
+        if t.context == 0 {
+            // No context has id 0: a zeroed or garbage handle.
+            return Err(Error::InvalidHandle { op, index: t.index });
+        }
         if t.context != self.id {
             return Err(Error::WrongContext {
                 op,
@@ -511,6 +548,7 @@ impl Context {
             grad: None,
             requires_grad,
             view_of: None,
+            flow: false,
         });
         Ok(self.table.len() as u32 - 1)
     }
@@ -532,6 +570,7 @@ impl Context {
             grad,
             requires_grad,
             view_of: Some(root),
+            flow: false,
         });
         Ok(self.table.len() as u32 - 1)
     }

@@ -114,6 +114,15 @@ impl fmt::Display for Error {
                 needed,
                 used,
                 limit,
+            } if *limit == usize::MAX => write!(
+                f,
+                "{op}: arena allocation of {needed} bytes failed: the system is out of memory ({used} bytes in use, no cap set)"
+            ),
+            OutOfMemory {
+                op,
+                needed,
+                used,
+                limit,
             } => write!(
                 f,
                 "{op}: arena limit exceeded: needs {needed} more bytes ({} in all), {used} used of a {limit}-byte cap",
@@ -138,8 +147,13 @@ impl fmt::Display for Error {
             Sequence { op, what } => write!(f, "{op}: out of sequence: {what}"),
             NonFinite { op, what } => write!(f, "{op}: non-finite value: {what}"),
             Io { op, what } => write!(f, "{op}: I/O error: {what}"),
-            CheckpointCorrupt { what } => write!(f, "checkpoint corrupt: {what}"),
-            CheckpointMismatch { what } => write!(f, "checkpoint does not match the model: {what}"),
+            CheckpointCorrupt { what } => write!(f, "checkpoint_load: checkpoint corrupt: {what}"),
+            CheckpointMismatch { what } => {
+                write!(
+                    f,
+                    "checkpoint_load: checkpoint does not match the model: {what}"
+                )
+            }
             Busy { func } => write!(f, "{func}: context is in use by another thread"),
             Panic { func, what } => write!(
                 f,

@@ -5,8 +5,9 @@ use std::fmt;
 
 /// Most dimensions a tensor can have.
 pub const MAX_DIMS: usize = 6;
-/// Per-tensor element cap: 2^31 elements keeps every BLAS dimension in i32.
-pub const MAX_ELEMENTS: usize = 1 << 31;
+/// Per-tensor element cap, 2^31 - 1: every dimension (and BLAS leading
+/// dimension) of a tensor then fits in the i32 that cblas takes.
+pub const MAX_ELEMENTS: usize = i32::MAX as usize;
 
 /// A tensor shape, stored inline so table entries and tape records stay `Copy`.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -130,7 +131,8 @@ impl Shape {
                 }
             };
         }
-        Ok(Shape::from_valid(&out[..n]))
+        // Each operand fits the cap, their broadcast may not.
+        Shape::new(op, &out[..n])
     }
 
     /// Row-major strides of `self` when viewed inside `out` (which `self`

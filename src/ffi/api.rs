@@ -242,7 +242,7 @@ pub extern "C" fn ag_tensor_numel(
     const F: &str = "ag_tensor_numel";
     guard(F, ctx, |c| {
         need(F, "out", out)?;
-        let n = c.shape(t.into())?.numel();
+        let n = c.numel(t.into())?;
         write_out(F, "out", out, n)
     })
 }
@@ -291,7 +291,10 @@ pub extern "C" fn ag_tensor_item(ctx: *mut ag_context, t: ag_tensor, out: *mut f
 }
 
 /// Reverse pass from the one-element `loss`: parameter gradients
-/// accumulate (+=). Once per iteration (SEQUENCE on a second call).
+/// accumulate (+=); only ops the loss depends on are differentiated. Once
+/// per iteration (SEQUENCE on a second call). If nothing the loss depends
+/// on needs a gradient (constants only, or grad mode was off when it was
+/// built) it returns OK and changes nothing.
 /// Errors: NOT_SCALAR, STALE_HANDLE, SEQUENCE, OUT_OF_MEMORY.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_backward(ctx: *mut ag_context, loss: ag_tensor) -> ag_status {

@@ -3,9 +3,9 @@
 //! No math here.
 //!
 //! # Safety invariant
-//! * A context pointer is dereferenced only after it was found in the
-//!   registry of live contexts (so a freed or forged pointer is refused,
-//!   never dereferenced) and after this call won the context's busy flag
+//! * The `ag_context *` a caller holds is a token; the context's address is
+//!   looked up in the registry of live contexts (so a freed or forged token
+//!   is refused, never dereferenced) and after this call won the context's busy flag
 //!   (so no other thread is inside it; `ag_context_free` needs the flag too).
 //! * Caller pointers (out-params, data) are dereferenced only after a NULL
 //!   check, with the lengths the caller passed; the caller guarantees they
@@ -28,7 +28,7 @@ use crate::error::{Error, Result};
 use std::ffi::{CString, c_char};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// Status code returned by every fallible function: `AG_STATUS_OK` (0) or
 /// one of the negative `AG_STATUS_*` codes.
@@ -116,7 +116,9 @@ impl From<ag_tensor> for Tensor {
 
 /// An arenagrad context (opaque): parameters, optimizer, arena and tape.
 /// Made by ag_context_new, freed by ag_context_free; use it from one thread
-/// at a time (a concurrent call gets AG_STATUS_BUSY).
+/// at a time (a concurrent call gets AG_STATUS_BUSY). An `ag_context *` is
+/// a token, not an address: never dereference it. Tokens are never reused,
+/// so any call with a freed context is detected (INVALID_CONTEXT).
 pub struct ag_context {
     inner: Context,
     busy: AtomicBool,
@@ -124,31 +126,37 @@ pub struct ag_context {
     last_error: CString,
 }
 
-/// Addresses of live contexts. Bounded by the number of contexts alive at
-/// once; slots are removed at free, so it never grows with contexts made.
-static REGISTRY: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+/// Live contexts: (token, address). The `ag_context *` a C caller holds is
+/// a token, never the address: tokens come from a counter and are never
+/// reused, so a freed context stays detectably dead even when the allocator
+/// hands its memory to a new context. Bounded by the number of contexts
+/// alive at once (entries are removed at free).
+static REGISTRY: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
+static NEXT_TOKEN: AtomicUsize = AtomicUsize::new(1);
 
-fn registry() -> std::sync::MutexGuard<'static, Vec<usize>> {
+fn registry() -> std::sync::MutexGuard<'static, Vec<(usize, usize)>> {
     // A panic never happens while the lock is held, but stay usable anyway.
     REGISTRY.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Claims the context for this call: Ok only if it is live and not busy.
-fn claim(func: &'static str, ctx: *const ag_context) -> Result<()> {
+/// Claims the context behind `token` for this call: its address, if it is
+/// live and not busy.
+fn claim(func: &'static str, token: *const ag_context) -> Result<*mut ag_context> {
     let reg = registry();
-    if !reg.contains(&(ctx as usize)) {
+    let Some(&(_, addr)) = reg.iter().find(|(t, _)| *t == token as usize) else {
         return Err(Error::InvalidContext { func });
-    }
-    // SAFETY: ctx is in the registry, so it points to a live ag_context
-    // (entries are removed under this lock before the Box is freed).
-    let c = unsafe { &*ctx };
+    };
+    let ptr = addr as *mut ag_context;
+    // SAFETY: registered, so it points to a live ag_context (entries are
+    // removed under this lock before the Box is freed).
+    let c = unsafe { &*ptr };
     if c.busy
         .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
         .is_err()
     {
         return Err(Error::Busy { func });
     }
-    Ok(())
+    Ok(ptr)
 }
 
 fn set_error(c: &mut ag_context, e: &Error) -> ag_status {
@@ -166,11 +174,12 @@ pub(crate) fn guard(
     if ctx.is_null() {
         return AG_STATUS_NULL_ARGUMENT;
     }
-    if let Err(e) = claim(func, ctx) {
-        return e.status();
-    }
-    // SAFETY: claim() proved ctx live and gave this call exclusive use.
-    let c = unsafe { &mut *ctx };
+    let ptr = match claim(func, ctx) {
+        Ok(p) => p,
+        Err(e) => return e.status(),
+    };
+    // SAFETY: claim() proved it live and gave this call exclusive use.
+    let c = unsafe { &mut *ptr };
     let st = if c.poisoned {
         set_error(c, &Error::Poisoned { func })
     } else {
@@ -266,7 +275,7 @@ pub(crate) fn slice_out<'a, T>(
     Ok(unsafe { std::slice::from_raw_parts_mut(p, len) })
 }
 
-/// Creates a context and registers it.
+/// Creates a context and registers it; returns its token.
 pub(crate) fn context_new() -> *mut ag_context {
     let b = Box::new(ag_context {
         inner: Context::new(),
@@ -274,19 +283,26 @@ pub(crate) fn context_new() -> *mut ag_context {
         poisoned: false,
         last_error: CString::default(),
     });
-    let p = Box::into_raw(b);
-    registry().push(p as usize);
-    p
+    let addr = Box::into_raw(b) as usize;
+    // Tokens are multiples of 64 (they look like aligned pointers and are
+    // never NULL); 2^58 contexts would be needed to wrap.
+    let token = NEXT_TOKEN
+        .fetch_add(1, Ordering::Relaxed)
+        .wrapping_mul(64)
+        .max(64);
+    registry().push((token, addr));
+    std::ptr::without_provenance_mut(token)
 }
 
 /// Unregisters and frees a context; refuses unknown or busy ones.
-pub(crate) fn context_free(ctx: *mut ag_context) -> ag_status {
+pub(crate) fn context_free(token: *mut ag_context) -> ag_status {
     let mut reg = registry();
-    let Some(pos) = reg.iter().position(|&p| p == ctx as usize) else {
+    let Some(pos) = reg.iter().position(|(t, _)| *t == token as usize) else {
         return AG_STATUS_INVALID_CONTEXT;
     };
-    // SAFETY: ctx is registered, hence live.
-    let c = unsafe { &*ctx };
+    let ptr = reg[pos].1 as *mut ag_context;
+    // SAFETY: registered, hence live.
+    let c = unsafe { &*ptr };
     if c.busy
         .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
         .is_err()
@@ -295,9 +311,9 @@ pub(crate) fn context_free(ctx: *mut ag_context) -> ag_status {
     }
     reg.swap_remove(pos);
     drop(reg);
-    // SAFETY: ctx came from Box::into_raw in context_new, was registered
-    // until just now, and no other call can reach it any more.
-    drop(unsafe { Box::from_raw(ctx) });
+    // SAFETY: the address came from Box::into_raw in context_new, was
+    // registered until just now, and no other call can reach it any more.
+    drop(unsafe { Box::from_raw(ptr) });
     AG_STATUS_OK
 }
 
@@ -310,15 +326,13 @@ pub(crate) fn last_error(ctx: *const ag_context) -> *const c_char {
     if ctx.is_null() {
         return NULL_CTX.as_ptr().cast();
     }
-    if let Err(e) = claim("ag_context_last_error", ctx) {
-        return if e.status() == AG_STATUS_BUSY {
-            BUSY.as_ptr().cast()
-        } else {
-            INVALID.as_ptr().cast()
-        };
-    }
+    let ptr = match claim("ag_context_last_error", ctx) {
+        Ok(p) => p,
+        Err(e) if e.status() == AG_STATUS_BUSY => return BUSY.as_ptr().cast(),
+        Err(_) => return INVALID.as_ptr().cast(),
+    };
     // SAFETY: claimed above.
-    let c = unsafe { &*ctx };
+    let c = unsafe { &*ptr };
     let p = c.last_error.as_ptr();
     c.busy.store(false, Ordering::Release);
     p

@@ -88,7 +88,7 @@ impl Context {
             });
         }
         let tracks = self.tracks(&[ia, ib]);
-        let out = self.push_output(OP, Shape::from_valid(&[m, n]), tracks)?;
+        let out = self.push_output(OP, Shape::new(OP, &[m, n])?, tracks)?;
         let par = self.want_pool(m * n * k);
         let ([c], [a, b]) = self
             .store

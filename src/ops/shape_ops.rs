@@ -101,7 +101,7 @@ impl Context {
 
     /// Swaps two axes (a permute).
     pub fn transpose(&mut self, x: Tensor, a: usize, b: usize) -> Result<Tensor> {
-        let nd = self.shape(x)?.ndim();
+        let nd = self.shape_for("transpose", x)?.ndim();
         if a >= nd || b >= nd {
             return Err(Error::InvalidArgument {
                 op: "transpose",
