@@ -113,11 +113,25 @@ impl Context {
         let mean = self.store.alloc::<f32>(OP, rows)?;
         let rstd = self.store.alloc::<f32>(OP, rows)?;
         let out = self.push_output(OP, ex.shape, tracks)?;
+        let par = rows >= 2 && self.want_pool(ex.shape.numel() * 16);
         let ([y, m, r], [x, w, b]) = self.store.access(
             [self.table[out as usize].data, mean, rstd],
             [ex.data, ew.data, eb.data],
         );
-        layernorm_forward(y, m, r, x, w, b, c);
+        match self.pool.as_ref().filter(|_| par) {
+            Some(pool) => {
+                // Rows are independent: split them in two.
+                let h = rows / 2;
+                let ((y0, y1), (m0, m1), (r0, r1)) =
+                    (y.split_at_mut(h * c), m.split_at_mut(h), r.split_at_mut(h));
+                let (x0, x1) = x.split_at(h * c);
+                pool.join(
+                    || layernorm_forward(y1, m1, r1, x1, w, b, c),
+                    || layernorm_forward(y0, m0, r0, x0, w, b, c),
+                );
+            }
+            None => layernorm_forward(y, m, r, x, w, b, c),
+        }
         self.record(
             OpKind::LayerNorm,
             &[ix, iw, ib],
@@ -136,8 +150,22 @@ pub(crate) fn layernorm_backward_node(ctx: &mut Context, node: &Node) {
     };
     let c = ex.shape.last();
     if let Some(dx) = ctx.grad_of(ix) {
+        let rows = ex.shape.rows();
+        let par = rows >= 2 && ctx.want_pool(ex.shape.numel() * 16);
         let ([dx], [g, x, w, m, r]) = ctx.store.access([dx], [dout, ex.data, ew.data, mean, rstd]);
-        layernorm_backward_dx(dx, g, x, w, m, r, c);
+        match ctx.pool.as_ref().filter(|_| par) {
+            Some(pool) => {
+                let h = rows / 2;
+                let ((d0, d1), (g0, g1), (x0, x1)) =
+                    (dx.split_at_mut(h * c), g.split_at(h * c), x.split_at(h * c));
+                let ((m0, m1), (r0, r1)) = (m.split_at(h), r.split_at(h));
+                pool.join(
+                    || layernorm_backward_dx(d1, g1, x1, w, m1, r1, c),
+                    || layernorm_backward_dx(d0, g0, x0, w, m0, r0, c),
+                );
+            }
+            None => layernorm_backward_dx(dx, g, x, w, m, r, c),
+        }
     }
     if let Some(dw) = ctx.grad_of(iw) {
         let ([dw], [g, x, m, r]) = ctx.store.access([dw], [dout, ex.data, mean, rstd]);
@@ -173,6 +201,44 @@ mod tests {
         }
         let bad = c.param(&[3], None);
         assert!(bad.is_err(), "params after activations are refused");
+    }
+
+    /// On the two-thread path (large inputs) forward and backward equal the
+    /// single-threaded kernels bit for bit.
+    #[test]
+    fn parallel_path_matches_kernels() {
+        let (rows, c) = (1024, 128);
+        let mut rng = crate::ops::gradcheck::Lcg(3);
+        let x: Vec<f32> = (0..rows * c).map(|_| rng.range(-2.0, 2.0)).collect();
+        let w: Vec<f32> = (0..c).map(|_| rng.range(0.5, 1.5)).collect();
+        let b: Vec<f32> = (0..c).map(|_| rng.range(-0.5, 0.5)).collect();
+        let mut ctx = crate::Context::new();
+        let (pw, pb) = (
+            ctx.param(&[c], Some(&w)).unwrap(),
+            ctx.param(&[c], Some(&b)).unwrap(),
+        );
+        let px = ctx.param(&[rows, c], Some(&x)).unwrap();
+        let y = ctx.layernorm(px, pw, pb).unwrap();
+        assert!(ctx.pool.is_some());
+        let l = ctx.sum(y).unwrap();
+        ctx.backward(l).unwrap();
+        let (mut gy, mut gdx) = (vec![0.0; rows * c], vec![0.0; rows * c]);
+        ctx.read(y, &mut gy).unwrap();
+        ctx.read_grad(px, &mut gdx).unwrap();
+        let (mut wy, mut m, mut r, mut wdx) = (
+            vec![0.0; rows * c],
+            vec![0.0; rows],
+            vec![0.0; rows],
+            vec![0.0; rows * c],
+        );
+        super::layernorm_forward(&mut wy, &mut m, &mut r, &x, &w, &b, c);
+        super::layernorm_backward_dx(&mut wdx, &vec![1.0; rows * c], &x, &w, &m, &r, c);
+        assert!(gy.iter().zip(&wy).all(|(a, b)| a.to_bits() == b.to_bits()));
+        assert!(
+            gdx.iter()
+                .zip(&wdx)
+                .all(|(a, b)| a.to_bits() == b.to_bits())
+        );
     }
 
     #[test]
