@@ -253,7 +253,10 @@ ag_status ag_clip_grad_norm(struct ag_context *ctx, float max_norm, float *norm_
 ag_status ag_checkpoint_save(struct ag_context *ctx, const char *path, const uint8_t *user, size_t user_len);
 
 // Loads a checkpoint saved by ag_checkpoint_save into this context's
-// parameters and optimizer (same shapes, same optimizer kind). The file is
+// parameters and optimizer (same shapes, same optimizer kind). Parameter
+// values, optimizer moments and the optimizer's step count are restored;
+// hyper-parameters (learning rate, betas, ...) stay the context's own, so
+// a resumed run may change them. The file is
 // validated completely first: on any error nothing changes. Its user bytes
 // go to `user_out[0..cap]`, their count to `*user_len`.
 // Errors: NULL_ARGUMENT, IO, CHECKPOINT_CORRUPT, CHECKPOINT_MISMATCH,
@@ -275,6 +278,13 @@ ag_status ag_test_panic(struct ag_context *ctx);
 // allocations were counted since the previous call to `*counted` (may be
 // NULL). Never call it outside tests.
 ag_status ag_test_fail_allocation(struct ag_context *ctx, uint64_t fail_at, bool sticky, uint64_t *counted);
+
+// Validates the checkpoint at `path` against this context's model exactly
+// as ag_checkpoint_load does, but changes nothing: only its user bytes are
+// copied to `user_out[0..cap]` (count in `*user_len`), so a caller can check
+// its own data (e.g. a vocabulary) before committing with ag_checkpoint_load.
+// Errors as for ag_checkpoint_load.
+ag_status ag_checkpoint_peek(struct ag_context *ctx, const char *path, uint8_t *user_out, size_t cap, size_t *user_len);
 
 // out = a + b with numpy broadcasting (no tiled copy is made).
 // SHAPE_MISMATCH if the shapes do not broadcast.

@@ -27,7 +27,7 @@ const MAGIC: &[u8; 8] = b"AGCKPT\r\n";
 #[derive(Clone, Copy, Debug)]
 pub struct Staged {
     payload_start: usize,
-    user_start: usize,
+    pub(crate) user_start: usize,
     /// Length of the user bytes.
     pub user_len: usize,
     step: u64,
@@ -222,8 +222,12 @@ impl Context {
             if model.dims() != &dims[..nd] {
                 return Err(Error::CheckpointMismatch {
                     what: format!(
-                        "parameter {i}: checkpoint shape {:?} vs model shape {model}",
-                        &dims[..nd]
+                        "parameter {i}: checkpoint shape [{}] vs model shape {model}",
+                        dims[..nd]
+                            .iter()
+                            .map(|d| d.to_string())
+                            .collect::<Vec<_>>()
+                            .join(",")
                     ),
                 });
             }

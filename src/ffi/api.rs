@@ -450,7 +450,10 @@ fn load_staged(
 }
 
 /// Loads a checkpoint saved by ag_checkpoint_save into this context's
-/// parameters and optimizer (same shapes, same optimizer kind). The file is
+/// parameters and optimizer (same shapes, same optimizer kind). Parameter
+/// values, optimizer moments and the optimizer's step count are restored;
+/// hyper-parameters (learning rate, betas, ...) stay the context's own, so
+/// a resumed run may change them. The file is
 /// validated completely first: on any error nothing changes. Its user bytes
 /// go to `user_out[0..cap]`, their count to `*user_len`.
 /// Errors: NULL_ARGUMENT, IO, CHECKPOINT_CORRUPT, CHECKPOINT_MISMATCH,
@@ -523,5 +526,42 @@ pub extern "C" fn ag_test_fail_allocation(
             write_out(F, "counted", counted, n)?;
         }
         Ok(())
+    })
+}
+
+/// Validates the checkpoint at `path` against this context's model exactly
+/// as ag_checkpoint_load does, but changes nothing: only its user bytes are
+/// copied to `user_out[0..cap]` (count in `*user_len`), so a caller can check
+/// its own data (e.g. a vocabulary) before committing with ag_checkpoint_load.
+/// Errors as for ag_checkpoint_load.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_checkpoint_peek(
+    ctx: *mut ag_context,
+    path: *const c_char,
+    user_out: *mut u8,
+    cap: usize,
+    user_len: *mut usize,
+) -> ag_status {
+    const F: &str = "ag_checkpoint_peek";
+    guard(F, ctx, |c| {
+        need(F, "user_len", user_len)?;
+        let p = path_arg(F, path)?;
+        let bytes = std::fs::read(&p).map_err(|e| Error::Io {
+            op: F,
+            what: format!("{}: {e}", p.display()),
+        })?;
+        let staged = c.checkpoint_validate(&bytes)?;
+        if staged.user_len > cap {
+            return Err(Error::InvalidArgument {
+                op: F,
+                what: format!(
+                    "user buffer holds {cap} bytes, the checkpoint carries {}",
+                    staged.user_len
+                ),
+            });
+        }
+        let u = &bytes[staged.user_start..staged.user_start + staged.user_len];
+        slice_out(F, "user_out", user_out, u.len())?.copy_from_slice(u);
+        write_out(F, "user_len", user_len, u.len())
     })
 }

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# make soak [SOAK_ARGS=--short]: long runs of train_full that must keep memory
+# flat. Fails unless, for each run,
+#   rss_end_kb - rss_warm_kb <= 1024        (RSS after step 10 vs at the end)
+#   arena high-water at step 10 == arena_high_water_bytes in the summary
+# Runs: tiny 10,000 steps and small 2,000 (--short: 1,000 and 200).
+# Measured on a 2-core EPYC with OPENBLAS_NUM_THREADS=1: ~10 s and ~3 min.
+set -u
+cd "$(dirname "$0")/.."
+
+tiny_iters=10000
+small_iters=2000
+case "${1:-}" in
+"") ;;
+--short)
+    tiny_iters=1000
+    small_iters=200
+    ;;
+*)
+    echo "usage: scripts/soak.sh [--short]" >&2
+    exit 2
+    ;;
+esac
+TRAIN=build/train_full
+[ -x "$TRAIN" ] || { echo "soak: $TRAIN is missing (run make examples)" >&2; exit 1; }
+if [ -f ../shared/data/shakespeare_tiny.txt ]; then
+    DATA=../shared/data/shakespeare_tiny.txt
+else
+    make --no-print-directory build/corpus_small.txt >/dev/null || exit 1
+    DATA=build/corpus_small.txt
+fi
+export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
+work=$(mktemp -d "${TMPDIR:-/tmp}/soak.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+echo "soak: data $DATA, OPENBLAS_NUM_THREADS=$OPENBLAS_NUM_THREADS"
+
+failed=0
+soak() { # preset iters
+    local preset=$1 iters=$2 log=$work/$1.out
+    local t0 t1
+    t0=$(date +%s.%N)
+    "$TRAIN" --preset "$preset" --iters "$iters" --data "$DATA" \
+        --log-every $((iters / 10)) >"$log" 2>"$work/$preset.err"
+    local rc=$?
+    t1=$(date +%s.%N)
+    local wall
+    wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+    grep -E '^(step|eval)' "$log" | sed "s/^/  [$preset] /"
+    if [ "$rc" -ne 0 ]; then
+        echo "FAIL soak $preset $iters: exit $rc after ${wall}s: $(tail -n 3 "$work/$preset.err")"
+        failed=1
+        return
+    fi
+    local summary hw10 warm end hw ms
+    summary=$(grep '^summary ' "$log")
+    field() { echo "$summary" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
+    hw10=$(sed -n 's/^memory step=10 .*arena_high_water_bytes=\([0-9]*\).*/\1/p' "$log")
+    warm=$(field rss_warm_kb)
+    end=$(field rss_end_kb)
+    hw=$(field arena_high_water_bytes)
+    ms=$(field ms_per_step)
+    local growth=$((end - warm))
+    local verdict=PASS why=""
+    if [ -z "$hw10" ] || [ -z "$warm" ] || [ -z "$end" ] || [ -z "$hw" ]; then
+        verdict=FAIL why=" (missing figures in the output)"
+    elif [ "$growth" -gt 1024 ]; then
+        verdict=FAIL why=" (RSS grew by more than 1024 KiB)"
+    elif [ "$hw10" != "$hw" ]; then
+        verdict=FAIL why=" (arena high-water moved after step 10)"
+    fi
+    echo "$verdict soak $preset $iters steps: rss_warm_kb=$warm rss_end_kb=$end growth=${growth} KiB (max 1024)," \
+        "arena_high_water step10=$hw10 end=$hw, ms_per_step=$ms, wall ${wall}s$why"
+    [ "$verdict" = PASS ] || failed=1
+}
+soak tiny "$tiny_iters"
+soak small "$small_iters"
+if [ "$failed" -eq 0 ]; then echo "soak: all passed"; else echo "soak: FAILED"; fi
+exit "$failed"
