@@ -115,7 +115,7 @@ torture:
 ## miri: the core's unit tests under Miri
 miri:
 	rustup component add --toolchain nightly miri rust-src
-	MIRIFLAGS=-Zmiri-strict-provenance $(CARGO) +nightly miri test --lib -- arena:: tape:: shape:: blas::
+	MIRIFLAGS=-Zmiri-strict-provenance $(CARGO) +nightly miri test --lib -- arena:: tape:: shape:: blas:: pool::
 
 clean:
 	$(CARGO) clean
