@@ -247,8 +247,11 @@ ag_status ag_optimizer_step(struct ag_context *ctx);
 ag_status ag_clip_grad_norm(struct ag_context *ctx, float max_norm, float *norm_out);
 
 // Saves parameters, optimizer state and `user[0..user_len]` (opaque bytes,
-// e.g. RNG state; NULL allowed when user_len is 0) to `path` atomically:
-// a crash or error leaves any earlier file at `path` intact.
+// e.g. RNG state; NULL allowed when user_len is 0) to `path` atomically
+// (temporary file in the same folder, fsync, rename, fsync of the folder):
+// a crash, or an error before the rename, leaves any earlier file at
+// `path` intact and no temporary file behind. If only the final folder
+// sync fails, IO is returned and the message says the new file is in place.
 // Errors: NULL_ARGUMENT, INVALID_ARGUMENT (path not UTF-8), IO.
 ag_status ag_checkpoint_save(struct ag_context *ctx, const char *path, const uint8_t *user, size_t user_len);
 

@@ -340,16 +340,25 @@ impl Context {
         let mut write = || -> std::io::Result<()> {
             f.write_all(&bytes)?;
             f.sync_all()?;
-            std::fs::rename(&tmp, path)?;
-            let dir = path
-                .parent()
-                .filter(|d| !d.as_os_str().is_empty())
-                .unwrap_or(Path::new("."));
-            File::open(dir)?.sync_all()
+            std::fs::rename(&tmp, path)
         };
         write().map_err(|e| {
             let _ = std::fs::remove_file(&tmp);
             io(OP, path, e)
+        })?;
+        // The new file is in place; make the rename itself durable. If that
+        // fails the caller must know, but the earlier file is already gone,
+        // so say so rather than imply nothing changed.
+        let dir = path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::Io {
+            op: OP,
+            what: format!(
+                "{}: the checkpoint was written and renamed into place, but syncing its folder failed ({e}); it may not survive a power loss",
+                path.display()
+            ),
         })
     }
 

@@ -406,8 +406,11 @@ fn path_arg(func: &'static str, path: *const c_char) -> Result<PathBuf> {
 }
 
 /// Saves parameters, optimizer state and `user[0..user_len]` (opaque bytes,
-/// e.g. RNG state; NULL allowed when user_len is 0) to `path` atomically:
-/// a crash or error leaves any earlier file at `path` intact.
+/// e.g. RNG state; NULL allowed when user_len is 0) to `path` atomically
+/// (temporary file in the same folder, fsync, rename, fsync of the folder):
+/// a crash, or an error before the rename, leaves any earlier file at
+/// `path` intact and no temporary file behind. If only the final folder
+/// sync fails, IO is returned and the message says the new file is in place.
 /// Errors: NULL_ARGUMENT, INVALID_ARGUMENT (path not UTF-8), IO.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_checkpoint_save(
