@@ -211,6 +211,28 @@ fn replay(gemms: &[Gemm], reps: usize) -> f64 {
         }
     }
     blas::set_blas_threads(1);
+    if std::env::var_os("BENCH_SHAPES").is_some() {
+        let mut groups: Vec<((bool, bool, usize, usize, usize), usize, f64)> = Vec::new();
+        for (g, t) in gemms.iter().zip(&best) {
+            let key = (g.trans_a, g.trans_b, g.m, g.n, g.k);
+            match groups.iter_mut().find(|x| x.0 == key) {
+                Some(x) => {
+                    x.1 += 1;
+                    x.2 += t;
+                }
+                None => groups.push((key, 1, *t)),
+            }
+        }
+        groups.sort_by(|a, b| b.2.partial_cmp(&a.2).unwrap_or(std::cmp::Ordering::Equal));
+        for ((ta, tb, m, n, k), count, t) in groups.iter().take(12) {
+            let gflops = 2.0 * (*m * *n * *k * *count) as f64 / (t * 1e-3) / 1e9;
+            println!(
+                "    floor: {count:4} x [{m}x{k}]{} @ [{k}x{n}]{}  {t:8.3} ms  {gflops:6.1} GFLOP/s",
+                if *ta { "^T" } else { "" },
+                if *tb { "^T" } else { "" }
+            );
+        }
+    }
     best.iter().sum()
 }
 
