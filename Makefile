@@ -112,12 +112,12 @@ fuzz:
 
 ## torture: checkpoint durability (truncations, bit flips, kill -9, disk full)
 torture:
-	@bash scripts/torture.sh
+	@bash scripts/torture.sh $(TORTURE_ARGS)
 
 ## miri: the core's unit tests under Miri
 miri:
 	rustup component add --toolchain nightly miri rust-src
-	MIRIFLAGS=-Zmiri-strict-provenance $(CARGO) +nightly miri test --lib -- arena:: tape:: shape:: blas:: pool::
+	MIRIFLAGS=-Zmiri-strict-provenance $(CARGO) +nightly miri test --lib -- arena:: tape:: shape:: blas:: pool:: checkpoint:: ops::embedding ops::reduce ops::shape_ops
 
 clean:
 	$(CARGO) clean

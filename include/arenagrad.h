@@ -20,6 +20,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// Most user bytes a checkpoint may carry (64 MiB).
+#define MAX_USER_BYTES (64 << 20)
+
 // Most dimensions a tensor can have.
 #define AG_MAX_DIMS 6
 
@@ -247,7 +250,8 @@ ag_status ag_optimizer_step(struct ag_context *ctx);
 ag_status ag_clip_grad_norm(struct ag_context *ctx, float max_norm, float *norm_out);
 
 // Saves parameters, optimizer state and `user[0..user_len]` (opaque bytes,
-// e.g. RNG state; NULL allowed when user_len is 0) to `path` atomically
+// e.g. RNG state, at most 64 MiB; NULL allowed when user_len is 0) to
+// `path` atomically
 // (temporary file in the same folder, fsync, rename, fsync of the folder):
 // a crash, or an error before the rename, leaves any earlier file at
 // `path` intact and no temporary file behind. If only the final folder

@@ -83,11 +83,12 @@ for t in $TARGETS; do
     runs=$((runs + 1))
     start=$(date +%s)
     set +e
+    # bash's `time` keyword: user and system CPU seconds of the fuzzer.
+    TIMEFORMAT='%U %S'
     # shellcheck disable=SC2046
-    /usr/bin/time -f "%U %S" -o "$WORK/$t.time" \
-      "$BIN_DIR/$t" -max_total_time="$left" -timeout="$TIMEOUT" -rss_limit_mb=2048 \
+    { time "$BIN_DIR/$t" -max_total_time="$left" -timeout="$TIMEOUT" -rss_limit_mb=2048 \
       -print_final_stats=1 -artifact_prefix="fuzz/artifacts/$t/" $(extra_args "$t") \
-      "$WORK/$t" >>"$log" 2>&1
+      "$WORK/$t" >>"$log" 2>&1; } 2>"$WORK/$t.time"
     rc=$?
     set -e
     read -r u s <"$WORK/$t.time" || true

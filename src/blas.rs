@@ -286,6 +286,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore)] // the worker is off under Miri, and the sizes are slow there
     fn split_products_match_naive() {
         let pool = crate::pool::Pool::new().unwrap();
         for &(m, n, k) in &[(200, 300, 100), (77, 128, 1024), (1024, 384, 128)] {

@@ -35,6 +35,8 @@ pub struct Staged {
     moments: usize,
 }
 const VERSION: u32 = 1;
+/// Most user bytes a checkpoint may carry (64 MiB).
+pub const MAX_USER_BYTES: usize = 64 << 20;
 
 fn corrupt(what: impl Into<String>) -> Error {
     Error::CheckpointCorrupt { what: what.into() }
@@ -109,6 +111,12 @@ impl Context {
         let floats: usize = (0..self.n_params)
             .map(|i| self.table[i].shape.numel() * (1 + moments))
             .sum();
+        if user.len() > MAX_USER_BYTES {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                what: format!("{} user bytes (at most {MAX_USER_BYTES})", user.len()),
+            });
+        }
         let size = 64 + self.n_params * 56 + floats * 4 + user.len();
         self.store.fault_point(OP, size)?;
         let mut out = Vec::new();
@@ -191,8 +199,10 @@ impl Context {
         for h in hp.iter_mut() {
             *h = r.f32("hyper-parameters")?;
         }
-        let user_len =
-            usize::try_from(r.u64("user length")?).map_err(|_| corrupt("user length overflows"))?;
+        let user_len = usize::try_from(r.u64("user length")?)
+            .ok()
+            .filter(|&n| n <= MAX_USER_BYTES)
+            .ok_or_else(|| corrupt(format!("user length beyond {MAX_USER_BYTES} bytes")))?;
         // Kind and moment count must agree (none: 0, SGD: 0 or 1, AdamW: 2).
         let consistent = matches!((code, moments), (0, 0) | (1, 0) | (1, 1) | (2, 2));
         if !consistent {
@@ -366,8 +376,33 @@ impl Context {
     pub fn checkpoint_load(&mut self, path: &Path) -> Result<Vec<u8>> {
         const OP: &str = "checkpoint_load";
         self.store.fault_point(OP, 0)?;
-        let bytes = std::fs::read(path).map_err(|e| io(OP, path, e))?;
+        let bytes = self.checkpoint_read(OP, path)?;
         self.checkpoint_load_bytes(&bytes).map(|u| u.to_vec())
+    }
+
+    /// Reads a checkpoint file, but never more than any checkpoint of this
+    /// model can hold (its header, values and moments plus at most
+    /// [`MAX_USER_BYTES`] of user bytes): `/dev/zero` or a huge file is
+    /// refused as corrupt instead of exhausting memory. Pipes are read like
+    /// files (a FIFO with no writer blocks, as any read of a pipe does).
+    pub fn checkpoint_read(&self, op: &'static str, path: &Path) -> Result<Vec<u8>> {
+        use std::io::Read;
+        let floats: usize = (0..self.n_params)
+            .map(|i| self.table[i].shape.numel() * 3)
+            .sum();
+        let max = 64 + self.n_params * (4 + 8 * crate::MAX_DIMS) + floats * 4 + MAX_USER_BYTES + 4;
+        let file = File::open(path).map_err(|e| io(op, path, e))?;
+        let mut bytes = Vec::new();
+        file.take(max as u64 + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| io(op, path, e))?;
+        if bytes.len() > max {
+            return Err(corrupt(format!(
+                "{} is longer than any checkpoint of this model ({max} bytes)",
+                path.display()
+            )));
+        }
+        Ok(bytes)
     }
 }
 
@@ -443,7 +478,18 @@ mod tests {
         );
     }
 
+    /// An endless or huge file is refused without reading it all.
     #[test]
+    #[cfg_attr(miri, ignore)] // file I/O needs isolation off
+    fn endless_file_is_refused_not_read_to_exhaustion() {
+        let mut m = model();
+        let e = m.checkpoint_load(Path::new("/dev/zero")).unwrap_err();
+        assert!(matches!(e, Error::CheckpointCorrupt { .. }), "{e}");
+        assert!(e.to_string().contains("longer than any checkpoint"), "{e}");
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // file I/O needs isolation off
     fn atomic_save_replaces_and_io_errors_leave_no_temp() {
         let dir = std::env::temp_dir().join(format!("ag_ckpt_{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

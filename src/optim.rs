@@ -407,6 +407,7 @@ mod tests {
     /// A large parameter takes the two-thread path; the result equals the
     /// single-threaded kernel bit for bit.
     #[test]
+    #[cfg_attr(miri, ignore)] // the worker is off under Miri, and the sizes are slow there
     fn adamw_split_path_matches_kernel() {
         let n = 1 << 18;
         let init: Vec<f32> = (0..n).map(|i| (i as f32 * 0.001).sin()).collect();

@@ -406,7 +406,8 @@ fn path_arg(func: &'static str, path: *const c_char) -> Result<PathBuf> {
 }
 
 /// Saves parameters, optimizer state and `user[0..user_len]` (opaque bytes,
-/// e.g. RNG state; NULL allowed when user_len is 0) to `path` atomically
+/// e.g. RNG state, at most 64 MiB; NULL allowed when user_len is 0) to
+/// `path` atomically
 /// (temporary file in the same folder, fsync, rename, fsync of the folder):
 /// a crash, or an error before the rename, leaves any earlier file at
 /// `path` intact and no temporary file behind. If only the final folder
@@ -473,10 +474,7 @@ pub extern "C" fn ag_checkpoint_load(
     guard(F, ctx, |c| {
         need(F, "user_len", user_len)?;
         let p = path_arg(F, path)?;
-        let bytes = std::fs::read(&p).map_err(|e| Error::Io {
-            op: F,
-            what: format!("{}: {e}", p.display()),
-        })?;
+        let bytes = c.checkpoint_read(F, &p)?;
         load_staged(F, c, &bytes, user_out, cap, user_len)
     })
 }
@@ -549,10 +547,7 @@ pub extern "C" fn ag_checkpoint_peek(
     guard(F, ctx, |c| {
         need(F, "user_len", user_len)?;
         let p = path_arg(F, path)?;
-        let bytes = std::fs::read(&p).map_err(|e| Error::Io {
-            op: F,
-            what: format!("{}: {e}", p.display()),
-        })?;
+        let bytes = c.checkpoint_read(F, &p)?;
         let staged = c.checkpoint_validate(&bytes)?;
         if staged.user_len > cap {
             return Err(Error::InvalidArgument {

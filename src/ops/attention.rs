@@ -376,6 +376,7 @@ mod tests {
     /// At a size that takes the two-thread path, the op's forward output and
     /// its gradient are bit-identical to the single-threaded kernels.
     #[test]
+    #[cfg_attr(miri, ignore)] // the worker is off under Miri, and the sizes are slow there
     fn parallel_path_matches_sequential_kernels() {
         let (b, t, c, nh) = (4, 64, 32, 2);
         let mut rng = crate::ops::gradcheck::Lcg(11);

@@ -409,6 +409,7 @@ mod tests {
 
     /// GELU on the two-thread path equals the single-threaded kernels.
     #[test]
+    #[cfg_attr(miri, ignore)] // the worker is off under Miri, and the sizes are slow there
     fn gelu_parallel_path_matches_kernels() {
         let n = 1 << 17;
         let x: Vec<f32> = (0..n).map(|i| (i as f32 / n as f32 - 0.5) * 8.0).collect();

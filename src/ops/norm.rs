@@ -206,6 +206,7 @@ mod tests {
     /// On the two-thread path (large inputs) forward and backward equal the
     /// single-threaded kernels bit for bit.
     #[test]
+    #[cfg_attr(miri, ignore)] // the worker is off under Miri, and the sizes are slow there
     fn parallel_path_matches_kernels() {
         let (rows, c) = (1024, 128);
         let mut rng = crate::ops::gradcheck::Lcg(3);
