@@ -212,7 +212,8 @@ fn replay(gemms: &[Gemm], reps: usize) -> f64 {
     }
     blas::set_blas_threads(1);
     if std::env::var_os("BENCH_SHAPES").is_some() {
-        let mut groups: Vec<((bool, bool, usize, usize, usize), usize, f64)> = Vec::new();
+        type Key = (bool, bool, usize, usize, usize);
+        let mut groups: Vec<(Key, usize, f64)> = Vec::new();
         for (g, t) in gemms.iter().zip(&best) {
             let key = (g.trans_a, g.trans_b, g.m, g.n, g.k);
             match groups.iter_mut().find(|x| x.0 == key) {
