@@ -530,7 +530,7 @@ fn gpt_tiny_training_step_allocates_nothing_after_warmup() {
 
 fn gpt_small_training_step_allocates_nothing_after_warmup() {
     let mut run = GptRun::new("small");
-    run.train("gpt small", 30);
+    run.train("gpt small", 200);
 }
 
 /// Validation (a loss without backward) and sampling (forwards of [1, t]
