@@ -18,10 +18,33 @@ use crate::tape::{Attrs, Node, OpKind};
 /// rest (masked future positions) become 0.
 fn softmax_row(row: &mut [f32], valid: usize, scale: f32) {
     let (live, masked) = row.split_at_mut(valid);
-    let max = fastmath::max(live);
+    let pivot = softmax_pivot(live, scale);
     for v in live.iter_mut() {
-        *v = fastmath::exp((*v - max) * scale);
+        *v = fastmath::exp((*v - pivot) * scale);
     }
+    let inv = 1.0 / fastmath::sum(live);
+    live.iter_mut().for_each(|v| *v *= inv);
+    masked.fill(0.0);
+}
+
+/// The value subtracted before exp so that every exponent is <= 0: the
+/// row's maximum for a positive scale, its minimum for a negative one.
+fn softmax_pivot(live: &[f32], scale: f32) -> f32 {
+    if scale >= 0.0 {
+        fastmath::max(live)
+    } else {
+        -fastmath::max_neg(live)
+    }
+}
+
+/// y = softmax(scale * x) for one row, reading x and writing y in the same
+/// pass (no copy first): x, y [tk], the first `valid` entries live.
+fn softmax_row_from(y: &mut [f32], x: &[f32], valid: usize, scale: f32) {
+    let (live, masked) = y.split_at_mut(valid);
+    let pivot = softmax_pivot(&x[..valid], scale);
+    live.iter_mut()
+        .zip(x)
+        .for_each(|(y, &x)| *y = fastmath::exp((x - pivot) * scale));
     let inv = 1.0 / fastmath::sum(live);
     live.iter_mut().for_each(|v| *v *= inv);
     masked.fill(0.0);
@@ -77,9 +100,8 @@ impl Context {
         let ([y], [x]) = self
             .store
             .access([self.table[out as usize].data], [ex.data]);
-        y.copy_from_slice(x);
-        for (r, row) in y.chunks_exact_mut(tk).enumerate() {
-            softmax_row(row, valid_cols(causal, r % tq, tq, tk), scale);
+        for (r, (yr, xr)) in y.chunks_exact_mut(tk).zip(x.chunks_exact(tk)).enumerate() {
+            softmax_row_from(yr, xr, valid_cols(causal, r % tq, tq, tk), scale);
         }
         self.record(OpKind::Softmax, &[ix], out, Attrs::Softmax { scale });
         Ok(self.handle(out))
@@ -351,10 +373,25 @@ mod tests {
         assert!((v[2] + v[3] - 1.0).abs() < 1e-6 && v[2] > v[3]);
     }
 
+    /// A negative scale flips which entry is largest; no overflow.
+    #[test]
+    fn softmax_negative_scale() {
+        let mut c = crate::Context::new();
+        let x = c.tensor(&[1, 3], &[100.0, 0.0, -100.0]).unwrap();
+        let y = c.softmax(x, false, -2.0).unwrap();
+        let mut v = [0.0; 3];
+        c.read(y, &mut v).unwrap();
+        assert!(v.iter().all(|p| p.is_finite()));
+        assert!((v[2] - 1.0).abs() < 1e-6 && v[0] < 1e-30, "{v:?}");
+    }
+
     #[test]
     fn gradcheck_softmax() {
         gradcheck(Check::new("softmax", &[&[3, 5]]), |c, x| {
             c.softmax(x[0], false, 1.0)
+        });
+        gradcheck(Check::new("softmax negative scale", &[&[3, 5]]), |c, x| {
+            c.softmax(x[0], false, -0.7)
         });
         gradcheck(
             Check::new("softmax causal scaled", &[&[2, 4, 4]]),

@@ -131,6 +131,23 @@ pub(crate) fn max(xs: &[f32]) -> f32 {
     acc.iter().fold(tail, |m, &x| m.max(x))
 }
 
+/// Maximum of -x (i.e. minus the minimum of x), vectorised like [`max`].
+#[inline(always)]
+pub(crate) fn max_neg(xs: &[f32]) -> f32 {
+    let mut acc = [f32::NEG_INFINITY; 8];
+    let chunks = xs.chunks_exact(8);
+    let tail = chunks
+        .remainder()
+        .iter()
+        .fold(f32::NEG_INFINITY, |m, &x| m.max(-x));
+    for c in chunks {
+        for i in 0..8 {
+            acc[i] = if -c[i] > acc[i] { -c[i] } else { acc[i] };
+        }
+    }
+    acc.iter().fold(tail, |m, &x| m.max(x))
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
