@@ -93,6 +93,9 @@ pub struct Context {
     pub(crate) backward_done: bool,
     /// Parameter gradients hold values not yet consumed by an optimizer step.
     pub(crate) pending_grads: bool,
+    /// clip_grad_norm has proved the current gradients finite, so the
+    /// optimizer step can skip its own pass over them.
+    pub(crate) grads_checked_finite: bool,
     pub(crate) resets: u64,
     pub(crate) optimizer: Option<Optimizer>,
     /// One worker thread for large kernels, started at first need.
@@ -117,6 +120,7 @@ impl Context {
             grad_enabled: true,
             backward_done: false,
             pending_grads: false,
+            grads_checked_finite: false,
             resets: 0,
             optimizer: None,
             pool: None,
@@ -379,6 +383,7 @@ impl Context {
             }
         }
         self.pending_grads = false;
+        self.grads_checked_finite = false;
     }
 
     /// Handles of all parameters, in creation order.
@@ -442,6 +447,7 @@ impl Context {
         }
         self.backward_done = true;
         self.pending_grads = true;
+        self.grads_checked_finite = false;
         Ok(())
     }
 

@@ -210,6 +210,7 @@ impl Context {
                 }
             }
         }
+        self.grads_checked_finite = true;
         Ok(norm as f32)
     }
 
@@ -230,7 +231,13 @@ impl Context {
                 what: "no gradients since the last step (call ag_backward first)".into(),
             });
         }
-        let norm = self.grad_norm_sq();
+        // One pass over all gradients, unless clipping already made it (it
+        // refuses non-finite gradients, and scaling by at most 1 keeps them finite).
+        let norm = if self.grads_checked_finite {
+            0.0
+        } else {
+            self.grad_norm_sq()
+        };
         if !norm.is_finite() {
             return Err(Error::NonFinite {
                 op: OP,
@@ -297,6 +304,7 @@ impl Context {
             }
         }
         self.pending_grads = false;
+        self.grads_checked_finite = false;
         Ok(())
     }
 }

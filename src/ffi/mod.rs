@@ -221,17 +221,13 @@ pub(crate) fn need<T>(func: &'static str, arg: &'static str, p: *const T) -> Res
     }
 }
 
-/// A caller array as a slice; NULL is allowed only with length 0.
-pub(crate) fn slice_in<'a, T>(
-    func: &'static str,
-    arg: &'static str,
-    p: *const T,
-    len: usize,
-) -> Result<&'a [T]> {
+/// Checks a caller array: false for length 0 (no pointer needed), an error
+/// for NULL or a byte length past isize::MAX, true when it can be sliced.
+fn check_array<T>(func: &'static str, arg: &'static str, null: bool, len: usize) -> Result<bool> {
     if len == 0 {
-        return Ok(&[]);
+        return Ok(false);
     }
-    if p.is_null() {
+    if null {
         return Err(Error::NullArgument { func, arg });
     }
     if len
@@ -242,6 +238,19 @@ pub(crate) fn slice_in<'a, T>(
             op: func,
             what: format!("{arg} length {len}"),
         });
+    }
+    Ok(true)
+}
+
+/// A caller array as a slice; NULL is allowed only with length 0.
+pub(crate) fn slice_in<'a, T>(
+    func: &'static str,
+    arg: &'static str,
+    p: *const T,
+    len: usize,
+) -> Result<&'a [T]> {
+    if !check_array::<T>(func, arg, p.is_null(), len)? {
+        return Ok(&[]);
     }
     // SAFETY: non-NULL, and the caller guarantees `len` readable elements
     // for the duration of the call.
@@ -255,20 +264,8 @@ pub(crate) fn slice_out<'a, T>(
     p: *mut T,
     len: usize,
 ) -> Result<&'a mut [T]> {
-    if len == 0 {
+    if !check_array::<T>(func, arg, p.is_null(), len)? {
         return Ok(&mut []);
-    }
-    if p.is_null() {
-        return Err(Error::NullArgument { func, arg });
-    }
-    if len
-        .checked_mul(size_of::<T>())
-        .is_none_or(|b| b > isize::MAX as usize)
-    {
-        return Err(Error::TooLarge {
-            op: func,
-            what: format!("{arg} length {len}"),
-        });
     }
     // SAFETY: non-NULL, and the caller guarantees `len` writable elements
     // that no one else accesses during the call.

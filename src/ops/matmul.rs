@@ -248,7 +248,8 @@ fn mnk(a: Shape, out: Shape, ta: bool) -> (usize, usize, usize) {
     (m, n, k)
 }
 
-fn product_backward(ctx: &mut Context, node: &Node) {
+/// Backward of matmul and bmm (bmm is matmul over a batch of one or more).
+pub(crate) fn product_backward(ctx: &mut Context, node: &Node) {
     let (ia, ib) = (node.input(0), node.input(1));
     let (ea, eb, eo) = (ctx.entry(ia), ctx.entry(ib), ctx.entry(node.out));
     let Some(dout) = eo.grad else { return };
@@ -303,14 +304,6 @@ fn product_backward(ctx: &mut Context, node: &Node) {
             );
         }
     }
-}
-
-pub(crate) fn matmul_backward_node(ctx: &mut Context, node: &Node) {
-    product_backward(ctx, node)
-}
-
-pub(crate) fn bmm_backward_node(ctx: &mut Context, node: &Node) {
-    product_backward(ctx, node)
 }
 
 pub(crate) fn linear_backward_node(ctx: &mut Context, node: &Node) {
