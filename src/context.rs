@@ -3,9 +3,10 @@
 
 use crate::arena::{Buf, Storage};
 use crate::error::{Error, Result};
+use crate::ops::Op;
 use crate::optim::Optimizer;
 use crate::shape::Shape;
-use crate::tape::{Attrs, Node, OpKind};
+use crate::tape::Node;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// A tensor handle: a small value, never a pointer. Activation handles carry
@@ -437,8 +438,8 @@ impl Context {
             if !self.table[node.out as usize].flow {
                 continue;
             }
-            crate::ops::backward(self, &node);
-            for &input in &node.inputs[..node.n_inputs as usize] {
+            crate::ops::backward(self, node.op, node.out);
+            for &input in node.op.inputs().as_slice() {
                 self.mark_flow(input);
             }
         }
@@ -602,12 +603,18 @@ impl Context {
             })
     }
 
-    /// Records a node (capacity was reserved by push_output).
-    pub(crate) fn record(&mut self, kind: OpKind, inputs: &[u32], out: u32, attrs: Attrs) {
+    /// Records `op` as the producer of `out` when `out` needs a gradient
+    /// (capacity was reserved by push_output, so this never allocates).
+    pub(crate) fn record(&mut self, op: Op, out: u32) {
         if !self.table[out as usize].requires_grad {
             return;
         }
-        self.tape.push(Node::new(kind, inputs, out, attrs));
+        self.tape.push(Node { op, out });
+    }
+
+    /// The gradient buffer of an op's output during backward.
+    pub(crate) fn grad_out(&self, out: u32) -> Option<Buf> {
+        self.table[out as usize].grad
     }
 
     /// The gradient buffer of an input during backward, if it needs one.

@@ -1,7 +1,7 @@
 //! The crate's one error type and its single mapping onto C status codes.
 
-use crate::ffi::*;
 use crate::shape::Shape;
+use crate::status::*;
 use std::fmt;
 
 /// Every failure the library can report. Each variant carries what a user
@@ -170,7 +170,7 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {}
 
 impl Error {
-    /// The single Error -> C status mapping (codes are defined in `ffi`).
+    /// The single Error -> C status mapping (codes are defined in `status`).
     pub fn status(&self) -> ag_status {
         use Error::*;
         match self {

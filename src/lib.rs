@@ -31,6 +31,7 @@ mod ops;
 mod optim;
 mod pool;
 pub mod shape;
+pub mod status;
 mod tape;
 
 pub use context::{Context, MemoryStats, Tensor};

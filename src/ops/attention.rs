@@ -6,13 +6,12 @@
 //! each head's output into its column block of [B, T, C]: no split, permute
 //! or merge copies. It saves only the probabilities [B, NH, T, T].
 
-use crate::arena::Storage;
+use crate::arena::{Buf, Storage};
 use crate::blas::{Gemm, sgemm};
 use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
-use crate::ops::fastmath;
+use crate::ops::{Op, fastmath};
 use crate::shape::Shape;
-use crate::tape::{Attrs, Node, OpKind};
 
 /// In place: row <- softmax(scale * row) over its first `valid` entries; the
 /// rest (masked future positions) become 0.
@@ -103,7 +102,7 @@ impl Context {
         for (r, (yr, xr)) in y.chunks_exact_mut(tk).zip(x.chunks_exact(tk)).enumerate() {
             softmax_row_from(yr, xr, valid_cols(causal, r % tq, tq, tk), scale);
         }
-        self.record(OpKind::Softmax, &[ix], out, Attrs::Softmax { scale });
+        self.record(Op::Softmax { x: ix, scale }, out);
         Ok(self.handle(out))
     }
 
@@ -154,15 +153,12 @@ impl Context {
             }
             None => attention_forward(y, p, q, b, t, c, n_head),
         }
-        self.record(
-            OpKind::Attention,
-            &[iq],
-            out,
-            Attrs::Attention {
-                n_head: n_head as u32,
-                probs,
-            },
-        );
+        let op = Op::Attention {
+            qkv: iq,
+            n_head: n_head as u32,
+            probs,
+        };
+        self.record(op, out);
         Ok(self.handle(out))
     }
 }
@@ -316,26 +312,23 @@ fn attention_backward(
     }
 }
 
-pub(crate) fn softmax_backward_node(ctx: &mut Context, node: &Node) {
-    let ix = node.input(0);
-    let Some(dx) = ctx.grad_of(ix) else { return };
-    let (ex, eo) = (ctx.entry(ix), ctx.entry(node.out));
-    let (Some(dout), Attrs::Softmax { scale }) = (eo.grad, node.attrs) else {
+/// Masked outputs are exactly 0, so the causal mask needs no extra work:
+/// their gradient terms vanish in `softmax_backward`.
+pub(crate) fn backward_softmax(ctx: &mut Context, out: u32, x: u32, scale: f32) {
+    let (Some(dx), Some(dout)) = (ctx.grad_of(x), ctx.grad_out(out)) else {
         return;
     };
+    let eo = ctx.entry(out);
     let ([dx], [g, y]) = ctx.store.access([dx], [dout, eo.data]);
-    softmax_backward(dx, g, y, ex.shape.last(), scale);
+    softmax_backward(dx, g, y, eo.shape.last(), scale);
 }
 
-pub(crate) fn attention_backward_node(ctx: &mut Context, node: &Node) {
-    let iq = node.input(0);
-    let Some(dq) = ctx.grad_of(iq) else { return };
-    let (eq, eo) = (ctx.entry(iq), ctx.entry(node.out));
-    let (Some(dout), Attrs::Attention { n_head, probs }) = (eo.grad, node.attrs) else {
+pub(crate) fn backward_attention(ctx: &mut Context, out: u32, qkv: u32, nh: usize, probs: Buf) {
+    let (Some(dq), Some(dout)) = (ctx.grad_of(qkv), ctx.grad_out(out)) else {
         return;
     };
+    let eq = ctx.entry(qkv);
     let (b, t, c) = (eq.shape.dims()[0], eq.shape.dims()[1], eq.shape.last() / 3);
-    let nh = n_head as usize;
     let n = probs.len() - 2 * t * t;
     let (p_only, scratch) = (Storage::sub(probs, 0, n), Storage::sub(probs, n, 2 * t * t));
     let par = b >= 2 && ctx.want_pool(4 * b * nh * t * t * (c / nh));

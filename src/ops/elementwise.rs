@@ -1,12 +1,12 @@
 //! Element-wise ops: add/sub/mul/div with numpy broadcasting (the smaller
-//! operand is read with stride 0, never tiled), scale, and unary maps.
+//! operand is read with stride 0, never tiled), scale, and unary maps. Each
+//! unary function has its `<f>_forward` / `<f>_backward` kernels below, and
+//! one arm in each of `unary_forward` / `unary_backward`.
 
-use crate::arena::Buf;
 use crate::context::{Context, Tensor};
 use crate::error::Result;
-use crate::ops::fastmath;
+use crate::ops::{Op, fastmath};
 use crate::shape::{MAX_DIMS, Shape};
-use crate::tape::{Attrs, Node, OpKind};
 
 /// Calls `row(o, a, sa, b, sb, len)` for every innermost row of `out`: the
 /// row starts at `o` in the output and at `a`/`b` in the operands, which
@@ -58,21 +58,23 @@ fn binary_forward(
     }
     for_each_row(so, sa, sb, |o, ao, sta, bo, stb, len| {
         let out = &mut out[o..o + len];
-        match (sta, stb) {
-            (1, 1) => out
+        // The innermost stride of each operand is 1 (it varies) or 0 (it
+        // is broadcast along the row).
+        match (sta == 1, stb == 1) {
+            (true, true) => out
                 .iter_mut()
                 .zip(&a[ao..ao + len])
                 .zip(&b[bo..bo + len])
                 .for_each(|((o, &x), &y)| *o = f(x, y)),
-            (1, 0) => out
+            (true, false) => out
                 .iter_mut()
                 .zip(&a[ao..ao + len])
                 .for_each(|(o, &x)| *o = f(x, b[bo])),
-            (0, 1) => out
+            (false, true) => out
                 .iter_mut()
                 .zip(&b[bo..bo + len])
                 .for_each(|(o, &y)| *o = f(a[ao], y)),
-            _ => out.iter_mut().for_each(|o| *o = f(a[ao], b[bo])),
+            (false, false) => out.iter_mut().for_each(|o| *o = f(a[ao], b[bo])),
         }
     });
 }
@@ -104,8 +106,28 @@ fn binary_backward_into(
     });
 }
 
+/// The element-wise binary functions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BinaryFn {
+    Add,
+    Sub,
+    Mul,
+    Div,
+}
+
+/// The element-wise unary functions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum UnaryFn {
+    Exp,
+    Log,
+    Tanh,
+    Relu,
+    Sigmoid,
+    Gelu,
+}
+
 impl Context {
-    fn binary(&mut self, kind: OpKind, op: &'static str, a: Tensor, b: Tensor) -> Result<Tensor> {
+    fn binary(&mut self, f: BinaryFn, op: &'static str, a: Tensor, b: Tensor) -> Result<Tensor> {
         let (ia, ib) = (self.resolve(op, a)?, self.resolve(op, b)?);
         let (ea, eb) = (self.entry(ia), self.entry(ib));
         let shape = Shape::broadcast(op, ea.shape, eb.shape)?;
@@ -114,42 +136,43 @@ impl Context {
         let ([o], [x, y]) = self
             .store
             .access([self.table[out as usize].data], [ea.data, eb.data]);
-        match kind {
-            OpKind::Add => binary_forward(o, x, y, shape, ea.shape, eb.shape, |p, q| p + q),
-            OpKind::Sub => binary_forward(o, x, y, shape, ea.shape, eb.shape, |p, q| p - q),
-            OpKind::Mul => binary_forward(o, x, y, shape, ea.shape, eb.shape, |p, q| p * q),
-            _ => binary_forward(o, x, y, shape, ea.shape, eb.shape, |p, q| p / q),
+        let (sa, sb) = (ea.shape, eb.shape);
+        match f {
+            BinaryFn::Add => binary_forward(o, x, y, shape, sa, sb, |p, q| p + q),
+            BinaryFn::Sub => binary_forward(o, x, y, shape, sa, sb, |p, q| p - q),
+            BinaryFn::Mul => binary_forward(o, x, y, shape, sa, sb, |p, q| p * q),
+            BinaryFn::Div => binary_forward(o, x, y, shape, sa, sb, |p, q| p / q),
         }
-        self.record(kind, &[ia, ib], out, Attrs::None);
+        self.record(Op::Binary { a: ia, b: ib, f }, out);
         Ok(self.handle(out))
     }
 
     /// a + b with broadcasting.
     pub fn add(&mut self, a: Tensor, b: Tensor) -> Result<Tensor> {
-        self.binary(OpKind::Add, "add", a, b)
+        self.binary(BinaryFn::Add, "add", a, b)
     }
 
     /// a - b with broadcasting.
     pub fn sub(&mut self, a: Tensor, b: Tensor) -> Result<Tensor> {
-        self.binary(OpKind::Sub, "sub", a, b)
+        self.binary(BinaryFn::Sub, "sub", a, b)
     }
 
     /// a * b (element-wise) with broadcasting.
     pub fn mul(&mut self, a: Tensor, b: Tensor) -> Result<Tensor> {
-        self.binary(OpKind::Mul, "mul", a, b)
+        self.binary(BinaryFn::Mul, "mul", a, b)
     }
 
     /// a / b (element-wise) with broadcasting.
     pub fn div(&mut self, a: Tensor, b: Tensor) -> Result<Tensor> {
-        self.binary(OpKind::Div, "div", a, b)
+        self.binary(BinaryFn::Div, "div", a, b)
     }
 
-    fn unary(&mut self, kind: OpKind, op: &'static str, x: Tensor, attrs: Attrs) -> Result<Tensor> {
+    fn unary(&mut self, f: UnaryFn, op: &'static str, x: Tensor) -> Result<Tensor> {
         let ix = self.resolve(op, x)?;
         let ex = self.entry(ix);
         let tracks = self.tracks(&[ix]);
         let out = self.push_output(op, ex.shape, tracks)?;
-        let par = kind == OpKind::Gelu && self.want_pool(ex.shape.numel() * 16);
+        let par = f == UnaryFn::Gelu && self.want_pool(ex.shape.numel() * 16);
         let ([y], [x]) = self
             .store
             .access([self.table[out as usize].data], [ex.data]);
@@ -157,74 +180,162 @@ impl Context {
             Some(pool) => {
                 let h = x.len() / 2;
                 let ((y0, y1), (x0, x1)) = (y.split_at_mut(h), x.split_at(h));
-                pool.join(
-                    || unary_forward(kind, attrs, y1, x1),
-                    || unary_forward(kind, attrs, y0, x0),
-                );
+                pool.join(|| unary_forward(f, y1, x1), || unary_forward(f, y0, x0));
             }
-            None => unary_forward(kind, attrs, y, x),
+            None => unary_forward(f, y, x),
         }
-        self.record(kind, &[ix], out, attrs);
+        self.record(Op::Unary { x: ix, f }, out);
+        Ok(self.handle(out))
+    }
+
+    fn scale_op(&mut self, op: &'static str, x: Tensor, s: f32) -> Result<Tensor> {
+        let ix = self.resolve(op, x)?;
+        let ex = self.entry(ix);
+        let tracks = self.tracks(&[ix]);
+        let out = self.push_output(op, ex.shape, tracks)?;
+        let ([y], [x]) = self
+            .store
+            .access([self.table[out as usize].data], [ex.data]);
+        scale_forward(y, x, s);
+        self.record(Op::Scale { x: ix, s }, out);
         Ok(self.handle(out))
     }
 
     /// s * x.
     pub fn scale(&mut self, x: Tensor, s: f32) -> Result<Tensor> {
-        self.unary(OpKind::Scale, "scale", x, Attrs::Scale(s))
+        self.scale_op("scale", x, s)
     }
 
     /// -x.
     pub fn neg(&mut self, x: Tensor) -> Result<Tensor> {
-        self.unary(OpKind::Scale, "neg", x, Attrs::Scale(-1.0))
+        self.scale_op("neg", x, -1.0)
     }
 
     /// e^x.
     pub fn exp(&mut self, x: Tensor) -> Result<Tensor> {
-        self.unary(OpKind::Exp, "exp", x, Attrs::None)
+        self.unary(UnaryFn::Exp, "exp", x)
     }
 
     /// Natural log (NaN for negative inputs, -inf at 0, as in IEEE).
     pub fn log(&mut self, x: Tensor) -> Result<Tensor> {
-        self.unary(OpKind::Log, "log", x, Attrs::None)
+        self.unary(UnaryFn::Log, "log", x)
     }
 
     pub fn tanh(&mut self, x: Tensor) -> Result<Tensor> {
-        self.unary(OpKind::Tanh, "tanh", x, Attrs::None)
+        self.unary(UnaryFn::Tanh, "tanh", x)
     }
 
     pub fn relu(&mut self, x: Tensor) -> Result<Tensor> {
-        self.unary(OpKind::Relu, "relu", x, Attrs::None)
+        self.unary(UnaryFn::Relu, "relu", x)
     }
 
     pub fn sigmoid(&mut self, x: Tensor) -> Result<Tensor> {
-        self.unary(OpKind::Sigmoid, "sigmoid", x, Attrs::None)
+        self.unary(UnaryFn::Sigmoid, "sigmoid", x)
     }
 
     /// GELU, tanh approximation (GPT-2's).
     pub fn gelu(&mut self, x: Tensor) -> Result<Tensor> {
-        self.unary(OpKind::Gelu, "gelu", x, Attrs::None)
+        self.unary(UnaryFn::Gelu, "gelu", x)
+    }
+}
+
+/// y = s * x. x, y: [N].
+fn scale_forward(y: &mut [f32], x: &[f32], s: f32) {
+    y.iter_mut().zip(x).for_each(|(y, &x)| *y = s * x);
+}
+
+/// dx += s * dout.
+fn scale_backward(dx: &mut [f32], dout: &[f32], s: f32) {
+    dx.iter_mut().zip(dout).for_each(|(d, &g)| *d += s * g);
+}
+
+/// y = f(x). x, y: [N].
+fn unary_forward(f: UnaryFn, y: &mut [f32], x: &[f32]) {
+    match f {
+        UnaryFn::Exp => exp_forward(y, x),
+        UnaryFn::Log => log_forward(y, x),
+        UnaryFn::Tanh => tanh_forward(y, x),
+        UnaryFn::Relu => relu_forward(y, x),
+        UnaryFn::Sigmoid => sigmoid_forward(y, x),
+        UnaryFn::Gelu => gelu_forward(y, x),
+    }
+}
+
+/// dx += dout * f'(x), given x and the forward output y = f(x). All [N].
+fn unary_backward(f: UnaryFn, dx: &mut [f32], dout: &[f32], x: &[f32], y: &[f32]) {
+    match f {
+        UnaryFn::Exp => exp_backward(dx, dout, y),
+        UnaryFn::Log => log_backward(dx, dout, x),
+        UnaryFn::Tanh => tanh_backward(dx, dout, y),
+        UnaryFn::Relu => relu_backward(dx, dout, x),
+        UnaryFn::Sigmoid => sigmoid_backward(dx, dout, y),
+        UnaryFn::Gelu => gelu_backward(dx, dout, x),
+    }
+}
+
+/// y = e^x.
+fn exp_forward(y: &mut [f32], x: &[f32]) {
+    y.iter_mut().zip(x).for_each(|(y, &x)| *y = x.exp());
+}
+
+/// dx += dout * y, since (e^x)' = e^x = y.
+fn exp_backward(dx: &mut [f32], dout: &[f32], y: &[f32]) {
+    for ((d, &g), &y) in dx.iter_mut().zip(dout).zip(y) {
+        *d += g * y;
+    }
+}
+
+/// y = ln x.
+fn log_forward(y: &mut [f32], x: &[f32]) {
+    y.iter_mut().zip(x).for_each(|(y, &x)| *y = x.ln());
+}
+
+/// dx += dout / x.
+fn log_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
+    for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
+        *d += g / x;
+    }
+}
+
+/// y = tanh x.
+fn tanh_forward(y: &mut [f32], x: &[f32]) {
+    y.iter_mut().zip(x).for_each(|(y, &x)| *y = x.tanh());
+}
+
+/// dx += dout * (1 - y^2).
+fn tanh_backward(dx: &mut [f32], dout: &[f32], y: &[f32]) {
+    for ((d, &g), &y) in dx.iter_mut().zip(dout).zip(y) {
+        *d += g * (1.0 - y * y);
+    }
+}
+
+/// y = max(x, 0).
+fn relu_forward(y: &mut [f32], x: &[f32]) {
+    y.iter_mut().zip(x).for_each(|(y, &x)| *y = x.max(0.0));
+}
+
+/// dx += dout where x > 0 (the subgradient at 0 is taken as 0).
+fn relu_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
+    for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
+        *d += if x > 0.0 { g } else { 0.0 };
+    }
+}
+
+/// y = 1 / (1 + e^-x).
+fn sigmoid_forward(y: &mut [f32], x: &[f32]) {
+    y.iter_mut()
+        .zip(x)
+        .for_each(|(y, &x)| *y = 1.0 / (1.0 + (-x).exp()));
+}
+
+/// dx += dout * y (1 - y).
+fn sigmoid_backward(dx: &mut [f32], dout: &[f32], y: &[f32]) {
+    for ((d, &g), &y) in dx.iter_mut().zip(dout).zip(y) {
+        *d += g * y * (1.0 - y);
     }
 }
 
 const GELU_K: f32 = 0.797_884_6; // sqrt(2/pi)
-
-/// y = f(x) for the unary kinds. x, y: [N].
-fn unary_forward(kind: OpKind, attrs: Attrs, y: &mut [f32], x: &[f32]) {
-    let map =
-        |f: &dyn Fn(f32) -> f32, y: &mut [f32]| y.iter_mut().zip(x).for_each(|(y, &x)| *y = f(x));
-    match kind {
-        OpKind::Scale => {
-            let s = if let Attrs::Scale(s) = attrs { s } else { 1.0 };
-            y.iter_mut().zip(x).for_each(|(y, &x)| *y = s * x);
-        }
-        OpKind::Exp => map(&f32::exp, y),
-        OpKind::Log => map(&f32::ln, y),
-        OpKind::Tanh => map(&f32::tanh, y),
-        OpKind::Relu => y.iter_mut().zip(x).for_each(|(y, &x)| *y = x.max(0.0)),
-        OpKind::Sigmoid => map(&|v: f32| 1.0 / (1.0 + (-v).exp()), y),
-        _ => gelu_forward(y, x),
-    }
-}
 
 /// y = 0.5 x (1 + tanh(k (x + 0.044715 x^3))). x, y: [N].
 pub(crate) fn gelu_forward(y: &mut [f32], x: &[f32]) {
@@ -245,80 +356,64 @@ pub(crate) fn gelu_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
     }
 }
 
-pub(crate) fn unary_backward(ctx: &mut Context, node: &Node) {
-    let ix = node.input(0);
-    let Some(dx) = ctx.grad_of(ix) else { return };
-    let (ex, eo) = (ctx.entry(ix), ctx.entry(node.out));
-    let Some(dout) = eo.grad else { return };
-    if node.kind == OpKind::Gelu && ctx.want_pool(ex.shape.numel() * 16) {
-        let ([dx], [dout, x]) = ctx.store.access([dx], [dout, ex.data]);
-        if let Some(pool) = ctx.pool.as_ref() {
-            let h = x.len() / 2;
-            let ((d0, d1), (g0, g1), (x0, x1)) =
-                (dx.split_at_mut(h), dout.split_at(h), x.split_at(h));
-            pool.join(|| gelu_backward(d1, g1, x1), || gelu_backward(d0, g0, x0));
-        }
+pub(crate) fn backward_scale(ctx: &mut Context, out: u32, x: u32, s: f32) {
+    let (Some(dx), Some(dout)) = (ctx.grad_of(x), ctx.grad_out(out)) else {
         return;
-    }
-    let ([dx], [dout, x, y]) = ctx.store.access([dx], [dout, ex.data, eo.data]);
-    let each = |f: &dyn Fn(f32, f32, f32) -> f32, dx: &mut [f32]| {
-        for (((d, &g), &x), &y) in dx.iter_mut().zip(dout).zip(x).zip(y) {
-            *d += f(g, x, y);
-        }
     };
-    match node.kind {
-        OpKind::Scale => {
-            let s = if let Attrs::Scale(s) = node.attrs {
-                s
-            } else {
-                1.0
-            };
-            dx.iter_mut().zip(dout).for_each(|(d, &g)| *d += s * g);
+    let ([dx], [dout]) = ctx.store.access([dx], [dout]);
+    scale_backward(dx, dout, s);
+}
+
+pub(crate) fn backward_unary(ctx: &mut Context, out: u32, x: u32, f: UnaryFn) {
+    let (Some(dx), Some(dout)) = (ctx.grad_of(x), ctx.grad_out(out)) else {
+        return;
+    };
+    let (ex, eo) = (ctx.entry(x), ctx.entry(out));
+    let par = f == UnaryFn::Gelu && ctx.want_pool(ex.shape.numel() * 16);
+    let ([dx], [dout, x, y]) = ctx.store.access([dx], [dout, ex.data, eo.data]);
+    match ctx.pool.as_ref().filter(|_| par) {
+        Some(pool) => {
+            let h = x.len() / 2;
+            let ((d0, d1), (g0, g1)) = (dx.split_at_mut(h), dout.split_at(h));
+            let ((x0, x1), (y0, y1)) = (x.split_at(h), y.split_at(h));
+            pool.join(
+                || unary_backward(f, d1, g1, x1, y1),
+                || unary_backward(f, d0, g0, x0, y0),
+            );
         }
-        OpKind::Exp => each(&|g, _, y| g * y, dx),
-        OpKind::Log => each(&|g, x, _| g / x, dx),
-        OpKind::Tanh => each(&|g, _, y| g * (1.0 - y * y), dx),
-        OpKind::Relu => each(&|g, x, _| if x > 0.0 { g } else { 0.0 }, dx),
-        OpKind::Sigmoid => each(&|g, _, y| g * y * (1.0 - y), dx),
-        _ => gelu_backward(dx, dout, x),
+        None => unary_backward(f, dx, dout, x, y),
     }
 }
 
-pub(crate) fn binary_backward(ctx: &mut Context, node: &Node) {
-    let (ia, ib) = (node.input(0), node.input(1));
-    let (ea, eb, eo) = (ctx.entry(ia), ctx.entry(ib), ctx.entry(node.out));
-    let Some(dout) = eo.grad else { return };
+pub(crate) fn backward_binary(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: BinaryFn) {
+    let Some(dout) = ctx.grad_out(out) else {
+        return;
+    };
+    let (ea, eb, eo) = (ctx.entry(ia), ctx.entry(ib), ctx.entry(out));
     let so = eo.shape;
     // One operand at a time: if a and b are the same tensor, their grad
     // buffers are the same and must not be borrowed twice.
-    let da: Option<Buf> = ctx.grad_of(ia);
-    if let Some(da) = da {
+    if let Some(da) = ctx.grad_of(ia) {
         let ([da], [dout, a, b]) = ctx.store.access([da], [dout, ea.data, eb.data]);
-        match node.kind {
-            OpKind::Add | OpKind::Sub => {
-                binary_backward_into(da, dout, a, b, so, ea.shape, eb.shape, |g, _, _| g)
+        let (sa, sb) = (ea.shape, eb.shape);
+        match f {
+            BinaryFn::Add | BinaryFn::Sub => {
+                binary_backward_into(da, dout, a, b, so, sa, sb, |g, _, _| g)
             }
-            OpKind::Mul => {
-                binary_backward_into(da, dout, a, b, so, ea.shape, eb.shape, |g, _, y| g * y)
-            }
-            _ => binary_backward_into(da, dout, a, b, so, ea.shape, eb.shape, |g, _, y| g / y),
+            BinaryFn::Mul => binary_backward_into(da, dout, a, b, so, sa, sb, |g, _, y| g * y),
+            BinaryFn::Div => binary_backward_into(da, dout, a, b, so, sa, sb, |g, _, y| g / y),
         }
     }
     if let Some(db) = ctx.grad_of(ib) {
         let ([db], [dout, a, b]) = ctx.store.access([db], [dout, ea.data, eb.data]);
-        match node.kind {
-            OpKind::Add => {
-                binary_backward_into(db, dout, b, a, so, eb.shape, ea.shape, |g, _, _| g)
+        let (sa, sb) = (ea.shape, eb.shape);
+        match f {
+            BinaryFn::Add => binary_backward_into(db, dout, b, a, so, sb, sa, |g, _, _| g),
+            BinaryFn::Sub => binary_backward_into(db, dout, b, a, so, sb, sa, |g, _, _| -g),
+            BinaryFn::Mul => binary_backward_into(db, dout, b, a, so, sb, sa, |g, _, x| g * x),
+            BinaryFn::Div => {
+                binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| -g * x / (y * y))
             }
-            OpKind::Sub => {
-                binary_backward_into(db, dout, b, a, so, eb.shape, ea.shape, |g, _, _| -g)
-            }
-            OpKind::Mul => {
-                binary_backward_into(db, dout, b, a, so, eb.shape, ea.shape, |g, _, x| g * x)
-            }
-            _ => binary_backward_into(db, dout, b, a, so, eb.shape, ea.shape, |g, y, x| {
-                -g * x / (y * y)
-            }),
         }
     }
 }

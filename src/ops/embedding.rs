@@ -1,10 +1,11 @@
 //! Embedding lookup: gather rows of a table by integer id; backward
 //! scatter-adds the output gradient rows into the table's gradient.
 
+use crate::arena::Buf;
 use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
+use crate::ops::Op;
 use crate::shape::Shape;
-use crate::tape::{Attrs, Node, OpKind};
 
 /// Validates every id before anything is gathered.
 pub(crate) fn check_ids(op: &'static str, ids: &[i32], bound: usize) -> Result<()> {
@@ -67,20 +68,24 @@ impl Context {
             self.store
                 .access_ids([self.table[out as usize].data], [ew.data], [ids_buf]);
         embedding_forward(y, w, ids, c);
-        self.record(OpKind::Embedding, &[iw], out, Attrs::Ids { ids: ids_buf });
+        self.record(
+            Op::Embedding {
+                w: iw,
+                ids: ids_buf,
+            },
+            out,
+        );
         Ok(self.handle(out))
     }
 }
 
-pub(crate) fn embedding_backward_node(ctx: &mut Context, node: &Node) {
-    let iw = node.input(0);
-    let Some(dw) = ctx.grad_of(iw) else { return };
-    let (ew, eo) = (ctx.entry(iw), ctx.entry(node.out));
-    let (Some(dout), Attrs::Ids { ids }) = (eo.grad, node.attrs) else {
+pub(crate) fn backward_embedding(ctx: &mut Context, out: u32, w: u32, ids: Buf<u32>) {
+    let (Some(dw), Some(dout)) = (ctx.grad_of(w), ctx.grad_out(out)) else {
         return;
     };
+    let c = ctx.entry(w).shape.dims()[1];
     let ([dw], [dout], [ids]) = ctx.store.access_ids([dw], [dout], [ids]);
-    embedding_backward(dw, dout, ids, ew.shape.dims()[1]);
+    embedding_backward(dw, dout, ids, c);
 }
 
 #[cfg(test)]

@@ -2,12 +2,12 @@
 //! and the mean over rows. When recording it saves the probabilities, so
 //! the backward pass is one multiply-add per logit.
 
+use crate::arena::Buf;
 use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
 use crate::ops::embedding::check_ids;
-use crate::ops::fastmath;
+use crate::ops::{Op, fastmath};
 use crate::shape::Shape;
-use crate::tape::{Attrs, Node, OpKind};
 
 /// Mean over rows of lse[r] - logits[r, t_r], lse[r] = log sum_j exp(logits[r, j]).
 /// When `probs` is given (recording for backward) it receives
@@ -107,28 +107,29 @@ impl Context {
             self.store
                 .access_ids([self.table[out as usize].data, probs], [el.data], [tbuf]);
         y[0] = cross_entropy_forward(tracks.then_some(p), l, t, v);
-        self.record(
-            OpKind::CrossEntropy,
-            &[il],
-            out,
-            Attrs::CrossEntropy {
-                targets: tbuf,
-                probs,
-            },
-        );
+        let op = Op::CrossEntropy {
+            logits: il,
+            targets: tbuf,
+            probs,
+        };
+        self.record(op, out);
         Ok(self.handle(out))
     }
 }
 
-pub(crate) fn cross_entropy_backward_node(ctx: &mut Context, node: &Node) {
-    let il = node.input(0);
-    let Some(dl) = ctx.grad_of(il) else { return };
-    let (el, eo) = (ctx.entry(il), ctx.entry(node.out));
-    let (Some(dout), Attrs::CrossEntropy { targets, probs }) = (eo.grad, node.attrs) else {
+pub(crate) fn backward_cross_entropy(
+    ctx: &mut Context,
+    out: u32,
+    logits: u32,
+    targets: Buf<u32>,
+    probs: Buf,
+) {
+    let (Some(dl), Some(dout)) = (ctx.grad_of(logits), ctx.grad_out(out)) else {
         return;
     };
+    let v = ctx.entry(logits).shape.last();
     let ([dl], [dout, p], [t]) = ctx.store.access_ids([dl], [dout, probs], [targets]);
-    cross_entropy_backward(dl, dout[0], p, t, el.shape.last());
+    cross_entropy_backward(dl, dout[0], p, t, v);
 }
 
 #[cfg(test)]

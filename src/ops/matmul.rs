@@ -6,9 +6,9 @@
 use crate::blas::{Gemm, sgemm_on};
 use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
+use crate::ops::Op;
 use crate::pool::Pool;
 use crate::shape::{MAX_DIMS, Shape};
-use crate::tape::{Attrs, Node, OpKind};
 
 /// (rows, cols) of a stored 2-D matrix after an optional transpose.
 fn op_dims(rows: usize, cols: usize, trans: bool) -> (usize, usize) {
@@ -103,12 +103,13 @@ impl Context {
             0.0,
             c,
         );
-        self.record(
-            OpKind::Matmul,
-            &[ia, ib],
-            out,
-            Attrs::Matmul { trans_a, trans_b },
-        );
+        let op = Op::Matmul {
+            a: ia,
+            b: ib,
+            trans_a,
+            trans_b,
+        };
+        self.record(op, out);
         Ok(self.handle(out))
     }
 
@@ -145,14 +146,10 @@ impl Context {
         dims[..nd].copy_from_slice(ex.shape.dims());
         dims[nd - 1] = n;
         let oshape = Shape::new(OP, &dims[..nd])?;
-        let mut inputs = [ix, iw, 0];
-        let n_in = if let Some(ib) = ib {
-            inputs[2] = ib;
-            3
-        } else {
-            2
+        let tracks = match ib {
+            Some(ib) => self.tracks(&[ix, iw, ib]),
+            None => self.tracks(&[ix, iw]),
         };
-        let tracks = self.tracks(&inputs[..n_in]);
         let out = self.push_output(OP, oshape, tracks)?;
         let rows = ex.shape.rows();
         let odata = self.table[out as usize].data;
@@ -175,7 +172,14 @@ impl Context {
             beta,
             y,
         );
-        self.record(OpKind::Linear, &inputs[..n_in], out, Attrs::None);
+        self.record(
+            Op::Linear {
+                x: ix,
+                w: iw,
+                bias: ib,
+            },
+            out,
+        );
         Ok(self.handle(out))
     }
 
@@ -226,12 +230,13 @@ impl Context {
         {
             sgemm_on(pool, g, 1.0, a, b, 0.0, c);
         }
-        self.record(
-            OpKind::Bmm,
-            &[ia, ib],
-            out,
-            Attrs::Matmul { trans_a, trans_b },
-        );
+        let op = Op::Bmm {
+            a: ia,
+            b: ib,
+            trans_a,
+            trans_b,
+        };
+        self.record(op, out);
         Ok(self.handle(out))
     }
 }
@@ -249,17 +254,11 @@ fn mnk(a: Shape, out: Shape, ta: bool) -> (usize, usize, usize) {
 }
 
 /// Backward of matmul and bmm (bmm is matmul over a batch of one or more).
-pub(crate) fn product_backward(ctx: &mut Context, node: &Node) {
-    let (ia, ib) = (node.input(0), node.input(1));
-    let (ea, eb, eo) = (ctx.entry(ia), ctx.entry(ib), ctx.entry(node.out));
-    let Some(dout) = eo.grad else { return };
-    let Attrs::Matmul {
-        trans_a: ta,
-        trans_b: tb,
-    } = node.attrs
-    else {
+pub(crate) fn backward_product(ctx: &mut Context, out: u32, ia: u32, ib: u32, ta: bool, tb: bool) {
+    let Some(dout) = ctx.grad_out(out) else {
         return;
     };
+    let (ea, eb, eo) = (ctx.entry(ia), ctx.entry(ib), ctx.entry(out));
     let (m, n, k) = mnk(ea.shape, eo.shape, ta);
     let batch = eo.shape.numel() / (m * n);
     let par = batch == 1 && ctx.want_pool(m * n * k);
@@ -306,10 +305,11 @@ pub(crate) fn product_backward(ctx: &mut Context, node: &Node) {
     }
 }
 
-pub(crate) fn linear_backward_node(ctx: &mut Context, node: &Node) {
-    let (ix, iw) = (node.input(0), node.input(1));
-    let (ex, ew, eo) = (ctx.entry(ix), ctx.entry(iw), ctx.entry(node.out));
-    let Some(dout) = eo.grad else { return };
+pub(crate) fn backward_linear(ctx: &mut Context, out: u32, ix: u32, iw: u32, bias: Option<u32>) {
+    let Some(dout) = ctx.grad_out(out) else {
+        return;
+    };
+    let (ex, ew) = (ctx.entry(ix), ctx.entry(iw));
     let (k, n) = (ew.shape.dims()[0], ew.shape.dims()[1]);
     let rows = ex.shape.rows();
     let par = ctx.want_pool(rows * n * k);
@@ -323,9 +323,7 @@ pub(crate) fn linear_backward_node(ctx: &mut Context, node: &Node) {
         let pool = ctx.pool.as_ref().filter(|_| par);
         matmul_backward(pool, None, Some(dw), dc, x, &[], false, false, rows, n, k);
     }
-    if node.n_inputs == 3
-        && let Some(db) = ctx.grad_of(node.input(2))
-    {
+    if let Some(db) = bias.and_then(|b| ctx.grad_of(b)) {
         let ([db], [dc]) = ctx.store.access([db], [dout]);
         for row in dc.chunks_exact(n) {
             db.iter_mut().zip(row).for_each(|(d, &g)| *d += g);

@@ -1,5 +1,17 @@
-//! Ops: each family file holds the recording function (a `Context` method),
-//! the forward and backward kernels side by side, and their tests.
+//! Ops. `Op` is the tape's record of one op: each variant holds its input
+//! ids, its scalar attributes and the arena buffers it saved for backward,
+//! so a kernel never has to check that its attributes fit its kind.
+//!
+//! Each family file holds, side by side: the recording function (a
+//! `Context` method), the `<op>_forward` / `<op>_backward` kernels, the
+//! `backward_<op>` function that fetches the buffers of a recorded op and
+//! calls its backward kernel, and the tests (forward values and a
+//! finite-difference gradient check).
+//!
+//! Adding an op: a variant here, the family file, the arm in [`backward`]
+//! and in [`Op::inputs`] (the compiler refuses a missing arm: no match over
+//! ops or functions has a catch-all), the C wrapper in `ffi/ops.rs` and one
+//! line in the C op table of the tests.
 
 pub(crate) mod attention;
 pub(crate) mod elementwise;
@@ -14,23 +26,159 @@ pub(crate) mod shape_ops;
 #[cfg(test)]
 pub(crate) mod gradcheck;
 
+use crate::arena::Buf;
 use crate::context::Context;
-use crate::tape::{Node, OpKind};
+use crate::shape::MAX_DIMS;
+pub(crate) use elementwise::{BinaryFn, UnaryFn};
 
-/// Backward dispatch: one arm per op kind, no wildcard.
-pub(crate) fn backward(ctx: &mut Context, node: &Node) {
-    use OpKind::*;
-    match node.kind {
-        Add | Sub | Mul | Div => elementwise::binary_backward(ctx, node),
-        Scale | Exp | Log | Tanh | Relu | Sigmoid | Gelu => elementwise::unary_backward(ctx, node),
-        Sum | Mean | SumAxis | MeanAxis => reduce::backward(ctx, node),
-        Permute => shape_ops::permute_backward_node(ctx, node),
-        Matmul | Bmm => matmul::product_backward(ctx, node),
-        Linear => matmul::linear_backward_node(ctx, node),
-        Embedding => embedding::embedding_backward_node(ctx, node),
-        CrossEntropy => loss::cross_entropy_backward_node(ctx, node),
-        LayerNorm => norm::layernorm_backward_node(ctx, node),
-        Softmax => attention::softmax_backward_node(ctx, node),
-        Attention => attention::attention_backward_node(ctx, node),
+/// Most inputs any op reads (linear with a bias and layernorm read three).
+pub const MAX_INPUTS: usize = 3;
+
+/// One recorded op. Ids are rows of the context's tensor table; `Buf`s are
+/// arena buffers the forward pass saved for the backward pass. `Copy` and
+/// free of pointers to caller memory, so the tape is one flat array.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Op {
+    /// f(a, b) element-wise with broadcasting.
+    Binary { a: u32, b: u32, f: BinaryFn },
+    /// s * x.
+    Scale { x: u32, s: f32 },
+    /// f(x) element-wise.
+    Unary { x: u32, f: UnaryFn },
+    /// Sum (or mean) of all elements.
+    Reduce { x: u32, mean: bool },
+    /// Sum (or mean) along `axis`.
+    ReduceAxis { x: u32, axis: u8, mean: bool },
+    /// Output axis i is input axis perm[i] (first rank(x) entries used).
+    Permute { x: u32, perm: [u8; MAX_DIMS] },
+    /// op(a) @ op(b), 2-D.
+    Matmul {
+        a: u32,
+        b: u32,
+        trans_a: bool,
+        trans_b: bool,
+    },
+    /// Batched op(a) @ op(b) over equal leading dimensions.
+    Bmm {
+        a: u32,
+        b: u32,
+        trans_a: bool,
+        trans_b: bool,
+    },
+    /// x @ w + bias.
+    Linear { x: u32, w: u32, bias: Option<u32> },
+    /// Rows of `w` gathered by `ids`.
+    Embedding { w: u32, ids: Buf<u32> },
+    /// Mean cross-entropy; `probs` is softmax(logits) saved by the forward.
+    CrossEntropy {
+        logits: u32,
+        targets: Buf<u32>,
+        probs: Buf,
+    },
+    /// LayerNorm over the last axis; per-row mean and 1/std saved.
+    LayerNorm {
+        x: u32,
+        w: u32,
+        b: u32,
+        mean: Buf,
+        rstd: Buf,
+    },
+    /// softmax(scale * x) over the last axis (the causal mask leaves exact
+    /// zeros, so backward needs no flag).
+    Softmax { x: u32, scale: f32 },
+    /// Fused causal self-attention over packed qkv; `probs` holds the
+    /// attention probabilities followed by the backward pass's scratch.
+    Attention { qkv: u32, n_head: u32, probs: Buf },
+}
+
+/// The input ids of one op, inline.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Inputs {
+    ids: [u32; MAX_INPUTS],
+    n: u8,
+}
+
+impl Inputs {
+    fn of(ids: &[u32]) -> Inputs {
+        let mut arr = [u32::MAX; MAX_INPUTS];
+        arr[..ids.len()].copy_from_slice(ids);
+        Inputs {
+            ids: arr,
+            n: ids.len() as u8,
+        }
+    }
+
+    pub(crate) fn as_slice(&self) -> &[u32] {
+        &self.ids[..self.n as usize]
+    }
+}
+
+impl Op {
+    /// The tensors this op reads, i.e. those its backward sends gradient to.
+    pub(crate) fn inputs(&self) -> Inputs {
+        match *self {
+            Op::Binary { a, b, .. } | Op::Matmul { a, b, .. } | Op::Bmm { a, b, .. } => {
+                Inputs::of(&[a, b])
+            }
+            Op::Linear { x, w, bias } => match bias {
+                Some(b) => Inputs::of(&[x, w, b]),
+                None => Inputs::of(&[x, w]),
+            },
+            Op::LayerNorm { x, w, b, .. } => Inputs::of(&[x, w, b]),
+            Op::Scale { x, .. }
+            | Op::Unary { x, .. }
+            | Op::Reduce { x, .. }
+            | Op::ReduceAxis { x, .. }
+            | Op::Permute { x, .. }
+            | Op::Softmax { x, .. } => Inputs::of(&[x]),
+            Op::Embedding { w, .. } => Inputs::of(&[w]),
+            Op::CrossEntropy { logits, .. } => Inputs::of(&[logits]),
+            Op::Attention { qkv, .. } => Inputs::of(&[qkv]),
+        }
+    }
+}
+
+/// Backward dispatch: accumulates the gradient of `out` into the gradients
+/// of the op's inputs. One arm per op, no wildcard.
+pub(crate) fn backward(ctx: &mut Context, op: Op, out: u32) {
+    match op {
+        Op::Binary { a, b, f } => elementwise::backward_binary(ctx, out, a, b, f),
+        Op::Scale { x, s } => elementwise::backward_scale(ctx, out, x, s),
+        Op::Unary { x, f } => elementwise::backward_unary(ctx, out, x, f),
+        Op::Reduce { x, mean } => reduce::backward_reduce(ctx, out, x, mean),
+        Op::ReduceAxis { x, axis, mean } => {
+            reduce::backward_reduce_axis(ctx, out, x, axis as usize, mean)
+        }
+        Op::Permute { x, perm } => shape_ops::backward_permute(ctx, out, x, perm),
+        Op::Matmul {
+            a,
+            b,
+            trans_a,
+            trans_b,
+        }
+        | Op::Bmm {
+            a,
+            b,
+            trans_a,
+            trans_b,
+        } => matmul::backward_product(ctx, out, a, b, trans_a, trans_b),
+        Op::Linear { x, w, bias } => matmul::backward_linear(ctx, out, x, w, bias),
+        Op::Embedding { w, ids } => embedding::backward_embedding(ctx, out, w, ids),
+        Op::CrossEntropy {
+            logits,
+            targets,
+            probs,
+        } => loss::backward_cross_entropy(ctx, out, logits, targets, probs),
+        Op::LayerNorm {
+            x,
+            w,
+            b,
+            mean,
+            rstd,
+        } => norm::backward_layernorm(ctx, out, [x, w, b], mean, rstd),
+        Op::Softmax { x, scale } => attention::backward_softmax(ctx, out, x, scale),
+        Op::Attention { qkv, n_head, probs } => {
+            attention::backward_attention(ctx, out, qkv, n_head as usize, probs)
+        }
     }
 }

@@ -1,10 +1,10 @@
 //! LayerNorm over the last axis, fused: one forward pass saves each row's
 //! mean and 1/std, which the backward pass reuses.
 
+use crate::arena::Buf;
 use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
-use crate::ops::fastmath;
-use crate::tape::{Attrs, Node, OpKind};
+use crate::ops::{Op, fastmath};
 
 /// Default epsilon (GPT-2's).
 pub const LAYERNORM_EPS: f32 = 1e-5;
@@ -132,22 +132,31 @@ impl Context {
             }
             None => layernorm_forward(y, m, r, x, w, b, c),
         }
-        self.record(
-            OpKind::LayerNorm,
-            &[ix, iw, ib],
-            out,
-            Attrs::LayerNorm { mean, rstd },
-        );
+        let op = Op::LayerNorm {
+            x: ix,
+            w: iw,
+            b: ib,
+            mean,
+            rstd,
+        };
+        self.record(op, out);
         Ok(self.handle(out))
     }
 }
 
-pub(crate) fn layernorm_backward_node(ctx: &mut Context, node: &Node) {
-    let (ix, iw, ib) = (node.input(0), node.input(1), node.input(2));
-    let (ex, ew, eo) = (ctx.entry(ix), ctx.entry(iw), ctx.entry(node.out));
-    let (Some(dout), Attrs::LayerNorm { mean, rstd }) = (eo.grad, node.attrs) else {
+/// `inputs` are x, w and b.
+pub(crate) fn backward_layernorm(
+    ctx: &mut Context,
+    out: u32,
+    inputs: [u32; 3],
+    mean: Buf,
+    rstd: Buf,
+) {
+    let Some(dout) = ctx.grad_out(out) else {
         return;
     };
+    let [ix, iw, ib] = inputs;
+    let (ex, ew) = (ctx.entry(ix), ctx.entry(iw));
     let c = ex.shape.last();
     if let Some(dx) = ctx.grad_of(ix) {
         let rows = ex.shape.rows();

@@ -2,8 +2,8 @@
 
 use crate::context::{Context, Tensor};
 use crate::error::Result;
+use crate::ops::Op;
 use crate::shape::{MAX_DIMS, Shape};
-use crate::tape::{Attrs, Node, OpKind};
 
 /// (outer, n, inner) view of `shape` around `axis`.
 fn split(shape: Shape, axis: usize) -> (usize, usize, usize) {
@@ -39,7 +39,7 @@ fn sum_axis_backward(dx: &mut [f32], dout: &[f32], outer: usize, n: usize, inner
 }
 
 impl Context {
-    fn reduce_all(&mut self, kind: OpKind, op: &'static str, x: Tensor) -> Result<Tensor> {
+    fn reduce_all(&mut self, mean: bool, op: &'static str, x: Tensor) -> Result<Tensor> {
         let ix = self.resolve(op, x)?;
         let ex = self.entry(ix);
         let tracks = self.tracks(&[ix]);
@@ -47,29 +47,24 @@ impl Context {
         let ([y], [x]) = self
             .store
             .access([self.table[out as usize].data], [ex.data]);
-        let s: f64 = x.iter().map(|&v| v as f64).sum();
-        y[0] = if kind == OpKind::Mean {
-            (s / x.len() as f64) as f32
-        } else {
-            s as f32
-        };
-        self.record(kind, &[ix], out, Attrs::None);
+        y[0] = reduce_forward(x, mean);
+        self.record(Op::Reduce { x: ix, mean }, out);
         Ok(self.handle(out))
     }
 
     /// Sum of all elements, shape [1].
     pub fn sum(&mut self, x: Tensor) -> Result<Tensor> {
-        self.reduce_all(OpKind::Sum, "sum", x)
+        self.reduce_all(false, "sum", x)
     }
 
     /// Mean of all elements, shape [1].
     pub fn mean(&mut self, x: Tensor) -> Result<Tensor> {
-        self.reduce_all(OpKind::Mean, "mean", x)
+        self.reduce_all(true, "mean", x)
     }
 
     fn reduce_axis(
         &mut self,
-        kind: OpKind,
+        mean: bool,
         op: &'static str,
         x: Tensor,
         axis: i32,
@@ -97,56 +92,63 @@ impl Context {
         let tracks = self.tracks(&[ix]);
         let out = self.push_output(op, oshape, tracks)?;
         let (outer, n, inner) = split(ex.shape, ax);
-        let s = if kind == OpKind::MeanAxis {
-            1.0 / n as f32
-        } else {
-            1.0
-        };
         let ([y], [x]) = self
             .store
             .access([self.table[out as usize].data], [ex.data]);
-        sum_axis_forward(y, x, outer, n, inner, s);
-        self.record(kind, &[ix], out, Attrs::Axis { axis: ax as u8 });
+        sum_axis_forward(y, x, outer, n, inner, axis_scale(mean, n));
+        let axis = ax as u8;
+        self.record(Op::ReduceAxis { x: ix, axis, mean }, out);
         Ok(self.handle(out))
     }
 
     /// Sum along `axis` (negative counts from the end); `keepdim` keeps it as size 1.
     pub fn sum_axis(&mut self, x: Tensor, axis: i32, keepdim: bool) -> Result<Tensor> {
-        self.reduce_axis(OpKind::SumAxis, "sum_axis", x, axis, keepdim)
+        self.reduce_axis(false, "sum_axis", x, axis, keepdim)
     }
 
     /// Mean along `axis`.
     pub fn mean_axis(&mut self, x: Tensor, axis: i32, keepdim: bool) -> Result<Tensor> {
-        self.reduce_axis(OpKind::MeanAxis, "mean_axis", x, axis, keepdim)
+        self.reduce_axis(true, "mean_axis", x, axis, keepdim)
     }
 }
 
-pub(crate) fn backward(ctx: &mut Context, node: &Node) {
-    let ix = node.input(0);
-    let Some(dx) = ctx.grad_of(ix) else { return };
-    let (ex, eo) = (ctx.entry(ix), ctx.entry(node.out));
-    let Some(dout) = eo.grad else { return };
-    let ([dx], [dout]) = ctx.store.access([dx], [dout]);
-    match (node.kind, node.attrs) {
-        (OpKind::SumAxis | OpKind::MeanAxis, Attrs::Axis { axis }) => {
-            let (outer, n, inner) = split(ex.shape, axis as usize);
-            let s = if node.kind == OpKind::MeanAxis {
-                1.0 / n as f32
-            } else {
-                1.0
-            };
-            sum_axis_backward(dx, dout, outer, n, inner, s);
-        }
-        _ => {
-            let s = if node.kind == OpKind::Mean {
-                1.0 / dx.len() as f32
-            } else {
-                1.0
-            };
-            let g = s * dout[0];
-            dx.iter_mut().for_each(|d| *d += g);
-        }
+/// The factor applied to an axis sum of `n` elements: 1/n for a mean.
+fn axis_scale(mean: bool, n: usize) -> f32 {
+    if mean { 1.0 / n as f32 } else { 1.0 }
+}
+
+/// sum(x) (or its mean), accumulated in f64. x: [N].
+fn reduce_forward(x: &[f32], mean: bool) -> f32 {
+    let s: f64 = x.iter().map(|&v| v as f64).sum();
+    if mean {
+        (s / x.len() as f64) as f32
+    } else {
+        s as f32
     }
+}
+
+/// dx += dout (or dout / N for a mean). dx: [N], dout: [1].
+fn reduce_backward(dx: &mut [f32], dout: f32, mean: bool) {
+    let s = if mean { 1.0 / dx.len() as f32 } else { 1.0 };
+    let g = s * dout;
+    dx.iter_mut().for_each(|d| *d += g);
+}
+
+pub(crate) fn backward_reduce(ctx: &mut Context, out: u32, x: u32, mean: bool) {
+    let (Some(dx), Some(dout)) = (ctx.grad_of(x), ctx.grad_out(out)) else {
+        return;
+    };
+    let ([dx], [dout]) = ctx.store.access([dx], [dout]);
+    reduce_backward(dx, dout[0], mean);
+}
+
+pub(crate) fn backward_reduce_axis(ctx: &mut Context, out: u32, x: u32, axis: usize, mean: bool) {
+    let (Some(dx), Some(dout)) = (ctx.grad_of(x), ctx.grad_out(out)) else {
+        return;
+    };
+    let (outer, n, inner) = split(ctx.entry(x).shape, axis);
+    let ([dx], [dout]) = ctx.store.access([dx], [dout]);
+    sum_axis_backward(dx, dout, outer, n, inner, axis_scale(mean, n));
 }
 
 #[cfg(test)]

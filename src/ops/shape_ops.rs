@@ -3,8 +3,8 @@
 
 use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
+use crate::ops::Op;
 use crate::shape::{MAX_DIMS, Shape};
-use crate::tape::{Attrs, Node, OpKind};
 
 /// Row-major strides of `s`.
 fn strides(s: Shape) -> [usize; MAX_DIMS] {
@@ -94,8 +94,8 @@ impl Context {
         let ([y], [x]) = self
             .store
             .access([self.table[out as usize].data], [ex.data]);
-        permute_walk(ex.shape, oshape, &p8[..nd], |o, s| y[o] = x[s]);
-        self.record(OpKind::Permute, &[ix], out, Attrs::Permute { perm: p8 });
+        permute_forward(y, x, ex.shape, oshape, &p8[..nd]);
+        self.record(Op::Permute { x: ix, perm: p8 }, out);
         Ok(self.handle(out))
     }
 
@@ -117,18 +117,23 @@ impl Context {
     }
 }
 
-pub(crate) fn permute_backward_node(ctx: &mut Context, node: &Node) {
-    let ix = node.input(0);
-    let Some(dx) = ctx.grad_of(ix) else { return };
-    let (ex, eo) = (ctx.entry(ix), ctx.entry(node.out));
-    let Some(dout) = eo.grad else { return };
-    let Attrs::Permute { perm } = node.attrs else {
+/// y[o] = x[src(o)]: output axis i is input axis perm[i].
+fn permute_forward(y: &mut [f32], x: &[f32], xshape: Shape, yshape: Shape, perm: &[u8]) {
+    permute_walk(xshape, yshape, perm, |o, s| y[o] = x[s]);
+}
+
+/// dx[src(o)] += dout[o].
+fn permute_backward(dx: &mut [f32], dout: &[f32], xshape: Shape, yshape: Shape, perm: &[u8]) {
+    permute_walk(xshape, yshape, perm, |o, s| dx[s] += dout[o]);
+}
+
+pub(crate) fn backward_permute(ctx: &mut Context, out: u32, x: u32, perm: [u8; MAX_DIMS]) {
+    let (Some(dx), Some(dout)) = (ctx.grad_of(x), ctx.grad_out(out)) else {
         return;
     };
+    let (xs, ys) = (ctx.entry(x).shape, ctx.entry(out).shape);
     let ([dx], [dout]) = ctx.store.access([dx], [dout]);
-    permute_walk(ex.shape, eo.shape, &perm[..ex.shape.ndim()], |o, s| {
-        dx[s] += dout[o]
-    });
+    permute_backward(dx, dout, xs, ys, &perm[..xs.ndim()]);
 }
 
 #[cfg(test)]
