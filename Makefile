@@ -8,6 +8,12 @@ CC           ?= gcc
 CXX          ?= g++
 BUILD        := build
 LIB          := target/release/libarenagrad.a
+# The C tests link a build with the test hooks (panic and allocation-failure
+# injection), kept in its own target folder so the library that examples and
+# installs use never carries them.
+HOOKS_DIR    := target/hooks
+LIB_HOOKS    := $(HOOKS_DIR)/release/libarenagrad.a
+SOURCES      := $(wildcard src/*.rs src/*/*.rs) Cargo.toml
 LIBS         := -lopenblas -lm -lpthread -ldl
 CFLAGS_BASE  := -std=c11 -Wall -Wextra -Wpedantic -Werror -Iinclude
 CFLAGS       := $(CFLAGS_BASE) -O2 -g
@@ -35,10 +41,13 @@ deps:
 build: deps
 	$(CARGO) build --release
 
-$(LIB): $(wildcard src/*.rs src/*/*.rs) Cargo.toml
+$(LIB): $(SOURCES)
 	$(CARGO) build --release
 
-## header: regenerate include/arenagrad.h with cbindgen
+$(LIB_HOOKS): $(SOURCES)
+	$(CARGO) build --release --features test-hooks --target-dir $(HOOKS_DIR)
+
+## header: regenerate include/arenagrad.h (and the C tests' hooks header)
 header:
 	AG_WRITE_HEADER=1 $(CARGO) test --release --test header
 
@@ -46,13 +55,15 @@ $(BUILD)/%: c_examples/%.c $(LIB) include/arenagrad.h
 	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS) $< $(LIB) $(LIBS) -o $@
 
-$(BUILD)/tests/%: tests/c/%.c tests/c/check.h $(LIB) include/arenagrad.h
-	@mkdir -p $(BUILD)/tests
-	$(CC) $(CFLAGS) -Itests/c $< $(LIB) $(LIBS) -o $@
+C_TEST_DEPS  := tests/c/check.h tests/c/arenagrad_test_hooks.h $(LIB_HOOKS) include/arenagrad.h
 
-$(BUILD)/asan/%: tests/c/%.c tests/c/check.h $(LIB) include/arenagrad.h
+$(BUILD)/tests/%: tests/c/%.c $(C_TEST_DEPS)
+	@mkdir -p $(BUILD)/tests
+	$(CC) $(CFLAGS) -Itests/c $< $(LIB_HOOKS) $(LIBS) -o $@
+
+$(BUILD)/asan/%: tests/c/%.c $(C_TEST_DEPS)
 	@mkdir -p $(BUILD)/asan
-	$(CC) $(ASAN_FLAGS) -Itests/c $< $(LIB) $(LIBS) -o $@
+	$(CC) $(ASAN_FLAGS) -Itests/c $< $(LIB_HOOKS) $(LIBS) -o $@
 
 ## examples: build every C program in c_examples/
 examples: deps $(LIB) $(EXAMPLES)
@@ -67,12 +78,13 @@ lint:
 	$(CARGO) clippy --all-targets -- -D warnings
 
 ## test-rust: unit, gradient-check, integration and header-freshness tests
+## (with the test hooks, in their own target folder)
 test-rust:
-	$(CARGO) test --release
+	$(CARGO) test --release --features test-hooks --target-dir $(HOOKS_DIR)
 	$(CARGO) test --release --features debug-arena --lib
 
 ## test-c: C tests natively, under ASan+UBSan, and under valgrind
-test-c: $(LIB) $(C_TESTS) $(C_TESTS_ASAN)
+test-c: $(LIB_HOOKS) $(C_TESTS) $(C_TESTS_ASAN)
 	@bash scripts/check_header_hygiene.sh
 	@set -e; for t in $(C_TESTS); do echo "== $$t"; $$t; done
 	@set -e; nm $(firstword $(C_TESTS_ASAN)) | grep -q __asan_init || { echo "ASan not active"; exit 1; }

@@ -273,19 +273,6 @@ ag_status ag_checkpoint_load(struct ag_context *ctx, const char *path, uint8_t *
 // Like ag_checkpoint_load, from `data[0..len]` in memory.
 ag_status ag_checkpoint_load_bytes(struct ag_context *ctx, const uint8_t *data, size_t len, uint8_t *user_out, size_t cap, size_t *user_len);
 
-// Test hook: panics inside the library so tests can check that the panic
-// is caught (PANIC) and the context poisoned (later calls: POISONED).
-// Never call it outside tests.
-ag_status ag_test_panic(struct ag_context *ctx);
-
-// Test hook for allocation-failure tests: the `fail_at`-th fallible
-// persistent allocation (parameter, gradient, optimizer state, checkpoint
-// buffer) from now on fails with ALLOCATION_FAILED, and every later one
-// too if `sticky`; `fail_at` = 0 turns injection off. Writes how many such
-// allocations were counted since the previous call to `*counted` (may be
-// NULL). Never call it outside tests.
-ag_status ag_test_fail_allocation(struct ag_context *ctx, uint64_t fail_at, bool sticky, uint64_t *counted);
-
 // Validates the checkpoint at `path` against this context's model exactly
 // as ag_checkpoint_load does, but changes nothing: only its user bytes are
 // copied to `user_out[0..cap]` (count in `*user_len`), so a caller can check

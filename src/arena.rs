@@ -370,6 +370,7 @@ impl Storage {
     }
 
     /// Test hook: start the epoch counter near its limit to exercise the wrap.
+    #[cfg(any(test, feature = "test-hooks"))]
     pub fn set_epoch_for_test(&mut self, epoch: u64) {
         self.epoch = epoch.max(1);
     }

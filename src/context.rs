@@ -623,11 +623,12 @@ impl Context {
         if e.requires_grad { e.grad } else { None }
     }
 
-    /// Test hook (allocation-failure tests): make the `fail_at`-th fallible
+    /// Test hook (allocation-failure tests; `test-hooks` feature): make the `fail_at`-th fallible
     /// persistent allocation from now on fail with AllocationFailed (and, if
     /// `sticky`, every later one too); 0 turns injection off. Persistent
     /// allocations are parameters, gradients, optimizer state and checkpoint
     /// buffers. Returns how many were counted since the previous call.
+    #[cfg(feature = "test-hooks")]
     pub fn inject_allocation_failure(&mut self, fail_at: u64, sticky: bool) -> u64 {
         let counted = self.store.fault.count;
         self.store.fault = crate::arena::FaultInjection {
@@ -638,7 +639,9 @@ impl Context {
         counted
     }
 
-    /// Test hook: start the generation counter near its limit.
+    /// Test hook: start the generation counter near its limit
+    /// (`test-hooks` feature).
+    #[cfg(feature = "test-hooks")]
     pub fn set_generation_for_test(&mut self, generation: u64) {
         self.store.set_epoch_for_test(generation);
     }

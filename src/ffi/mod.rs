@@ -19,9 +19,13 @@
 
 mod api;
 mod ops;
+#[cfg(feature = "test-hooks")]
+mod test_hooks;
 
 pub use api::*;
 pub use ops::*;
+#[cfg(feature = "test-hooks")]
+pub use test_hooks::*;
 
 use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
@@ -288,9 +292,4 @@ pub(crate) fn last_error(ctx: *const ag_context) -> *const c_char {
     let p = c.last_error.as_ptr();
     c.busy.store(false, Ordering::Release);
     p
-}
-
-/// Number of live contexts (for tests of the registry's bound).
-pub fn live_contexts() -> usize {
-    registry().len()
 }

@@ -27,7 +27,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "arenagrad.h"
+#include "arenagrad_test_hooks.h" /* the public header plus the test hooks */
 
 typedef struct check_state {
     int passed;
