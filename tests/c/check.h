@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "arenagrad.h"
+#include "ag_test_hooks.h"
 
 typedef struct check_state {
     int passed;
