@@ -16,6 +16,9 @@
 // extern "C" entry points take raw pointers by design; each is NULL-checked
 // and documented in the header (see the safety invariant above).
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
+// These doc comments are the C header's text (cbindgen copies them), so
+// shape notation such as [B, T, C] or [0, V) is not a Rust link.
+#![allow(rustdoc::broken_intra_doc_links)]
 
 mod api;
 mod ops;
