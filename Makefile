@@ -1,6 +1,9 @@
 # arenagrad: build, test, train, soak, bench.
 # The two set-up commands from README.md: `make train` and `make test`.
 # Every dependency is installed by `make deps` (apt-get when root on Debian).
+# `make install PREFIX=/usr/local DESTDIR=` (INSTALL_DEBUG=1 keeps debug info)
+# installs the header, the static and shared libraries, pkg-config and CMake
+# files; `make uninstall` removes them.
 
 SHELL        := /bin/bash
 CARGO        ?= cargo
@@ -14,6 +17,11 @@ LIB          := target/release/libarenagrad.a
 HOOKS_DIR    := target/hooks
 LIB_HOOKS    := $(HOOKS_DIR)/release/libarenagrad.a
 SOURCES      := $(wildcard src/*.rs src/*/*.rs) Cargo.toml
+PREFIX       ?= /usr/local
+DESTDIR      ?=
+LIBDIR       ?= $(PREFIX)/lib
+INCLUDEDIR   ?= $(PREFIX)/include
+INSTALL_ENV  = PREFIX="$(PREFIX)" DESTDIR="$(DESTDIR)" LIBDIR="$(LIBDIR)" INCLUDEDIR="$(INCLUDEDIR)" INSTALL_DEBUG="$(INSTALL_DEBUG)"
 LIBS         := -lopenblas -lm -lpthread -ldl
 CFLAGS_BASE  := -std=c11 -Wall -Wextra -Wpedantic -Werror -Iinclude
 CFLAGS       := $(CFLAGS_BASE) -O2 -g
@@ -29,7 +37,7 @@ C_TESTS      := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_
 C_TESTS_ASAN := $(patsubst tests/c/%.c,$(BUILD)/asan/%,$(wildcard tests/c/test_*.c))
 EXAMPLES     := $(patsubst c_examples/%.c,$(BUILD)/%,$(wildcard c_examples/*.c))
 
-.PHONY: all deps build header examples test test-rust test-c lint train data soak valgrind bench fuzz torture miri clean
+.PHONY: all deps build header examples test test-rust test-c test-consumer doc lint train data soak valgrind bench fuzz torture miri install uninstall clean
 
 all: build examples
 
@@ -41,11 +49,19 @@ deps:
 build: deps
 	$(CARGO) build --release
 
-$(LIB): $(SOURCES)
+$(LIB): $(SOURCES) build.rs
 	$(CARGO) build --release
 
-$(LIB_HOOKS): $(SOURCES)
+$(LIB_HOOKS): $(SOURCES) build.rs
 	$(CARGO) build --release --features test-hooks --target-dir $(HOOKS_DIR)
+
+## install: header, libarenagrad.a, libarenagrad.so.X.Y.Z (+ symlinks), .pc and CMake files
+install: $(LIB)
+	@$(INSTALL_ENV) bash scripts/install.sh install
+
+## uninstall: remove what install put under $(DESTDIR)$(PREFIX)
+uninstall:
+	@$(INSTALL_ENV) bash scripts/install.sh uninstall
 
 ## header: regenerate include/arenagrad.h (and the C tests' hooks header)
 header:
@@ -91,8 +107,16 @@ test-c: $(LIB_HOOKS) $(C_TESTS) $(C_TESTS_ASAN)
 	@set -e; for t in $(C_TESTS_ASAN); do echo "== asan $$t"; ASAN_OPTIONS=detect_leaks=1 $$t; done
 	@set -e; for t in $(C_TESTS); do echo "== valgrind $$t"; OPENBLAS_NUM_THREADS=1 $(VALGRIND) $$t; done
 
+## test-consumer: install into a temporary prefix, build and run a program with pkg-config and CMake
+test-consumer: $(LIB)
+	@bash scripts/test_consumer.sh
+
+## doc: the Rust API docs, warnings are errors (doctests run in test-rust)
+doc:
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps
+
 ## test: everything CI runs (see .ci/run)
-test: deps lint test-rust examples test-c
+test: deps lint test-rust doc examples test-c test-consumer
 	@bash scripts/test_examples.sh
 	@$(MAKE) --no-print-directory bench BENCH_ARGS=--quick
 	@echo "make test: all passed"

@@ -100,6 +100,30 @@ fn io(op: &'static str, path: &Path, e: std::io::Error) -> Error {
     }
 }
 
+/// The file a save to `path` must replace: `path` itself, or, when it is a
+/// symbolic link, the end of its chain of links (which need not exist yet).
+/// Renaming the new file over the link would turn the link into a file and
+/// leave the file it pointed to stale. Gives up after 40 links (a loop).
+fn follow_links(op: &'static str, path: &Path) -> Result<std::path::PathBuf> {
+    let mut p = path.to_path_buf();
+    for _ in 0..40 {
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let to = std::fs::read_link(&p).map_err(|e| io(op, &p, e))?;
+                p = match p.parent() {
+                    Some(dir) if to.is_relative() => dir.join(to),
+                    _ => to,
+                };
+            }
+            _ => return Ok(p),
+        }
+    }
+    Err(Error::Io {
+        op,
+        what: format!("{}: too many levels of symbolic links", path.display()),
+    })
+}
+
 impl Context {
     /// Serialises parameters, optimizer state and `user` bytes.
     pub fn checkpoint_bytes(&mut self, user: &[u8]) -> Result<Vec<u8>> {
@@ -246,7 +270,12 @@ impl Context {
         let have_moments = self.optimizer.as_ref().map_or(0, |o| {
             o.state.first().map_or(0, |s| s.iter().flatten().count())
         });
-        if code != 0 && (code != want || moments != have_moments) {
+        // Both sides must agree, "no optimizer" included: a checkpoint without
+        // optimizer state loaded into a context with one would keep that
+        // context's moments and step count beside the loaded weights, and
+        // the next step would move them the wrong way. To start an optimizer
+        // from such weights, load them before creating the optimizer.
+        if code != want || moments != have_moments {
             return Err(Error::CheckpointMismatch {
                 what: format!(
                     "checkpoint optimizer kind {code} with {moments} moments, model has kind {want} with {have_moments}"
@@ -307,9 +336,15 @@ impl Context {
     /// Writes a checkpoint atomically (temporary file, fsync, rename, fsync
     /// of the folder). On failure the temporary file is removed and any
     /// earlier file at `path` is untouched.
+    ///
+    /// A `path` that is a symbolic link is followed (through every link of a
+    /// chain): the checkpoint replaces the file the link points to, the
+    /// temporary file is made next to that file, and the link stays a link.
     pub fn checkpoint_save(&mut self, path: &Path, user: &[u8]) -> Result<()> {
         const OP: &str = "checkpoint_save";
         let bytes = self.checkpoint_bytes(user)?;
+        let target = follow_links(OP, path)?;
+        let path = target.as_path();
         let name = path.file_name().ok_or_else(|| Error::Io {
             op: OP,
             what: format!("{}: not a file path", path.display()),

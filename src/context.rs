@@ -40,7 +40,8 @@ pub(crate) struct Entry {
     pub flow: bool,
 }
 
-/// Memory figures, see [`Context::memory_stats`].
+/// A context's memory figures (ag_memory_stats in C, Context::memory_stats
+/// in Rust).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct MemoryStats {

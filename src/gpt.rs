@@ -232,7 +232,7 @@ impl Gpt {
     }
 }
 
-/// Fills `ids`/`targets` ([B*T] each) with random windows of `data`.
+/// Fills `ids`/`targets` (`[B*T]` each) with random windows of `data`.
 pub fn sample_batch(
     rng: &mut Rng,
     data: &[u8],

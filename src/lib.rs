@@ -10,11 +10,69 @@
 //!   inline; backward walks it in reverse.
 //! * Every matrix product goes through BLAS (`cblas_sgemm`).
 //!
-//! One iteration: build the forward graph with ops on the [`Context`],
-//! [`Context::backward`] from a scalar loss, optionally
-//! [`Context::clip_grad_norm`], [`Context::optimizer_step`],
-//! [`Context::zero_grad`], then [`Context::reset`]. After the first
-//! iterations, this loop makes no system allocation.
+//! # The iteration protocol
+//!
+//! Make the parameters, then the optimizer, then loop: build the forward
+//! graph with ops on the [`Context`], [`Context::backward`] from a scalar
+//! loss, optionally [`Context::clip_grad_norm`], [`Context::optimizer_step`],
+//! [`Context::zero_grad`], then [`Context::reset`], after which every
+//! activation handle is stale. After the first iterations this loop makes
+//! no system allocation. Tensors are row-major, contiguous `f32`.
+//!
+//! ```
+//! use arenagrad::{Context, OptimizerKind};
+//!
+//! # fn main() -> arenagrad::Result<()> {
+//! // Fit y = 3x + 1 with one linear layer.
+//! let xs = [-1.0f32, -0.5, 0.0, 0.5, 1.0, 1.5];
+//! let ys: Vec<f32> = xs.iter().map(|x| 3.0 * x + 1.0).collect();
+//! let mut ctx = Context::new();
+//! let w = ctx.param(&[1, 1], None)?; // zeros
+//! let b = ctx.param(&[1], None)?;
+//! ctx.optimizer(OptimizerKind::Sgd { lr: 0.3, momentum: 0.0, weight_decay: 0.0 })?;
+//! let mut losses = Vec::new();
+//! for _ in 0..100 {
+//!     let x = ctx.tensor(&[6, 1], &xs)?;
+//!     let y = ctx.tensor(&[6, 1], &ys)?;
+//!     let pred = ctx.linear(x, w, Some(b))?;
+//!     let diff = ctx.sub(pred, y)?;
+//!     let sq = ctx.mul(diff, diff)?;
+//!     let loss = ctx.mean(sq)?;
+//!     losses.push(ctx.item(loss)?);
+//!     ctx.backward(loss)?;
+//!     ctx.optimizer_step()?;
+//!     ctx.zero_grad();
+//!     ctx.reset(); // `x`, `y`, `pred`, ... are stale from here on
+//! }
+//! let mut wb = [0.0f32; 1];
+//! ctx.read(w, &mut wb)?;
+//! assert!((wb[0] - 3.0).abs() < 1e-3, "w = {}", wb[0]);
+//! assert!(losses[99] < 1e-6 * losses[0]);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! `examples/rust_mlp.rs` trains a two-layer classifier the same way
+//! (`cargo run --release --example rust_mlp`).
+//!
+//! # Public Rust API
+//!
+//! * [`Context`]: parameters, optimizer, ops, backward, checkpoints
+//!   (`checkpoint_save`, `checkpoint_load`, `checkpoint_bytes`), memory
+//!   figures ([`MemoryStats`]). Every fallible call returns [`Result`] with
+//!   an [`Error`] that names the op and the shapes involved.
+//! * [`Tensor`] handles, [`Shape`], [`OptimizerKind`], and the constants
+//!   [`MAX_DIMS`] and [`LAYERNORM_EPS`].
+//! * [`gpt`]: the character-level GPT used by the tests and benchmarks;
+//!   [`blas`]: the checked `sgemm` wrapper; [`checkpoint`]: the file format.
+//!
+//! Every change to a [`Context`] takes `&mut self`: one thread works on a
+//! context at a time. Unlike the C API, the Rust API does not catch panics
+//! (a panic is a bug).
+//! The `extern "C"` functions (`ag_*`) live in the `ffi` module, which is
+//! public only so the crate's tests and fuzz targets can call them; it is
+//! hidden from these docs and not part of the Rust API: C programs use
+//! `include/arenagrad.h`.
 #![deny(unsafe_code)]
 // `Error` carries the op name and both shapes inline so that reporting a
 // failure never allocates on the hot path; the size is the price.
@@ -25,6 +83,7 @@ pub mod blas;
 pub mod checkpoint;
 mod context;
 pub mod error;
+#[doc(hidden)]
 pub mod ffi;
 pub mod gpt;
 mod ops;

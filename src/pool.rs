@@ -43,6 +43,9 @@ fn lock(m: &Mutex<Slot>) -> MutexGuard<'_, Slot> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The worker thread's name (the C layer's panic hook recognises it).
+pub(crate) const WORKER_NAME: &str = "arenagrad-worker";
+
 pub(crate) struct Pool {
     shared: Arc<Shared>,
     worker: Option<JoinHandle<()>>,
@@ -64,7 +67,7 @@ impl Pool {
         });
         let s = Arc::clone(&shared);
         let worker = std::thread::Builder::new()
-            .name("arenagrad-worker".into())
+            .name(WORKER_NAME.into())
             .spawn(move || worker_loop(&s))
             .ok()?;
         Some(Pool {

@@ -90,7 +90,7 @@ fn checkpoint_seeds_are_fresh() {
             );
         }
         let want = match name {
-            "seed_adamw_user" | "seed_adamw" | "seed_no_optimizer" => AG_STATUS_OK,
+            "seed_adamw_user" | "seed_adamw" => AG_STATUS_OK,
             "seed_adamw_big_user" => AG_STATUS_INVALID_ARGUMENT,
             _ => AG_STATUS_CHECKPOINT_MISMATCH,
         };

@@ -76,3 +76,48 @@ fn committed_test_hooks_header_is_fresh() {
     }
     check_or_write(root, "tests/c/arenagrad_test_hooks.h", &generated);
 }
+
+/// Every macro and type the public header defines carries the library's
+/// prefix, and no comment carries Rust doc-link syntax.
+#[test]
+fn public_header_names_are_prefixed() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let h = String::from_utf8(render(
+        cbindgen::Builder::new()
+            .with_crate(root)
+            .with_config(config(root))
+            .generate()
+            .expect("cbindgen failed"),
+    ))
+    .expect("cbindgen wrote UTF-8");
+    for line in h.lines() {
+        let t = line.trim_start();
+        if let Some(rest) = t.strip_prefix("#define ") {
+            let name = rest.split_whitespace().next().unwrap_or("");
+            assert!(
+                name.starts_with("AG_") || name == "ARENAGRAD_H",
+                "unprefixed macro: {line}"
+            );
+        }
+        // `typedef struct ag_x {`, `typedef int32_t ag_status;`, `} ag_x;`
+        let type_name = if let Some(rest) = t.strip_prefix("typedef ") {
+            let words: Vec<&str> = rest.trim_end_matches(';').split_whitespace().collect();
+            match words.as_slice() {
+                [.., name, "{"] => Some(*name),
+                [.., name] => Some(*name),
+                [] => None,
+            }
+        } else {
+            t.strip_prefix("} ")
+                .filter(|r| r.ends_with(';'))
+                .map(|r| r.trim_end_matches(';'))
+        };
+        if let Some(name) = type_name {
+            assert!(name.starts_with("ag_"), "unprefixed type: {line}");
+        }
+        assert!(
+            !line.contains("[`") && !line.contains("`]"),
+            "Rust doc-link syntax in the header: {line}"
+        );
+    }
+}

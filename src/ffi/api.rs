@@ -38,14 +38,23 @@ pub extern "C" fn ag_status_str(status: ag_status) -> *const c_char {
     s.as_ptr().cast()
 }
 
-/// The library version, e.g. "0.1.0". Static; never free it.
+/// The library's version as a static string, "MAJOR.MINOR.PATCH" (e.g.
+/// "0.1.0"); never free it. A program can compare it with the
+/// AG_VERSION_* macros of the header it was compiled with.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_version() -> *const c_char {
     concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
 }
 
+/// The library's version as MAJOR * 10000 + MINOR * 100 + PATCH (e.g. 100
+/// for 0.1.0), equal to AG_VERSION_NUMBER of the header it was built with.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_version_number() -> u32 {
+    AG_VERSION_NUMBER
+}
+
 /// Creates a context and writes it to `*out`. Free it with ag_context_free.
-/// Errors: NULL_ARGUMENT (out is NULL), PANIC.
+/// Errors: NULL_ARGUMENT (out is NULL).
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_context_new(out: *mut *mut ag_context) -> ag_status {
     if out.is_null() {
@@ -64,8 +73,9 @@ pub extern "C" fn ag_context_new(out: *mut *mut ag_context) -> ag_status {
 /// Frees the context `*ctx` and sets `*ctx` to NULL. `ctx == NULL` or
 /// `*ctx == NULL` does nothing and returns OK. A context already freed
 /// (through another copy of the pointer) is detected: INVALID_CONTEXT, and
-/// nothing is freed twice. BUSY if another thread is inside a call on it.
-/// Works on poisoned contexts.
+/// nothing is freed twice. Works on poisoned contexts.
+/// Errors (only these): INVALID_CONTEXT, BUSY (another thread is inside a
+/// call on it).
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_context_free(ctx: *mut *mut ag_context) -> ag_status {
     if ctx.is_null() {
@@ -97,6 +107,7 @@ pub extern "C" fn ag_context_last_error(ctx: *const ag_context) -> *const c_char
 /// Ends the iteration: all activation handles become stale (using them gives
 /// STALE_HANDLE), the arena and tape are recycled without freeing memory.
 /// Parameters, their gradients and the optimizer are kept.
+/// Errors: none of its own.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_reset(ctx: *mut ag_context) -> ag_status {
     guard("ag_reset", ctx, |c| {
@@ -106,6 +117,7 @@ pub extern "C" fn ag_reset(ctx: *mut ag_context) -> ag_status {
 }
 
 /// Turns gradient recording on (default) or off (inference, sampling).
+/// Errors: none of its own.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_set_grad_enabled(ctx: *mut ag_context, enabled: bool) -> ag_status {
     guard("ag_set_grad_enabled", ctx, |c| {
@@ -116,6 +128,7 @@ pub extern "C" fn ag_set_grad_enabled(ctx: *mut ag_context, enabled: bool) -> ag
 
 /// Caps the arena at `bytes` (0 removes the cap). An op that would pass it
 /// fails with OUT_OF_MEMORY and leaves the context usable after ag_reset.
+/// Errors: none of its own.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_set_arena_limit(ctx: *mut ag_context, bytes: usize) -> ag_status {
     guard("ag_set_arena_limit", ctx, |c| {
@@ -125,6 +138,7 @@ pub extern "C" fn ag_set_arena_limit(ctx: *mut ag_context, bytes: usize) -> ag_s
 }
 
 /// Writes the context's memory figures (ag_memory_figures) to `*out`.
+/// Errors: NULL_ARGUMENT (out).
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_memory_stats(ctx: *mut ag_context, out: *mut MemoryStats) -> ag_status {
     guard("ag_memory_stats", ctx, |c| {
@@ -145,8 +159,10 @@ fn shape_arg<'a>(func: &'static str, shape: *const usize, ndim: usize) -> Result
 /// Creates a trainable parameter of shape `shape[0..ndim]`, initialised from
 /// `init` (numel floats, copied) or zeros when `init` is NULL. Parameters
 /// must be created before the optimizer and before any activation of the
-/// iteration. Errors: NULL_ARGUMENT, SHAPE_MISMATCH, TOO_LARGE, SEQUENCE,
-/// ALLOCATION_FAILED.
+/// iteration. Errors: NULL_ARGUMENT (out or shape), SHAPE_MISMATCH (ndim
+/// outside 1..AG_MAX_DIMS, a zero dimension), TOO_LARGE (more than 2^31 - 1
+/// elements), SEQUENCE (an optimizer exists, or activations were made this
+/// iteration), ALLOCATION_FAILED.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_param_new(
     ctx: *mut ag_context,
@@ -171,7 +187,9 @@ pub extern "C" fn ag_param_new(
 }
 
 /// Overwrites parameter `p` with `len` floats from `data` (len must equal
-/// its element count).
+/// its element count). Errors: NULL_ARGUMENT (data, when len > 0),
+/// STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, INVALID_ARGUMENT (p is not a parameter, or
+/// len differs from its element count).
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_param_write(
     ctx: *mut ag_context,
@@ -188,6 +206,9 @@ pub extern "C" fn ag_param_write(
 
 /// Creates a constant activation (no gradient) holding a copy of
 /// `data[0..numel]`. Valid until the next ag_reset.
+/// Errors: NULL_ARGUMENT (out, shape or data), SHAPE_MISMATCH (ndim
+/// outside 1..AG_MAX_DIMS, a zero dimension), TOO_LARGE (more than
+/// 2^31 - 1 elements), OUT_OF_MEMORY.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_tensor_new(
     ctx: *mut ag_context,
@@ -215,6 +236,7 @@ pub extern "C" fn ag_tensor_new(
 
 /// Writes the rank of `t` to `*ndim` and its dimensions to
 /// `shape[0..rank]` (`shape` must hold AG_MAX_DIMS entries).
+/// Errors: NULL_ARGUMENT (shape or ndim), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_tensor_shape(
     ctx: *mut ag_context,
@@ -233,6 +255,7 @@ pub extern "C" fn ag_tensor_shape(
 }
 
 /// Writes the element count of `t` to `*out`.
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_tensor_numel(
     ctx: *mut ag_context,
@@ -248,7 +271,8 @@ pub extern "C" fn ag_tensor_numel(
 }
 
 /// Copies the values of `t` into `dst[0..len]`; `len` must equal its
-/// element count (INVALID_ARGUMENT otherwise).
+/// element count. Errors: NULL_ARGUMENT (dst), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// INVALID_ARGUMENT (len differs from the element count).
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_tensor_read(
     ctx: *mut ag_context,
@@ -263,8 +287,15 @@ pub extern "C" fn ag_tensor_read(
     })
 }
 
-/// Copies the gradient of `t` into `dst[0..len]`. Parameters always have
-/// one; activations after an ag_backward they took part in (else SEQUENCE).
+/// Copies the gradient of `t` into `dst[0..len]` (len = its element count).
+/// Parameters always have one (zeros until a backward reaches them). An
+/// activation has one after this iteration's ag_backward when it depends on
+/// a parameter: d(loss)/d(t), which is all zeros when the loss does not
+/// depend on t (as for a parameter the loss does not use).
+/// Errors: NULL_ARGUMENT (dst), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, INVALID_ARGUMENT
+/// (len differs from the element count), SEQUENCE (t has no gradient: a
+/// constant, an activation made with grad mode off or depending on no
+/// parameter, or any activation before ag_backward).
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_tensor_read_grad(
     ctx: *mut ag_context,
@@ -280,6 +311,8 @@ pub extern "C" fn ag_tensor_read_grad(
 }
 
 /// Reads a one-element tensor (e.g. a loss) into `*out`.
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, INVALID_ARGUMENT
+/// (t has more than one element).
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_tensor_item(ctx: *mut ag_context, t: ag_tensor, out: *mut f32) -> ag_status {
     const F: &str = "ag_tensor_item";
@@ -295,13 +328,16 @@ pub extern "C" fn ag_tensor_item(ctx: *mut ag_context, t: ag_tensor, out: *mut f
 /// per iteration (SEQUENCE on a second call). If nothing the loss depends
 /// on needs a gradient (constants only, or grad mode was off when it was
 /// built) it returns OK and changes nothing.
-/// Errors: NOT_SCALAR, STALE_HANDLE, SEQUENCE, OUT_OF_MEMORY.
+/// Errors: STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, NOT_SCALAR, SEQUENCE (backward already ran
+/// this iteration), OUT_OF_MEMORY (activation gradients past the arena
+/// cap).
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_backward(ctx: *mut ag_context, loss: ag_tensor) -> ag_status {
     guard("ag_backward", ctx, |c| c.backward(loss.into()))
 }
 
 /// Sets every parameter gradient to zero.
+/// Errors: none of its own.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_zero_grad(ctx: *mut ag_context) -> ag_status {
     guard("ag_zero_grad", ctx, |c| {
@@ -312,8 +348,9 @@ pub extern "C" fn ag_zero_grad(ctx: *mut ag_context) -> ag_status {
 
 /// Creates the context's optimizer: SGD with momentum (0 for plain SGD) and
 /// L2 weight decay, over all parameters made so far; state is allocated
-/// now. Errors: INVALID_ARGUMENT (lr <= 0, momentum outside [0,1), NaN),
-/// SEQUENCE (no parameters, or an optimizer exists), ALLOCATION_FAILED.
+/// now. Errors: INVALID_ARGUMENT (lr <= 0, momentum outside [0,1), a
+/// negative weight decay, NaN or infinity), SEQUENCE (no parameters, or an
+/// optimizer exists), ALLOCATION_FAILED.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_optimizer_sgd(
     ctx: *mut ag_context,
@@ -331,8 +368,9 @@ pub extern "C" fn ag_optimizer_sgd(
 }
 
 /// Creates the context's optimizer: AdamW with bias correction and
-/// decoupled weight decay. Errors as for ag_optimizer_sgd (betas must be in
-/// [0,1), eps > 0).
+/// decoupled weight decay. Errors: INVALID_ARGUMENT (lr <= 0, betas
+/// outside [0,1), eps <= 0, a negative weight decay, NaN or infinity),
+/// SEQUENCE (no parameters, or an optimizer exists), ALLOCATION_FAILED.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_optimizer_adamw(
     ctx: *mut ag_context,
@@ -353,15 +391,17 @@ pub extern "C" fn ag_optimizer_adamw(
     })
 }
 
-/// Changes the optimizer's learning rate.
+/// Changes the optimizer's learning rate. Errors: INVALID_ARGUMENT (lr <= 0,
+/// NaN or infinity), SEQUENCE (no optimizer).
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_optimizer_set_lr(ctx: *mut ag_context, lr: f32) -> ag_status {
     guard("ag_optimizer_set_lr", ctx, |c| c.optimizer_set_lr(lr))
 }
 
-/// Updates every parameter from its gradient. NON_FINITE (parameters left
-/// bit-identical) if any gradient is NaN or infinite; SEQUENCE if there is
-/// no optimizer or no ag_backward since the last step.
+/// Updates every parameter from its gradient.
+/// Errors: NON_FINITE (a gradient is NaN or infinite; parameters are left
+/// bit-identical), SEQUENCE (no optimizer, or no ag_backward since the last
+/// step).
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_optimizer_step(ctx: *mut ag_context) -> ag_status {
     guard("ag_optimizer_step", ctx, |c| c.optimizer_step())
@@ -369,7 +409,8 @@ pub extern "C" fn ag_optimizer_step(ctx: *mut ag_context) -> ag_status {
 
 /// Scales all parameter gradients so their global L2 norm is at most
 /// `max_norm`; writes the norm before clipping to `*norm_out` (may be NULL).
-/// NON_FINITE (nothing scaled) if the norm is NaN or infinite.
+/// Errors: INVALID_ARGUMENT (max_norm <= 0, NaN or infinity), NON_FINITE
+/// (the norm is NaN or infinite; nothing is scaled).
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_clip_grad_norm(
     ctx: *mut ag_context,
@@ -406,13 +447,16 @@ fn path_arg(func: &'static str, path: *const c_char) -> Result<PathBuf> {
 }
 
 /// Saves parameters, optimizer state and `user[0..user_len]` (opaque bytes,
-/// e.g. RNG state, at most 64 MiB; NULL allowed when user_len is 0) to
-/// `path` atomically
-/// (temporary file in the same folder, fsync, rename, fsync of the folder):
-/// a crash, or an error before the rename, leaves any earlier file at
-/// `path` intact and no temporary file behind. If only the final folder
-/// sync fails, IO is returned and the message says the new file is in place.
-/// Errors: NULL_ARGUMENT, INVALID_ARGUMENT (path not UTF-8), IO.
+/// e.g. RNG state, at most AG_MAX_USER_BYTES; NULL allowed when user_len is
+/// 0) to `path` atomically (temporary file in the same folder, fsync,
+/// rename, fsync of the folder): a crash, or an error before the rename,
+/// leaves any earlier file at `path` intact and no temporary file behind.
+/// If only the final folder sync fails, IO is returned and the message says
+/// the new file is in place. When `path` is a symbolic link, the file it
+/// points to is replaced (the temporary file is made next to that file) and
+/// the link is kept. Errors: NULL_ARGUMENT (path, or user when user_len >
+/// 0), INVALID_ARGUMENT (path empty or not UTF-8, user_len above
+/// AG_MAX_USER_BYTES), ALLOCATION_FAILED (the file's buffer), IO.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_checkpoint_save(
     ctx: *mut ag_context,
@@ -457,11 +501,15 @@ fn load_staged(
 /// parameters and optimizer (same shapes, same optimizer kind). Parameter
 /// values, optimizer moments and the optimizer's step count are restored;
 /// hyper-parameters (learning rate, betas, ...) stay the context's own, so
-/// a resumed run may change them. The file is
-/// validated completely first: on any error nothing changes. Its user bytes
-/// go to `user_out[0..cap]`, their count to `*user_len`.
-/// Errors: NULL_ARGUMENT, IO, CHECKPOINT_CORRUPT, CHECKPOINT_MISMATCH,
-/// INVALID_ARGUMENT (user bytes do not fit in cap).
+/// a resumed run may change them. The optimizer kinds must match, "none"
+/// included: to start an optimizer from saved weights, load a checkpoint
+/// saved without one before creating it. The file is validated completely
+/// first: on any error nothing changes. Its user bytes go to
+/// `user_out[0..cap]`, their count to `*user_len`.
+/// Errors: NULL_ARGUMENT (path, user_len, or user_out when the checkpoint
+/// carries user bytes), INVALID_ARGUMENT (path empty or not UTF-8, user
+/// bytes do not fit in cap), IO, CHECKPOINT_CORRUPT, CHECKPOINT_MISMATCH
+/// (other shapes or another optimizer kind).
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_checkpoint_load(
     ctx: *mut ag_context,
@@ -480,6 +528,10 @@ pub extern "C" fn ag_checkpoint_load(
 }
 
 /// Like ag_checkpoint_load, from `data[0..len]` in memory.
+/// Errors: NULL_ARGUMENT (data when len > 0, user_len, or user_out when the
+/// checkpoint carries user bytes), INVALID_ARGUMENT (user bytes do not fit
+/// in cap, len larger than any buffer), CHECKPOINT_CORRUPT,
+/// CHECKPOINT_MISMATCH.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_checkpoint_load_bytes(
     ctx: *mut ag_context,
@@ -501,7 +553,9 @@ pub extern "C" fn ag_checkpoint_load_bytes(
 /// as ag_checkpoint_load does, but changes nothing: only its user bytes are
 /// copied to `user_out[0..cap]` (count in `*user_len`), so a caller can check
 /// its own data (e.g. a vocabulary) before committing with ag_checkpoint_load.
-/// Errors as for ag_checkpoint_load.
+/// Errors: NULL_ARGUMENT (path, user_len, or user_out when the checkpoint
+/// carries user bytes), INVALID_ARGUMENT (path empty or not UTF-8, user
+/// bytes do not fit in cap), IO, CHECKPOINT_CORRUPT, CHECKPOINT_MISMATCH.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_checkpoint_peek(
     ctx: *mut ag_context,

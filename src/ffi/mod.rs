@@ -16,6 +16,9 @@
 // extern "C" entry points take raw pointers by design; each is NULL-checked
 // and documented in the header (see the safety invariant above).
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
+// These doc comments are the C header's text (cbindgen copies them), so
+// shape notation such as [B, T, C] or [0, V) is not a Rust link.
+#![allow(rustdoc::broken_intra_doc_links)]
 
 mod api;
 mod ops;
@@ -39,6 +42,39 @@ pub use crate::status::*;
 /// Most dimensions a tensor can have.
 pub const AG_MAX_DIMS: usize = 6;
 const _: () = assert!(AG_MAX_DIMS == crate::shape::MAX_DIMS);
+
+/// Most user bytes a checkpoint may carry (64 MiB).
+pub const AG_MAX_USER_BYTES: usize = 64 << 20;
+const _: () = assert!(AG_MAX_USER_BYTES == crate::checkpoint::MAX_USER_BYTES);
+
+/// Major version of this header; the library's is ag_version_number() / 10000.
+pub const AG_VERSION_MAJOR: u32 = 0;
+/// Minor version of this header.
+pub const AG_VERSION_MINOR: u32 = 1;
+/// Patch version of this header.
+pub const AG_VERSION_PATCH: u32 = 0;
+/// AG_VERSION_MAJOR * 10000 + AG_VERSION_MINOR * 100 + AG_VERSION_PATCH,
+/// comparable with ag_version_number() at run time.
+pub const AG_VERSION_NUMBER: u32 =
+    AG_VERSION_MAJOR * 10000 + AG_VERSION_MINOR * 100 + AG_VERSION_PATCH;
+
+// The version macros are literals so that cbindgen can copy them into the
+// header; this stops the build when they drift from Cargo.toml's version.
+const fn parse_u32(s: &str) -> u32 {
+    let b = s.as_bytes();
+    let mut i = 0;
+    let mut n = 0u32;
+    while i < b.len() {
+        assert!(b[i].is_ascii_digit(), "version part is not a number");
+        n = n * 10 + (b[i] - b'0') as u32;
+        i += 1;
+    }
+    n
+}
+const _: () = assert!(AG_VERSION_MAJOR == parse_u32(env!("CARGO_PKG_VERSION_MAJOR")));
+const _: () = assert!(AG_VERSION_MINOR == parse_u32(env!("CARGO_PKG_VERSION_MINOR")));
+const _: () = assert!(AG_VERSION_PATCH == parse_u32(env!("CARGO_PKG_VERSION_PATCH")));
+const _: () = assert!(AG_VERSION_MINOR < 100 && AG_VERSION_PATCH < 100);
 
 /// A tensor handle, passed by value. Activation handles die at the next
 /// ag_reset; parameter handles (generation 0) live as long as the context.
@@ -85,27 +121,53 @@ pub struct ag_context {
     last_error: CString,
 }
 
-/// Live contexts: (token, address). The `ag_context *` a C caller holds is
-/// a token, never the address: tokens come from a counter and are never
-/// reused, so a freed context stays detectably dead even when the allocator
-/// hands its memory to a new context. Bounded by the number of contexts
-/// alive at once (entries are removed at free).
-static REGISTRY: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
+/// A live context: the token a C caller holds, the context's address, and
+/// the thread that last claimed it for a call (current while its busy flag
+/// is set).
+struct Entry {
+    token: usize,
+    addr: usize,
+    owner: Option<ThreadKey>,
+}
+
+/// Live contexts. The `ag_context *` a C caller holds is a token, never the
+/// address: tokens come from a counter and are never reused, so a freed
+/// context stays detectably dead even when the allocator hands its memory
+/// to a new context. Bounded by the number of contexts alive at once
+/// (entries are removed at free).
+static REGISTRY: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
 static NEXT_TOKEN: AtomicUsize = AtomicUsize::new(1);
 
-fn registry() -> std::sync::MutexGuard<'static, Vec<(usize, usize)>> {
+fn registry() -> std::sync::MutexGuard<'static, Vec<Entry>> {
     // A panic never happens while the lock is held, but stay usable anyway.
     REGISTRY.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Identifies the calling thread without allocating and without a
+/// thread-local of our own: the POSIX thread handle (on other systems,
+/// None, and caught panics are always printed).
+#[cfg(unix)]
+type ThreadKey = libc::pthread_t;
+#[cfg(unix)]
+fn this_thread() -> Option<ThreadKey> {
+    // SAFETY: pthread_self has no preconditions and cannot fail.
+    Some(unsafe { libc::pthread_self() })
+}
+#[cfg(not(unix))]
+type ThreadKey = ();
+#[cfg(not(unix))]
+fn this_thread() -> Option<ThreadKey> {
+    None
 }
 
 /// Claims the context behind `token` for this call: its address, if it is
 /// live and not busy.
 fn claim(func: &'static str, token: *const ag_context) -> Result<*mut ag_context> {
-    let reg = registry();
-    let Some(&(_, addr)) = reg.iter().find(|(t, _)| *t == token as usize) else {
+    let mut reg = registry();
+    let Some(entry) = reg.iter_mut().find(|e| e.token == token as usize) else {
         return Err(Error::InvalidContext { func });
     };
-    let ptr = addr as *mut ag_context;
+    let ptr = entry.addr as *mut ag_context;
     // SAFETY: registered, so it points to a live ag_context (entries are
     // removed under this lock before the Box is freed).
     let c = unsafe { &*ptr };
@@ -115,7 +177,71 @@ fn claim(func: &'static str, token: *const ag_context) -> Result<*mut ag_context
     {
         return Err(Error::Busy { func });
     }
+    entry.owner = this_thread();
     Ok(ptr)
+}
+
+/// Caught panics are silent unless the environment asks for them.
+///
+/// A panic inside a C call is a library bug that `guard` turns into
+/// AG_STATUS_PANIC, with the message kept for ag_context_last_error, so by
+/// default nothing reaches the host program's stderr. AG_PRINT_PANICS=1
+/// (read at each panic) restores the usual Rust message, with a backtrace
+/// when RUST_BACKTRACE is set.
+///
+/// The hook is process-wide (Rust has one), installed once when the first
+/// context is made, and hands every panic it does not silence to the hook
+/// that was there before. It silences a panic only when it will be caught
+/// by `guard`: the panicking thread is the owner of a context whose busy
+/// flag is set (the registry records the owner at claim time, under the
+/// lock it takes anyway, so no thread-local is needed), or it is a context's
+/// worker thread while some context is inside a call (the worker's panic is
+/// re-raised on the calling thread, inside that call). Every other panic,
+/// e.g. from a Rust program using the crate directly, is printed as usual.
+fn install_panic_hook() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if print_panics() || !caught_by_guard() {
+                previous(info);
+            }
+        }));
+    });
+}
+
+fn print_panics() -> bool {
+    std::env::var_os("AG_PRINT_PANICS").is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+/// True when the current panic happens inside a guarded call (see
+/// install_panic_hook).
+fn caught_by_guard() -> bool {
+    let Some(me) = this_thread() else {
+        return false;
+    };
+    let worker = std::thread::current().name() == Some(crate::pool::WORKER_NAME);
+    // try_lock: the panicking thread may hold the lock itself (it never
+    // panics there, but a hook must not deadlock); other holders keep it
+    // for microseconds.
+    for _ in 0..1000 {
+        let reg = match REGISTRY.try_lock() {
+            Ok(reg) => reg,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                std::thread::yield_now();
+                continue;
+            }
+        };
+        return reg.iter().any(|e| {
+            // SAFETY: registered, hence live (see claim).
+            let busy = unsafe { &*(e.addr as *const ag_context) }
+                .busy
+                .load(Ordering::Acquire);
+            busy && (worker || e.owner == Some(me))
+        });
+    }
+    false
 }
 
 fn set_error(c: &mut ag_context, e: &Error) -> ag_status {
@@ -189,13 +315,15 @@ fn check_array<T>(func: &'static str, arg: &'static str, null: bool, len: usize)
     if null {
         return Err(Error::NullArgument { func, arg });
     }
+    // No buffer can be this long, so the length is wrong whatever the
+    // tensor: a bad argument, like any other length that does not fit.
     if len
         .checked_mul(size_of::<T>())
         .is_none_or(|b| b > isize::MAX as usize)
     {
-        return Err(Error::TooLarge {
+        return Err(Error::InvalidArgument {
             op: func,
-            what: format!("{arg} length {len}"),
+            what: format!("{arg} length {len} is larger than any buffer"),
         });
     }
     Ok(true)
@@ -246,17 +374,22 @@ pub(crate) fn context_new() -> *mut ag_context {
         .fetch_add(1, Ordering::Relaxed)
         .wrapping_mul(64)
         .max(64);
-    registry().push((token, addr));
+    install_panic_hook();
+    registry().push(Entry {
+        token,
+        addr,
+        owner: None,
+    });
     std::ptr::without_provenance_mut(token)
 }
 
 /// Unregisters and frees a context; refuses unknown or busy ones.
 pub(crate) fn context_free(token: *mut ag_context) -> ag_status {
     let mut reg = registry();
-    let Some(pos) = reg.iter().position(|(t, _)| *t == token as usize) else {
+    let Some(pos) = reg.iter().position(|e| e.token == token as usize) else {
         return AG_STATUS_INVALID_CONTEXT;
     };
-    let ptr = reg[pos].1 as *mut ag_context;
+    let ptr = reg[pos].addr as *mut ag_context;
     // SAFETY: registered, hence live.
     let c = unsafe { &*ptr };
     if c.busy

@@ -1,7 +1,8 @@
 //! Op entry points. Each checks its out-pointer first, runs the op through
-//! the safe API and writes the result handle only on success. Every op may
-//! also fail with NULL_ARGUMENT, INVALID_CONTEXT, STALE_HANDLE,
-//! WRONG_CONTEXT, INVALID_HANDLE, OUT_OF_MEMORY, BUSY, PANIC and POISONED.
+//! the safe API and writes the result handle only on success. Each doc
+//! comment ends with the op's complete list of statuses ("Errors:"), beside
+//! the ones every function with a context may return (see the header's
+//! conventions); a test provokes each and checks nothing else comes back.
 
 use super::*;
 
@@ -20,7 +21,9 @@ fn op(
 }
 
 /// out = a + b with numpy broadcasting (no tiled copy is made).
-/// SHAPE_MISMATCH if the shapes do not broadcast.
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH (the shapes do
+/// not broadcast), TOO_LARGE (the broadcast shape has more than 2^31 - 1
+/// elements), OUT_OF_MEMORY.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_add(
     ctx: *mut ag_context,
@@ -30,7 +33,9 @@ pub extern "C" fn ag_add(
 ) -> ag_status {
     op("ag_add", ctx, out, |c| c.add(a.into(), b.into()))
 }
-/// out = a - b with broadcasting.
+/// out = a - b with broadcasting. Errors as for ag_add:
+/// NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH,
+/// TOO_LARGE, OUT_OF_MEMORY.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_sub(
     ctx: *mut ag_context,
@@ -40,7 +45,9 @@ pub extern "C" fn ag_sub(
 ) -> ag_status {
     op("ag_sub", ctx, out, |c| c.sub(a.into(), b.into()))
 }
-/// out = a * b element-wise with broadcasting.
+/// out = a * b element-wise with broadcasting. Errors as for ag_add:
+/// NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH,
+/// TOO_LARGE, OUT_OF_MEMORY.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_mul(
     ctx: *mut ag_context,
@@ -50,7 +57,9 @@ pub extern "C" fn ag_mul(
 ) -> ag_status {
     op("ag_mul", ctx, out, |c| c.mul(a.into(), b.into()))
 }
-/// out = a / b element-wise with broadcasting.
+/// out = a / b element-wise with broadcasting. Errors as for ag_add:
+/// NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH,
+/// TOO_LARGE, OUT_OF_MEMORY.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_div(
     ctx: *mut ag_context,
@@ -61,52 +70,72 @@ pub extern "C" fn ag_div(
     op("ag_div", ctx, out, |c| c.div(a.into(), b.into()))
 }
 /// out = -x.
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// OUT_OF_MEMORY.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_neg(ctx: *mut ag_context, x: ag_tensor, out: *mut ag_tensor) -> ag_status {
     op("ag_neg", ctx, out, |c| c.neg(x.into()))
 }
 /// out = e^x.
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// OUT_OF_MEMORY.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_exp(ctx: *mut ag_context, x: ag_tensor, out: *mut ag_tensor) -> ag_status {
     op("ag_exp", ctx, out, |c| c.exp(x.into()))
 }
 /// out = ln(x) (NaN below 0, as IEEE).
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// OUT_OF_MEMORY.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_log(ctx: *mut ag_context, x: ag_tensor, out: *mut ag_tensor) -> ag_status {
     op("ag_log", ctx, out, |c| c.log(x.into()))
 }
 /// out = tanh(x).
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// OUT_OF_MEMORY.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_tanh(ctx: *mut ag_context, x: ag_tensor, out: *mut ag_tensor) -> ag_status {
     op("ag_tanh", ctx, out, |c| c.tanh(x.into()))
 }
 /// out = max(x, 0).
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// OUT_OF_MEMORY.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_relu(ctx: *mut ag_context, x: ag_tensor, out: *mut ag_tensor) -> ag_status {
     op("ag_relu", ctx, out, |c| c.relu(x.into()))
 }
 /// out = 1 / (1 + e^-x).
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// OUT_OF_MEMORY.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_sigmoid(ctx: *mut ag_context, x: ag_tensor, out: *mut ag_tensor) -> ag_status {
     op("ag_sigmoid", ctx, out, |c| c.sigmoid(x.into()))
 }
 /// GELU, tanh approximation (GPT-2).
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// OUT_OF_MEMORY.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_gelu(ctx: *mut ag_context, x: ag_tensor, out: *mut ag_tensor) -> ag_status {
     op("ag_gelu", ctx, out, |c| c.gelu(x.into()))
 }
 /// Sum of all elements -> [1].
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// OUT_OF_MEMORY.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_sum(ctx: *mut ag_context, x: ag_tensor, out: *mut ag_tensor) -> ag_status {
     op("ag_sum", ctx, out, |c| c.sum(x.into()))
 }
 /// Mean of all elements -> [1].
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// OUT_OF_MEMORY.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_mean(ctx: *mut ag_context, x: ag_tensor, out: *mut ag_tensor) -> ag_status {
     op("ag_mean", ctx, out, |c| c.mean(x.into()))
 }
 
 /// out = s * x.
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// OUT_OF_MEMORY.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_scale(
     ctx: *mut ag_context,
@@ -118,7 +147,8 @@ pub extern "C" fn ag_scale(
 }
 
 /// Sum along `axis` (negative counts from the end); `keepdim` keeps the
-/// axis with size 1. SHAPE_MISMATCH for an axis out of range.
+/// axis with size 1. Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// SHAPE_MISMATCH (axis out of range), OUT_OF_MEMORY.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_sum_axis(
     ctx: *mut ag_context,
@@ -132,7 +162,8 @@ pub extern "C" fn ag_sum_axis(
     })
 }
 
-/// Mean along `axis`, as ag_sum_axis.
+/// Mean along `axis`, as ag_sum_axis. Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// SHAPE_MISMATCH (axis out of range), OUT_OF_MEMORY.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_mean_axis(
     ctx: *mut ag_context,
@@ -147,7 +178,11 @@ pub extern "C" fn ag_mean_axis(
 }
 
 /// A view of `x` with shape `shape[0..ndim]` (same element count; no copy,
-/// shares the gradient). SHAPE_MISMATCH if the counts differ.
+/// shares the gradient; no arena memory is used).
+/// Errors: NULL_ARGUMENT (out, or shape when ndim > 0), STALE_HANDLE,
+/// WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH (ndim outside
+/// 1..AG_MAX_DIMS, a zero dimension, element counts differ), TOO_LARGE (the
+/// new shape has more than 2^31 - 1 elements).
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_reshape(
     ctx: *mut ag_context,
@@ -170,7 +205,10 @@ pub extern "C" fn ag_reshape(
 }
 
 /// Reorders axes (a copy): output axis i is input axis perm[i];
-/// `perm[0..ndim]` must be a permutation of x's axes (INVALID_ARGUMENT).
+/// `perm[0..ndim]` must be a permutation of x's axes.
+/// Errors: NULL_ARGUMENT (out, or perm when ndim > 0), STALE_HANDLE,
+/// WRONG_CONTEXT, INVALID_HANDLE, INVALID_ARGUMENT (not a permutation of
+/// x's axes), OUT_OF_MEMORY.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_permute(
     ctx: *mut ag_context,
@@ -192,7 +230,8 @@ pub extern "C" fn ag_permute(
     })
 }
 
-/// Swaps axes `a` and `b` (a copy).
+/// Swaps axes `a` and `b` (a copy). Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// INVALID_ARGUMENT (an axis out of range), OUT_OF_MEMORY.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_transpose(
     ctx: *mut ag_context,
@@ -205,7 +244,10 @@ pub extern "C" fn ag_transpose(
 }
 
 /// 2-D product op(a) @ op(b) through BLAS; op transposes when asked.
-/// SHAPE_MISMATCH names both shapes when the inner dimensions differ.
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH
+/// (not 2-D, or the inner dimensions differ: the message names both
+/// shapes), TOO_LARGE (the product has more than 2^31 - 1 elements),
+/// OUT_OF_MEMORY.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_matmul(
     ctx: *mut ag_context,
@@ -222,6 +264,9 @@ pub extern "C" fn ag_matmul(
 
 /// Batched product over equal leading dimensions:
 /// [..., M, K] @ [..., K, N] -> [..., M, N], with optional transposes.
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH
+/// (ranks, leading or inner dimensions differ), TOO_LARGE (the product has
+/// more than 2^31 - 1 elements), OUT_OF_MEMORY.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_bmm(
     ctx: *mut ag_context,
@@ -238,6 +283,9 @@ pub extern "C" fn ag_bmm(
 
 /// Fully connected layer x @ w + bias: x [..., K], w [K, N], bias [N]
 /// (pass NULL for none) -> [..., N]. The bias add is fused into the GEMM.
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE (any of
+/// x, w, *bias), SHAPE_MISMATCH, TOO_LARGE (the output has more than
+/// 2^31 - 1 elements), OUT_OF_MEMORY.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_linear(
     ctx: *mut ag_context,
@@ -259,6 +307,10 @@ pub extern "C" fn ag_linear(
 
 /// Rows of `weight` [V, C] picked by `ids[0..n]` -> [n, C]. Every id is
 /// checked first: INDEX_OUT_OF_RANGE names the position and the value.
+/// Errors: NULL_ARGUMENT (out, or ids when n > 0), STALE_HANDLE,
+/// WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH (weight is not 2-D),
+/// INVALID_ARGUMENT (n is 0, or larger than any buffer), INDEX_OUT_OF_RANGE,
+/// TOO_LARGE (the output has more than 2^31 - 1 elements), OUT_OF_MEMORY.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_embedding(
     ctx: *mut ag_context,
@@ -276,6 +328,9 @@ pub extern "C" fn ag_embedding(
 
 /// Mean cross-entropy of `logits` [..., V] against `targets[0..n]` (one per
 /// row, each in [0, V)) -> [1]. Softmax, log and mean are fused.
+/// Errors: NULL_ARGUMENT (out, or targets when n > 0), STALE_HANDLE,
+/// WRONG_CONTEXT, INVALID_HANDLE, INVALID_ARGUMENT (n differs from the
+/// number of rows), INDEX_OUT_OF_RANGE, OUT_OF_MEMORY.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_cross_entropy(
     ctx: *mut ag_context,
@@ -292,6 +347,8 @@ pub extern "C" fn ag_cross_entropy(
 }
 
 /// LayerNorm over the last axis (eps 1e-5): x [..., C], w [C], b [C].
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH
+/// (w or b is not [C]), OUT_OF_MEMORY.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_layernorm(
     ctx: *mut ag_context,
@@ -307,6 +364,9 @@ pub extern "C" fn ag_layernorm(
 
 /// softmax(scale * x) over the last axis; with `causal`, the last two axes
 /// are [Tq, Tk] and row i only sees columns up to i + Tk - Tq.
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH
+/// (causal with fewer than 2 axes, or Tq > Tk), INVALID_ARGUMENT (scale is
+/// NaN or infinite), OUT_OF_MEMORY.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_softmax(
     ctx: *mut ag_context,
@@ -323,6 +383,9 @@ pub extern "C" fn ag_softmax(
 /// Fused causal multi-head self-attention: qkv [B, T, 3C] (q, k, v side by
 /// side) with `n_head` heads -> [B, T, C]. Heads are read in place (no
 /// split/merge copies); scores are scaled by 1/sqrt(C / n_head).
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH
+/// (qkv is not [B, T, 3C]), INVALID_ARGUMENT (n_head is 0 or does not
+/// divide C), OUT_OF_MEMORY.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_attention(
     ctx: *mut ag_context,

@@ -7,7 +7,7 @@ use super::*;
 
 /// Test hook: panics inside the library so tests can check that the panic
 /// is caught (PANIC) and the context poisoned (later calls: POISONED).
-/// Never call it outside tests.
+/// Never call it outside tests. Errors: PANIC.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_test_panic(ctx: *mut ag_context) -> ag_status {
     guard("ag_test_panic", ctx, |_| {
@@ -20,7 +20,7 @@ pub extern "C" fn ag_test_panic(ctx: *mut ag_context) -> ag_status {
 /// buffer) from now on fails with ALLOCATION_FAILED, and every later one
 /// too if `sticky`; `fail_at` = 0 turns injection off. Writes how many such
 /// allocations were counted since the previous call to `*counted` (may be
-/// NULL). Never call it outside tests.
+/// NULL). Never call it outside tests. Errors: none of its own.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_test_fail_allocation(
     ctx: *mut ag_context,

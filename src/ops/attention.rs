@@ -2,9 +2,9 @@
 //! and fused causal multi-head self-attention over a packed qkv tensor.
 //!
 //! The fused attention reads the heads of q, k and v straight out of the
-//! [B, T, 3C] qkv buffer with strided GEMMs (leading dimension 3C) and writes
-//! each head's output into its column block of [B, T, C]: no split, permute
-//! or merge copies. It saves only the probabilities [B, NH, T, T].
+//! `[B, T, 3C]` qkv buffer with strided GEMMs (leading dimension 3C) and writes
+//! each head's output into its column block of `[B, T, C]`: no split, permute
+//! or merge copies. It saves only the probabilities `[B, NH, T, T]`.
 
 use crate::arena::{Buf, Storage};
 use crate::blas::{Gemm, sgemm};
@@ -37,7 +37,7 @@ fn softmax_pivot(live: &[f32], scale: f32) -> f32 {
 }
 
 /// y = softmax(scale * x) for one row, reading x and writing y in the same
-/// pass (no copy first): x, y [tk], the first `valid` entries live.
+/// pass (no copy first): x, y `[tk]`, the first `valid` entries live.
 fn softmax_row_from(y: &mut [f32], x: &[f32], valid: usize, scale: f32) {
     let (live, masked) = y.split_at_mut(valid);
     let pivot = softmax_pivot(&x[..valid], scale);
@@ -49,12 +49,12 @@ fn softmax_row_from(y: &mut [f32], x: &[f32], valid: usize, scale: f32) {
     masked.fill(0.0);
 }
 
-/// Number of unmasked columns in row `i` of a [tq, tk] block.
+/// Number of unmasked columns in row `i` of a `[tq, tk]` block.
 fn valid_cols(causal: bool, i: usize, tq: usize, tk: usize) -> usize {
     if causal { i + 1 + (tk - tq) } else { tk }
 }
 
-/// dx += scale * y * (dy - sum(dy * y)) per row. All [rows, tk].
+/// dx += scale * y * (dy - sum(dy * y)) per row. All `[rows, tk]`.
 fn softmax_backward(dx: &mut [f32], dy: &[f32], y: &[f32], tk: usize, scale: f32) {
     for ((d, g), p) in dx
         .chunks_exact_mut(tk)
@@ -70,7 +70,7 @@ fn softmax_backward(dx: &mut [f32], dy: &[f32], y: &[f32], tk: usize, scale: f32
 
 impl Context {
     /// softmax(scale * x) over the last axis. With `causal`, x's last two
-    /// axes are [Tq, Tk] (Tq <= Tk) and row i sees only columns
+    /// axes are `[Tq, Tk]` (Tq <= Tk) and row i sees only columns
     /// 0..=i + Tk - Tq; masked outputs are exactly 0.
     pub fn softmax(&mut self, x: Tensor, causal: bool, scale: f32) -> Result<Tensor> {
         const OP: &str = "softmax";
@@ -106,9 +106,9 @@ impl Context {
         Ok(self.handle(out))
     }
 
-    /// Causal multi-head self-attention, fused. qkv: [B, T, 3C] holding q, k
+    /// Causal multi-head self-attention, fused. qkv: `[B, T, 3C]` holding q, k
     /// and v side by side, each split into `n_head` heads of C / n_head
-    /// channels -> [B, T, C]; scores are scaled by 1/sqrt(C / n_head).
+    /// channels -> `[B, T, C]`; scores are scaled by 1/sqrt(C / n_head).
     pub fn attention(&mut self, qkv: Tensor, n_head: usize) -> Result<Tensor> {
         const OP: &str = "attention";
         let iq = self.resolve(OP, qkv)?;
@@ -163,7 +163,7 @@ impl Context {
     }
 }
 
-/// out: [B, T, C], probs: [B, NH, T, T], qkv: [B, T, 3C].
+/// out: `[B, T, C]`, probs: `[B, NH, T, T]`, qkv: `[B, T, 3C]`.
 fn attention_forward(
     out: &mut [f32],
     probs: &mut [f32],
@@ -223,7 +223,7 @@ fn attention_forward(
     }
 }
 
-/// Accumulates dqkv ([B, T, 3C]) from dout ([B, T, C]); dp is [T, T] scratch.
+/// Accumulates dqkv (`[B, T, 3C]`) from dout (`[B, T, C]`); dp is `[T, T]` scratch.
 #[allow(clippy::too_many_arguments)]
 fn attention_backward(
     dqkv: &mut [f32],

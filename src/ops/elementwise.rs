@@ -239,7 +239,7 @@ impl Context {
     }
 }
 
-/// y = s * x. x, y: [N].
+/// y = s * x. x, y: `[N]`.
 fn scale_forward(y: &mut [f32], x: &[f32], s: f32) {
     y.iter_mut().zip(x).for_each(|(y, &x)| *y = s * x);
 }
@@ -249,7 +249,7 @@ fn scale_backward(dx: &mut [f32], dout: &[f32], s: f32) {
     dx.iter_mut().zip(dout).for_each(|(d, &g)| *d += s * g);
 }
 
-/// y = f(x). x, y: [N].
+/// y = f(x). x, y: `[N]`.
 fn unary_forward(f: UnaryFn, y: &mut [f32], x: &[f32]) {
     match f {
         UnaryFn::Exp => exp_forward(y, x),
@@ -261,7 +261,7 @@ fn unary_forward(f: UnaryFn, y: &mut [f32], x: &[f32]) {
     }
 }
 
-/// dx += dout * f'(x), given x and the forward output y = f(x). All [N].
+/// dx += dout * f'(x), given x and the forward output y = f(x). All `[N]`.
 fn unary_backward(f: UnaryFn, dx: &mut [f32], dout: &[f32], x: &[f32], y: &[f32]) {
     match f {
         UnaryFn::Exp => exp_backward(dx, dout, y),
@@ -337,7 +337,7 @@ fn sigmoid_backward(dx: &mut [f32], dout: &[f32], y: &[f32]) {
 
 const GELU_K: f32 = 0.797_884_6; // sqrt(2/pi)
 
-/// y = 0.5 x (1 + tanh(k (x + 0.044715 x^3))). x, y: [N].
+/// y = 0.5 x (1 + tanh(k (x + 0.044715 x^3))). x, y: `[N]`.
 pub(crate) fn gelu_forward(y: &mut [f32], x: &[f32]) {
     for (y, &x) in y.iter_mut().zip(x) {
         let u = GELU_K * (x + 0.044715 * x * x * x);

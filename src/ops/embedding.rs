@@ -20,7 +20,7 @@ pub(crate) fn check_ids(op: &'static str, ids: &[i32], bound: usize) -> Result<(
     }
 }
 
-/// out[i, :] = weight[ids[i], :]. weight: [V, C], out: [N, C].
+/// out[i, :] = weight[ids[i], :]. weight: `[V, C]`, out: `[N, C]`.
 fn embedding_forward(out: &mut [f32], weight: &[f32], ids: &[u32], c: usize) {
     for (row, &id) in out.chunks_exact_mut(c).zip(ids) {
         row.copy_from_slice(&weight[id as usize * c..(id as usize + 1) * c]);
@@ -36,7 +36,7 @@ fn embedding_backward(dweight: &mut [f32], dout: &[f32], ids: &[u32], c: usize) 
 }
 
 impl Context {
-    /// Rows of `weight` ([V, C]) picked by `ids` (each in [0, V)) -> [len(ids), C].
+    /// Rows of `weight` (`[V, C]`) picked by `ids` (each in [0, V)) -> `[len(ids), C]`.
     pub fn embedding(&mut self, weight: Tensor, ids: &[i32]) -> Result<Tensor> {
         const OP: &str = "embedding";
         let iw = self.resolve(OP, weight)?;

@@ -3,7 +3,7 @@
 //!
 //! exp: x = n ln2 + r with |r| <= ln2/2, e^r by a degree-6 Taylor polynomial
 //! (truncation error < 1.3e-7 relative), 2^n built in the exponent bits.
-//! NaN propagates; inputs are clamped to [-87.3, 88.3] (results stay normal).
+//! NaN propagates; inputs are clamped to `[-87.3, 88.3]` (results stay normal).
 
 const LOG2E: f32 = std::f32::consts::LOG2_E;
 const LN2_HI: f32 = 0.693_145_75;

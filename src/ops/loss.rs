@@ -12,7 +12,7 @@ use crate::shape::Shape;
 /// Mean over rows of lse[r] - logits[r, t_r], lse[r] = log sum_j exp(logits[r, j]).
 /// When `probs` is given (recording for backward) it receives
 /// softmax(logits), so the backward pass needs no exp.
-/// logits, probs: [N, V]; targets: [N].
+/// logits, probs: `[N, V]`; targets: `[N]`.
 fn cross_entropy_forward(
     mut probs: Option<&mut [f32]>,
     logits: &[f32],
@@ -54,7 +54,7 @@ fn cross_entropy_forward(
     (total / targets.len() as f64) as f32
 }
 
-/// dlogits[r, j] += dloss / N * (probs[r, j] - [j == t_r]).
+/// dlogits[r, j] += dloss / N * (probs[r, j] - `[j == t_r]`).
 fn cross_entropy_backward(
     dlogits: &mut [f32],
     dloss: f32,
@@ -74,8 +74,8 @@ fn cross_entropy_backward(
 }
 
 impl Context {
-    /// Mean cross-entropy of `logits` ([..., V], rows = all leading
-    /// elements) against one target per row, each in [0, V). -> [1].
+    /// Mean cross-entropy of `logits` (`[..., V]`, rows = all leading
+    /// elements) against one target per row, each in [0, V). -> `[1]`.
     pub fn cross_entropy(&mut self, logits: Tensor, targets: &[i32]) -> Result<Tensor> {
         const OP: &str = "cross_entropy";
         let il = self.resolve(OP, logits)?;

@@ -64,7 +64,7 @@ fn matmul_backward(
 
 impl Context {
     /// 2-D matrix product op(a) @ op(b), where op transposes when asked.
-    /// a: [M,K] (or [K,M] with trans_a), b: [K,N] (or [N,K]) -> [M,N].
+    /// a: `[M,K]` (or `[K,M]` with trans_a), b: `[K,N]` (or `[N,K]`) -> `[M,N]`.
     pub fn matmul(&mut self, a: Tensor, b: Tensor, trans_a: bool, trans_b: bool) -> Result<Tensor> {
         const OP: &str = "matmul";
         let (ia, ib) = (self.resolve(OP, a)?, self.resolve(OP, b)?);
@@ -113,8 +113,8 @@ impl Context {
         Ok(self.handle(out))
     }
 
-    /// Fully connected layer: x @ w + bias. x: [..., K], w: [K, N],
-    /// bias: [N] or None -> [..., N]. The bias is written into the output
+    /// Fully connected layer: x @ w + bias. x: `[..., K]`, w: `[K, N]`,
+    /// bias: `[N]` or None -> `[..., N]`. The bias is written into the output
     /// before the GEMM accumulates onto it (no separate add pass).
     pub fn linear(&mut self, x: Tensor, w: Tensor, bias: Option<Tensor>) -> Result<Tensor> {
         const OP: &str = "linear";
@@ -184,7 +184,7 @@ impl Context {
     }
 
     /// Batched product over matching leading (batch) dimensions:
-    /// a: [..., M, K] (or [..., K, M]), b: [..., K, N] (or [..., N, K]) -> [..., M, N].
+    /// a: `[..., M, K]` (or `[..., K, M]`), b: `[..., K, N]` (or `[..., N, K]`) -> `[..., M, N]`.
     pub fn bmm(&mut self, a: Tensor, b: Tensor, trans_a: bool, trans_b: bool) -> Result<Tensor> {
         const OP: &str = "bmm";
         let (ia, ib) = (self.resolve(OP, a)?, self.resolve(OP, b)?);

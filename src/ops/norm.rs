@@ -9,8 +9,8 @@ use crate::ops::{Op, fastmath};
 /// Default epsilon (GPT-2's).
 pub const LAYERNORM_EPS: f32 = 1e-5;
 
-/// y = (x - mean) * rstd * w + b per row. x, y: [N, C]; w, b: [C];
-/// mean, rstd: [N].
+/// y = (x - mean) * rstd * w + b per row. x, y: `[N, C]`; w, b: `[C]`;
+/// mean, rstd: `[N]`.
 fn layernorm_forward(
     y: &mut [f32],
     mean: &mut [f32],
@@ -85,7 +85,7 @@ fn layernorm_backward_dw(
 
 impl Context {
     /// LayerNorm over the last axis with weight and bias (eps 1e-5).
-    /// x: [..., C], w: [C], b: [C] -> [..., C].
+    /// x: `[..., C]`, w: `[C]`, b: `[C]` -> `[..., C]`.
     pub fn layernorm(&mut self, x: Tensor, w: Tensor, b: Tensor) -> Result<Tensor> {
         const OP: &str = "layernorm";
         let (ix, iw, ib) = (

@@ -15,7 +15,7 @@ fn split(shape: Shape, axis: usize) -> (usize, usize, usize) {
     )
 }
 
-/// out[o, i] = s * sum_j x[o, j, i]. x: [outer, n, inner], out: [outer, inner].
+/// out[o, i] = s * sum_j x[o, j, i]. x: `[outer, n, inner]`, out: `[outer, inner]`.
 fn sum_axis_forward(out: &mut [f32], x: &[f32], outer: usize, n: usize, inner: usize, s: f32) {
     for o in 0..outer {
         let acc = &mut out[o * inner..(o + 1) * inner];
@@ -52,12 +52,12 @@ impl Context {
         Ok(self.handle(out))
     }
 
-    /// Sum of all elements, shape [1].
+    /// Sum of all elements, shape `[1]`.
     pub fn sum(&mut self, x: Tensor) -> Result<Tensor> {
         self.reduce_all(false, "sum", x)
     }
 
-    /// Mean of all elements, shape [1].
+    /// Mean of all elements, shape `[1]`.
     pub fn mean(&mut self, x: Tensor) -> Result<Tensor> {
         self.reduce_all(true, "mean", x)
     }
@@ -117,7 +117,7 @@ fn axis_scale(mean: bool, n: usize) -> f32 {
     if mean { 1.0 / n as f32 } else { 1.0 }
 }
 
-/// sum(x) (or its mean), accumulated in f64. x: [N].
+/// sum(x) (or its mean), accumulated in f64. x: `[N]`.
 fn reduce_forward(x: &[f32], mean: bool) -> f32 {
     let s: f64 = x.iter().map(|&v| v as f64).sum();
     if mean {
@@ -127,7 +127,7 @@ fn reduce_forward(x: &[f32], mean: bool) -> f32 {
     }
 }
 
-/// dx += dout (or dout / N for a mean). dx: [N], dout: [1].
+/// dx += dout (or dout / N for a mean). dx: `[N]`, dout: `[1]`.
 fn reduce_backward(dx: &mut [f32], dout: f32, mean: bool) {
     let s = if mean { 1.0 / dx.len() as f32 } else { 1.0 };
     let g = s * dout;

@@ -12,7 +12,7 @@ extern "C" {
 
 // Test hook: panics inside the library so tests can check that the panic
 // is caught (PANIC) and the context poisoned (later calls: POISONED).
-// Never call it outside tests.
+// Never call it outside tests. Errors: PANIC.
 ag_status ag_test_panic(ag_context *ctx);
 
 // Test hook for allocation-failure tests: the `fail_at`-th fallible
@@ -20,7 +20,7 @@ ag_status ag_test_panic(ag_context *ctx);
 // buffer) from now on fails with ALLOCATION_FAILED, and every later one
 // too if `sticky`; `fail_at` = 0 turns injection off. Writes how many such
 // allocations were counted since the previous call to `*counted` (may be
-// NULL). Never call it outside tests.
+// NULL). Never call it outside tests. Errors: none of its own.
 ag_status ag_test_fail_allocation(ag_context *ctx, uint64_t fail_at, bool sticky, uint64_t *counted);
 
 #ifdef __cplusplus
