@@ -20,6 +20,7 @@ TINY_DATA    := $(firstword $(wildcard $(SHARED_DATA)/shakespeare_tiny.txt) $(BU
 DATA         := data/shakespeare.txt
 
 C_TESTS      := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c))
+C_TEST_HEADERS := tests/c/check.h tests/c/op_table.h tests/c/ops.def
 C_TESTS_ASAN := $(patsubst tests/c/%.c,$(BUILD)/asan/%,$(wildcard tests/c/test_*.c))
 EXAMPLES     := $(patsubst c_examples/%.c,$(BUILD)/%,$(wildcard c_examples/*.c))
 
@@ -46,11 +47,11 @@ $(BUILD)/%: c_examples/%.c $(LIB) include/arenagrad.h
 	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS) $< $(LIB) $(LIBS) -o $@
 
-$(BUILD)/tests/%: tests/c/%.c tests/c/check.h $(LIB) include/arenagrad.h
+$(BUILD)/tests/%: tests/c/%.c $(C_TEST_HEADERS) $(LIB) include/arenagrad.h
 	@mkdir -p $(BUILD)/tests
 	$(CC) $(CFLAGS) -Itests/c $< $(LIB) $(LIBS) -o $@
 
-$(BUILD)/asan/%: tests/c/%.c tests/c/check.h $(LIB) include/arenagrad.h
+$(BUILD)/asan/%: tests/c/%.c $(C_TEST_HEADERS) $(LIB) include/arenagrad.h
 	@mkdir -p $(BUILD)/asan
 	$(CC) $(ASAN_FLAGS) -Itests/c $< $(LIB) $(LIBS) -o $@
 
