@@ -23,9 +23,14 @@
 //! Every mode prints one `torture <mode>: ...` line with its counts and exits
 //! non-zero on the first broken guarantee.
 
+// The GPT model lives with the tests (it is not part of the library).
+#[allow(dead_code)]
+#[path = "../tests/common/gpt.rs"]
+mod gpt;
+
 use arenagrad::ffi::{AG_STATUS_CHECKPOINT_CORRUPT, AG_STATUS_CHECKPOINT_MISMATCH, AG_STATUS_IO};
-use arenagrad::gpt::{Gpt, GptConfig, Rng};
 use arenagrad::{Context, Error};
+use gpt::{Gpt, GptConfig, Rng};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

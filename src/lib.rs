@@ -26,7 +26,6 @@ pub mod checkpoint;
 mod context;
 pub mod error;
 pub mod ffi;
-pub mod gpt;
 mod ops;
 mod optim;
 mod pool;

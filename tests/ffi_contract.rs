@@ -8,8 +8,11 @@
 //! give losses bit-identical to a control context that never made the bad
 //! call ([`assert_still_trains`]).
 
+mod common;
+
 use arenagrad::MemoryStats;
 use arenagrad::ffi::*;
+use common::ffi::{last_error, ok, status_name};
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{CStr, CString, c_char};
 use std::ptr::{null, null_mut};
@@ -24,24 +27,6 @@ const SENTINEL: ag_tensor = ag_tensor {
     context: 0x5A5A_5A5A,
     generation: 0xDEAD_BEEF_F00D_CAFE,
 };
-
-fn ok(st: ag_status, what: &str) {
-    assert_eq!(st, AG_STATUS_OK, "{what}: {st}");
-}
-
-fn status_name(st: ag_status) -> String {
-    // SAFETY: ag_status_str returns a static NUL-terminated string.
-    unsafe { CStr::from_ptr(ag_status_str(st)) }
-        .to_string_lossy()
-        .into_owned()
-}
-
-fn last_error(ctx: *const ag_context) -> String {
-    // SAFETY: never NULL, NUL-terminated, valid until the next call on ctx.
-    unsafe { CStr::from_ptr(ag_context_last_error(ctx)) }
-        .to_string_lossy()
-        .into_owned()
-}
 
 fn new_ctx() -> *mut ag_context {
     let mut c = null_mut();

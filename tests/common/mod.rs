@@ -1,0 +1,7 @@
+//! Helpers shared by the integration tests: each test file that needs them
+//! declares `mod common;` and uses the parts it needs.
+#![allow(dead_code)]
+
+pub mod ffi;
+pub mod gpt;
+pub mod text;
