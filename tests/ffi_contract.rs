@@ -13,6 +13,7 @@ mod common;
 use arenagrad::MemoryStats;
 use arenagrad::ffi::*;
 use common::ffi::{last_error, ok, status_name};
+use common::null_context;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{CStr, CString, c_char};
 use std::ptr::{null, null_mut};
@@ -239,123 +240,15 @@ fn assert_still_trains(fx: &mut Fx, what: &str) {
 // ---- NULL arguments -------------------------------------------------------------------
 
 /// Every exported function with a NULL context: NULL_ARGUMENT, and no
-/// out-param written.
+/// out-param written (the table is in tests/common/null_context.rs;
+/// tests/header_tables.rs checks it lists every function of the header).
 #[test]
 fn null_context_for_every_function() {
-    let n = null_mut::<ag_context>();
     let fx = Fx::new();
-    let (p, q) = (fx.w1, fx.w2);
-    let shape = [2usize, 2];
-    let data = [1.0f32; 4];
-    let ids = [0i32; 2];
-    let mut o = SENTINEL;
-    let mut s = MemoryStats {
-        resets: 77,
-        ..Default::default()
-    };
-    let mut dims = [9usize; AG_MAX_DIMS];
-    let (mut nd, mut numel, mut f, mut ulen) = (9usize, 9usize, 9.0f32, 9usize);
-    let mut buf = [9.0f32; 4];
-    let mut user = [9u8; 4];
-    let path = CString::new("/tmp/never-written.ckpt").unwrap();
-    let calls: Vec<(&str, ag_status)> = vec![
-        ("ag_reset", ag_reset(n)),
-        ("ag_set_grad_enabled", ag_set_grad_enabled(n, false)),
-        ("ag_set_arena_limit", ag_set_arena_limit(n, 0)),
-        ("ag_memory_stats", ag_memory_stats(n, &mut s)),
-        (
-            "ag_param_new",
-            ag_param_new(n, shape.as_ptr(), 2, data.as_ptr(), &mut o),
-        ),
-        ("ag_param_write", ag_param_write(n, p, data.as_ptr(), 4)),
-        (
-            "ag_tensor_new",
-            ag_tensor_new(n, shape.as_ptr(), 2, data.as_ptr(), &mut o),
-        ),
-        (
-            "ag_tensor_shape",
-            ag_tensor_shape(n, p, dims.as_mut_ptr(), &mut nd),
-        ),
-        ("ag_tensor_numel", ag_tensor_numel(n, p, &mut numel)),
-        ("ag_tensor_read", ag_tensor_read(n, p, buf.as_mut_ptr(), 4)),
-        (
-            "ag_tensor_read_grad",
-            ag_tensor_read_grad(n, p, buf.as_mut_ptr(), 4),
-        ),
-        ("ag_tensor_item", ag_tensor_item(n, p, &mut f)),
-        ("ag_backward", ag_backward(n, p)),
-        ("ag_zero_grad", ag_zero_grad(n)),
-        ("ag_optimizer_sgd", ag_optimizer_sgd(n, 0.1, 0.0, 0.0)),
-        (
-            "ag_optimizer_adamw",
-            ag_optimizer_adamw(n, 0.1, 0.9, 0.999, 1e-8, 0.0),
-        ),
-        ("ag_optimizer_set_lr", ag_optimizer_set_lr(n, 0.1)),
-        ("ag_optimizer_step", ag_optimizer_step(n)),
-        ("ag_clip_grad_norm", ag_clip_grad_norm(n, 1.0, &mut f)),
-        (
-            "ag_checkpoint_save",
-            ag_checkpoint_save(n, path.as_ptr(), null(), 0),
-        ),
-        (
-            "ag_checkpoint_load",
-            ag_checkpoint_load(n, path.as_ptr(), user.as_mut_ptr(), 4, &mut ulen),
-        ),
-        (
-            "ag_checkpoint_load_bytes",
-            ag_checkpoint_load_bytes(n, user.as_ptr(), 4, user.as_mut_ptr(), 4, &mut ulen),
-        ),
-        ("ag_test_panic", ag_test_panic(n)),
-        (
-            "ag_test_fail_allocation",
-            ag_test_fail_allocation(n, 1, false, null_mut()),
-        ),
-        ("ag_add", ag_add(n, p, p, &mut o)),
-        ("ag_sub", ag_sub(n, p, p, &mut o)),
-        ("ag_mul", ag_mul(n, p, p, &mut o)),
-        ("ag_div", ag_div(n, p, p, &mut o)),
-        ("ag_neg", ag_neg(n, p, &mut o)),
-        ("ag_exp", ag_exp(n, p, &mut o)),
-        ("ag_log", ag_log(n, p, &mut o)),
-        ("ag_tanh", ag_tanh(n, p, &mut o)),
-        ("ag_relu", ag_relu(n, p, &mut o)),
-        ("ag_sigmoid", ag_sigmoid(n, p, &mut o)),
-        ("ag_gelu", ag_gelu(n, p, &mut o)),
-        ("ag_sum", ag_sum(n, p, &mut o)),
-        ("ag_mean", ag_mean(n, p, &mut o)),
-        ("ag_scale", ag_scale(n, p, 2.0, &mut o)),
-        ("ag_sum_axis", ag_sum_axis(n, p, 0, false, &mut o)),
-        ("ag_mean_axis", ag_mean_axis(n, p, 0, true, &mut o)),
-        ("ag_reshape", ag_reshape(n, p, shape.as_ptr(), 2, &mut o)),
-        (
-            "ag_permute",
-            ag_permute(n, p, [1usize, 0].as_ptr(), 2, &mut o),
-        ),
-        ("ag_transpose", ag_transpose(n, p, 0, 1, &mut o)),
-        ("ag_matmul", ag_matmul(n, p, q, false, false, &mut o)),
-        ("ag_bmm", ag_bmm(n, p, q, false, false, &mut o)),
-        ("ag_linear", ag_linear(n, p, q, null(), &mut o)),
-        ("ag_embedding", ag_embedding(n, p, ids.as_ptr(), 2, &mut o)),
-        (
-            "ag_cross_entropy",
-            ag_cross_entropy(n, p, ids.as_ptr(), 2, &mut o),
-        ),
-        ("ag_layernorm", ag_layernorm(n, p, q, q, &mut o)),
-        ("ag_softmax", ag_softmax(n, p, true, 1.0, &mut o)),
-        ("ag_attention", ag_attention(n, p, 1, &mut o)),
-    ];
-    for (name, st) in &calls {
-        assert_eq!(*st, AG_STATUS_NULL_ARGUMENT, "{name}(NULL, ...)");
+    for (name, st) in null_context::calls_with_a_null_context(fx.w1, fx.w2) {
+        assert_eq!(st, AG_STATUS_NULL_ARGUMENT, "{name}(NULL, ...)");
     }
-    assert_eq!(o, SENTINEL);
-    assert_eq!(s.resets, 77);
-    assert_eq!(
-        (dims, nd, numel, f, buf, user, ulen),
-        ([9; AG_MAX_DIMS], 9, 9, 9.0, [9.0; 4], [9; 4], 9)
-    );
-    assert_eq!(ag_context_new(null_mut()), AG_STATUS_NULL_ARGUMENT);
-    assert!(last_error(null()).contains("NULL"));
-    assert!(!std::path::Path::new("/tmp/never-written.ckpt").exists());
+    null_context::check_functions_without_a_null_context_status();
 }
 
 /// NULL out-pointers and NULL data pointers on a live context: NULL_ARGUMENT

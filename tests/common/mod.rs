@@ -4,4 +4,5 @@
 
 pub mod ffi;
 pub mod gpt;
+pub mod null_context;
 pub mod text;
