@@ -1,4 +1,6 @@
-//! Checkpoint torture (RELIABILITY goal G11), driven by scripts/torture.sh.
+//! Checkpoint torture, driven by scripts/torture.sh: damaged checkpoints are
+//! refused and leave the model alone; a save that is killed, runs out of
+//! disk or cannot write leaves a complete checkpoint behind.
 //!
 //! ```text
 //! ckpt_torture corrupt [FLIPS]      every truncation offset and FLIPS (10,000)

@@ -1,5 +1,6 @@
-//! Allocation-failure loops in the style of SQLite's OOM tests (RELIABILITY
-//! goal G10).
+//! Allocation-failure loops in the style of SQLite's OOM tests: every
+//! fallible persistent allocation, failed in turn, gives ALLOCATION_FAILED
+//! and leaves a context that still works.
 //!
 //! * Fault injection: for every k = 1..K, fail the k-th fallible persistent
 //!   allocation (K = how many an uninjected run makes, as counted by the

@@ -1,4 +1,4 @@
-//! Steady state makes no system allocation (RELIABILITY.md goal G2).
+//! Steady state makes no system allocation.
 //!
 //! A counting `#[global_allocator]` wraps `std::alloc::System` and counts
 //! alloc (and alloc_zeroed), realloc and dealloc calls in atomics while a

@@ -1,4 +1,4 @@
-//! Memory stays bounded (RELIABILITY.md goal G1): many steps, a generation
+//! Memory stays bounded: many steps, a generation
 //! wrap, broadcasting without tiled copies, many models in one process.
 //!
 //! The tests of this file take one lock each so they never overlap: the RSS

@@ -1,5 +1,5 @@
-//! The C API contract, from Rust calling the `extern "C"` functions
-//! (RELIABILITY.md section (c) and goal G8): NULL arguments, out-params left
+//! The C API contract, from Rust calling the `extern "C"` functions: NULL
+//! arguments, out-params left
 //! untouched on failure, stale / foreign / forged handles, free(NULL),
 //! double free and use after free, panic then poisoning, concurrent use,
 //! and a table that provokes every AG_STATUS_* of the header.
@@ -649,18 +649,18 @@ fn forged_handles_are_refused() {
         );
         assert_eq!(ag_backward(c, h), AG_STATUS_INVALID_HANDLE, "{what}");
     }
-    // An all-zero handle carries context id 0, which no context ever gets:
-    // it is refused as WRONG_CONTEXT (the id check runs first).
-    // NOTE for the report: RELIABILITY.md row 4 lists "0" under
-    // INVALID_HANDLE; the library answers WRONG_CONTEXT. Either refuses it.
+    // An all-zero handle (a zero-initialised variable) carries context id 0,
+    // which no context ever gets: it is malformed, not another context's
+    // handle.
     let zero = ag_tensor {
         index: 0,
         context: 0,
         generation: 0,
     };
     let st = ag_tanh(c, zero, &mut o);
-    assert!(
-        st == AG_STATUS_WRONG_CONTEXT || st == AG_STATUS_INVALID_HANDLE,
+    assert_eq!(
+        st,
+        AG_STATUS_INVALID_HANDLE,
         "zeroed handle: {}",
         status_name(st)
     );
@@ -683,8 +683,8 @@ fn free_null_double_free_and_use_after_free() {
     let p = param(c, &[2], &[1.0, 2.0]);
     ok(ag_context_free(&mut c), "ag_context_free");
     assert!(c.is_null(), "free clears the caller's variable");
-    // Checked right away, before this thread makes another context (a new
-    // one could reuse the address; see the report).
+    // Checked right away, before this thread makes another context (which
+    // may get the freed memory: that case has its own test below).
     assert_eq!(
         ag_context_free(&mut copy),
         AG_STATUS_INVALID_CONTEXT,
@@ -1424,21 +1424,19 @@ fn status_str_and_version_are_static() {
     assert_eq!(v, env!("CARGO_PKG_VERSION"));
 }
 
-// ---- regression tests for library bugs found while writing these tests ----------------
+// ---- freed memory reused, crafted checkpoints --------------------------------------------
 
-/// LIBRARY BUG (use after free not detected once the address is reused):
-/// the registry of live contexts holds addresses, and the allocator hands
-/// a freed context's address to the next context made on this thread. A
-/// stale copy of the freed pointer then passes the registry check and acts
-/// on the new context; it can even free it. RELIABILITY.md rows 14 and 15
-/// ask for detection (the registry there is keyed by context id).
+/// The allocator often hands a freed context's memory to the next context
+/// made on the same thread. A stale copy of the freed pointer must still be
+/// refused (INVALID_CONTEXT), and must neither act on nor free the new
+/// context: the library's context pointers are tokens it never reuses, not
+/// addresses.
 #[test]
 fn use_after_free_is_detected_even_when_the_address_is_reused() {
     let mut a = new_ctx();
     let stale = a;
     ok(ag_context_free(&mut a), "ag_context_free");
     let mut b = new_ctx();
-    // Today `b == stale` (glibc reuses the block) and both asserts fail.
     assert_eq!(
         ag_reset(stale),
         AG_STATUS_INVALID_CONTEXT,
@@ -1454,14 +1452,12 @@ fn use_after_free_is_detected_even_when_the_address_is_reused() {
     ok(ag_context_free(&mut b), "ag_context_free");
 }
 
-/// LIBRARY BUG (a crafted checkpoint panics instead of CHECKPOINT_CORRUPT):
-/// `checkpoint_validate` accepts optimizer kind 0 ("none") with a non-zero
-/// moment count and sizes the payload by that count, while
-/// `checkpoint_commit` reads as many moments as the *model's* optimizer
-/// has. Kind 0 + 1 moment loaded into an AdamW model (2 moments) slices
-/// past the end of the file: PANIC, context poisoned. With a larger user
-/// blob it would instead load bytes of the blob as optimizer state. The CRC
-/// is no defence (anyone can recompute a CRC32).
+/// A checkpoint whose optimizer kind 0 ("none") comes with a moment count
+/// is corrupt. Validation has to agree with what loading will read: loading
+/// into an AdamW model reads two moments per parameter, so a file sized for
+/// one would be read past its end (or, with user bytes after it, have those
+/// bytes read as optimizer state). The CRC is no defence: anyone can
+/// recompute a CRC32.
 #[test]
 fn crafted_checkpoint_with_inconsistent_moments_is_corrupt() {
     let mut src = arenagrad::Context::new();
@@ -1484,8 +1480,6 @@ fn crafted_checkpoint_with_inconsistent_moments_is_corrupt() {
     );
     let mut ulen = 0usize;
     let st = ag_checkpoint_load_bytes(c, body.as_ptr(), body.len(), null_mut(), 0, &mut ulen);
-    // Today: AG_STATUS_PANIC ("range end index 124 out of range for slice
-    // of length 120"), and the context is poisoned.
     assert_eq!(st, AG_STATUS_CHECKPOINT_CORRUPT, "{}", last_error(c));
     let mut c = c;
     ok(ag_context_free(&mut c), "ag_context_free");

@@ -1,5 +1,4 @@
-//! Model test (STYLE.md section 7, RELIABILITY.md goals G6/G7): the tiny
-//! GPT with a fixed seed. Its first losses are pinned, it learns, a
+//! Model test: the tiny GPT with a fixed seed. Its first losses are pinned, it learns, a
 //! whole-model finite-difference check agrees with backward, backward is
 //! reproducible bit for bit, and a zero upstream gradient gives exactly-zero
 //! gradients.

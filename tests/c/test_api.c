@@ -12,16 +12,16 @@
  * iterations on both and requires bit-identical losses (memcmp of the floats)
  * and bit-identical parameters.
  *
- * Every check is strict: there are no tolerated library bugs. Regression
- * checks for bugs fixed earlier: op outputs over the element cap (2^31 - 1)
- * give TOO_LARGE before allocating (case_output_too_large, test_element_cap);
- * transpose and tensor_numel name themselves in handle errors
- * (test_handles); a handle with context id 0 is INVALID_HANDLE
- * (test_handles); context tokens are never reused, so a freed context stays
- * INVALID_CONTEXT after new contexts are made (case_lifecycle); the
- * checkpoint temporary file is no longer the predictable "<path>.tmp.<pid>"
- * (a file, symlink or FIFO planted there is left alone) and is removed on
- * failure (case_checkpoint); checkpoint errors read "checkpoint_load: ...".
+ * Every check is strict. Among them: op outputs over the element cap
+ * (2^31 - 1) give TOO_LARGE before allocating (case_output_too_large,
+ * test_element_cap); every function names itself in handle errors, also
+ * transpose and tensor_numel, which query shapes internally (test_handles);
+ * a handle with context id 0 is INVALID_HANDLE (test_handles); context
+ * tokens are never reused, so a freed context stays INVALID_CONTEXT after
+ * new contexts are made (case_lifecycle); the checkpoint temporary file has
+ * an unpredictable name (a file, symlink or FIFO planted at
+ * "<path>.tmp.<pid>" is left alone) and is removed on failure
+ * (case_checkpoint); checkpoint errors read "checkpoint_load: ...".
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -1192,7 +1192,7 @@ static bool read_small_file(const char *path, char *buf, size_t cap) {
 }
 
 /*
- * The temporary file of a save is no longer the predictable
+ * The temporary file of a save does not have a predictable name such as
  * "<path>.tmp.<pid>": a regular file, a symlink (to a victim file) and a FIFO
  * planted at that name are left alone, the save neither follows nor blocks on
  * them, and the checkpoint lands at <path> (loading it back changes nothing:
