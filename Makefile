@@ -34,6 +34,7 @@ TINY_DATA    := $(firstword $(wildcard $(SHARED_DATA)/shakespeare_tiny.txt) $(BU
 DATA         := data/shakespeare.txt
 
 C_TESTS      := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c))
+C_TEST_HEADERS := tests/c/check.h tests/c/op_table.h tests/c/ops.def
 C_TESTS_ASAN := $(patsubst tests/c/%.c,$(BUILD)/asan/%,$(wildcard tests/c/test_*.c))
 EXAMPLES     := $(patsubst c_examples/%.c,$(BUILD)/%,$(wildcard c_examples/*.c))
 
@@ -71,7 +72,7 @@ $(BUILD)/%: c_examples/%.c $(LIB) include/arenagrad.h
 	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS) $< $(LIB) $(LIBS) -o $@
 
-C_TEST_DEPS  := tests/c/check.h tests/c/arenagrad_test_hooks.h $(LIB_HOOKS) include/arenagrad.h
+C_TEST_DEPS  := $(C_TEST_HEADERS) tests/c/arenagrad_test_hooks.h $(LIB_HOOKS) include/arenagrad.h
 
 $(BUILD)/tests/%: tests/c/%.c $(C_TEST_DEPS)
 	@mkdir -p $(BUILD)/tests

@@ -11,9 +11,14 @@
 // Closures below return arenagrad::Result, whose Err carries shapes inline.
 #![allow(clippy::result_large_err)]
 
+// The GPT model lives with the tests (it is not part of the library).
+#[allow(dead_code)]
+#[path = "../tests/common/gpt.rs"]
+mod gpt;
+
 use arenagrad::blas::{self, Gemm, trace};
-use arenagrad::gpt::{Gpt, GptConfig, Rng, sample_batch, vocabulary};
 use arenagrad::{Context, OptimizerKind};
+use gpt::{Gpt, GptConfig, Rng, sample_batch, vocabulary};
 use std::time::{Duration, Instant};
 
 fn median(v: &mut [f64]) -> f64 {

@@ -1,4 +1,6 @@
-//! Checkpoint torture (RELIABILITY goal G11), driven by scripts/torture.sh.
+//! Checkpoint torture, driven by scripts/torture.sh: damaged checkpoints are
+//! refused and leave the model alone; a save that is killed, runs out of
+//! disk or cannot write leaves a complete checkpoint behind.
 //!
 //! ```text
 //! ckpt_torture corrupt [FLIPS]      every truncation offset and FLIPS (10,000)
@@ -23,9 +25,14 @@
 //! Every mode prints one `torture <mode>: ...` line with its counts and exits
 //! non-zero on the first broken guarantee.
 
+// The GPT model lives with the tests (it is not part of the library).
+#[allow(dead_code)]
+#[path = "../tests/common/gpt.rs"]
+mod gpt;
+
 use arenagrad::ffi::{AG_STATUS_CHECKPOINT_CORRUPT, AG_STATUS_CHECKPOINT_MISMATCH, AG_STATUS_IO};
-use arenagrad::gpt::{Gpt, GptConfig, Rng};
 use arenagrad::{Context, Error};
+use gpt::{Gpt, GptConfig, Rng};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

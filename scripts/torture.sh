@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checkpoint torture (RELIABILITY goal G11); `make torture` runs it.
+# Checkpoint torture; `make torture` runs it.
 #
 #   scripts/torture.sh [TRIALS] [FLIPS]     defaults: 200 kills, 10000 flips
 #

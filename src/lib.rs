@@ -85,7 +85,6 @@ mod context;
 pub mod error;
 #[doc(hidden)]
 pub mod ffi;
-pub mod gpt;
 mod ops;
 mod optim;
 mod pool;

@@ -1,5 +1,6 @@
-//! Allocation-failure loops in the style of SQLite's OOM tests (RELIABILITY
-//! goal G10).
+//! Allocation-failure loops in the style of SQLite's OOM tests: every
+//! fallible persistent allocation, failed in turn, gives ALLOCATION_FAILED
+//! and leaves a context that still works.
 //!
 //! * Fault injection: for every k = 1..K, fail the k-th fallible persistent
 //!   allocation (K = how many an uninjected run makes, as counted by the
@@ -21,9 +22,12 @@
 // `Error` is large by design (see lib.rs); the helpers here return it as is.
 #![allow(clippy::result_large_err)]
 
+mod common;
+
 use arenagrad::ffi::*;
-use arenagrad::gpt::{Gpt, GptConfig, Rng};
 use arenagrad::{Context, Error};
+use common::ffi::last_error;
+use common::gpt::{Gpt, GptConfig, Rng};
 use std::path::PathBuf;
 use std::ptr::null_mut;
 
@@ -250,14 +254,6 @@ const MLP: [&[usize]; 3] = [&[8, 16], &[16], &[16, 4]];
 
 fn c_ok(ctx: *mut ag_context, st: ag_status, what: &str) {
     assert_eq!(st, AG_STATUS_OK, "{what}: {}", last_error(ctx));
-}
-
-fn last_error(ctx: *mut ag_context) -> String {
-    // SAFETY: ag_context_last_error never returns NULL and the string lives
-    // until the next call on ctx.
-    unsafe { std::ffi::CStr::from_ptr(ag_context_last_error(ctx)) }
-        .to_string_lossy()
-        .into_owned()
 }
 
 impl CRun {

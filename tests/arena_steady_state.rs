@@ -14,9 +14,13 @@
 //! Each figure is printed with `eprintln!` outside the measured regions (run
 //! with `--nocapture` to see them).
 
+mod common;
+
 use arenagrad::ffi::*;
-use arenagrad::gpt::{Gpt, GptConfig, Rng, sample_batch, vocabulary};
 use arenagrad::{Context, MemoryStats, OptimizerKind, Tensor};
+use common::ffi::ok;
+use common::gpt::{Gpt, GptConfig, Rng, sample_batch, vocabulary};
+use common::text::{generated_text, shakespeare_tiny};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -316,10 +320,6 @@ fn mlp_training_step_allocates_nothing_after_warmup() {
 
 // ---- the MLP through the C API ----------------------------------------------
 
-fn ok(st: ag_status, what: &str) {
-    assert_eq!(st, AG_STATUS_OK, "{what}: {st}");
-}
-
 struct CMlp {
     ctx: *mut ag_context,
     w1: ag_tensor,
@@ -441,34 +441,7 @@ fn c_api_training_step_allocates_nothing_after_warmup() {
 
 /// The tiny Shakespeare corpus if present, else a generated text.
 fn corpus() -> Vec<u8> {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../shared/data/shakespeare_tiny.txt"
-    );
-    match std::fs::read(path) {
-        Ok(t) if t.len() > 10_000 => t,
-        _ => generated_text(200_000),
-    }
-}
-
-/// Pseudo-English from a fixed word list and a fixed seed.
-fn generated_text(n: usize) -> Vec<u8> {
-    const WORDS: &[&str] = &[
-        "the", "king", "queen", "lord", "of", "and", "to", "my", "a", "is", "that", "in", "thou",
-        "thee", "love", "what", "shall", "be", "not", "with", "her", "his", "sweet", "night",
-    ];
-    let mut rng = Rng(2024);
-    let mut t = Vec::with_capacity(n + 16);
-    while t.len() < n {
-        t.extend_from_slice(WORDS[rng.below(WORDS.len())].as_bytes());
-        t.push(match rng.below(12) {
-            0 => b'.',
-            1 => b'\n',
-            2 => b',',
-            _ => b' ',
-        });
-    }
-    t
+    shakespeare_tiny().unwrap_or_else(|| generated_text(200_000))
 }
 
 struct GptRun {

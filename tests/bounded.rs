@@ -1,11 +1,14 @@
-//! Memory stays bounded (RELIABILITY.md goal G1): many steps, a generation
+//! Memory stays bounded: many steps, a generation
 //! wrap, broadcasting without tiled copies, many models in one process.
 //!
 //! The tests of this file take one lock each so they never overlap: the RSS
 //! test reads the whole process's memory, which a neighbour would disturb.
 
+mod common;
+
 use arenagrad::ffi::*;
 use arenagrad::{Context, Error, MemoryStats, OptimizerKind, Tensor};
+use common::ffi::ok;
 use std::sync::{Mutex, MutexGuard};
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -262,10 +265,6 @@ fn broadcast_mul_costs_only_its_output_and_small_gradients() {
 }
 
 // ---- many models in one process, through the C API -------------------------------
-
-fn ok(st: ag_status, what: &str) {
-    assert_eq!(st, AG_STATUS_OK, "{what}: {st}");
-}
 
 fn rss_bytes() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").expect("/proc/self/statm");

@@ -1,5 +1,5 @@
-//! The C API contract, from Rust calling the `extern "C"` functions
-//! (RELIABILITY.md section (c) and goal G8): NULL arguments, out-params left
+//! The C API contract, from Rust calling the `extern "C"` functions: NULL
+//! arguments, out-params left
 //! untouched on failure, stale / foreign / forged handles, free(NULL),
 //! double free and use after free, panic then poisoning, concurrent use,
 //! and a table that provokes every AG_STATUS_* of the header.
@@ -8,8 +8,12 @@
 //! give losses bit-identical to a control context that never made the bad
 //! call ([`assert_still_trains`]).
 
+mod common;
+
 use arenagrad::MemoryStats;
 use arenagrad::ffi::*;
+use common::ffi::{last_error, ok, status_name};
+use common::null_context;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{CStr, CString, c_char};
 use std::ptr::{null, null_mut};
@@ -24,24 +28,6 @@ const SENTINEL: ag_tensor = ag_tensor {
     context: 0x5A5A_5A5A,
     generation: 0xDEAD_BEEF_F00D_CAFE,
 };
-
-fn ok(st: ag_status, what: &str) {
-    assert_eq!(st, AG_STATUS_OK, "{what}: {st}");
-}
-
-fn status_name(st: ag_status) -> String {
-    // SAFETY: ag_status_str returns a static NUL-terminated string.
-    unsafe { CStr::from_ptr(ag_status_str(st)) }
-        .to_string_lossy()
-        .into_owned()
-}
-
-fn last_error(ctx: *const ag_context) -> String {
-    // SAFETY: never NULL, NUL-terminated, valid until the next call on ctx.
-    unsafe { CStr::from_ptr(ag_context_last_error(ctx)) }
-        .to_string_lossy()
-        .into_owned()
-}
 
 fn new_ctx() -> *mut ag_context {
     let mut c = null_mut();
@@ -254,123 +240,15 @@ fn assert_still_trains(fx: &mut Fx, what: &str) {
 // ---- NULL arguments -------------------------------------------------------------------
 
 /// Every exported function with a NULL context: NULL_ARGUMENT, and no
-/// out-param written.
+/// out-param written (the table is in tests/common/null_context.rs;
+/// tests/header_tables.rs checks it lists every function of the header).
 #[test]
 fn null_context_for_every_function() {
-    let n = null_mut::<ag_context>();
     let fx = Fx::new();
-    let (p, q) = (fx.w1, fx.w2);
-    let shape = [2usize, 2];
-    let data = [1.0f32; 4];
-    let ids = [0i32; 2];
-    let mut o = SENTINEL;
-    let mut s = MemoryStats {
-        resets: 77,
-        ..Default::default()
-    };
-    let mut dims = [9usize; AG_MAX_DIMS];
-    let (mut nd, mut numel, mut f, mut ulen) = (9usize, 9usize, 9.0f32, 9usize);
-    let mut buf = [9.0f32; 4];
-    let mut user = [9u8; 4];
-    let path = CString::new("/tmp/never-written.ckpt").unwrap();
-    let calls: Vec<(&str, ag_status)> = vec![
-        ("ag_reset", ag_reset(n)),
-        ("ag_set_grad_enabled", ag_set_grad_enabled(n, false)),
-        ("ag_set_arena_limit", ag_set_arena_limit(n, 0)),
-        ("ag_memory_stats", ag_memory_stats(n, &mut s)),
-        (
-            "ag_param_new",
-            ag_param_new(n, shape.as_ptr(), 2, data.as_ptr(), &mut o),
-        ),
-        ("ag_param_write", ag_param_write(n, p, data.as_ptr(), 4)),
-        (
-            "ag_tensor_new",
-            ag_tensor_new(n, shape.as_ptr(), 2, data.as_ptr(), &mut o),
-        ),
-        (
-            "ag_tensor_shape",
-            ag_tensor_shape(n, p, dims.as_mut_ptr(), &mut nd),
-        ),
-        ("ag_tensor_numel", ag_tensor_numel(n, p, &mut numel)),
-        ("ag_tensor_read", ag_tensor_read(n, p, buf.as_mut_ptr(), 4)),
-        (
-            "ag_tensor_read_grad",
-            ag_tensor_read_grad(n, p, buf.as_mut_ptr(), 4),
-        ),
-        ("ag_tensor_item", ag_tensor_item(n, p, &mut f)),
-        ("ag_backward", ag_backward(n, p)),
-        ("ag_zero_grad", ag_zero_grad(n)),
-        ("ag_optimizer_sgd", ag_optimizer_sgd(n, 0.1, 0.0, 0.0)),
-        (
-            "ag_optimizer_adamw",
-            ag_optimizer_adamw(n, 0.1, 0.9, 0.999, 1e-8, 0.0),
-        ),
-        ("ag_optimizer_set_lr", ag_optimizer_set_lr(n, 0.1)),
-        ("ag_optimizer_step", ag_optimizer_step(n)),
-        ("ag_clip_grad_norm", ag_clip_grad_norm(n, 1.0, &mut f)),
-        (
-            "ag_checkpoint_save",
-            ag_checkpoint_save(n, path.as_ptr(), null(), 0),
-        ),
-        (
-            "ag_checkpoint_load",
-            ag_checkpoint_load(n, path.as_ptr(), user.as_mut_ptr(), 4, &mut ulen),
-        ),
-        (
-            "ag_checkpoint_load_bytes",
-            ag_checkpoint_load_bytes(n, user.as_ptr(), 4, user.as_mut_ptr(), 4, &mut ulen),
-        ),
-        ("ag_test_panic", ag_test_panic(n)),
-        (
-            "ag_test_fail_allocation",
-            ag_test_fail_allocation(n, 1, false, null_mut()),
-        ),
-        ("ag_add", ag_add(n, p, p, &mut o)),
-        ("ag_sub", ag_sub(n, p, p, &mut o)),
-        ("ag_mul", ag_mul(n, p, p, &mut o)),
-        ("ag_div", ag_div(n, p, p, &mut o)),
-        ("ag_neg", ag_neg(n, p, &mut o)),
-        ("ag_exp", ag_exp(n, p, &mut o)),
-        ("ag_log", ag_log(n, p, &mut o)),
-        ("ag_tanh", ag_tanh(n, p, &mut o)),
-        ("ag_relu", ag_relu(n, p, &mut o)),
-        ("ag_sigmoid", ag_sigmoid(n, p, &mut o)),
-        ("ag_gelu", ag_gelu(n, p, &mut o)),
-        ("ag_sum", ag_sum(n, p, &mut o)),
-        ("ag_mean", ag_mean(n, p, &mut o)),
-        ("ag_scale", ag_scale(n, p, 2.0, &mut o)),
-        ("ag_sum_axis", ag_sum_axis(n, p, 0, false, &mut o)),
-        ("ag_mean_axis", ag_mean_axis(n, p, 0, true, &mut o)),
-        ("ag_reshape", ag_reshape(n, p, shape.as_ptr(), 2, &mut o)),
-        (
-            "ag_permute",
-            ag_permute(n, p, [1usize, 0].as_ptr(), 2, &mut o),
-        ),
-        ("ag_transpose", ag_transpose(n, p, 0, 1, &mut o)),
-        ("ag_matmul", ag_matmul(n, p, q, false, false, &mut o)),
-        ("ag_bmm", ag_bmm(n, p, q, false, false, &mut o)),
-        ("ag_linear", ag_linear(n, p, q, null(), &mut o)),
-        ("ag_embedding", ag_embedding(n, p, ids.as_ptr(), 2, &mut o)),
-        (
-            "ag_cross_entropy",
-            ag_cross_entropy(n, p, ids.as_ptr(), 2, &mut o),
-        ),
-        ("ag_layernorm", ag_layernorm(n, p, q, q, &mut o)),
-        ("ag_softmax", ag_softmax(n, p, true, 1.0, &mut o)),
-        ("ag_attention", ag_attention(n, p, 1, &mut o)),
-    ];
-    for (name, st) in &calls {
-        assert_eq!(*st, AG_STATUS_NULL_ARGUMENT, "{name}(NULL, ...)");
+    for (name, st) in null_context::calls_with_a_null_context(fx.w1, fx.w2) {
+        assert_eq!(st, AG_STATUS_NULL_ARGUMENT, "{name}(NULL, ...)");
     }
-    assert_eq!(o, SENTINEL);
-    assert_eq!(s.resets, 77);
-    assert_eq!(
-        (dims, nd, numel, f, buf, user, ulen),
-        ([9; AG_MAX_DIMS], 9, 9, 9.0, [9.0; 4], [9; 4], 9)
-    );
-    assert_eq!(ag_context_new(null_mut()), AG_STATUS_NULL_ARGUMENT);
-    assert!(last_error(null()).contains("NULL"));
-    assert!(!std::path::Path::new("/tmp/never-written.ckpt").exists());
+    null_context::check_functions_without_a_null_context_status();
 }
 
 /// NULL out-pointers and NULL data pointers on a live context: NULL_ARGUMENT
@@ -771,18 +649,18 @@ fn forged_handles_are_refused() {
         );
         assert_eq!(ag_backward(c, h), AG_STATUS_INVALID_HANDLE, "{what}");
     }
-    // An all-zero handle carries context id 0, which no context ever gets:
-    // it is refused as WRONG_CONTEXT (the id check runs first).
-    // NOTE for the report: RELIABILITY.md row 4 lists "0" under
-    // INVALID_HANDLE; the library answers WRONG_CONTEXT. Either refuses it.
+    // An all-zero handle (a zero-initialised variable) carries context id 0,
+    // which no context ever gets: it is malformed, not another context's
+    // handle.
     let zero = ag_tensor {
         index: 0,
         context: 0,
         generation: 0,
     };
     let st = ag_tanh(c, zero, &mut o);
-    assert!(
-        st == AG_STATUS_WRONG_CONTEXT || st == AG_STATUS_INVALID_HANDLE,
+    assert_eq!(
+        st,
+        AG_STATUS_INVALID_HANDLE,
         "zeroed handle: {}",
         status_name(st)
     );
@@ -805,8 +683,8 @@ fn free_null_double_free_and_use_after_free() {
     let p = param(c, &[2], &[1.0, 2.0]);
     ok(ag_context_free(&mut c), "ag_context_free");
     assert!(c.is_null(), "free clears the caller's variable");
-    // Checked right away, before this thread makes another context (a new
-    // one could reuse the address; see the report).
+    // Checked right away, before this thread makes another context (which
+    // may get the freed memory: that case has its own test below).
     assert_eq!(
         ag_context_free(&mut copy),
         AG_STATUS_INVALID_CONTEXT,
@@ -1546,21 +1424,19 @@ fn status_str_and_version_are_static() {
     assert_eq!(v, env!("CARGO_PKG_VERSION"));
 }
 
-// ---- regression tests for library bugs found while writing these tests ----------------
+// ---- freed memory reused, crafted checkpoints --------------------------------------------
 
-/// LIBRARY BUG (use after free not detected once the address is reused):
-/// the registry of live contexts holds addresses, and the allocator hands
-/// a freed context's address to the next context made on this thread. A
-/// stale copy of the freed pointer then passes the registry check and acts
-/// on the new context; it can even free it. RELIABILITY.md rows 14 and 15
-/// ask for detection (the registry there is keyed by context id).
+/// The allocator often hands a freed context's memory to the next context
+/// made on the same thread. A stale copy of the freed pointer must still be
+/// refused (INVALID_CONTEXT), and must neither act on nor free the new
+/// context: the library's context pointers are tokens it never reuses, not
+/// addresses.
 #[test]
 fn use_after_free_is_detected_even_when_the_address_is_reused() {
     let mut a = new_ctx();
     let stale = a;
     ok(ag_context_free(&mut a), "ag_context_free");
     let mut b = new_ctx();
-    // Today `b == stale` (glibc reuses the block) and both asserts fail.
     assert_eq!(
         ag_reset(stale),
         AG_STATUS_INVALID_CONTEXT,
@@ -1576,14 +1452,12 @@ fn use_after_free_is_detected_even_when_the_address_is_reused() {
     ok(ag_context_free(&mut b), "ag_context_free");
 }
 
-/// LIBRARY BUG (a crafted checkpoint panics instead of CHECKPOINT_CORRUPT):
-/// `checkpoint_validate` accepts optimizer kind 0 ("none") with a non-zero
-/// moment count and sizes the payload by that count, while
-/// `checkpoint_commit` reads as many moments as the *model's* optimizer
-/// has. Kind 0 + 1 moment loaded into an AdamW model (2 moments) slices
-/// past the end of the file: PANIC, context poisoned. With a larger user
-/// blob it would instead load bytes of the blob as optimizer state. The CRC
-/// is no defence (anyone can recompute a CRC32).
+/// A checkpoint whose optimizer kind 0 ("none") comes with a moment count
+/// is corrupt. Validation has to agree with what loading will read: loading
+/// into an AdamW model reads two moments per parameter, so a file sized for
+/// one would be read past its end (or, with user bytes after it, have those
+/// bytes read as optimizer state). The CRC is no defence: anyone can
+/// recompute a CRC32.
 #[test]
 fn crafted_checkpoint_with_inconsistent_moments_is_corrupt() {
     let mut src = arenagrad::Context::new();
@@ -1606,8 +1480,6 @@ fn crafted_checkpoint_with_inconsistent_moments_is_corrupt() {
     );
     let mut ulen = 0usize;
     let st = ag_checkpoint_load_bytes(c, body.as_ptr(), body.len(), null_mut(), 0, &mut ulen);
-    // Today: AG_STATUS_PANIC ("range end index 124 out of range for slice
-    // of length 120"), and the context is poisoned.
     assert_eq!(st, AG_STATUS_CHECKPOINT_CORRUPT, "{}", last_error(c));
     let mut c = c;
     ok(ag_context_free(&mut c), "ag_context_free");

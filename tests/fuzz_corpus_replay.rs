@@ -16,6 +16,7 @@
 mod fuzz_logic;
 
 use arenagrad::ffi::*;
+use fuzz_logic::ffi_ops::ids;
 use std::path::{Path, PathBuf};
 
 fn corpus(target: &str) -> Vec<PathBuf> {
@@ -36,21 +37,45 @@ fn ffi_ops_corpus_replays() {
     let files = corpus("ffi_ops");
     assert!(!files.is_empty(), "empty ffi_ops corpus");
     let (mut calls, mut ok) = (0, 0);
+    let mut by_id = vec![(0u64, 0u64); 256];
     for f in &files {
         let data = std::fs::read(f).unwrap();
-        let r = std::panic::catch_unwind(|| fuzz_logic::run_ffi_ops(&data));
-        match r {
-            Ok((c, k)) => {
-                calls += c;
-                ok += k;
-            }
-            Err(_) => panic!("ffi_ops input {} fails", f.display()),
+        let Ok(r) = std::panic::catch_unwind(|| fuzz_logic::run_ffi_ops(&data)) else {
+            panic!("ffi_ops input {} fails", f.display());
+        };
+        calls += r.calls;
+        ok += r.ok;
+        for (total, (n, n_ok)) in by_id.iter_mut().zip(r.by_id) {
+            total.0 += n;
+            total.1 += n_ok;
         }
     }
     println!(
         "ffi_ops: {} inputs, {calls} C API calls ({ok} returned OK)",
         files.len()
     );
+    // The corpus keeps meaning something: every id of the alphabet is in
+    // it, and (for the ids that make a C call with a status) reaches a
+    // successful call, except loading checkpoint bytes, which the
+    // checkpoint_load target covers with valid checkpoints.
+    let mut missing = Vec::new();
+    for &(id, name) in ids::ALL {
+        let (n, n_ok) = by_id[id as usize];
+        println!("  {name:<26} {n:>5} calls, {n_ok:>5} OK");
+        let status_free = (ids::CONTEXT_FREE..=ids::FORGED_CONTEXT).contains(&id);
+        if n == 0 || (n_ok == 0 && !status_free && id != ids::CHECKPOINT_LOAD_BYTES) {
+            missing.push(name);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "fuzz/corpus/ffi_ops never reaches (a successful call of) {missing:?}: \
+         add an input, e.g. by fuzzing (scripts/fuzz.sh keeps inputs with new coverage)"
+    );
+    let mut seen = std::collections::BTreeSet::new();
+    for &(id, name) in ids::ALL {
+        assert!(seen.insert(id), "{name}: id {id:#04x} given twice");
+    }
 }
 
 #[test]

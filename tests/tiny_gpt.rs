@@ -1,11 +1,13 @@
-//! Model test (STYLE.md section 7, RELIABILITY.md goals G6/G7): the tiny
-//! GPT with a fixed seed. Its first losses are pinned, it learns, a
+//! Model test: the tiny GPT with a fixed seed. Its first losses are pinned, it learns, a
 //! whole-model finite-difference check agrees with backward, backward is
 //! reproducible bit for bit, and a zero upstream gradient gives exactly-zero
 //! gradients.
 
-use arenagrad::gpt::{Gpt, GptConfig, Rng, sample_batch, vocabulary};
+mod common;
+
 use arenagrad::{Context, Tensor};
+use common::gpt::{Gpt, GptConfig, Rng, sample_batch, vocabulary};
+use common::text::{generated_text, shakespeare_tiny};
 
 /// Where the text came from: the pins differ between the two.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -16,34 +18,10 @@ enum Source {
 
 /// The tiny Shakespeare corpus if present, else a generated text.
 fn corpus() -> (Vec<u8>, Source) {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../shared/data/shakespeare_tiny.txt"
-    );
-    match std::fs::read(path) {
-        Ok(t) if t.len() > 10_000 => (t, Source::Shakespeare),
-        _ => (generated_text(200_000), Source::Generated),
+    match shakespeare_tiny() {
+        Some(t) => (t, Source::Shakespeare),
+        None => (generated_text(200_000), Source::Generated),
     }
-}
-
-/// Pseudo-English from a fixed word list and a fixed seed.
-fn generated_text(n: usize) -> Vec<u8> {
-    const WORDS: &[&str] = &[
-        "the", "king", "queen", "lord", "of", "and", "to", "my", "a", "is", "that", "in", "thou",
-        "thee", "love", "what", "shall", "be", "not", "with", "her", "his", "sweet", "night",
-    ];
-    let mut rng = Rng(2024);
-    let mut t = Vec::with_capacity(n + 16);
-    while t.len() < n {
-        t.extend_from_slice(WORDS[rng.below(WORDS.len())].as_bytes());
-        t.push(match rng.below(12) {
-            0 => b'.',
-            1 => b'\n',
-            2 => b',',
-            _ => b' ',
-        });
-    }
-    t
 }
 
 const MODEL_SEED: u64 = 1;
@@ -337,4 +315,41 @@ fn zero_upstream_gradient_gives_exactly_zero_gradients() {
     // The same batch with scale 1 does give gradients (the check is not vacuous).
     let g1 = run.gradients(Some(1.0));
     assert!(g1.iter().flatten().any(|&x| x != 0.0));
+}
+
+/// The model on a short repeated sentence: its parameter count fits the
+/// parameter bytes, and 60 AdamW steps take the loss from ln V to well below.
+#[test]
+fn tiny_gpt_learns_and_counts_params() {
+    let text: Vec<u8> = b"to be or not to be, that is the question. "
+        .iter()
+        .cycle()
+        .take(4000)
+        .copied()
+        .collect();
+    let (map, v) = vocabulary(&text);
+    let cfg = GptConfig {
+        batch: 4,
+        ..GptConfig::tiny(v)
+    };
+    let mut ctx = Context::new();
+    let gpt = Gpt::new(&mut ctx, cfg, 1).unwrap();
+    assert!(ctx.memory_stats().param_bytes as usize / 8 >= gpt.num_params());
+    Gpt::adamw(&mut ctx, 3e-3).unwrap();
+    let mut rng = Rng(2);
+    let (mut ids, mut tg) = (vec![0; cfg.tokens()], vec![0; cfg.tokens()]);
+    let mut first = 0.0;
+    let mut last = 0.0;
+    for i in 0..60 {
+        sample_batch(&mut rng, &text, &map, cfg.block_size, &mut ids, &mut tg);
+        last = gpt.train_step(&mut ctx, &ids, &tg).unwrap();
+        if i == 0 {
+            first = last;
+        }
+    }
+    assert!(
+        (first - (v as f32).ln()).abs() < 0.2,
+        "initial loss {first} vs ln V"
+    );
+    assert!(last < first * 0.6, "{first} -> {last}");
 }

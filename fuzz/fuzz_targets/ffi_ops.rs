@@ -1,5 +1,5 @@
 //! Stateful sequences of C API calls decoded from the input; see
-//! `arenagrad_fuzz::FfiOps` (fuzz/src/lib.rs) for the alphabet and checks.
+//! fuzz/src/ffi_ops/ (ids.rs for the alphabet) for the calls and checks.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

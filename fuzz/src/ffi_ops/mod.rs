@@ -1,0 +1,262 @@
+//! The `ffi_ops` target: an input is a program of up to [`MAX_CALLS`] C API
+//! calls over two contexts. Each call starts with an id byte ([`ids`]) that
+//! names the function; its arguments are decoded from the bytes after it
+//! (`args.rs`). Every call is checked (`check.rs`); at the end both contexts
+//! must still run a fixed iteration exactly ([`FfiOps::finish`]).
+//!
+//! The calls, by API area: `tensors.rs` (parameters, tensors, reads and
+//! writes), `ops.rs`, `training.rs` (backward, iterations, optimizers,
+//! memory caps), `lifecycle.rs` (checkpoints, contexts).
+
+mod args;
+mod check;
+pub mod ids;
+mod lifecycle;
+mod ops;
+mod tensors;
+mod training;
+
+use super::bytes::Bytes;
+use super::{RUN, SENTINEL, documented, last_error, status_name, trace};
+use arenagrad::MemoryStats;
+use arenagrad::ffi::*;
+use std::path::PathBuf;
+use std::ptr::null_mut;
+use std::sync::atomic::Ordering;
+
+/// Largest element count of a tensor the harness creates itself (derived
+/// tensors can be bigger: broadcasting, matmul).
+pub const MAX_NUMEL: usize = 512;
+/// Calls decoded from one input at most.
+pub const MAX_CALLS: usize = 256;
+/// Parameters per context the harness creates at most.
+pub const MAX_PARAMS: usize = 32;
+/// Arena cap the harness keeps in force between calls: a fuzzed limit of 0
+/// ("no cap") or above this is set, checked, and replaced by this cap, so
+/// chains of broadcasts cannot grow an input's memory without bound.
+pub const ARENA_CAP: usize = 64 << 20;
+/// Handles remembered (valid, stale, from the other context).
+const POOL: usize = 64;
+/// Capacity of the read buffers (one more than MAX_NUMEL: wrong lengths).
+const BUF: usize = MAX_NUMEL + 1;
+const MAX_IDS: usize = 64;
+/// What a float out-parameter holds before a call that must not write it.
+const FILL: f32 = -1234.5;
+
+/// Which context pointer a call gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Target {
+    /// A live context of the harness (0 or 1).
+    Live(usize),
+    Null,
+    /// A freed or forged pointer: must be refused with INVALID_CONTEXT.
+    Invalid(usize),
+}
+
+/// What the harness knows before a call.
+struct Pre {
+    live: Option<usize>,
+    stats: MemoryStats,
+    /// Some handle argument is certainly invalid for the target context.
+    bad_handle: bool,
+}
+
+/// State of one `ffi_ops` run: two contexts, remembered handles, the
+/// expected parameter values of context 0.
+pub struct FfiOps<'a> {
+    input: Bytes<'a>,
+    ctx: [*mut ag_context; 2],
+    ids: [u32; 2],
+    /// Addresses of contexts freed during the run, and forged ones.
+    invalid: Vec<usize>,
+    pool: Vec<ag_tensor>,
+    params0: Vec<(ag_tensor, usize)>,
+    expected0: Vec<u32>,
+    dir: PathBuf,
+    /// Id of the call being run.
+    id: u8,
+    calls: u64,
+    ok: u64,
+    by_id: Vec<(u64, u64)>,
+}
+
+/// What one input did.
+pub struct RunStats {
+    /// C API calls made.
+    pub calls: u64,
+    /// C API calls that returned OK.
+    pub ok: u64,
+    /// Indexed by id: calls decoded, and C API calls under them that
+    /// returned OK.
+    pub by_id: Vec<(u64, u64)>,
+}
+
+/// Runs one `ffi_ops` input. Panics on any broken guarantee.
+pub fn run_ffi_ops(data: &[u8]) -> RunStats {
+    let mut h = FfiOps::new(data);
+    h.run();
+    h.finish();
+    RunStats {
+        calls: h.calls,
+        ok: h.ok,
+        by_id: h.by_id,
+    }
+}
+
+fn new_context() -> (*mut ag_context, u32) {
+    let mut p: *mut ag_context = null_mut();
+    assert_eq!(ag_context_new(&mut p), AG_STATUS_OK);
+    assert!(!p.is_null());
+    // Learn the context id from a probe handle, then end the iteration.
+    let mut t = SENTINEL;
+    let shape = [1usize];
+    let v = [0.0f32];
+    assert_eq!(
+        ag_tensor_new(p, shape.as_ptr(), 1, v.as_ptr(), &mut t),
+        AG_STATUS_OK
+    );
+    assert_eq!(ag_reset(p), AG_STATUS_OK);
+    assert_eq!(ag_set_arena_limit(p, ARENA_CAP), AG_STATUS_OK);
+    (p, t.context)
+}
+
+impl<'a> FfiOps<'a> {
+    pub fn new(data: &'a [u8]) -> Self {
+        let (c0, i0) = new_context();
+        let (c1, i1) = new_context();
+        let run = RUN.fetch_add(1, Ordering::Relaxed);
+        let base = if std::path::Path::new("/dev/shm").is_dir() {
+            PathBuf::from("/dev/shm")
+        } else {
+            std::env::temp_dir()
+        };
+        let dir = base.join(format!("ag_fuzz_{}_{run}", std::process::id()));
+        FfiOps {
+            input: Bytes::new(data),
+            ctx: [c0, c1],
+            ids: [i0, i1],
+            // `ag_context *` values are tokens the library looks up, never
+            // dereferences; tokens count up from 1, so these are never live.
+            invalid: vec![0xd_eadb_eef0, usize::MAX & !7, 1 << 62],
+            pool: Vec::new(),
+            params0: Vec::new(),
+            expected0: Vec::new(),
+            dir,
+            id: 0,
+            calls: 0,
+            ok: 0,
+            by_id: vec![(0, 0); 256],
+        }
+    }
+
+    /// Decodes and runs the calls of the input.
+    pub fn run(&mut self) {
+        let mut n = 0;
+        while !self.input.done() && n < MAX_CALLS {
+            n += 1;
+            let id = self.input.u8();
+            self.id = id;
+            self.by_id[id as usize].0 += 1;
+            self.call(id);
+        }
+    }
+
+    /// Runs the call named by `id`; an unknown id is skipped.
+    fn call(&mut self, id: u8) {
+        match id {
+            ids::PARAM_NEW => self.param_new(),
+            ids::TENSOR_NEW => self.tensor_new(),
+            ids::PARAM_WRITE => self.param_write(),
+            ids::TENSOR_READ => self.read(tensors::Read::Values),
+            ids::TENSOR_READ_GRAD => self.read(tensors::Read::Grad),
+            ids::TENSOR_ITEM => self.read(tensors::Read::Item),
+            ids::TENSOR_SHAPE => self.read(tensors::Read::Shape),
+            ids::TENSOR_NUMEL => self.read(tensors::Read::Numel),
+
+            ids::ADD => self.binary("ag_add", ag_add),
+            ids::SUB => self.binary("ag_sub", ag_sub),
+            ids::MUL => self.binary("ag_mul", ag_mul),
+            ids::DIV => self.binary("ag_div", ag_div),
+            ids::NEG => self.unary("ag_neg", ag_neg),
+            ids::EXP => self.unary("ag_exp", ag_exp),
+            ids::LOG => self.unary("ag_log", ag_log),
+            ids::TANH => self.unary("ag_tanh", ag_tanh),
+            ids::RELU => self.unary("ag_relu", ag_relu),
+            ids::SIGMOID => self.unary("ag_sigmoid", ag_sigmoid),
+            ids::GELU => self.unary("ag_gelu", ag_gelu),
+            ids::SUM => self.unary("ag_sum", ag_sum),
+            ids::MEAN => self.unary("ag_mean", ag_mean),
+            ids::SCALE => self.scale(),
+            ids::SUM_AXIS => self.reduce_axis("ag_sum_axis", ag_sum_axis),
+            ids::MEAN_AXIS => self.reduce_axis("ag_mean_axis", ag_mean_axis),
+            ids::RESHAPE => self.reshape(),
+            ids::PERMUTE => self.permute(),
+            ids::TRANSPOSE => self.transpose(),
+            ids::MATMUL => self.product("ag_matmul", ag_matmul),
+            ids::BMM => self.product("ag_bmm", ag_bmm),
+            ids::LINEAR => self.linear(),
+            ids::EMBEDDING => self.embedding(),
+            ids::CROSS_ENTROPY => self.cross_entropy(),
+            ids::LAYERNORM => self.layernorm(),
+            ids::SOFTMAX => self.softmax(),
+            ids::ATTENTION => self.attention(),
+
+            ids::BACKWARD => self.backward(),
+            ids::ZERO_GRAD => self.zero_grad(),
+            ids::RESET => self.reset(),
+            ids::SET_GRAD_ENABLED => self.set_grad_enabled(),
+            ids::MEMORY_STATS => self.memory_stats(),
+            ids::SET_ARENA_LIMIT => self.arena_limit(),
+            ids::OPTIMIZER_SGD => self.optimizer_sgd(),
+            ids::OPTIMIZER_ADAMW => self.optimizer_adamw(),
+            ids::OPTIMIZER_SET_LR => self.optimizer_set_lr(),
+            ids::OPTIMIZER_STEP => self.optimizer_step(),
+            ids::CLIP_GRAD_NORM => self.clip(),
+            ids::FAIL_ALLOCATION => self.fail_allocation(),
+
+            ids::CHECKPOINT_LOAD_BYTES => self.load_bytes(),
+            ids::CHECKPOINT_SAVE_LOAD_PEEK => self.save_load_peek(),
+
+            ids::CONTEXT_FREE => self.context_free(),
+            ids::CONTEXT_NEW => self.context_new(),
+            ids::CONTEXT_NULLS => self.context_nulls(),
+            ids::STATUS_STR => self.status_str(),
+            ids::LAST_ERROR => self.last_error_of_any(),
+            ids::FORGED_CONTEXT => self.forged_context(),
+            _ => {}
+        }
+    }
+
+    /// After the input: every live context must still work (a fixed
+    /// iteration gives the exact expected value), then both are freed.
+    pub fn finish(&mut self) {
+        self.verify_params("by the end of the input");
+        for i in 0..2 {
+            let c = self.ctx[i];
+            if c.is_null() {
+                continue;
+            }
+            assert_eq!(
+                ag_test_fail_allocation(c, 0, false, null_mut()),
+                AG_STATUS_OK
+            );
+            assert_eq!(ag_set_arena_limit(c, 0), AG_STATUS_OK);
+            assert_eq!(ag_set_grad_enabled(c, true), AG_STATUS_OK);
+            assert_eq!(ag_reset(c), AG_STATUS_OK);
+            let shape = [2usize];
+            let v = [1.5f32, 2.5];
+            let mut x = SENTINEL;
+            let st = ag_tensor_new(c, shape.as_ptr(), 1, v.as_ptr(), &mut x);
+            assert_eq!(st, AG_STATUS_OK, "context {i} unusable: {}", last_error(c));
+            let mut s = SENTINEL;
+            assert_eq!(ag_sum(c, x, &mut s), AG_STATUS_OK, "{}", last_error(c));
+            let mut out = 0.0f32;
+            assert_eq!(ag_tensor_item(c, s, &mut out), AG_STATUS_OK);
+            assert_eq!(out, 4.0);
+            let mut p = c;
+            assert_eq!(ag_context_free(&mut p), AG_STATUS_OK);
+            self.ctx[i] = null_mut();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

@@ -1,0 +1,152 @@
+//! The ops: each reads the context, its tensor handles and its other
+//! arguments from the input, then runs through [`FfiOps::op`], which checks
+//! the status, the out-handle and what a failure leaves behind.
+
+use super::FfiOps;
+use arenagrad::ffi::*;
+use std::ptr::null;
+
+type Unary = extern "C" fn(*mut ag_context, ag_tensor, *mut ag_tensor) -> ag_status;
+type Binary = extern "C" fn(*mut ag_context, ag_tensor, ag_tensor, *mut ag_tensor) -> ag_status;
+type Product =
+    extern "C" fn(*mut ag_context, ag_tensor, ag_tensor, bool, bool, *mut ag_tensor) -> ag_status;
+type ReduceAxis = extern "C" fn(*mut ag_context, ag_tensor, i32, bool, *mut ag_tensor) -> ag_status;
+
+impl FfiOps<'_> {
+    /// Element-wise maps and full reductions: one tensor in.
+    pub(super) fn unary(&mut self, name: &str, f: Unary) {
+        let t = self.target();
+        let x = self.handle();
+        self.op(name, t, &[x], |c, o| f(c, x, o));
+    }
+
+    /// Broadcasting element-wise ops.
+    pub(super) fn binary(&mut self, name: &str, f: Binary) {
+        let t = self.target();
+        let a = self.handle();
+        let b = self.handle();
+        self.op(name, t, &[a, b], |c, o| f(c, a, b, o));
+    }
+
+    pub(super) fn layernorm(&mut self) {
+        let t = self.target();
+        let x = self.handle();
+        let w = self.handle();
+        let b = self.handle();
+        self.op("ag_layernorm", t, &[x, w, b], |c, o| {
+            ag_layernorm(c, x, w, b, o)
+        });
+    }
+
+    pub(super) fn scale(&mut self) {
+        let t = self.target();
+        let x = self.handle();
+        let s = self.input.f32();
+        self.op("ag_scale", t, &[x], |c, o| ag_scale(c, x, s, o));
+    }
+
+    pub(super) fn reduce_axis(&mut self, name: &str, f: ReduceAxis) {
+        let t = self.target();
+        let x = self.handle();
+        let axis = self.input.axis();
+        let keep = self.input.bool();
+        self.op(name, t, &[x], |c, o| f(c, x, axis, keep, o));
+    }
+
+    pub(super) fn reshape(&mut self) {
+        let t = self.target();
+        let x = self.handle();
+        let (dims, nd) = self.shape();
+        let p = if self.input.u8() == 0 {
+            null()
+        } else {
+            dims.as_ptr()
+        };
+        self.op("ag_reshape", t, &[x], |c, o| ag_reshape(c, x, p, nd, o));
+    }
+
+    pub(super) fn permute(&mut self) {
+        let t = self.target();
+        let x = self.handle();
+        let nd = self.input.u8() as usize % 8;
+        let mut perm = [0usize; 8];
+        let mode = self.input.u8();
+        for (i, v) in perm.iter_mut().enumerate() {
+            *v = match mode % 4 {
+                0 => nd.saturating_sub(1 + i),
+                1 => (i + 1) % nd.max(1),
+                _ => self.input.small_usize(),
+            };
+        }
+        let p = if mode == 255 { null() } else { perm.as_ptr() };
+        self.op("ag_permute", t, &[x], |c, o| ag_permute(c, x, p, nd, o));
+    }
+
+    pub(super) fn transpose(&mut self) {
+        let t = self.target();
+        let x = self.handle();
+        let a = self.input.small_usize();
+        let b = self.input.small_usize();
+        self.op("ag_transpose", t, &[x], |c, o| ag_transpose(c, x, a, b, o));
+    }
+
+    /// ag_matmul and ag_bmm: bits 0 and 1 of the flags byte transpose a
+    /// and b.
+    pub(super) fn product(&mut self, name: &str, f: Product) {
+        let t = self.target();
+        let a = self.handle();
+        let b = self.handle();
+        let fl = self.input.u8();
+        let (ta, tb) = (fl & 1 == 1, fl & 2 == 2);
+        self.op(name, t, &[a, b], |c, o| f(c, a, b, ta, tb, o));
+    }
+
+    pub(super) fn linear(&mut self) {
+        let t = self.target();
+        let x = self.handle();
+        let w = self.handle();
+        let bias = self.handle();
+        if self.input.bool() {
+            self.op("ag_linear", t, &[x, w, bias], |c, o| {
+                ag_linear(c, x, w, &bias, o)
+            });
+        } else {
+            self.op("ag_linear", t, &[x, w], |c, o| {
+                ag_linear(c, x, w, null(), o)
+            });
+        }
+    }
+
+    pub(super) fn embedding(&mut self) {
+        let t = self.target();
+        let w = self.handle();
+        let (ids, n, null_ids) = self.ids();
+        let p = if null_ids { null() } else { ids.as_ptr() };
+        self.op("ag_embedding", t, &[w], |c, o| ag_embedding(c, w, p, n, o));
+    }
+
+    pub(super) fn cross_entropy(&mut self) {
+        let t = self.target();
+        let x = self.handle();
+        let (ids, n, null_ids) = self.ids();
+        let p = if null_ids { null() } else { ids.as_ptr() };
+        self.op("ag_cross_entropy", t, &[x], |c, o| {
+            ag_cross_entropy(c, x, p, n, o)
+        });
+    }
+
+    pub(super) fn softmax(&mut self) {
+        let t = self.target();
+        let x = self.handle();
+        let causal = self.input.bool();
+        let s = self.input.f32();
+        self.op("ag_softmax", t, &[x], |c, o| ag_softmax(c, x, causal, s, o));
+    }
+
+    pub(super) fn attention(&mut self) {
+        let t = self.target();
+        let x = self.handle();
+        let nh = self.input.small_usize();
+        self.op("ag_attention", t, &[x], |c, o| ag_attention(c, x, nh, o));
+    }
+}

@@ -1,0 +1,224 @@
+//! Training calls: backward, the iteration's resets and switches, the
+//! optimizers, gradient clipping, memory caps, allocation-failure injection.
+
+use super::{ARENA_CAP, FfiOps, Target, last_error};
+use arenagrad::MemoryStats;
+use arenagrad::ffi::*;
+use std::ptr::null_mut;
+
+/// An optimizer was made: its hyper-parameters must have been valid.
+fn check_accepted_hyper_parameters(func: &str, lr: f32, beta1_or_momentum: f32, wd: f32) {
+    assert!(lr.is_finite() && lr > 0.0, "{func} accepted lr {lr}");
+    assert!(
+        (0.0..1.0).contains(&beta1_or_momentum),
+        "{func} accepted beta1/momentum {beta1_or_momentum}"
+    );
+    assert!(
+        wd.is_finite() && wd >= 0.0,
+        "{func} accepted weight decay {wd}"
+    );
+}
+
+impl FfiOps<'_> {
+    pub(super) fn backward(&mut self) {
+        let t = self.target();
+        let x = self.handle();
+        let pre = self.pre(t, &[x]);
+        let st = ag_backward(self.ptr(t), x);
+        self.post("ag_backward", t, &pre, st);
+    }
+
+    /// ag_reset: every activation handle goes stale, only parameters stay.
+    pub(super) fn reset(&mut self) {
+        let t = self.target();
+        let pre = self.pre(t, &[]);
+        let st = ag_reset(self.ptr(t));
+        self.post("ag_reset", t, &pre, st);
+        if let Some(i) = pre.live {
+            assert_eq!(st, AG_STATUS_OK);
+            let s = self.stats(i);
+            assert_eq!(s.generation, pre.stats.generation.wrapping_add(1).max(1));
+            assert_eq!(s.live_tensors, s.param_count, "reset keeps only parameters");
+            assert_eq!(s.arena_used_bytes, 0);
+            assert_eq!(s.tape_len, 0);
+        }
+    }
+
+    /// A call that must succeed on a live context.
+    fn must_succeed(&self, func: &str, t: Target, st: ag_status) {
+        if matches!(t, Target::Live(_)) {
+            assert_eq!(
+                st,
+                AG_STATUS_OK,
+                "{func} must succeed: {}",
+                last_error(self.ptr(t))
+            );
+        }
+    }
+
+    pub(super) fn zero_grad(&mut self) {
+        let t = self.target();
+        let pre = self.pre(t, &[]);
+        let st = ag_zero_grad(self.ptr(t));
+        self.post("ag_zero_grad", t, &pre, st);
+        self.must_succeed("ag_zero_grad", t, st);
+        if t == Target::Live(0) {
+            assert!(
+                self.grads().iter().all(|&g| g == 0),
+                "zero_grad left a gradient"
+            );
+        }
+    }
+
+    pub(super) fn set_grad_enabled(&mut self) {
+        let t = self.target();
+        let pre = self.pre(t, &[]);
+        let enabled = !self.input.bool();
+        let st = ag_set_grad_enabled(self.ptr(t), enabled);
+        self.post("ag_set_grad_enabled", t, &pre, st);
+        self.must_succeed("ag_set_grad_enabled", t, st);
+    }
+
+    pub(super) fn memory_stats(&mut self) {
+        let t = self.target();
+        let pre = self.pre(t, &[]);
+        let null_out = self.input.bool();
+        let mut s = MemoryStats::default();
+        let p: *mut MemoryStats = if null_out { null_mut() } else { &mut s };
+        let st = ag_memory_stats(self.ptr(t), p);
+        if pre.live.is_some() && p.is_null() {
+            assert_eq!(st, AG_STATUS_NULL_ARGUMENT);
+            self.post("ag_memory_stats", t, &pre, st);
+            return;
+        }
+        if st == AG_STATUS_OK {
+            assert!(s.arena_used_bytes <= s.arena_reserved_bytes.max(s.arena_used_bytes));
+            assert!(s.arena_used_bytes <= ARENA_CAP as u64, "arena over its cap");
+            assert!(s.live_tensors >= s.param_count);
+            assert!(s.tape_len <= s.tape_capacity);
+        }
+        self.post("ag_memory_stats", t, &pre, st);
+        self.must_succeed("ag_memory_stats", t, st);
+    }
+
+    pub(super) fn optimizer_sgd(&mut self) {
+        let t = self.target();
+        let pre = self.pre(t, &[]);
+        let (lr, momentum, wd) = (self.input.f32(), self.input.f32(), self.input.f32());
+        let st = ag_optimizer_sgd(self.ptr(t), lr, momentum, wd);
+        self.post("ag_optimizer_sgd", t, &pre, st);
+        if st == AG_STATUS_OK {
+            check_accepted_hyper_parameters("ag_optimizer_sgd", lr, momentum, wd);
+        }
+    }
+
+    pub(super) fn optimizer_adamw(&mut self) {
+        let t = self.target();
+        let pre = self.pre(t, &[]);
+        let (lr, b1, b2, eps, wd) = (
+            self.input.f32(),
+            self.input.f32(),
+            self.input.f32(),
+            self.input.f32(),
+            self.input.f32(),
+        );
+        let st = ag_optimizer_adamw(self.ptr(t), lr, b1, b2, eps, wd);
+        self.post("ag_optimizer_adamw", t, &pre, st);
+        if st == AG_STATUS_OK {
+            check_accepted_hyper_parameters("ag_optimizer_adamw", lr, b1, wd);
+            assert!((0.0..1.0).contains(&b2) && eps.is_finite() && eps > 0.0);
+        }
+    }
+
+    pub(super) fn optimizer_set_lr(&mut self) {
+        let t = self.target();
+        let pre = self.pre(t, &[]);
+        let lr = self.input.f32();
+        let st = ag_optimizer_set_lr(self.ptr(t), lr);
+        self.post("ag_optimizer_set_lr", t, &pre, st);
+        if st == AG_STATUS_OK {
+            assert!(lr.is_finite() && lr > 0.0, "set_lr accepted {lr}");
+        }
+    }
+
+    pub(super) fn optimizer_step(&mut self) {
+        let t = self.target();
+        let pre = self.pre(t, &[]);
+        if t == Target::Live(0) {
+            self.verify_params("before ag_optimizer_step");
+        }
+        let st = ag_optimizer_step(self.ptr(t));
+        self.post("ag_optimizer_step", t, &pre, st);
+        self.param_event(t, "ag_optimizer_step", st);
+    }
+
+    pub(super) fn clip(&mut self) {
+        let t = self.target();
+        let pre = self.pre(t, &[]);
+        let max = self.input.f32();
+        let mut norm = f32::NAN;
+        let p: *mut f32 = if self.input.bool() {
+            &mut norm
+        } else {
+            null_mut()
+        };
+        let before = (t == Target::Live(0)).then(|| self.grads());
+        let st = ag_clip_grad_norm(self.ptr(t), max, p);
+        self.post("ag_clip_grad_norm", t, &pre, st);
+        if st == AG_STATUS_OK {
+            assert!(max.is_finite() && max > 0.0, "clip accepted max_norm {max}");
+            if !p.is_null() {
+                assert!(norm.is_finite() && norm >= 0.0, "clip norm {norm}");
+            }
+        } else if let Some(g) = before {
+            assert!(self.grads() == g, "failed clip changed gradients");
+        }
+    }
+
+    pub(super) fn arena_limit(&mut self) {
+        let t = self.target();
+        let pre = self.pre(t, &[]);
+        let b = self.input.u8();
+        let v = match b % 12 {
+            0 => 0,
+            1 => 1,
+            2 => 63,
+            3 => 64,
+            4 => 65,
+            5 => 4096,
+            6 => 1 << 16,
+            7 => 1 << 20,
+            8 => usize::MAX,
+            9 => self.input.u16() as usize * 64,
+            10 => self.input.u32() as usize,
+            _ => self.input.u16() as usize,
+        };
+        let st = ag_set_arena_limit(self.ptr(t), v);
+        self.post("ag_set_arena_limit", t, &pre, st);
+        if pre.live.is_some() {
+            assert_eq!(st, AG_STATUS_OK);
+            if v == 0 || v > ARENA_CAP {
+                let st = ag_set_arena_limit(self.ptr(t), ARENA_CAP);
+                assert_eq!(st, AG_STATUS_OK);
+            }
+        }
+    }
+
+    pub(super) fn fail_allocation(&mut self) {
+        let t = self.target();
+        let pre = self.pre(t, &[]);
+        let b = self.input.u8();
+        let at = match b % 8 {
+            0 => 0,
+            7 => self.input.u64(),
+            k => k as u64,
+        };
+        let mut counted = u64::MAX;
+        let p: *mut u64 = if b & 8 == 0 { &mut counted } else { null_mut() };
+        let st = ag_test_fail_allocation(self.ptr(t), at, b & 16 == 16, p);
+        self.post("ag_test_fail_allocation", t, &pre, st);
+        if pre.live.is_some() {
+            assert_eq!(st, AG_STATUS_OK);
+        }
+    }
+}

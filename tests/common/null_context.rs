@@ -1,0 +1,171 @@
+//! The NULL-context table: every exported function that takes a context,
+//! called with a NULL one. `tests/ffi_contract.rs` checks each call gives
+//! NULL_ARGUMENT; `tests/header_tables.rs` checks that every function of
+//! include/arenagrad.h is in the table or in [`WITHOUT_A_NULL_CONTEXT_STATUS`].
+
+use arenagrad::MemoryStats;
+use arenagrad::ffi::*;
+use std::ffi::CString;
+use std::ptr::{null, null_mut};
+
+/// The functions of the header that are not in the table, and why: they take
+/// no context, or give a NULL one a meaning of their own (checked by
+/// [`check_functions_without_a_null_context_status`]).
+pub const WITHOUT_A_NULL_CONTEXT_STATUS: [(&str, &str); 5] = [
+    ("ag_status_str", "takes no context"),
+    ("ag_version", "takes no context"),
+    (
+        "ag_context_new",
+        "makes a context: NULL out-pointer gives NULL_ARGUMENT",
+    ),
+    (
+        "ag_context_free",
+        "freeing NULL, or through a NULL pointer, does nothing",
+    ),
+    (
+        "ag_context_last_error",
+        "returns a message: one explaining the NULL",
+    ),
+];
+
+/// Calls every function that takes a context with a NULL one, `p` and `q`
+/// as tensor arguments; returns (function, status). Asserts that no
+/// out-parameter was written.
+pub fn calls_with_a_null_context(p: ag_tensor, q: ag_tensor) -> Vec<(&'static str, ag_status)> {
+    let n = null_mut::<ag_context>();
+    let shape = [2usize, 2];
+    let data = [1.0f32; 4];
+    let ids = [0i32; 2];
+    let sentinel = ag_tensor {
+        index: 0xA5A5_A5A5,
+        context: 0x5A5A_5A5A,
+        generation: 0xDEAD_BEEF_F00D_CAFE,
+    };
+    let mut o = sentinel;
+    let mut s = MemoryStats {
+        resets: 77,
+        ..Default::default()
+    };
+    let mut dims = [9usize; AG_MAX_DIMS];
+    let (mut nd, mut numel, mut f, mut ulen) = (9usize, 9usize, 9.0f32, 9usize);
+    let mut buf = [9.0f32; 4];
+    let mut user = [9u8; 4];
+    let path = CString::new("/tmp/never-written.ckpt").unwrap();
+    let mut calls: Vec<(&str, ag_status)> = vec![
+        ("ag_reset", ag_reset(n)),
+        ("ag_set_grad_enabled", ag_set_grad_enabled(n, false)),
+        ("ag_set_arena_limit", ag_set_arena_limit(n, 0)),
+        ("ag_memory_stats", ag_memory_stats(n, &mut s)),
+        (
+            "ag_param_new",
+            ag_param_new(n, shape.as_ptr(), 2, data.as_ptr(), &mut o),
+        ),
+        ("ag_param_write", ag_param_write(n, p, data.as_ptr(), 4)),
+        (
+            "ag_tensor_new",
+            ag_tensor_new(n, shape.as_ptr(), 2, data.as_ptr(), &mut o),
+        ),
+        (
+            "ag_tensor_shape",
+            ag_tensor_shape(n, p, dims.as_mut_ptr(), &mut nd),
+        ),
+        ("ag_tensor_numel", ag_tensor_numel(n, p, &mut numel)),
+        ("ag_tensor_read", ag_tensor_read(n, p, buf.as_mut_ptr(), 4)),
+        (
+            "ag_tensor_read_grad",
+            ag_tensor_read_grad(n, p, buf.as_mut_ptr(), 4),
+        ),
+        ("ag_tensor_item", ag_tensor_item(n, p, &mut f)),
+        ("ag_backward", ag_backward(n, p)),
+        ("ag_zero_grad", ag_zero_grad(n)),
+        ("ag_optimizer_sgd", ag_optimizer_sgd(n, 0.1, 0.0, 0.0)),
+        (
+            "ag_optimizer_adamw",
+            ag_optimizer_adamw(n, 0.1, 0.9, 0.999, 1e-8, 0.0),
+        ),
+        ("ag_optimizer_set_lr", ag_optimizer_set_lr(n, 0.1)),
+        ("ag_optimizer_step", ag_optimizer_step(n)),
+        ("ag_clip_grad_norm", ag_clip_grad_norm(n, 1.0, &mut f)),
+        (
+            "ag_checkpoint_save",
+            ag_checkpoint_save(n, path.as_ptr(), null(), 0),
+        ),
+        (
+            "ag_checkpoint_load",
+            ag_checkpoint_load(n, path.as_ptr(), user.as_mut_ptr(), 4, &mut ulen),
+        ),
+        (
+            "ag_checkpoint_load_bytes",
+            ag_checkpoint_load_bytes(n, user.as_ptr(), 4, user.as_mut_ptr(), 4, &mut ulen),
+        ),
+        (
+            "ag_checkpoint_peek",
+            ag_checkpoint_peek(n, path.as_ptr(), user.as_mut_ptr(), 4, &mut ulen),
+        ),
+        ("ag_add", ag_add(n, p, p, &mut o)),
+        ("ag_sub", ag_sub(n, p, p, &mut o)),
+        ("ag_mul", ag_mul(n, p, p, &mut o)),
+        ("ag_div", ag_div(n, p, p, &mut o)),
+        ("ag_neg", ag_neg(n, p, &mut o)),
+        ("ag_exp", ag_exp(n, p, &mut o)),
+        ("ag_log", ag_log(n, p, &mut o)),
+        ("ag_tanh", ag_tanh(n, p, &mut o)),
+        ("ag_relu", ag_relu(n, p, &mut o)),
+        ("ag_sigmoid", ag_sigmoid(n, p, &mut o)),
+        ("ag_gelu", ag_gelu(n, p, &mut o)),
+        ("ag_sum", ag_sum(n, p, &mut o)),
+        ("ag_mean", ag_mean(n, p, &mut o)),
+        ("ag_scale", ag_scale(n, p, 2.0, &mut o)),
+        ("ag_sum_axis", ag_sum_axis(n, p, 0, false, &mut o)),
+        ("ag_mean_axis", ag_mean_axis(n, p, 0, true, &mut o)),
+        ("ag_reshape", ag_reshape(n, p, shape.as_ptr(), 2, &mut o)),
+        (
+            "ag_permute",
+            ag_permute(n, p, [1usize, 0].as_ptr(), 2, &mut o),
+        ),
+        ("ag_transpose", ag_transpose(n, p, 0, 1, &mut o)),
+        ("ag_matmul", ag_matmul(n, p, q, false, false, &mut o)),
+        ("ag_bmm", ag_bmm(n, p, q, false, false, &mut o)),
+        ("ag_linear", ag_linear(n, p, q, null(), &mut o)),
+        ("ag_embedding", ag_embedding(n, p, ids.as_ptr(), 2, &mut o)),
+        (
+            "ag_cross_entropy",
+            ag_cross_entropy(n, p, ids.as_ptr(), 2, &mut o),
+        ),
+        ("ag_layernorm", ag_layernorm(n, p, q, q, &mut o)),
+        ("ag_softmax", ag_softmax(n, p, true, 1.0, &mut o)),
+        ("ag_attention", ag_attention(n, p, 1, &mut o)),
+    ];
+    calls.extend(test_hook_calls());
+    assert_eq!(o, sentinel);
+    assert_eq!(s.resets, 77);
+    assert_eq!(
+        (dims, nd, numel, f, buf, user, ulen),
+        ([9; AG_MAX_DIMS], 9, 9, 9.0, [9.0; 4], [9; 4], 9)
+    );
+    assert!(!std::path::Path::new("/tmp/never-written.ckpt").exists());
+    calls
+}
+
+/// The entry points that exist for tests only (`ag_test_*`).
+fn test_hook_calls() -> Vec<(&'static str, ag_status)> {
+    let n = null_mut::<ag_context>();
+    vec![
+        ("ag_test_panic", ag_test_panic(n)),
+        (
+            "ag_test_fail_allocation",
+            ag_test_fail_allocation(n, 1, false, null_mut()),
+        ),
+    ]
+}
+
+/// What the functions of [`WITHOUT_A_NULL_CONTEXT_STATUS`] do with NULL.
+pub fn check_functions_without_a_null_context_status() {
+    assert!(!ag_status_str(AG_STATUS_NULL_ARGUMENT).is_null());
+    assert!(!ag_version().is_null());
+    assert_eq!(ag_context_new(null_mut()), AG_STATUS_NULL_ARGUMENT);
+    assert_eq!(ag_context_free(null_mut()), AG_STATUS_OK);
+    let mut none = null_mut::<ag_context>();
+    assert_eq!(ag_context_free(&mut none), AG_STATUS_OK);
+    assert!(super::ffi::last_error(null()).contains("NULL"));
+}
