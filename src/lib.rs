@@ -63,8 +63,7 @@
 //!   an [`Error`] that names the op and the shapes involved.
 //! * [`Tensor`] handles, [`Shape`], [`OptimizerKind`], and the constants
 //!   [`MAX_DIMS`] and [`LAYERNORM_EPS`].
-//! * [`gpt`]: the character-level GPT used by the tests and benchmarks;
-//!   [`blas`]: the checked `sgemm` wrapper; [`checkpoint`]: the file format.
+//! * [`blas`]: the checked `sgemm` wrapper; [`checkpoint`]: the file format.
 //!
 //! Every change to a [`Context`] takes `&mut self`: one thread works on a
 //! context at a time. Unlike the C API, the Rust API does not catch panics
