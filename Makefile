@@ -21,7 +21,8 @@ DATA         := data/shakespeare.txt
 
 C_TESTS      := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c))
 C_TESTS_ASAN := $(patsubst tests/c/%.c,$(BUILD)/asan/%,$(wildcard tests/c/test_*.c))
-EXAMPLES     := $(patsubst c_examples/%.c,$(BUILD)/%,$(wildcard c_examples/*.c))
+TRAIN_FULL_SRC := $(wildcard c_examples/train_full/*.c)
+EXAMPLES     := $(patsubst c_examples/%.c,$(BUILD)/%,$(wildcard c_examples/*.c)) $(BUILD)/train_full
 
 .PHONY: all deps build header examples test test-rust test-c lint train data soak valgrind bench fuzz torture miri clean
 
@@ -45,6 +46,11 @@ header:
 $(BUILD)/%: c_examples/%.c $(LIB) include/arenagrad.h
 	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS) $< $(LIB) $(LIBS) -o $@
+
+# train_full: one program from the units in c_examples/train_full/.
+$(BUILD)/train_full: $(TRAIN_FULL_SRC) c_examples/train_full/train_full.h $(LIB) include/arenagrad.h
+	@mkdir -p $(BUILD)
+	$(CC) $(CFLAGS) $(TRAIN_FULL_SRC) $(LIB) $(LIBS) -o $@
 
 $(BUILD)/tests/%: tests/c/%.c tests/c/check.h $(LIB) include/arenagrad.h
 	@mkdir -p $(BUILD)/tests
