@@ -96,9 +96,12 @@ data: $(DATA)
 $(DATA):
 	@bash scripts/make_data.sh $@
 
-## train: build, get the corpus, train train_full (small preset) and sample
+## train: build, get the corpus, train train_full (small preset, 2,000 steps)
+## into the run folder runs/small (checkpoints, log.csv, loss.svg) and sample
+TRAIN_ARGS   := --preset small --iters 2000 --lr 2e-3 --lr-schedule cosine --warmup 100 \
+                --min-lr 1e-4 --eval-every 250 --log-every 20 --sample-chars 600 --temperature 0.8
 train: deps build examples data
-	$(BUILD)/train_full --preset small --data $(DATA) --iters 300 --eval-every 100 --sample-chars 400
+	$(BUILD)/train_full $(TRAIN_ARGS) --data $(DATA) --out runs/small
 
 ## soak: long memory-flatness runs (10,000 tiny iterations, 2,000 small)
 soak: examples
