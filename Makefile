@@ -36,7 +36,8 @@ DATA         := data/shakespeare.txt
 C_TESTS      := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c))
 C_TEST_HEADERS := tests/c/check.h tests/c/op_table.h tests/c/ops.def
 C_TESTS_ASAN := $(patsubst tests/c/%.c,$(BUILD)/asan/%,$(wildcard tests/c/test_*.c))
-EXAMPLES     := $(patsubst c_examples/%.c,$(BUILD)/%,$(wildcard c_examples/*.c))
+TRAIN_FULL_SRC := $(wildcard c_examples/train_full/*.c)
+EXAMPLES     := $(patsubst c_examples/%.c,$(BUILD)/%,$(wildcard c_examples/*.c)) $(BUILD)/train_full
 
 .PHONY: all deps build header examples test test-rust test-c test-consumer doc lint train data soak valgrind bench fuzz torture miri install uninstall clean
 
@@ -73,6 +74,11 @@ $(BUILD)/%: c_examples/%.c $(LIB) include/arenagrad.h
 	$(CC) $(CFLAGS) $< $(LIB) $(LIBS) -o $@
 
 C_TEST_DEPS  := $(C_TEST_HEADERS) tests/c/arenagrad_test_hooks.h $(LIB_HOOKS) include/arenagrad.h
+
+# train_full: one program from the units in c_examples/train_full/.
+$(BUILD)/train_full: $(TRAIN_FULL_SRC) c_examples/train_full/train_full.h $(LIB) include/arenagrad.h
+	@mkdir -p $(BUILD)
+	$(CC) $(CFLAGS) $(TRAIN_FULL_SRC) $(LIB) $(LIBS) -o $@
 
 $(BUILD)/tests/%: tests/c/%.c $(C_TEST_DEPS)
 	@mkdir -p $(BUILD)/tests
@@ -127,9 +133,12 @@ data: $(DATA)
 $(DATA):
 	@bash scripts/make_data.sh $@
 
-## train: build, get the corpus, train train_full (small preset) and sample
+## train: build, get the corpus, train train_full (small preset, 2,000 steps)
+## into the run folder runs/small (checkpoints, log.csv, loss.svg) and sample
+TRAIN_ARGS   := --preset small --iters 2000 --lr 2e-3 --lr-schedule cosine --warmup 100 \
+                --min-lr 1e-4 --eval-every 250 --log-every 20 --sample-chars 600 --temperature 0.8
 train: deps build examples data
-	$(BUILD)/train_full --preset small --data $(DATA) --iters 300 --eval-every 100 --sample-chars 400
+	$(BUILD)/train_full $(TRAIN_ARGS) --data $(DATA) --out runs/small
 
 ## soak: long memory-flatness runs (10,000 tiny iterations, 2,000 small)
 soak: examples

@@ -1,5 +1,6 @@
-//! Compiles ../c_examples/train_full.c (its parse_args is fuzzed by the
-//! train_full_args target) with -DTRAIN_FULL_NO_MAIN -Dmain=train_full_main.
+//! Compiles ../c_examples/train_full/args.c, the unit of train_full that
+//! holds parse_args (fuzzed by the train_full_args target). It does no I/O
+//! and references nothing else of the program, so it links on its own.
 //!
 //! Under cargo fuzz the C code is instrumented by gcc for libFuzzer:
 //! `-fsanitize-coverage=trace-pc` (block coverage; the callback is renamed
@@ -11,13 +12,16 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn main() {
-    let src = Path::new("../c_examples/train_full.c");
-    println!("cargo::rerun-if-changed=../c_examples/train_full.c");
+    let src = Path::new("../c_examples/train_full/args.c");
+    println!("cargo::rerun-if-changed=../c_examples/train_full/args.c");
+    println!("cargo::rerun-if-changed=../c_examples/train_full/train_full.h");
     println!("cargo::rerun-if-changed=../include/arenagrad.h");
     println!("cargo::rerun-if-changed=src/sancov_stubs.c");
     println!("cargo::rustc-check-cfg=cfg(no_train_full)");
     if !src.exists() {
-        println!("cargo::warning=c_examples/train_full.c not found: train_full_args is a no-op");
+        println!(
+            "cargo::warning=c_examples/train_full/args.c not found: train_full_args is a no-op"
+        );
         println!("cargo::rustc-cfg=no_train_full");
         return;
     }
@@ -28,8 +32,6 @@ fn main() {
     b.compiler("gcc")
         .file(src)
         .include("../include")
-        .define("TRAIN_FULL_NO_MAIN", None)
-        .define("main", "train_full_main")
         .flag("-std=c11")
         .warnings(false)
         .opt_level(1)

@@ -16,7 +16,18 @@
 #               a message, the file left byte-identical
 #   arena-limit small with --arena-limit-mb 1: exit 4 at step 1, message with
 #               the bytes and the cap, an existing --save file untouched
-#   valgrind    memcheck, tiny: 250 steps with --save, and --resume 250 -> 500
+#   resume-at-iters  a resume already at --iters reports the checkpoint's loss
+#   schedule-*  log.csv's lr column against the cosine/linear/constant formulas
+#   accum       batch 16 == 4 x --accum 4: per-step losses within 1e-4
+#   resume-options  cosine + warm-up + accum + top-k + --out: 70 + resume to
+#               120 == 120: losses, ckpt.bin, best.bin, log.csv, sample.txt
+#   run-folder  the files of --out, loss.svg parses with two curves and labels
+#   signal-*    SIGINT / SIGTERM: exit 130 / 143, checkpoint at that step,
+#               summary last, resumable; a second signal exits at once
+#   diverge     --lr 10: exit 5, a message, the last good checkpoint kept
+#   sample-only the after-training sample from the checkpoint, nothing written
+#   utf8        samples of a multi-byte corpus never end inside a character
+#   valgrind    memcheck, tiny: 250 steps with --out, and --resume 250 -> 500
 set -u
 cd "$(dirname "$0")/.."
 
@@ -88,7 +99,7 @@ if command -v valgrind >/dev/null; then
             --eval-iters 2 --sample-chars 50 "$@" >"$work/$name.out" 2>"$work/$name.err"
         echo "$? $(($(date +%s) - t0))" >"$work/$name.rc"
     }
-    vg_run vg_save --iters 250 --save "$work/vg_save.ck" &
+    vg_run vg_save --iters 250 --out "$work/vg_out" --lr-schedule cosine --warmup 20 --top-k 5 &
     vg_pids+=($!)
     vg_run vg_resume --iters 500 --resume "$work/vg_resume.ck" --save "$work/vg_resume.ck" &
     vg_pids+=($!)
@@ -176,6 +187,29 @@ if gcc -O2 -shared -fPIC "$work/count.c" -o "$work/count.so" 2>"$work/count.err"
         ok "no-alloc (malloc-family calls: $a100 for 100 steps/2 evals/10 chars and for 600/12/500)"
     else
         bad "no-alloc" "allocation count grows with steps: 100 steps -> '$a100', 600 steps -> '$a600'"
+    fi
+    # With checkpoints, a run folder and every option: the count may grow
+    # only by the library's own allocations per checkpoint written (measured
+    # with --save alone), never per step, log row, plot redraw or character.
+    count() { # out-file args...
+        local o=$1
+        shift
+        LD_PRELOAD=$work/count.so tiny "$@" 2>&1 >"$o" | sed -n 's/^allocations=//p'
+    }
+    saves() { grep -c '^checkpoint step=' "$1"; }
+    c100=$(count "$work/na_s1.out" --iters 100 --eval-every 50 --sample-chars 10 --save "$work/na.ck")
+    c600=$(count "$work/na_s2.out" --iters 600 --eval-every 50 --sample-chars 10 --save "$work/na.ck")
+    every=(--eval-every 50 --log-every 1 --lr-schedule cosine --warmup 10 --accum 2 --top-k 5)
+    rm -rf "$work/na1" "$work/na2"
+    b100=$(count "$work/na1.out" --iters 100 "${every[@]}" --sample-chars 10 --out "$work/na1")
+    b600=$(count "$work/na2.out" --iters 600 "${every[@]}" --sample-chars 500 --out "$work/na2")
+    per=$(((c600 - c100) / ($(saves "$work/na_s2.out") - $(saves "$work/na_s1.out"))))
+    extra=$((b600 - b100))
+    want=$((per * ($(saves "$work/na2.out") - $(saves "$work/na1.out"))))
+    if [ -n "$b100" ] && [ -n "$b600" ] && [ "$extra" -eq "$want" ]; then
+        ok "no-alloc with --out, accum, schedule, top-k (600 vs 100 steps: +$extra calls = $per per checkpoint written by the library)"
+    else
+        bad "no-alloc --out" "100 -> '$b100', 600 -> '$b600' calls: +$extra, but checkpoints account for $want"
     fi
 else
     echo "SKIP no-alloc: cannot build the LD_PRELOAD counter ($(head -n 1 "$work/count.err"))"
@@ -332,6 +366,275 @@ else
     ok "arena-limit: $(head -n 1 "$work/oom.err" | cut -c1-160)"
 fi
 
+# --- resume already at --iters: the checkpoint's figures, not NaN ----------
+if [ "$(summary_field "$work/rt.out" loss)" = "$(summary_field "$work/full.out" loss)" ] &&
+    [ "$(summary_field "$work/rt.out" ms_per_step)" != nan ]; then
+    ok "resume-at-iters (summary loss $(summary_field "$work/rt.out" loss) restored, no NaN)"
+else
+    bad "resume-at-iters" "summary: $(grep '^summary ' "$work/rt.out")"
+fi
+
+# --- learning-rate schedules: log.csv's lr column against the formulas ------
+# 110 steps, warm-up 10, lr 1e-3 -> min 1e-4: step 5 = 5e-4, step 10 = 1e-3,
+# step 35 (a quarter of the decay) = 8.682e-4 (cosine) or 7.75e-4 (linear),
+# step 110 = 1e-4.
+for sched in cosine:8.68198e-4 linear:7.75e-4 constant:1e-3; do
+    name=${sched%%:*} want35=${sched#*:}
+    rm -rf "$work/sched"
+    tiny --iters 110 --log-every 1 --eval-every 1000 --sample-chars 0 --lr 1e-3 --min-lr 1e-4 \
+        --warmup 10 --lr-schedule "$name" --out "$work/sched" >"$work/sched.out" 2>&1
+    rc=$?
+    want110=$([ "$name" = constant ] && echo 1e-3 || echo 1e-4)
+    if [ "$rc" -ne 0 ]; then
+        bad "schedule $name" "exit $rc"
+        show "$work/sched.out"
+    elif awk -F, -v w35="$want35" -v w110="$want110" '
+        function near(a, b) { return (a - b) ^ 2 <= (1e-5 * b) ^ 2 }
+        NR > 1 { lr[$1] = $2 }
+        END { exit !(near(lr[5], 5e-4) && near(lr[10], 1e-3) && near(lr[35], w35) &&
+                     near(lr[110], w110)) }' "$work/sched/log.csv"; then
+        ok "schedule $name (warm-up 5e-4 at step 5, $want35 at step 35, $want110 at the end)"
+    else
+        bad "schedule $name" "lr column: $(awk -F, '$1 == 5 || $1 == 10 || $1 == 35 || $1 == 110 { printf "%s=%s ", $1, $2 }' "$work/sched/log.csv")"
+    fi
+done
+
+# --- gradient accumulation: accum x B == one batch of accum x B --------------
+# Per-step losses within float rounding (1e-4), the same validation batches.
+tiny --iters 40 --log-every 1 --batch 16 --sample-chars 0 >"$work/acc1.out" 2>&1
+rc1=$?
+tiny --iters 40 --log-every 1 --batch 4 --accum 4 --sample-chars 0 >"$work/acc4.out" 2>&1
+rc4=$?
+if [ "$rc1" -ne 0 ] || [ "$rc4" -ne 0 ]; then
+    bad "accum" "exit statuses $rc1 / $rc4"
+    show "$work/acc4.out"
+else
+    d=$(paste <(losses "$work/acc1.out") <(losses "$work/acc4.out") | awk '
+        $1 != $3 { print "step mismatch"; exit } 
+        { d = $2 - $4; d = d < 0 ? -d : d; if (d > m) m = d; n++ }
+        END { if (n != 40) print "only " n " steps"; else printf "%.2g\n", m }')
+    v1=$(summary_field "$work/acc1.out" val_loss)
+    v4=$(summary_field "$work/acc4.out" val_loss)
+    if ! [[ "$d" =~ ^[0-9.e-]+$ ]] || ! awk -v d="$d" 'BEGIN { exit !(d <= 1e-4) }'; then
+        bad "accum" "batch 16 vs 4 x accum 4: per-step loss difference $d"
+    elif ! awk -v a="$v1" -v b="$v4" 'BEGIN { d = a - b; exit !(d * d <= 1e-8) }'; then
+        bad "accum" "val_loss $v1 vs $v4"
+    else
+        ok "accum (batch 16 vs 4 x accum 4, 40 steps: largest loss difference $d, val_loss $v1 / $v4)"
+    fi
+fi
+
+# --- resume bit-exact with every option --------------------------------------
+# cosine + warm-up + accumulation + top-k + run folder: 120 in one go vs 70,
+# then --resume DIR/ckpt.bin (which brings the folder along) to 120. Both
+# decay over 120 steps (--decay-steps), and step 70 is an evaluation step of
+# both runs, so their log.csv rows are the same too.
+opts=(--log-every 1 --eval-every 35 --lr 2e-3 --lr-schedule cosine --warmup 30 --min-lr 2e-4
+      --decay-steps 120
+      --accum 2 --batch 4 --top-k 10 --temperature 0.8)
+rm -rf "$work/ofull" "$work/osplit"
+tiny --iters 120 "${opts[@]}" --out "$work/ofull" >"$work/ofull.out" 2>&1
+rc_full=$?
+tiny --iters 70 "${opts[@]}" --out "$work/osplit" >"$work/osplit1.out" 2>&1
+rc_half=$?
+tiny --iters 120 "${opts[@]}" --resume "$work/osplit/ckpt.bin" >"$work/osplit2.out" 2>&1
+rc_res=$?
+# log.csv without the timing columns (ms/step, tok/s).
+csv_det() { cut -d, -f1-5,8 "$1"; }
+if [ "$rc_full" -ne 0 ] || [ "$rc_half" -ne 0 ] || [ "$rc_res" -ne 0 ]; then
+    bad "resume-options" "exit statuses $rc_full / $rc_half / $rc_res"
+    show "$work/osplit2.out"
+elif ! grep -q "checkpoints: $work/osplit/ckpt.bin" "$work/osplit2.out"; then
+    bad "resume-options" "the resumed run does not say it writes to $work/osplit/ckpt.bin"
+elif ! diff -q <(losses "$work/ofull.out") <(losses "$work/osplit1.out" "$work/osplit2.out") >/dev/null; then
+    bad "resume-options" "per-step losses differ"
+elif ! cmp -s "$work/ofull/ckpt.bin" "$work/osplit/ckpt.bin"; then
+    bad "resume-options" "losses agree but the final checkpoints differ"
+elif ! cmp -s "$work/ofull/best.bin" "$work/osplit/best.bin"; then
+    bad "resume-options" "best.bin differs"
+elif ! diff -q <(csv_det "$work/osplit/log.csv") <(csv_det "$work/ofull/log.csv") >/dev/null; then
+    bad "resume-options" "log.csv differs: $(diff <(csv_det "$work/osplit/log.csv") <(csv_det "$work/ofull/log.csv") | head -n 4 | tr '\n' ' ')"
+elif ! cmp -s "$work/ofull/sample.txt" "$work/osplit/sample.txt"; then
+    bad "resume-options" "sample.txt differs"
+else
+    ok "resume-options (cosine, warm-up, accum, top-k: 70 + resume 50 == 120: losses, ckpt.bin, best.bin, log.csv, sample identical)"
+fi
+
+# --- run folder: files, plot, and writability before the first step ----------
+f=$work/ofull
+if [ -s "$f/ckpt.bin" ] && [ -s "$f/best.bin" ] && [ -s "$f/sample.txt" ] &&
+    [ "$(head -n 1 "$f/log.csv")" = "step,lr,train_loss,val_loss,grad_norm,ms_per_step,tok_per_s,arena_high_water_bytes" ] &&
+    python3 - "$f/loss.svg" <<'EOF'
+import sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+ns = "{http://www.w3.org/2000/svg}"
+texts = [t.text or "" for t in root.iter(ns + "text")]
+lines = root.findall(f".//{ns}polyline")
+assert root.tag == ns + "svg", root.tag
+assert "step" in texts and any(t.startswith("loss") for t in texts), texts
+assert len(lines) == 2 and all(len(l.get("points").split()) >= 3 for l in lines)
+EOF
+then
+    ok "run-folder (ckpt.bin, best.bin, log.csv header, sample.txt; loss.svg parses, 2 curves, labelled axes)"
+else
+    bad "run-folder" "missing or malformed files in $f: $(ls "$f" | tr '\n' ' ')"
+fi
+: >"$work/plainfile"
+cli "out under a file" "$work/plainfile" --data "$DATA" --out "$work/plainfile/run"
+cli "save to unwritable" "/proc" --data "$DATA" --save /proc/x.ckpt
+cli "sample-only without resume" "--resume" --data "$DATA" --sample-only
+cli "min-lr above lr" "--min-lr" --data "$DATA" --lr 1e-3 --min-lr 1e-2
+cli "unknown schedule" "cosin" --data "$DATA" --lr-schedule cosin
+
+# --- signals: finish the step, save, summary, exit 130 / 143, resumable ------
+# wait_for FILE PATTERN: up to 60 s for PATTERN to appear in FILE.
+wait_for() {
+    local i
+    for ((i = 0; i < 600; i++)); do
+        grep -q "$2" "$1" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    return 1
+}
+# wait_exit PID: its exit status; a watchdog kills it (SIGKILL: 137) if it
+# still runs after 60 s, so a signal that is ignored fails the test, not hangs it.
+wait_exit() {
+    local watchdog rc
+    (sleep 60 && kill -KILL "$1" 2>/dev/null) &
+    watchdog=$!
+    wait "$1"
+    rc=$?
+    pkill -P "$watchdog" 2>/dev/null
+    kill "$watchdog" 2>/dev/null
+    wait "$watchdog" 2>/dev/null
+    return "$rc"
+}
+for sig in INT TERM; do
+    want=$([ $sig = INT ] && echo 130 || echo 143)
+    rm -rf "$work/sig"
+    # Started directly (not through a shell function) so that $! is train_full.
+    OPENBLAS_NUM_THREADS=1 "$TRAIN" --preset tiny --data "$DATA" --iters 1000000 --eval-every 100 \
+        --out "$work/sig" >"$work/sig.out" 2>"$work/sig.err" &
+    pid=$!
+    wait_for "$work/sig.out" '^eval step 100 ' # past the first checkpoint
+    kill -"$sig" "$pid"
+    wait_exit "$pid"
+    rc=$?
+    at=$(summary_field "$work/sig.out" iters)
+    tiny --iters $((at + 5)) --resume "$work/sig/ckpt.bin" >"$work/sig2.out" 2>&1
+    rc2=$?
+    if [ "$rc" -ne "$want" ]; then
+        bad "signal $sig" "exit $rc, want $want"
+        show "$work/sig.err"
+    elif [ "$(summary_field "$work/sig.out" status)" != interrupted ] ||
+        [ "$(tail -n 1 "$work/sig.out" | cut -d' ' -f1)" != summary ]; then
+        bad "signal $sig" "no summary line with status=interrupted at the end"
+        show "$work/sig.out"
+    elif ! grep -q "^checkpoint step=$at saved $work/sig/ckpt.bin" "$work/sig.out"; then
+        bad "signal $sig" "no checkpoint at the interrupted step $at"
+    elif [ "$rc2" -ne 0 ] || ! grep -q "^resume: $work/sig/ckpt.bin at step $at " "$work/sig2.out" ||
+        [ "$(summary_field "$work/sig2.out" iters)" != $((at + 5)) ]; then
+        bad "signal $sig" "resuming the checkpoint: exit $rc2"
+        show "$work/sig2.out"
+    else
+        ok "signal $sig (exit $rc at step $at, checkpoint and summary written, resumed to $((at + 5)))"
+    fi
+done
+# A second signal exits at once: SIGTERM then SIGINT during a small-preset
+# step gives 130 (the immediate exit), not 143 (the orderly one), and no summary.
+OPENBLAS_NUM_THREADS=1 "$TRAIN" --preset small --data "$DATA" --iters 1000000 \
+    >"$work/sig3.out" 2>"$work/sig3.err" &
+pid=$!
+wait_for "$work/sig3.out" '^step 1/'
+kill -TERM "$pid"
+sleep 0.05
+kill -INT "$pid"
+wait_exit "$pid"
+rc=$?
+if [ "$rc" -eq 130 ] && ! grep -q '^summary ' "$work/sig3.out" && grep -q 'second signal' "$work/sig3.err"; then
+    ok "signal twice (exit 130 at once, no summary)"
+else
+    bad "signal twice" "exit $rc (want 130 and no summary)"
+    show "$work/sig3.err"
+fi
+
+# --- divergence: distinct exit code, message, last good checkpoint kept ------
+# From a good checkpoint at step 100, --lr 10 breaks the model in one update:
+# the evaluation after it fails the guard, so ckpt.bin stays the step-100 one.
+rm -rf "$work/div"
+tiny --iters 100 --eval-every 50 --sample-chars 0 --out "$work/div" >"$work/div.out" 2>&1
+cp "$work/div/ckpt.bin" "$work/div_before.ck" 2>/dev/null
+tiny --iters 300 --lr 10 --eval-every 1 --resume "$work/div/ckpt.bin" >"$work/div2.out" 2>"$work/div2.err"
+rc=$?
+# And from a fresh start: the training loss of step 2 trips it.
+tiny --iters 300 --lr 10 >"$work/div3.out" 2>"$work/div3.err"
+rc3=$?
+if [ "$rc" -ne 5 ] || [ "$rc3" -ne 5 ]; then
+    bad "diverge" "--lr 10: exit $rc and $rc3, want 5"
+    show "$work/div2.err"
+elif ! grep -q 'diverged' "$work/div2.err" || ! grep -q 'diverged' "$work/div3.err" ||
+    [ "$(summary_field "$work/div2.out" status)" != diverged ]; then
+    bad "diverge" "no message or summary status"
+elif ! cmp -s "$work/div/ckpt.bin" "$work/div_before.ck"; then
+    bad "diverge" "the checkpoint was overwritten by the diverged run"
+else
+    ok "diverge (--lr 10: exit 5, '$(grep -m 1 diverged "$work/div3.err" | cut -c1-80)...', checkpoint kept)"
+fi
+
+# --- sampling from a checkpoint ----------------------------------------------
+# --sample-only reproduces the end-of-training sample, writes only stdout,
+# and top-k 1 is greedy (the same text for any seed).
+cp "$work/full.ck" "$work/so_before.ck"
+tiny --sample-only --resume "$work/full.ck" >"$work/so.out" 2>"$work/so.err"
+rc=$?
+tiny --sample-only --resume "$work/full.ck" --top-k 1 --seed 1 --sample-chars 80 >"$work/so1.out" 2>/dev/null
+tiny --sample-only --resume "$work/full.ck" --top-k 1 --seed 2 --sample-chars 80 >"$work/so2.out" 2>/dev/null
+tiny --sample-only --resume "$work/full.ck" --seed 2 --sample-chars 80 >"$work/so3.out" 2>/dev/null
+tiny --sample-only --resume "$work/full.ck" --seed 3 --sample-chars 80 >"$work/so4.out" 2>/dev/null
+if [ "$rc" -ne 0 ]; then
+    bad "sample-only" "exit $rc"
+    show "$work/so.err"
+elif [ "$(cat "$work/so.out")" != "$(sample_text "$work/full.out")" ]; then
+    bad "sample-only" "the sample differs from the one printed after training"
+elif ! cmp -s "$work/full.ck" "$work/so_before.ck" || grep -q '^step ' "$work/so.err"; then
+    bad "sample-only" "it trained or changed the checkpoint"
+elif ! cmp -s "$work/so1.out" "$work/so2.out" || cmp -s "$work/so3.out" "$work/so4.out"; then
+    bad "sample-only" "top-k 1 depends on the seed, or --seed does nothing"
+else
+    ok "sample-only (same text as after training, checkpoint untouched, top-k 1 greedy)"
+fi
+
+# --- UTF-8: a sample never ends inside a multi-byte character ----------------
+# A corpus of mostly 2-, 3- and 4-byte characters, a barely trained model and
+# a high temperature: byte-level samples of many lengths and seeds must decode
+# as strict UTF-8 (a cut character fails) to the prompt plus n characters.
+python3 - "$work/utf8.txt" <<'EOF'
+import sys
+line = "Ça fait déjà l'été. 夏の夜の夢、冬物語。Ωμέγα αβγ — 🎭 ñ ü\n"
+open(sys.argv[1], "w", encoding="utf-8").write(line * 400)
+EOF
+OPENBLAS_NUM_THREADS=1 "$TRAIN" --preset tiny --data "$work/utf8.txt" --iters 20 --sample-chars 0 \
+    --save "$work/utf8.ck" >/dev/null 2>&1
+utf8_bad=""
+for n in 1 2 3 5 8 13 21 34 55 89; do
+    for seed in 1 2 3; do
+        OPENBLAS_NUM_THREADS=1 "$TRAIN" --preset tiny --data "$work/utf8.txt" --sample-only \
+            --resume "$work/utf8.ck" --sample-chars $n --seed $seed --temperature 2 \
+            --prompt "é" >"$work/u.out" 2>/dev/null || utf8_bad="$utf8_bad exit($n,$seed)"
+        python3 - "$work/u.out" $n <<'EOF' || utf8_bad="$utf8_bad $n/$seed"
+import sys
+data = open(sys.argv[1], "rb").read()[:-1]  # the final newline
+text = data.decode("utf-8")                 # strict: fails on a cut character
+sys.exit(0 if len(text) == 1 + int(sys.argv[2]) else 1)  # prompt + n characters
+EOF
+    done
+done
+if [ -z "$utf8_bad" ]; then
+    ok "utf8 (30 samples of 1..89 characters at temperature 2: valid UTF-8, exactly n characters)"
+else
+    bad "utf8" "samples ending mid-character (chars/seed):$utf8_bad"
+fi
+
 # --- valgrind results --------------------------------------------------------
 if [ "${#vg_pids[@]}" -eq 0 ]; then
     bad "valgrind" "valgrind is not installed"
@@ -339,7 +642,7 @@ else
     wait "${vg_pids[@]}"
     vg_pids=()
     for name in vg_save vg_resume; do
-        what=$([ $name = vg_save ] && echo "250 steps, --save" || echo "--resume 250 -> 500, --save")
+        what=$([ $name = vg_save ] && echo "250 steps, --out, cosine" || echo "--resume 250 -> 500, --save")
         read -r rc secs <"$work/$name.rc" 2>/dev/null || rc=missing
         if [ "$rc" = 0 ] && grep -q '^summary ' "$work/$name.out"; then
             ok "valgrind $what (memcheck: 0 errors, 0 definite/indirect leaks, ${secs}s)"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make valgrind [VALGRIND_ITERS=N]: train_full tiny for ITERS steps (default
-# 10,000) under memcheck, in two runs that exercise checkpointing: the first
-# half with --save, then --resume to ITERS with --save. Prints the wall time
+# 10,000) under memcheck, in two runs that exercise checkpointing and the run
+# folder (log.csv, loss.svg): the first half with --out, then --resume of its
+# ckpt.bin (which continues in the same folder) to ITERS. Prints the wall time
 # and valgrind's error and leak summaries; fails on any error or definite or
 # indirect leak. Memcheck runs this program ~1000x slower than native (about
 # 0.75 s per tiny step on a 2-core EPYC), so the default takes about 2 hours;
@@ -60,8 +61,9 @@ run() { # name args...
         grep -v '^==[0-9]*== *$' "$work/$name.vg" | head -n 60
     fi
 }
-run first --iters "$half" --save "$work/run.ck"
-[ "$failed" -eq 0 ] && run resumed --iters "$iters" --resume "$work/run.ck" --save "$work/run.ck"
+run first --iters "$half" --out "$work/run" --lr-schedule cosine --warmup 100
+[ "$failed" -eq 0 ] && run resumed --iters "$iters" --resume "$work/run/ckpt.bin" \
+    --lr-schedule cosine --warmup 100
 total=$(($(date +%s) - t0))
 if [ "$failed" -eq 0 ]; then
     echo "valgrind: $iters steps clean (wall ${total}s)"

@@ -5,7 +5,7 @@
 //! or reached new code, keeps being run by `cargo test`.
 //!
 //! The `train_full_args` corpus is not replayed here: its target calls C
-//! code (c_examples/train_full.c) that only the fuzz crate's build script
+//! code (c_examples/train_full/args.c) that only the fuzz crate's build script
 //! compiles. `scripts/fuzz.sh replay` runs it through the fuzz binary
 //! instead (`-runs=0` over the corpus).
 //!

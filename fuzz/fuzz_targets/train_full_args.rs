@@ -1,6 +1,6 @@
-//! Fuzzes `parse_args` of c_examples/train_full.c (compiled by build.rs with
-//! -DTRAIN_FULL_NO_MAIN -Dmain=train_full_main). The input is split at NUL
-//! bytes into argv[1..]; argv[0] is "train_full".
+//! Fuzzes `parse_args` of c_examples/train_full/args.c (compiled on its own
+//! by build.rs). The input is split at NUL bytes into argv[1..]; argv[0] is
+//! "train_full".
 //!
 //! Checks: parse_args returns 0 or 2 (EXIT_USAGE), the same for every error
 //! buffer size; on failure the message is non-empty and NUL-terminated
@@ -9,8 +9,7 @@
 //! errlen = 0 is accepted.
 #![no_main]
 
-// The lib crate carries the static library build.rs makes (and arenagrad,
-// whose ag_* symbols train_full.c references): link it.
+// The lib crate carries the static library build.rs makes: link it.
 use arenagrad_fuzz as _;
 use libfuzzer_sys::fuzz_target;
 

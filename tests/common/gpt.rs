@@ -1,5 +1,5 @@
 //! A GPT-2 style character model built from the public ops: the Rust twin
-//! of `c_examples/train_full.c`. Not part of the library: the integration
+//! of `c_examples/train_full/`. Not part of the library: the integration
 //! tests include it through `mod common;`, the examples with
 //! `#[path = "../tests/common/gpt.rs"] mod gpt;`.
 // The library's `Error` carries the op name and both shapes inline so that

@@ -1,0 +1,429 @@
+/*
+ * args.c: the command line of train_full.
+ *
+ * parse_args does no I/O and never exits, so a fuzz harness can compile this
+ * unit alone and call it with arbitrary argv.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train_full.h"
+
+struct preset {
+    const char *name;
+    int n_layer, n_head, n_embd, seq_len, batch;
+};
+
+static const struct preset PRESETS[] = {
+    /* name      L  NH    C    T   B */
+    {"tiny", 1, 2, 32, 32, 8},
+    {"small", 4, 4, 128, 64, 16},
+    {"medium", 6, 6, 192, 128, 16},
+};
+#define N_PRESETS (sizeof PRESETS / sizeof PRESETS[0])
+
+static const struct preset *find_preset(const char *name)
+{
+    for (size_t i = 0; i < N_PRESETS; i++)
+        if (strcmp(PRESETS[i].name, name) == 0) return &PRESETS[i];
+    return NULL;
+}
+
+const char *schedule_name(enum schedule s)
+{
+    switch (s) {
+    case SCHEDULE_CONSTANT: return "constant";
+    case SCHEDULE_COSINE: return "cosine";
+    case SCHEDULE_LINEAR: return "linear";
+    }
+    return "?";
+}
+
+/* Parses a decimal integer in [min, max]: no sign games, no trailing bytes. */
+static bool parse_long(const char *flag, const char *s, long min, long max, long *out, char *err,
+                       size_t errlen)
+{
+    const char *digits = (s[0] == '-' || s[0] == '+') ? s + 1 : s;
+    if (!isdigit((unsigned char)digits[0])) {
+        snprintf(err, errlen, "%s: '%s' is not an integer", flag, s);
+        return false;
+    }
+    errno = 0;
+    char *end = NULL;
+    long v = strtol(s, &end, 10);
+    if (*end != '\0') {
+        snprintf(err, errlen, "%s: '%s' is not an integer (trailing '%s')", flag, s, end);
+        return false;
+    }
+    if (errno == ERANGE || v < min || v > max) {
+        if (min == 1 && (v < 1 || s[0] == '-'))
+            snprintf(err, errlen, "%s: '%s' must be a positive count (at least 1)", flag, s);
+        else
+            snprintf(err, errlen, "%s: '%s' is out of range (%ld to %ld)", flag, s, min, max);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+/* Parses a finite float, > 0 (or >= 0 with allow_zero). */
+static bool parse_float(const char *flag, const char *s, bool allow_zero, float *out, char *err,
+                        size_t errlen)
+{
+    if (s[0] == '\0' || isspace((unsigned char)s[0])) {
+        snprintf(err, errlen, "%s: '%s' is not a number", flag, s);
+        return false;
+    }
+    errno = 0;
+    char *end = NULL;
+    double v = strtod(s, &end);
+    if (end == s) {
+        snprintf(err, errlen, "%s: '%s' is not a number", flag, s);
+        return false;
+    }
+    if (*end != '\0') {
+        snprintf(err, errlen, "%s: '%s' is not a number (trailing '%s')", flag, s, end);
+        return false;
+    }
+    float f = (float)v;
+    if (!isfinite(v) || !isfinite(f) || (allow_zero ? !(f >= 0.0f) : !(f > 0.0f))) {
+        snprintf(err, errlen, "%s: '%s' must be a finite number %s 0", flag, s,
+                 allow_zero ? "of at least" : "greater than");
+        return false;
+    }
+    *out = f == 0.0f ? 0.0f : f; /* no -0 */
+    return true;
+}
+
+static bool parse_u64(const char *flag, const char *s, uint64_t *out, char *err, size_t errlen)
+{
+    if (!isdigit((unsigned char)s[0])) {
+        snprintf(err, errlen, "%s: '%s' is not a non-negative integer", flag, s);
+        return false;
+    }
+    errno = 0;
+    char *end = NULL;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*end != '\0') {
+        snprintf(err, errlen, "%s: '%s' is not an integer (trailing '%s')", flag, s, end);
+        return false;
+    }
+    if (errno == ERANGE) {
+        snprintf(err, errlen, "%s: '%s' is out of range (0 to %" PRIu64 ")", flag, s, UINT64_MAX);
+        return false;
+    }
+    *out = (uint64_t)v;
+    return true;
+}
+
+/*
+ * Fills *cfg from argv. Returns 0 on success (cfg->help set for --help) or
+ * EXIT_USAGE with a one-line message naming the flag and value in err.
+ * Accepts "--flag value" and "--flag=value", and the short forms
+ * "--tiny|--small|--medium [ITERS]". Does no I/O and never exits.
+ */
+int parse_args(int argc, char **argv, struct config *cfg, char *err, size_t errlen)
+{
+    char scratch[1];
+    if (err == NULL || errlen == 0) {
+        err = scratch;
+        errlen = sizeof scratch;
+    }
+    err[0] = '\0';
+    if (cfg == NULL) {
+        snprintf(err, errlen, "internal: no config");
+        return EXIT_USAGE;
+    }
+    memset(cfg, 0, sizeof *cfg);
+    const struct preset *preset = &PRESETS[0];
+    long batch = 0; /* 0: the preset's batch */
+    bool min_lr_given = false;
+    cfg->iters = 2000;
+    cfg->accum = 1;
+    cfg->lr = 1e-3f;
+    cfg->schedule = SCHEDULE_CONSTANT;
+    cfg->seed = 1337;
+    cfg->log_every = 50;
+    cfg->eval_every = 250;
+    cfg->eval_iters = 10;
+    cfg->sample_chars = 200;
+    cfg->temperature = 1.0f;
+
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv ? argv[i] : NULL;
+        if (arg == NULL) {
+            snprintf(err, errlen, "argument %d is NULL", i);
+            return EXIT_USAGE;
+        }
+        /* Split "--flag=value". */
+        size_t name_len = strlen(arg);
+        const char *inline_val = NULL;
+        if (strncmp(arg, "--", 2) == 0) {
+            const char *eq = strchr(arg, '=');
+            if (eq != NULL) {
+                name_len = (size_t)(eq - arg);
+                inline_val = eq + 1;
+            }
+        }
+#define IS(flag) (name_len == strlen(flag) && strncmp(arg, flag, name_len) == 0)
+        /* The value of a flag that takes one: inline, or the next argument. */
+#define VALUE(flag, var)                                                      \
+    do {                                                                      \
+        if (inline_val != NULL) {                                             \
+            var = inline_val;                                                 \
+        } else if (i + 1 < argc && argv[i + 1] != NULL &&                     \
+                   !(strncmp(argv[i + 1], "--", 2) == 0 && argv[i + 1][2])) { \
+            var = argv[++i];                                                  \
+        } else if (i + 1 < argc && argv[i + 1] != NULL) {                     \
+            snprintf(err, errlen,                                             \
+                     "%s: missing value (next is the option '%s'; use "       \
+                     "%s=VALUE for a value starting with --)",                \
+                     flag, argv[i + 1], flag);                                \
+            return EXIT_USAGE;                                                \
+        } else {                                                              \
+            snprintf(err, errlen, "%s: missing value", flag);                 \
+            return EXIT_USAGE;                                                \
+        }                                                                     \
+    } while (0)
+        /* A flag without a value refuses "--flag=x". */
+#define NO_VALUE(flag)                                                        \
+    do {                                                                      \
+        if (inline_val != NULL) {                                             \
+            snprintf(err, errlen, "%s takes no value (got '%s')", flag, arg); \
+            return EXIT_USAGE;                                                \
+        }                                                                     \
+    } while (0)
+
+        const char *v = NULL;
+        if (IS("--help") || IS("-h")) {
+            NO_VALUE("--help");
+            cfg->help = true;
+            return 0;
+        } else if (IS("--tiny") || IS("--small") || IS("--medium")) {
+            /* Classic short form: "--small 5000" = preset small, 5000 steps. */
+            char flag[16];
+            snprintf(flag, sizeof flag, "%.*s", (int)name_len, arg);
+            preset = find_preset(flag + 2);
+            const char *next = (i + 1 < argc) ? argv[i + 1] : NULL;
+            if (inline_val != NULL) {
+                v = inline_val;
+            } else if (next != NULL && (next[0] != '-' || isdigit((unsigned char)next[1]))) {
+                v = argv[++i];
+            }
+            if (v != NULL && !parse_long(flag, v, 1, MAX_ITERS, &cfg->iters, err, errlen))
+                return EXIT_USAGE;
+        } else if (IS("--preset")) {
+            VALUE("--preset", v);
+            preset = find_preset(v);
+            if (preset == NULL) {
+                snprintf(err, errlen, "--preset: unknown preset '%s' (choose tiny, small or medium)",
+                         v);
+                return EXIT_USAGE;
+            }
+        } else if (IS("--iters")) {
+            VALUE("--iters", v);
+            if (!parse_long("--iters", v, 1, MAX_ITERS, &cfg->iters, err, errlen))
+                return EXIT_USAGE;
+        } else if (IS("--batch")) {
+            VALUE("--batch", v);
+            if (!parse_long("--batch", v, 1, MAX_BATCH, &batch, err, errlen)) return EXIT_USAGE;
+        } else if (IS("--accum")) {
+            VALUE("--accum", v);
+            if (!parse_long("--accum", v, 1, MAX_ACCUM, &cfg->accum, err, errlen))
+                return EXIT_USAGE;
+        } else if (IS("--lr")) {
+            VALUE("--lr", v);
+            if (!parse_float("--lr", v, false, &cfg->lr, err, errlen)) return EXIT_USAGE;
+        } else if (IS("--min-lr")) {
+            VALUE("--min-lr", v);
+            if (!parse_float("--min-lr", v, true, &cfg->min_lr, err, errlen)) return EXIT_USAGE;
+            min_lr_given = true;
+        } else if (IS("--lr-schedule")) {
+            VALUE("--lr-schedule", v);
+            if (strcmp(v, "constant") == 0) cfg->schedule = SCHEDULE_CONSTANT;
+            else if (strcmp(v, "cosine") == 0) cfg->schedule = SCHEDULE_COSINE;
+            else if (strcmp(v, "linear") == 0) cfg->schedule = SCHEDULE_LINEAR;
+            else {
+                snprintf(err, errlen,
+                         "--lr-schedule: unknown schedule '%s' (choose constant, cosine or "
+                         "linear)",
+                         v);
+                return EXIT_USAGE;
+            }
+        } else if (IS("--warmup")) {
+            VALUE("--warmup", v);
+            if (!parse_long("--warmup", v, 0, MAX_ITERS, &cfg->warmup, err, errlen))
+                return EXIT_USAGE;
+        } else if (IS("--decay-steps")) {
+            VALUE("--decay-steps", v);
+            if (!parse_long("--decay-steps", v, 1, MAX_ITERS, &cfg->decay_steps, err, errlen))
+                return EXIT_USAGE;
+        } else if (IS("--seed")) {
+            VALUE("--seed", v);
+            if (!parse_u64("--seed", v, &cfg->seed, err, errlen)) return EXIT_USAGE;
+            cfg->seed_given = true;
+        } else if (IS("--log-every")) {
+            VALUE("--log-every", v);
+            if (!parse_long("--log-every", v, 1, LONG_MAX, &cfg->log_every, err, errlen))
+                return EXIT_USAGE;
+        } else if (IS("--eval-every")) {
+            VALUE("--eval-every", v);
+            if (!parse_long("--eval-every", v, 1, LONG_MAX, &cfg->eval_every, err, errlen))
+                return EXIT_USAGE;
+        } else if (IS("--eval-iters")) {
+            VALUE("--eval-iters", v);
+            if (!parse_long("--eval-iters", v, 1, 1000000L, &cfg->eval_iters, err, errlen))
+                return EXIT_USAGE;
+        } else if (IS("--sample-chars")) {
+            VALUE("--sample-chars", v);
+            if (!parse_long("--sample-chars", v, 0, MAX_ITERS, &cfg->sample_chars, err, errlen))
+                return EXIT_USAGE;
+        } else if (IS("--temperature")) {
+            VALUE("--temperature", v);
+            if (!parse_float("--temperature", v, false, &cfg->temperature, err, errlen))
+                return EXIT_USAGE;
+        } else if (IS("--top-k")) {
+            VALUE("--top-k", v);
+            if (!parse_long("--top-k", v, 0, 256, &cfg->top_k, err, errlen)) return EXIT_USAGE;
+        } else if (IS("--prompt")) {
+            VALUE("--prompt", v);
+            cfg->prompt = v;
+        } else if (IS("--sample-only")) {
+            NO_VALUE("--sample-only");
+            cfg->sample_only = true;
+        } else if (IS("--data") || IS("--save") || IS("--resume") || IS("--out")) {
+            char flag[16];
+            snprintf(flag, sizeof flag, "%.*s", (int)name_len, arg);
+            VALUE(flag, v);
+            if (v[0] == '\0') {
+                snprintf(err, errlen, "%s: empty path", flag);
+                return EXIT_USAGE;
+            }
+            if (strlen(v) >= PATH_CAP - 64) {
+                snprintf(err, errlen, "%s: path longer than %d bytes", flag, PATH_CAP - 64);
+                return EXIT_USAGE;
+            }
+            switch (flag[2]) {
+            case 'd': cfg->data = v; break;
+            case 's': cfg->save = v; break;
+            case 'r': cfg->resume = v; break;
+            default: cfg->out = v; break;
+            }
+        } else if (IS("--arena-limit-mb")) {
+            VALUE("--arena-limit-mb", v);
+            long max_mb = (long)((SIZE_MAX >> 20) < (size_t)LONG_MAX ? (SIZE_MAX >> 20) : LONG_MAX);
+            if (!parse_long("--arena-limit-mb", v, 1, max_mb, &cfg->arena_limit_mb, err, errlen))
+                return EXIT_USAGE;
+        } else if (arg[0] == '-') {
+            snprintf(err, errlen, "unknown option '%s'", arg);
+            return EXIT_USAGE;
+        } else {
+            snprintf(err, errlen, "unexpected argument '%s'", arg);
+            return EXIT_USAGE;
+        }
+#undef NO_VALUE
+#undef VALUE
+#undef IS
+    }
+
+    /* Combinations. */
+    if (!min_lr_given) cfg->min_lr = cfg->lr / 10.0f;
+    if (cfg->min_lr > cfg->lr) {
+        snprintf(err, errlen, "--min-lr: %g is above --lr %g", (double)cfg->min_lr,
+                 (double)cfg->lr);
+        return EXIT_USAGE;
+    }
+    if (cfg->sample_only) {
+        if (cfg->resume == NULL) {
+            snprintf(err, errlen,
+                     "--sample-only needs --resume CHECKPOINT (the model to sample from)");
+            return EXIT_USAGE;
+        }
+        if (cfg->out != NULL || cfg->save != NULL) {
+            snprintf(err, errlen,
+                     "--sample-only writes nothing but the sample on stdout: drop %s",
+                     cfg->out != NULL ? "--out" : "--save");
+            return EXIT_USAGE;
+        }
+    }
+
+    cfg->preset = preset->name;
+    cfg->n_layer = preset->n_layer;
+    cfg->n_head = preset->n_head;
+    cfg->n_embd = preset->n_embd;
+    cfg->seq_len = preset->seq_len;
+    cfg->batch = batch > 0 ? (int)batch : preset->batch;
+    return 0;
+}
+
+void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: train_full [options]\n"
+            "       train_full --tiny|--small|--medium [ITERS] [options]\n"
+            "       train_full --sample-only --resume CHECKPOINT [sampling options]\n"
+            "\n"
+            "Trains a character-level GPT (llm.c / nanoGPT architecture) with arenagrad.\n"
+            "\n"
+            "Model and data:\n"
+            "  --preset P          tiny (L=1 NH=2 C=32 T=32 B=8, default),\n"
+            "                      small (L=4 NH=4 C=128 T=64 B=16),\n"
+            "                      medium (L=6 NH=6 C=192 T=128 B=16)\n"
+            "  --data PATH         training text (default data/shakespeare.txt, else\n"
+            "                      ../shared/data/shakespeare_tiny.txt); vocabulary = its\n"
+            "                      distinct bytes; first 90%% train, last 10%% validation\n"
+            "  --seed S            seed for init, batches, evaluation and sampling (1337)\n"
+            "\n"
+            "Optimisation (AdamW, gradients clipped at norm 1.0):\n"
+            "  --iters N           total training steps (default 2000)\n"
+            "  --batch B           sequences per micro-batch (default: the preset's)\n"
+            "  --accum N           micro-batches per step: gradient accumulation, the same\n"
+            "                      update as a batch of N x B (1)\n"
+            "  --lr F              peak learning rate (1e-3)\n"
+            "  --lr-schedule S     constant (default), cosine or linear decay from --lr\n"
+            "                      to --min-lr at --decay-steps\n"
+            "  --warmup N          linear warm-up over the first N steps (0)\n"
+            "  --min-lr F          floor of the cosine and linear schedules (--lr / 10)\n"
+            "  --decay-steps N     step at which the decay reaches --min-lr (--iters); set\n"
+            "                      it to train in parts that match one longer run\n"
+            "  --arena-limit-mb M  cap the activation arena at M MiB\n"
+            "\n"
+            "Run folder and checkpoints:\n"
+            "  --out DIR           run folder: ckpt.bin (latest, written atomically at every\n"
+            "                      evaluation and at the end), best.bin (best validation\n"
+            "                      loss), log.csv, loss.svg (redrawn at every evaluation),\n"
+            "                      sample.txt\n"
+            "  --save PATH         the latest checkpoint goes to PATH instead\n"
+            "  --resume PATH       continue a saved run up to --iters total steps; it keeps\n"
+            "                      writing to PATH unless --save or --out say otherwise,\n"
+            "                      and a PATH named ckpt.bin brings its run folder along\n"
+            "  --log-every K       log.csv row (and progress line when not a terminal)\n"
+            "                      every K steps (50)\n"
+            "  --eval-every K      validation loss, checkpoint and plot every K steps (250)\n"
+            "  --eval-iters K      validation batches per evaluation (10)\n"
+            "\n"
+            "Sampling:\n"
+            "  --sample-only       sample from --resume's model to stdout; train nothing\n"
+            "  --sample-chars N    UTF-8 characters sampled after training (200; 0: none)\n"
+            "  --temperature F     sampling temperature, > 0 (1.0)\n"
+            "  --top-k K           sample among the K likeliest bytes only (0: all)\n"
+            "  --prompt TEXT       start of the sample (default: a newline)\n"
+            "\n"
+            "Ctrl-C (SIGINT) or SIGTERM finishes the current step, saves the checkpoint,\n"
+            "log and plot, prints the summary and exits 130 (SIGINT) or 143 (SIGTERM);\n"
+            "a second one exits at once.\n"
+            "\n"
+            "Exit status: 0 done, 1 library error, 2 bad arguments, data or paths,\n"
+            "3 checkpoint refused, 4 arena limit too small, 5 training diverged (loss\n"
+            "not finite, or above twice its first value and 3 more; the last checkpoint\n"
+            "written before is kept), 6 a checkpoint or run-folder write failed,\n"
+            "130/143 interrupted.\n"
+            "The last line of a training run is a machine-readable 'summary key=value ...'\n"
+            "line.\n");
+}

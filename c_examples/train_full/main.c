@@ -1,0 +1,326 @@
+/*
+ * main.c: train_full's entry point.
+ *
+ * Everything that can fail for a reason other than training is checked here,
+ * before the first step: arguments, data, the prompt's bytes, and that every
+ * folder the run will write to exists and takes a new file. Then every host
+ * buffer is allocated once and the trainer runs (train.c) or samples.
+ *
+ * Signals: the first SIGINT or SIGTERM only sets a flag (async-signal-safe);
+ * the loop finishes its step, saves and exits 128 + the signal. A second one
+ * exits at once (a checkpoint being written is replaced atomically, so the
+ * previous one survives).
+ *
+ * Build: make build/train_full. Run: build/train_full --help.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "train_full.h"
+
+#define SERIES_CAP 2048 /* points per plotted curve */
+
+volatile sig_atomic_t g_stop_signal = 0;
+
+static void write_stderr(const char *s) { (void)!write(STDERR_FILENO, s, strlen(s)); }
+
+static void on_signal(int sig)
+{
+    if (g_stop_signal != 0) {
+        write_stderr("\ntrain_full: second signal: exiting now\n");
+        _exit(128 + sig);
+    }
+    g_stop_signal = sig;
+    write_stderr("\ntrain_full: stopping after this step (send it again to quit at once)\n");
+}
+
+static bool install_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART; /* writes of a checkpoint are not cut short */
+    return sigaction(SIGINT, &sa, NULL) == 0 && sigaction(SIGTERM, &sa, NULL) == 0;
+}
+
+/* mkdir -p: creates every missing folder of `dir`. */
+static bool make_dirs(const char *dir, char *err, size_t errlen)
+{
+    char buf[PATH_CAP];
+    snprintf(buf, sizeof buf, "%s", dir);
+    size_t n = strlen(buf);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] != '/' && buf[i] != '\0') continue;
+        char saved = buf[i];
+        buf[i] = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
+            snprintf(err, errlen, "cannot create folder '%s': %s", buf, strerror(errno));
+            return false;
+        }
+        buf[i] = saved;
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "'%s' is not a folder", dir);
+        return false;
+    }
+    return true;
+}
+
+/* The folder part of a file path ("." for a bare name). */
+static void dir_of(const char *path, char *out, size_t len)
+{
+    snprintf(out, len, "%s", path);
+    char *slash = strrchr(out, '/');
+    if (slash == NULL) snprintf(out, len, ".");
+    else if (slash == out) out[1] = '\0';
+    else *slash = '\0';
+}
+
+/* Creates and removes a file in `dir`: the only sure test that it takes files. */
+static bool probe_dir(const char *dir, char *err, size_t errlen)
+{
+    char probe[PATH_CAP + 64];
+    snprintf(probe, sizeof probe, "%s/.train_full_probe.%ld", dir, (long)getpid());
+    int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        snprintf(err, errlen, "folder '%s' is not writable: %s", dir, strerror(errno));
+        return false;
+    }
+    close(fd);
+    unlink(probe);
+    return true;
+}
+
+/* A checkpoint path must be a file in a writable folder. */
+static bool check_file_target(const char *path, char *err, size_t errlen)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "%s is a folder, not a file path", path);
+        return false;
+    }
+    char dir[PATH_CAP];
+    dir_of(path, dir, sizeof dir);
+    return probe_dir(dir, err, errlen);
+}
+
+static void join(char *out, const char *dir, const char *name)
+{
+    snprintf(out, PATH_CAP, "%s/%s", dir, name);
+}
+
+/*
+ * Decides where the run writes: --out DIR (a run folder), --save PATH (the
+ * latest checkpoint), and --resume PATH, which keeps writing to PATH unless
+ * one of the others says otherwise; a PATH named ckpt.bin brings its folder
+ * along as the run folder.
+ */
+static int plan_outputs(const struct config *cfg, struct run_paths *p, FILE *info)
+{
+    char err[PATH_CAP + 128];
+    memset(p, 0, sizeof *p);
+    if (cfg->sample_only) return 0; /* writes nothing */
+    const char *flag = "--out";
+    if (cfg->out != NULL) {
+        p->folder = true;
+        snprintf(p->dir, sizeof p->dir, "%s", cfg->out);
+    } else if (cfg->resume != NULL && cfg->save == NULL) {
+        const char *base = strrchr(cfg->resume, '/');
+        base = base != NULL ? base + 1 : cfg->resume;
+        if (strcmp(base, "ckpt.bin") == 0) {
+            p->folder = true;
+            dir_of(cfg->resume, p->dir, sizeof p->dir);
+            flag = "--resume";
+            fprintf(info, "run folder: %s (the folder of --resume)\n", p->dir);
+        }
+    }
+    if (p->folder) {
+        size_t n = strlen(p->dir);
+        while (n > 1 && p->dir[n - 1] == '/') p->dir[--n] = '\0';
+        if (!make_dirs(p->dir, err, sizeof err) || !probe_dir(p->dir, err, sizeof err)) {
+            fprintf(stderr, "train_full: %s: %s\n", flag, err);
+            return EXIT_USAGE;
+        }
+        join(p->ckpt, p->dir, "ckpt.bin");
+        join(p->best, p->dir, "best.bin");
+        join(p->log, p->dir, "log.csv");
+        join(p->log_tmp, p->dir, ".log.csv.tmp");
+        join(p->svg, p->dir, "loss.svg");
+        join(p->svg_tmp, p->dir, ".loss.svg.tmp");
+        join(p->sample, p->dir, "sample.txt");
+        const char *files[] = {p->ckpt, p->best, p->log, p->svg, p->sample};
+        for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+            struct stat st;
+            if (stat(files[i], &st) == 0 && S_ISDIR(st.st_mode)) {
+                fprintf(stderr, "train_full: %s: %s is a folder, not a file path\n", flag,
+                        files[i]);
+                return EXIT_USAGE;
+            }
+        }
+    }
+    if (cfg->save != NULL) {
+        flag = "--save";
+        snprintf(p->ckpt, sizeof p->ckpt, "%s", cfg->save);
+    } else if (!p->folder && cfg->resume != NULL) {
+        flag = "--resume";
+        snprintf(p->ckpt, sizeof p->ckpt, "%s", cfg->resume);
+    }
+    if (p->ckpt[0] != '\0' && !check_file_target(p->ckpt, err, sizeof err)) {
+        fprintf(stderr, "train_full: %s: %s\n", flag, err);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct config cfg;
+    char err[512];
+    if (parse_args(argc, argv, &cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "train_full: %s\n(run 'train_full --help' for usage)\n", err);
+        return EXIT_USAGE;
+    }
+    if (cfg.help) {
+        usage(stdout);
+        return 0;
+    }
+    /* --sample-only keeps stdout for the sample alone. */
+    FILE *info = cfg.sample_only ? stderr : stdout;
+
+    /* Data: --data, else data/shakespeare.txt, else the tiny shared corpus. */
+    static const char *const DEFAULT_DATA = "data/shakespeare.txt";
+    static const char *const FALLBACK_DATA = "../shared/data/shakespeare_tiny.txt";
+    const char *path = cfg.data;
+    const char *origin = "--data";
+    if (path == NULL) {
+        path = DEFAULT_DATA;
+        origin = "default";
+        if (access(path, R_OK) != 0) {
+            fprintf(stderr, "train_full: %s not found (run 'make data'); using %s\n", DEFAULT_DATA,
+                    FALLBACK_DATA);
+            path = FALLBACK_DATA;
+            origin = "fallback";
+        }
+    }
+    struct dataset data;
+    memset(&data, 0, sizeof data);
+    if (!load_data(path, &data, err, sizeof err)) {
+        fprintf(stderr, "train_full: --data: %s\n", err);
+        free(data.tokens);
+        return EXIT_USAGE;
+    }
+    size_t T = (size_t)cfg.seq_len;
+    if (data.n_train < T + 1 || data.n_val < T + 1) {
+        fprintf(stderr,
+                "train_full: --data: %s has %zu bytes: too short for preset %s (T=%zu): the "
+                "first 90%% (%zu bytes) and the last 10%% (%zu bytes) each need at least T+1 = "
+                "%zu bytes\n",
+                path, data.n, cfg.preset, T, data.n_train, data.n_val, T + 1);
+        free(data.tokens);
+        return EXIT_USAGE;
+    }
+    if (cfg.prompt != NULL) {
+        for (const char *p = cfg.prompt; *p != '\0'; p++) {
+            if (data.id_of[(unsigned char)*p] < 0) {
+                fprintf(stderr,
+                        "train_full: --prompt: byte 0x%02x ('%c') at offset %td is not in the "
+                        "vocabulary of %s\n",
+                        (unsigned char)*p, isprint((unsigned char)*p) ? *p : '?', p - cfg.prompt,
+                        path);
+                free(data.tokens);
+                return EXIT_USAGE;
+            }
+        }
+    }
+    static struct run_paths paths; /* ~36 KiB of paths: static, not on the stack */
+    int rc = plan_outputs(&cfg, &paths, info);
+    if (rc != 0) {
+        free(data.tokens);
+        return rc;
+    }
+    if (!install_signals()) {
+        fprintf(stderr, "train_full: cannot install the SIGINT/SIGTERM handler: %s\n",
+                strerror(errno));
+        free(data.tokens);
+        return EXIT_LIBRARY;
+    }
+    fprintf(info, "arenagrad %s | train_full\n", ag_version());
+    fprintf(info, "data: %s (%s) %zu bytes, V=%d distinct bytes, train %zu / val %zu\n", path,
+            origin, data.n, data.V, data.n_train, data.n_val);
+
+    /* Every host buffer, allocated once. */
+    static struct trainer tr;
+    static struct run_log log;
+    tr.cfg = &cfg;
+    tr.data = &data;
+    tr.paths = &paths;
+    tr.log = &log;
+    tr.info = info;
+    tr.B = (size_t)cfg.batch;
+    tr.T = T;
+    tr.V = (size_t)data.V;
+    tr.tty = !cfg.sample_only && isatty(STDOUT_FILENO) != 0;
+    log.csv.fd = -1;
+    size_t C = (size_t)cfg.n_embd;
+    size_t biggest = 4 * C * C;
+    if (tr.V * C > biggest) biggest = tr.V * C;
+    if (T * C > biggest) biggest = T * C;
+    size_t steps = (size_t)cfg.iters; /* upper bound on the steps of this run */
+    tr.ids = malloc(tr.B * T * sizeof *tr.ids);
+    tr.targets = malloc(tr.B * T * sizeof *tr.targets);
+    tr.logits = malloc(T * tr.V * sizeof *tr.logits);
+    tr.probs = malloc(tr.V * sizeof *tr.probs);
+    tr.sorted = malloc(tr.V * sizeof *tr.sorted);
+    tr.window = malloc(T * sizeof *tr.window);
+    tr.step_ms = malloc(steps * sizeof *tr.step_ms);
+    tr.init_buf = malloc(biggest * sizeof *tr.init_buf);
+    tr.model.pos_ids = malloc(T * sizeof *tr.model.pos_ids);
+    struct series *curves[2] = {&log.train, &log.val};
+    for (int i = 0; i < 2; i++) {
+        curves[i]->cap = SERIES_CAP;
+        curves[i]->x = malloc(SERIES_CAP * sizeof(float));
+        curves[i]->y = malloc(SERIES_CAP * sizeof(float));
+    }
+    if (!tr.ids || !tr.targets || !tr.logits || !tr.probs || !tr.sorted || !tr.window ||
+        !tr.step_ms || !tr.init_buf || !tr.model.pos_ids || !log.train.x || !log.train.y ||
+        !log.val.x || !log.val.y) {
+        fprintf(stderr, "train_full: out of memory for host buffers\n");
+        rc = EXIT_LIBRARY;
+    } else {
+        ag_status st = ag_context_new(&tr.ctx);
+        if (st != AG_STATUS_OK) {
+            fprintf(stderr, "train_full: ag_context_new failed: %s\n", ag_status_str(st));
+            rc = EXIT_LIBRARY;
+        } else {
+            rc = run(&tr);
+        }
+    }
+    log_finish(&log);
+    ag_context_free(&tr.ctx);
+    free(tr.ids);
+    free(tr.targets);
+    free(tr.logits);
+    free(tr.probs);
+    free(tr.sorted);
+    free(tr.window);
+    free(tr.step_ms);
+    free(tr.init_buf);
+    free(tr.model.pos_ids);
+    for (int i = 0; i < 2; i++) {
+        free(curves[i]->x);
+        free(curves[i]->y);
+    }
+    free(data.tokens);
+    return rc;
+}

@@ -1,0 +1,297 @@
+/*
+ * train_full: a character-level GPT trained from C through the arenagrad C API.
+ * Private header shared by the units of the program:
+ *
+ *   args.c    command line: parse_args (no I/O, never exits: fuzzable) and usage
+ *   data.c    corpus loading, vocabulary, random batches
+ *   model.c   parameters and the forward pass
+ *   state.c   the checkpoint's user bytes (step, RNG, schedule, history)
+ *   train.c   the training loop: schedule, accumulation, evaluation, guard rails
+ *   sample.c  text generation (temperature, top-k, whole UTF-8 characters)
+ *   output.c  run folder: log.csv, loss.svg, sample.txt; progress and summary
+ *   util.c    RNG, clock, RSS, formatting, sorting
+ *   main.c    signals, set-up of every buffer and path, then train or sample
+ *
+ * Only the public header arenagrad.h is used from the library.
+ */
+#ifndef TRAIN_FULL_H
+#define TRAIN_FULL_H
+
+#include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "arenagrad.h"
+
+/* Exit statuses (also in --help and the README). Signals: 128 + signal. */
+enum {
+    EXIT_LIBRARY = 1,    /* an arenagrad call failed */
+    EXIT_USAGE = 2,      /* bad arguments, data or output paths (nothing trained) */
+    EXIT_CHECKPOINT = 3, /* --resume refused the checkpoint */
+    EXIT_ARENA = 4,      /* the activation arena could not grow (--arena-limit-mb) */
+    EXIT_DIVERGED = 5,   /* loss not finite or far above its start */
+    EXIT_IO = 6,         /* writing a checkpoint or the run folder failed mid-run */
+};
+
+#define MAX_ITERS 100000000L
+#define MAX_BATCH 65536L
+#define MAX_ACCUM 4096L
+#define MAX_LAYERS 64
+#define GRAD_CLIP 1.0f
+#define LOSS_WINDOW 50  /* summary loss: mean of the last 50 steps */
+#define WARMUP_STEPS 10 /* steps left out of the median step time */
+#define PATH_CAP 4096   /* longest path train_full builds (run folder files) */
+
+/* ------------------------------------------------------------------------ */
+/* Configuration (args.c)                                                    */
+/* ------------------------------------------------------------------------ */
+
+enum schedule { SCHEDULE_CONSTANT, SCHEDULE_COSINE, SCHEDULE_LINEAR };
+
+struct config {
+    const char *preset;  /* a preset name (static string) */
+    int n_layer;         /* L */
+    int n_head;          /* NH */
+    int n_embd;          /* C */
+    int seq_len;         /* T */
+    int batch;           /* B: sequences per micro-batch */
+    long accum;          /* micro-batches per optimizer step */
+    long iters;          /* total steps (a resumed run continues up to it) */
+    float lr;            /* peak learning rate */
+    float min_lr;        /* the schedule's floor */
+    long warmup;         /* linear warm-up steps from lr/warmup to lr */
+    long decay_steps;    /* the schedule reaches min_lr here; 0: at iters */
+    enum schedule schedule;
+    uint64_t seed;
+    bool seed_given;     /* --seed was passed (--sample-only then reseeds the sampler) */
+    long log_every;
+    long eval_every;
+    long eval_iters;
+    long sample_chars;   /* UTF-8 characters to sample; 0: none */
+    float temperature;
+    long top_k;          /* 0: sample from the whole vocabulary */
+    const char *prompt;  /* NULL: start the sample from a newline */
+    const char *data;    /* NULL: data/shakespeare.txt, else the tiny corpus */
+    const char *out;     /* run folder, NULL: none */
+    const char *save;    /* checkpoint path, NULL: from --out or --resume */
+    const char *resume;  /* NULL: fresh start */
+    long arena_limit_mb; /* 0: no cap */
+    bool sample_only;
+    bool help;
+};
+
+int parse_args(int argc, char **argv, struct config *cfg, char *err, size_t errlen);
+void usage(FILE *f);
+const char *schedule_name(enum schedule s);
+
+/* ------------------------------------------------------------------------ */
+/* Utilities (util.c)                                                        */
+/* ------------------------------------------------------------------------ */
+
+uint64_t rng_next(uint64_t *s);
+double rng_uniform(uint64_t *s);
+double rng_normal(uint64_t *s);
+/* Independent streams from one user seed. */
+enum { STREAM_INIT = 1, STREAM_TRAIN = 2, STREAM_EVAL = 3, STREAM_SAMPLE = 4 };
+uint64_t derive_seed(uint64_t seed, uint64_t stream);
+double now_ms(void);
+long rss_kb(void);
+void format_duration(char *buf, size_t len, double ms);
+void sort_floats(float *a, size_t n);
+
+/* ------------------------------------------------------------------------ */
+/* Data (data.c)                                                             */
+/* ------------------------------------------------------------------------ */
+
+struct dataset {
+    uint8_t *tokens; /* [n] token ids (byte -> vocabulary index) */
+    size_t n, n_train, n_val;
+    int V;
+    uint8_t vocab[256]; /* id -> byte, sorted */
+    int16_t id_of[256]; /* byte -> id, -1 if absent */
+};
+
+bool load_data(const char *path, struct dataset *d, char *err, size_t errlen);
+void get_batch(const uint8_t *tokens, size_t n, size_t B, size_t T, uint64_t *rng,
+               int32_t *ids, int32_t *targets);
+
+/* ------------------------------------------------------------------------ */
+/* Model (model.c)                                                           */
+/* ------------------------------------------------------------------------ */
+
+struct block {
+    ag_tensor ln1_w, ln1_b;   /* [C], [C] */
+    ag_tensor w_qkv, b_qkv;   /* [C, 3C], [3C] */
+    ag_tensor w_proj, b_proj; /* [C, C], [C] */
+    ag_tensor ln2_w, ln2_b;   /* [C], [C] */
+    ag_tensor w_fc, b_fc;     /* [C, 4C], [4C] */
+    ag_tensor w_fc2, b_fc2;   /* [4C, C], [C] */
+};
+
+struct model {
+    int L, NH, C, T, V;
+    ag_tensor wte;          /* [V, C], also the output projection */
+    ag_tensor wpe;          /* [T, C] */
+    ag_tensor lnf_w, lnf_b; /* [C], [C] */
+    struct block blocks[MAX_LAYERS];
+    size_t n_floats;  /* parameter floats */
+    int32_t *pos_ids; /* [T] = 0..T-1, for sequences shorter than T */
+};
+
+ag_status model_build(ag_context *ctx, struct model *m, uint64_t init_seed, float *scratch);
+ag_status model_forward(ag_context *ctx, const struct model *m, const int32_t *ids,
+                        const int32_t *targets, size_t B, size_t t, ag_tensor *logits_out,
+                        ag_tensor *loss_out);
+
+#define TRY(call)                                                                                  \
+    do {                                                                                           \
+        ag_status st_ = (call);                                                                    \
+        if (st_ != AG_STATUS_OK) return st_;                                                       \
+    } while (0)
+
+/* ------------------------------------------------------------------------ */
+/* Training state kept in the checkpoint's user bytes (state.c)              */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Everything a resumed run needs to continue bit for bit as if it had never
+ * stopped: the step, the batch RNG, the figures that feed the log, the
+ * summary and the guard rails. The learning rate is a function of the step
+ * and the flags, so the schedule position is the step itself.
+ */
+struct train_state {
+    uint64_t step;        /* steps done */
+    uint64_t rng;         /* training batch RNG state */
+    uint64_t seed;        /* the run's --seed (evaluation batches) */
+    uint64_t sample_seed; /* sampling RNG start */
+    double start_loss;    /* loss of step 1 (guard rail), NAN before it */
+    double best_val;      /* best validation loss so far (best.bin), INFINITY if none */
+    uint64_t best_step;
+    /* log.csv row in progress: sums since the last row */
+    double row_loss, row_norm;
+    uint64_t row_steps;
+    /* the last LOSS_WINDOW step losses (summary) */
+    float recent[LOSS_WINDOW];
+    uint64_t n_recent;
+};
+
+/* What the checkpoint was saved with, for notes when a resume changes it. */
+struct saved_settings {
+    uint32_t batch, accum, schedule;
+    float lr, min_lr;
+    uint64_t warmup, horizon; /* horizon: the step the decay ends */
+};
+
+#define STATE_BLOB_MAX 1024
+size_t state_write(uint8_t *buf, const struct config *cfg, const struct dataset *d,
+                   const struct train_state *s);
+bool state_read(const uint8_t *buf, size_t len, const struct config *cfg,
+                const struct dataset *d, struct train_state *s, struct saved_settings *saved,
+                char *err, size_t errlen);
+
+/* ------------------------------------------------------------------------ */
+/* Output (output.c)                                                         */
+/* ------------------------------------------------------------------------ */
+
+/* A write-only file with a fixed buffer: formatting and writing never malloc. */
+struct outfile {
+    int fd;
+    bool failed; /* a write failed (errno in err) */
+    int err;
+    size_t len;
+    char buf[8192];
+};
+
+bool out_open(struct outfile *f, const char *path, bool append);
+void out_printf(struct outfile *f, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void out_write(struct outfile *f, const char *p, size_t n);
+bool out_close(struct outfile *f); /* flushes; false if any write failed */
+
+/* A curve with a fixed number of points: when full, every other point goes. */
+struct series {
+    float *x, *y; /* [cap] kept points */
+    size_t n, cap;
+    uint64_t stride;  /* one point kept in `stride` offered (doubles when full) */
+    uint64_t offered; /* points offered so far */
+    float last_x, last_y; /* the latest point, drawn even when not kept */
+};
+
+void series_add(struct series *s, double x, double y);
+
+/* Files of a run folder, all built once before training. */
+struct run_paths {
+    bool folder;            /* a run folder is in use */
+    char dir[PATH_CAP];
+    char ckpt[PATH_CAP];    /* latest checkpoint ("" if none) */
+    char best[PATH_CAP];    /* best validation loss ("" if none) */
+    char log[PATH_CAP];
+    char log_tmp[PATH_CAP];
+    char svg[PATH_CAP];
+    char svg_tmp[PATH_CAP];
+    char sample[PATH_CAP];
+};
+
+struct log_row {
+    uint64_t step;
+    double lr, train_loss, val_loss, grad_norm, ms_per_step, tok_per_s;
+    uint64_t arena_high_water;
+};
+
+struct run_log {
+    struct outfile csv; /* log.csv, open for appending during the run */
+    bool open;
+    bool warned;        /* a write failure was reported once */
+    struct series train, val;
+};
+
+bool log_start(struct run_log *lg, const struct run_paths *p, uint64_t resume_step, char *err,
+               size_t errlen);
+void log_append(struct run_log *lg, const struct log_row *r);
+void log_finish(struct run_log *lg);
+/* Draws loss.svg (written to a temporary file, then renamed over it). */
+bool plot_write(const struct run_log *lg, const struct run_paths *p, const char *title,
+                uint64_t x_max, char *err, size_t errlen);
+
+/* ------------------------------------------------------------------------ */
+/* The trainer (train.c, sample.c)                                           */
+/* ------------------------------------------------------------------------ */
+
+struct trainer {
+    ag_context *ctx;
+    const struct config *cfg;
+    struct dataset *data;
+    struct model model;
+    struct run_paths *paths;
+    struct run_log *log;
+    size_t B, T, V;
+    int32_t *ids;     /* [B*T] */
+    int32_t *targets; /* [B*T] */
+    float *logits;    /* [T*V]: one sampled sequence's logits */
+    double *probs;    /* [V] */
+    float *sorted;    /* [V]: top-k threshold scratch */
+    int32_t *window;  /* [T]: sampling context */
+    float *step_ms;   /* [steps this run] */
+    float *init_buf;  /* largest parameter, for initialisation */
+    bool tty;         /* stdout is a terminal: one updating progress line */
+    bool line_open;   /* that line is drawn and not yet ended */
+    FILE *info;       /* where progress and notes go (stderr for --sample-only) */
+};
+
+/* The first SIGINT or SIGTERM (0 if none), set by the handler in main.c. */
+extern volatile sig_atomic_t g_stop_signal;
+
+int run(struct trainer *tr);
+void end_line(struct trainer *tr);
+int report(struct trainer *tr, const char *what, ag_status st);
+double lr_at(const struct config *cfg, uint64_t step);
+uint64_t decay_horizon(const struct config *cfg);
+
+/* Writes n UTF-8 characters after the prompt to `out` (and `copy` if not NULL). */
+ag_status sample(struct trainer *tr, uint64_t seed, const char *prompt, long n, FILE *out,
+                 struct outfile *copy, long *written);
+
+#endif /* TRAIN_FULL_H */
