@@ -27,6 +27,7 @@ mod context;
 pub mod error;
 pub mod ffi;
 pub mod gpt;
+mod init;
 mod ops;
 mod optim;
 mod pool;
@@ -35,6 +36,7 @@ mod tape;
 
 pub use context::{Context, MemoryStats, Tensor};
 pub use error::{Error, Result};
+pub use init::Init;
 pub use ops::norm::LAYERNORM_EPS;
 pub use optim::OptimizerKind;
 pub use shape::{MAX_DIMS, Shape};

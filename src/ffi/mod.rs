@@ -18,9 +18,11 @@
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
 mod api;
+mod init;
 mod ops;
 
 pub use api::*;
+pub use init::*;
 pub use ops::*;
 
 use crate::context::{Context, Tensor};
