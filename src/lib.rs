@@ -31,6 +31,7 @@ mod init;
 mod ops;
 mod optim;
 mod pool;
+pub mod safetensors_io;
 pub mod shape;
 mod tape;
 
