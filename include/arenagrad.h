@@ -80,6 +80,34 @@
 // comparable with ag_version_number() at run time.
 #define AG_VERSION_NUMBER (((AG_VERSION_MAJOR * 10000) + (AG_VERSION_MINOR * 100)) + AG_VERSION_PATCH)
 
+// ag_param_init kind: every value 0 (a and b must be 0).
+#define AG_INIT_ZEROS 0
+
+// ag_param_init kind: every value 1 (a and b must be 0).
+#define AG_INIT_ONES 1
+
+// ag_param_init kind: normal with mean a and standard deviation b >= 0.
+#define AG_INIT_NORMAL 2
+
+// ag_param_init kind: uniform on [a, b], a <= b.
+#define AG_INIT_UNIFORM 3
+
+// ag_param_init kind: Xavier/Glorot uniform, U(-l, l) with
+// l = a * sqrt(6 / (fan_in + fan_out)); a is the gain (> 0), b must be 0.
+#define AG_INIT_XAVIER_UNIFORM 4
+
+// ag_param_init kind: Xavier/Glorot normal, N(0, s^2) with
+// s = a * sqrt(2 / (fan_in + fan_out)); a is the gain (> 0), b must be 0.
+#define AG_INIT_XAVIER_NORMAL 5
+
+// ag_param_init kind: Kaiming/He uniform, U(-l, l) with
+// l = a * sqrt(3 / fan_in); a is the gain (> 0; sqrt(2) for ReLU), b must be 0.
+#define AG_INIT_KAIMING_UNIFORM 6
+
+// ag_param_init kind: Kaiming/He normal, N(0, s^2) with s = a / sqrt(fan_in);
+// a is the gain (> 0; sqrt(2) for ReLU), b must be 0.
+#define AG_INIT_KAIMING_NORMAL 7
+
 // An arenagrad context (opaque): parameters, optimizer, arena and tape.
 // Made by ag_context_new, freed by ag_context_free; use it from one thread
 // at a time (a concurrent call gets AG_STATUS_BUSY). An `ag_context *` is
@@ -385,6 +413,30 @@ ag_status ag_checkpoint_load_bytes(struct ag_context *ctx, const uint8_t *data, 
 // carries user bytes), INVALID_ARGUMENT (path empty or not UTF-8, user
 // bytes do not fit in cap), IO, CHECKPOINT_CORRUPT, CHECKPOINT_MISMATCH.
 ag_status ag_checkpoint_peek(struct ag_context *ctx, const char *path, uint8_t *user_out, size_t cap, size_t *user_len);
+
+// Overwrites parameter `p` with values drawn according to `kind` (an
+// AG_INIT_* value) with arguments `a` and `b` (see each AG_INIT_* for what
+// they mean; arguments a kind does not use must be 0).
+//
+// Values are a function of (`seed`, the parameter's index in creation
+// order, the element's index) only: the same seed gives the same bits on
+// every run and thread count, whatever else was initialised before, and
+// different parameters get unrelated streams from one seed. Normal draws
+// use Box-Muller; values are computed in double and rounded to float.
+//
+// Fans for Xavier and Kaiming: a weight is [..., in, out] (the layout
+// ag_linear uses: y = x @ w with w [in, out]), so fan_in is the
+// second-to-last dimension and fan_out the last; leading dimensions stack
+// independent matrices. 1-D parameters are refused for these kinds.
+//
+// Only the values change (not the gradient or optimizer state).
+// Errors: NULL_ARGUMENT (ctx is NULL), INVALID_CONTEXT, BUSY, POISONED,
+// INVALID_ARGUMENT (unknown kind; p is not a parameter; std < 0; a > b
+// for uniform; gain <= 0; a non-finite argument; a normal whose draws
+// would exceed the float range; an unused argument not 0),
+// SHAPE_MISMATCH (Xavier or Kaiming on a 1-D parameter), STALE_HANDLE,
+// WRONG_CONTEXT, INVALID_HANDLE.
+ag_status ag_param_init(struct ag_context *ctx, struct ag_tensor p, uint32_t kind, float a, float b, uint64_t seed);
 
 // out = a + b with numpy broadcasting (no tiled copy is made).
 // Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH (the shapes do

@@ -124,6 +124,77 @@ fn follow_links(op: &'static str, path: &Path) -> Result<std::path::PathBuf> {
     })
 }
 
+/// Writes `bytes` to `path` atomically: a fresh temporary file in the same
+/// folder, fsync, rename over `path`, fsync of the folder. A `path` that is
+/// a symbolic link is followed (see `follow_links`). On failure the
+/// temporary file is removed and any earlier file at `path` is untouched,
+/// so a crash leaves either the old file or the new one. `noun` names the
+/// file in the message of a failed folder sync ("checkpoint").
+pub(crate) fn write_atomic(op: &'static str, path: &Path, bytes: &[u8], noun: &str) -> Result<()> {
+    let target = follow_links(op, path)?;
+    let path = target.as_path();
+    let name = path.file_name().ok_or_else(|| Error::Io {
+        op,
+        what: format!("{}: not a file path", path.display()),
+    })?;
+    // A fresh, exclusive temporary name: create_new refuses an existing
+    // file or symlink planted at that name.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let (mut tmp, mut file) = (path.to_path_buf(), None);
+    for attempt in 0..16u32 {
+        let mut tmp_name = name.to_os_string();
+        tmp_name.push(format!(
+            ".tmp.{}.{:x}",
+            std::process::id(),
+            nanos.wrapping_add(attempt.wrapping_mul(0x9e37_79b9))
+        ));
+        tmp = path.with_file_name(tmp_name);
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+        {
+            Ok(f) => {
+                file = Some(f);
+                break;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(io(op, path, e)),
+        }
+    }
+    let Some(mut f) = file else {
+        return Err(Error::Io {
+            op,
+            what: format!("{}: no free temporary name", path.display()),
+        });
+    };
+    let mut write = || -> std::io::Result<()> {
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    };
+    write().map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        io(op, path, e)
+    })?;
+    // The new file is in place; make the rename itself durable. If that
+    // fails the caller must know, but the earlier file is already gone,
+    // so say so rather than imply nothing changed.
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::Io {
+        op,
+        what: format!(
+            "{}: the {noun} was written and renamed into place, but syncing its folder failed ({e}); it may not survive a power loss",
+            path.display()
+        ),
+    })
+}
+
 impl Context {
     /// Serialises parameters, optimizer state and `user` bytes.
     pub fn checkpoint_bytes(&mut self, user: &[u8]) -> Result<Vec<u8>> {
@@ -343,68 +414,7 @@ impl Context {
     pub fn checkpoint_save(&mut self, path: &Path, user: &[u8]) -> Result<()> {
         const OP: &str = "checkpoint_save";
         let bytes = self.checkpoint_bytes(user)?;
-        let target = follow_links(OP, path)?;
-        let path = target.as_path();
-        let name = path.file_name().ok_or_else(|| Error::Io {
-            op: OP,
-            what: format!("{}: not a file path", path.display()),
-        })?;
-        // A fresh, exclusive temporary name: create_new refuses an existing
-        // file or symlink planted at that name.
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let (mut tmp, mut file) = (path.to_path_buf(), None);
-        for attempt in 0..16u32 {
-            let mut tmp_name = name.to_os_string();
-            tmp_name.push(format!(
-                ".tmp.{}.{:x}",
-                std::process::id(),
-                nanos.wrapping_add(attempt.wrapping_mul(0x9e37_79b9))
-            ));
-            tmp = path.with_file_name(tmp_name);
-            match std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&tmp)
-            {
-                Ok(f) => {
-                    file = Some(f);
-                    break;
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(io(OP, path, e)),
-            }
-        }
-        let Some(mut f) = file else {
-            return Err(Error::Io {
-                op: OP,
-                what: format!("{}: no free temporary name", path.display()),
-            });
-        };
-        let mut write = || -> std::io::Result<()> {
-            f.write_all(&bytes)?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, path)
-        };
-        write().map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            io(OP, path, e)
-        })?;
-        // The new file is in place; make the rename itself durable. If that
-        // fails the caller must know, but the earlier file is already gone,
-        // so say so rather than imply nothing changed.
-        let dir = path
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::Io {
-            op: OP,
-            what: format!(
-                "{}: the checkpoint was written and renamed into place, but syncing its folder failed ({e}); it may not survive a power loss",
-                path.display()
-            ),
-        })
+        write_atomic(OP, path, &bytes, "checkpoint")
     }
 
     /// Reads and loads a checkpoint file; returns its user bytes.

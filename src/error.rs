@@ -70,6 +70,9 @@ pub enum Error {
     CheckpointCorrupt { what: String },
     /// A valid checkpoint for a different model.
     CheckpointMismatch { what: String },
+    /// A file that is not valid in its format (truncated, damaged), or
+    /// holds what the library cannot use (a dtype other than F32).
+    BadFile { op: &'static str, what: String },
     /// The context is in use by another thread.
     Busy { func: &'static str },
     /// A panic was caught; the context is now poisoned.
@@ -154,6 +157,7 @@ impl fmt::Display for Error {
                     "checkpoint_load: checkpoint does not match the model: {what}"
                 )
             }
+            BadFile { op, what } => write!(f, "{op}: invalid file: {what}"),
             Busy { func } => write!(f, "{func}: context is in use by another thread"),
             Panic { func, what } => write!(
                 f,
@@ -191,6 +195,7 @@ impl Error {
             Io { .. } => AG_STATUS_IO,
             CheckpointCorrupt { .. } => AG_STATUS_CHECKPOINT_CORRUPT,
             CheckpointMismatch { .. } => AG_STATUS_CHECKPOINT_MISMATCH,
+            BadFile { .. } => AG_STATUS_CHECKPOINT_CORRUPT,
             Busy { .. } => AG_STATUS_BUSY,
             Panic { .. } => AG_STATUS_PANIC,
             Poisoned { .. } => AG_STATUS_POISONED,

@@ -84,15 +84,18 @@ mod context;
 pub mod error;
 #[doc(hidden)]
 pub mod ffi;
+mod init;
 mod ops;
 mod optim;
 mod pool;
+pub mod safetensors_io;
 pub mod shape;
 pub mod status;
 mod tape;
 
 pub use context::{Context, MemoryStats, Tensor};
 pub use error::{Error, Result};
+pub use init::Init;
 pub use ops::norm::LAYERNORM_EPS;
 pub use optim::OptimizerKind;
 pub use shape::{MAX_DIMS, Shape};

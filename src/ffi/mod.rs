@@ -21,11 +21,13 @@
 #![allow(rustdoc::broken_intra_doc_links)]
 
 mod api;
+mod init;
 mod ops;
 #[cfg(feature = "test-hooks")]
 mod test_hooks;
 
 pub use api::*;
+pub use init::*;
 pub use ops::*;
 #[cfg(feature = "test-hooks")]
 pub use test_hooks::*;

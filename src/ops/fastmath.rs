@@ -148,8 +148,74 @@ pub(crate) fn max_neg(xs: &[f32]) -> f32 {
     acc.iter().fold(tail, |m, &x| m.max(x))
 }
 
+/// Columns per block of f64 accumulators in [`accumulate_rows_f64`]:
+/// 2 KiB of stack.
+const ROW_BLOCK: usize = 256;
+
+/// out[j] += sum over rows r of the terms `add_row(r, cols, acc)` adds into
+/// `acc` (acc[i] is column cols.start + i), accumulated in f64 and rounded
+/// to f32 once per column. Summing thousands of rows one by one in f32
+/// loses about log2(rows) bits as the partial sums grow; in f64 the result
+/// is within half an f32 ulp of exact. Columns go in blocks of
+/// [`ROW_BLOCK`] so the accumulators live on the stack (no allocation) and
+/// each row's block is a contiguous add the compiler vectorises.
+#[inline(always)]
+pub(crate) fn accumulate_rows_f64(
+    out: &mut [f32],
+    rows: usize,
+    mut add_row: impl FnMut(usize, std::ops::Range<usize>, &mut [f64]),
+) {
+    let mut acc = [0.0f64; ROW_BLOCK];
+    for (b, ob) in out.chunks_mut(ROW_BLOCK).enumerate() {
+        let acc = &mut acc[..ob.len()];
+        acc.fill(0.0);
+        let cols = b * ROW_BLOCK..b * ROW_BLOCK + ob.len();
+        for r in 0..rows {
+            add_row(r, cols.clone(), acc);
+        }
+        for (o, &a) in ob.iter_mut().zip(acc.iter()) {
+            *o = (*o as f64 + a) as f32;
+        }
+    }
+}
+
+/// out[j] += sum_r x[r, j] with f64 accumulators (see
+/// [`accumulate_rows_f64`]). x: [R, N], out: [N].
+pub(crate) fn sum_rows_into(out: &mut [f32], x: &[f32]) {
+    let n = out.len();
+    if n == 0 {
+        return;
+    }
+    accumulate_rows_f64(out, x.len() / n, |r, cols, acc| {
+        let row = &x[r * n..][cols];
+        for (a, &v) in acc.iter_mut().zip(row) {
+            *a += v as f64;
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn row_sums_equal_f64_sums_rounded_once_at_every_width() {
+        // Widths around the column block: partial blocks and exact ones.
+        let mut rng = crate::ops::gradcheck::Lcg(5);
+        for n in [1, 7, 255, 256, 257, 600] {
+            let (x, exact) = crate::ops::gradcheck::column_data(&mut rng, 300, n);
+            let mut got = vec![0.0f32; n];
+            super::sum_rows_into(&mut got, &x);
+            for (&g, &e) in got.iter().zip(&exact) {
+                assert_eq!(g, e as f32, "width {n}");
+            }
+            // Accumulates onto what is there.
+            let mut twice = got.clone();
+            super::sum_rows_into(&mut twice, &x);
+            for ((&t, &g), &e) in twice.iter().zip(&got).zip(&exact) {
+                assert_eq!(t, (g as f64 + e) as f32);
+            }
+        }
+    }
+
     #[test]
     fn reductions_match_plain_loops() {
         let v: Vec<f32> = (0..37).map(|i| (i as f32 * 0.37).sin()).collect();

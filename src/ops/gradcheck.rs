@@ -80,6 +80,34 @@ impl Lcg {
     }
 }
 
+/// Root-mean-square and largest absolute difference between `got` and an
+/// exact reference (f64 sums of f32 terms: their own error, about 1e-16
+/// relative, is nothing next to one f32 ulp).
+pub(crate) fn abs_errors(got: &[f32], exact: &[f64]) -> (f64, f64) {
+    assert_eq!(got.len(), exact.len());
+    let (sq, max) = got
+        .iter()
+        .zip(exact)
+        .map(|(&g, &e)| (g as f64 - e).abs())
+        .fold((0.0, 0.0f64), |(s, m), d| (s + d * d, m.max(d)));
+    ((sq / got.len() as f64).sqrt(), max)
+}
+
+/// (r, column sums in f64) for an [rows, n] array of values U(-1, 1) plus a
+/// per-column offset in U(-0.5, 0.5): the sums grow with the row count and
+/// partly cancel, as bias gradients do.
+pub(crate) fn column_data(rng: &mut Lcg, rows: usize, n: usize) -> (Vec<f32>, Vec<f64>) {
+    let off: Vec<f32> = (0..n).map(|_| rng.range(-0.5, 0.5)).collect();
+    let r: Vec<f32> = (0..rows * n)
+        .map(|i| rng.range(-1.0, 1.0) + off[i % n])
+        .collect();
+    let mut sums = vec![0.0f64; n];
+    for row in r.chunks_exact(n) {
+        sums.iter_mut().zip(row).for_each(|(s, &v)| *s += v as f64);
+    }
+    (r, sums)
+}
+
 fn loss_of(
     ctx: &mut Context,
     f: &impl Fn(&mut Context, &[Tensor]) -> Result<Tensor>,

@@ -63,7 +63,8 @@ fn layernorm_backward_dx(
     }
 }
 
-/// dw += sum_rows dout * norm.
+/// dw += sum_rows dout * norm, norm = (x - mean) * rstd, each term and the
+/// sum in f64 (see `fastmath::accumulate_rows_f64`).
 fn layernorm_backward_dw(
     dw: &mut [f32],
     dout: &[f32],
@@ -72,15 +73,13 @@ fn layernorm_backward_dw(
     rstd: &[f32],
     c: usize,
 ) {
-    for ((gr, xr), (&mu, &rs)) in dout
-        .chunks_exact(c)
-        .zip(x.chunks_exact(c))
-        .zip(mean.iter().zip(rstd))
-    {
-        for ((d, &g), &xv) in dw.iter_mut().zip(gr).zip(xr) {
-            *d += g * (xv - mu) * rs;
+    fastmath::accumulate_rows_f64(dw, mean.len(), |r, cols, acc| {
+        let (g, xr) = (&dout[r * c..][cols.clone()], &x[r * c..][cols]);
+        let (mu, rs) = (mean[r] as f64, rstd[r] as f64);
+        for ((a, &g), &xv) in acc.iter_mut().zip(g).zip(xr) {
+            *a += g as f64 * ((xv as f64 - mu) * rs);
         }
-    }
+    });
 }
 
 impl Context {
@@ -182,9 +181,7 @@ pub(crate) fn backward_layernorm(
     }
     if let Some(db) = ctx.grad_of(ib) {
         let ([db], [g]) = ctx.store.access([db], [dout]);
-        for gr in g.chunks_exact(c) {
-            db.iter_mut().zip(gr).for_each(|(d, &g)| *d += g);
-        }
+        fastmath::sum_rows_into(db, g);
     }
 }
 
@@ -256,6 +253,59 @@ mod tests {
         gradcheck(
             Check::new("layernorm", &[&[3, 2, 5], &[5], &[5]]).range(-2.0, 2.0),
             |c, x| c.layernorm(x[0], x[1], x[2]),
+        );
+    }
+
+    /// LayerNorm's weight and bias gradients sum over every row. Over 2,048
+    /// rows they must be within 2x of the same sums accumulated in f64 from
+    /// the same f32 inputs (saved mean and 1/std) and rounded once, which is
+    /// within half an ulp of exact.
+    #[test]
+    fn weight_and_bias_gradients_are_accurately_summed() {
+        use crate::ops::gradcheck::{Lcg, abs_errors, column_data};
+        let (rows, c) = (2048, 64);
+        let mut rng = Lcg(12);
+        let (r, db_exact) = column_data(&mut rng, rows, c);
+        let x: Vec<f32> = (0..rows * c).map(|_| rng.range(-2.0, 2.0)).collect();
+        let w: Vec<f32> = (0..c).map(|_| rng.range(0.5, 1.5)).collect();
+        let mut ctx = crate::Context::new();
+        let pw = ctx.param(&[c], Some(&w)).unwrap();
+        let pb = ctx.param(&[c], None).unwrap();
+        let xt = ctx.tensor(&[rows, c], &x).unwrap();
+        let y = ctx.layernorm(xt, pw, pb).unwrap();
+        let rt = ctx.tensor(&[rows, c], &r).unwrap();
+        let yr = ctx.mul(y, rt).unwrap();
+        let l = ctx.sum(yr).unwrap();
+        ctx.backward(l).unwrap();
+        let (mut dw, mut db) = (vec![0.0f32; c], vec![0.0f32; c]);
+        ctx.read_grad(pw, &mut dw).unwrap();
+        ctx.read_grad(pb, &mut db).unwrap();
+        // The forward kernel gives the mean and 1/std backward reuses.
+        let (mut yv, mut mean, mut rstd) = (vec![0.0; rows * c], vec![0.0; rows], vec![0.0; rows]);
+        super::layernorm_forward(&mut yv, &mut mean, &mut rstd, &x, &w, &vec![0.0; c], c);
+        let mut dw_exact = vec![0.0f64; c];
+        for ((gr, xr), (&mu, &rs)) in r
+            .chunks_exact(c)
+            .zip(x.chunks_exact(c))
+            .zip(mean.iter().zip(&rstd))
+        {
+            for ((d, &g), &xv) in dw_exact.iter_mut().zip(gr).zip(xr) {
+                *d += g as f64 * (xv as f64 - mu as f64) * rs as f64;
+            }
+        }
+        let mut ok = true;
+        for (name, got, exact) in [("dw", &dw, &dw_exact), ("db", &db, &db_exact)] {
+            let rounded: Vec<f32> = exact.iter().map(|&s| s as f32).collect();
+            let (got_rms, got_max) = abs_errors(got, exact);
+            let (ref_rms, ref_max) = abs_errors(&rounded, exact);
+            eprintln!(
+                "[layernorm {name}, {rows} rows] abs error rms/max: got {got_rms:.3e}/{got_max:.3e}, f64-accumulated {ref_rms:.3e}/{ref_max:.3e}"
+            );
+            ok &= got_rms <= 2.0 * ref_rms && got_max <= 2.0 * ref_max;
+        }
+        assert!(
+            ok,
+            "a LayerNorm parameter gradient is not accurately summed"
         );
     }
 }

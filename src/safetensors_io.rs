@@ -1,0 +1,612 @@
+//! Safetensors files of named f32 tensors: the format PyTorch, Hugging Face
+//! tools, candle and numpy share. Layout: a little-endian u64 header length
+//! n, n bytes of JSON `{name: {"dtype", "shape", "data_offsets": [begin,
+//! end]}, "__metadata__": {...}}`, then the tensors' bytes (little-endian,
+//! row-major), each tensor's range relative to the end of the header and
+//! the ranges covering the data exactly. The `safetensors` crate writes the
+//! file and validates the header; this module adds what training needs
+//! around it:
+//!
+//! * [`save`] checks its input (unique names, data lengths equal to the
+//!   shapes' element counts) and writes atomically, like checkpoints: a
+//!   crash leaves the old file or the new one, never a mix.
+//! * [`load`] reads with bounds: a header length above
+//!   [`MAX_HEADER_BYTES`] or past the end of the file is refused before
+//!   anything is allocated for it, and the data is read only up to the size
+//!   the header describes, so a corrupt length field, an endless file or a
+//!   huge one cannot make it allocate gigabytes. It refuses truncated
+//!   files, trailing bytes, invalid JSON, overlapping or out-of-range
+//!   offsets, duplicate names and every dtype but F32, each with a message
+//!   naming the tensor and the problem (status CHECKPOINT_CORRUPT).
+
+use crate::checkpoint::write_atomic;
+use crate::error::{Error, Result};
+use safetensors::tensor::Metadata;
+use safetensors::{Dtype, View};
+use std::borrow::Cow;
+use std::fs::File;
+use std::io::Read;
+use std::path::Path;
+
+/// Largest JSON header accepted (16 MiB). Real headers take about 100
+/// bytes per tensor, so this is more than 100,000 tensors.
+pub const MAX_HEADER_BYTES: u64 = 16 << 20;
+
+/// The reserved header key for free-form string metadata (not a tensor).
+const METADATA_KEY: &str = "__metadata__";
+
+/// One tensor read from a file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NamedTensor {
+    pub name: String,
+    /// Dimensions, outermost first; empty for a scalar (one element).
+    pub shape: Vec<usize>,
+    /// Row-major values, `shape`'s element count of them.
+    pub data: Vec<f32>,
+}
+
+fn bad(op: &'static str, path: &str, what: impl std::fmt::Display) -> Error {
+    Error::BadFile {
+        op,
+        what: format!("{path}: {what}"),
+    }
+}
+
+/// An f32 tensor as the crate's serialiser sees it.
+struct F32View<'a> {
+    shape: &'a [usize],
+    data: &'a [f32],
+}
+
+impl View for F32View<'_> {
+    fn dtype(&self) -> Dtype {
+        Dtype::F32
+    }
+    fn shape(&self) -> &[usize] {
+        self.shape
+    }
+    fn data(&self) -> Cow<'_, [u8]> {
+        Cow::Owned(self.data.iter().flat_map(|v| v.to_le_bytes()).collect())
+    }
+    fn data_len(&self) -> usize {
+        self.data.len() * 4
+    }
+}
+
+/// The bytes of a safetensors file holding `tensors` (name, shape, values).
+/// Refused (InvalidArgument): an empty or duplicate name, the reserved
+/// name `__metadata__`, a shape whose element count overflows, or a value
+/// count different from it.
+pub fn to_bytes(tensors: &[(&str, &[usize], &[f32])]) -> Result<Vec<u8>> {
+    const OP: &str = "safetensors_save";
+    let invalid = |what: String| Error::InvalidArgument { op: OP, what };
+    let mut names: Vec<&str> = Vec::with_capacity(tensors.len());
+    for &(name, shape, data) in tensors {
+        if name.is_empty() || name == METADATA_KEY {
+            return Err(invalid(format!(
+                "tensor name `{name}` is empty or reserved"
+            )));
+        }
+        let numel = shape
+            .iter()
+            .try_fold(1usize, |n, &d| n.checked_mul(d))
+            .filter(|&n| n.checked_mul(4).is_some())
+            .ok_or_else(|| invalid(format!("tensor `{name}`: shape {shape:?} is too large")))?;
+        if data.len() != numel {
+            return Err(invalid(format!(
+                "tensor `{name}`: {} values for shape {shape:?} ({numel} elements)",
+                data.len()
+            )));
+        }
+        names.push(name);
+    }
+    names.sort_unstable();
+    if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+        return Err(invalid(format!("duplicate tensor name `{}`", w[0])));
+    }
+    let views = tensors
+        .iter()
+        .map(|&(name, shape, data)| (name, F32View { shape, data }));
+    safetensors::serialize(views, None).map_err(|e| invalid(format!("cannot serialise: {e}")))
+}
+
+/// Writes `tensors` (name, shape, values) as a safetensors file at `path`,
+/// atomically (temporary file, fsync, rename, fsync of the folder): on
+/// failure any earlier file at `path` is untouched. Errors: InvalidArgument
+/// (see [`to_bytes`]), Io.
+pub fn save(path: &Path, tensors: &[(&str, &[usize], &[f32])]) -> Result<()> {
+    let bytes = to_bytes(tensors)?;
+    write_atomic("safetensors_save", path, &bytes, "safetensors file")
+}
+
+/// Header keys in file order (duplicates kept, which serde's maps would
+/// silently merge: the last one would win).
+struct HeaderKeys(Vec<String>);
+
+impl<'de> serde::Deserialize<'de> for HeaderKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct Keys;
+        impl<'de> serde::de::Visitor<'de> for Keys {
+            type Value = HeaderKeys;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> std::result::Result<HeaderKeys, A::Error> {
+                let mut keys = Vec::new();
+                while let Some(k) = map.next_key::<String>()? {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                    keys.push(k);
+                }
+                Ok(HeaderKeys(keys))
+            }
+        }
+        d.deserialize_map(Keys)
+    }
+}
+
+/// Parses and validates the JSON header (no duplicate keys; offsets
+/// contiguous from 0, each range the size its dtype and shape need, no
+/// overflow).
+fn parse_header(op: &'static str, path: &str, header: &[u8]) -> Result<Metadata> {
+    let text = std::str::from_utf8(header)
+        .map_err(|e| bad(op, path, format!("header is not UTF-8 ({e})")))?;
+    let HeaderKeys(mut keys) = serde_json::from_str(text)
+        .map_err(|e| bad(op, path, format!("header is not a JSON object ({e})")))?;
+    keys.sort_unstable();
+    if let Some(w) = keys.windows(2).find(|w| w[0] == w[1]) {
+        return Err(bad(op, path, format!("duplicate tensor name `{}`", w[0])));
+    }
+    serde_json::from_str::<Metadata>(text).map_err(|e| {
+        bad(
+            op,
+            path,
+            format!("header: {}", diagnose(text).unwrap_or(e.to_string())),
+        )
+    })
+}
+
+/// Names the tensor whose header entry is wrong (the crate's message for
+/// a size mismatch does not).
+fn diagnose(text: &str) -> Option<String> {
+    let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(text).ok()?;
+    for (name, v) in map.iter().filter(|(k, _)| *k != METADATA_KEY) {
+        let info = match serde_json::from_value::<safetensors::tensor::TensorInfo>(v.clone()) {
+            Ok(i) => i,
+            Err(e) => return Some(format!("tensor `{name}`: {e}")),
+        };
+        let (begin, end) = info.data_offsets;
+        let need = info
+            .shape
+            .iter()
+            .try_fold(info.dtype.bitsize(), |n, &d| n.checked_mul(d))
+            .map(|bits| bits.div_ceil(8));
+        if end < begin || need != Some(end - begin) {
+            return Some(format!(
+                "tensor `{name}`: shape {:?} of {:?} does not fit data_offsets [{begin}, {end}]",
+                info.shape, info.dtype
+            ));
+        }
+    }
+    None
+}
+
+/// The tensors of a whole safetensors file held in memory, in file order
+/// (writers, this one included, sort them by name). Errors: BadFile (see
+/// the module docs).
+pub fn from_bytes(bytes: &[u8]) -> Result<Vec<NamedTensor>> {
+    parse("safetensors_load", "<bytes>", bytes)
+}
+
+fn parse(op: &'static str, path: &str, bytes: &[u8]) -> Result<Vec<NamedTensor>> {
+    let Some((len, rest)) = bytes.split_first_chunk::<8>() else {
+        return Err(bad(
+            op,
+            path,
+            format!(
+                "truncated: {} bytes, less than the 8-byte header length",
+                bytes.len()
+            ),
+        ));
+    };
+    let n = u64::from_le_bytes(*len);
+    if n > MAX_HEADER_BYTES {
+        return Err(bad(
+            op,
+            path,
+            format!("header length {n} exceeds the {MAX_HEADER_BYTES}-byte limit"),
+        ));
+    }
+    let Some((header, data)) = rest.split_at_checked(n as usize) else {
+        return Err(bad(
+            op,
+            path,
+            format!(
+                "truncated: header length {n} but {} bytes follow it",
+                rest.len()
+            ),
+        ));
+    };
+    let meta = parse_header(op, path, header)?;
+    if data.len() != meta.data_len() {
+        let what = if data.len() < meta.data_len() {
+            "truncated: "
+        } else {
+            ""
+        };
+        return Err(bad(
+            op,
+            path,
+            format!(
+                "{what}the header describes {} data bytes, the file has {}",
+                meta.data_len(),
+                data.len()
+            ),
+        ));
+    }
+    let mut out = Vec::new();
+    out.try_reserve_exact(meta.offset_keys().len())
+        .map_err(|_| Error::AllocationFailed { op, bytes: 0 })?;
+    for name in meta.offset_keys() {
+        let Some(info) = meta.info(&name) else {
+            continue;
+        };
+        if info.dtype != Dtype::F32 {
+            return Err(bad(
+                op,
+                path,
+                format!(
+                    "tensor `{name}` has dtype {:?}; only F32 is supported (convert with e.g. numpy's astype(float32))",
+                    info.dtype
+                ),
+            ));
+        }
+        let (begin, end) = info.data_offsets;
+        let bytes = &data[begin..end];
+        let mut values = Vec::new();
+        values
+            .try_reserve_exact(bytes.len() / 4)
+            .map_err(|_| Error::AllocationFailed {
+                op,
+                bytes: bytes.len(),
+            })?;
+        values.extend(
+            bytes
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+        );
+        out.push(NamedTensor {
+            name,
+            shape: info.shape.clone(),
+            data: values,
+        });
+    }
+    Ok(out)
+}
+
+/// Reads a safetensors file of f32 tensors, in file order (writers, this
+/// one included, sort them by name), validated as
+/// described in the module docs. Memory is bounded by what the file
+/// really holds: nothing is allocated from a length field before it is
+/// checked against the limit and the file's size. Errors: Io (cannot
+/// open or read), BadFile (truncated, corrupt, trailing bytes, duplicate
+/// name, dtype other than F32), AllocationFailed.
+pub fn load(path: &Path) -> Result<Vec<NamedTensor>> {
+    const OP: &str = "safetensors_load";
+    let shown = path.display().to_string();
+    let io = |e: std::io::Error| Error::Io {
+        op: OP,
+        what: format!("{shown}: {e}"),
+    };
+    let mut file = File::open(path).map_err(io)?;
+    // The size of a regular file bounds every allocation; pipes and
+    // devices have none, and are read only as far as the header says.
+    let size = file
+        .metadata()
+        .ok()
+        .filter(|m| m.is_file())
+        .map(|m| m.len());
+    let mut len = [0u8; 8];
+    let got = read_up_to(&mut file, &mut len).map_err(io)?;
+    if got < 8 {
+        return parse(OP, &shown, &len[..got]);
+    }
+    let n = u64::from_le_bytes(len);
+    if n > MAX_HEADER_BYTES || size.is_some_and(|s| 8 + n > s) {
+        // parse() reports the limit; for a short file, say how short.
+        if n > MAX_HEADER_BYTES {
+            return parse(OP, &shown, &len);
+        }
+        return Err(bad(
+            OP,
+            &shown,
+            format!(
+                "truncated: header length {n} but {} bytes follow it",
+                size.unwrap_or(8) - 8
+            ),
+        ));
+    }
+    let mut bytes = Vec::new();
+    bytes
+        .try_reserve_exact(8 + n as usize)
+        .map_err(|_| Error::AllocationFailed {
+            op: OP,
+            bytes: 8 + n as usize,
+        })?;
+    bytes.extend_from_slice(&len);
+    (&mut file).take(n).read_to_end(&mut bytes).map_err(io)?;
+    if bytes.len() as u64 != 8 + n {
+        return parse(OP, &shown, &bytes);
+    }
+    let data_len = parse_header(OP, &shown, &bytes[8..])?.data_len() as u64;
+    let total = 8 + n + data_len;
+    if let Some(s) = size {
+        if s != total {
+            let what = if s < total { "truncated: " } else { "" };
+            return Err(bad(
+                OP,
+                &shown,
+                format!(
+                    "{what}the header describes {data_len} data bytes, the file has {}",
+                    s - 8 - n
+                ),
+            ));
+        }
+        bytes
+            .try_reserve_exact(data_len as usize)
+            .map_err(|_| Error::AllocationFailed {
+                op: OP,
+                bytes: data_len as usize,
+            })?;
+    }
+    // One byte more than described, to notice trailing data.
+    (&mut file)
+        .take(data_len + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    parse(OP, &shown, &bytes)
+}
+
+/// Reads until `buf` is full or the end of the file; returns the count.
+fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match r.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(k) => got += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir(tag: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("ag_st_{tag}_{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn sample() -> Vec<u8> {
+        let w: Vec<f32> = (0..6).map(|i| i as f32 * 0.5 - 1.0).collect();
+        to_bytes(&[("w", &[2, 3], &w), ("b", &[2], &[0.25, -3.0])]).unwrap()
+    }
+
+    fn is_bad(r: Result<Vec<NamedTensor>>, needle: &str) {
+        match r {
+            Err(e @ Error::BadFile { .. }) => {
+                assert!(e.to_string().contains(needle), "{e} lacks {needle:?}")
+            }
+            other => panic!("expected BadFile ({needle}), got {other:?}"),
+        }
+    }
+
+    /// Builds a file from a raw header (padded to 8 bytes) and data bytes.
+    fn raw(header: &str, data: &[u8]) -> Vec<u8> {
+        let mut h = header.as_bytes().to_vec();
+        h.resize(h.len().next_multiple_of(8), b' ');
+        let mut out = (h.len() as u64).to_le_bytes().to_vec();
+        out.extend_from_slice(&h);
+        out.extend_from_slice(data);
+        out
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // file I/O needs isolation off
+    fn round_trip_keeps_names_shapes_and_bits() {
+        let d = dir("rt");
+        let path = d.join("m.safetensors");
+        let special = [
+            0.0f32,
+            -0.0,
+            f32::MIN_POSITIVE / 4.0,
+            f32::MAX,
+            f32::INFINITY,
+            f32::NAN,
+        ];
+        let big: Vec<f32> = (0..1000).map(|i| (i as f32).sin()).collect();
+        save(
+            &path,
+            &[
+                ("z.scalar", &[], &[7.5]),
+                ("a.special", &[2, 3], &special),
+                ("h.0.w", &[10, 10, 10], &big),
+            ],
+        )
+        .unwrap();
+        let got = load(&path).unwrap();
+        let names: Vec<&str> = got.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["a.special", "h.0.w", "z.scalar"]);
+        assert_eq!(got[0].shape, [2, 3]);
+        assert_eq!(got[1].shape, [10, 10, 10]);
+        assert_eq!(got[2].shape, Vec::<usize>::new());
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&got[0].data), bits(&special));
+        assert_eq!(bits(&got[1].data), bits(&big));
+        assert_eq!(got[2].data, [7.5]);
+        let again = from_bytes(&std::fs::read(&path).unwrap()).unwrap();
+        assert!(again.iter().zip(&got).all(|(a, b)| a.name == b.name
+            && a.shape == b.shape
+            && bits(&a.data) == bits(&b.data)));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn bad_input_to_save_is_refused() {
+        let v = [1.0f32; 4];
+        for (t, needle) in [
+            (
+                vec![("a", &[4][..], &v[..]), ("a", &[4], &v)],
+                "duplicate tensor name `a`",
+            ),
+            (vec![("a", &[3], &v)], "4 values for shape [3]"),
+            (vec![("", &[4], &v)], "empty or reserved"),
+            (vec![("__metadata__", &[4], &v)], "empty or reserved"),
+            (vec![("a", &[usize::MAX, 2], &v)], "too large"),
+        ] {
+            let e = to_bytes(&t).unwrap_err();
+            assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+            assert!(e.to_string().contains(needle), "{e}");
+        }
+    }
+
+    /// Every prefix of a valid file is refused, as is any trailing byte.
+    #[test]
+    fn every_truncation_and_trailing_bytes_are_refused() {
+        let bytes = sample();
+        assert_eq!(from_bytes(&bytes).unwrap().len(), 2);
+        for cut in 0..bytes.len() {
+            let r = from_bytes(&bytes[..cut]);
+            assert!(matches!(r, Err(Error::BadFile { .. })), "cut {cut}: {r:?}");
+        }
+        is_bad(from_bytes(&bytes[..bytes.len() - 1]), "truncated");
+        is_bad(from_bytes(&bytes[..5]), "truncated");
+        let mut long = bytes.clone();
+        long.push(0);
+        is_bad(
+            from_bytes(&long),
+            "describes 32 data bytes, the file has 33",
+        );
+    }
+
+    /// No single bit flip makes the reader panic or read out of bounds:
+    /// the result is an error or a file of the same layout.
+    #[test]
+    fn bit_flips_never_panic() {
+        let bytes = sample();
+        for i in 0..bytes.len() {
+            for bit in 0..8 {
+                let mut b = bytes.clone();
+                b[i] ^= 1 << bit;
+                if let Ok(t) = from_bytes(&b) {
+                    assert!(
+                        t.iter()
+                            .all(|t| t.data.len() == t.shape.iter().product::<usize>())
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn malformed_headers_are_refused_with_the_reason() {
+        let one = 1.0f32.to_le_bytes();
+        let t = r#""dtype":"F32","shape":[1],"data_offsets""#;
+        is_bad(
+            from_bytes(&raw(
+                &format!("{{\"a\":{{{t}:[0,4]}},\"a\":{{{t}:[0,4]}}}}"),
+                &one,
+            )),
+            "duplicate tensor name `a`",
+        );
+        is_bad(
+            from_bytes(&raw(
+                r#"{"a":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}}"#,
+                &one,
+            )),
+            "tensor `a` has dtype F16; only F32 is supported",
+        );
+        is_bad(
+            from_bytes(&raw(&format!("{{\"a\":{{{t}:[0,8]}}}}"), &[0; 8])),
+            "tensor `a`: shape [1] of F32 does not fit data_offsets [0, 8]",
+        );
+        is_bad(
+            from_bytes(&raw(
+                &format!("{{\"a\":{{{t}:[0,4]}},\"b\":{{{t}:[0,4]}}}}"),
+                &[0; 8],
+            )),
+            "invalid offset for tensor",
+        );
+        is_bad(from_bytes(&raw("[1, 2]", &[])), "not a JSON object");
+        is_bad(from_bytes(&raw("{\"a\": 1", &[])), "not a JSON object");
+        let mut not_utf8 = raw("{}", &[]);
+        not_utf8[8] = 0xff;
+        is_bad(from_bytes(&not_utf8), "not UTF-8");
+        // Metadata and an empty file of tensors are fine.
+        let ok = raw(r#"{"__metadata__":{"format":"pt"}}"#, &[]);
+        assert!(from_bytes(&ok).unwrap().is_empty());
+    }
+
+    /// A corrupt header length is refused before anything is allocated for
+    /// it, whether past the limit or past the end of the file; an endless
+    /// device is not read to exhaustion.
+    #[test]
+    #[cfg_attr(miri, ignore)] // file I/O needs isolation off
+    fn corrupt_lengths_and_endless_files_are_refused_cheaply() {
+        let d = dir("len");
+        let path = d.join("m.safetensors");
+        let good = sample();
+        for (n, needle) in [
+            (u64::MAX, "exceeds the 16777216-byte limit"),
+            (1 << 40, "exceeds"),
+            (MAX_HEADER_BYTES, "truncated: header length 16777216"),
+        ] {
+            let mut b = good.clone();
+            b[..8].copy_from_slice(&n.to_le_bytes());
+            std::fs::write(&path, &b).unwrap();
+            is_bad(load(&path), needle);
+        }
+        // The header claims far more data than the file holds.
+        let t = r#"{"a":{"dtype":"F32","shape":[1000000000],"data_offsets":[0,4000000000]}}"#;
+        std::fs::write(&path, raw(t, &[0; 16])).unwrap();
+        is_bad(
+            load(&path),
+            "truncated: the header describes 4000000000 data bytes",
+        );
+        std::fs::write(&path, &good[..good.len() - 3]).unwrap();
+        is_bad(load(&path), "truncated");
+        std::fs::write(&path, &good[..3]).unwrap();
+        is_bad(load(&path), "less than the 8-byte header length");
+        if Path::new("/dev/zero").exists() {
+            is_bad(load(Path::new("/dev/zero")), "not a JSON object");
+        }
+        let e = load(&d.join("missing.safetensors")).unwrap_err();
+        assert!(matches!(e, Error::Io { .. }), "{e}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // file I/O needs isolation off
+    fn save_is_atomic_and_io_errors_leave_no_temporary() {
+        let d = dir("atomic");
+        let path = d.join("m.safetensors");
+        save(&path, &[("a", &[1], &[1.0])]).unwrap();
+        save(&path, &[("b", &[2], &[2.0, 3.0])]).unwrap();
+        let got = load(&path).unwrap();
+        assert_eq!((got.len(), got[0].name.as_str()), (1, "b"));
+        let e = save(&d.join("no").join("m.safetensors"), &[("a", &[1], &[1.0])]).unwrap_err();
+        assert!(matches!(e, Error::Io { .. }), "{e}");
+        // A refused input leaves the earlier file as it was.
+        assert!(save(&path, &[("a", &[3], &[1.0])]).is_err());
+        assert_eq!(load(&path).unwrap(), got);
+        let left: Vec<_> = std::fs::read_dir(&d).unwrap().collect();
+        assert_eq!(left.len(), 1, "{left:?}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
