@@ -176,6 +176,7 @@ fn the_header_parser_classifies_known_functions() {
         "ag_context_free",
         "ag_context_last_error",
         "ag_version",
+        "ag_version_number",
     ] {
         assert!(!get(f).takes_context(), "{f} takes no context to be NULL");
     }

@@ -11,9 +11,10 @@ use std::ptr::{null, null_mut};
 /// The functions of the header that are not in the table, and why: they take
 /// no context, or give a NULL one a meaning of their own (checked by
 /// [`check_functions_without_a_null_context_status`]).
-pub const WITHOUT_A_NULL_CONTEXT_STATUS: [(&str, &str); 5] = [
+pub const WITHOUT_A_NULL_CONTEXT_STATUS: [(&str, &str); 6] = [
     ("ag_status_str", "takes no context"),
     ("ag_version", "takes no context"),
+    ("ag_version_number", "takes no context"),
     (
         "ag_context_new",
         "makes a context: NULL out-pointer gives NULL_ARGUMENT",
@@ -61,6 +62,10 @@ pub fn calls_with_a_null_context(p: ag_tensor, q: ag_tensor) -> Vec<(&'static st
             ag_param_new(n, shape.as_ptr(), 2, data.as_ptr(), &mut o),
         ),
         ("ag_param_write", ag_param_write(n, p, data.as_ptr(), 4)),
+        (
+            "ag_param_init",
+            ag_param_init(n, p, AG_INIT_NORMAL, 0.0, 0.02, 7),
+        ),
         (
             "ag_tensor_new",
             ag_tensor_new(n, shape.as_ptr(), 2, data.as_ptr(), &mut o),
@@ -163,6 +168,10 @@ fn test_hook_calls() -> Vec<(&'static str, ag_status)> {
 pub fn check_functions_without_a_null_context_status() {
     assert!(!ag_status_str(AG_STATUS_NULL_ARGUMENT).is_null());
     assert!(!ag_version().is_null());
+    assert_eq!(
+        ag_version_number(),
+        AG_VERSION_MAJOR * 10000 + AG_VERSION_MINOR * 100 + AG_VERSION_PATCH
+    );
     assert_eq!(ag_context_new(null_mut()), AG_STATUS_NULL_ARGUMENT);
     assert_eq!(ag_context_free(null_mut()), AG_STATUS_OK);
     let mut none = null_mut::<ag_context>();
