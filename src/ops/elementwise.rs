@@ -124,6 +124,7 @@ pub(crate) enum UnaryFn {
     Relu,
     Sigmoid,
     Gelu,
+    Sqrt,
 }
 
 impl Context {
@@ -237,6 +238,11 @@ impl Context {
     pub fn gelu(&mut self, x: Tensor) -> Result<Tensor> {
         self.unary(UnaryFn::Gelu, "gelu", x)
     }
+
+    /// Square root (NaN below 0, as in IEEE; its gradient is infinite at 0).
+    pub fn sqrt(&mut self, x: Tensor) -> Result<Tensor> {
+        self.unary(UnaryFn::Sqrt, "sqrt", x)
+    }
 }
 
 /// y = s * x. x, y: `[N]`.
@@ -258,6 +264,7 @@ fn unary_forward(f: UnaryFn, y: &mut [f32], x: &[f32]) {
         UnaryFn::Relu => relu_forward(y, x),
         UnaryFn::Sigmoid => sigmoid_forward(y, x),
         UnaryFn::Gelu => gelu_forward(y, x),
+        UnaryFn::Sqrt => sqrt_forward(y, x),
     }
 }
 
@@ -270,6 +277,7 @@ fn unary_backward(f: UnaryFn, dx: &mut [f32], dout: &[f32], x: &[f32], y: &[f32]
         UnaryFn::Relu => relu_backward(dx, dout, x),
         UnaryFn::Sigmoid => sigmoid_backward(dx, dout, y),
         UnaryFn::Gelu => gelu_backward(dx, dout, x),
+        UnaryFn::Sqrt => sqrt_backward(dx, dout, y),
     }
 }
 
@@ -332,6 +340,18 @@ fn sigmoid_forward(y: &mut [f32], x: &[f32]) {
 fn sigmoid_backward(dx: &mut [f32], dout: &[f32], y: &[f32]) {
     for ((d, &g), &y) in dx.iter_mut().zip(dout).zip(y) {
         *d += g * y * (1.0 - y);
+    }
+}
+
+/// y = sqrt(x).
+fn sqrt_forward(y: &mut [f32], x: &[f32]) {
+    y.iter_mut().zip(x).for_each(|(y, &x)| *y = x.sqrt());
+}
+
+/// dx += dout / (2 y), since (sqrt x)' = 1 / (2 sqrt x) = 1 / (2 y).
+fn sqrt_backward(dx: &mut [f32], dout: &[f32], y: &[f32]) {
+    for ((d, &g), &y) in dx.iter_mut().zip(dout).zip(y) {
+        *d += g / (2.0 * y);
     }
 }
 
@@ -444,6 +464,17 @@ mod tests {
     }
 
     #[test]
+    fn sqrt_values_and_ieee_edges() {
+        let mut c = crate::Context::new();
+        let x = c.tensor(&[5], &[4.0, 0.25, 2.0, 0.0, -1.0]).unwrap();
+        let y = c.sqrt(x).unwrap();
+        let mut v = [0.0; 5];
+        c.read(y, &mut v).unwrap();
+        assert_eq!(&v[..4], &[2.0, 0.5, std::f32::consts::SQRT_2, 0.0]);
+        assert!(v[4].is_nan());
+    }
+
+    #[test]
     fn shape_mismatch_names_op_and_shapes() {
         let mut c = crate::Context::new();
         let a = c.tensor(&[3, 4], &[0.0; 12]).unwrap();
@@ -500,6 +531,7 @@ mod tests {
         gradcheck(Check::new("relu", s).away_from_zero(), |c, x| c.relu(x[0]));
         gradcheck(Check::new("sigmoid", s), |c, x| c.sigmoid(x[0]));
         gradcheck(Check::new("gelu", s).range(-3.0, 3.0), |c, x| c.gelu(x[0]));
+        gradcheck(Check::new("sqrt", s).range(0.5, 3.0), |c, x| c.sqrt(x[0]));
     }
 
     /// GELU on the two-thread path equals the single-threaded kernels.

@@ -118,6 +118,7 @@ pub fn calls_with_a_null_context(p: ag_tensor, q: ag_tensor) -> Vec<(&'static st
         ("ag_relu", ag_relu(n, p, &mut o)),
         ("ag_sigmoid", ag_sigmoid(n, p, &mut o)),
         ("ag_gelu", ag_gelu(n, p, &mut o)),
+        ("ag_sqrt", ag_sqrt(n, p, &mut o)),
         ("ag_sum", ag_sum(n, p, &mut o)),
         ("ag_mean", ag_mean(n, p, &mut o)),
         ("ag_scale", ag_scale(n, p, 2.0, &mut o)),

@@ -56,6 +56,7 @@ ids! {
     LAYERNORM = 0x28;
     SOFTMAX = 0x29;
     ATTENTION = 0x2a;
+    SQRT = 0x2b;
 
     // Training: backward, iterations, optimizers, memory (training.rs).
     BACKWARD = 0x40;

@@ -184,6 +184,7 @@ impl<'a> FfiOps<'a> {
             ids::RELU => self.unary("ag_relu", ag_relu),
             ids::SIGMOID => self.unary("ag_sigmoid", ag_sigmoid),
             ids::GELU => self.unary("ag_gelu", ag_gelu),
+            ids::SQRT => self.unary("ag_sqrt", ag_sqrt),
             ids::SUM => self.unary("ag_sum", ag_sum),
             ids::MEAN => self.unary("ag_mean", ag_mean),
             ids::SCALE => self.scale(),
