@@ -99,6 +99,7 @@ $(BUILD)/corpus_small.txt:
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --all-targets --features test-hooks --target-dir $(HOOKS_DIR) -- -D warnings
 
 ## test-rust: unit, gradient-check, integration and header-freshness tests
 ## (with the test hooks, in their own target folder)
