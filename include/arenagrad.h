@@ -490,6 +490,8 @@ ag_status ag_relu(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *
 ag_status ag_sigmoid(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *out);
 
 // out = sqrt(x) (NaN below 0, as IEEE).
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// OUT_OF_MEMORY.
 ag_status ag_sqrt(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *out);
 
 // GELU, tanh approximation (GPT-2).

@@ -112,6 +112,8 @@ pub extern "C" fn ag_sigmoid(ctx: *mut ag_context, x: ag_tensor, out: *mut ag_te
     op("ag_sigmoid", ctx, out, |c| c.sigmoid(x.into()))
 }
 /// out = sqrt(x) (NaN below 0, as IEEE).
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// OUT_OF_MEMORY.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_sqrt(ctx: *mut ag_context, x: ag_tensor, out: *mut ag_tensor) -> ag_status {
     op("ag_sqrt", ctx, out, |c| c.sqrt(x.into()))
