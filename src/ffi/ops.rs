@@ -118,6 +118,20 @@ pub extern "C" fn ag_sigmoid(ctx: *mut ag_context, x: ag_tensor, out: *mut ag_te
 pub extern "C" fn ag_sqrt(ctx: *mut ag_context, x: ag_tensor, out: *mut ag_tensor) -> ag_status {
     op("ag_sqrt", ctx, out, |c| c.sqrt(x.into()))
 }
+/// out = x^p element-wise for a finite scalar exponent p. As IEEE pow: a
+/// negative x with a non-integer p gives NaN, 0^p is +inf for p < 0, x^0 is
+/// 1. Gradient p x^(p-1) (0 everywhere when p = 0).
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// INVALID_ARGUMENT (p is NaN or infinite), OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_pow(
+    ctx: *mut ag_context,
+    x: ag_tensor,
+    p: f32,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_pow", ctx, out, |c| c.pow(x.into(), p))
+}
 /// GELU, tanh approximation (GPT-2).
 /// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
 /// OUT_OF_MEMORY.

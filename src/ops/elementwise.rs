@@ -4,7 +4,7 @@
 //! one arm in each of `unary_forward` / `unary_backward`.
 
 use crate::context::{Context, Tensor};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::ops::{Op, fastmath};
 use crate::shape::{MAX_DIMS, Shape};
 
@@ -243,6 +243,33 @@ impl Context {
     pub fn sqrt(&mut self, x: Tensor) -> Result<Tensor> {
         self.unary(UnaryFn::Sqrt, "sqrt", x)
     }
+
+    /// x^p element-wise for a finite scalar exponent `p` (NaN or infinite
+    /// `p` is refused). Values follow IEEE `pow`: a negative x with a
+    /// non-integer p gives NaN, 0^p is 0 for p > 0 and +inf for p < 0, and
+    /// x^0 is 1 for every x (NaN included). The gradient is p x^(p-1), so
+    /// it is NaN where x < 0 and p - 1 is not an integer, and infinite at
+    /// x = 0 for p < 1; for p = 0 it is 0 everywhere (the output is the
+    /// constant 1).
+    pub fn pow(&mut self, x: Tensor, p: f32) -> Result<Tensor> {
+        const OP: &str = "pow";
+        let ix = self.resolve(OP, x)?;
+        if !p.is_finite() {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                what: format!("exponent {p} is not finite"),
+            });
+        }
+        let ex = self.entry(ix);
+        let tracks = self.tracks(&[ix]);
+        let out = self.push_output(OP, ex.shape, tracks)?;
+        let ([y], [x]) = self
+            .store
+            .access([self.table[out as usize].data], [ex.data]);
+        pow_forward(y, x, p);
+        self.record(Op::Pow { x: ix, p }, out);
+        Ok(self.handle(out))
+    }
 }
 
 /// y = s * x. x, y: `[N]`.
@@ -355,6 +382,22 @@ fn sqrt_backward(dx: &mut [f32], dout: &[f32], y: &[f32]) {
     }
 }
 
+/// y = x^p. x, y: `[N]`.
+fn pow_forward(y: &mut [f32], x: &[f32], p: f32) {
+    y.iter_mut().zip(x).for_each(|(y, &x)| *y = x.powf(p));
+}
+
+/// dx += dout * p x^(p-1); nothing when p = 0 (x^0 is constant, and
+/// 0 * 0^-1 would be NaN at x = 0).
+fn pow_backward(dx: &mut [f32], dout: &[f32], x: &[f32], p: f32) {
+    if p == 0.0 {
+        return;
+    }
+    for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
+        *d += g * p * x.powf(p - 1.0);
+    }
+}
+
 const GELU_K: f32 = 0.797_884_6; // sqrt(2/pi)
 
 /// y = 0.5 x (1 + tanh(k (x + 0.044715 x^3))). x, y: `[N]`.
@@ -403,6 +446,15 @@ pub(crate) fn backward_unary(ctx: &mut Context, out: u32, x: u32, f: UnaryFn) {
         }
         None => unary_backward(f, dx, dout, x, y),
     }
+}
+
+pub(crate) fn backward_pow(ctx: &mut Context, out: u32, x: u32, p: f32) {
+    let (Some(dx), Some(dout)) = (ctx.grad_of(x), ctx.grad_out(out)) else {
+        return;
+    };
+    let ex = ctx.entry(x);
+    let ([dx], [dout, x]) = ctx.store.access([dx], [dout, ex.data]);
+    pow_backward(dx, dout, x, p);
 }
 
 pub(crate) fn backward_binary(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: BinaryFn) {
@@ -475,6 +527,55 @@ mod tests {
     }
 
     #[test]
+    fn pow_values_and_ieee_edges() {
+        let mut c = crate::Context::new();
+        let x = c.tensor(&[6], &[2.0, 9.0, 0.0, -2.0, -2.0, 0.0]).unwrap();
+        let mut v = [0.0; 6];
+        let close = |a: f32, b: f32| (a - b).abs() <= 1e-6 * b.abs();
+        let y = c.pow(x, 0.5).unwrap();
+        c.read(y, &mut v).unwrap();
+        assert!(
+            close(v[0], std::f32::consts::SQRT_2) && close(v[1], 3.0),
+            "{v:?}"
+        );
+        assert_eq!(v[2], 0.0);
+        assert!(v[3].is_nan() && v[4].is_nan(), "{v:?}"); // (-2)^0.5
+        let y = c.pow(x, 3.0).unwrap();
+        c.read(y, &mut v).unwrap();
+        assert_eq!(v, [8.0, 729.0, 0.0, -8.0, -8.0, 0.0]);
+        let y = c.pow(x, -1.0).unwrap();
+        c.read(y, &mut v).unwrap();
+        assert!(close(v[1], 1.0 / 9.0), "{v:?}");
+        assert_eq!([v[0], v[2], v[3]], [0.5, f32::INFINITY, -0.5]);
+        let y = c.pow(x, 0.0).unwrap();
+        c.read(y, &mut v).unwrap();
+        assert_eq!(v, [1.0; 6]);
+        // Gradients: p x^(p-1), and 0 everywhere for p = 0.
+        let mut g = [0.0; 4];
+        for (p, want) in [
+            (2.0, [4.0, -4.0, 0.0, 1.0]),
+            (0.0, [0.0; 4]),
+            (1.0, [1.0; 4]),
+        ] {
+            let mut c = crate::Context::new();
+            let x = c.param(&[4], Some(&[2.0, -2.0, 0.0, 0.5])).unwrap();
+            let y = c.pow(x, p).unwrap();
+            let l = c.sum(y).unwrap();
+            c.backward(l).unwrap();
+            c.read_grad(x, &mut g).unwrap();
+            assert_eq!(g, want, "p = {p}");
+        }
+        // A non-finite exponent is refused before anything is allocated.
+        let used = c.memory_stats().arena_used_bytes;
+        for p in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            let e = c.pow(x, p).unwrap_err();
+            assert!(matches!(e, crate::Error::InvalidArgument { .. }), "{e}");
+            assert!(e.to_string().starts_with("pow: exponent"), "{e}");
+        }
+        assert_eq!(c.memory_stats().arena_used_bytes, used);
+    }
+
+    #[test]
     fn shape_mismatch_names_op_and_shapes() {
         let mut c = crate::Context::new();
         let a = c.tensor(&[3, 4], &[0.0; 12]).unwrap();
@@ -532,6 +633,15 @@ mod tests {
         gradcheck(Check::new("sigmoid", s), |c, x| c.sigmoid(x[0]));
         gradcheck(Check::new("gelu", s).range(-3.0, 3.0), |c, x| c.gelu(x[0]));
         gradcheck(Check::new("sqrt", s).range(0.5, 3.0), |c, x| c.sqrt(x[0]));
+        for p in [2.0, 3.0, 0.5, -1.5, 2.7] {
+            gradcheck(Check::new("pow", s).range(0.5, 2.0), move |c, x| {
+                c.pow(x[0], p)
+            });
+        }
+        // Integer exponents are defined for negative x too.
+        gradcheck(Check::new("pow -x", s).range(-2.0, -0.5), |c, x| {
+            c.pow(x[0], 3.0)
+        });
     }
 
     /// GELU on the two-thread path equals the single-threaded kernels.

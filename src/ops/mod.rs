@@ -45,6 +45,8 @@ pub(crate) enum Op {
     Scale { x: u32, s: f32 },
     /// f(x) element-wise.
     Unary { x: u32, f: UnaryFn },
+    /// x^p element-wise for a scalar exponent p.
+    Pow { x: u32, p: f32 },
     /// Sum (or mean) of all elements.
     Reduce { x: u32, mean: bool },
     /// Sum (or mean) along `axis`.
@@ -127,6 +129,7 @@ impl Op {
             Op::LayerNorm { x, w, b, .. } => Inputs::of(&[x, w, b]),
             Op::Scale { x, .. }
             | Op::Unary { x, .. }
+            | Op::Pow { x, .. }
             | Op::Reduce { x, .. }
             | Op::ReduceAxis { x, .. }
             | Op::Permute { x, .. }
@@ -145,6 +148,7 @@ pub(crate) fn backward(ctx: &mut Context, op: Op, out: u32) {
         Op::Binary { a, b, f } => elementwise::backward_binary(ctx, out, a, b, f),
         Op::Scale { x, s } => elementwise::backward_scale(ctx, out, x, s),
         Op::Unary { x, f } => elementwise::backward_unary(ctx, out, x, f),
+        Op::Pow { x, p } => elementwise::backward_pow(ctx, out, x, p),
         Op::Reduce { x, mean } => reduce::backward_reduce(ctx, out, x, mean),
         Op::ReduceAxis { x, axis, mean } => {
             reduce::backward_reduce_axis(ctx, out, x, axis as usize, mean)

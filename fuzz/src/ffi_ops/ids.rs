@@ -4,7 +4,7 @@
 //!
 //! An id keeps its meaning forever, because the committed corpus
 //! (`fuzz/corpus/ffi_ops`) is written in it: a new function gets an unused
-//! id (ops continue at 0x2b), an id is never reused or renumbered, and a
+//! id (ops continue at 0x2d), an id is never reused or renumbered, and a
 //! byte that is no id is skipped. Ids are grouped by API area, with room in
 //! each group.
 
@@ -57,6 +57,7 @@ ids! {
     SOFTMAX = 0x29;
     ATTENTION = 0x2a;
     SQRT = 0x2b;
+    POW = 0x2c;
 
     // Training: backward, iterations, optimizers, memory (training.rs).
     BACKWARD = 0x40;

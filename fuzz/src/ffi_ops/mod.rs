@@ -201,6 +201,7 @@ impl<'a> FfiOps<'a> {
             ids::LAYERNORM => self.layernorm(),
             ids::SOFTMAX => self.softmax(),
             ids::ATTENTION => self.attention(),
+            ids::POW => self.pow(),
 
             ids::BACKWARD => self.backward(),
             ids::ZERO_GRAD => self.zero_grad(),
