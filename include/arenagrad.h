@@ -494,6 +494,11 @@ ag_status ag_sigmoid(struct ag_context *ctx, struct ag_tensor x, struct ag_tenso
 // OUT_OF_MEMORY.
 ag_status ag_sqrt(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *out);
 
+// out = |x|. Gradient sign(x), with the subgradient 0 at x = 0.
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// OUT_OF_MEMORY.
+ag_status ag_abs(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *out);
+
 // out = x^p element-wise for a finite scalar exponent p. As IEEE pow: a
 // negative x with a non-integer p gives NaN, 0^p is +inf for p < 0, x^0 is
 // 1. Gradient p x^(p-1) (0 everywhere when p = 0).

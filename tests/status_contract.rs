@@ -440,6 +440,7 @@ fn call(name: &str, ctx: *mut ag_context, fx: &Fx, env: &Env, a: Args) -> ag_sta
         "ag_softmax" => ag_softmax(ctx, t, a.null, if n == 0 { f32::NAN } else { 1.0 }, o),
         "ag_attention" => ag_attention(ctx, t, n, o),
         "ag_pow" => ag_pow(ctx, t, fl, o),
+        "ag_abs" => ag_abs(ctx, t, o),
         other => panic!("no call for {other}: add it to call()"),
     }
 }

@@ -118,6 +118,13 @@ pub extern "C" fn ag_sigmoid(ctx: *mut ag_context, x: ag_tensor, out: *mut ag_te
 pub extern "C" fn ag_sqrt(ctx: *mut ag_context, x: ag_tensor, out: *mut ag_tensor) -> ag_status {
     op("ag_sqrt", ctx, out, |c| c.sqrt(x.into()))
 }
+/// out = |x|. Gradient sign(x), with the subgradient 0 at x = 0.
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_abs(ctx: *mut ag_context, x: ag_tensor, out: *mut ag_tensor) -> ag_status {
+    op("ag_abs", ctx, out, |c| c.abs(x.into()))
+}
 /// out = x^p element-wise for a finite scalar exponent p. As IEEE pow: a
 /// negative x with a non-integer p gives NaN, 0^p is +inf for p < 0, x^0 is
 /// 1. Gradient p x^(p-1) (0 everywhere when p = 0).

@@ -125,6 +125,7 @@ pub(crate) enum UnaryFn {
     Sigmoid,
     Gelu,
     Sqrt,
+    Abs,
 }
 
 impl Context {
@@ -244,6 +245,12 @@ impl Context {
         self.unary(UnaryFn::Sqrt, "sqrt", x)
     }
 
+    /// |x|. Its gradient is sign(x), taking the subgradient 0 at x = 0 (and
+    /// for NaN).
+    pub fn abs(&mut self, x: Tensor) -> Result<Tensor> {
+        self.unary(UnaryFn::Abs, "abs", x)
+    }
+
     /// x^p element-wise for a finite scalar exponent `p` (NaN or infinite
     /// `p` is refused). Values follow IEEE `pow`: a negative x with a
     /// non-integer p gives NaN, 0^p is 0 for p > 0 and +inf for p < 0, and
@@ -292,6 +299,7 @@ fn unary_forward(f: UnaryFn, y: &mut [f32], x: &[f32]) {
         UnaryFn::Sigmoid => sigmoid_forward(y, x),
         UnaryFn::Gelu => gelu_forward(y, x),
         UnaryFn::Sqrt => sqrt_forward(y, x),
+        UnaryFn::Abs => abs_forward(y, x),
     }
 }
 
@@ -305,6 +313,7 @@ fn unary_backward(f: UnaryFn, dx: &mut [f32], dout: &[f32], x: &[f32], y: &[f32]
         UnaryFn::Sigmoid => sigmoid_backward(dx, dout, y),
         UnaryFn::Gelu => gelu_backward(dx, dout, x),
         UnaryFn::Sqrt => sqrt_backward(dx, dout, y),
+        UnaryFn::Abs => abs_backward(dx, dout, x),
     }
 }
 
@@ -379,6 +388,24 @@ fn sqrt_forward(y: &mut [f32], x: &[f32]) {
 fn sqrt_backward(dx: &mut [f32], dout: &[f32], y: &[f32]) {
     for ((d, &g), &y) in dx.iter_mut().zip(dout).zip(y) {
         *d += g / (2.0 * y);
+    }
+}
+
+/// y = |x|.
+fn abs_forward(y: &mut [f32], x: &[f32]) {
+    y.iter_mut().zip(x).for_each(|(y, &x)| *y = x.abs());
+}
+
+/// dx += dout * sign(x), with the subgradient 0 at x = 0 (and for NaN).
+fn abs_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
+    for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
+        *d += if x > 0.0 {
+            g
+        } else if x < 0.0 {
+            -g
+        } else {
+            0.0
+        };
     }
 }
 
@@ -527,6 +554,23 @@ mod tests {
     }
 
     #[test]
+    fn abs_values_and_subgradient_at_zero() {
+        let mut c = crate::Context::new();
+        let x = c
+            .param(&[5], Some(&[-2.5, 0.0, 3.0, -0.0, -1e-30]))
+            .unwrap();
+        let y = c.abs(x).unwrap();
+        let mut v = [0.0; 5];
+        c.read(y, &mut v).unwrap();
+        assert_eq!(v, [2.5, 0.0, 3.0, 0.0, 1e-30]);
+        assert!(v[3].is_sign_positive());
+        let l = c.sum(y).unwrap();
+        c.backward(l).unwrap();
+        c.read_grad(x, &mut v).unwrap();
+        assert_eq!(v, [-1.0, 0.0, 1.0, 0.0, -1.0]);
+    }
+
+    #[test]
     fn pow_values_and_ieee_edges() {
         let mut c = crate::Context::new();
         let x = c.tensor(&[6], &[2.0, 9.0, 0.0, -2.0, -2.0, 0.0]).unwrap();
@@ -633,6 +677,7 @@ mod tests {
         gradcheck(Check::new("sigmoid", s), |c, x| c.sigmoid(x[0]));
         gradcheck(Check::new("gelu", s).range(-3.0, 3.0), |c, x| c.gelu(x[0]));
         gradcheck(Check::new("sqrt", s).range(0.5, 3.0), |c, x| c.sqrt(x[0]));
+        gradcheck(Check::new("abs", s).away_from_zero(), |c, x| c.abs(x[0]));
         for p in [2.0, 3.0, 0.5, -1.5, 2.7] {
             gradcheck(Check::new("pow", s).range(0.5, 2.0), move |c, x| {
                 c.pow(x[0], p)

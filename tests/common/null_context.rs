@@ -142,6 +142,7 @@ pub fn calls_with_a_null_context(p: ag_tensor, q: ag_tensor) -> Vec<(&'static st
         ("ag_softmax", ag_softmax(n, p, true, 1.0, &mut o)),
         ("ag_attention", ag_attention(n, p, 1, &mut o)),
         ("ag_pow", ag_pow(n, p, 2.0, &mut o)),
+        ("ag_abs", ag_abs(n, p, &mut o)),
     ];
     calls.extend(test_hook_calls());
     assert_eq!(o, sentinel);

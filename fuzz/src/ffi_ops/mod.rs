@@ -202,6 +202,7 @@ impl<'a> FfiOps<'a> {
             ids::SOFTMAX => self.softmax(),
             ids::ATTENTION => self.attention(),
             ids::POW => self.pow(),
+            ids::ABS => self.unary("ag_abs", ag_abs),
 
             ids::BACKWARD => self.backward(),
             ids::ZERO_GRAD => self.zero_grad(),
