@@ -459,6 +459,20 @@ ag_status ag_mul(struct ag_context *ctx, struct ag_tensor a, struct ag_tensor b,
 // TOO_LARGE, OUT_OF_MEMORY.
 ag_status ag_div(struct ag_context *ctx, struct ag_tensor a, struct ag_tensor b, struct ag_tensor *out);
 
+// out = max(a, b) element-wise with broadcasting. NaN propagates; the
+// gradient goes to the operand the output was taken from, to a on ties.
+// Errors as for ag_add:
+// NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH,
+// TOO_LARGE, OUT_OF_MEMORY.
+ag_status ag_maximum(struct ag_context *ctx, struct ag_tensor a, struct ag_tensor b, struct ag_tensor *out);
+
+// out = min(a, b) element-wise with broadcasting. NaN propagates; the
+// gradient goes to the operand the output was taken from, to a on ties.
+// Errors as for ag_add:
+// NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH,
+// TOO_LARGE, OUT_OF_MEMORY.
+ag_status ag_minimum(struct ag_context *ctx, struct ag_tensor a, struct ag_tensor b, struct ag_tensor *out);
+
 // out = -x.
 // Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
 // OUT_OF_MEMORY.

@@ -441,6 +441,8 @@ fn call(name: &str, ctx: *mut ag_context, fx: &Fx, env: &Env, a: Args) -> ag_sta
         "ag_attention" => ag_attention(ctx, t, n, o),
         "ag_pow" => ag_pow(ctx, t, fl, o),
         "ag_abs" => ag_abs(ctx, t, o),
+        "ag_maximum" => ag_maximum(ctx, t, u, o),
+        "ag_minimum" => ag_minimum(ctx, u, t, o),
         other => panic!("no call for {other}: add it to call()"),
     }
 }

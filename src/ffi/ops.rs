@@ -69,6 +69,34 @@ pub extern "C" fn ag_div(
 ) -> ag_status {
     op("ag_div", ctx, out, |c| c.div(a.into(), b.into()))
 }
+/// out = max(a, b) element-wise with broadcasting. NaN propagates; the
+/// gradient goes to the operand the output was taken from, to a on ties.
+/// Errors as for ag_add:
+/// NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH,
+/// TOO_LARGE, OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_maximum(
+    ctx: *mut ag_context,
+    a: ag_tensor,
+    b: ag_tensor,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_maximum", ctx, out, |c| c.maximum(a.into(), b.into()))
+}
+/// out = min(a, b) element-wise with broadcasting. NaN propagates; the
+/// gradient goes to the operand the output was taken from, to a on ties.
+/// Errors as for ag_add:
+/// NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH,
+/// TOO_LARGE, OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_minimum(
+    ctx: *mut ag_context,
+    a: ag_tensor,
+    b: ag_tensor,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_minimum", ctx, out, |c| c.minimum(a.into(), b.into()))
+}
 /// out = -x.
 /// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
 /// OUT_OF_MEMORY.

@@ -1,4 +1,4 @@
-//! Element-wise ops: add/sub/mul/div with numpy broadcasting (the smaller
+//! Element-wise ops: add/sub/mul/div/maximum/minimum with numpy broadcasting (the smaller
 //! operand is read with stride 0, never tiled), scale, and unary maps. Each
 //! unary function has its `<f>_forward` / `<f>_backward` kernels below, and
 //! one arm in each of `unary_forward` / `unary_backward`.
@@ -106,6 +106,26 @@ fn binary_backward_into(
     });
 }
 
+/// max(a, b), taking `a` on ties and NaN from either side.
+fn max_of(a: f32, b: f32) -> f32 {
+    if takes_a_max(a, b) { a } else { b }
+}
+
+/// min(a, b), taking `a` on ties and NaN from either side.
+fn min_of(a: f32, b: f32) -> f32 {
+    if takes_a_min(a, b) { a } else { b }
+}
+
+/// Whether max(a, b) is `a` (the operand that gets the gradient).
+fn takes_a_max(a: f32, b: f32) -> bool {
+    a >= b || a.is_nan()
+}
+
+/// Whether min(a, b) is `a`.
+fn takes_a_min(a: f32, b: f32) -> bool {
+    a <= b || a.is_nan()
+}
+
 /// The element-wise binary functions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum BinaryFn {
@@ -113,6 +133,8 @@ pub(crate) enum BinaryFn {
     Sub,
     Mul,
     Div,
+    Max,
+    Min,
 }
 
 /// The element-wise unary functions.
@@ -144,6 +166,8 @@ impl Context {
             BinaryFn::Sub => binary_forward(o, x, y, shape, sa, sb, |p, q| p - q),
             BinaryFn::Mul => binary_forward(o, x, y, shape, sa, sb, |p, q| p * q),
             BinaryFn::Div => binary_forward(o, x, y, shape, sa, sb, |p, q| p / q),
+            BinaryFn::Max => binary_forward(o, x, y, shape, sa, sb, max_of),
+            BinaryFn::Min => binary_forward(o, x, y, shape, sa, sb, min_of),
         }
         self.record(Op::Binary { a: ia, b: ib, f }, out);
         Ok(self.handle(out))
@@ -167,6 +191,19 @@ impl Context {
     /// a / b (element-wise) with broadcasting.
     pub fn div(&mut self, a: Tensor, b: Tensor) -> Result<Tensor> {
         self.binary(BinaryFn::Div, "div", a, b)
+    }
+
+    /// Element-wise maximum with broadcasting. NaN propagates (from
+    /// either operand). The gradient goes to the operand the output was
+    /// taken from; on ties (a == b) that is `a`, so b gets none.
+    pub fn maximum(&mut self, a: Tensor, b: Tensor) -> Result<Tensor> {
+        self.binary(BinaryFn::Max, "maximum", a, b)
+    }
+
+    /// Element-wise minimum with broadcasting; NaN and ties as
+    /// [`Context::maximum`] (on ties the gradient goes to `a`).
+    pub fn minimum(&mut self, a: Tensor, b: Tensor) -> Result<Tensor> {
+        self.binary(BinaryFn::Min, "minimum", a, b)
     }
 
     fn unary(&mut self, f: UnaryFn, op: &'static str, x: Tensor) -> Result<Tensor> {
@@ -501,6 +538,12 @@ pub(crate) fn backward_binary(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: 
             }
             BinaryFn::Mul => binary_backward_into(da, dout, a, b, so, sa, sb, |g, _, y| g * y),
             BinaryFn::Div => binary_backward_into(da, dout, a, b, so, sa, sb, |g, _, y| g / y),
+            BinaryFn::Max => binary_backward_into(da, dout, a, b, so, sa, sb, |g, x, y| {
+                if takes_a_max(x, y) { g } else { 0.0 }
+            }),
+            BinaryFn::Min => binary_backward_into(da, dout, a, b, so, sa, sb, |g, x, y| {
+                if takes_a_min(x, y) { g } else { 0.0 }
+            }),
         }
     }
     if let Some(db) = ctx.grad_of(ib) {
@@ -513,6 +556,12 @@ pub(crate) fn backward_binary(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: 
             BinaryFn::Div => {
                 binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| -g * x / (y * y))
             }
+            BinaryFn::Max => binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| {
+                if takes_a_max(x, y) { 0.0 } else { g }
+            }),
+            BinaryFn::Min => binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| {
+                if takes_a_min(x, y) { 0.0 } else { g }
+            }),
         }
     }
 }
@@ -551,6 +600,36 @@ mod tests {
         c.read(y, &mut v).unwrap();
         assert_eq!(&v[..4], &[2.0, 0.5, std::f32::consts::SQRT_2, 0.0]);
         assert!(v[4].is_nan());
+    }
+
+    #[test]
+    fn maximum_minimum_values_ties_and_nan() {
+        let mut c = crate::Context::new();
+        let a = c.param(&[2, 3], Some(&[1., 5., 2., -1., 0., 7.])).unwrap();
+        let b = c.param(&[3], Some(&[2., 5., f32::NAN])).unwrap();
+        let mx = c.maximum(a, b).unwrap();
+        let mn = c.minimum(a, b).unwrap();
+        let (mut v, mut w) = ([0.0; 6], [0.0; 6]);
+        c.read(mx, &mut v).unwrap();
+        c.read(mn, &mut w).unwrap();
+        assert_eq!(&v[..2], &[2., 5.]);
+        assert_eq!(&v[3..5], &[2., 5.]);
+        assert_eq!(&w[..2], &[1., 5.]);
+        assert_eq!(&w[3..5], &[-1., 0.]);
+        assert!(v[2].is_nan() && v[5].is_nan() && w[2].is_nan() && w[5].is_nan());
+        // d/d(a, b) of sum(maximum) + 10 sum(minimum): each element's
+        // gradient goes to the operand it came from; ties (5 == 5) to a.
+        let s = c.scale(mn, 10.0).unwrap();
+        let t = c.add(mx, s).unwrap();
+        let l = c.sum(t).unwrap();
+        c.backward(l).unwrap();
+        let mut ga = [0.0; 6];
+        let mut gb = [0.0; 3];
+        c.read_grad(a, &mut ga).unwrap();
+        c.read_grad(b, &mut gb).unwrap();
+        assert_eq!(ga, [10., 11., 0., 10., 10., 0.]);
+        assert_eq!(gb[..2], [2., 1.]);
+        assert_eq!(gb[2], 22.0); // NaN in b: max and min both took b
     }
 
     #[test]
@@ -629,6 +708,8 @@ mod tests {
             ("sub", c.sub(a, b)),
             ("mul", c.mul(a, b)),
             ("div", c.div(a, b)),
+            ("maximum", c.maximum(a, b)),
+            ("minimum", c.minimum(a, b)),
         ] {
             let msg = e.unwrap_err().to_string();
             assert_eq!(
@@ -653,6 +734,19 @@ mod tests {
             gradcheck(Check::new("div", &[sa, sb]).range(0.5, 2.0), |c, x| {
                 c.div(x[0], x[1])
             });
+            // Kept away from ties: |a| >= 0.2 while |0.1 b| <= 0.1, so no
+            // step of the check moves an element across a == 0.1 b.
+            for (name, min) in [("maximum", false), ("minimum", true)] {
+                let chk = Check::new(name, &[sa, sb]).away_from_zero();
+                gradcheck(chk, move |c, x| {
+                    let b = c.scale(x[1], 0.1)?;
+                    if min {
+                        c.minimum(x[0], b)
+                    } else {
+                        c.maximum(x[0], b)
+                    }
+                });
+            }
         }
     }
 

@@ -203,6 +203,8 @@ impl<'a> FfiOps<'a> {
             ids::ATTENTION => self.attention(),
             ids::POW => self.pow(),
             ids::ABS => self.unary("ag_abs", ag_abs),
+            ids::MAXIMUM => self.binary("ag_maximum", ag_maximum),
+            ids::MINIMUM => self.binary("ag_minimum", ag_minimum),
 
             ids::BACKWARD => self.backward(),
             ids::ZERO_GRAD => self.zero_grad(),
