@@ -513,6 +513,13 @@ ag_status ag_sqrt(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *
 // OUT_OF_MEMORY.
 ag_status ag_abs(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *out);
 
+// out = x limited to [lo, hi] element-wise (NaN stays NaN; an infinite
+// bound leaves that side open). Gradient 1 strictly inside (lo < x < hi),
+// 0 outside and at the bounds.
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// INVALID_ARGUMENT (lo > hi, or a bound is NaN), OUT_OF_MEMORY.
+ag_status ag_clamp(struct ag_context *ctx, struct ag_tensor x, float lo, float hi, struct ag_tensor *out);
+
 // out = x^p element-wise for a finite scalar exponent p. As IEEE pow: a
 // negative x with a non-integer p gives NaN, 0^p is +inf for p < 0, x^0 is
 // 1. Gradient p x^(p-1) (0 everywhere when p = 0).

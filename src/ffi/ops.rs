@@ -153,6 +153,21 @@ pub extern "C" fn ag_sqrt(ctx: *mut ag_context, x: ag_tensor, out: *mut ag_tenso
 pub extern "C" fn ag_abs(ctx: *mut ag_context, x: ag_tensor, out: *mut ag_tensor) -> ag_status {
     op("ag_abs", ctx, out, |c| c.abs(x.into()))
 }
+/// out = x limited to [lo, hi] element-wise (NaN stays NaN; an infinite
+/// bound leaves that side open). Gradient 1 strictly inside (lo < x < hi),
+/// 0 outside and at the bounds.
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// INVALID_ARGUMENT (lo > hi, or a bound is NaN), OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_clamp(
+    ctx: *mut ag_context,
+    x: ag_tensor,
+    lo: f32,
+    hi: f32,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_clamp", ctx, out, |c| c.clamp(x.into(), lo, hi))
+}
 /// out = x^p element-wise for a finite scalar exponent p. As IEEE pow: a
 /// negative x with a non-integer p gives NaN, 0^p is +inf for p < 0, x^0 is
 /// 1. Gradient p x^(p-1) (0 everywhere when p = 0).

@@ -206,6 +206,30 @@ impl Context {
         self.binary(BinaryFn::Min, "minimum", a, b)
     }
 
+    /// x limited to [lo, hi] element-wise (NaN stays NaN). `lo <= hi` is
+    /// required and neither may be NaN; infinite bounds leave that side
+    /// open. The gradient is 1 strictly inside (lo < x < hi) and 0 outside
+    /// and at the bounds themselves.
+    pub fn clamp(&mut self, x: Tensor, lo: f32, hi: f32) -> Result<Tensor> {
+        const OP: &str = "clamp";
+        let ix = self.resolve(OP, x)?;
+        if lo.is_nan() || hi.is_nan() || lo > hi {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                what: format!("bounds [{lo}, {hi}] need lo <= hi, neither NaN"),
+            });
+        }
+        let ex = self.entry(ix);
+        let tracks = self.tracks(&[ix]);
+        let out = self.push_output(OP, ex.shape, tracks)?;
+        let ([y], [x]) = self
+            .store
+            .access([self.table[out as usize].data], [ex.data]);
+        clamp_forward(y, x, lo, hi);
+        self.record(Op::Clamp { x: ix, lo, hi }, out);
+        Ok(self.handle(out))
+    }
+
     fn unary(&mut self, f: UnaryFn, op: &'static str, x: Tensor) -> Result<Tensor> {
         let ix = self.resolve(op, x)?;
         let ex = self.entry(ix);
@@ -446,6 +470,18 @@ fn abs_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
     }
 }
 
+/// y = min(max(x, lo), hi), NaN staying NaN. lo <= hi, neither NaN.
+fn clamp_forward(y: &mut [f32], x: &[f32], lo: f32, hi: f32) {
+    y.iter_mut().zip(x).for_each(|(y, &x)| *y = x.clamp(lo, hi));
+}
+
+/// dx += dout where lo < x < hi (0 at the bounds, outside, and for NaN).
+fn clamp_backward(dx: &mut [f32], dout: &[f32], x: &[f32], lo: f32, hi: f32) {
+    for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
+        *d += if lo < x && x < hi { g } else { 0.0 };
+    }
+}
+
 /// y = x^p. x, y: `[N]`.
 fn pow_forward(y: &mut [f32], x: &[f32], p: f32) {
     y.iter_mut().zip(x).for_each(|(y, &x)| *y = x.powf(p));
@@ -519,6 +555,15 @@ pub(crate) fn backward_pow(ctx: &mut Context, out: u32, x: u32, p: f32) {
     let ex = ctx.entry(x);
     let ([dx], [dout, x]) = ctx.store.access([dx], [dout, ex.data]);
     pow_backward(dx, dout, x, p);
+}
+
+pub(crate) fn backward_clamp(ctx: &mut Context, out: u32, x: u32, lo: f32, hi: f32) {
+    let (Some(dx), Some(dout)) = (ctx.grad_of(x), ctx.grad_out(out)) else {
+        return;
+    };
+    let ex = ctx.entry(x);
+    let ([dx], [dout, x]) = ctx.store.access([dx], [dout, ex.data]);
+    clamp_backward(dx, dout, x, lo, hi);
 }
 
 pub(crate) fn backward_binary(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: BinaryFn) {
@@ -630,6 +675,41 @@ mod tests {
         assert_eq!(ga, [10., 11., 0., 10., 10., 0.]);
         assert_eq!(gb[..2], [2., 1.]);
         assert_eq!(gb[2], 22.0); // NaN in b: max and min both took b
+    }
+
+    #[test]
+    fn clamp_values_gradient_and_bad_bounds() {
+        let mut c = crate::Context::new();
+        let xs = [-3.0, -1.0, 0.5, 2.0, 4.0, f32::NAN];
+        let x = c.param(&[6], Some(&xs)).unwrap();
+        let y = c.clamp(x, -1.0, 2.0).unwrap();
+        let mut v = [0.0; 6];
+        c.read(y, &mut v).unwrap();
+        assert_eq!(&v[..5], &[-1.0, -1.0, 0.5, 2.0, 2.0]);
+        assert!(v[5].is_nan());
+        let l = c.sum(y).unwrap();
+        c.backward(l).unwrap();
+        c.read_grad(x, &mut v).unwrap();
+        // 1 strictly inside only: the bounds themselves (-1, 2) get 0.
+        assert_eq!(v, [0.0, 0.0, 1.0, 0.0, 0.0, 0.0]);
+        c.reset();
+        let open = c.clamp(x, f32::NEG_INFINITY, 0.0).unwrap();
+        c.read(open, &mut v).unwrap();
+        assert_eq!(&v[..5], &[-3.0, -1.0, 0.0, 0.0, 0.0]);
+        let point = c.clamp(x, 1.0, 1.0).unwrap();
+        c.read(point, &mut v).unwrap();
+        assert_eq!(&v[..5], &[1.0; 5]);
+        let used = c.memory_stats().arena_used_bytes;
+        for (lo, hi, what) in [
+            (2.0, 1.0, "clamp: bounds [2, 1]"),
+            (f32::NAN, 1.0, "clamp: bounds [NaN, 1]"),
+            (0.0, f32::NAN, "clamp: bounds [0, NaN]"),
+        ] {
+            let e = c.clamp(x, lo, hi).unwrap_err();
+            assert!(matches!(e, crate::Error::InvalidArgument { .. }), "{e}");
+            assert!(e.to_string().starts_with(what), "{e}");
+        }
+        assert_eq!(c.memory_stats().arena_used_bytes, used);
     }
 
     #[test]
@@ -772,6 +852,15 @@ mod tests {
         gradcheck(Check::new("gelu", s).range(-3.0, 3.0), |c, x| c.gelu(x[0]));
         gradcheck(Check::new("sqrt", s).range(0.5, 3.0), |c, x| c.sqrt(x[0]));
         gradcheck(Check::new("abs", s).away_from_zero(), |c, x| c.abs(x[0]));
+        // One bound at +-0.1, in the gap |x| >= 0.2 leaves (no step of the
+        // check crosses it), the other past the range: about half of the
+        // elements inside, half outside, for each bound.
+        gradcheck(Check::new("clamp lo", s).away_from_zero(), |c, x| {
+            c.clamp(x[0], -0.1, 2.0)
+        });
+        gradcheck(Check::new("clamp hi", s).away_from_zero(), |c, x| {
+            c.clamp(x[0], -2.0, 0.1)
+        });
         for p in [2.0, 3.0, 0.5, -1.5, 2.7] {
             gradcheck(Check::new("pow", s).range(0.5, 2.0), move |c, x| {
                 c.pow(x[0], p)

@@ -47,6 +47,8 @@ pub(crate) enum Op {
     Unary { x: u32, f: UnaryFn },
     /// x^p element-wise for a scalar exponent p.
     Pow { x: u32, p: f32 },
+    /// x limited to [lo, hi].
+    Clamp { x: u32, lo: f32, hi: f32 },
     /// Sum (or mean) of all elements.
     Reduce { x: u32, mean: bool },
     /// Sum (or mean) along `axis`.
@@ -130,6 +132,7 @@ impl Op {
             Op::Scale { x, .. }
             | Op::Unary { x, .. }
             | Op::Pow { x, .. }
+            | Op::Clamp { x, .. }
             | Op::Reduce { x, .. }
             | Op::ReduceAxis { x, .. }
             | Op::Permute { x, .. }
@@ -149,6 +152,7 @@ pub(crate) fn backward(ctx: &mut Context, op: Op, out: u32) {
         Op::Scale { x, s } => elementwise::backward_scale(ctx, out, x, s),
         Op::Unary { x, f } => elementwise::backward_unary(ctx, out, x, f),
         Op::Pow { x, p } => elementwise::backward_pow(ctx, out, x, p),
+        Op::Clamp { x, lo, hi } => elementwise::backward_clamp(ctx, out, x, lo, hi),
         Op::Reduce { x, mean } => reduce::backward_reduce(ctx, out, x, mean),
         Op::ReduceAxis { x, axis, mean } => {
             reduce::backward_reduce_axis(ctx, out, x, axis as usize, mean)

@@ -205,6 +205,7 @@ impl<'a> FfiOps<'a> {
             ids::ABS => self.unary("ag_abs", ag_abs),
             ids::MAXIMUM => self.binary("ag_maximum", ag_maximum),
             ids::MINIMUM => self.binary("ag_minimum", ag_minimum),
+            ids::CLAMP => self.clamp_op(),
 
             ids::BACKWARD => self.backward(),
             ids::ZERO_GRAD => self.zero_grad(),
