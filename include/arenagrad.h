@@ -611,6 +611,18 @@ ag_status ag_embedding(struct ag_context *ctx, struct ag_tensor weight, const in
 // number of rows), INDEX_OUT_OF_RANGE, OUT_OF_MEMORY.
 ag_status ag_cross_entropy(struct ag_context *ctx, struct ag_tensor logits, const int32_t *targets, size_t n, struct ag_tensor *out);
 
+// log(softmax(x)) over the last axis, fused and stable (the row maximum
+// is subtracted first): x [..., V] -> the same shape.
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// OUT_OF_MEMORY.
+ag_status ag_log_softmax(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *out);
+
+// Mean squared error: mean of (pred - target)^2 over all elements -> [1].
+// The shapes must be equal (no broadcasting); both get a gradient.
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// SHAPE_MISMATCH (the shapes differ), OUT_OF_MEMORY.
+ag_status ag_mse_loss(struct ag_context *ctx, struct ag_tensor pred, struct ag_tensor target, struct ag_tensor *out);
+
 // LayerNorm over the last axis (eps 1e-5): x [..., C], w [C], b [C].
 // Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH
 // (w or b is not [C]), OUT_OF_MEMORY.

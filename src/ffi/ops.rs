@@ -417,6 +417,35 @@ pub extern "C" fn ag_cross_entropy(
     })
 }
 
+/// log(softmax(x)) over the last axis, fused and stable (the row maximum
+/// is subtracted first): x [..., V] -> the same shape.
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_log_softmax(
+    ctx: *mut ag_context,
+    x: ag_tensor,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_log_softmax", ctx, out, |c| c.log_softmax(x.into()))
+}
+
+/// Mean squared error: mean of (pred - target)^2 over all elements -> [1].
+/// The shapes must be equal (no broadcasting); both get a gradient.
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// SHAPE_MISMATCH (the shapes differ), OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_mse_loss(
+    ctx: *mut ag_context,
+    pred: ag_tensor,
+    target: ag_tensor,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_mse_loss", ctx, out, |c| {
+        c.mse_loss(pred.into(), target.into())
+    })
+}
+
 /// LayerNorm over the last axis (eps 1e-5): x [..., C], w [C], b [C].
 /// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH
 /// (w or b is not [C]), OUT_OF_MEMORY.

@@ -73,12 +73,16 @@ pub(crate) enum Op {
     Linear { x: u32, w: u32, bias: Option<u32> },
     /// Rows of `w` gathered by `ids`.
     Embedding { w: u32, ids: Buf<u32> },
+    /// log(softmax(x)) over the last axis.
+    LogSoftmax { x: u32 },
     /// Mean cross-entropy; `probs` is softmax(logits) saved by the forward.
     CrossEntropy {
         logits: u32,
         targets: Buf<u32>,
         probs: Buf,
     },
+    /// Mean of (pred - target)^2 over all elements.
+    MseLoss { pred: u32, target: u32 },
     /// LayerNorm over the last axis; per-row mean and 1/std saved.
     LayerNorm {
         x: u32,
@@ -124,6 +128,7 @@ impl Op {
             Op::Binary { a, b, .. } | Op::Matmul { a, b, .. } | Op::Bmm { a, b, .. } => {
                 Inputs::of(&[a, b])
             }
+            Op::MseLoss { pred, target } => Inputs::of(&[pred, target]),
             Op::Linear { x, w, bias } => match bias {
                 Some(b) => Inputs::of(&[x, w, b]),
                 None => Inputs::of(&[x, w]),
@@ -136,7 +141,8 @@ impl Op {
             | Op::Reduce { x, .. }
             | Op::ReduceAxis { x, .. }
             | Op::Permute { x, .. }
-            | Op::Softmax { x, .. } => Inputs::of(&[x]),
+            | Op::Softmax { x, .. }
+            | Op::LogSoftmax { x } => Inputs::of(&[x]),
             Op::Embedding { w, .. } => Inputs::of(&[w]),
             Op::CrossEntropy { logits, .. } => Inputs::of(&[logits]),
             Op::Attention { qkv, .. } => Inputs::of(&[qkv]),
@@ -172,11 +178,13 @@ pub(crate) fn backward(ctx: &mut Context, op: Op, out: u32) {
         } => matmul::backward_product(ctx, out, a, b, trans_a, trans_b),
         Op::Linear { x, w, bias } => matmul::backward_linear(ctx, out, x, w, bias),
         Op::Embedding { w, ids } => embedding::backward_embedding(ctx, out, w, ids),
+        Op::LogSoftmax { x } => loss::backward_log_softmax(ctx, out, x),
         Op::CrossEntropy {
             logits,
             targets,
             probs,
         } => loss::backward_cross_entropy(ctx, out, logits, targets, probs),
+        Op::MseLoss { pred, target } => loss::backward_mse(ctx, out, pred, target),
         Op::LayerNorm {
             x,
             w,

@@ -206,6 +206,8 @@ impl<'a> FfiOps<'a> {
             ids::MAXIMUM => self.binary("ag_maximum", ag_maximum),
             ids::MINIMUM => self.binary("ag_minimum", ag_minimum),
             ids::CLAMP => self.clamp_op(),
+            ids::LOG_SOFTMAX => self.unary("ag_log_softmax", ag_log_softmax),
+            ids::MSE_LOSS => self.binary("ag_mse_loss", ag_mse_loss),
 
             ids::BACKWARD => self.backward(),
             ids::ZERO_GRAD => self.zero_grad(),
