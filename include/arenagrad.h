@@ -459,6 +459,20 @@ ag_status ag_mul(struct ag_context *ctx, struct ag_tensor a, struct ag_tensor b,
 // TOO_LARGE, OUT_OF_MEMORY.
 ag_status ag_div(struct ag_context *ctx, struct ag_tensor a, struct ag_tensor b, struct ag_tensor *out);
 
+// out = max(a, b) element-wise with broadcasting. NaN propagates; the
+// gradient goes to the operand the output was taken from, to a on ties.
+// Errors as for ag_add:
+// NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH,
+// TOO_LARGE, OUT_OF_MEMORY.
+ag_status ag_maximum(struct ag_context *ctx, struct ag_tensor a, struct ag_tensor b, struct ag_tensor *out);
+
+// out = min(a, b) element-wise with broadcasting. NaN propagates; the
+// gradient goes to the operand the output was taken from, to a on ties.
+// Errors as for ag_add:
+// NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH,
+// TOO_LARGE, OUT_OF_MEMORY.
+ag_status ag_minimum(struct ag_context *ctx, struct ag_tensor a, struct ag_tensor b, struct ag_tensor *out);
+
 // out = -x.
 // Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
 // OUT_OF_MEMORY.
@@ -490,7 +504,28 @@ ag_status ag_relu(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *
 ag_status ag_sigmoid(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *out);
 
 // out = sqrt(x) (NaN below 0, as IEEE).
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// OUT_OF_MEMORY.
 ag_status ag_sqrt(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *out);
+
+// out = |x|. Gradient sign(x), with the subgradient 0 at x = 0.
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// OUT_OF_MEMORY.
+ag_status ag_abs(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *out);
+
+// out = x limited to [lo, hi] element-wise (NaN stays NaN; an infinite
+// bound leaves that side open). Gradient 1 strictly inside (lo < x < hi),
+// 0 outside and at the bounds.
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// INVALID_ARGUMENT (lo > hi, or a bound is NaN), OUT_OF_MEMORY.
+ag_status ag_clamp(struct ag_context *ctx, struct ag_tensor x, float lo, float hi, struct ag_tensor *out);
+
+// out = x^p element-wise for a finite scalar exponent p. As IEEE pow: a
+// negative x with a non-integer p gives NaN, 0^p is +inf for p < 0, x^0 is
+// 1. Gradient p x^(p-1) (0 everywhere when p = 0).
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// INVALID_ARGUMENT (p is NaN or infinite), OUT_OF_MEMORY.
+ag_status ag_pow(struct ag_context *ctx, struct ag_tensor x, float p, struct ag_tensor *out);
 
 // GELU, tanh approximation (GPT-2).
 // Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
@@ -575,6 +610,18 @@ ag_status ag_embedding(struct ag_context *ctx, struct ag_tensor weight, const in
 // WRONG_CONTEXT, INVALID_HANDLE, INVALID_ARGUMENT (n differs from the
 // number of rows), INDEX_OUT_OF_RANGE, OUT_OF_MEMORY.
 ag_status ag_cross_entropy(struct ag_context *ctx, struct ag_tensor logits, const int32_t *targets, size_t n, struct ag_tensor *out);
+
+// log(softmax(x)) over the last axis, fused and stable (the row maximum
+// is subtracted first): x [..., V] -> the same shape.
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// OUT_OF_MEMORY.
+ag_status ag_log_softmax(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *out);
+
+// Mean squared error: mean of (pred - target)^2 over all elements -> [1].
+// The shapes must be equal (no broadcasting); both get a gradient.
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// SHAPE_MISMATCH (the shapes differ), OUT_OF_MEMORY.
+ag_status ag_mse_loss(struct ag_context *ctx, struct ag_tensor pred, struct ag_tensor target, struct ag_tensor *out);
 
 // LayerNorm over the last axis (eps 1e-5): x [..., C], w [C], b [C].
 // Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH

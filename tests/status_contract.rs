@@ -373,6 +373,7 @@ fn call(name: &str, ctx: *mut ag_context, fx: &Fx, env: &Env, a: Args) -> ag_sta
         "ag_relu" => ag_relu(ctx, t, o),
         "ag_sigmoid" => ag_sigmoid(ctx, t, o),
         "ag_gelu" => ag_gelu(ctx, t, o),
+        "ag_sqrt" => ag_sqrt(ctx, t, o),
         "ag_sum" => ag_sum(ctx, t, o),
         "ag_mean" => ag_mean(ctx, t, o),
         "ag_scale" => ag_scale(ctx, t, fl, o),
@@ -438,6 +439,13 @@ fn call(name: &str, ctx: *mut ag_context, fx: &Fx, env: &Env, a: Args) -> ag_sta
         "ag_layernorm" => ag_layernorm(ctx, t, fx.b, fx.b, o),
         "ag_softmax" => ag_softmax(ctx, t, a.null, if n == 0 { f32::NAN } else { 1.0 }, o),
         "ag_attention" => ag_attention(ctx, t, n, o),
+        "ag_pow" => ag_pow(ctx, t, fl, o),
+        "ag_abs" => ag_abs(ctx, t, o),
+        "ag_maximum" => ag_maximum(ctx, t, u, o),
+        "ag_minimum" => ag_minimum(ctx, u, t, o),
+        "ag_log_softmax" => ag_log_softmax(ctx, t, o),
+        "ag_mse_loss" => ag_mse_loss(ctx, t, u, o),
+        "ag_clamp" => ag_clamp(ctx, t, -1.0, if n == 0 { -2.0 } else { fl }, o),
         other => panic!("no call for {other}: add it to call()"),
     }
 }

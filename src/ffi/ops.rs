@@ -69,6 +69,34 @@ pub extern "C" fn ag_div(
 ) -> ag_status {
     op("ag_div", ctx, out, |c| c.div(a.into(), b.into()))
 }
+/// out = max(a, b) element-wise with broadcasting. NaN propagates; the
+/// gradient goes to the operand the output was taken from, to a on ties.
+/// Errors as for ag_add:
+/// NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH,
+/// TOO_LARGE, OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_maximum(
+    ctx: *mut ag_context,
+    a: ag_tensor,
+    b: ag_tensor,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_maximum", ctx, out, |c| c.maximum(a.into(), b.into()))
+}
+/// out = min(a, b) element-wise with broadcasting. NaN propagates; the
+/// gradient goes to the operand the output was taken from, to a on ties.
+/// Errors as for ag_add:
+/// NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH,
+/// TOO_LARGE, OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_minimum(
+    ctx: *mut ag_context,
+    a: ag_tensor,
+    b: ag_tensor,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_minimum", ctx, out, |c| c.minimum(a.into(), b.into()))
+}
 /// out = -x.
 /// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
 /// OUT_OF_MEMORY.
@@ -112,9 +140,47 @@ pub extern "C" fn ag_sigmoid(ctx: *mut ag_context, x: ag_tensor, out: *mut ag_te
     op("ag_sigmoid", ctx, out, |c| c.sigmoid(x.into()))
 }
 /// out = sqrt(x) (NaN below 0, as IEEE).
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// OUT_OF_MEMORY.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_sqrt(ctx: *mut ag_context, x: ag_tensor, out: *mut ag_tensor) -> ag_status {
     op("ag_sqrt", ctx, out, |c| c.sqrt(x.into()))
+}
+/// out = |x|. Gradient sign(x), with the subgradient 0 at x = 0.
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_abs(ctx: *mut ag_context, x: ag_tensor, out: *mut ag_tensor) -> ag_status {
+    op("ag_abs", ctx, out, |c| c.abs(x.into()))
+}
+/// out = x limited to [lo, hi] element-wise (NaN stays NaN; an infinite
+/// bound leaves that side open). Gradient 1 strictly inside (lo < x < hi),
+/// 0 outside and at the bounds.
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// INVALID_ARGUMENT (lo > hi, or a bound is NaN), OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_clamp(
+    ctx: *mut ag_context,
+    x: ag_tensor,
+    lo: f32,
+    hi: f32,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_clamp", ctx, out, |c| c.clamp(x.into(), lo, hi))
+}
+/// out = x^p element-wise for a finite scalar exponent p. As IEEE pow: a
+/// negative x with a non-integer p gives NaN, 0^p is +inf for p < 0, x^0 is
+/// 1. Gradient p x^(p-1) (0 everywhere when p = 0).
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// INVALID_ARGUMENT (p is NaN or infinite), OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_pow(
+    ctx: *mut ag_context,
+    x: ag_tensor,
+    p: f32,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_pow", ctx, out, |c| c.pow(x.into(), p))
 }
 /// GELU, tanh approximation (GPT-2).
 /// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
@@ -348,6 +414,35 @@ pub extern "C" fn ag_cross_entropy(
     op(F, ctx, out, |c| {
         let t = slice_in(F, "targets", targets, n)?;
         c.cross_entropy(logits.into(), t)
+    })
+}
+
+/// log(softmax(x)) over the last axis, fused and stable (the row maximum
+/// is subtracted first): x [..., V] -> the same shape.
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_log_softmax(
+    ctx: *mut ag_context,
+    x: ag_tensor,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_log_softmax", ctx, out, |c| c.log_softmax(x.into()))
+}
+
+/// Mean squared error: mean of (pred - target)^2 over all elements -> [1].
+/// The shapes must be equal (no broadcasting); both get a gradient.
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// SHAPE_MISMATCH (the shapes differ), OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_mse_loss(
+    ctx: *mut ag_context,
+    pred: ag_tensor,
+    target: ag_tensor,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_mse_loss", ctx, out, |c| {
+        c.mse_loss(pred.into(), target.into())
     })
 }
 

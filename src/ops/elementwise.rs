@@ -1,10 +1,10 @@
-//! Element-wise ops: add/sub/mul/div with numpy broadcasting (the smaller
+//! Element-wise ops: add/sub/mul/div/maximum/minimum with numpy broadcasting (the smaller
 //! operand is read with stride 0, never tiled), scale, and unary maps. Each
 //! unary function has its `<f>_forward` / `<f>_backward` kernels below, and
 //! one arm in each of `unary_forward` / `unary_backward`.
 
 use crate::context::{Context, Tensor};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::ops::{Op, fastmath};
 use crate::shape::{MAX_DIMS, Shape};
 
@@ -106,6 +106,26 @@ fn binary_backward_into(
     });
 }
 
+/// max(a, b), taking `a` on ties and NaN from either side.
+fn max_of(a: f32, b: f32) -> f32 {
+    if takes_a_max(a, b) { a } else { b }
+}
+
+/// min(a, b), taking `a` on ties and NaN from either side.
+fn min_of(a: f32, b: f32) -> f32 {
+    if takes_a_min(a, b) { a } else { b }
+}
+
+/// Whether max(a, b) is `a` (the operand that gets the gradient).
+fn takes_a_max(a: f32, b: f32) -> bool {
+    a >= b || a.is_nan()
+}
+
+/// Whether min(a, b) is `a`.
+fn takes_a_min(a: f32, b: f32) -> bool {
+    a <= b || a.is_nan()
+}
+
 /// The element-wise binary functions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum BinaryFn {
@@ -113,6 +133,8 @@ pub(crate) enum BinaryFn {
     Sub,
     Mul,
     Div,
+    Max,
+    Min,
 }
 
 /// The element-wise unary functions.
@@ -125,6 +147,7 @@ pub(crate) enum UnaryFn {
     Sigmoid,
     Gelu,
     Sqrt,
+    Abs,
 }
 
 impl Context {
@@ -143,6 +166,8 @@ impl Context {
             BinaryFn::Sub => binary_forward(o, x, y, shape, sa, sb, |p, q| p - q),
             BinaryFn::Mul => binary_forward(o, x, y, shape, sa, sb, |p, q| p * q),
             BinaryFn::Div => binary_forward(o, x, y, shape, sa, sb, |p, q| p / q),
+            BinaryFn::Max => binary_forward(o, x, y, shape, sa, sb, max_of),
+            BinaryFn::Min => binary_forward(o, x, y, shape, sa, sb, min_of),
         }
         self.record(Op::Binary { a: ia, b: ib, f }, out);
         Ok(self.handle(out))
@@ -166,6 +191,43 @@ impl Context {
     /// a / b (element-wise) with broadcasting.
     pub fn div(&mut self, a: Tensor, b: Tensor) -> Result<Tensor> {
         self.binary(BinaryFn::Div, "div", a, b)
+    }
+
+    /// Element-wise maximum with broadcasting. NaN propagates (from
+    /// either operand). The gradient goes to the operand the output was
+    /// taken from; on ties (a == b) that is `a`, so b gets none.
+    pub fn maximum(&mut self, a: Tensor, b: Tensor) -> Result<Tensor> {
+        self.binary(BinaryFn::Max, "maximum", a, b)
+    }
+
+    /// Element-wise minimum with broadcasting; NaN and ties as
+    /// [`Context::maximum`] (on ties the gradient goes to `a`).
+    pub fn minimum(&mut self, a: Tensor, b: Tensor) -> Result<Tensor> {
+        self.binary(BinaryFn::Min, "minimum", a, b)
+    }
+
+    /// x limited to [lo, hi] element-wise (NaN stays NaN). `lo <= hi` is
+    /// required and neither may be NaN; infinite bounds leave that side
+    /// open. The gradient is 1 strictly inside (lo < x < hi) and 0 outside
+    /// and at the bounds themselves.
+    pub fn clamp(&mut self, x: Tensor, lo: f32, hi: f32) -> Result<Tensor> {
+        const OP: &str = "clamp";
+        let ix = self.resolve(OP, x)?;
+        if lo.is_nan() || hi.is_nan() || lo > hi {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                what: format!("bounds [{lo}, {hi}] need lo <= hi, neither NaN"),
+            });
+        }
+        let ex = self.entry(ix);
+        let tracks = self.tracks(&[ix]);
+        let out = self.push_output(OP, ex.shape, tracks)?;
+        let ([y], [x]) = self
+            .store
+            .access([self.table[out as usize].data], [ex.data]);
+        clamp_forward(y, x, lo, hi);
+        self.record(Op::Clamp { x: ix, lo, hi }, out);
+        Ok(self.handle(out))
     }
 
     fn unary(&mut self, f: UnaryFn, op: &'static str, x: Tensor) -> Result<Tensor> {
@@ -243,6 +305,39 @@ impl Context {
     pub fn sqrt(&mut self, x: Tensor) -> Result<Tensor> {
         self.unary(UnaryFn::Sqrt, "sqrt", x)
     }
+
+    /// |x|. Its gradient is sign(x), taking the subgradient 0 at x = 0 (and
+    /// for NaN).
+    pub fn abs(&mut self, x: Tensor) -> Result<Tensor> {
+        self.unary(UnaryFn::Abs, "abs", x)
+    }
+
+    /// x^p element-wise for a finite scalar exponent `p` (NaN or infinite
+    /// `p` is refused). Values follow IEEE `pow`: a negative x with a
+    /// non-integer p gives NaN, 0^p is 0 for p > 0 and +inf for p < 0, and
+    /// x^0 is 1 for every x (NaN included). The gradient is p x^(p-1), so
+    /// it is NaN where x < 0 and p - 1 is not an integer, and infinite at
+    /// x = 0 for p < 1; for p = 0 it is 0 everywhere (the output is the
+    /// constant 1).
+    pub fn pow(&mut self, x: Tensor, p: f32) -> Result<Tensor> {
+        const OP: &str = "pow";
+        let ix = self.resolve(OP, x)?;
+        if !p.is_finite() {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                what: format!("exponent {p} is not finite"),
+            });
+        }
+        let ex = self.entry(ix);
+        let tracks = self.tracks(&[ix]);
+        let out = self.push_output(OP, ex.shape, tracks)?;
+        let ([y], [x]) = self
+            .store
+            .access([self.table[out as usize].data], [ex.data]);
+        pow_forward(y, x, p);
+        self.record(Op::Pow { x: ix, p }, out);
+        Ok(self.handle(out))
+    }
 }
 
 /// y = s * x. x, y: `[N]`.
@@ -265,6 +360,7 @@ fn unary_forward(f: UnaryFn, y: &mut [f32], x: &[f32]) {
         UnaryFn::Sigmoid => sigmoid_forward(y, x),
         UnaryFn::Gelu => gelu_forward(y, x),
         UnaryFn::Sqrt => sqrt_forward(y, x),
+        UnaryFn::Abs => abs_forward(y, x),
     }
 }
 
@@ -278,6 +374,7 @@ fn unary_backward(f: UnaryFn, dx: &mut [f32], dout: &[f32], x: &[f32], y: &[f32]
         UnaryFn::Sigmoid => sigmoid_backward(dx, dout, y),
         UnaryFn::Gelu => gelu_backward(dx, dout, x),
         UnaryFn::Sqrt => sqrt_backward(dx, dout, y),
+        UnaryFn::Abs => abs_backward(dx, dout, x),
     }
 }
 
@@ -355,6 +452,52 @@ fn sqrt_backward(dx: &mut [f32], dout: &[f32], y: &[f32]) {
     }
 }
 
+/// y = |x|.
+fn abs_forward(y: &mut [f32], x: &[f32]) {
+    y.iter_mut().zip(x).for_each(|(y, &x)| *y = x.abs());
+}
+
+/// dx += dout * sign(x), with the subgradient 0 at x = 0 (and for NaN).
+fn abs_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
+    for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
+        *d += if x > 0.0 {
+            g
+        } else if x < 0.0 {
+            -g
+        } else {
+            0.0
+        };
+    }
+}
+
+/// y = min(max(x, lo), hi), NaN staying NaN. lo <= hi, neither NaN.
+fn clamp_forward(y: &mut [f32], x: &[f32], lo: f32, hi: f32) {
+    y.iter_mut().zip(x).for_each(|(y, &x)| *y = x.clamp(lo, hi));
+}
+
+/// dx += dout where lo < x < hi (0 at the bounds, outside, and for NaN).
+fn clamp_backward(dx: &mut [f32], dout: &[f32], x: &[f32], lo: f32, hi: f32) {
+    for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
+        *d += if lo < x && x < hi { g } else { 0.0 };
+    }
+}
+
+/// y = x^p. x, y: `[N]`.
+fn pow_forward(y: &mut [f32], x: &[f32], p: f32) {
+    y.iter_mut().zip(x).for_each(|(y, &x)| *y = x.powf(p));
+}
+
+/// dx += dout * p x^(p-1); nothing when p = 0 (x^0 is constant, and
+/// 0 * 0^-1 would be NaN at x = 0).
+fn pow_backward(dx: &mut [f32], dout: &[f32], x: &[f32], p: f32) {
+    if p == 0.0 {
+        return;
+    }
+    for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
+        *d += g * p * x.powf(p - 1.0);
+    }
+}
+
 const GELU_K: f32 = 0.797_884_6; // sqrt(2/pi)
 
 /// y = 0.5 x (1 + tanh(k (x + 0.044715 x^3))). x, y: `[N]`.
@@ -405,6 +548,24 @@ pub(crate) fn backward_unary(ctx: &mut Context, out: u32, x: u32, f: UnaryFn) {
     }
 }
 
+pub(crate) fn backward_pow(ctx: &mut Context, out: u32, x: u32, p: f32) {
+    let (Some(dx), Some(dout)) = (ctx.grad_of(x), ctx.grad_out(out)) else {
+        return;
+    };
+    let ex = ctx.entry(x);
+    let ([dx], [dout, x]) = ctx.store.access([dx], [dout, ex.data]);
+    pow_backward(dx, dout, x, p);
+}
+
+pub(crate) fn backward_clamp(ctx: &mut Context, out: u32, x: u32, lo: f32, hi: f32) {
+    let (Some(dx), Some(dout)) = (ctx.grad_of(x), ctx.grad_out(out)) else {
+        return;
+    };
+    let ex = ctx.entry(x);
+    let ([dx], [dout, x]) = ctx.store.access([dx], [dout, ex.data]);
+    clamp_backward(dx, dout, x, lo, hi);
+}
+
 pub(crate) fn backward_binary(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: BinaryFn) {
     let Some(dout) = ctx.grad_out(out) else {
         return;
@@ -422,6 +583,12 @@ pub(crate) fn backward_binary(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: 
             }
             BinaryFn::Mul => binary_backward_into(da, dout, a, b, so, sa, sb, |g, _, y| g * y),
             BinaryFn::Div => binary_backward_into(da, dout, a, b, so, sa, sb, |g, _, y| g / y),
+            BinaryFn::Max => binary_backward_into(da, dout, a, b, so, sa, sb, |g, x, y| {
+                if takes_a_max(x, y) { g } else { 0.0 }
+            }),
+            BinaryFn::Min => binary_backward_into(da, dout, a, b, so, sa, sb, |g, x, y| {
+                if takes_a_min(x, y) { g } else { 0.0 }
+            }),
         }
     }
     if let Some(db) = ctx.grad_of(ib) {
@@ -434,6 +601,12 @@ pub(crate) fn backward_binary(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: 
             BinaryFn::Div => {
                 binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| -g * x / (y * y))
             }
+            BinaryFn::Max => binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| {
+                if takes_a_max(x, y) { 0.0 } else { g }
+            }),
+            BinaryFn::Min => binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| {
+                if takes_a_min(x, y) { 0.0 } else { g }
+            }),
         }
     }
 }
@@ -475,6 +648,137 @@ mod tests {
     }
 
     #[test]
+    fn maximum_minimum_values_ties_and_nan() {
+        let mut c = crate::Context::new();
+        let a = c.param(&[2, 3], Some(&[1., 5., 2., -1., 0., 7.])).unwrap();
+        let b = c.param(&[3], Some(&[2., 5., f32::NAN])).unwrap();
+        let mx = c.maximum(a, b).unwrap();
+        let mn = c.minimum(a, b).unwrap();
+        let (mut v, mut w) = ([0.0; 6], [0.0; 6]);
+        c.read(mx, &mut v).unwrap();
+        c.read(mn, &mut w).unwrap();
+        assert_eq!(&v[..2], &[2., 5.]);
+        assert_eq!(&v[3..5], &[2., 5.]);
+        assert_eq!(&w[..2], &[1., 5.]);
+        assert_eq!(&w[3..5], &[-1., 0.]);
+        assert!(v[2].is_nan() && v[5].is_nan() && w[2].is_nan() && w[5].is_nan());
+        // d/d(a, b) of sum(maximum) + 10 sum(minimum): each element's
+        // gradient goes to the operand it came from; ties (5 == 5) to a.
+        let s = c.scale(mn, 10.0).unwrap();
+        let t = c.add(mx, s).unwrap();
+        let l = c.sum(t).unwrap();
+        c.backward(l).unwrap();
+        let mut ga = [0.0; 6];
+        let mut gb = [0.0; 3];
+        c.read_grad(a, &mut ga).unwrap();
+        c.read_grad(b, &mut gb).unwrap();
+        assert_eq!(ga, [10., 11., 0., 10., 10., 0.]);
+        assert_eq!(gb[..2], [2., 1.]);
+        assert_eq!(gb[2], 22.0); // NaN in b: max and min both took b
+    }
+
+    #[test]
+    fn clamp_values_gradient_and_bad_bounds() {
+        let mut c = crate::Context::new();
+        let xs = [-3.0, -1.0, 0.5, 2.0, 4.0, f32::NAN];
+        let x = c.param(&[6], Some(&xs)).unwrap();
+        let y = c.clamp(x, -1.0, 2.0).unwrap();
+        let mut v = [0.0; 6];
+        c.read(y, &mut v).unwrap();
+        assert_eq!(&v[..5], &[-1.0, -1.0, 0.5, 2.0, 2.0]);
+        assert!(v[5].is_nan());
+        let l = c.sum(y).unwrap();
+        c.backward(l).unwrap();
+        c.read_grad(x, &mut v).unwrap();
+        // 1 strictly inside only: the bounds themselves (-1, 2) get 0.
+        assert_eq!(v, [0.0, 0.0, 1.0, 0.0, 0.0, 0.0]);
+        c.reset();
+        let open = c.clamp(x, f32::NEG_INFINITY, 0.0).unwrap();
+        c.read(open, &mut v).unwrap();
+        assert_eq!(&v[..5], &[-3.0, -1.0, 0.0, 0.0, 0.0]);
+        let point = c.clamp(x, 1.0, 1.0).unwrap();
+        c.read(point, &mut v).unwrap();
+        assert_eq!(&v[..5], &[1.0; 5]);
+        let used = c.memory_stats().arena_used_bytes;
+        for (lo, hi, what) in [
+            (2.0, 1.0, "clamp: bounds [2, 1]"),
+            (f32::NAN, 1.0, "clamp: bounds [NaN, 1]"),
+            (0.0, f32::NAN, "clamp: bounds [0, NaN]"),
+        ] {
+            let e = c.clamp(x, lo, hi).unwrap_err();
+            assert!(matches!(e, crate::Error::InvalidArgument { .. }), "{e}");
+            assert!(e.to_string().starts_with(what), "{e}");
+        }
+        assert_eq!(c.memory_stats().arena_used_bytes, used);
+    }
+
+    #[test]
+    fn abs_values_and_subgradient_at_zero() {
+        let mut c = crate::Context::new();
+        let x = c
+            .param(&[5], Some(&[-2.5, 0.0, 3.0, -0.0, -1e-30]))
+            .unwrap();
+        let y = c.abs(x).unwrap();
+        let mut v = [0.0; 5];
+        c.read(y, &mut v).unwrap();
+        assert_eq!(v, [2.5, 0.0, 3.0, 0.0, 1e-30]);
+        assert!(v[3].is_sign_positive());
+        let l = c.sum(y).unwrap();
+        c.backward(l).unwrap();
+        c.read_grad(x, &mut v).unwrap();
+        assert_eq!(v, [-1.0, 0.0, 1.0, 0.0, -1.0]);
+    }
+
+    #[test]
+    fn pow_values_and_ieee_edges() {
+        let mut c = crate::Context::new();
+        let x = c.tensor(&[6], &[2.0, 9.0, 0.0, -2.0, -2.0, 0.0]).unwrap();
+        let mut v = [0.0; 6];
+        let close = |a: f32, b: f32| (a - b).abs() <= 1e-6 * b.abs();
+        let y = c.pow(x, 0.5).unwrap();
+        c.read(y, &mut v).unwrap();
+        assert!(
+            close(v[0], std::f32::consts::SQRT_2) && close(v[1], 3.0),
+            "{v:?}"
+        );
+        assert_eq!(v[2], 0.0);
+        assert!(v[3].is_nan() && v[4].is_nan(), "{v:?}"); // (-2)^0.5
+        let y = c.pow(x, 3.0).unwrap();
+        c.read(y, &mut v).unwrap();
+        assert_eq!(v, [8.0, 729.0, 0.0, -8.0, -8.0, 0.0]);
+        let y = c.pow(x, -1.0).unwrap();
+        c.read(y, &mut v).unwrap();
+        assert!(close(v[1], 1.0 / 9.0), "{v:?}");
+        assert_eq!([v[0], v[2], v[3]], [0.5, f32::INFINITY, -0.5]);
+        let y = c.pow(x, 0.0).unwrap();
+        c.read(y, &mut v).unwrap();
+        assert_eq!(v, [1.0; 6]);
+        // Gradients: p x^(p-1), and 0 everywhere for p = 0.
+        let mut g = [0.0; 4];
+        for (p, want) in [
+            (2.0, [4.0, -4.0, 0.0, 1.0]),
+            (0.0, [0.0; 4]),
+            (1.0, [1.0; 4]),
+        ] {
+            let mut c = crate::Context::new();
+            let x = c.param(&[4], Some(&[2.0, -2.0, 0.0, 0.5])).unwrap();
+            let y = c.pow(x, p).unwrap();
+            let l = c.sum(y).unwrap();
+            c.backward(l).unwrap();
+            c.read_grad(x, &mut g).unwrap();
+            assert_eq!(g, want, "p = {p}");
+        }
+        // A non-finite exponent is refused before anything is allocated.
+        let used = c.memory_stats().arena_used_bytes;
+        for p in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            let e = c.pow(x, p).unwrap_err();
+            assert!(matches!(e, crate::Error::InvalidArgument { .. }), "{e}");
+            assert!(e.to_string().starts_with("pow: exponent"), "{e}");
+        }
+        assert_eq!(c.memory_stats().arena_used_bytes, used);
+    }
+
+    #[test]
     fn shape_mismatch_names_op_and_shapes() {
         let mut c = crate::Context::new();
         let a = c.tensor(&[3, 4], &[0.0; 12]).unwrap();
@@ -484,6 +788,8 @@ mod tests {
             ("sub", c.sub(a, b)),
             ("mul", c.mul(a, b)),
             ("div", c.div(a, b)),
+            ("maximum", c.maximum(a, b)),
+            ("minimum", c.minimum(a, b)),
         ] {
             let msg = e.unwrap_err().to_string();
             assert_eq!(
@@ -508,6 +814,19 @@ mod tests {
             gradcheck(Check::new("div", &[sa, sb]).range(0.5, 2.0), |c, x| {
                 c.div(x[0], x[1])
             });
+            // Kept away from ties: |a| >= 0.2 while |0.1 b| <= 0.1, so no
+            // step of the check moves an element across a == 0.1 b.
+            for (name, min) in [("maximum", false), ("minimum", true)] {
+                let chk = Check::new(name, &[sa, sb]).away_from_zero();
+                gradcheck(chk, move |c, x| {
+                    let b = c.scale(x[1], 0.1)?;
+                    if min {
+                        c.minimum(x[0], b)
+                    } else {
+                        c.maximum(x[0], b)
+                    }
+                });
+            }
         }
     }
 
@@ -532,6 +851,25 @@ mod tests {
         gradcheck(Check::new("sigmoid", s), |c, x| c.sigmoid(x[0]));
         gradcheck(Check::new("gelu", s).range(-3.0, 3.0), |c, x| c.gelu(x[0]));
         gradcheck(Check::new("sqrt", s).range(0.5, 3.0), |c, x| c.sqrt(x[0]));
+        gradcheck(Check::new("abs", s).away_from_zero(), |c, x| c.abs(x[0]));
+        // One bound at +-0.1, in the gap |x| >= 0.2 leaves (no step of the
+        // check crosses it), the other past the range: about half of the
+        // elements inside, half outside, for each bound.
+        gradcheck(Check::new("clamp lo", s).away_from_zero(), |c, x| {
+            c.clamp(x[0], -0.1, 2.0)
+        });
+        gradcheck(Check::new("clamp hi", s).away_from_zero(), |c, x| {
+            c.clamp(x[0], -2.0, 0.1)
+        });
+        for p in [2.0, 3.0, 0.5, -1.5, 2.7] {
+            gradcheck(Check::new("pow", s).range(0.5, 2.0), move |c, x| {
+                c.pow(x[0], p)
+            });
+        }
+        // Integer exponents are defined for negative x too.
+        gradcheck(Check::new("pow -x", s).range(-2.0, -0.5), |c, x| {
+            c.pow(x[0], 3.0)
+        });
     }
 
     /// GELU on the two-thread path equals the single-threaded kernels.

@@ -1,6 +1,8 @@
 //! Cross-entropy from logits with integer targets, fused with the softmax
 //! and the mean over rows. When recording it saves the probabilities, so
-//! the backward pass is one multiply-add per logit.
+//! the backward pass is one multiply-add per logit. Also log-softmax over
+//! the last axis (fused and stable; its backward recomputes the softmax
+//! from the output, so nothing is saved) and the mean squared error.
 
 use crate::arena::Buf;
 use crate::context::{Context, Tensor};
@@ -73,7 +75,106 @@ fn cross_entropy_backward(
     }
 }
 
+/// y = (x - max) - ln(sum exp(x - max)) per row: every exponent is <= 0,
+/// so large logits neither overflow nor lose the row's spread. x, y: `[N, V]`.
+fn log_softmax_forward(y: &mut [f32], x: &[f32], v: usize) {
+    for (yr, xr) in y.chunks_exact_mut(v).zip(x.chunks_exact(v)) {
+        let max = fastmath::max(xr);
+        // y is the scratch for the exponentials, then gets the result.
+        yr.iter_mut()
+            .zip(xr)
+            .for_each(|(y, &x)| *y = fastmath::exp(x - max));
+        let ln_s = fastmath::sum(yr).ln();
+        yr.iter_mut()
+            .zip(xr)
+            .for_each(|(y, &x)| *y = (x - max) - ln_s);
+    }
+}
+
+/// dx += dy - softmax(x) * sum(dy) per row, softmax(x) = e^y. All `[N, V]`.
+fn log_softmax_backward(dx: &mut [f32], dy: &[f32], y: &[f32], v: usize) {
+    for ((d, g), y) in dx
+        .chunks_exact_mut(v)
+        .zip(dy.chunks_exact(v))
+        .zip(y.chunks_exact(v))
+    {
+        let s = fastmath::sum(g);
+        for ((d, &g), &y) in d.iter_mut().zip(g).zip(y) {
+            *d += g - fastmath::exp(y) * s;
+        }
+    }
+}
+
+/// mean((p - t)^2), summed in f64. p, t: `[N]`.
+fn mse_forward(p: &[f32], t: &[f32]) -> f32 {
+    let s: f64 = p
+        .iter()
+        .zip(t)
+        .map(|(&p, &t)| {
+            let d = (p - t) as f64;
+            d * d
+        })
+        .sum();
+    (s / p.len() as f64) as f32
+}
+
+/// dx += dloss * 2 (x - y) / N, where x is the operand differentiated and y
+/// the other one (so the target gets the opposite sign). All `[N]`.
+fn mse_backward(dx: &mut [f32], dloss: f32, x: &[f32], y: &[f32]) {
+    let s = 2.0 * dloss / x.len() as f32;
+    for ((d, &x), &y) in dx.iter_mut().zip(x).zip(y) {
+        *d += s * (x - y);
+    }
+}
+
 impl Context {
+    /// Mean squared error: the mean of (pred - target)^2 over all elements
+    /// -> `[1]`. The shapes must be equal (no broadcasting); both operands
+    /// get a gradient.
+    pub fn mse_loss(&mut self, pred: Tensor, target: Tensor) -> Result<Tensor> {
+        const OP: &str = "mse_loss";
+        let (ip, it) = (self.resolve(OP, pred)?, self.resolve(OP, target)?);
+        let (ep, et) = (self.entry(ip), self.entry(it));
+        if ep.shape != et.shape {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                what: "pred and target shapes differ",
+                a: ep.shape,
+                b: et.shape,
+            });
+        }
+        let tracks = self.tracks(&[ip, it]);
+        let out = self.push_output(OP, Shape::scalar(), tracks)?;
+        let ([y], [p, t]) = self
+            .store
+            .access([self.table[out as usize].data], [ep.data, et.data]);
+        y[0] = mse_forward(p, t);
+        self.record(
+            Op::MseLoss {
+                pred: ip,
+                target: it,
+            },
+            out,
+        );
+        Ok(self.handle(out))
+    }
+
+    /// log(softmax(x)) over the last axis, fused and stable (the row's
+    /// maximum is subtracted first): x `[..., V]` -> the same shape.
+    pub fn log_softmax(&mut self, x: Tensor) -> Result<Tensor> {
+        const OP: &str = "log_softmax";
+        let ix = self.resolve(OP, x)?;
+        let ex = self.entry(ix);
+        let tracks = self.tracks(&[ix]);
+        let out = self.push_output(OP, ex.shape, tracks)?;
+        let ([y], [x]) = self
+            .store
+            .access([self.table[out as usize].data], [ex.data]);
+        log_softmax_forward(y, x, ex.shape.last());
+        self.record(Op::LogSoftmax { x: ix }, out);
+        Ok(self.handle(out))
+    }
+
     /// Mean cross-entropy of `logits` (`[..., V]`, rows = all leading
     /// elements) against one target per row, each in [0, V). -> `[1]`.
     pub fn cross_entropy(&mut self, logits: Tensor, targets: &[i32]) -> Result<Tensor> {
@@ -132,6 +233,31 @@ pub(crate) fn backward_cross_entropy(
     cross_entropy_backward(dl, dout[0], p, t, v);
 }
 
+pub(crate) fn backward_log_softmax(ctx: &mut Context, out: u32, x: u32) {
+    let (Some(dx), Some(dout)) = (ctx.grad_of(x), ctx.grad_out(out)) else {
+        return;
+    };
+    let eo = ctx.entry(out);
+    let ([dx], [dout, y]) = ctx.store.access([dx], [dout, eo.data]);
+    log_softmax_backward(dx, dout, y, eo.shape.last());
+}
+
+pub(crate) fn backward_mse(ctx: &mut Context, out: u32, pred: u32, target: u32) {
+    let Some(dout) = ctx.grad_out(out) else {
+        return;
+    };
+    let (ep, et) = (ctx.entry(pred), ctx.entry(target));
+    // One operand at a time: pred and target may be the same tensor.
+    if let Some(dp) = ctx.grad_of(pred) {
+        let ([dp], [g, p, t]) = ctx.store.access([dp], [dout, ep.data, et.data]);
+        mse_backward(dp, g[0], p, t);
+    }
+    if let Some(dt) = ctx.grad_of(target) {
+        let ([dt], [g, p, t]) = ctx.store.access([dt], [dout, ep.data, et.data]);
+        mse_backward(dt, g[0], t, p);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::error::Error;
@@ -159,6 +285,95 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn log_softmax_values_and_stability() {
+        let mut c = crate::Context::new();
+        let xs = [1.0f32, 2.0, 3.0, -1.0, 0.0, 0.5];
+        let x = c.tensor(&[2, 3], &xs).unwrap();
+        let y = c.log_softmax(x).unwrap();
+        let mut v = [0.0; 6];
+        c.read(y, &mut v).unwrap();
+        for (r, row) in xs.chunks(3).enumerate() {
+            let lse = row.iter().map(|&x| (x as f64).exp()).sum::<f64>().ln();
+            for j in 0..3 {
+                let want = row[j] as f64 - lse;
+                assert!((v[r * 3 + j] as f64 - want).abs() < 1e-6, "{v:?}");
+            }
+        }
+        // Huge logits: finite, and the same as the shifted row.
+        let big = c.tensor(&[1, 3], &[1001.0, 1002.0, 1003.0]).unwrap();
+        let yb = c.log_softmax(big).unwrap();
+        let mut w = [0.0; 3];
+        c.read(yb, &mut w).unwrap();
+        for j in 0..3 {
+            assert!((w[j] - v[j]).abs() < 1e-5, "{w:?} vs {v:?}");
+        }
+        let tiny = c.tensor(&[2], &[0.0, -1e4]).unwrap();
+        let yt = c.log_softmax(tiny).unwrap();
+        let mut t = [0.0; 2];
+        c.read(yt, &mut t).unwrap();
+        assert_eq!(t, [0.0, -1e4]);
+    }
+
+    #[test]
+    fn mse_loss_values_gradients_and_shapes() {
+        let mut c = crate::Context::new();
+        let p = c.param(&[2, 2], Some(&[1.0, 2.0, 3.0, 4.0])).unwrap();
+        let t = c.param(&[2, 2], Some(&[1.5, 2.0, 1.0, 5.0])).unwrap();
+        let l = c.mse_loss(p, t).unwrap();
+        // (0.25 + 0 + 4 + 1) / 4
+        assert_eq!(c.item(l).unwrap(), 1.3125);
+        c.backward(l).unwrap();
+        let (mut gp, mut gt) = ([0.0; 4], [0.0; 4]);
+        c.read_grad(p, &mut gp).unwrap();
+        c.read_grad(t, &mut gt).unwrap();
+        assert_eq!(gp, [-0.25, 0.0, 1.0, -0.5]);
+        assert_eq!(gt, [0.25, 0.0, -1.0, 0.5]);
+        c.zero_grad();
+        c.reset();
+        // The same tensor twice: loss 0, gradients cancel exactly.
+        let same = c.mse_loss(p, p).unwrap();
+        assert_eq!(c.item(same).unwrap(), 0.0);
+        c.backward(same).unwrap();
+        c.read_grad(p, &mut gp).unwrap();
+        assert_eq!(gp, [0.0; 4]);
+        c.reset();
+        // Equal element counts are not enough, and nothing is allocated.
+        let q = c.tensor(&[4], &[0.0; 4]).unwrap();
+        let used = c.memory_stats().arena_used_bytes;
+        let e = c.mse_loss(p, q).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "mse_loss: pred and target shapes differ: [2,2] x [4]"
+        );
+        assert_eq!(c.memory_stats().arena_used_bytes, used);
+    }
+
+    #[test]
+    fn gradcheck_mse_loss() {
+        gradcheck(Check::new("mse_loss", &[&[3, 4], &[3, 4]]), |c, x| {
+            c.mse_loss(x[0], x[1])
+        });
+        gradcheck(
+            Check::new("mse_loss 3d", &[&[2, 1, 3], &[2, 1, 3]]),
+            |c, x| c.mse_loss(x[0], x[1]),
+        );
+    }
+
+    #[test]
+    fn gradcheck_log_softmax() {
+        gradcheck(
+            Check::new("log_softmax", &[&[3, 5]]).range(-2.0, 2.0),
+            |c, x| c.log_softmax(x[0]),
+        );
+        gradcheck(Check::new("log_softmax 3d", &[&[2, 2, 3]]), |c, x| {
+            c.log_softmax(x[0])
+        });
+        gradcheck(Check::new("log_softmax 1d", &[&[7]]), |c, x| {
+            c.log_softmax(x[0])
+        });
     }
 
     #[test]

@@ -45,6 +45,10 @@ pub(crate) enum Op {
     Scale { x: u32, s: f32 },
     /// f(x) element-wise.
     Unary { x: u32, f: UnaryFn },
+    /// x^p element-wise for a scalar exponent p.
+    Pow { x: u32, p: f32 },
+    /// x limited to [lo, hi].
+    Clamp { x: u32, lo: f32, hi: f32 },
     /// Sum (or mean) of all elements.
     Reduce { x: u32, mean: bool },
     /// Sum (or mean) along `axis`.
@@ -69,12 +73,16 @@ pub(crate) enum Op {
     Linear { x: u32, w: u32, bias: Option<u32> },
     /// Rows of `w` gathered by `ids`.
     Embedding { w: u32, ids: Buf<u32> },
+    /// log(softmax(x)) over the last axis.
+    LogSoftmax { x: u32 },
     /// Mean cross-entropy; `probs` is softmax(logits) saved by the forward.
     CrossEntropy {
         logits: u32,
         targets: Buf<u32>,
         probs: Buf,
     },
+    /// Mean of (pred - target)^2 over all elements.
+    MseLoss { pred: u32, target: u32 },
     /// LayerNorm over the last axis; per-row mean and 1/std saved.
     LayerNorm {
         x: u32,
@@ -120,6 +128,7 @@ impl Op {
             Op::Binary { a, b, .. } | Op::Matmul { a, b, .. } | Op::Bmm { a, b, .. } => {
                 Inputs::of(&[a, b])
             }
+            Op::MseLoss { pred, target } => Inputs::of(&[pred, target]),
             Op::Linear { x, w, bias } => match bias {
                 Some(b) => Inputs::of(&[x, w, b]),
                 None => Inputs::of(&[x, w]),
@@ -127,10 +136,13 @@ impl Op {
             Op::LayerNorm { x, w, b, .. } => Inputs::of(&[x, w, b]),
             Op::Scale { x, .. }
             | Op::Unary { x, .. }
+            | Op::Pow { x, .. }
+            | Op::Clamp { x, .. }
             | Op::Reduce { x, .. }
             | Op::ReduceAxis { x, .. }
             | Op::Permute { x, .. }
-            | Op::Softmax { x, .. } => Inputs::of(&[x]),
+            | Op::Softmax { x, .. }
+            | Op::LogSoftmax { x } => Inputs::of(&[x]),
             Op::Embedding { w, .. } => Inputs::of(&[w]),
             Op::CrossEntropy { logits, .. } => Inputs::of(&[logits]),
             Op::Attention { qkv, .. } => Inputs::of(&[qkv]),
@@ -145,6 +157,8 @@ pub(crate) fn backward(ctx: &mut Context, op: Op, out: u32) {
         Op::Binary { a, b, f } => elementwise::backward_binary(ctx, out, a, b, f),
         Op::Scale { x, s } => elementwise::backward_scale(ctx, out, x, s),
         Op::Unary { x, f } => elementwise::backward_unary(ctx, out, x, f),
+        Op::Pow { x, p } => elementwise::backward_pow(ctx, out, x, p),
+        Op::Clamp { x, lo, hi } => elementwise::backward_clamp(ctx, out, x, lo, hi),
         Op::Reduce { x, mean } => reduce::backward_reduce(ctx, out, x, mean),
         Op::ReduceAxis { x, axis, mean } => {
             reduce::backward_reduce_axis(ctx, out, x, axis as usize, mean)
@@ -164,11 +178,13 @@ pub(crate) fn backward(ctx: &mut Context, op: Op, out: u32) {
         } => matmul::backward_product(ctx, out, a, b, trans_a, trans_b),
         Op::Linear { x, w, bias } => matmul::backward_linear(ctx, out, x, w, bias),
         Op::Embedding { w, ids } => embedding::backward_embedding(ctx, out, w, ids),
+        Op::LogSoftmax { x } => loss::backward_log_softmax(ctx, out, x),
         Op::CrossEntropy {
             logits,
             targets,
             probs,
         } => loss::backward_cross_entropy(ctx, out, logits, targets, probs),
+        Op::MseLoss { pred, target } => loss::backward_mse(ctx, out, pred, target),
         Op::LayerNorm {
             x,
             w,

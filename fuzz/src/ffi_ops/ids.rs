@@ -4,7 +4,7 @@
 //!
 //! An id keeps its meaning forever, because the committed corpus
 //! (`fuzz/corpus/ffi_ops`) is written in it: a new function gets an unused
-//! id (ops continue at 0x2b), an id is never reused or renumbered, and a
+//! id (ops continue at 0x33), an id is never reused or renumbered, and a
 //! byte that is no id is skipped. Ids are grouped by API area, with room in
 //! each group.
 
@@ -57,6 +57,13 @@ ids! {
     SOFTMAX = 0x29;
     ATTENTION = 0x2a;
     SQRT = 0x2b;
+    POW = 0x2c;
+    ABS = 0x2d;
+    MAXIMUM = 0x2e;
+    MINIMUM = 0x2f;
+    CLAMP = 0x30;
+    LOG_SOFTMAX = 0x31;
+    MSE_LOSS = 0x32;
 
     // Training: backward, iterations, optimizers, memory (training.rs).
     BACKWARD = 0x40;

@@ -201,6 +201,13 @@ impl<'a> FfiOps<'a> {
             ids::LAYERNORM => self.layernorm(),
             ids::SOFTMAX => self.softmax(),
             ids::ATTENTION => self.attention(),
+            ids::POW => self.pow(),
+            ids::ABS => self.unary("ag_abs", ag_abs),
+            ids::MAXIMUM => self.binary("ag_maximum", ag_maximum),
+            ids::MINIMUM => self.binary("ag_minimum", ag_minimum),
+            ids::CLAMP => self.clamp_op(),
+            ids::LOG_SOFTMAX => self.unary("ag_log_softmax", ag_log_softmax),
+            ids::MSE_LOSS => self.binary("ag_mse_loss", ag_mse_loss),
 
             ids::BACKWARD => self.backward(),
             ids::ZERO_GRAD => self.zero_grad(),

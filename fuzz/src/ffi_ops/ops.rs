@@ -143,6 +143,21 @@ impl FfiOps<'_> {
         self.op("ag_softmax", t, &[x], |c, o| ag_softmax(c, x, causal, s, o));
     }
 
+    pub(super) fn pow(&mut self) {
+        let t = self.target();
+        let x = self.handle();
+        let p = self.input.f32();
+        self.op("ag_pow", t, &[x], |c, o| ag_pow(c, x, p, o));
+    }
+
+    pub(super) fn clamp_op(&mut self) {
+        let t = self.target();
+        let x = self.handle();
+        let lo = self.input.f32();
+        let hi = self.input.f32();
+        self.op("ag_clamp", t, &[x], |c, o| ag_clamp(c, x, lo, hi, o));
+    }
+
     pub(super) fn attention(&mut self) {
         let t = self.target();
         let x = self.handle();
