@@ -338,6 +338,27 @@ fn call(name: &str, ctx: *mut ag_context, fx: &Fx, env: &Env, a: Args) -> ag_sta
         "ag_memory_stats" => ag_memory_stats(ctx, if a.null { null_mut() } else { &mut stats }),
         "ag_param_new" => ag_param_new(ctx, shape.as_ptr(), n, p(f.as_ptr()), o),
         "ag_param_write" => ag_param_write(ctx, t, p(f.as_ptr()), n),
+        "ag_param_init" => {
+            // n picks the kind: a normal, Xavier (refused for the 1-D
+            // bias), a uniform with a > b, or an unknown kind.
+            let kind = match n {
+                0 => AG_INIT_NORMAL,
+                1 => AG_INIT_XAVIER_UNIFORM,
+                3 => AG_INIT_UNIFORM,
+                _ => n.min(u32::MAX as usize) as u32,
+            };
+            let a = if kind == AG_INIT_XAVIER_UNIFORM {
+                1.0
+            } else {
+                0.0
+            };
+            let b = match kind {
+                AG_INIT_UNIFORM => -1.0,
+                AG_INIT_XAVIER_UNIFORM => 0.0,
+                _ => fl,
+            };
+            ag_param_init(ctx, t, kind, a, b, 7)
+        }
         "ag_tensor_new" => ag_tensor_new(ctx, shape.as_ptr(), n, p(f.as_ptr()), o),
         "ag_tensor_shape" => ag_tensor_shape(
             ctx,
@@ -439,7 +460,7 @@ fn call(name: &str, ctx: *mut ag_context, fx: &Fx, env: &Env, a: Args) -> ag_sta
         "ag_layernorm" => ag_layernorm(ctx, t, fx.b, fx.b, o),
         "ag_softmax" => ag_softmax(ctx, t, a.null, if n == 0 { f32::NAN } else { 1.0 }, o),
         "ag_attention" => ag_attention(ctx, t, n, o),
-        "ag_pow" => ag_pow(ctx, t, fl, o),
+        "ag_pow" => ag_pow(ctx, t, if n == 0 { f32::NAN } else { 2.0 }, o),
         "ag_abs" => ag_abs(ctx, t, o),
         "ag_maximum" => ag_maximum(ctx, t, u, o),
         "ag_minimum" => ag_minimum(ctx, u, t, o),

@@ -99,8 +99,7 @@ fn init_arg(func: &'static str, kind: u32, a: f32, b: f32) -> Result<Init> {
 /// independent matrices. 1-D parameters are refused for these kinds.
 ///
 /// Only the values change (not the gradient or optimizer state).
-/// Errors: NULL_ARGUMENT (ctx is NULL), INVALID_CONTEXT, BUSY, POISONED,
-/// INVALID_ARGUMENT (unknown kind; p is not a parameter; std < 0; a > b
+/// Errors: INVALID_ARGUMENT (unknown kind; p is not a parameter; std < 0; a > b
 /// for uniform; gain <= 0; a non-finite argument; a normal whose draws
 /// would exceed the float range; an unused argument not 0),
 /// SHAPE_MISMATCH (Xavier or Kaiming on a 1-D parameter), STALE_HANDLE,
