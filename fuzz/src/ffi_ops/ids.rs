@@ -4,7 +4,7 @@
 //!
 //! An id keeps its meaning forever, because the committed corpus
 //! (`fuzz/corpus/ffi_ops`) is written in it: a new function gets an unused
-//! id (ops continue at 0x2b), an id is never reused or renumbered, and a
+//! id (ops continue at 0x36), an id is never reused or renumbered, and a
 //! byte that is no id is skipped. Ids are grouped by API area, with room in
 //! each group.
 
@@ -57,6 +57,9 @@ ids! {
     SOFTMAX = 0x29;
     ATTENTION = 0x2a;
     SQRT = 0x2b;
+    CONCAT = 0x33;
+    SLICE = 0x34;
+    DROPOUT = 0x35;
 
     // Training: backward, iterations, optimizers, memory (training.rs).
     BACKWARD = 0x40;

@@ -201,6 +201,9 @@ impl<'a> FfiOps<'a> {
             ids::LAYERNORM => self.layernorm(),
             ids::SOFTMAX => self.softmax(),
             ids::ATTENTION => self.attention(),
+            ids::CONCAT => self.concat(),
+            ids::SLICE => self.slice(),
+            ids::DROPOUT => self.dropout(),
 
             ids::BACKWARD => self.backward(),
             ids::ZERO_GRAD => self.zero_grad(),
