@@ -64,6 +64,9 @@
 // Most dimensions a tensor can have.
 #define AG_MAX_DIMS 6
 
+// Most tensors one ag_concat joins.
+#define AG_MAX_CONCAT 8
+
 // Most user bytes a checkpoint may carry (64 MiB).
 #define AG_MAX_USER_BYTES (64 << 20)
 
@@ -570,6 +573,24 @@ ag_status ag_reshape(struct ag_context *ctx, struct ag_tensor x, const size_t *s
 // x's axes), OUT_OF_MEMORY.
 ag_status ag_permute(struct ag_context *ctx, struct ag_tensor x, const size_t *perm, size_t ndim, struct ag_tensor *out);
 
+// Joins `xs[0..n]` along `axis` (negative counts from the end), in order,
+// into a new tensor (a copy): 1 to AG_MAX_CONCAT tensors of equal rank
+// whose shapes agree except along `axis`. The gradient is split back.
+// Errors: NULL_ARGUMENT (out, or xs when n > 0), STALE_HANDLE,
+// WRONG_CONTEXT, INVALID_HANDLE (any of xs[0..n]), SHAPE_MISMATCH (axis
+// out of range, ranks differ, or a dimension other than `axis` differs: the
+// message names both shapes), INVALID_ARGUMENT (n is 0 or above
+// AG_MAX_CONCAT), OUT_OF_MEMORY.
+ag_status ag_concat(struct ag_context *ctx, const struct ag_tensor *xs, size_t n, int32_t axis, struct ag_tensor *out);
+
+// Elements `start..start + length` of `x` along `axis` (negative counts
+// from the end), a copy with `length` in place of that dimension; the
+// gradient is added back into the range.
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// SHAPE_MISMATCH (axis out of range), INVALID_ARGUMENT (length is 0, or the
+// range passes the end of the axis), OUT_OF_MEMORY.
+ag_status ag_slice(struct ag_context *ctx, struct ag_tensor x, int32_t axis, size_t start, size_t length, struct ag_tensor *out);
+
 // Swaps axes `a` and `b` (a copy). Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
 // INVALID_ARGUMENT (an axis out of range), OUT_OF_MEMORY.
 ag_status ag_transpose(struct ag_context *ctx, struct ag_tensor x, size_t a, size_t b, struct ag_tensor *out);
@@ -587,6 +608,15 @@ ag_status ag_matmul(struct ag_context *ctx, struct ag_tensor a, struct ag_tensor
 // (ranks, leading or inner dimensions differ), TOO_LARGE (the product has
 // more than 2^31 - 1 elements), OUT_OF_MEMORY.
 ag_status ag_bmm(struct ag_context *ctx, struct ag_tensor a, struct ag_tensor b, bool trans_a, bool trans_b, struct ag_tensor *out);
+
+// Inverted dropout: each element of `x` is zeroed with probability `p`
+// (0 <= p < 1) and the others are scaled by 1 / (1 - p). The mask is a
+// function of `seed` and the element index only (same seed, same mask, on
+// any number of threads). With grad mode off (ag_set_grad_enabled) it is
+// the identity: `out` is a view of x, no copy and no arena memory.
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// INVALID_ARGUMENT (p is NaN or outside [0, 1)), OUT_OF_MEMORY.
+ag_status ag_dropout(struct ag_context *ctx, struct ag_tensor x, float p, uint64_t seed, struct ag_tensor *out);
 
 // Fully connected layer x @ w + bias: x [..., K], w [K, N], bias [N]
 // (pass NULL for none) -> [..., N]. The bias add is fused into the GEMM.

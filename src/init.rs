@@ -155,10 +155,10 @@ impl Init {
 // ---- the random stream ------------------------------------------------------
 
 /// SplitMix64's increment (2^64 / golden ratio, odd).
-const GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
+pub(crate) const GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
 
 /// SplitMix64's output function: a bijection of u64 with good avalanche.
-fn mix(mut z: u64) -> u64 {
+pub(crate) fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)

@@ -413,6 +413,22 @@ fn call(name: &str, ctx: *mut ag_context, fx: &Fx, env: &Env, a: Args) -> ag_sta
         ),
         "ag_permute" => ag_permute(ctx, t, [1usize, 0, 2, 3, 4, 5, 6, 7].as_ptr(), n, o),
         "ag_transpose" => ag_transpose(ctx, t, n, 0, o),
+        "ag_concat" => {
+            // Two operands: t beside b, whose rank differs from every
+            // two-dimensional t (SHAPE_MISMATCH); one: t alone (OK).
+            let mut xs = [t; BUF];
+            xs[1] = fx.b;
+            ag_concat(ctx, if a.null { null() } else { xs.as_ptr() }, n, 0, o)
+        }
+        "ag_slice" => ag_slice(ctx, t, if n == 12 { 5 } else { 0 }, 0, n, o),
+        "ag_dropout" => {
+            let p = match n {
+                0 => 1.0,
+                usize::MAX => f32::NAN,
+                _ => 0.5,
+            };
+            ag_dropout(ctx, t, p, n as u64, o)
+        }
         "ag_matmul" => ag_matmul(
             ctx,
             t,

@@ -45,6 +45,10 @@ pub use crate::status::*;
 pub const AG_MAX_DIMS: usize = 6;
 const _: () = assert!(AG_MAX_DIMS == crate::shape::MAX_DIMS);
 
+/// Most tensors one ag_concat joins.
+pub const AG_MAX_CONCAT: usize = 8;
+const _: () = assert!(AG_MAX_CONCAT == crate::ops::MAX_CONCAT);
+
 /// Most user bytes a checkpoint may carry (64 MiB).
 pub const AG_MAX_USER_BYTES: usize = 64 << 20;
 const _: () = assert!(AG_MAX_USER_BYTES == crate::checkpoint::MAX_USER_BYTES);

@@ -301,6 +301,63 @@ pub extern "C" fn ag_permute(
     })
 }
 
+/// Joins `xs[0..n]` along `axis` (negative counts from the end), in order,
+/// into a new tensor (a copy): 1 to AG_MAX_CONCAT tensors of equal rank
+/// whose shapes agree except along `axis`. The gradient is split back.
+/// Errors: NULL_ARGUMENT (out, or xs when n > 0), STALE_HANDLE,
+/// WRONG_CONTEXT, INVALID_HANDLE (any of xs[0..n]), SHAPE_MISMATCH (axis
+/// out of range, ranks differ, or a dimension other than `axis` differs: the
+/// message names both shapes), INVALID_ARGUMENT (n is 0 or above
+/// AG_MAX_CONCAT), OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_concat(
+    ctx: *mut ag_context,
+    xs: *const ag_tensor,
+    n: usize,
+    axis: i32,
+    out: *mut ag_tensor,
+) -> ag_status {
+    const F: &str = "ag_concat";
+    op(F, ctx, out, |c| {
+        if n > AG_MAX_CONCAT {
+            return Err(Error::InvalidArgument {
+                op: F,
+                what: format!("n {n} is above AG_MAX_CONCAT ({AG_MAX_CONCAT})"),
+            });
+        }
+        let xs = slice_in(F, "xs", xs, n)?;
+        let mut ts = [Tensor {
+            index: 0,
+            context: 0,
+            generation: 0,
+        }; AG_MAX_CONCAT];
+        for (t, &x) in ts.iter_mut().zip(xs) {
+            *t = x.into();
+        }
+        c.concat(&ts[..n], axis)
+    })
+}
+
+/// Elements `start..start + length` of `x` along `axis` (negative counts
+/// from the end), a copy with `length` in place of that dimension; the
+/// gradient is added back into the range.
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// SHAPE_MISMATCH (axis out of range), INVALID_ARGUMENT (length is 0, or the
+/// range passes the end of the axis), OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_slice(
+    ctx: *mut ag_context,
+    x: ag_tensor,
+    axis: i32,
+    start: usize,
+    length: usize,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_slice", ctx, out, |c| {
+        c.slice(x.into(), axis, start, length)
+    })
+}
+
 /// Swaps axes `a` and `b` (a copy). Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
 /// INVALID_ARGUMENT (an axis out of range), OUT_OF_MEMORY.
 #[unsafe(no_mangle)]
@@ -350,6 +407,24 @@ pub extern "C" fn ag_bmm(
     op("ag_bmm", ctx, out, |c| {
         c.bmm(a.into(), b.into(), trans_a, trans_b)
     })
+}
+
+/// Inverted dropout: each element of `x` is zeroed with probability `p`
+/// (0 <= p < 1) and the others are scaled by 1 / (1 - p). The mask is a
+/// function of `seed` and the element index only (same seed, same mask, on
+/// any number of threads). With grad mode off (ag_set_grad_enabled) it is
+/// the identity: `out` is a view of x, no copy and no arena memory.
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// INVALID_ARGUMENT (p is NaN or outside [0, 1)), OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_dropout(
+    ctx: *mut ag_context,
+    x: ag_tensor,
+    p: f32,
+    seed: u64,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_dropout", ctx, out, |c| c.dropout(x.into(), p, seed))
 }
 
 /// Fully connected layer x @ w + bias: x [..., K], w [K, N], bias [N]

@@ -14,6 +14,7 @@
 //! line in the C op table of the tests.
 
 pub(crate) mod attention;
+pub(crate) mod dropout;
 pub(crate) mod elementwise;
 pub(crate) mod embedding;
 pub(crate) mod fastmath;
@@ -31,8 +32,13 @@ use crate::context::Context;
 use crate::shape::MAX_DIMS;
 pub(crate) use elementwise::{BinaryFn, UnaryFn};
 
-/// Most inputs any op reads (linear with a bias and layernorm read three).
-pub const MAX_INPUTS: usize = 3;
+/// Most tensors one concat joins: their ids are held inline in the tape
+/// record, so a concat never allocates for its inputs.
+pub const MAX_CONCAT: usize = 8;
+
+/// Most inputs any op reads (concat; linear with a bias and layernorm read
+/// three). [`Inputs`] is only ever a return value, never stored in the tape.
+pub const MAX_INPUTS: usize = MAX_CONCAT;
 
 /// One recorded op. Ids are rows of the context's tensor table; `Buf`s are
 /// arena buffers the forward pass saved for the backward pass. `Copy` and
@@ -55,6 +61,18 @@ pub(crate) enum Op {
     ReduceAxis { x: u32, axis: u8, mean: bool },
     /// Output axis i is input axis perm[i] (first rank(x) entries used).
     Permute { x: u32, perm: [u8; MAX_DIMS] },
+    /// The first `n` of `xs` joined along `axis`.
+    Concat {
+        xs: [u32; MAX_CONCAT],
+        n: u8,
+        axis: u8,
+    },
+    /// Elements `start..start + len` of `axis` (len is the output's size
+    /// along `axis`).
+    Slice { x: u32, axis: u8, start: u32 },
+    /// Inverted dropout; `scale` holds, per element, 0 (dropped) or
+    /// 1 / (1 - p) (kept).
+    Dropout { x: u32, scale: Buf },
     /// op(a) @ op(b), 2-D.
     Matmul {
         a: u32,
@@ -142,7 +160,10 @@ impl Op {
             | Op::ReduceAxis { x, .. }
             | Op::Permute { x, .. }
             | Op::Softmax { x, .. }
+            | Op::Slice { x, .. }
+            | Op::Dropout { x, .. }
             | Op::LogSoftmax { x } => Inputs::of(&[x]),
+            Op::Concat { xs, n, .. } => Inputs::of(&xs[..n as usize]),
             Op::Embedding { w, .. } => Inputs::of(&[w]),
             Op::CrossEntropy { logits, .. } => Inputs::of(&[logits]),
             Op::Attention { qkv, .. } => Inputs::of(&[qkv]),
@@ -164,6 +185,13 @@ pub(crate) fn backward(ctx: &mut Context, op: Op, out: u32) {
             reduce::backward_reduce_axis(ctx, out, x, axis as usize, mean)
         }
         Op::Permute { x, perm } => shape_ops::backward_permute(ctx, out, x, perm),
+        Op::Concat { xs, n, axis } => {
+            shape_ops::backward_concat(ctx, out, &xs[..n as usize], axis as usize)
+        }
+        Op::Slice { x, axis, start } => {
+            shape_ops::backward_slice(ctx, out, x, axis as usize, start as usize)
+        }
+        Op::Dropout { x, scale } => dropout::backward_dropout(ctx, out, x, scale),
         Op::Matmul {
             a,
             b,

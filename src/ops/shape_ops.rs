@@ -1,10 +1,18 @@
-//! Reshape (a free view: same memory, same gradient buffer) and permute
-//! (a copy into the new axis order; backward copies back).
+//! Reshape (a free view: same memory, same gradient buffer), permute
+//! (a copy into the new axis order; backward copies back), concat (inputs
+//! side by side along one axis; backward splits the gradient back) and
+//! slice (a copy of a range along one axis; backward scatters into it).
 
 use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
-use crate::ops::Op;
+use crate::ops::{MAX_CONCAT, Op};
 use crate::shape::{MAX_DIMS, Shape};
+
+/// (outer, inner): the products of the dimensions before and after `axis`.
+fn outer_inner(s: Shape, axis: usize) -> (usize, usize) {
+    let d = s.dims();
+    (d[..axis].iter().product(), d[axis + 1..].iter().product())
+}
 
 /// Row-major strides of `s`.
 fn strides(s: Shape) -> [usize; MAX_DIMS] {
@@ -99,6 +107,110 @@ impl Context {
         Ok(self.handle(out))
     }
 
+    /// Joins `xs` (1 to [`MAX_CONCAT`] tensors of equal rank whose shapes
+    /// agree except along `axis`; negative counts from the end) along
+    /// `axis`, in order (a copy).
+    pub fn concat(&mut self, xs: &[Tensor], axis: i32) -> Result<Tensor> {
+        const OP: &str = "concat";
+        if xs.is_empty() || xs.len() > MAX_CONCAT {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                what: format!(
+                    "{} inputs; concat joins 1 to {MAX_CONCAT} tensors",
+                    xs.len()
+                ),
+            });
+        }
+        let mut ids = [u32::MAX; MAX_CONCAT];
+        for (id, &t) in ids.iter_mut().zip(xs) {
+            *id = self.resolve(OP, t)?;
+        }
+        let ids_n = &ids[..xs.len()];
+        let first = self.entry(ids[0]).shape;
+        let ax = first.axis(OP, axis)?;
+        let nd = first.ndim();
+        let mut total = 0usize;
+        for &i in ids_n {
+            let s = self.entry(i).shape;
+            let agree =
+                s.ndim() == nd && (0..nd).all(|d| d == ax || s.dims()[d] == first.dims()[d]);
+            if !agree {
+                return Err(Error::ShapeMismatch {
+                    op: OP,
+                    what: "shapes differ outside the concat axis",
+                    a: first,
+                    b: s,
+                });
+            }
+            total = total
+                .checked_add(s.dims()[ax])
+                .ok_or_else(|| Error::TooLarge {
+                    op: OP,
+                    what: "the joined axis overflows".into(),
+                })?;
+        }
+        let mut dims = [0usize; MAX_DIMS];
+        dims[..nd].copy_from_slice(first.dims());
+        dims[ax] = total;
+        let oshape = Shape::new(OP, &dims[..nd])?;
+        let tracks = self.tracks(ids_n);
+        let out = self.push_output(OP, oshape, tracks)?;
+        let (_, inner) = outer_inner(oshape, ax);
+        let y = self.table[out as usize].data;
+        let mut off = 0;
+        for &i in ids_n {
+            let e = self.entry(i);
+            let len = e.shape.dims()[ax] * inner;
+            let ([y], [x]) = self.store.access([y], [e.data]);
+            concat_forward(y, x, total * inner, off, len);
+            off += len;
+        }
+        let (n, axis) = (xs.len() as u8, ax as u8);
+        self.record(Op::Concat { xs: ids, n, axis }, out);
+        Ok(self.handle(out))
+    }
+
+    /// Elements `start..start + length` of `x` along `axis` (negative counts
+    /// from the end), a copy; the range must be non-empty and inside the axis.
+    pub fn slice(&mut self, x: Tensor, axis: i32, start: usize, length: usize) -> Result<Tensor> {
+        const OP: &str = "slice";
+        let ix = self.resolve(OP, x)?;
+        let ex = self.entry(ix);
+        let ax = ex.shape.axis(OP, axis)?;
+        let size = ex.shape.dims()[ax];
+        if length == 0 || start.checked_add(length).is_none_or(|end| end > size) {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                what: format!(
+                    "start {start}, length {length} is not a non-empty range inside axis {ax} (size {size}) of {}",
+                    ex.shape
+                ),
+            });
+        }
+        let mut dims = [0usize; MAX_DIMS];
+        dims[..ex.shape.ndim()].copy_from_slice(ex.shape.dims());
+        dims[ax] = length;
+        let oshape = Shape::from_valid(&dims[..ex.shape.ndim()]);
+        let tracks = self.tracks(&[ix]);
+        let out = self.push_output(OP, oshape, tracks)?;
+        let (_, inner) = outer_inner(ex.shape, ax);
+        let ([y], [x]) = self
+            .store
+            .access([self.table[out as usize].data], [ex.data]);
+        slice_forward(y, x, size * inner, start * inner, length * inner);
+        // start < size <= MAX_ELEMENTS < 2^31: fits.
+        let start = start as u32;
+        self.record(
+            Op::Slice {
+                x: ix,
+                axis: ax as u8,
+                start,
+            },
+            out,
+        );
+        Ok(self.handle(out))
+    }
+
     /// Swaps two axes (a permute).
     pub fn transpose(&mut self, x: Tensor, a: usize, b: usize) -> Result<Tensor> {
         let nd = self.shape_for("transpose", x)?.ndim();
@@ -125,6 +237,69 @@ fn permute_forward(y: &mut [f32], x: &[f32], xshape: Shape, yshape: Shape, perm:
 /// dx[src(o)] += dout[o].
 fn permute_backward(dx: &mut [f32], dout: &[f32], xshape: Shape, yshape: Shape, perm: &[u8]) {
     permute_walk(xshape, yshape, perm, |o, s| dx[s] += dout[o]);
+}
+
+/// y[o, off..off + len] = x[o, ..]: one input's band of every output row.
+/// y: `[outer, row]`, x: `[outer, len]`.
+fn concat_forward(y: &mut [f32], x: &[f32], row: usize, off: usize, len: usize) {
+    for (yr, xr) in y.chunks_exact_mut(row).zip(x.chunks_exact(len)) {
+        yr[off..off + len].copy_from_slice(xr);
+    }
+}
+
+/// dx[o, ..] += dout[o, off..off + len]. dx: `[outer, len]`, dout: `[outer, row]`.
+fn concat_backward(dx: &mut [f32], dout: &[f32], row: usize, off: usize, len: usize) {
+    for (d, g) in dx.chunks_exact_mut(len).zip(dout.chunks_exact(row)) {
+        d.iter_mut()
+            .zip(&g[off..off + len])
+            .for_each(|(d, &g)| *d += g);
+    }
+}
+
+/// y[o, ..] = x[o, off..off + len]. y: `[outer, len]`, x: `[outer, row]`.
+fn slice_forward(y: &mut [f32], x: &[f32], row: usize, off: usize, len: usize) {
+    for (yr, xr) in y.chunks_exact_mut(len).zip(x.chunks_exact(row)) {
+        yr.copy_from_slice(&xr[off..off + len]);
+    }
+}
+
+/// dx[o, off..off + len] += dout[o, ..]. dx: `[outer, row]`, dout: `[outer, len]`.
+fn slice_backward(dx: &mut [f32], dout: &[f32], row: usize, off: usize, len: usize) {
+    for (d, g) in dx.chunks_exact_mut(row).zip(dout.chunks_exact(len)) {
+        d[off..off + len]
+            .iter_mut()
+            .zip(g)
+            .for_each(|(d, &g)| *d += g);
+    }
+}
+
+pub(crate) fn backward_concat(ctx: &mut Context, out: u32, xs: &[u32], axis: usize) {
+    let Some(dout) = ctx.grad_out(out) else {
+        return;
+    };
+    let oshape = ctx.entry(out).shape;
+    let (_, inner) = outer_inner(oshape, axis);
+    let row = oshape.dims()[axis] * inner;
+    let mut off = 0;
+    for &x in xs {
+        let len = ctx.entry(x).shape.dims()[axis] * inner;
+        if let Some(dx) = ctx.grad_of(x) {
+            let ([dx], [dout]) = ctx.store.access([dx], [dout]);
+            concat_backward(dx, dout, row, off, len);
+        }
+        off += len;
+    }
+}
+
+pub(crate) fn backward_slice(ctx: &mut Context, out: u32, x: u32, axis: usize, start: usize) {
+    let (Some(dx), Some(dout)) = (ctx.grad_of(x), ctx.grad_out(out)) else {
+        return;
+    };
+    let xshape = ctx.entry(x).shape;
+    let (_, inner) = outer_inner(xshape, axis);
+    let len = ctx.entry(out).shape.dims()[axis] * inner;
+    let ([dx], [dout]) = ctx.store.access([dx], [dout]);
+    slice_backward(dx, dout, xshape.dims()[axis] * inner, start * inner, len);
 }
 
 pub(crate) fn backward_permute(ctx: &mut Context, out: u32, x: u32, perm: [u8; MAX_DIMS]) {
@@ -180,6 +355,101 @@ mod tests {
             let r2 = c.reshape(r, &[2, 3])?;
             let e = c.exp(r2)?;
             c.mul(e, x[0])
+        });
+    }
+
+    #[test]
+    fn concat_values_and_errors() {
+        let mut c = crate::Context::new();
+        let a = c.tensor(&[2, 2], &[1., 2., 3., 4.]).unwrap();
+        let b = c.tensor(&[2, 1], &[5., 6.]).unwrap();
+        let d = c.tensor(&[1, 2], &[7., 8.]).unwrap();
+        let y = c.concat(&[a, b, a], -1).unwrap();
+        assert_eq!(c.shape(y).unwrap().dims(), &[2, 5]);
+        let mut v = [0.0; 10];
+        c.read(y, &mut v).unwrap();
+        assert_eq!(v, [1., 2., 5., 1., 2., 3., 4., 6., 3., 4.]);
+        let y0 = c.concat(&[a, d], 0).unwrap();
+        let mut v = [0.0; 6];
+        c.read(y0, &mut v).unwrap();
+        assert_eq!(v, [1., 2., 3., 4., 7., 8.]);
+        let before = c.memory_stats().arena_used_bytes;
+        let e = c.concat(&[a, b], 0).unwrap_err().to_string();
+        assert!(
+            e.contains("concat: shapes differ outside the concat axis: [2,2] x [2,1]"),
+            "{e}"
+        );
+        assert!(
+            c.concat(&[], 0)
+                .unwrap_err()
+                .to_string()
+                .contains("0 inputs")
+        );
+        let nine = [a; super::MAX_CONCAT + 1];
+        assert!(
+            c.concat(&nine, 0)
+                .unwrap_err()
+                .to_string()
+                .contains("1 to 8")
+        );
+        assert!(c.concat(&[a, b], 2).is_err());
+        let r = c.reshape(a, &[4]).unwrap();
+        assert!(c.concat(&[a, r], 0).is_err(), "ranks differ");
+        assert_eq!(c.memory_stats().arena_used_bytes, before);
+        // The cap itself is accepted.
+        let eight = [b; super::MAX_CONCAT];
+        let y8 = c.concat(&eight, 1).unwrap();
+        assert_eq!(c.shape(y8).unwrap().dims(), &[2, 8]);
+    }
+
+    #[test]
+    fn slice_values_and_bounds() {
+        let mut c = crate::Context::new();
+        let x = c.tensor(&[2, 3], &[1., 2., 3., 4., 5., 6.]).unwrap();
+        let y = c.slice(x, 1, 1, 2).unwrap();
+        assert_eq!(c.shape(y).unwrap().dims(), &[2, 2]);
+        let mut v = [0.0; 4];
+        c.read(y, &mut v).unwrap();
+        assert_eq!(v, [2., 3., 5., 6.]);
+        let r = c.slice(x, -2, 1, 1).unwrap();
+        let mut v = [0.0; 3];
+        c.read(r, &mut v).unwrap();
+        assert_eq!(v, [4., 5., 6.]);
+        let before = c.memory_stats().arena_used_bytes;
+        for (start, len) in [(0, 0), (3, 1), (2, 2), (usize::MAX, 2), (1, usize::MAX)] {
+            let e = c.slice(x, 1, start, len).unwrap_err().to_string();
+            assert!(e.contains("slice: start") && e.contains("[2,3]"), "{e}");
+        }
+        assert!(c.slice(x, 2, 0, 1).is_err());
+        assert_eq!(c.memory_stats().arena_used_bytes, before);
+    }
+
+    #[test]
+    fn gradcheck_concat_and_slice() {
+        gradcheck(
+            Check::new("concat axis 1", &[&[2, 1, 3], &[2, 2, 3], &[2, 3, 3]]),
+            |c, x| c.concat(&[x[0], x[1], x[2]], 1),
+        );
+        gradcheck(Check::new("concat axis 0", &[&[1, 3], &[2, 3]]), |c, x| {
+            c.concat(&[x[1], x[0]], 0)
+        });
+        // The same tensor twice gets both bands of the gradient.
+        gradcheck(Check::new("concat x x", &[&[2, 2]]), |c, x| {
+            c.concat(&[x[0], x[0]], -1)
+        });
+        let eight: Vec<&[usize]> = (0..super::MAX_CONCAT).map(|_| &[2usize, 1][..]).collect();
+        gradcheck(Check::new("concat 8", &eight), |c, x| c.concat(x, 1));
+        for axis in [0, 1, -1] {
+            gradcheck(Check::new("slice", &[&[3, 4, 3]]), |c, x| {
+                c.slice(x[0], axis, 1, 2)
+            });
+        }
+        // Split then join back in the other order (slices of one input).
+        gradcheck(Check::new("slice + concat", &[&[2, 5]]), |c, x| {
+            let a = c.slice(x[0], 1, 0, 2)?;
+            let b = c.slice(x[0], 1, 2, 3)?;
+            let e = c.exp(b)?;
+            c.concat(&[e, a], 1)
         });
     }
 }

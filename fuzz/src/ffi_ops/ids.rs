@@ -4,7 +4,7 @@
 //!
 //! An id keeps its meaning forever, because the committed corpus
 //! (`fuzz/corpus/ffi_ops`) is written in it: a new function gets an unused
-//! id (ops continue at 0x33), an id is never reused or renumbered, and a
+//! id (ops continue at 0x36), an id is never reused or renumbered, and a
 //! byte that is no id is skipped. Ids are grouped by API area, with room in
 //! each group.
 
@@ -64,6 +64,9 @@ ids! {
     CLAMP = 0x30;
     LOG_SOFTMAX = 0x31;
     MSE_LOSS = 0x32;
+    CONCAT = 0x33;
+    SLICE = 0x34;
+    DROPOUT = 0x35;
 
     // Training: backward, iterations, optimizers, memory (training.rs).
     BACKWARD = 0x40;

@@ -208,6 +208,9 @@ impl<'a> FfiOps<'a> {
             ids::CLAMP => self.clamp_op(),
             ids::LOG_SOFTMAX => self.unary("ag_log_softmax", ag_log_softmax),
             ids::MSE_LOSS => self.binary("ag_mse_loss", ag_mse_loss),
+            ids::CONCAT => self.concat(),
+            ids::SLICE => self.slice(),
+            ids::DROPOUT => self.dropout(),
 
             ids::BACKWARD => self.backward(),
             ids::ZERO_GRAD => self.zero_grad(),

@@ -2,7 +2,7 @@
 //! arguments from the input, then runs through [`FfiOps::op`], which checks
 //! the status, the out-handle and what a failure leaves behind.
 
-use super::FfiOps;
+use super::{FfiOps, SENTINEL};
 use arenagrad::ffi::*;
 use std::ptr::null;
 
@@ -163,5 +163,44 @@ impl FfiOps<'_> {
         let x = self.handle();
         let nh = self.input.small_usize();
         self.op("ag_attention", t, &[x], |c, o| ag_attention(c, x, nh, o));
+    }
+
+    /// ag_concat: up to two more handles than AG_MAX_CONCAT, sometimes
+    /// through a NULL array.
+    pub(super) fn concat(&mut self) {
+        let t = self.target();
+        let n = self.input.u8() as usize % (AG_MAX_CONCAT + 3);
+        let mut xs = [SENTINEL; AG_MAX_CONCAT + 2];
+        for x in xs.iter_mut().take(n) {
+            *x = self.handle();
+        }
+        let axis = self.input.axis();
+        let p = if self.input.u8() == 255 {
+            null()
+        } else {
+            xs.as_ptr()
+        };
+        // Past the cap the handles are never looked at.
+        let checked = if n <= AG_MAX_CONCAT { &xs[..n] } else { &[] };
+        self.op("ag_concat", t, checked, |c, o| ag_concat(c, p, n, axis, o));
+    }
+
+    pub(super) fn slice(&mut self) {
+        let t = self.target();
+        let x = self.handle();
+        let axis = self.input.axis();
+        let start = self.input.small_usize();
+        let length = self.input.small_usize();
+        self.op("ag_slice", t, &[x], |c, o| {
+            ag_slice(c, x, axis, start, length, o)
+        });
+    }
+
+    pub(super) fn dropout(&mut self) {
+        let t = self.target();
+        let x = self.handle();
+        let p = self.input.f32();
+        let seed = self.input.u64();
+        self.op("ag_dropout", t, &[x], |c, o| ag_dropout(c, x, p, seed, o));
     }
 }
