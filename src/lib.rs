@@ -90,6 +90,7 @@ mod ops;
 mod optim;
 mod pool;
 pub mod shape;
+mod simd;
 pub mod status;
 mod tape;
 

@@ -5,6 +5,7 @@
 use crate::arena::Buf;
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::simd;
 
 /// Hyper-parameters of the two optimizers.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -287,7 +288,19 @@ impl Context {
                     let c1 = 1.0 - beta1.powi(t.min(i32::MAX as u64) as i32);
                     let c2 = 1.0 - beta2.powi(t.min(i32::MAX as u64) as i32);
                     let update = |p: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32]| {
-                        adamw_update(p, m, v, g, lr, beta1, beta2, eps, weight_decay, c1, c2)
+                        simd::dispatch!(adamw_update(
+                            p,
+                            m,
+                            v,
+                            g,
+                            lr,
+                            beta1,
+                            beta2,
+                            eps,
+                            weight_decay,
+                            c1,
+                            c2
+                        ))
                     };
                     // Large parameters: each half on its own thread.
                     match self.pool.as_ref().filter(|_| par && p.len() >= 1 << 16) {
@@ -319,6 +332,7 @@ fn sgd_momentum_update(p: &mut [f32], v: &mut [f32], g: &[f32], lr: f32, mu: f32
 
 /// AdamW update, bias corrections c1 = 1 - beta1^t, c2 = 1 - beta2^t. All [N].
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 pub(crate) fn adamw_update(
     p: &mut [f32],
     m: &mut [f32],
