@@ -523,8 +523,8 @@ ag_status ag_abs(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *o
 ag_status ag_clamp(struct ag_context *ctx, struct ag_tensor x, float lo, float hi, struct ag_tensor *out);
 
 // out = x^p element-wise for a finite scalar exponent p. As IEEE pow: a
-// negative x with a non-integer p gives NaN, 0^p is +inf for p < 0, x^0 is
-// 1. Gradient p x^(p-1) (0 everywhere when p = 0).
+// negative x with a non-integer p gives NaN, 0^p is +inf for p < 0, and
+// x^0 is 1. Gradient p x^(p-1) (0 everywhere when p = 0).
 // Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
 // INVALID_ARGUMENT (p is NaN or infinite), OUT_OF_MEMORY.
 ag_status ag_pow(struct ag_context *ctx, struct ag_tensor x, float p, struct ag_tensor *out);

@@ -113,6 +113,8 @@ impl Default for Context {
 
 impl Context {
     pub fn new() -> Context {
+        // CPU feature detection (and its allocation) happens here, not in a step.
+        crate::simd::detected();
         Context {
             id: next_context_id(),
             store: Storage::new(),

@@ -90,6 +90,7 @@ mod optim;
 mod pool;
 pub mod safetensors_io;
 pub mod shape;
+mod simd;
 pub mod status;
 mod tape;
 

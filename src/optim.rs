@@ -5,6 +5,7 @@
 use crate::arena::Buf;
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::simd;
 
 /// Hyper-parameters of the two optimizers.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -286,7 +287,7 @@ impl Context {
                     let ([p, m, v], [g]) = self.store.access([p, m, v], [g]);
                     let k = AdamWStep::new(lr, beta1, beta2, eps, weight_decay, t);
                     let update = |p: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32]| {
-                        adamw_update(p, m, v, g, k)
+                        simd::dispatch!(adamw_update(p, m, v, g, k))
                     };
                     // Large parameters: each half on its own thread.
                     match self.pool.as_ref().filter(|_| par && p.len() >= 1 << 16) {
@@ -363,6 +364,7 @@ impl AdamWStep {
 /// m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
 /// p -= lr (m / c1 / (sqrt(v / c2) + eps) + wd p), with c = 1 - b^t.
 /// Each element is independent: splitting the slices changes no bit.
+#[inline(always)]
 pub(crate) fn adamw_update(p: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32], k: AdamWStep) {
     for (((p, m), v), &g) in p.iter_mut().zip(m.iter_mut()).zip(v.iter_mut()).zip(g) {
         *m = k.b1 * *m + k.one_minus_b1 * g;

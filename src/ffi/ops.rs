@@ -169,8 +169,8 @@ pub extern "C" fn ag_clamp(
     op("ag_clamp", ctx, out, |c| c.clamp(x.into(), lo, hi))
 }
 /// out = x^p element-wise for a finite scalar exponent p. As IEEE pow: a
-/// negative x with a non-integer p gives NaN, 0^p is +inf for p < 0, x^0 is
-/// 1. Gradient p x^(p-1) (0 everywhere when p = 0).
+/// negative x with a non-integer p gives NaN, 0^p is +inf for p < 0, and
+/// x^0 is 1. Gradient p x^(p-1) (0 everywhere when p = 0).
 /// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
 /// INVALID_ARGUMENT (p is NaN or infinite), OUT_OF_MEMORY.
 #[unsafe(no_mangle)]

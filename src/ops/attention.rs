@@ -12,9 +12,11 @@ use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
 use crate::ops::{Op, fastmath};
 use crate::shape::Shape;
+use crate::simd;
 
 /// In place: row <- softmax(scale * row) over its first `valid` entries; the
 /// rest (masked future positions) become 0.
+#[inline(always)]
 fn softmax_row(row: &mut [f32], valid: usize, scale: f32) {
     let (live, masked) = row.split_at_mut(valid);
     let pivot = softmax_pivot(live, scale);
@@ -28,6 +30,7 @@ fn softmax_row(row: &mut [f32], valid: usize, scale: f32) {
 
 /// The value subtracted before exp so that every exponent is <= 0: the
 /// row's maximum for a positive scale, its minimum for a negative one.
+#[inline(always)]
 fn softmax_pivot(live: &[f32], scale: f32) -> f32 {
     if scale >= 0.0 {
         fastmath::max(live)
@@ -38,6 +41,7 @@ fn softmax_pivot(live: &[f32], scale: f32) -> f32 {
 
 /// y = softmax(scale * x) for one row, reading x and writing y in the same
 /// pass (no copy first): x, y `[tk]`, the first `valid` entries live.
+#[inline(always)]
 fn softmax_row_from(y: &mut [f32], x: &[f32], valid: usize, scale: f32) {
     let (live, masked) = y.split_at_mut(valid);
     let pivot = softmax_pivot(&x[..valid], scale);
@@ -55,6 +59,7 @@ fn valid_cols(causal: bool, i: usize, tq: usize, tk: usize) -> usize {
 }
 
 /// dx += scale * y * (dy - sum(dy * y)) per row. All `[rows, tk]`.
+#[inline(always)]
 fn softmax_backward(dx: &mut [f32], dy: &[f32], y: &[f32], tk: usize, scale: f32) {
     for ((d, g), p) in dx
         .chunks_exact_mut(tk)
@@ -99,9 +104,11 @@ impl Context {
         let ([y], [x]) = self
             .store
             .access([self.table[out as usize].data], [ex.data]);
-        for (r, (yr, xr)) in y.chunks_exact_mut(tk).zip(x.chunks_exact(tk)).enumerate() {
-            softmax_row_from(yr, xr, valid_cols(causal, r % tq, tq, tk), scale);
-        }
+        simd::dispatch!({
+            for (r, (yr, xr)) in y.chunks_exact_mut(tk).zip(x.chunks_exact(tk)).enumerate() {
+                softmax_row_from(yr, xr, valid_cols(causal, r % tq, tq, tk), scale);
+            }
+        });
         self.record(Op::Softmax { x: ix, scale }, out);
         Ok(self.handle(out))
     }
@@ -208,9 +215,11 @@ fn attention_forward(
                 0.0,
                 p,
             );
-            for (i, row) in p.chunks_exact_mut(t).enumerate() {
-                softmax_row(row, i + 1, scale);
-            }
+            simd::dispatch!({
+                for (i, row) in p.chunks_exact_mut(t).enumerate() {
+                    softmax_row(row, i + 1, scale);
+                }
+            });
             sgemm(
                 mix,
                 1.0,
@@ -286,12 +295,14 @@ fn attention_backward(
             sgemm(d_probs, 1.0, dy, &qkv[base + 2 * c + h * hs..], 0.0, dp);
             sgemm(d_v, 1.0, p, dy, 1.0, &mut dqkv[base + 2 * c + h * hs..]);
             // dS = scale * P * (dP - rowsum(dP * P)), in place in dp.
-            for (drow, prow) in dp.chunks_exact_mut(t).zip(p.chunks_exact(t)) {
-                let dot = fastmath::dot(drow, prow);
-                drow.iter_mut()
-                    .zip(prow)
-                    .for_each(|(g, &p)| *g = scale * p * (*g - dot));
-            }
+            simd::dispatch!({
+                for (drow, prow) in dp.chunks_exact_mut(t).zip(p.chunks_exact(t)) {
+                    let dot = fastmath::dot(drow, prow);
+                    drow.iter_mut()
+                        .zip(prow)
+                        .for_each(|(g, &p)| *g = scale * p * (*g - dot));
+                }
+            });
             sgemm(
                 d_q,
                 1.0,
@@ -320,7 +331,7 @@ pub(crate) fn backward_softmax(ctx: &mut Context, out: u32, x: u32, scale: f32) 
     };
     let eo = ctx.entry(out);
     let ([dx], [g, y]) = ctx.store.access([dx], [dout, eo.data]);
-    softmax_backward(dx, g, y, eo.shape.last(), scale);
+    simd::dispatch!(softmax_backward(dx, g, y, eo.shape.last(), scale));
 }
 
 pub(crate) fn backward_attention(ctx: &mut Context, out: u32, qkv: u32, nh: usize, probs: Buf) {

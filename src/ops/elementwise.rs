@@ -7,10 +7,12 @@ use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
 use crate::ops::{Op, fastmath};
 use crate::shape::{MAX_DIMS, Shape};
+use crate::simd;
 
 /// Calls `row(o, a, sa, b, sb, len)` for every innermost row of `out`: the
 /// row starts at `o` in the output and at `a`/`b` in the operands, which
 /// advance by `sa`/`sb` (0 or 1) per element.
+#[inline(always)]
 fn for_each_row(
     out: Shape,
     a: Shape,
@@ -41,6 +43,7 @@ fn for_each_row(
 }
 
 /// out = f(a, b) elementwise with broadcasting. a, b, out: broadcast shapes.
+#[inline(always)]
 fn binary_forward(
     out: &mut [f32],
     a: &[f32],
@@ -82,6 +85,7 @@ fn binary_forward(
 /// dx += g(dout, x, y) reduced onto x's (possibly broadcast) shape, where x is
 /// the operand being differentiated and y the other one.
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 fn binary_backward_into(
     dx: &mut [f32],
     dout: &[f32],
@@ -161,14 +165,14 @@ impl Context {
             .store
             .access([self.table[out as usize].data], [ea.data, eb.data]);
         let (sa, sb) = (ea.shape, eb.shape);
-        match f {
+        simd::dispatch!(match f {
             BinaryFn::Add => binary_forward(o, x, y, shape, sa, sb, |p, q| p + q),
             BinaryFn::Sub => binary_forward(o, x, y, shape, sa, sb, |p, q| p - q),
             BinaryFn::Mul => binary_forward(o, x, y, shape, sa, sb, |p, q| p * q),
             BinaryFn::Div => binary_forward(o, x, y, shape, sa, sb, |p, q| p / q),
             BinaryFn::Max => binary_forward(o, x, y, shape, sa, sb, max_of),
             BinaryFn::Min => binary_forward(o, x, y, shape, sa, sb, min_of),
-        }
+        });
         self.record(Op::Binary { a: ia, b: ib, f }, out);
         Ok(self.handle(out))
     }
@@ -243,9 +247,12 @@ impl Context {
             Some(pool) => {
                 let h = x.len() / 2;
                 let ((y0, y1), (x0, x1)) = (y.split_at_mut(h), x.split_at(h));
-                pool.join(|| unary_forward(f, y1, x1), || unary_forward(f, y0, x0));
+                pool.join(
+                    || simd::dispatch!(unary_forward(f, y1, x1)),
+                    || simd::dispatch!(unary_forward(f, y0, x0)),
+                );
             }
-            None => unary_forward(f, y, x),
+            None => simd::dispatch!(unary_forward(f, y, x)),
         }
         self.record(Op::Unary { x: ix, f }, out);
         Ok(self.handle(out))
@@ -351,6 +358,7 @@ fn scale_backward(dx: &mut [f32], dout: &[f32], s: f32) {
 }
 
 /// y = f(x). x, y: `[N]`.
+#[inline(always)]
 fn unary_forward(f: UnaryFn, y: &mut [f32], x: &[f32]) {
     match f {
         UnaryFn::Exp => exp_forward(y, x),
@@ -365,6 +373,7 @@ fn unary_forward(f: UnaryFn, y: &mut [f32], x: &[f32]) {
 }
 
 /// dx += dout * f'(x), given x and the forward output y = f(x). All `[N]`.
+#[inline(always)]
 fn unary_backward(f: UnaryFn, dx: &mut [f32], dout: &[f32], x: &[f32], y: &[f32]) {
     match f {
         UnaryFn::Exp => exp_backward(dx, dout, y),
@@ -501,6 +510,7 @@ fn pow_backward(dx: &mut [f32], dout: &[f32], x: &[f32], p: f32) {
 const GELU_K: f32 = 0.797_884_6; // sqrt(2/pi)
 
 /// y = 0.5 x (1 + tanh(k (x + 0.044715 x^3))). x, y: `[N]`.
+#[inline(always)]
 pub(crate) fn gelu_forward(y: &mut [f32], x: &[f32]) {
     for (y, &x) in y.iter_mut().zip(x) {
         let u = GELU_K * (x + 0.044715 * x * x * x);
@@ -509,6 +519,7 @@ pub(crate) fn gelu_forward(y: &mut [f32], x: &[f32]) {
 }
 
 /// dx += dout * gelu'(x).
+#[inline(always)]
 pub(crate) fn gelu_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
     for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
         let u = GELU_K * (x + 0.044715 * x * x * x);
@@ -540,11 +551,11 @@ pub(crate) fn backward_unary(ctx: &mut Context, out: u32, x: u32, f: UnaryFn) {
             let ((d0, d1), (g0, g1)) = (dx.split_at_mut(h), dout.split_at(h));
             let ((x0, x1), (y0, y1)) = (x.split_at(h), y.split_at(h));
             pool.join(
-                || unary_backward(f, d1, g1, x1, y1),
-                || unary_backward(f, d0, g0, x0, y0),
+                || simd::dispatch!(unary_backward(f, d1, g1, x1, y1)),
+                || simd::dispatch!(unary_backward(f, d0, g0, x0, y0)),
             );
         }
-        None => unary_backward(f, dx, dout, x, y),
+        None => simd::dispatch!(unary_backward(f, dx, dout, x, y)),
     }
 }
 
@@ -577,7 +588,7 @@ pub(crate) fn backward_binary(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: 
     if let Some(da) = ctx.grad_of(ia) {
         let ([da], [dout, a, b]) = ctx.store.access([da], [dout, ea.data, eb.data]);
         let (sa, sb) = (ea.shape, eb.shape);
-        match f {
+        simd::dispatch!(match f {
             BinaryFn::Add | BinaryFn::Sub => {
                 binary_backward_into(da, dout, a, b, so, sa, sb, |g, _, _| g)
             }
@@ -589,12 +600,12 @@ pub(crate) fn backward_binary(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: 
             BinaryFn::Min => binary_backward_into(da, dout, a, b, so, sa, sb, |g, x, y| {
                 if takes_a_min(x, y) { g } else { 0.0 }
             }),
-        }
+        });
     }
     if let Some(db) = ctx.grad_of(ib) {
         let ([db], [dout, a, b]) = ctx.store.access([db], [dout, ea.data, eb.data]);
         let (sa, sb) = (ea.shape, eb.shape);
-        match f {
+        simd::dispatch!(match f {
             BinaryFn::Add => binary_backward_into(db, dout, b, a, so, sb, sa, |g, _, _| g),
             BinaryFn::Sub => binary_backward_into(db, dout, b, a, so, sb, sa, |g, _, _| -g),
             BinaryFn::Mul => binary_backward_into(db, dout, b, a, so, sb, sa, |g, _, x| g * x),
@@ -607,7 +618,7 @@ pub(crate) fn backward_binary(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: 
             BinaryFn::Min => binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| {
                 if takes_a_min(x, y) { 0.0 } else { g }
             }),
-        }
+        });
     }
 }
 

@@ -10,11 +10,13 @@ use crate::error::{Error, Result};
 use crate::ops::embedding::check_ids;
 use crate::ops::{Op, fastmath};
 use crate::shape::Shape;
+use crate::simd;
 
 /// Mean over rows of lse[r] - logits[r, t_r], lse[r] = log sum_j exp(logits[r, j]).
 /// When `probs` is given (recording for backward) it receives
 /// softmax(logits), so the backward pass needs no exp.
 /// logits, probs: `[N, V]`; targets: `[N]`.
+#[inline(always)]
 fn cross_entropy_forward(
     mut probs: Option<&mut [f32]>,
     logits: &[f32],
@@ -57,6 +59,7 @@ fn cross_entropy_forward(
 }
 
 /// dlogits[r, j] += dloss / N * (probs[r, j] - `[j == t_r]`).
+#[inline(always)]
 fn cross_entropy_backward(
     dlogits: &mut [f32],
     dloss: f32,
@@ -207,7 +210,7 @@ impl Context {
         let ([y, p], [l], [t]) =
             self.store
                 .access_ids([self.table[out as usize].data, probs], [el.data], [tbuf]);
-        y[0] = cross_entropy_forward(tracks.then_some(p), l, t, v);
+        y[0] = simd::dispatch!(cross_entropy_forward(tracks.then_some(p), l, t, v));
         let op = Op::CrossEntropy {
             logits: il,
             targets: tbuf,
@@ -230,7 +233,7 @@ pub(crate) fn backward_cross_entropy(
     };
     let v = ctx.entry(logits).shape.last();
     let ([dl], [dout, p], [t]) = ctx.store.access_ids([dl], [dout, probs], [targets]);
-    cross_entropy_backward(dl, dout[0], p, t, v);
+    simd::dispatch!(cross_entropy_backward(dl, dout[0], p, t, v));
 }
 
 pub(crate) fn backward_log_softmax(ctx: &mut Context, out: u32, x: u32) {

@@ -5,12 +5,14 @@ use crate::arena::Buf;
 use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
 use crate::ops::{Op, fastmath};
+use crate::simd;
 
 /// Default epsilon (GPT-2's).
 pub const LAYERNORM_EPS: f32 = 1e-5;
 
 /// y = (x - mean) * rstd * w + b per row. x, y: `[N, C]`; w, b: `[C]`;
 /// mean, rstd: `[N]`.
+#[inline(always)]
 fn layernorm_forward(
     y: &mut [f32],
     mean: &mut [f32],
@@ -39,6 +41,7 @@ fn layernorm_forward(
 
 /// dx += rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)), with
 /// norm = (x - mean) * rstd and dnorm = dout * w.
+#[inline(always)]
 fn layernorm_backward_dx(
     dx: &mut [f32],
     dout: &[f32],
@@ -65,6 +68,7 @@ fn layernorm_backward_dx(
 
 /// dw += sum_rows dout * norm, norm = (x - mean) * rstd, each term and the
 /// sum in f64 (see `fastmath::accumulate_rows_f64`).
+#[inline(always)]
 fn layernorm_backward_dw(
     dw: &mut [f32],
     dout: &[f32],
@@ -125,11 +129,11 @@ impl Context {
                     (y.split_at_mut(h * c), m.split_at_mut(h), r.split_at_mut(h));
                 let (x0, x1) = x.split_at(h * c);
                 pool.join(
-                    || layernorm_forward(y1, m1, r1, x1, w, b, c),
-                    || layernorm_forward(y0, m0, r0, x0, w, b, c),
+                    || simd::dispatch!(layernorm_forward(y1, m1, r1, x1, w, b, c)),
+                    || simd::dispatch!(layernorm_forward(y0, m0, r0, x0, w, b, c)),
                 );
             }
-            None => layernorm_forward(y, m, r, x, w, b, c),
+            None => simd::dispatch!(layernorm_forward(y, m, r, x, w, b, c)),
         }
         let op = Op::LayerNorm {
             x: ix,
@@ -168,16 +172,16 @@ pub(crate) fn backward_layernorm(
                     (dx.split_at_mut(h * c), g.split_at(h * c), x.split_at(h * c));
                 let ((m0, m1), (r0, r1)) = (m.split_at(h), r.split_at(h));
                 pool.join(
-                    || layernorm_backward_dx(d1, g1, x1, w, m1, r1, c),
-                    || layernorm_backward_dx(d0, g0, x0, w, m0, r0, c),
+                    || simd::dispatch!(layernorm_backward_dx(d1, g1, x1, w, m1, r1, c)),
+                    || simd::dispatch!(layernorm_backward_dx(d0, g0, x0, w, m0, r0, c)),
                 );
             }
-            None => layernorm_backward_dx(dx, g, x, w, m, r, c),
+            None => simd::dispatch!(layernorm_backward_dx(dx, g, x, w, m, r, c)),
         }
     }
     if let Some(dw) = ctx.grad_of(iw) {
         let ([dw], [g, x, m, r]) = ctx.store.access([dw], [dout, ex.data, mean, rstd]);
-        layernorm_backward_dw(dw, g, x, m, r, c);
+        simd::dispatch!(layernorm_backward_dw(dw, g, x, m, r, c));
     }
     if let Some(db) = ctx.grad_of(ib) {
         let ([db], [g]) = ctx.store.access([db], [dout]);

@@ -4,6 +4,7 @@ use crate::context::{Context, Tensor};
 use crate::error::Result;
 use crate::ops::Op;
 use crate::shape::{MAX_DIMS, Shape};
+use crate::simd;
 
 /// (outer, n, inner) view of `shape` around `axis`.
 fn split(shape: Shape, axis: usize) -> (usize, usize, usize) {
@@ -16,6 +17,7 @@ fn split(shape: Shape, axis: usize) -> (usize, usize, usize) {
 }
 
 /// out[o, i] = s * sum_j x[o, j, i]. x: `[outer, n, inner]`, out: `[outer, inner]`.
+#[inline(always)]
 fn sum_axis_forward(out: &mut [f32], x: &[f32], outer: usize, n: usize, inner: usize, s: f32) {
     for o in 0..outer {
         let acc = &mut out[o * inner..(o + 1) * inner];
@@ -28,6 +30,7 @@ fn sum_axis_forward(out: &mut [f32], x: &[f32], outer: usize, n: usize, inner: u
 }
 
 /// dx[o, j, i] += s * dout[o, i].
+#[inline(always)]
 fn sum_axis_backward(dx: &mut [f32], dout: &[f32], outer: usize, n: usize, inner: usize, s: f32) {
     for o in 0..outer {
         let g = &dout[o * inner..(o + 1) * inner];
@@ -95,7 +98,7 @@ impl Context {
         let ([y], [x]) = self
             .store
             .access([self.table[out as usize].data], [ex.data]);
-        sum_axis_forward(y, x, outer, n, inner, axis_scale(mean, n));
+        simd::dispatch!(sum_axis_forward(y, x, outer, n, inner, axis_scale(mean, n)));
         let axis = ax as u8;
         self.record(Op::ReduceAxis { x: ix, axis, mean }, out);
         Ok(self.handle(out))
@@ -148,7 +151,14 @@ pub(crate) fn backward_reduce_axis(ctx: &mut Context, out: u32, x: u32, axis: us
     };
     let (outer, n, inner) = split(ctx.entry(x).shape, axis);
     let ([dx], [dout]) = ctx.store.access([dx], [dout]);
-    sum_axis_backward(dx, dout, outer, n, inner, axis_scale(mean, n));
+    simd::dispatch!(sum_axis_backward(
+        dx,
+        dout,
+        outer,
+        n,
+        inner,
+        axis_scale(mean, n)
+    ));
 }
 
 #[cfg(test)]
