@@ -540,7 +540,8 @@ impl Context {
         self.grad_enabled && inputs.iter().any(|&i| self.table[i as usize].requires_grad)
     }
 
-    /// Appends a fresh zeroed output of `shape` to the table.
+    /// Appends a fresh output of `shape` to the table. Its contents are
+    /// unspecified (NaN with `debug-arena`): the op writes every element.
     pub(crate) fn push_output(
         &mut self,
         op: &'static str,
@@ -548,7 +549,7 @@ impl Context {
         requires_grad: bool,
     ) -> Result<u32> {
         self.reserve_slot(op)?;
-        let data = self.store.alloc::<f32>(op, shape.numel())?;
+        let data = self.store.alloc_for_overwrite::<f32>(op, shape.numel())?;
         self.table.push(Entry {
             shape,
             data,
