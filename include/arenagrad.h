@@ -208,8 +208,24 @@ ag_status ag_tensor_numel(struct ag_context *ctx, struct ag_tensor t, size_t *ou
 ag_status ag_tensor_read(struct ag_context *ctx, struct ag_tensor t, float *dst, size_t len);
 
 // Copies the gradient of `t` into `dst[0..len]`. Parameters always have
-// one; activations after an ag_backward they took part in (else SEQUENCE).
+// one. An activation has one after ag_backward only if
+// ag_tensor_retain_grad was called on it before ag_backward (else
+// SEQUENCE, whose message says so): the memory of other activation
+// gradients is reused during the backward pass.
 ag_status ag_tensor_read_grad(struct ag_context *ctx, struct ag_tensor t, float *dst, size_t len);
+
+// Asks to keep the gradient of activation `t` readable with
+// ag_tensor_read_grad after the next ag_backward (PyTorch's retain_grad).
+// Without it an activation's gradient exists only during ag_backward, in
+// memory shared with other gradients. Call it after making `t` and before
+// ag_backward; the request ends at ag_reset with the handle. A reshape
+// shares its base's gradient, so retaining either keeps both. Parameters
+// always keep their gradients (OK, nothing to do).
+// Errors: NULL_ARGUMENT (ctx is NULL), INVALID_CONTEXT, STALE_HANDLE,
+// WRONG_CONTEXT, INVALID_HANDLE, INVALID_ARGUMENT (`t` needs no gradient:
+// a constant, or made with grad mode off), SEQUENCE (ag_backward already
+// ran this iteration), BUSY, POISONED, PANIC.
+ag_status ag_tensor_retain_grad(struct ag_context *ctx, struct ag_tensor t);
 
 // Reads a one-element tensor (e.g. a loss) into `*out`.
 ag_status ag_tensor_item(struct ag_context *ctx, struct ag_tensor t, float *out);

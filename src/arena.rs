@@ -186,7 +186,9 @@ impl Storage {
         }
     }
 
-    /// Allocates a zero-filled arena buffer of `len` elements.
+    /// Allocates a zero-filled arena buffer of `len` elements (the library
+    /// itself only needs buffers it overwrites, see below).
+    #[cfg(test)]
     pub fn alloc<T: Plain>(&mut self, op: &'static str, len: usize) -> Result<Buf<T>> {
         let b = self.alloc_for_overwrite::<T>(op, len)?;
         self.access_one(b).fill(T::default());

@@ -29,6 +29,7 @@ pub mod ffi;
 pub mod gpt;
 mod ops;
 mod optim;
+mod plan;
 mod pool;
 pub mod shape;
 pub mod status;

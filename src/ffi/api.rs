@@ -264,7 +264,10 @@ pub extern "C" fn ag_tensor_read(
 }
 
 /// Copies the gradient of `t` into `dst[0..len]`. Parameters always have
-/// one; activations after an ag_backward they took part in (else SEQUENCE).
+/// one. An activation has one after ag_backward only if
+/// ag_tensor_retain_grad was called on it before ag_backward (else
+/// SEQUENCE, whose message says so): the memory of other activation
+/// gradients is reused during the backward pass.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_tensor_read_grad(
     ctx: *mut ag_context,
@@ -277,6 +280,23 @@ pub extern "C" fn ag_tensor_read_grad(
         need(F, "dst", dst)?;
         c.read_grad(t.into(), slice_out(F, "dst", dst, len)?)
     })
+}
+
+/// Asks to keep the gradient of activation `t` readable with
+/// ag_tensor_read_grad after the next ag_backward (PyTorch's retain_grad).
+/// Without it an activation's gradient exists only during ag_backward, in
+/// memory shared with other gradients. Call it after making `t` and before
+/// ag_backward; the request ends at ag_reset with the handle. A reshape
+/// shares its base's gradient, so retaining either keeps both. Parameters
+/// always keep their gradients (OK, nothing to do).
+/// Errors: NULL_ARGUMENT (ctx is NULL), INVALID_CONTEXT, STALE_HANDLE,
+/// WRONG_CONTEXT, INVALID_HANDLE, INVALID_ARGUMENT (`t` needs no gradient:
+/// a constant, or made with grad mode off), SEQUENCE (ag_backward already
+/// ran this iteration), BUSY, POISONED, PANIC.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_tensor_retain_grad(ctx: *mut ag_context, t: ag_tensor) -> ag_status {
+    const F: &str = "ag_tensor_retain_grad";
+    guard(F, ctx, |c| c.retain_grad(t.into()))
 }
 
 /// Reads a one-element tensor (e.g. a loss) into `*out`.

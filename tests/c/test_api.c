@@ -213,7 +213,8 @@ enum {
     OP_GELU, OP_SUM, OP_MEAN, OP_SCALE, OP_SUM_AXIS, OP_MEAN_AXIS, OP_RESHAPE, OP_PERMUTE,
     OP_TRANSPOSE, OP_MATMUL, OP_BMM, OP_LINEAR, OP_EMBEDDING, OP_CROSS_ENTROPY, OP_LAYERNORM,
     OP_SOFTMAX, OP_ATTENTION, OP_TENSOR_SHAPE, OP_TENSOR_NUMEL, OP_TENSOR_READ,
-    OP_TENSOR_READ_GRAD, OP_TENSOR_ITEM, OP_BACKWARD, OP_PARAM_WRITE, OP_COUNT
+    OP_TENSOR_READ_GRAD, OP_TENSOR_ITEM, OP_BACKWARD, OP_PARAM_WRITE, OP_TENSOR_RETAIN_GRAD,
+    OP_COUNT
 };
 
 typedef struct op_info {
@@ -258,6 +259,7 @@ static const op_info OPS[OP_COUNT] = {
     [OP_TENSOR_ITEM] = {"ag_tensor_item", "tensor_item", 1, true},
     [OP_BACKWARD] = {"ag_backward", "backward", 1, false},
     [OP_PARAM_WRITE] = {"ag_param_write", "param_write", 1, false},
+    [OP_TENSOR_RETAIN_GRAD] = {"ag_tensor_retain_grad", "tensor_retain_grad", 1, false},
 };
 
 /*
@@ -305,6 +307,7 @@ static ag_status call_op(int op, ag_context *c, const ag_tensor t[3], ag_tensor 
     case OP_TENSOR_ITEM: return ag_tensor_item(c, t[0], out != NULL ? &item : NULL);
     case OP_BACKWARD: return ag_backward(c, t[0]);
     case OP_PARAM_WRITE: return ag_param_write(c, t[0], buf, 1);
+    case OP_TENSOR_RETAIN_GRAD: return ag_tensor_retain_grad(c, t[0]);
     default: return AG_STATUS_OK;
     }
 }
