@@ -21,6 +21,9 @@ use std::thread::JoinHandle;
 
 type Job = *mut (dyn FnMut() + Send);
 
+/// The worker thread's name (the bench's trace tells its time apart by it).
+pub(crate) const WORKER_NAME: &str = "arenagrad-worker";
+
 struct Slot {
     job: Option<SendJob>,
     done: bool,
@@ -64,7 +67,7 @@ impl Pool {
         });
         let s = Arc::clone(&shared);
         let worker = std::thread::Builder::new()
-            .name("arenagrad-worker".into())
+            .name(WORKER_NAME.into())
             .spawn(move || worker_loop(&s))
             .ok()?;
         Some(Pool {
@@ -125,9 +128,13 @@ fn worker_loop(shared: &Shared) {
                 s = shared.wake.wait(s).unwrap_or_else(|p| p.into_inner());
             }
         };
+        #[cfg(feature = "trace")]
+        let t0 = std::time::Instant::now();
         // SAFETY: the pointer is live until we set `done` (module invariant)
         // and no one else calls it.
         let ok = catch_unwind(AssertUnwindSafe(|| unsafe { (*job.0)() })).is_ok();
+        #[cfg(feature = "trace")]
+        crate::blas::trace::worker_job(t0.elapsed());
         let mut s = lock(&shared.slot);
         s.panicked = !ok;
         s.done = true;
