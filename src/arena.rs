@@ -191,7 +191,9 @@ impl Storage {
     #[cfg(test)]
     pub fn alloc<T: Plain>(&mut self, op: &'static str, len: usize) -> Result<Buf<T>> {
         let b = self.alloc_for_overwrite::<T>(op, len)?;
-        self.access_one(b).fill(T::default());
+        // SAFETY: b is a fresh buffer of len elements owned by this arena;
+        // zero is a valid bit pattern for every Plain type.
+        unsafe { std::ptr::write_bytes(b.ptr.as_ptr(), 0, len) };
         Ok(b)
     }
 
