@@ -2,8 +2,10 @@
 //! measured in one run and printed (never asserted).
 //!
 //! Per preset (each in a child process so peak RSS is its own):
-//! step time, the matmul-only floor (the step's own sgemm calls replayed),
-//! GEMM efficiency = floor / step, a time breakdown, memory figures.
+//! step time with tokens/s and GFLOP/s, the matmul-only floor (the step's
+//! own sgemm calls replayed), GEMM efficiency = floor / step, a breakdown of
+//! the calling thread's wall time that adds up to 100% (the worker thread's
+//! busy time is reported beside it, not mixed in), memory figures.
 //! Then tape overhead per op and kernel bandwidth against memcpy.
 //!
 //! `--quick` runs a very short form (used by `make test`).
@@ -117,28 +119,39 @@ fn run_preset(name: &str, steps: usize) {
         (part(0), part(1), part(2), part(3), part(4), part(5));
     let ops = ctx.memory_stats().tape_len as f64;
 
-    // BLAS share, from traced steps.
-    let traced = steps.clamp(1, 5);
-    let mut blas_ms = Vec::new();
+    // Breakdown from traced steps: each step's phases partition its wall
+    // time on the calling thread, and within forward + backward the
+    // products made on this thread are timed; means over the same steps
+    // add up exactly.
+    let traced = steps.clamp(1, 10);
+    let mut sum = [0.0f64; 6];
+    let (mut blas_ms, mut worker_busy_ms, mut worker_blas_ms) = (0.0, 0.0, 0.0);
     let mut gemms = Vec::new();
     for _ in 0..traced {
         trace::start();
         step(&mut ctx, &mut times);
-        let (g, d) = trace::stop();
-        blas_ms.push(ms(d));
-        gemms = g;
+        let tr = trace::stop();
+        sum.iter_mut().zip(times).for_each(|(s, t)| *s += t);
+        blas_ms += ms(tr.blas);
+        worker_busy_ms += ms(tr.worker_busy);
+        worker_blas_ms += ms(tr.worker_blas);
+        gemms = tr.gemms;
     }
-    let blas_step = median(&mut blas_ms);
+    let k = traced as f64;
+    let [m_reset, m_fwd, m_bwd, m_clip, m_opt, m_zero] = sum.map(|s| s / k);
+    let (blas_ms, worker_busy_ms, worker_blas_ms) =
+        (blas_ms / k, worker_busy_ms / k, worker_blas_ms / k);
+    let traced_step = sum.iter().sum::<f64>() / k;
+    let flops: f64 = gemms.iter().map(|g| 2.0 * (g.m * g.n * g.k) as f64).sum();
 
     // Floor: replay this step's own GEMM shapes on warm buffers.
     let floor_ms = replay(&gemms, if steps < 5 { 3 } else { 7 });
     let st = ctx.memory_stats();
     let hw = st.arena_high_water_bytes;
-    let fwd_bwd = fwd_ms + bwd_ms;
     let tape_ns = tape_overhead_ns(20_000);
-    let bookkeeping = ops * tape_ns * 1e-6;
-    let elementwise = (fwd_bwd - blas_step - bookkeeping).max(0.0);
-    let pct = |x: f64| 100.0 * x / step_ms;
+    let other = (m_fwd + m_bwd - blas_ms).max(0.0);
+    let bookkeeping = (ops * tape_ns * 1e-6).min(other);
+    let pct = |x: f64| 100.0 * x / traced_step;
     println!(
         "preset {name}: L={} NH={} C={} T={} B={} V={} params={}",
         cfg.n_layer,
@@ -150,26 +163,41 @@ fn run_preset(name: &str, steps: usize) {
         gpt.num_params()
     );
     println!(
-        "  step_ms (median of {steps}) {step_ms:.3}   tok/s {:.0}",
-        n as f64 / step_ms * 1e3
+        "  step_ms (median of {steps}) {step_ms:.3}   tok/s {:.0}   GFLOP/s {:.1} ({:.3} GFLOP of matrix products per step)",
+        n as f64 / step_ms * 1e3,
+        flops / (step_ms * 1e-3) / 1e9,
+        flops / 1e9
     );
     println!(
-        "  matmul-only floor {floor_ms:.3} ms ({} sgemm calls)   GEMM efficiency floor/step = {:.2}",
+        "  matmul-only floor {floor_ms:.3} ms ({} sgemm calls, {:.1} GFLOP/s)   GEMM efficiency floor/step = {:.2}",
         gemms.len(),
+        flops / (floor_ms * 1e-3) / 1e9,
         floor_ms / step_ms
     );
-    println!(
-        "  breakdown: BLAS {:.1}%  elementwise/fused {:.1}%  tape bookkeeping {:.1}% ({} ops x {:.0} ns)  optimizer+clip+zero {:.1}%  reset {:.1}%",
-        pct(blas_step),
-        pct(elementwise),
+    let parts = [
+        pct(blas_ms),
+        pct(other - bookkeeping),
         pct(bookkeeping),
+        pct(m_clip + m_opt + m_zero),
+        pct(m_reset),
+    ];
+    println!(
+        "  breakdown of the calling thread's wall time (mean of {traced} traced steps, {traced_step:.3} ms): BLAS {:.1}%  other kernels {:.1}%  tape bookkeeping {:.1}% (est. {} ops x {:.0} ns)  optimizer+clip+zero {:.1}%  reset {:.1}%  = {:.1}%",
+        parts[0],
+        parts[1],
+        parts[2],
         ops,
         tape_ns,
-        pct(clip_ms + opt_ms + zero_ms),
-        pct(reset_ms)
+        parts[3],
+        parts[4],
+        parts.iter().sum::<f64>()
     );
     println!(
-        "  forward {fwd_ms:.3} ms  backward {bwd_ms:.3} ms  clip {clip_ms:.3}  adamw {opt_ms:.3}  zero_grad {zero_ms:.3}  reset {reset_ms:.4}"
+        "  worker thread (beside, not in the 100%): busy {worker_busy_ms:.3} ms per step = {:.1}% of the step, of which its own BLAS {worker_blas_ms:.3} ms",
+        pct(worker_busy_ms)
+    );
+    println!(
+        "  medians: forward {fwd_ms:.3} ms  backward {bwd_ms:.3} ms  clip {clip_ms:.3}  adamw {opt_ms:.3}  zero_grad {zero_ms:.3}  reset {reset_ms:.4}"
     );
     println!(
         "  memory: peak RSS {} KiB  arena high-water {} bytes ({:.0} bytes/token)  params+grads {} bytes  adam state {} bytes",

@@ -11,7 +11,14 @@
 //!   into a status; it never reads freed memory).
 //! * A persistent `Buf` (epoch 0) points into a [`PersistentBlock`] owned by
 //!   this `Storage`; blocks are freed only when the `Storage` drops.
-//! * Every buffer is fully initialised when minted (zero-filled).
+//! * Every byte of a buffer is initialised before the buffer is minted, so
+//!   forming a slice over it is sound even when the allocation skips the
+//!   zero fill: the arena's single chunk is filled once when it becomes the
+//!   arena's chunk (see [`Storage::reset`]), and a buffer outside that chunk
+//!   (warm-up iterations, which may spill into new chunks) is filled when it
+//!   is allocated. Filled means zeros, or 0xFF bytes (NaN as f32) with the
+//!   `debug-arena` feature, so a kernel that reads what it never wrote shows
+//!   NaN there.
 //! * Slices are handed out only through [`Storage::access`], which borrows the
 //!   storage mutably (so no other slice is alive) and checks at run time that
 //!   every writable buffer is disjoint from every other buffer in the call.
@@ -109,6 +116,13 @@ const CANARY: usize = 0;
 #[cfg(feature = "debug-arena")]
 const CANARY_BYTE: u8 = 0xA5;
 
+/// What never-written arena memory holds: zeros, or with `debug-arena` the
+/// 0xFF bytes that recycled memory is poisoned with (NaN as f32).
+#[cfg(feature = "debug-arena")]
+const FILL_BYTE: u8 = 0xFF;
+#[cfg(not(feature = "debug-arena"))]
+const FILL_BYTE: u8 = 0;
+
 #[cfg(feature = "debug-arena")]
 struct Canary {
     op: &'static str,
@@ -121,6 +135,10 @@ pub struct Storage {
     #[cfg(feature = "debug-arena")]
     canaries: Vec<Canary>,
     bump: Bump,
+    /// Address range [start, end) of the arena's current chunk when every
+    /// byte of it has been initialised (filled once when it became the
+    /// chunk); allocations inside it skip the fill.
+    filled: Option<(usize, usize)>,
     /// Bytes handed out this iteration (sizes padded to ALIGN).
     used: usize,
     high_water: usize,
@@ -157,6 +175,7 @@ impl Storage {
             #[cfg(feature = "debug-arena")]
             canaries: Vec::new(),
             bump: Bump::new(),
+            filled: None,
             used: 0,
             high_water: 0,
             limit: usize::MAX,
@@ -167,8 +186,26 @@ impl Storage {
         }
     }
 
-    /// Allocates a zero-filled arena buffer of `len` elements.
+    /// Allocates a zero-filled arena buffer of `len` elements (the library
+    /// itself only needs buffers it overwrites, see below).
+    #[cfg(test)]
     pub fn alloc<T: Plain>(&mut self, op: &'static str, len: usize) -> Result<Buf<T>> {
+        let b = self.alloc_for_overwrite::<T>(op, len)?;
+        // SAFETY: b is a fresh buffer of len elements owned by this arena;
+        // zero is a valid bit pattern for every Plain type.
+        unsafe { std::ptr::write_bytes(b.ptr.as_ptr(), 0, len) };
+        Ok(b)
+    }
+
+    /// Allocates an arena buffer of `len` elements whose contents are
+    /// unspecified (whatever an earlier iteration left there; NaN with
+    /// `debug-arena`): for outputs the caller writes completely before
+    /// anything reads them. Skips the zero fill that `alloc` pays.
+    pub fn alloc_for_overwrite<T: Plain>(
+        &mut self,
+        op: &'static str,
+        len: usize,
+    ) -> Result<Buf<T>> {
         let bytes = padded_bytes::<T>(len).ok_or_else(|| Error::TooLarge {
             op,
             what: format!("{len} elements do not fit in memory"),
@@ -197,9 +234,15 @@ impl Storage {
             })?;
         self.used += bytes;
         self.high_water = self.high_water.max(self.used);
-        // SAFETY: raw is a fresh, exclusive, ALIGN-aligned block of `bytes`
-        // bytes; zero is a valid bit pattern for every Plain type.
-        unsafe { std::ptr::write_bytes(raw.as_ptr(), 0, bytes) };
+        let start = raw.as_ptr().addr();
+        let inside = self
+            .filled
+            .is_some_and(|(lo, hi)| lo <= start && start + bytes <= hi);
+        if !inside {
+            // SAFETY: raw is a fresh, exclusive, ALIGN-aligned block of at
+            // least `bytes` bytes; filling initialises every one of them.
+            unsafe { std::ptr::write_bytes(raw.as_ptr(), FILL_BYTE, bytes) };
+        }
         #[cfg(feature = "debug-arena")]
         self.plant_canary(op, raw, len * size_of::<T>(), bytes + CANARY);
         Ok(Buf {
@@ -274,7 +317,8 @@ impl Storage {
     /// Ends the iteration: every arena Buf becomes invalid. Keeps the arena's
     /// memory; if the iteration spilled into several chunks, replaces them by
     /// one chunk that holds the whole high-water mark, so the steady state
-    /// makes no system allocation.
+    /// makes no system allocation. That chunk is filled once here, so later
+    /// iterations reuse initialised bytes without filling them again.
     pub fn reset(&mut self) {
         #[cfg(feature = "debug-arena")]
         let overrun = self.check_and_poison();
@@ -286,6 +330,8 @@ impl Storage {
         }
         let chunks = self.bump.iter_allocated_chunks().count();
         if chunks > 1 {
+            // The chunk set changes: whatever was filled may be freed.
+            self.filled = None;
             let want = self.high_water.min(self.limit);
             let limit = self.bump.allocation_limit();
             if let Ok(b) = Bump::try_with_capacity(want) {
@@ -297,11 +343,33 @@ impl Storage {
         } else {
             self.bump.reset();
         }
+        self.fill_chunk();
         self.used = 0;
         #[cfg(feature = "debug-arena")]
         if let Some(msg) = overrun {
             panic!("{msg}");
         }
+    }
+
+    /// Makes sure every byte of the (freshly reset) current chunk is
+    /// initialised, filling it the first time it is seen, and records its
+    /// address range. Borrows the whole free space of the chunk for a moment
+    /// to learn where it is, then resets the bump pointer again.
+    fn fill_chunk(&mut self) {
+        let cap = self.bump.chunk_capacity();
+        let whole = Layout::from_size_align(cap, 1).ok().filter(|_| cap > 0);
+        let Some(raw) = whole.and_then(|l| self.bump.try_alloc_layout(l).ok()) else {
+            self.filled = None;
+            return;
+        };
+        let range = (raw.as_ptr().addr(), raw.as_ptr().addr() + cap);
+        if self.filled != Some(range) {
+            // SAFETY: raw..raw+cap is the free space of the current chunk,
+            // just handed to us exclusively; no Buf of this epoch exists.
+            unsafe { std::ptr::write_bytes(raw.as_ptr(), FILL_BYTE, cap) };
+            self.filled = Some(range);
+        }
+        self.bump.reset();
     }
 
     /// debug-arena: fills the bytes after a buffer's end (its padding plus
@@ -578,6 +646,61 @@ mod tests {
         #[allow(unsafe_code)]
         let v = unsafe { raw.as_ptr().read() };
         assert!(v.is_nan(), "poisoned memory reads as NaN");
+    }
+
+    /// Two iterations of the same allocations: the second one lands on the
+    /// memory the first wrote (bump allocation is deterministic).
+    fn recycled(s: &mut Storage, overwrite: bool) -> Buf<f32> {
+        for _ in 0..2 {
+            let a = s.alloc::<f32>("t", 1000).unwrap();
+            s.access_one(a).fill(7.0);
+            s.reset();
+        }
+        if overwrite {
+            s.alloc_for_overwrite::<f32>("t", 1000).unwrap()
+        } else {
+            s.alloc::<f32>("t", 1000).unwrap()
+        }
+    }
+
+    #[test]
+    fn alloc_zeroes_recycled_memory() {
+        let mut s = Storage::new();
+        let a = recycled(&mut s, false);
+        assert!(s.read(a).iter().all(|&x| x == 0.0));
+    }
+
+    /// Without debug-arena, an overwrite allocation is not filled: it shows
+    /// what the previous iteration left (the fill it skips is the point).
+    #[cfg(not(feature = "debug-arena"))]
+    #[test]
+    fn overwrite_alloc_skips_the_fill() {
+        let mut s = Storage::new();
+        assert!(s.filled.is_none());
+        let a = recycled(&mut s, true);
+        assert!(s.filled.is_some(), "the warm chunk is recorded as filled");
+        assert!(s.read(a).iter().all(|&x| x == 7.0));
+    }
+
+    /// With debug-arena, a buffer an op never wrote reads as NaN, both on
+    /// fresh memory (first iteration) and on recycled memory.
+    #[cfg(feature = "debug-arena")]
+    #[test]
+    fn debug_arena_unwritten_buffers_read_as_nan() {
+        let mut s = Storage::new();
+        let fresh = s.alloc_for_overwrite::<f32>("t", 100).unwrap();
+        assert!(s.read(fresh).iter().all(|x| x.is_nan()));
+        s.reset();
+        let a = recycled(&mut s, true);
+        assert!(s.read(a).iter().all(|x| x.is_nan()));
+        // A whole new chunk (after a spill) starts as NaN too.
+        let mut s = Storage::new();
+        for _ in 0..20 {
+            s.alloc::<f32>("t", 1000).unwrap();
+        }
+        s.reset();
+        let b = s.alloc_for_overwrite::<f32>("t", 20_000).unwrap();
+        assert!(s.read(b).iter().all(|x| x.is_nan()));
     }
 
     #[test]

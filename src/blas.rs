@@ -71,7 +71,8 @@ pub fn sgemm(g: Gemm, alpha: f32, a: &[f32], b: &[f32], beta: f32, c: &mut [f32]
     trace::record(g, t0.elapsed());
 }
 
-/// Bench instrumentation (feature `trace`): which GEMMs ran and how long.
+/// Bench instrumentation (feature `trace`): which GEMMs ran and how long,
+/// with the time of the calling thread and of the pool's worker apart.
 #[cfg(feature = "trace")]
 pub mod trace {
     use super::Gemm;
@@ -79,22 +80,54 @@ pub mod trace {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::Duration;
 
+    /// What one traced stretch of work did.
+    #[derive(Clone, Debug, Default)]
+    pub struct Trace {
+        /// Every product, on either thread (a split product counts once).
+        pub gemms: Vec<Gemm>,
+        /// Wall time of the products made on the calling thread (a split
+        /// product's wall time includes waiting for the worker's half).
+        pub blas: Duration,
+        /// Time of the products the worker thread made on its own share
+        /// (attention heads), outside split products.
+        pub worker_blas: Duration,
+        /// Time the worker spent running jobs of any kind.
+        pub worker_busy: Duration,
+    }
+
     static ON: AtomicBool = AtomicBool::new(false);
-    static LOG: Mutex<(Vec<Gemm>, Duration)> = Mutex::new((Vec::new(), Duration::ZERO));
+    static LOG: Mutex<Option<Trace>> = Mutex::new(None);
+
+    fn log() -> std::sync::MutexGuard<'static, Option<Trace>> {
+        LOG.lock().unwrap_or_else(|p| p.into_inner())
+    }
 
     /// Starts recording (clears the log).
     pub fn start() {
-        let mut l = LOG.lock().unwrap_or_else(|p| p.into_inner());
-        l.0.clear();
-        l.1 = Duration::ZERO;
+        let mut l = log();
+        let t = l.get_or_insert_with(Trace::default);
+        t.gemms.clear();
+        (t.blas, t.worker_blas, t.worker_busy) = Default::default();
         ON.store(true, Ordering::SeqCst);
     }
 
-    /// Stops recording; returns the calls and their summed time.
-    pub fn stop() -> (Vec<Gemm>, Duration) {
+    /// Stops recording; returns what was recorded.
+    pub fn stop() -> Trace {
         ON.store(false, Ordering::SeqCst);
-        let mut l = LOG.lock().unwrap_or_else(|p| p.into_inner());
-        (std::mem::take(&mut l.0), std::mem::take(&mut l.1))
+        log().take().unwrap_or_default()
+    }
+
+    /// Called by the worker thread after each job.
+    pub(crate) fn worker_job(d: Duration) {
+        if ON.load(Ordering::Relaxed)
+            && let Some(t) = log().as_mut()
+        {
+            t.worker_busy += d;
+        }
+    }
+
+    fn on_worker() -> bool {
+        std::thread::current().name() == Some(crate::pool::WORKER_NAME)
     }
 
     /// While a split product runs, its halves are not recorded; the
@@ -125,9 +158,15 @@ pub mod trace {
 
     fn record_always(g: Gemm, d: Duration) {
         if ON.load(Ordering::Relaxed) {
-            let mut l = LOG.lock().unwrap_or_else(|p| p.into_inner());
-            l.0.push(g);
-            l.1 += d;
+            let worker = on_worker();
+            if let Some(t) = log().as_mut() {
+                t.gemms.push(g);
+                if worker {
+                    t.worker_blas += d;
+                } else {
+                    t.blas += d;
+                }
+            }
         }
     }
 }

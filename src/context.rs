@@ -5,6 +5,7 @@ use crate::arena::{Buf, Storage};
 use crate::error::{Error, Result};
 use crate::ops::Op;
 use crate::optim::Optimizer;
+use crate::plan::GradPlan;
 use crate::shape::Shape;
 use crate::tape::Node;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -28,10 +29,13 @@ pub struct Tensor {
 pub(crate) struct Entry {
     pub shape: Shape,
     pub data: Buf,
-    /// Gradient buffer: persistent for parameters, allocated in the arena at
-    /// backward for activations that need one.
+    /// Gradient buffer: persistent for parameters; for activations, a slot
+    /// of the planned gradient region during backward, kept afterwards only
+    /// when `retain` is set.
     pub grad: Option<Buf>,
     pub requires_grad: bool,
+    /// The caller asked to keep this activation's gradient past backward.
+    pub retain: bool,
     /// For reshape views: the entry whose memory (and gradient) this shares.
     pub view_of: Option<u32>,
     /// Set during backward once a gradient flows into this tensor from the
@@ -100,6 +104,9 @@ pub struct Context {
     pub(crate) grads_checked_finite: bool,
     pub(crate) resets: u64,
     pub(crate) optimizer: Option<Optimizer>,
+    /// Offsets of activation gradients in backward's region, cached while
+    /// the graph repeats.
+    pub(crate) plan: GradPlan,
     /// One worker thread for large kernels, started at first need.
     pub(crate) pool: Option<crate::pool::Pool>,
     pub(crate) pool_failed: bool,
@@ -127,6 +134,7 @@ impl Context {
             grads_checked_finite: false,
             resets: 0,
             optimizer: None,
+            plan: GradPlan::default(),
             pool: None,
             pool_failed: false,
         }
@@ -261,6 +269,7 @@ impl Context {
             data,
             grad: Some(grad),
             requires_grad: true,
+            retain: false,
             view_of: None,
             flow: false,
         });
@@ -335,8 +344,12 @@ impl Context {
         self.read_buf("tensor_read", t, out, false)
     }
 
-    /// Copies the gradient of `t` into `out`. Parameters always have one;
-    /// an activation has one after backward if it took part in it.
+    /// Copies the gradient of `t` into `out`. Parameters always have one.
+    /// An activation has one after backward only if [`retain_grad`]
+    /// was called on it (or on a reshape of it) before backward: the memory
+    /// of the other activation gradients is reused during the walk.
+    ///
+    /// [`retain_grad`]: Self::retain_grad
     pub fn read_grad(&self, t: Tensor, out: &mut [f32]) -> Result<()> {
         self.read_buf("tensor_read_grad", t, out, true)
     }
@@ -361,7 +374,7 @@ impl Context {
                 .ok_or_else(|| Error::Sequence {
                     op,
                     what: format!(
-                        "tensor {} has no gradient (not part of a backward pass)",
+                        "tensor {} has no gradient: an activation keeps its gradient only if ag_tensor_retain_grad was called on it before ag_backward",
                         e.shape
                     ),
                 })?
@@ -369,6 +382,40 @@ impl Context {
             e.data
         };
         out.copy_from_slice(self.store.read(buf));
+        Ok(())
+    }
+
+    /// Keeps the gradient of activation `t` readable after backward (as
+    /// PyTorch's `retain_grad`): without it an activation's gradient lives
+    /// only during the walk, in memory shared with other gradients. Call it
+    /// after `t` is made and before [`backward`](Self::backward). A reshape
+    /// shares its base's gradient, so retaining either keeps both. A no-op
+    /// for parameters, which always keep theirs.
+    pub fn retain_grad(&mut self, t: Tensor) -> Result<()> {
+        const OP: &str = "tensor_retain_grad";
+        let id = self.resolve(OP, t)?;
+        if (id as usize) < self.n_params {
+            return Ok(());
+        }
+        let e = self.table[id as usize];
+        if !e.requires_grad {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                what: format!(
+                    "tensor {} does not require a gradient (a constant, or made with grad mode off)",
+                    e.shape
+                ),
+            });
+        }
+        if self.backward_done {
+            return Err(Error::Sequence {
+                op: OP,
+                what: "backward already ran this iteration; call ag_tensor_retain_grad before ag_backward".into(),
+            });
+        }
+        let root = e.view_of.unwrap_or(id) as usize;
+        self.table[id as usize].retain = true;
+        self.table[root].retain = true;
         Ok(())
     }
 
@@ -420,23 +467,43 @@ impl Context {
             self.backward_done = true;
             return Ok(());
         }
-        // Activation gradients, in table order so a view finds its base's.
-        for i in self.n_params..self.table.len() {
-            let t = self.table[i];
-            if !t.requires_grad || t.grad.is_some() {
-                continue;
+        // Activation gradients get slots of one planned region, allocated
+        // before anything is written (an arena cap fails here, cleanly).
+        let mut plan = std::mem::take(&mut self.plan);
+        plan.prepare(&self.table, &self.tape, self.n_params, id);
+        let region = match plan.total() {
+            0 => None,
+            n => match self.store.alloc_for_overwrite::<f32>(OP, n) {
+                Ok(r) => Some(r),
+                Err(err) => {
+                    self.plan = plan;
+                    return Err(err);
+                }
+            },
+        };
+        if let Some(region) = region {
+            for (t, offset, len) in plan.slots() {
+                self.table[t as usize].grad = Some(Storage::sub(region, offset, len));
             }
-            let grad = match t.view_of {
-                Some(base) => self.table[base as usize].grad,
-                None => Some(self.store.alloc::<f32>(OP, t.shape.numel())?),
-            };
-            self.table[i].grad = grad;
         }
+        for i in self.n_params..self.table.len() {
+            if let Some(root) = self.table[i].view_of
+                && root as usize >= self.n_params
+            {
+                self.table[i].grad = self.table[root as usize].grad;
+            }
+        }
+        // A slot holds an earlier gradient's values until its gradient is
+        // born: zero it just before the first write (or the walk's start).
+        let n = self.tape.len() as u32;
+        let mut born = 0;
+        self.zero_births(&plan, &mut born, n);
         if let Some(g) = self.table[id as usize].grad {
             self.store.access_one(g)[0] += 1.0;
         }
         self.mark_flow(id);
         for i in (0..self.tape.len()).rev() {
+            self.zero_births(&plan, &mut born, i as u32);
             let node = self.tape[i];
             if !self.table[node.out as usize].flow {
                 continue;
@@ -446,13 +513,37 @@ impl Context {
                 self.mark_flow(input);
             }
         }
-        for e in &mut self.table {
-            e.flow = false;
+        self.plan = plan;
+        // The region's slots are reused: only retained gradients stay.
+        let n_params = self.n_params;
+        for i in 0..self.table.len() {
+            let e = self.table[i];
+            let root = e.view_of.unwrap_or(i as u32) as usize;
+            if i >= n_params && root >= n_params && !self.table[root].retain {
+                self.table[i].grad = None;
+            }
+            self.table[i].flow = false;
         }
         self.backward_done = true;
         self.pending_grads = true;
         self.grads_checked_finite = false;
         Ok(())
+    }
+
+    /// Zeroes the planned gradients born at tape position `at` (the ones
+    /// whose first write comes from that op's backward), advancing `next`
+    /// through the plan's births.
+    fn zero_births(&mut self, plan: &GradPlan, next: &mut usize, at: u32) {
+        while *next < plan.births_len() {
+            let (pos, t) = plan.birth(*next);
+            if pos < at {
+                break;
+            }
+            if let Some(g) = self.table[t as usize].grad {
+                self.store.access_one(g).fill(0.0);
+            }
+            *next += 1;
+        }
     }
 
     // ---- helpers for ops --------------------------------------------------
@@ -543,7 +634,8 @@ impl Context {
         self.grad_enabled && inputs.iter().any(|&i| self.table[i as usize].requires_grad)
     }
 
-    /// Appends a fresh zeroed output of `shape` to the table.
+    /// Appends a fresh output of `shape` to the table. Its contents are
+    /// unspecified (NaN with `debug-arena`): the op writes every element.
     pub(crate) fn push_output(
         &mut self,
         op: &'static str,
@@ -551,12 +643,13 @@ impl Context {
         requires_grad: bool,
     ) -> Result<u32> {
         self.reserve_slot(op)?;
-        let data = self.store.alloc::<f32>(op, shape.numel())?;
+        let data = self.store.alloc_for_overwrite::<f32>(op, shape.numel())?;
         self.table.push(Entry {
             shape,
             data,
             grad: None,
             requires_grad,
+            retain: false,
             view_of: None,
             flow: false,
         });
@@ -579,6 +672,7 @@ impl Context {
             data: b.data,
             grad,
             requires_grad,
+            retain: false,
             view_of: Some(root),
             flow: false,
         });

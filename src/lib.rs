@@ -87,6 +87,7 @@ pub mod ffi;
 mod init;
 mod ops;
 mod optim;
+mod plan;
 mod pool;
 pub mod safetensors_io;
 pub mod shape;

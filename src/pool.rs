@@ -21,6 +21,10 @@ use std::thread::JoinHandle;
 
 type Job = *mut (dyn FnMut() + Send);
 
+/// The worker thread's name: the bench's trace tells its time apart by it,
+/// and the C layer's panic hook recognises it.
+pub(crate) const WORKER_NAME: &str = "arenagrad-worker";
+
 struct Slot {
     job: Option<SendJob>,
     done: bool,
@@ -42,9 +46,6 @@ struct Shared {
 fn lock(m: &Mutex<Slot>) -> MutexGuard<'_, Slot> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
-
-/// The worker thread's name (the C layer's panic hook recognises it).
-pub(crate) const WORKER_NAME: &str = "arenagrad-worker";
 
 pub(crate) struct Pool {
     shared: Arc<Shared>,
@@ -128,9 +129,13 @@ fn worker_loop(shared: &Shared) {
                 s = shared.wake.wait(s).unwrap_or_else(|p| p.into_inner());
             }
         };
+        #[cfg(feature = "trace")]
+        let t0 = std::time::Instant::now();
         // SAFETY: the pointer is live until we set `done` (module invariant)
         // and no one else calls it.
         let ok = catch_unwind(AssertUnwindSafe(|| unsafe { (*job.0)() })).is_ok();
+        #[cfg(feature = "trace")]
+        crate::blas::trace::worker_job(t0.elapsed());
         let mut s = lock(&shared.slot);
         s.panicked = !ok;
         s.done = true;

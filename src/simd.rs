@@ -184,9 +184,7 @@ mod tests {
     fn every_kernel(seed: u64) -> Result<Vec<u32>> {
         let mut rng = Lcg(seed);
         let mut rand = |n: usize, lo: f32, hi: f32| -> Vec<f32> {
-            (0..n)
-                .map(|_| lo + (hi - lo) * rng.uniform())
-                .collect()
+            (0..n).map(|_| lo + (hi - lo) * rng.uniform()).collect()
         };
         let mut c = Context::new();
         let (rows, cols) = (6, 37);

@@ -369,6 +369,7 @@ fn call(name: &str, ctx: *mut ag_context, fx: &Fx, env: &Env, a: Args) -> ag_sta
         "ag_tensor_numel" => ag_tensor_numel(ctx, t, if a.null { null_mut() } else { &mut one }),
         "ag_tensor_read" => ag_tensor_read(ctx, t, pm(f.as_mut_ptr()), n),
         "ag_tensor_read_grad" => ag_tensor_read_grad(ctx, t, pm(f.as_mut_ptr()), n),
+        "ag_tensor_retain_grad" => ag_tensor_retain_grad(ctx, t),
         "ag_tensor_item" => ag_tensor_item(ctx, t, if a.null { null_mut() } else { &mut v }),
         "ag_backward" => ag_backward(ctx, t),
         "ag_zero_grad" => ag_zero_grad(ctx),
@@ -670,9 +671,13 @@ fn read_grad_of_an_activation_outside_the_loss() {
     let c = fx.ctx;
     let mut other = zero();
     ok(ag_relu(c, fx.h, &mut other)); // depends on w, not used by the loss
+    let mut kept = zero();
+    ok(ag_relu(c, fx.h, &mut kept)); // not retained: its gradient is not kept
     let mut g = [7.0f32; 6];
     let st = ag_tensor_read_grad(c, other, g.as_mut_ptr(), 6);
     expect(&docs, "ag_tensor_read_grad", st, "SEQUENCE");
+    ok(ag_tensor_retain_grad(c, other));
+    ok(ag_tensor_retain_grad(c, fx.h));
     let mut loss = zero();
     ok(ag_mean(c, fx.h, &mut loss));
     ok(ag_backward(c, loss));
@@ -680,6 +685,8 @@ fn read_grad_of_an_activation_outside_the_loss() {
     assert_eq!(g, [0.0; 6]);
     ok(ag_tensor_read_grad(c, fx.h, g.as_mut_ptr(), 6));
     assert!(g.iter().all(|&v| (v - 1.0 / 6.0).abs() < 1e-6), "{g:?}");
+    let st = ag_tensor_read_grad(c, kept, g.as_mut_ptr(), 6);
+    expect(&docs, "ag_tensor_read_grad", st, "SEQUENCE");
     let st = ag_tensor_read_grad(c, fx.x, g.as_mut_ptr(), 8);
     expect(&docs, "ag_tensor_read_grad", st, "SEQUENCE");
 }

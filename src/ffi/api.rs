@@ -289,13 +289,14 @@ pub extern "C" fn ag_tensor_read(
 
 /// Copies the gradient of `t` into `dst[0..len]` (len = its element count).
 /// Parameters always have one (zeros until a backward reaches them). An
-/// activation has one after this iteration's ag_backward when it depends on
-/// a parameter: d(loss)/d(t), which is all zeros when the loss does not
-/// depend on t (as for a parameter the loss does not use).
+/// activation has one after ag_backward only if ag_tensor_retain_grad was
+/// called on it before ag_backward: the memory of other activation
+/// gradients is reused during the backward pass.
 /// Errors: NULL_ARGUMENT (dst), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, INVALID_ARGUMENT
 /// (len differs from the element count), SEQUENCE (t has no gradient: a
-/// constant, an activation made with grad mode off or depending on no
-/// parameter, or any activation before ag_backward).
+/// constant, an activation made with grad mode off, an activation not
+/// retained with ag_tensor_retain_grad, or any activation before
+/// ag_backward; the message says which).
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_tensor_read_grad(
     ctx: *mut ag_context,
@@ -308,6 +309,22 @@ pub extern "C" fn ag_tensor_read_grad(
         need(F, "dst", dst)?;
         c.read_grad(t.into(), slice_out(F, "dst", dst, len)?)
     })
+}
+
+/// Asks to keep the gradient of activation `t` readable with
+/// ag_tensor_read_grad after the next ag_backward (PyTorch's retain_grad).
+/// Without it an activation's gradient exists only during ag_backward, in
+/// memory shared with other gradients. Call it after making `t` and before
+/// ag_backward; the request ends at ag_reset with the handle. A reshape
+/// shares its base's gradient, so retaining either keeps both. Parameters
+/// always keep their gradients (OK, nothing to do).
+/// Errors: STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, INVALID_ARGUMENT
+/// (`t` needs no gradient: a constant, or made with grad mode off),
+/// SEQUENCE (ag_backward already ran this iteration).
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_tensor_retain_grad(ctx: *mut ag_context, t: ag_tensor) -> ag_status {
+    const F: &str = "ag_tensor_retain_grad";
+    guard(F, ctx, |c| c.retain_grad(t.into()))
 }
 
 /// Reads a one-element tensor (e.g. a loss) into `*out`.

@@ -139,7 +139,11 @@ impl Context {
         // pass's dP scratch, so backward never allocates.
         // Two scratches: one per thread when the batch is split.
         let extra = if tracks { 2 * t * t } else { 0 };
-        let probs = self.store.alloc::<f32>(OP, probs_shape.numel() + extra)?;
+        // Written completely: the probabilities by the forward pass, the
+        // scratch by backward's first product (beta = 0) before it is read.
+        let probs = self
+            .store
+            .alloc_for_overwrite::<f32>(OP, probs_shape.numel() + extra)?;
         let out = self.push_output(OP, Shape::from_valid(&[b, t, c]), tracks)?;
         let probs_only = Storage::sub(probs, 0, probs_shape.numel());
         let par = b >= 2 && self.want_pool(4 * b * n_head * t * t * (c / n_head));

@@ -71,7 +71,7 @@ impl Context {
             return Ok(self.handle(out));
         }
         let n = ex.shape.numel();
-        let scale = self.store.alloc::<f32>(OP, n)?;
+        let scale = self.store.alloc_for_overwrite::<f32>(OP, n)?;
         let tracks = self.tracks(&[ix]);
         let out = self.push_output(OP, ex.shape, tracks)?;
         let ([y, s], [x]) = self

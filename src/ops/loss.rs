@@ -197,7 +197,7 @@ impl Context {
         }
         check_ids(OP, targets, v)?;
         let tracks = self.tracks(&[il]);
-        let tbuf = self.store.alloc::<u32>(OP, rows)?;
+        let tbuf = self.store.alloc_for_overwrite::<u32>(OP, rows)?;
         self.store
             .access_one(tbuf)
             .iter_mut()
@@ -205,7 +205,7 @@ impl Context {
             .for_each(|(d, &s)| *d = s as u32);
         let probs = self
             .store
-            .alloc::<f32>(OP, if tracks { el.shape.numel() } else { 1 })?;
+            .alloc_for_overwrite::<f32>(OP, if tracks { el.shape.numel() } else { 1 })?;
         let out = self.push_output(OP, Shape::scalar(), tracks)?;
         let ([y, p], [l], [t]) =
             self.store

@@ -113,8 +113,8 @@ impl Context {
         }
         let tracks = self.tracks(&[ix, iw, ib]);
         let rows = ex.shape.rows();
-        let mean = self.store.alloc::<f32>(OP, rows)?;
-        let rstd = self.store.alloc::<f32>(OP, rows)?;
+        let mean = self.store.alloc_for_overwrite::<f32>(OP, rows)?;
+        let rstd = self.store.alloc_for_overwrite::<f32>(OP, rows)?;
         let out = self.push_output(OP, ex.shape, tracks)?;
         let par = rows >= 2 && self.want_pool(ex.shape.numel() * 16);
         let ([y, m, r], [x, w, b]) = self.store.access(

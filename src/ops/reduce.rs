@@ -21,6 +21,7 @@ fn split(shape: Shape, axis: usize) -> (usize, usize, usize) {
 fn sum_axis_forward(out: &mut [f32], x: &[f32], outer: usize, n: usize, inner: usize, s: f32) {
     for o in 0..outer {
         let acc = &mut out[o * inner..(o + 1) * inner];
+        acc.fill(0.0);
         for j in 0..n {
             let row = &x[(o * n + j) * inner..(o * n + j + 1) * inner];
             acc.iter_mut().zip(row).for_each(|(a, &v)| *a += v);

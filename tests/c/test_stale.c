@@ -118,6 +118,7 @@ static void test_every_call(void) {
     REQUIRE_OK(ag_reset(ctx));
     build(&o1);
     /* In its own iteration every call is valid. */
+    REQUIRE_OK(ag_tensor_retain_grad(ctx, o1.h));
     REQUIRE_OK(ag_backward(ctx, o1.loss));
     for (int op = 0; op < OP_COUNT; op++) {
         if (in_loop(op)) expect_valid(op, o1.arg[op], "valid call in iteration 1");
@@ -169,6 +170,7 @@ static void test_every_call(void) {
     CHECK_ERR(ctx, ag_backward(ctx, o1.loss), AG_STATUS_STALE_HANDLE, "backward: ", "stale");
     float g[6];
     CHECK_OK(ag_zero_grad(ctx));
+    CHECK_OK(ag_tensor_retain_grad(ctx, o2.h));
     CHECK_OK(ag_backward(ctx, o2.loss));
     CHECK_OK(ag_tensor_read_grad(ctx, o2.h, g, 6));
     for (int i = 0; i < 6; i++) CHECK(g[i] == 1.0f); /* d sum(h) / dh */

@@ -81,6 +81,7 @@ pub fn calls_with_a_null_context(p: ag_tensor, q: ag_tensor) -> Vec<(&'static st
             ag_tensor_read_grad(n, p, buf.as_mut_ptr(), 4),
         ),
         ("ag_tensor_item", ag_tensor_item(n, p, &mut f)),
+        ("ag_tensor_retain_grad", ag_tensor_retain_grad(n, p)),
         ("ag_backward", ag_backward(n, p)),
         ("ag_zero_grad", ag_zero_grad(n)),
         ("ag_optimizer_sgd", ag_optimizer_sgd(n, 0.1, 0.0, 0.0)),
