@@ -6,6 +6,8 @@
 # other checks (one after the other they would take ~4-5 minutes).
 #
 #   mlp         build/mlp runs and exits 0 (skipped if not built yet)
+#   mlp-io      build/mlp_io: named parameters, MSE training, listing, safetensors
+#               export and a bit-exact reload into a fresh context (exit 0)
 #   converge    train_full tiny, 300 steps: loss < 0.75 ln V, summary well formed
 #   no-alloc    malloc calls (LD_PRELOAD counter) do not grow with steps, evals, samples
 #   cli-*       bad arguments and data: exit 2, a message naming the flag, no training
@@ -113,6 +115,23 @@ if [ -x build/mlp ]; then
     fi
 else
     echo "SKIP mlp: build/mlp does not exist yet"
+fi
+
+# --- mlp-io ----------------------------------------------------------------
+if [ ! -x build/mlp_io ]; then
+    bad "mlp-io" "build/mlp_io is missing (run make examples)"
+elif ! TMPDIR=$work build/mlp_io >"$work/mlp_io.out" 2>&1; then
+    bad "mlp-io" "build/mlp_io exited non-zero"
+    show "$work/mlp_io.out" 10
+elif ! grep -q '^4 parameters:' "$work/mlp_io.out" ||
+     ! grep -q '^  fc1.weight *\[2, 32\]' "$work/mlp_io.out" ||
+     ! grep -q 'reloaded bit-exactly' "$work/mlp_io.out"; then
+    bad "mlp-io" "the listing or the reload line is missing"
+    show "$work/mlp_io.out" 10
+elif ls "$work"/mlp_io.*.safetensors >/dev/null 2>&1; then
+    bad "mlp-io" "the exported file was left behind"
+else
+    ok "mlp-io"
 fi
 
 # --- convergence -------------------------------------------------------------
