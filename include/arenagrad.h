@@ -111,6 +111,10 @@
 // a is the gain (> 0; sqrt(2) for ReLU), b must be 0.
 #define AG_INIT_KAIMING_NORMAL 7
 
+// Most bytes in a parameter name, without the terminating NUL: a buffer
+// of AG_MAX_PARAM_NAME + 1 chars holds any name.
+#define AG_MAX_PARAM_NAME 255
+
 // An arenagrad context (opaque): parameters, optimizer, arena and tape.
 // Made by ag_context_new, freed by ag_context_free; use it from one thread
 // at a time (a concurrent call gets AG_STATUS_BUSY). An `ag_context *` is
@@ -209,10 +213,12 @@ typedef struct ag_tensor {
 // A file could not be read or written.
 #define AG_STATUS_IO -15
 
-// A checkpoint is truncated, damaged or of an unknown version.
+// A checkpoint or safetensors file is truncated, damaged or of an unknown
+// version (or a safetensors tensor is not F32).
 #define AG_STATUS_CHECKPOINT_CORRUPT -16
 
-// A valid checkpoint of a different model (shapes or optimizer differ).
+// A valid checkpoint or safetensors file of a different model (names,
+// shapes or optimizer differ).
 #define AG_STATUS_CHECKPOINT_MISMATCH -17
 
 // Another thread is inside a call on this context.
@@ -281,10 +287,13 @@ ag_status ag_memory_stats(struct ag_context *ctx, struct ag_memory_figures *out)
 // Creates a trainable parameter of shape `shape[0..ndim]`, initialised from
 // `init` (numel floats, copied) or zeros when `init` is NULL. Parameters
 // must be created before the optimizer and before any activation of the
-// iteration. Errors: NULL_ARGUMENT (out or shape), SHAPE_MISMATCH (ndim
-// outside 1..AG_MAX_DIMS, a zero dimension), TOO_LARGE (more than 2^31 - 1
-// elements), SEQUENCE (an optimizer exists, or activations were made this
-// iteration), ALLOCATION_FAILED.
+// iteration. The parameter is named "param.<i>", i being its index in
+// creation order (see ag_param_new_named, ag_param_name).
+// Errors: NULL_ARGUMENT (out or shape), INVALID_ARGUMENT (a parameter made
+// by ag_param_new_named already has the name "param.<i>"), SHAPE_MISMATCH
+// (ndim outside 1..AG_MAX_DIMS, a zero dimension), TOO_LARGE (more than
+// 2^31 - 1 elements), SEQUENCE (an optimizer exists, or activations were
+// made this iteration), ALLOCATION_FAILED.
 ag_status ag_param_new(struct ag_context *ctx, const size_t *shape, size_t ndim, const float *init, struct ag_tensor *out);
 
 // Overwrites parameter `p` with `len` floats from `data` (len must equal
@@ -359,13 +368,15 @@ ag_status ag_zero_grad(struct ag_context *ctx);
 
 // Creates the context's optimizer: SGD with momentum (0 for plain SGD) and
 // L2 weight decay, over all parameters made so far; state is allocated
-// now. Errors: INVALID_ARGUMENT (lr <= 0, momentum outside [0,1), a
+// now. The decay applies to parameters whose flag is on (all, unless
+// ag_param_set_weight_decay turned some off). Errors: INVALID_ARGUMENT (lr <= 0, momentum outside [0,1), a
 // negative weight decay, NaN or infinity), SEQUENCE (no parameters, or an
 // optimizer exists), ALLOCATION_FAILED.
 ag_status ag_optimizer_sgd(struct ag_context *ctx, float lr, float momentum, float weight_decay);
 
 // Creates the context's optimizer: AdamW with bias correction and
-// decoupled weight decay. Errors: INVALID_ARGUMENT (lr <= 0, betas
+// decoupled weight decay (for parameters whose flag is on: see
+// ag_param_set_weight_decay). Errors: INVALID_ARGUMENT (lr <= 0, betas
 // outside [0,1), eps <= 0, a negative weight decay, NaN or infinity),
 // SEQUENCE (no parameters, or an optimizer exists), ALLOCATION_FAILED.
 ag_status ag_optimizer_adamw(struct ag_context *ctx, float lr, float beta1, float beta2, float eps, float weight_decay);
@@ -684,6 +695,81 @@ ag_status ag_softmax(struct ag_context *ctx, struct ag_tensor x, bool causal, fl
 // (qkv is not [B, T, 3C]), INVALID_ARGUMENT (n_head is 0 or does not
 // divide C), OUT_OF_MEMORY.
 ag_status ag_attention(struct ag_context *ctx, struct ag_tensor qkv, size_t n_head, struct ag_tensor *out);
+
+// Like ag_param_new, and names the parameter `name` (copied): UTF-8, 1 to
+// AG_MAX_PARAM_NAME bytes, not "__metadata__" (reserved by safetensors),
+// unique in the context. ag_param_new names its parameters "param.<i>",
+// i being the index in creation order (as ag_param_at counts), and those
+// names count too: a clash either way is refused. ag_safetensors_save and
+// ag_safetensors_load store and find each parameter under its name.
+// Errors: NULL_ARGUMENT (out, shape or name), INVALID_ARGUMENT (name
+// empty, too long, not UTF-8, reserved, or already used: the message names
+// both parameters), SHAPE_MISMATCH (ndim outside 1..AG_MAX_DIMS, a zero
+// dimension), TOO_LARGE (more than 2^31 - 1 elements), SEQUENCE (an
+// optimizer exists, or activations were made this iteration),
+// ALLOCATION_FAILED.
+ag_status ag_param_new_named(struct ag_context *ctx, const char *name, const size_t *shape, size_t ndim, const float *init, struct ag_tensor *out);
+
+// Writes the number of parameters of the context to `*n`.
+// Errors: NULL_ARGUMENT (n).
+ag_status ag_param_count(struct ag_context *ctx, size_t *n);
+
+// Writes the handle of parameter `i` (0-based, creation order) to `*out`.
+// With ag_param_count, ag_param_name and ag_tensor_shape a program can
+// list a model's parameters without keeping its own table.
+// Errors: NULL_ARGUMENT (out), INVALID_ARGUMENT (i >= the parameter
+// count).
+ag_status ag_param_at(struct ag_context *ctx, size_t i, struct ag_tensor *out);
+
+// Writes the length in bytes of parameter `p`'s name (without the NUL)
+// to `*len` and, when `buf` is not NULL, the name and a terminating NUL
+// to `buf[0..cap]`. `buf` may be NULL with `cap` 0 to ask only the
+// length; a buffer of AG_MAX_PARAM_NAME + 1 chars always fits. A name is
+// never truncated: when cap < length + 1 the call fails with
+// INVALID_ARGUMENT and writes nothing (neither buf nor *len).
+// Errors: NULL_ARGUMENT (len, or buf when cap > 0), INVALID_ARGUMENT
+// (p is not a parameter, cap too small), STALE_HANDLE, WRONG_CONTEXT,
+// INVALID_HANDLE.
+ag_status ag_param_name(struct ag_context *ctx, struct ag_tensor p, char *buf, size_t cap, size_t *len);
+
+// Writes every parameter to a safetensors file at `path` (the format
+// PyTorch, Hugging Face tools, candle and numpy read): each under its name
+// (see ag_param_new_named), float32, with its shape, little-endian,
+// row-major; tensors are sorted by name in the file, as the format's
+// writers do. Only values are written, not gradients, optimizer state or
+// weight-decay flags. Atomic like ag_checkpoint_save: a crash or an error
+// leaves any earlier file at `path` intact and no temporary file behind.
+// Errors: NULL_ARGUMENT (path), INVALID_ARGUMENT (path empty or not
+// UTF-8), IO.
+ag_status ag_safetensors_save(struct ag_context *ctx, const char *path);
+
+// Fills every parameter with the tensor of the same name from the
+// safetensors file at `path`. The file is read and checked completely
+// before any parameter changes: on any error nothing changes. It must hold
+// exactly the model's parameters, each float32 (F32) with the parameter's
+// shape (a scalar of shape [] does not fill a parameter of shape [1]).
+// Only parameter values change; gradients, optimizer state and its step
+// count are kept. The message of a refusal names the file and the
+// tensor.
+// Errors: NULL_ARGUMENT (path), INVALID_ARGUMENT (path empty or not
+// UTF-8), IO (cannot open or read the file), CHECKPOINT_CORRUPT (not a
+// valid safetensors file: truncated, damaged, trailing bytes, or a tensor
+// whose dtype is not F32), CHECKPOINT_MISMATCH (a parameter missing from
+// the file, a tensor that is not a parameter, a shape that differs),
+// ALLOCATION_FAILED (the file's tensors do not fit in memory).
+ag_status ag_safetensors_load(struct ag_context *ctx, const char *path);
+
+// Turns the optimizer's weight decay on (the default for every parameter)
+// or off for parameter `p`. With it off, ag_optimizer_sgd's L2 term and
+// ag_optimizer_adamw's decoupled decay skip `p`; its gradient update is
+// unchanged. The usual choice is decay for matrices and embeddings only,
+// not biases or LayerNorm gains. Works before or after the optimizer is
+// created, taking effect at the next step. The flag is part of the model's
+// set-up, like its shapes: checkpoints and safetensors files do not carry
+// it, so a program sets it again when it rebuilds the model.
+// Errors: INVALID_ARGUMENT (p is not a parameter), STALE_HANDLE,
+// WRONG_CONTEXT, INVALID_HANDLE.
+ag_status ag_param_set_weight_decay(struct ag_context *ctx, struct ag_tensor p, bool decay);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -6,6 +6,8 @@
 # other checks (one after the other they would take ~4-5 minutes).
 #
 #   mlp         build/mlp runs and exits 0 (skipped if not built yet)
+#   mlp-io      build/mlp_io: named parameters, MSE training, listing, safetensors
+#               export and a bit-exact reload into a fresh context (exit 0)
 #   converge    train_full tiny, 300 steps: loss < 0.75 ln V, summary well formed
 #   no-alloc    malloc calls (LD_PRELOAD counter) do not grow with steps, evals, samples
 #   cli-*       bad arguments and data: exit 2, a message naming the flag, no training
@@ -26,6 +28,10 @@
 #               summary last, resumable; a second signal exits at once
 #   diverge     --lr 10: exit 5, a message, the last good checkpoint kept
 #   sample-only the after-training sample from the checkpoint, nothing written
+#   export      --export -> --sample-only --init-from: the same sample; a file
+#               with GPT-2's names and shapes that another preset refuses (exit 3)
+#   weight-decay  one step with --weight-decay 0.5 vs 0: exactly the 2-D
+#               parameters (wte, wpe, linear weights) differ
 #   utf8        samples of a multi-byte corpus never end inside a character
 #   valgrind    memcheck, tiny: 250 steps with --out, and --resume 250 -> 500
 set -u
@@ -113,6 +119,23 @@ if [ -x build/mlp ]; then
     fi
 else
     echo "SKIP mlp: build/mlp does not exist yet"
+fi
+
+# --- mlp-io ----------------------------------------------------------------
+if [ ! -x build/mlp_io ]; then
+    bad "mlp-io" "build/mlp_io is missing (run make examples)"
+elif ! TMPDIR=$work build/mlp_io >"$work/mlp_io.out" 2>&1; then
+    bad "mlp-io" "build/mlp_io exited non-zero"
+    show "$work/mlp_io.out" 10
+elif ! grep -q '^4 parameters:' "$work/mlp_io.out" ||
+     ! grep -q '^  fc1.weight *\[2, 32\]' "$work/mlp_io.out" ||
+     ! grep -q 'reloaded bit-exactly' "$work/mlp_io.out"; then
+    bad "mlp-io" "the listing or the reload line is missing"
+    show "$work/mlp_io.out" 10
+elif ls "$work"/mlp_io.*.safetensors >/dev/null 2>&1; then
+    bad "mlp-io" "the exported file was left behind"
+else
+    ok "mlp-io"
 fi
 
 # --- convergence -------------------------------------------------------------
@@ -602,6 +625,87 @@ elif ! cmp -s "$work/so1.out" "$work/so2.out" || cmp -s "$work/so3.out" "$work/s
     bad "sample-only" "top-k 1 depends on the seed, or --seed does nothing"
 else
     ok "sample-only (same text as after training, checkpoint untouched, top-k 1 greedy)"
+fi
+
+# --- safetensors export and --init-from ---------------------------------------
+# The parameters exported after training, loaded by --init-from, give the
+# sample printed after training; the file holds GPT-2's names and shapes.
+# st_tensors FILE: "name shape" lines (the format: u64 header length, JSON).
+st_tensors() {
+    python3 - "$1" <<'EOF'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+for k, v in sorted(json.loads(b[8:8 + n]).items()):
+    if k != "__metadata__":
+        print(k, "x".join(str(d) for d in v["shape"]))
+EOF
+}
+tiny --iters 40 --eval-every 40 --sample-chars 120 --export "$work/ex.safetensors" >"$work/ex.out" 2>&1
+rc=$?
+tiny --sample-only --init-from "$work/ex.safetensors" --sample-chars 120 >"$work/ex_so.out" 2>"$work/ex_so.err"
+rc2=$?
+tiny --preset small --sample-only --init-from "$work/ex.safetensors" >/dev/null 2>"$work/ex_bad.err"
+rc3=$?
+V=$(grep -o 'V=[0-9]*' "$work/ex.out" | head -1 | cut -d= -f2)
+want="h.0.attn.c_attn.bias 96
+h.0.attn.c_attn.weight 32x96
+h.0.attn.c_proj.bias 32
+h.0.attn.c_proj.weight 32x32
+h.0.ln_1.bias 32
+h.0.ln_1.weight 32
+h.0.ln_2.bias 32
+h.0.ln_2.weight 32
+h.0.mlp.c_fc.bias 128
+h.0.mlp.c_fc.weight 32x128
+h.0.mlp.c_proj.bias 32
+h.0.mlp.c_proj.weight 128x32
+ln_f.bias 32
+ln_f.weight 32
+wpe 32x32
+wte ${V}x32"
+if [ "$rc" -ne 0 ] || [ "$rc2" -ne 0 ]; then
+    bad "export" "exit $rc (train --export) / $rc2 (--sample-only --init-from)"
+    show "$work/ex.out"
+    show "$work/ex_so.err"
+elif [ "$(cat "$work/ex_so.out")" != "$(sample_text "$work/ex.out")" ]; then
+    bad "export" "the --init-from sample differs from the one printed after training"
+elif [ "$(st_tensors "$work/ex.safetensors")" != "$want" ]; then
+    bad "export" "names or shapes differ from GPT-2's"
+    st_tensors "$work/ex.safetensors" | sed 's/^/    | /'
+elif [ "$rc3" -ne 3 ] || ! grep -q 'init-from.*does not match' "$work/ex_bad.err"; then
+    bad "export" "another preset's --init-from: exit $rc3, expected 3 and a message"
+    show "$work/ex_bad.err"
+else
+    ok "export (--init-from samples the same text; GPT-2 names; another preset refused)"
+fi
+
+# --- weight decay: matrices only ------------------------------------------------
+# After one step from the same start, --weight-decay changes exactly the 2-D
+# parameters: the gradients of the first step do not depend on the decay.
+tiny --iters 1 --sample-chars 0 --export "$work/wd0.safetensors" >"$work/wd0.out" 2>&1
+tiny --iters 1 --sample-chars 0 --weight-decay 0.5 --export "$work/wd1.safetensors" >"$work/wd1.out" 2>&1
+changed=$(python3 - "$work/wd0.safetensors" "$work/wd1.safetensors" <<'EOF'
+import json, struct, sys
+def read(path):
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    return {k: (v["shape"], b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
+            for k, v in h.items() if k != "__metadata__"}
+a, b = read(sys.argv[1]), read(sys.argv[2])
+for k in sorted(a):
+    print(k, len(a[k][0]), "changed" if a[k][1] != b[k][1] else "same")
+EOF
+)
+if ! grep -q 'wd 0.5 on matrices' "$work/wd1.out"; then
+    bad "weight-decay" "the run does not report the decay"
+    show "$work/wd1.out"
+elif [ -z "$changed" ] || echo "$changed" | grep -q -e ' 2 same' -e ' 1 changed'; then
+    bad "weight-decay" "not exactly the 2-D parameters changed"
+    echo "$changed" | sed 's/^/    | /'
+else
+    ok "weight-decay (one step: $(echo "$changed" | grep -c ' 2 changed') matrices changed, $(echo "$changed" | grep -c ' 1 same') vectors identical)"
 fi
 
 # --- UTF-8: a sample never ends inside a multi-byte character ----------------

@@ -8,7 +8,20 @@ use crate::optim::Optimizer;
 use crate::plan::GradPlan;
 use crate::shape::Shape;
 use crate::tape::Node;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Most bytes in a parameter name (UTF-8, without a terminating NUL).
+pub const MAX_PARAM_NAME_BYTES: usize = 255;
+
+/// What a context knows about a parameter besides its tensor: its name and
+/// whether the optimizer's weight decay applies to it. Made once, when the
+/// parameter is created (never per step).
+#[derive(Clone, Debug)]
+pub(crate) struct ParamInfo {
+    pub name: Box<str>,
+    pub decay: bool,
+}
 
 /// A tensor handle: a small value, never a pointer. Activation handles carry
 /// the generation (iteration) they were made in and die at the next reset;
@@ -95,6 +108,10 @@ pub struct Context {
     pub(crate) table: Vec<Entry>,
     pub(crate) tape: Vec<Node>,
     pub(crate) n_params: usize,
+    /// Per parameter, in creation order: name and weight-decay flag.
+    pub(crate) param_info: Vec<ParamInfo>,
+    /// Parameter index by name (names are unique in a context).
+    pub(crate) param_index: HashMap<Box<str>, u32>,
     pub(crate) grad_enabled: bool,
     pub(crate) backward_done: bool,
     /// Parameter gradients hold values not yet consumed by an optimizer step.
@@ -128,6 +145,8 @@ impl Context {
             table: Vec::new(),
             tape: Vec::new(),
             n_params: 0,
+            param_info: Vec::new(),
+            param_index: HashMap::new(),
             grad_enabled: true,
             backward_done: false,
             pending_grads: false,
@@ -210,17 +229,42 @@ impl Context {
     // ---- creating tensors -------------------------------------------------
 
     /// A new trainable parameter of `shape`, initialised from `init` (or
-    /// zeros when None), with a persistent zeroed gradient. Parameters must be
+    /// zeros when None), with a persistent zeroed gradient, named
+    /// `param.<index>` (its index in creation order). Parameters must be
     /// created before the first activation of an iteration and before the
-    /// optimizer.
+    /// optimizer. InvalidArgument if another parameter already took the
+    /// name `param.<index>` (see [`Context::param_named`]).
     pub fn param(&mut self, shape: &[usize], init: Option<&[f32]>) -> Result<Tensor> {
-        const OP: &str = "param_new";
-        let shape = Shape::new(OP, shape)?;
+        self.new_param("param_new", None, shape, init)
+    }
+
+    /// Like [`Context::param`], with a name: UTF-8, 1 to
+    /// [`MAX_PARAM_NAME_BYTES`] bytes, no NUL, not `__metadata__` (reserved
+    /// by safetensors), and unique in the context, automatic names
+    /// (`param.<index>`) included. Safetensors files store each parameter
+    /// under its name.
+    pub fn param_named(
+        &mut self,
+        name: &str,
+        shape: &[usize],
+        init: Option<&[f32]>,
+    ) -> Result<Tensor> {
+        self.new_param("param_new_named", Some(name), shape, init)
+    }
+
+    fn new_param(
+        &mut self,
+        op: &'static str,
+        name: Option<&str>,
+        shape: &[usize],
+        init: Option<&[f32]>,
+    ) -> Result<Tensor> {
+        let shape = Shape::new(op, shape)?;
         if let Some(v) = init
             && v.len() != shape.numel()
         {
             return Err(Error::InvalidArgument {
-                op: OP,
+                op,
                 what: format!(
                     "init has {} values but shape {shape} needs {}",
                     v.len(),
@@ -230,31 +274,55 @@ impl Context {
         }
         if self.table.len() != self.n_params {
             return Err(Error::Sequence {
-                op: OP,
+                op,
                 what: "parameters must be created before any activation of the iteration (call ag_reset first)".into(),
             });
         }
         if self.optimizer.is_some() {
             return Err(Error::Sequence {
-                op: OP,
+                op,
                 what: "parameters must be created before the optimizer".into(),
             });
         }
         if self.n_params >= u32::MAX as usize / 2 {
             return Err(Error::TooLarge {
-                op: OP,
+                op,
                 what: "too many parameters".into(),
             });
         }
+        let index = self.n_params;
+        let name: Box<str> = match name {
+            Some(n) => {
+                check_param_name(op, n)?;
+                let mut s = String::new();
+                s.try_reserve_exact(n.len())
+                    .map_err(|_| Error::AllocationFailed { op, bytes: n.len() })?;
+                s.push_str(n);
+                s.into_boxed_str()
+            }
+            None => format!("param.{index}").into_boxed_str(),
+        };
+        if let Some(&other) = self.param_index.get(&name) {
+            return Err(Error::InvalidArgument {
+                op,
+                what: format!(
+                    "name `{name}` of new parameter {index} is already the name of parameter {other}"
+                ),
+            });
+        }
+        let alloc_failed = |bytes| Error::AllocationFailed { op, bytes };
         self.table
             .try_reserve(1)
-            .map_err(|_| Error::AllocationFailed {
-                op: OP,
-                bytes: size_of::<Entry>(),
-            })?;
+            .map_err(|_| alloc_failed(size_of::<Entry>()))?;
+        self.param_info
+            .try_reserve(1)
+            .map_err(|_| alloc_failed(size_of::<ParamInfo>()))?;
+        self.param_index
+            .try_reserve(1)
+            .map_err(|_| alloc_failed(size_of::<(Box<str>, u32)>()))?;
         let keep = self.store.persistent_blocks();
-        let data = self.store.alloc_persistent(OP, shape.numel())?;
-        let grad = match self.store.alloc_persistent(OP, shape.numel()) {
+        let data = self.store.alloc_persistent(op, shape.numel())?;
+        let grad = match self.store.alloc_persistent(op, shape.numel()) {
             Ok(g) => g,
             Err(e) => {
                 self.store.truncate_persistent(keep);
@@ -273,8 +341,69 @@ impl Context {
             view_of: None,
             flow: false,
         });
+        self.param_index.insert(name.clone(), index as u32);
+        self.param_info.push(ParamInfo { name, decay: true });
         self.n_params += 1;
-        Ok(self.handle(self.n_params as u32 - 1))
+        Ok(self.handle(index as u32))
+    }
+
+    /// Number of parameters (in creation order, indices 0..count).
+    pub fn param_count(&self) -> usize {
+        self.n_params
+    }
+
+    /// The handle of parameter `i` (creation order); InvalidArgument past
+    /// the end.
+    pub fn param_at(&self, i: usize) -> Result<Tensor> {
+        if i >= self.n_params {
+            return Err(Error::InvalidArgument {
+                op: "param_at",
+                what: format!(
+                    "index {i} is past the last parameter (count {})",
+                    self.n_params
+                ),
+            });
+        }
+        Ok(self.handle(i as u32))
+    }
+
+    /// The name of parameter `p`.
+    pub fn param_name(&self, p: Tensor) -> Result<&str> {
+        let i = self.param_id("param_name", p)?;
+        Ok(&self.param_info[i].name)
+    }
+
+    /// Turns the optimizer's weight decay on (the default) or off for
+    /// parameter `p`; takes effect at the next step, whether the optimizer
+    /// exists yet or not. Checkpoints do not carry the flag: it is part of
+    /// the model's set-up, like its shapes.
+    pub fn set_weight_decay(&mut self, p: Tensor, decay: bool) -> Result<()> {
+        let i = self.param_id("param_set_weight_decay", p)?;
+        self.param_info[i].decay = decay;
+        Ok(())
+    }
+
+    /// Whether the optimizer's weight decay applies to parameter `p`.
+    pub fn weight_decay(&self, p: Tensor) -> Result<bool> {
+        let i = self.param_id("param_weight_decay", p)?;
+        Ok(self.param_info[i].decay)
+    }
+
+    /// The parameter named `name`, if any.
+    pub fn param_by_name(&self, name: &str) -> Option<Tensor> {
+        self.param_index.get(name).map(|&i| self.handle(i))
+    }
+
+    /// The table index of parameter `p`; InvalidArgument for an activation.
+    pub(crate) fn param_id(&self, op: &'static str, p: Tensor) -> Result<usize> {
+        let id = self.resolve(op, p)? as usize;
+        if id >= self.n_params {
+            return Err(Error::InvalidArgument {
+                op,
+                what: "tensor is not a parameter".into(),
+            });
+        }
+        Ok(id)
     }
 
     /// A constant (non-trainable) activation holding a copy of `data`.
@@ -300,14 +429,7 @@ impl Context {
     /// Overwrites a parameter's values (e.g. custom initialisation).
     pub fn param_write(&mut self, p: Tensor, data: &[f32]) -> Result<()> {
         const OP: &str = "param_write";
-        let id = self.resolve(OP, p)?;
-        if id as usize >= self.n_params {
-            return Err(Error::InvalidArgument {
-                op: OP,
-                what: "tensor is not a parameter".into(),
-            });
-        }
-        let e = self.table[id as usize];
+        let e = self.table[self.param_id(OP, p)?];
         if data.len() != e.shape.numel() {
             return Err(Error::InvalidArgument {
                 op: OP,
@@ -742,4 +864,23 @@ impl Context {
     pub fn set_generation_for_test(&mut self, generation: u64) {
         self.store.set_epoch_for_test(generation);
     }
+}
+
+/// Checks a parameter name (see [`Context::param_named`]).
+fn check_param_name(op: &'static str, name: &str) -> Result<()> {
+    let what = if name.is_empty() {
+        "name is empty".to_string()
+    } else if name.len() > MAX_PARAM_NAME_BYTES {
+        format!(
+            "name of {} bytes is longer than {MAX_PARAM_NAME_BYTES} bytes",
+            name.len()
+        )
+    } else if name.contains('\0') {
+        "name contains a NUL character".to_string()
+    } else if name == "__metadata__" {
+        "name `__metadata__` is reserved by the safetensors format".to_string()
+    } else {
+        return Ok(());
+    };
+    Err(Error::InvalidArgument { op, what })
 }

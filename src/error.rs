@@ -70,6 +70,9 @@ pub enum Error {
     CheckpointCorrupt { what: String },
     /// A valid checkpoint for a different model.
     CheckpointMismatch { what: String },
+    /// A valid file of named tensors that does not hold the model's
+    /// parameters (a name missing or extra, a shape that differs).
+    Mismatch { op: &'static str, what: String },
     /// A file that is not valid in its format (truncated, damaged), or
     /// holds what the library cannot use (a dtype other than F32).
     BadFile { op: &'static str, what: String },
@@ -157,6 +160,7 @@ impl fmt::Display for Error {
                     "checkpoint_load: checkpoint does not match the model: {what}"
                 )
             }
+            Mismatch { op, what } => write!(f, "{op}: file does not match the model: {what}"),
             BadFile { op, what } => write!(f, "{op}: invalid file: {what}"),
             Busy { func } => write!(f, "{func}: context is in use by another thread"),
             Panic { func, what } => write!(
@@ -195,6 +199,7 @@ impl Error {
             Io { .. } => AG_STATUS_IO,
             CheckpointCorrupt { .. } => AG_STATUS_CHECKPOINT_CORRUPT,
             CheckpointMismatch { .. } => AG_STATUS_CHECKPOINT_MISMATCH,
+            Mismatch { .. } => AG_STATUS_CHECKPOINT_MISMATCH,
             BadFile { .. } => AG_STATUS_CHECKPOINT_CORRUPT,
             Busy { .. } => AG_STATUS_BUSY,
             Panic { .. } => AG_STATUS_PANIC,

@@ -62,7 +62,7 @@
 //!   figures ([`MemoryStats`]). Every fallible call returns [`Result`] with
 //!   an [`Error`] that names the op and the shapes involved.
 //! * [`Tensor`] handles, [`Shape`], [`OptimizerKind`], and the constants
-//!   [`MAX_DIMS`] and [`LAYERNORM_EPS`].
+//!   [`MAX_DIMS`], [`MAX_PARAM_NAME_BYTES`] and [`LAYERNORM_EPS`].
 //! * [`blas`]: the checked `sgemm` wrapper; [`checkpoint`]: the file format.
 //!
 //! Every change to a [`Context`] takes `&mut self`: one thread works on a
@@ -95,7 +95,7 @@ mod simd;
 pub mod status;
 mod tape;
 
-pub use context::{Context, MemoryStats, Tensor};
+pub use context::{Context, MAX_PARAM_NAME_BYTES, MemoryStats, Tensor};
 pub use error::{Error, Result};
 pub use init::Init;
 pub use ops::norm::LAYERNORM_EPS;

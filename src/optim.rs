@@ -102,7 +102,9 @@ impl OptimizerKind {
 
 impl Context {
     /// Creates the optimizer for all parameters created so far, allocating
-    /// its state now. One optimizer per context.
+    /// its state now. One optimizer per context. Its weight decay applies
+    /// to the parameters whose flag is on (see
+    /// [`Context::set_weight_decay`]).
     pub fn optimizer(&mut self, kind: OptimizerKind) -> Result<()> {
         const OP: &str = "optimizer_new";
         kind.validate()?;
@@ -259,6 +261,7 @@ impl Context {
                 continue;
             };
             let [m, v] = opt.state[i];
+            let decay = self.param_info[i].decay;
             match opt.kind {
                 OptimizerKind::Sgd {
                     lr,
@@ -266,10 +269,12 @@ impl Context {
                     weight_decay,
                 } => match m {
                     Some(m) => {
+                        let weight_decay = if decay { weight_decay } else { 0.0 };
                         let ([p, m], [g]) = self.store.access([p, m], [g]);
                         sgd_momentum_update(p, m, g, lr, momentum, weight_decay);
                     }
                     None => {
+                        let weight_decay = if decay { weight_decay } else { 0.0 };
                         let ([p], [g]) = self.store.access([p], [g]);
                         for (p, &g) in p.iter_mut().zip(g) {
                             *p -= lr * (g + weight_decay * *p);
@@ -284,6 +289,7 @@ impl Context {
                     weight_decay,
                 } => {
                     let (Some(m), Some(v)) = (m, v) else { continue };
+                    let weight_decay = if decay { weight_decay } else { 0.0 };
                     let ([p, m, v], [g]) = self.store.access([p, m, v], [g]);
                     let k = AdamWStep::new(lr, beta1, beta2, eps, weight_decay, t);
                     let update = |p: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32]| {

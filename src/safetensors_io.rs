@@ -18,8 +18,11 @@
 //!   files, trailing bytes, invalid JSON, overlapping or out-of-range
 //!   offsets, duplicate names and every dtype but F32, each with a message
 //!   naming the tensor and the problem (status CHECKPOINT_CORRUPT).
+//! * [`Context::safetensors_save`] and [`Context::safetensors_load`] write
+//!   and fill a context's parameters by name.
 
 use crate::checkpoint::write_atomic;
+use crate::context::Context;
 use crate::error::{Error, Result};
 use safetensors::tensor::Metadata;
 use safetensors::{Dtype, View};
@@ -381,6 +384,119 @@ fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
         }
     }
     Ok(got)
+}
+
+// ---- a context's parameters as a safetensors file -------------------------
+
+/// Dimensions written as shapes are in messages: `[4,5]`, `[]`.
+fn dims_text(dims: &[usize]) -> String {
+    let parts: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
+    format!("[{}]", parts.join(","))
+}
+
+impl Context {
+    /// The parameters as (name, shape, values), in creation order.
+    fn named_params(&self) -> Vec<(&str, &[usize], &[f32])> {
+        (0..self.n_params)
+            .map(|i| {
+                let e = &self.table[i];
+                (
+                    &*self.param_info[i].name,
+                    e.shape.dims(),
+                    self.store.read(e.data),
+                )
+            })
+            .collect()
+    }
+
+    /// The bytes of a safetensors file holding every parameter under its
+    /// name, float32, shapes as they are (see [`Context::safetensors_save`]).
+    pub fn safetensors_bytes(&self) -> Result<Vec<u8>> {
+        to_bytes(&self.named_params())
+    }
+
+    /// Writes every parameter under its name (float32, its shape) to a
+    /// safetensors file at `path`, atomically: a crash or an error leaves
+    /// any earlier file at `path` as it was. Only the values are written:
+    /// not gradients, optimizer state or weight-decay flags. Errors: Io.
+    pub fn safetensors_save(&self, path: &Path) -> Result<()> {
+        save(path, &self.named_params())
+    }
+
+    /// Fills every parameter from the tensor of the same name in the
+    /// safetensors file at `path`. The file is read and checked completely
+    /// first; nothing changes unless it holds exactly the model's
+    /// parameters: a parameter missing from the file, a tensor the model
+    /// does not have, or a shape that differs is refused with
+    /// [`Error::Mismatch`] naming the tensor; a truncated or damaged file
+    /// or a dtype other than F32 with [`Error::BadFile`]; an unreadable one
+    /// with [`Error::Io`]. Only parameter values change (gradients,
+    /// optimizer state and step count are kept).
+    pub fn safetensors_load(&mut self, path: &Path) -> Result<()> {
+        // The staging buffers count as one fallible persistent allocation
+        // (so the allocation-failure hooks reach this path too).
+        self.store.fault_point("safetensors_load", 0)?;
+        let tensors = load(path)?;
+        self.fill_params("safetensors_load", &path.display().to_string(), &tensors)
+    }
+
+    /// Like [`Context::safetensors_load`], from a whole file in memory.
+    pub fn safetensors_load_bytes(&mut self, bytes: &[u8]) -> Result<()> {
+        self.store.fault_point("safetensors_load", 0)?;
+        let tensors = from_bytes(bytes)?;
+        self.fill_params("safetensors_load", "<bytes>", &tensors)
+    }
+
+    /// Checks that `tensors` are exactly the parameters (names and shapes),
+    /// then copies them in.
+    fn fill_params(&mut self, op: &'static str, path: &str, tensors: &[NamedTensor]) -> Result<()> {
+        let mismatch = |what: String| Error::Mismatch {
+            op,
+            what: format!("{path}: {what}"),
+        };
+        let mut slot = Vec::new();
+        slot.try_reserve_exact(tensors.len())
+            .map_err(|_| Error::AllocationFailed {
+                op,
+                bytes: tensors.len() * size_of::<usize>(),
+            })?;
+        for t in tensors {
+            let Some(&i) = self.param_index.get(t.name.as_str()) else {
+                return Err(mismatch(format!(
+                    "tensor `{}` {} is not a parameter of the model",
+                    t.name,
+                    dims_text(&t.shape)
+                )));
+            };
+            let shape = self.table[i as usize].shape;
+            if t.shape != shape.dims() {
+                return Err(mismatch(format!(
+                    "tensor `{}`: shape {} in the file, {shape} in the model",
+                    t.name,
+                    dims_text(&t.shape)
+                )));
+            }
+            slot.push(i as usize);
+        }
+        // Names in the file are unique (checked when it was read), so every
+        // parameter is covered exactly when the counts agree.
+        if tensors.len() != self.n_params {
+            let mut found = vec![false; self.n_params];
+            for &i in &slot {
+                found[i] = true;
+            }
+            let i = found.iter().position(|f| !f).unwrap_or(0);
+            return Err(mismatch(format!(
+                "parameter `{}` {} is not in the file",
+                self.param_info[i].name, self.table[i].shape
+            )));
+        }
+        for (t, &i) in tensors.iter().zip(&slot) {
+            let data = self.table[i].data;
+            self.store.access_one(data).copy_from_slice(&t.data);
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -39,9 +39,11 @@ pub const AG_STATUS_SEQUENCE: ag_status = -13;
 pub const AG_STATUS_NON_FINITE: ag_status = -14;
 /// A file could not be read or written.
 pub const AG_STATUS_IO: ag_status = -15;
-/// A checkpoint is truncated, damaged or of an unknown version.
+/// A checkpoint or safetensors file is truncated, damaged or of an unknown
+/// version (or a safetensors tensor is not F32).
 pub const AG_STATUS_CHECKPOINT_CORRUPT: ag_status = -16;
-/// A valid checkpoint of a different model (shapes or optimizer differ).
+/// A valid checkpoint or safetensors file of a different model (names,
+/// shapes or optimizer differ).
 pub const AG_STATUS_CHECKPOINT_MISMATCH: ag_status = -17;
 /// Another thread is inside a call on this context.
 pub const AG_STATUS_BUSY: ag_status = -18;

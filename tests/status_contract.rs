@@ -359,6 +359,39 @@ fn call(name: &str, ctx: *mut ag_context, fx: &Fx, env: &Env, a: Args) -> ag_sta
             };
             ag_param_init(ctx, t, kind, a, b, 7)
         }
+        "ag_param_new_named" => {
+            // n == 2: the name of the fixture's second parameter.
+            let name = if n == 2 { c"param.1" } else { c"named" };
+            let np = if a.null { null() } else { name.as_ptr() };
+            ag_param_new_named(ctx, np, shape.as_ptr(), n, p(f.as_ptr()), o)
+        }
+        "ag_param_count" => ag_param_count(ctx, if a.null { null_mut() } else { &mut one }),
+        "ag_param_at" => ag_param_at(ctx, n, o),
+        "ag_param_set_weight_decay" => ag_param_set_weight_decay(ctx, t, a.null),
+        "ag_safetensors_save" | "ag_safetensors_load" => {
+            let sp = CString::new(
+                env.dir
+                    .join(if a.null { "missing/x.st" } else { "x.st" })
+                    .to_str()
+                    .unwrap(),
+            )
+            .unwrap();
+            let sp = if n == 0 { null() } else { sp.as_ptr() };
+            if name == "ag_safetensors_save" {
+                ag_safetensors_save(ctx, sp)
+            } else {
+                ag_safetensors_load(ctx, sp)
+            }
+        }
+        "ag_param_name" => {
+            let mut name = [0 as std::ffi::c_char; BUF];
+            let np = if a.null {
+                null_mut()
+            } else {
+                name.as_mut_ptr()
+            };
+            ag_param_name(ctx, t, np, n.min(BUF), &mut one)
+        }
         "ag_tensor_new" => ag_tensor_new(ctx, shape.as_ptr(), n, p(f.as_ptr()), o),
         "ag_tensor_shape" => ag_tensor_shape(
             ctx,
@@ -661,6 +694,45 @@ fn checkpoint_without_optimizer_needs_a_context_without_one() {
     ok(ag_optimizer_sgd(fresh.ctx, 1e-3, 0.0, 0.0));
 }
 
+/// Parameter names clash (given or automatic) with INVALID_ARGUMENT; a
+/// safetensors load refuses a damaged file (CHECKPOINT_CORRUPT), another
+/// model's file (CHECKPOINT_MISMATCH) and an empty path (INVALID_ARGUMENT).
+#[test]
+fn parameter_name_and_safetensors_statuses() {
+    let docs = docs();
+    let env = Env::new();
+    let mut c = null_mut();
+    ok(ag_context_new(&mut c));
+    let mut t = zero();
+    ok(ag_param_new_named(
+        c,
+        c"param.1".as_ptr(),
+        [2usize].as_ptr(),
+        1,
+        null(),
+        &mut t,
+    ));
+    let st = ag_param_new(c, [2usize].as_ptr(), 1, null(), &mut t);
+    expect(&docs, "ag_param_new", st, "INVALID_ARGUMENT");
+    let st = ag_param_new_named(c, c"param.1".as_ptr(), [2usize].as_ptr(), 1, null(), &mut t);
+    expect(&docs, "ag_param_new_named", st, "INVALID_ARGUMENT");
+    let path = env.dir.join("m.safetensors");
+    let cpath = CString::new(path.to_str().unwrap()).unwrap();
+    ok(ag_safetensors_save(c, cpath.as_ptr()));
+    let st = ag_safetensors_save(c, c"".as_ptr());
+    expect(&docs, "ag_safetensors_save", st, "INVALID_ARGUMENT");
+    let st = ag_safetensors_load(c, c"".as_ptr());
+    expect(&docs, "ag_safetensors_load", st, "INVALID_ARGUMENT");
+    let fx = Fx::new(); // param.0 [4, 3], param.1 [3]
+    let st = ag_safetensors_load(fx.ctx, cpath.as_ptr());
+    expect(&docs, "ag_safetensors_load", st, "CHECKPOINT_MISMATCH");
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..bytes.len() - 1]).unwrap();
+    let st = ag_safetensors_load(c, cpath.as_ptr());
+    expect(&docs, "ag_safetensors_load", st, "CHECKPOINT_CORRUPT");
+    ok(ag_context_free(&mut c));
+}
+
 /// d(loss)/d(t) of an activation the loss does not depend on is zero, as
 /// for an unused parameter; before backward, and for constants, there is
 /// no gradient (SEQUENCE).
@@ -893,9 +965,25 @@ fn targeted_cases(env: &Env) -> Vec<(&'static str, String)> {
     ok(ag_context_new(&mut ctx));
     let st = ag_param_new(ctx, big.as_ptr(), 2, null(), &mut out);
     check("ag_param_new", st, "TOO_LARGE", ctx);
+    let st = ag_param_new_named(ctx, c"big".as_ptr(), big.as_ptr(), 2, null(), &mut out);
+    check("ag_param_new_named", st, "TOO_LARGE", ctx);
+    ok(ag_param_new(ctx, [4usize].as_ptr(), 1, null(), &mut out));
+    let st_path = CString::new(env.dir.join("targeted.st").to_str().unwrap()).unwrap();
+    ok(ag_safetensors_save(ctx, st_path.as_ptr()));
     ok(ag_test_fail_allocation(ctx, 1, true, null_mut()));
     let st = ag_param_new(ctx, [4usize].as_ptr(), 1, null(), &mut out);
     check("ag_param_new", st, "ALLOCATION_FAILED", ctx);
+    let st = ag_param_new_named(
+        ctx,
+        c"small".as_ptr(),
+        [4usize].as_ptr(),
+        1,
+        null(),
+        &mut out,
+    );
+    check("ag_param_new_named", st, "ALLOCATION_FAILED", ctx);
+    let st = ag_safetensors_load(ctx, st_path.as_ptr());
+    check("ag_safetensors_load", st, "ALLOCATION_FAILED", ctx);
     ok(ag_context_free(&mut ctx));
 
     // Checkpoints: a missing folder, an empty path, user bytes (the
@@ -959,6 +1047,19 @@ fn targeted_cases_return_their_statuses() {
 fn every_documented_status_is_provoked() {
     let docs = docs();
     let mut seen = run_catalogue();
+    // Reached, with the status asserted, by the named-parameter and
+    // safetensors tests of this file.
+    let targeted: &[(&str, &str)] = &[
+        ("ag_param_new", "INVALID_ARGUMENT"),
+        ("ag_param_new_named", "INVALID_ARGUMENT"),
+        ("ag_safetensors_save", "INVALID_ARGUMENT"),
+        ("ag_safetensors_load", "INVALID_ARGUMENT"),
+        ("ag_safetensors_load", "CHECKPOINT_MISMATCH"),
+        ("ag_safetensors_load", "CHECKPOINT_CORRUPT"),
+    ];
+    for (f, s) in targeted {
+        seen.entry(f.to_string()).or_default().insert(s.to_string());
+    }
     let env = Env::new();
     for (f, st) in targeted_cases(&env) {
         seen.entry(f.to_string()).or_default().insert(st);

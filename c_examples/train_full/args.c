@@ -294,6 +294,19 @@ int parse_args(int argc, char **argv, struct config *cfg, char *err, size_t errl
         } else if (IS("--prompt")) {
             VALUE("--prompt", v);
             cfg->prompt = v;
+        } else if (IS("--weight-decay")) {
+            VALUE("--weight-decay", v);
+            if (!parse_float("--weight-decay", v, true, &cfg->weight_decay, err, errlen))
+                return EXIT_USAGE;
+        } else if (IS("--export") || IS("--init-from")) {
+            const char *flag = IS("--export") ? "--export" : "--init-from";
+            VALUE(flag, v);
+            if (v[0] == '\0') {
+                snprintf(err, errlen, "%s: empty path", flag);
+                return EXIT_USAGE;
+            }
+            if (flag[2] == 'e') cfg->export_path = v;
+            else cfg->init_from = v;
         } else if (IS("--sample-only")) {
             NO_VALUE("--sample-only");
             cfg->sample_only = true;
@@ -339,16 +352,23 @@ int parse_args(int argc, char **argv, struct config *cfg, char *err, size_t errl
                  (double)cfg->lr);
         return EXIT_USAGE;
     }
+    if (cfg->init_from != NULL && cfg->resume != NULL) {
+        snprintf(err, errlen,
+                 "--init-from and --resume both set the weights: use one (--resume also "
+                 "restores the optimizer and the step)");
+        return EXIT_USAGE;
+    }
     if (cfg->sample_only) {
-        if (cfg->resume == NULL) {
+        if (cfg->resume == NULL && cfg->init_from == NULL) {
             snprintf(err, errlen,
-                     "--sample-only needs --resume CHECKPOINT (the model to sample from)");
+                     "--sample-only needs --resume CHECKPOINT or --init-from FILE (the model "
+                     "to sample from)");
             return EXIT_USAGE;
         }
-        if (cfg->out != NULL || cfg->save != NULL) {
+        if (cfg->out != NULL || cfg->save != NULL || cfg->export_path != NULL) {
             snprintf(err, errlen,
                      "--sample-only writes nothing but the sample on stdout: drop %s",
-                     cfg->out != NULL ? "--out" : "--save");
+                     cfg->out != NULL ? "--out" : cfg->save != NULL ? "--save" : "--export");
             return EXIT_USAGE;
         }
     }
@@ -368,6 +388,7 @@ void usage(FILE *f)
             "usage: train_full [options]\n"
             "       train_full --tiny|--small|--medium [ITERS] [options]\n"
             "       train_full --sample-only --resume CHECKPOINT [sampling options]\n"
+            "       train_full --sample-only --init-from FILE.safetensors [sampling options]\n"
             "\n"
             "Trains a character-level GPT (llm.c / nanoGPT architecture) with arenagrad.\n"
             "\n"
@@ -392,8 +413,13 @@ void usage(FILE *f)
             "  --min-lr F          floor of the cosine and linear schedules (--lr / 10)\n"
             "  --decay-steps N     step at which the decay reaches --min-lr (--iters); set\n"
             "                      it to train in parts that match one longer run\n"
+            "  --weight-decay W    AdamW decoupled weight decay of the matrices: the 2-D\n"
+            "                      parameters (wte, wpe and the linear weights, as nanoGPT\n"
+            "                      does), not biases or LayerNorm gains (0)\n"
             "  --arena-limit-mb M  cap the activation arena at M MiB\n"
-            "\n"
+            "\n");
+    /* Two strings: C11 compilers need only take 4095 bytes in one. */
+    fprintf(f,
             "Run folder and checkpoints:\n"
             "  --out DIR           run folder: ckpt.bin (latest, written atomically at every\n"
             "                      evaluation and at the end), best.bin (best validation\n"
@@ -408,8 +434,17 @@ void usage(FILE *f)
             "  --eval-every K      validation loss, checkpoint and plot every K steps (250)\n"
             "  --eval-iters K      validation batches per evaluation (10)\n"
             "\n"
+            "Weights as safetensors (GPT-2 names: wte, wpe, h.0.ln_1.weight, ...,\n"
+            "h.0.attn.c_attn.weight [C, 3C], ..., ln_f.bias; weights [in, out] like GPT-2's\n"
+            "Conv1D; the output projection is tied to wte; the vocabulary is not stored,\n"
+            "so use the same --data):\n"
+            "  --export PATH       write the parameters to PATH after training\n"
+            "  --init-from PATH    start from PATH's parameters (not with --resume); with\n"
+            "                      --sample-only, sample from them\n"
+            "\n"
             "Sampling:\n"
-            "  --sample-only       sample from --resume's model to stdout; train nothing\n"
+            "  --sample-only       sample from --resume's (or --init-from's) model to\n"
+            "                      stdout; train nothing\n"
             "  --sample-chars N    UTF-8 characters sampled after training (200; 0: none)\n"
             "  --temperature F     sampling temperature, > 0 (1.0)\n"
             "  --top-k K           sample among the K likeliest bytes only (0: all)\n"

@@ -5,15 +5,22 @@
  *     x = x + proj(attention(qkv(ln1(x))))
  *     x = x + fc2(gelu(fc(ln2(x))))
  * a final LayerNorm, logits = x @ wte^T (the output projection is tied to the
- * token embedding), mean cross-entropy.
+ * token embedding), mean cross-entropy. Parameters carry GPT-2's names (qkv is
+ * attn.c_attn, proj attn.c_proj, fc mlp.c_fc, fc2 mlp.c_proj), weights in the
+ * [in, out] layout of GPT-2's Conv1D, which is ag_linear's.
  */
+#include <stdio.h>
+
 #include "train_full.h"
 
 enum init_kind { INIT_NORMAL, INIT_ZERO, INIT_ONE };
 
-/* Creates one parameter; `scratch` holds at least its element count. */
-static ag_status new_param(ag_context *ctx, struct model *m, size_t d0, size_t d1,
-                           enum init_kind kind, uint64_t *rng, float *scratch, ag_tensor *out)
+/* Creates one parameter named `name` (GPT-2's names), with weight decay on
+ * for matrices only (d1 > 0: embeddings and linear weights, as nanoGPT);
+ * `scratch` holds at least its element count. */
+static ag_status new_param(ag_context *ctx, struct model *m, const char *name, size_t d0,
+                           size_t d1, enum init_kind kind, uint64_t *rng, float *scratch,
+                           ag_tensor *out)
 {
     size_t shape[2] = {d0, d1};
     size_t ndim = d1 == 0 ? 1 : 2;
@@ -26,35 +33,49 @@ static ag_status new_param(ag_context *ctx, struct model *m, size_t d0, size_t d
         }
     }
     m->n_floats += n;
-    return ag_param_new(ctx, shape, ndim, scratch, out);
+    TRY(ag_param_new_named(ctx, name, shape, ndim, scratch, out));
+    return ag_param_set_weight_decay(ctx, *out, ndim == 2);
 }
 
+/* Creates block l's parameter "h.<l>.<part>". */
+static ag_status block_param(ag_context *ctx, struct model *m, int l, const char *part, size_t d0,
+                             size_t d1, enum init_kind kind, uint64_t *rng, float *scratch,
+                             ag_tensor *out)
+{
+    char name[64];
+    snprintf(name, sizeof name, "h.%d.%s", l, part);
+    return new_param(ctx, m, name, d0, d1, kind, rng, scratch, out);
+}
 
-/* Creates every parameter in a fixed order (the checkpoint relies on it). */
+/* Creates every parameter in a fixed order (the checkpoint relies on it),
+ * named as GPT-2's (the safetensors export and --init-from rely on them). */
 ag_status model_build(ag_context *ctx, struct model *m, uint64_t init_seed, float *scratch)
 {
     uint64_t rng = init_seed;
     size_t C = (size_t)m->C;
     m->n_floats = 0;
-    TRY(new_param(ctx, m, (size_t)m->V, C, INIT_NORMAL, &rng, scratch, &m->wte));
-    TRY(new_param(ctx, m, (size_t)m->T, C, INIT_NORMAL, &rng, scratch, &m->wpe));
+    TRY(new_param(ctx, m, "wte", (size_t)m->V, C, INIT_NORMAL, &rng, scratch, &m->wte));
+    TRY(new_param(ctx, m, "wpe", (size_t)m->T, C, INIT_NORMAL, &rng, scratch, &m->wpe));
     for (int l = 0; l < m->L; l++) {
         struct block *b = &m->blocks[l];
-        TRY(new_param(ctx, m, C, 0, INIT_ONE, &rng, scratch, &b->ln1_w));
-        TRY(new_param(ctx, m, C, 0, INIT_ZERO, &rng, scratch, &b->ln1_b));
-        TRY(new_param(ctx, m, C, 3 * C, INIT_NORMAL, &rng, scratch, &b->w_qkv));
-        TRY(new_param(ctx, m, 3 * C, 0, INIT_ZERO, &rng, scratch, &b->b_qkv));
-        TRY(new_param(ctx, m, C, C, INIT_NORMAL, &rng, scratch, &b->w_proj));
-        TRY(new_param(ctx, m, C, 0, INIT_ZERO, &rng, scratch, &b->b_proj));
-        TRY(new_param(ctx, m, C, 0, INIT_ONE, &rng, scratch, &b->ln2_w));
-        TRY(new_param(ctx, m, C, 0, INIT_ZERO, &rng, scratch, &b->ln2_b));
-        TRY(new_param(ctx, m, C, 4 * C, INIT_NORMAL, &rng, scratch, &b->w_fc));
-        TRY(new_param(ctx, m, 4 * C, 0, INIT_ZERO, &rng, scratch, &b->b_fc));
-        TRY(new_param(ctx, m, 4 * C, C, INIT_NORMAL, &rng, scratch, &b->w_fc2));
-        TRY(new_param(ctx, m, C, 0, INIT_ZERO, &rng, scratch, &b->b_fc2));
+#define P(part, d0, d1, kind, out) \
+    TRY(block_param(ctx, m, l, part, d0, d1, kind, &rng, scratch, out))
+        P("ln_1.weight", C, 0, INIT_ONE, &b->ln1_w);
+        P("ln_1.bias", C, 0, INIT_ZERO, &b->ln1_b);
+        P("attn.c_attn.weight", C, 3 * C, INIT_NORMAL, &b->w_qkv);
+        P("attn.c_attn.bias", 3 * C, 0, INIT_ZERO, &b->b_qkv);
+        P("attn.c_proj.weight", C, C, INIT_NORMAL, &b->w_proj);
+        P("attn.c_proj.bias", C, 0, INIT_ZERO, &b->b_proj);
+        P("ln_2.weight", C, 0, INIT_ONE, &b->ln2_w);
+        P("ln_2.bias", C, 0, INIT_ZERO, &b->ln2_b);
+        P("mlp.c_fc.weight", C, 4 * C, INIT_NORMAL, &b->w_fc);
+        P("mlp.c_fc.bias", 4 * C, 0, INIT_ZERO, &b->b_fc);
+        P("mlp.c_proj.weight", 4 * C, C, INIT_NORMAL, &b->w_fc2);
+        P("mlp.c_proj.bias", C, 0, INIT_ZERO, &b->b_fc2);
+#undef P
     }
-    TRY(new_param(ctx, m, C, 0, INIT_ONE, &rng, scratch, &m->lnf_w));
-    TRY(new_param(ctx, m, C, 0, INIT_ZERO, &rng, scratch, &m->lnf_b));
+    TRY(new_param(ctx, m, "ln_f.weight", C, 0, INIT_ONE, &rng, scratch, &m->lnf_w));
+    TRY(new_param(ctx, m, "ln_f.bias", C, 0, INIT_ZERO, &rng, scratch, &m->lnf_b));
     return AG_STATUS_OK;
 }
 

@@ -217,10 +217,22 @@ int run(struct trainer *tr)
     for (size_t t = 0; t < tr->T; t++) tr->model.pos_ids[t] = (int32_t)t;
     st = model_build(ctx, &tr->model, derive_seed(cfg->seed, STREAM_INIT), tr->init_buf);
     if (st != AG_STATUS_OK) return report(tr, "creating the parameters", st);
-    /* No weight decay: the decay given here applies to every parameter, and
-       decaying the weight matrices only (not biases or LayerNorm gains) needs
-       a per-parameter setting, which the C API does not have. */
-    st = ag_optimizer_adamw(ctx, cfg->lr, 0.9f, 0.999f, 1e-8f, 0.0f);
+    /* --init-from: the weights of a safetensors file (by name; all must
+       match, or nothing changes). The optimizer starts fresh. */
+    if (cfg->init_from != NULL) {
+        st = ag_safetensors_load(ctx, cfg->init_from);
+        if (st != AG_STATUS_OK) {
+            fflush(stdout);
+            fprintf(stderr, "train_full: --init-from %s: refused: %s\n", cfg->init_from,
+                    ag_context_last_error(ctx));
+            if (st == AG_STATUS_CHECKPOINT_MISMATCH)
+                fprintf(stderr, "train_full: (was it exported with another --preset or data?)\n");
+            return EXIT_CHECKPOINT;
+        }
+        fprintf(tr->info, "init: parameters from %s\n", cfg->init_from);
+    }
+    /* The decay applies to the parameters model_build flagged: the matrices. */
+    st = ag_optimizer_adamw(ctx, cfg->lr, 0.9f, 0.999f, 1e-8f, cfg->weight_decay);
     if (st != AG_STATUS_OK) return report(tr, "ag_optimizer_adamw", st);
     if (cfg->arena_limit_mb > 0) {
         st = ag_set_arena_limit(ctx, (size_t)cfg->arena_limit_mb << 20);
@@ -290,9 +302,10 @@ int run(struct trainer *tr)
     if (cfg->schedule != SCHEDULE_CONSTANT)
         printf(" to %g at step %" PRIu64, (double)cfg->min_lr, decay_horizon(cfg));
     if (cfg->warmup > 0) printf(" warmup=%ld", cfg->warmup);
-    printf(" AdamW(0.9, 0.999, eps 1e-8, wd 0) clip=%.1f seed=%" PRIu64
+    printf(" AdamW(0.9, 0.999, eps 1e-8, wd %g on matrices) clip=%.1f seed=%" PRIu64
            " eval every %ld steps x %ld batches\n",
-           (double)GRAD_CLIP, s.seed, cfg->eval_every, cfg->eval_iters);
+           (double)cfg->weight_decay, (double)GRAD_CLIP, s.seed, cfg->eval_every,
+           cfg->eval_iters);
     if (paths->ckpt[0] != '\0') printf("checkpoints: %s (latest)%s%s\n", paths->ckpt,
                                        paths->best[0] ? ", best validation loss: " : "",
                                        paths->best);
@@ -538,6 +551,16 @@ int run(struct trainer *tr)
     }
     if (local > 0) redraw(tr);
     log_finish(tr->log);
+    if (outcome != DIVERGED && cfg->export_path != NULL) {
+        st = ag_safetensors_save(ctx, cfg->export_path);
+        if (st != AG_STATUS_OK) {
+            fflush(stdout);
+            fprintf(stderr, "train_full: --export %s: %s\n", cfg->export_path,
+                    ag_context_last_error(ctx));
+            return EXIT_IO;
+        }
+        printf("exported: %s (safetensors, step %" PRIu64 ")\n", cfg->export_path, s.step);
+    }
     char wall[32];
     format_duration(wall, sizeof wall, train_ms);
     printf("done: %zu steps in %s (%.1f s)%s\n", local, wall, train_ms / 1000.0,

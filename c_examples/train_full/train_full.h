@@ -78,6 +78,9 @@ struct config {
     const char *out;     /* run folder, NULL: none */
     const char *save;    /* checkpoint path, NULL: from --out or --resume */
     const char *resume;  /* NULL: fresh start */
+    const char *export_path; /* safetensors of the parameters after training, NULL: none */
+    const char *init_from;   /* safetensors to start from (or sample from), NULL: none */
+    float weight_decay;      /* AdamW decoupled decay of the 2-D parameters (0) */
     long arena_limit_mb; /* 0: no cap */
     bool sample_only;
     bool help;

@@ -146,7 +146,11 @@ pub extern "C" fn ag_memory_stats(ctx: *mut ag_context, out: *mut MemoryStats) -
     })
 }
 
-fn shape_arg<'a>(func: &'static str, shape: *const usize, ndim: usize) -> Result<&'a [usize]> {
+pub(super) fn shape_arg<'a>(
+    func: &'static str,
+    shape: *const usize,
+    ndim: usize,
+) -> Result<&'a [usize]> {
     if ndim == 0 || ndim > AG_MAX_DIMS {
         return Err(Error::BadShape {
             op: func,
@@ -159,10 +163,13 @@ fn shape_arg<'a>(func: &'static str, shape: *const usize, ndim: usize) -> Result
 /// Creates a trainable parameter of shape `shape[0..ndim]`, initialised from
 /// `init` (numel floats, copied) or zeros when `init` is NULL. Parameters
 /// must be created before the optimizer and before any activation of the
-/// iteration. Errors: NULL_ARGUMENT (out or shape), SHAPE_MISMATCH (ndim
-/// outside 1..AG_MAX_DIMS, a zero dimension), TOO_LARGE (more than 2^31 - 1
-/// elements), SEQUENCE (an optimizer exists, or activations were made this
-/// iteration), ALLOCATION_FAILED.
+/// iteration. The parameter is named "param.<i>", i being its index in
+/// creation order (see ag_param_new_named, ag_param_name).
+/// Errors: NULL_ARGUMENT (out or shape), INVALID_ARGUMENT (a parameter made
+/// by ag_param_new_named already has the name "param.<i>"), SHAPE_MISMATCH
+/// (ndim outside 1..AG_MAX_DIMS, a zero dimension), TOO_LARGE (more than
+/// 2^31 - 1 elements), SEQUENCE (an optimizer exists, or activations were
+/// made this iteration), ALLOCATION_FAILED.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_param_new(
     ctx: *mut ag_context,
@@ -365,7 +372,8 @@ pub extern "C" fn ag_zero_grad(ctx: *mut ag_context) -> ag_status {
 
 /// Creates the context's optimizer: SGD with momentum (0 for plain SGD) and
 /// L2 weight decay, over all parameters made so far; state is allocated
-/// now. Errors: INVALID_ARGUMENT (lr <= 0, momentum outside [0,1), a
+/// now. The decay applies to parameters whose flag is on (all, unless
+/// ag_param_set_weight_decay turned some off). Errors: INVALID_ARGUMENT (lr <= 0, momentum outside [0,1), a
 /// negative weight decay, NaN or infinity), SEQUENCE (no parameters, or an
 /// optimizer exists), ALLOCATION_FAILED.
 #[unsafe(no_mangle)]
@@ -385,7 +393,8 @@ pub extern "C" fn ag_optimizer_sgd(
 }
 
 /// Creates the context's optimizer: AdamW with bias correction and
-/// decoupled weight decay. Errors: INVALID_ARGUMENT (lr <= 0, betas
+/// decoupled weight decay (for parameters whose flag is on: see
+/// ag_param_set_weight_decay). Errors: INVALID_ARGUMENT (lr <= 0, betas
 /// outside [0,1), eps <= 0, a negative weight decay, NaN or infinity),
 /// SEQUENCE (no parameters, or an optimizer exists), ALLOCATION_FAILED.
 #[unsafe(no_mangle)]
@@ -444,7 +453,7 @@ pub extern "C" fn ag_clip_grad_norm(
     })
 }
 
-fn path_arg(func: &'static str, path: *const c_char) -> Result<PathBuf> {
+pub(super) fn path_arg(func: &'static str, path: *const c_char) -> Result<PathBuf> {
     if path.is_null() {
         return Err(Error::NullArgument { func, arg: "path" });
     }

@@ -23,12 +23,14 @@
 mod api;
 mod init;
 mod ops;
+mod params;
 #[cfg(feature = "test-hooks")]
 mod test_hooks;
 
 pub use api::*;
 pub use init::*;
 pub use ops::*;
+pub use params::*;
 #[cfg(feature = "test-hooks")]
 pub use test_hooks::*;
 

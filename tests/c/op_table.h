@@ -27,8 +27,8 @@
 /* What argument 0 of a row must be for a valid call (see ops.def). */
 enum { AG_NEED_ANY, AG_NEED_GRAD, AG_NEED_PARAM, AG_NEED_LOSS };
 
-/* Results of the functions that return no tensor, and the data
- * ag_param_write copies. */
+/* Results of the functions that return no tensor (name: ag_param_name's
+ * buffer), and the data ag_param_write copies. */
 typedef struct op_scratch {
     size_t dims[AG_MAX_DIMS];
     size_t ndim;
@@ -36,6 +36,7 @@ typedef struct op_scratch {
     float dst[8];
     float item;
     float src[8];
+    char name[16];
 } op_scratch;
 
 static inline void op_scratch_init(op_scratch *s) {

@@ -51,6 +51,7 @@ pub fn calls_with_a_null_context(p: ag_tensor, q: ag_tensor) -> Vec<(&'static st
     let (mut nd, mut numel, mut f, mut ulen) = (9usize, 9usize, 9.0f32, 9usize);
     let mut buf = [9.0f32; 4];
     let mut user = [9u8; 4];
+    let mut name = [9 as std::ffi::c_char; 8];
     let path = CString::new("/tmp/never-written.ckpt").unwrap();
     let mut calls: Vec<(&str, ag_status)> = vec![
         ("ag_reset", ag_reset(n)),
@@ -66,6 +67,22 @@ pub fn calls_with_a_null_context(p: ag_tensor, q: ag_tensor) -> Vec<(&'static st
             "ag_param_init",
             ag_param_init(n, p, AG_INIT_NORMAL, 0.0, 0.02, 7),
         ),
+        (
+            "ag_param_new_named",
+            ag_param_new_named(n, c"w".as_ptr(), shape.as_ptr(), 2, data.as_ptr(), &mut o),
+        ),
+        ("ag_param_count", ag_param_count(n, &mut numel)),
+        ("ag_param_at", ag_param_at(n, 0, &mut o)),
+        (
+            "ag_param_name",
+            ag_param_name(n, p, name.as_mut_ptr(), name.len(), &mut numel),
+        ),
+        (
+            "ag_param_set_weight_decay",
+            ag_param_set_weight_decay(n, p, false),
+        ),
+        ("ag_safetensors_save", ag_safetensors_save(n, path.as_ptr())),
+        ("ag_safetensors_load", ag_safetensors_load(n, path.as_ptr())),
         (
             "ag_tensor_new",
             ag_tensor_new(n, shape.as_ptr(), 2, data.as_ptr(), &mut o),
