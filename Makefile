@@ -39,7 +39,7 @@ C_TESTS_ASAN := $(patsubst tests/c/%.c,$(BUILD)/asan/%,$(wildcard tests/c/test_*
 TRAIN_FULL_SRC := $(wildcard c_examples/train_full/*.c)
 EXAMPLES     := $(patsubst c_examples/%.c,$(BUILD)/%,$(wildcard c_examples/*.c)) $(BUILD)/train_full
 
-.PHONY: all deps build header examples test test-rust test-c test-consumer doc lint train data soak valgrind bench fuzz torture miri install uninstall clean
+.PHONY: all deps build header examples test test-rust test-c test-consumer doc lint train data soak valgrind bench fuzz torture tsan miri install uninstall clean
 
 all: build examples
 
@@ -160,6 +160,10 @@ fuzz:
 ## torture: checkpoint durability (truncations, bit flips, kill -9, disk full)
 torture:
 	@bash scripts/torture.sh $(TORTURE_ARGS)
+
+## tsan: the C thread tests under ThreadSanitizer (nightly, std rebuilt)
+tsan:
+	@bash scripts/tsan.sh
 
 ## miri: the core's unit tests under Miri
 miri:
