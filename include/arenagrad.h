@@ -287,10 +287,10 @@ ag_status ag_memory_stats(struct ag_context *ctx, struct ag_memory_figures *out)
 // Creates a trainable parameter of shape `shape[0..ndim]`, initialised from
 // `init` (numel floats, copied) or zeros when `init` is NULL. Parameters
 // must be created before the optimizer and before any activation of the
-// iteration. The parameter is named "param.<i>", i being its index in
+// iteration. The parameter is named "param.N", N being its index in
 // creation order (see ag_param_new_named, ag_param_name).
 // Errors: NULL_ARGUMENT (out or shape), INVALID_ARGUMENT (a parameter made
-// by ag_param_new_named already has the name "param.<i>"), SHAPE_MISMATCH
+// by ag_param_new_named already has the name "param.N"), SHAPE_MISMATCH
 // (ndim outside 1..AG_MAX_DIMS, a zero dimension), TOO_LARGE (more than
 // 2^31 - 1 elements), SEQUENCE (an optimizer exists, or activations were
 // made this iteration), ALLOCATION_FAILED.
@@ -698,8 +698,8 @@ ag_status ag_attention(struct ag_context *ctx, struct ag_tensor qkv, size_t n_he
 
 // Like ag_param_new, and names the parameter `name` (copied): UTF-8, 1 to
 // AG_MAX_PARAM_NAME bytes, not "__metadata__" (reserved by safetensors),
-// unique in the context. ag_param_new names its parameters "param.<i>",
-// i being the index in creation order (as ag_param_at counts), and those
+// unique in the context. ag_param_new names its parameters "param.N",
+// N being the index in creation order (as ag_param_at counts), and those
 // names count too: a clash either way is refused. ag_safetensors_save and
 // ag_safetensors_load store and find each parameter under its name.
 // Errors: NULL_ARGUMENT (out, shape or name), INVALID_ARGUMENT (name

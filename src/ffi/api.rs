@@ -163,10 +163,10 @@ pub(super) fn shape_arg<'a>(
 /// Creates a trainable parameter of shape `shape[0..ndim]`, initialised from
 /// `init` (numel floats, copied) or zeros when `init` is NULL. Parameters
 /// must be created before the optimizer and before any activation of the
-/// iteration. The parameter is named "param.<i>", i being its index in
+/// iteration. The parameter is named "param.N", N being its index in
 /// creation order (see ag_param_new_named, ag_param_name).
 /// Errors: NULL_ARGUMENT (out or shape), INVALID_ARGUMENT (a parameter made
-/// by ag_param_new_named already has the name "param.<i>"), SHAPE_MISMATCH
+/// by ag_param_new_named already has the name "param.N"), SHAPE_MISMATCH
 /// (ndim outside 1..AG_MAX_DIMS, a zero dimension), TOO_LARGE (more than
 /// 2^31 - 1 elements), SEQUENCE (an optimizer exists, or activations were
 /// made this iteration), ALLOCATION_FAILED.

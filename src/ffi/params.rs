@@ -26,8 +26,8 @@ fn str_arg<'a>(func: &'static str, arg: &'static str, p: *const c_char) -> Resul
 
 /// Like ag_param_new, and names the parameter `name` (copied): UTF-8, 1 to
 /// AG_MAX_PARAM_NAME bytes, not "__metadata__" (reserved by safetensors),
-/// unique in the context. ag_param_new names its parameters "param.<i>",
-/// i being the index in creation order (as ag_param_at counts), and those
+/// unique in the context. ag_param_new names its parameters "param.N",
+/// N being the index in creation order (as ag_param_at counts), and those
 /// names count too: a clash either way is refused. ag_safetensors_save and
 /// ag_safetensors_load store and find each parameter under its name.
 /// Errors: NULL_ARGUMENT (out, shape or name), INVALID_ARGUMENT (name

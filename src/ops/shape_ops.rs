@@ -107,7 +107,7 @@ impl Context {
         Ok(self.handle(out))
     }
 
-    /// Joins `xs` (1 to [`MAX_CONCAT`] tensors of equal rank whose shapes
+    /// Joins `xs` (1 to 8, `MAX_CONCAT`, tensors of equal rank whose shapes
     /// agree except along `axis`; negative counts from the end) along
     /// `axis`, in order (a copy).
     pub fn concat(&mut self, xs: &[Tensor], axis: i32) -> Result<Tensor> {
