@@ -168,7 +168,7 @@ tsan:
 ## miri: the core's unit tests under Miri
 miri:
 	rustup component add --toolchain nightly miri rust-src || true
-	MIRIFLAGS=-Zmiri-strict-provenance $(CARGO) +nightly miri test --lib -- arena:: tape:: shape:: blas:: pool:: checkpoint:: ops::embedding ops::reduce ops::shape_ops
+	MIRIFLAGS=-Zmiri-strict-provenance $(CARGO) +nightly miri test --lib -- arena:: tape:: shape:: blas:: pool:: checkpoint:: plan:: ops::embedding ops::reduce ops::shape_ops
 
 clean:
 	$(CARGO) clean
