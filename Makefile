@@ -28,7 +28,7 @@ CFLAGS       := $(CFLAGS_BASE) -O2 -g
 ASAN_FLAGS   := $(CFLAGS_BASE) -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 # OPENBLAS_CORETYPE: valgrind emulates FMA slowly; the AVX-only kernels run
 # ~25x faster under memcheck (see scripts/valgrind_train.sh).
-VALGRIND     := OPENBLAS_CORETYPE=SandyBridge valgrind --quiet --leak-check=full --error-exitcode=1 --errors-for-leak-kinds=definite,indirect --suppressions=tests/valgrind.supp
+VALGRIND     := OPENBLAS_CORETYPE=SandyBridge valgrind --quiet --leak-check=full --error-exitcode=1 --errors-for-leak-kinds=definite,indirect,possible --suppressions=tests/valgrind.supp
 SHARED_DATA  := ../shared/data
 TINY_DATA    := $(firstword $(wildcard $(SHARED_DATA)/shakespeare_tiny.txt) $(BUILD)/corpus_small.txt)
 DATA         := data/shakespeare.txt

@@ -39,7 +39,7 @@ log_every=$(((iters + 19) / 20))
 vg() { # name args...
     local name=$1
     shift
-    valgrind --leak-check=full --error-exitcode=1 --errors-for-leak-kinds=definite,indirect \
+    valgrind --leak-check=full --error-exitcode=1 --errors-for-leak-kinds=definite,indirect,possible \
         --suppressions="$SUPP" --log-file="$work/$name.vg" \
         "$TRAIN" --preset tiny --data "$DATA" --log-every "$log_every" "$@"
 }

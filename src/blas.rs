@@ -127,7 +127,7 @@ pub mod trace {
     }
 
     fn on_worker() -> bool {
-        std::thread::current().name() == Some(crate::pool::WORKER_NAME)
+        crate::pool::on_worker()
     }
 
     /// While a split product runs, its halves are not recorded; the

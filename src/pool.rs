@@ -15,15 +15,28 @@
 //! normal path and during unwinding alike.
 #![allow(unsafe_code)]
 
+use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 type Job = *mut (dyn FnMut() + Send);
 
-/// The worker thread's name: the bench's trace tells its time apart by it,
-/// and the C layer's panic hook recognises it.
+/// The worker thread's name, as debuggers and `top -H` show it.
 pub(crate) const WORKER_NAME: &str = "arenagrad-worker";
+
+thread_local! {
+    /// Set once by each worker thread. A `const` thread-local of a plain
+    /// bool costs no allocation, unlike `std::thread::current()`, whose
+    /// handle for the main thread is allocated on first use and never freed.
+    static ON_WORKER: Cell<bool> = const { Cell::new(false) };
+}
+
+/// True on a pool's worker thread: the bench's trace tells its time apart
+/// by it, and the C layer's panic hook recognises it.
+pub(crate) fn on_worker() -> bool {
+    ON_WORKER.with(Cell::get)
+}
 
 struct Slot {
     job: Option<SendJob>,
@@ -116,6 +129,7 @@ impl Pool {
 }
 
 fn worker_loop(shared: &Shared) {
+    ON_WORKER.with(|w| w.set(true));
     loop {
         let job = {
             let mut s = lock(&shared.slot);

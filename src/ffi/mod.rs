@@ -228,7 +228,7 @@ fn caught_by_guard() -> bool {
     let Some(me) = this_thread() else {
         return false;
     };
-    let worker = std::thread::current().name() == Some(crate::pool::WORKER_NAME);
+    let worker = crate::pool::on_worker();
     // try_lock: the panicking thread may hold the lock itself (it never
     // panics there, but a hook must not deadlock); other holders keep it
     // for microseconds.
