@@ -39,7 +39,7 @@ C_TESTS_ASAN := $(patsubst tests/c/%.c,$(BUILD)/asan/%,$(wildcard tests/c/test_*
 TRAIN_FULL_SRC := $(wildcard c_examples/train_full/*.c)
 EXAMPLES     := $(patsubst c_examples/%.c,$(BUILD)/%,$(wildcard c_examples/*.c)) $(BUILD)/train_full
 
-.PHONY: all deps build header examples test test-rust test-c test-consumer doc lint train data soak valgrind bench fuzz torture tsan miri install uninstall clean
+.PHONY: all deps build header examples test test-rust test-c test-consumer doc lint train data soak valgrind bench bench-deps fuzz torture tsan miri install uninstall clean
 
 all: build examples
 
@@ -152,6 +152,12 @@ valgrind: examples
 ## bench: speed and memory figures, printed (never asserted)
 bench: $(LIB)
 	$(CARGO) run --release --features trace --example bench -- $(BENCH_ARGS)
+
+## bench-deps: PyTorch (from PyPI, several GB with its CUDA wheels) in
+## target/bench-venv, so `make bench` prints its ratios to PyTorch's step
+bench-deps:
+	test -x target/bench-venv/bin/python || python3 -m venv target/bench-venv
+	target/bench-venv/bin/pip install --quiet torch numpy
 
 ## fuzz: cargo-fuzz targets for a set time each (FUZZ_SECONDS, default 60)
 fuzz:

@@ -377,6 +377,71 @@ fn bandwidth(quick: bool) {
     );
 }
 
+/// The step time a child printed (`step_ms (median of N) X`).
+fn parse_step_ms(text: &str) -> Option<f64> {
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("step_ms"))?;
+    line.split(')')
+        .nth(1)?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// A Python that can import torch: BENCH_PYTHON, else the venv
+/// `make bench-deps` makes, else python3.
+fn torch_python() -> Option<String> {
+    let candidates = [
+        std::env::var("BENCH_PYTHON").ok(),
+        Some("target/bench-venv/bin/python".into()),
+        Some("python3".into()),
+    ];
+    candidates.into_iter().flatten().find(|py| {
+        std::process::Command::new(py)
+            .args(["-c", "import torch"])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    })
+}
+
+/// Times the same step in PyTorch (scripts/bench_torch.py, right after ours,
+/// on the same machine) and prints the ratio.
+fn compare_with_torch(python: &str, preset: &str, ours_ms: f64) {
+    let steps = match preset {
+        "tiny" => "200",
+        "small" => "20",
+        _ => "6",
+    };
+    let out = std::process::Command::new(python)
+        .args(["scripts/bench_torch.py", preset, steps])
+        .stderr(std::process::Stdio::inherit())
+        .output();
+    let Ok(out) = out else {
+        println!("  PyTorch: could not run {python}");
+        return;
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let best = text.lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.len() == 4 && f[0] == "torch-best")
+            .then(|| f[2].parse::<f64>().ok().map(|ms| (ms, f[3].to_string())))
+            .flatten()
+    });
+    for l in text.lines().filter(|l| !l.starts_with("torch-best")) {
+        println!("{l}");
+    }
+    match best {
+        Some((torch_ms, config)) => println!(
+            "  vs PyTorch's best ({config}, {torch_ms:.3} ms/step): arenagrad takes {:.2}x its time",
+            ours_ms / torch_ms
+        ),
+        None => println!("  PyTorch: no configuration ran"),
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
@@ -397,15 +462,27 @@ fn main() {
         &[("tiny", 500), ("small", 40), ("medium", 10)]
     };
     let exe = std::env::current_exe().expect("exe");
+    let python = (!quick).then(torch_python).flatten();
     for (name, steps) in presets {
-        let st = std::process::Command::new(&exe)
+        let out = std::process::Command::new(&exe)
             .args(["--child", name, &steps.to_string()])
-            .status()
+            .stderr(std::process::Stdio::inherit())
+            .output()
             .expect("spawn");
-        if !st.success() {
+        let text = String::from_utf8_lossy(&out.stdout);
+        print!("{text}");
+        if !out.status.success() {
             eprintln!("bench: preset {name} failed");
             std::process::exit(1);
         }
+        if let (Some(py), Some(ours)) = (&python, parse_step_ms(&text)) {
+            compare_with_torch(py, name, ours);
+        }
+    }
+    if !quick && python.is_none() {
+        println!(
+            "PyTorch comparison skipped: no Python with torch (`make bench-deps` installs one in target/bench-venv, or set BENCH_PYTHON)"
+        );
     }
     let ops = if quick { 20_000 } else { 1_000_000 };
     println!(
