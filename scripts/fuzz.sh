@@ -5,7 +5,7 @@
 #                                  one after the other, then minimise its
 #                                  corpus into fuzz/corpus/<target>/
 #   scripts/fuzz.sh replay         run every committed corpus file once
-#                                  (train_full_args included; the other two
+#                                  (train_full_args included; the other three
 #                                  are also replayed by `cargo test`)
 #   FUZZ_TARGETS="ffi_ops" scripts/fuzz.sh 300    only some targets
 #
@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 
 MODE=${1:-60}
-TARGETS=${FUZZ_TARGETS:-"ffi_ops checkpoint_load train_full_args"}
+TARGETS=${FUZZ_TARGETS:-"ffi_ops checkpoint_load safetensors_load train_full_args"}
 TIMEOUT=${FUZZ_TIMEOUT:-1}
 export OPENBLAS_NUM_THREADS=1
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_odr_violation=0:detect_leaks=1}
@@ -43,7 +43,7 @@ extra_args() {
       # The C code is instrumented by gcc (see fuzz/build.rs); the
       # dictionary holds the option names.
       echo "-dict=$ROOT/fuzz/train_full_args.dict -max_len=512" ;;
-    checkpoint_load) echo "-max_len=2048" ;;
+    checkpoint_load|safetensors_load) echo "-max_len=2048" ;;
     *) echo "-max_len=2048" ;;
   esac
 }

@@ -1,5 +1,5 @@
 //! Replays the committed fuzz corpora (`fuzz/corpus/ffi_ops`,
-//! `fuzz/corpus/checkpoint_load`) through the same decoding and checking
+//! `fuzz/corpus/checkpoint_load`, `fuzz/corpus/safetensors_load`) through the same decoding and checking
 //! logic as the cargo-fuzz targets, without libFuzzer, on the stable
 //! toolchain (SQLite's fuzzcheck idea): every input that once found a bug,
 //! or reached new code, keeps being run by `cargo test`.
@@ -10,7 +10,7 @@
 //! instead (`-runs=0` over the corpus).
 //!
 //! `AG_WRITE_FUZZ_SEEDS=1 cargo test --test fuzz_corpus_replay` rewrites the
-//! checkpoint seed files (after a checkpoint format change).
+//! checkpoint and safetensors seed files (after a format change).
 
 #[path = "../fuzz/src/lib.rs"]
 mod fuzz_logic;
@@ -134,5 +134,60 @@ fn harness_crc_matches_the_format() {
             bytes[body..],
             "{name}"
         );
+    }
+}
+
+#[test]
+fn safetensors_load_corpus_replays() {
+    let files = corpus("safetensors_load");
+    assert!(!files.is_empty(), "empty safetensors_load corpus");
+    let mut by_status = std::collections::BTreeMap::new();
+    for f in &files {
+        let data = std::fs::read(f).unwrap();
+        let st = std::panic::catch_unwind(|| fuzz_logic::run_safetensors_load(&data))
+            .unwrap_or_else(|_| panic!("safetensors_load input {} fails", f.display()));
+        *by_status.entry(st).or_insert(0) += 1;
+    }
+    println!(
+        "safetensors_load: {} inputs, statuses {by_status:?}",
+        files.len()
+    );
+    for st in [
+        AG_STATUS_OK,
+        AG_STATUS_CHECKPOINT_CORRUPT,
+        AG_STATUS_CHECKPOINT_MISMATCH,
+    ] {
+        assert!(
+            by_status.contains_key(&st),
+            "fuzz/corpus/safetensors_load has no input that gets status {st}"
+        );
+    }
+}
+
+/// The seed files in the corpus are what the library writes today (or the
+/// hand-made files), and each one gets the status it was made for.
+#[test]
+fn safetensors_seeds_are_fresh() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/safetensors_load");
+    let write = std::env::var_os("AG_WRITE_FUZZ_SEEDS").is_some();
+    for (name, bytes) in fuzz_logic::safetensors_seeds() {
+        let path = dir.join(name);
+        if write {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(&path, &bytes).unwrap();
+        } else {
+            let old = std::fs::read(&path).unwrap_or_default();
+            assert!(
+                old == bytes,
+                "{} is stale: run AG_WRITE_FUZZ_SEEDS=1 cargo test --test fuzz_corpus_replay",
+                path.display()
+            );
+        }
+        let want = match name {
+            "seed_saved" | "seed_metadata_unsorted" => AG_STATUS_OK,
+            "seed_f16" => AG_STATUS_CHECKPOINT_CORRUPT,
+            _ => AG_STATUS_CHECKPOINT_MISMATCH,
+        };
+        assert_eq!(fuzz_logic::run_safetensors_load(&bytes), want, "{name}");
     }
 }

@@ -1,6 +1,6 @@
-//! Decoding and checking logic of the arenagrad fuzz targets `ffi_ops` and
-//! `checkpoint_load`, shared by the cargo-fuzz targets (`fuzz/fuzz_targets`)
-//! and by the corpus replay test (`tests/fuzz_corpus_replay.rs`, which
+//! Decoding and checking logic of the arenagrad fuzz targets `ffi_ops`,
+//! `checkpoint_load` and `safetensors_load`, shared by the cargo-fuzz
+//! targets (`fuzz/fuzz_targets`) and by the corpus replay test (`tests/fuzz_corpus_replay.rs`, which
 //! includes this file with `#[path]`). It needs nothing but `arenagrad` and
 //! `std`, and fails by panicking (a crash for libFuzzer, a failed test for
 //! `cargo test`).
@@ -11,15 +11,18 @@
 //! * `bytes.rs`: reading an input as a stream of decisions;
 //! * `ffi_ops/`: the `ffi_ops` target, a program of C API calls, each named
 //!   by a fixed id (`ffi_ops/ids.rs`);
-//! * `checkpoint_load.rs`: the `checkpoint_load` target and its seeds.
+//! * `checkpoint_load.rs`: the `checkpoint_load` target and its seeds;
+//! * `safetensors_load.rs`: the `safetensors_load` target and its seeds.
 #![allow(dead_code)]
 
 pub mod bytes;
 pub mod checkpoint_load;
 pub mod ffi_ops;
+pub mod safetensors_load;
 
 pub use checkpoint_load::{checkpoint_seeds, crc32, run_checkpoint_load};
 pub use ffi_ops::run_ffi_ops;
+pub use safetensors_load::{run_safetensors_load, safetensors_seeds};
 
 use arenagrad::ffi::*;
 use std::ffi::CStr;
