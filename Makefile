@@ -80,6 +80,13 @@ $(BUILD)/train_full: $(TRAIN_FULL_SRC) c_examples/train_full/train_full.h $(LIB)
 	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS) $(TRAIN_FULL_SRC) $(LIB) $(LIBS) -o $@
 
+# train_full_mpi: the same sources with MPI (data-parallel ranks, dist.c),
+# built by `examples` when mpicc is installed (`make deps` installs it).
+MPICC        ?= mpicc
+$(BUILD)/train_full_mpi: $(TRAIN_FULL_SRC) c_examples/train_full/train_full.h $(LIB) include/arenagrad.h
+	@mkdir -p $(BUILD)
+	$(MPICC) $(CFLAGS) -DAG_WITH_MPI $(TRAIN_FULL_SRC) $(LIB) $(LIBS) -o $@
+
 $(BUILD)/tests/%: tests/c/%.c $(C_TEST_DEPS)
 	@mkdir -p $(BUILD)/tests
 	$(CC) $(CFLAGS) -Itests/c $< $(LIB_HOOKS) $(LIBS) -o $@
@@ -88,8 +95,11 @@ $(BUILD)/asan/%: tests/c/%.c $(C_TEST_DEPS)
 	@mkdir -p $(BUILD)/asan
 	$(CC) $(ASAN_FLAGS) -Itests/c $< $(LIB_HOOKS) $(LIBS) -o $@
 
-## examples: build every C program in c_examples/
+## examples: build every C program in c_examples/ (and train_full_mpi when mpicc exists)
 examples: deps $(LIB) $(EXAMPLES)
+	@if command -v $(MPICC) >/dev/null 2>&1; then \
+		$(MAKE) --no-print-directory $(BUILD)/train_full_mpi; \
+	else echo "examples: $(MPICC) not found: $(BUILD)/train_full_mpi not built"; fi
 
 $(BUILD)/corpus_small.txt:
 	@mkdir -p $(BUILD)
@@ -126,6 +136,7 @@ doc:
 ## test: everything CI runs (see .ci/run)
 test: deps lint test-rust doc examples test-c test-consumer
 	@bash scripts/test_examples.sh
+	@bash scripts/test_mpi.sh
 	@$(MAKE) --no-print-directory bench BENCH_ARGS=--quick
 	@echo "make test: all passed"
 
