@@ -39,7 +39,7 @@ C_TESTS_ASAN := $(patsubst tests/c/%.c,$(BUILD)/asan/%,$(wildcard tests/c/test_*
 TRAIN_FULL_SRC := $(wildcard c_examples/train_full/*.c)
 EXAMPLES     := $(patsubst c_examples/%.c,$(BUILD)/%,$(wildcard c_examples/*.c)) $(BUILD)/train_full
 
-.PHONY: all deps build header examples test test-rust test-c test-consumer doc lint train data soak valgrind bench fuzz torture tsan miri install uninstall clean
+.PHONY: all deps build header examples test test-rust test-c test-consumer doc lint train data soak valgrind bench bench-mpi fuzz torture tsan miri install uninstall clean
 
 all: build examples
 
@@ -163,6 +163,10 @@ valgrind: examples
 ## bench: speed and memory figures, printed (never asserted)
 bench: $(LIB)
 	$(CARGO) run --release --features trace --example bench -- $(BENCH_ARGS)
+
+## bench-mpi: small preset, 2 MPI ranks x 1 thread vs 1 process x 2 threads (printed)
+bench-mpi: examples
+	@bash scripts/bench_mpi.sh
 
 ## fuzz: cargo-fuzz targets for a set time each (FUZZ_SECONDS, default 60)
 fuzz:

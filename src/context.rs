@@ -126,6 +126,7 @@ pub struct Context {
     pub(crate) plan: GradPlan,
     /// One worker thread for large kernels, started at first need.
     pub(crate) pool: Option<crate::pool::Pool>,
+    /// No worker: it could not be started, or AG_NUM_THREADS=1 said so.
     pub(crate) pool_failed: bool,
 }
 
@@ -155,7 +156,8 @@ impl Context {
             optimizer: None,
             plan: GradPlan::default(),
             pool: None,
-            pool_failed: false,
+            // AG_NUM_THREADS=1: never start the worker.
+            pool_failed: crate::pool::disabled_by_env(),
         }
         .with_single_threaded_blas()
     }
