@@ -41,10 +41,12 @@
 
 static int g_rank = 0;
 static int g_world = 1;
-/* Per step after the first WARMUP_STEPS: waiting for the other ranks, and
-   the all-reduce of the gradients and the loss. */
-static double g_reduce_ms = 0.0, g_wait_ms = 0.0;
-static uint64_t g_reduce_steps = 0;
+/* Per step after the first WARMUP_STEPS (up to MAX_SAMPLES steps): the
+   all-reduce of the gradients and the loss, and the wait for the other
+   ranks before it. Medians are reported, like the step time's. */
+#define MAX_SAMPLES 8192
+static float g_reduce_ms[MAX_SAMPLES], g_wait_ms[MAX_SAMPLES];
+static size_t g_samples = 0;
 
 int dist_rank(void) { return g_rank; }
 int dist_world(void) { return g_world; }
@@ -111,10 +113,9 @@ ag_status dist_average(ag_context *ctx, float *loss)
     const float inv = 1.0f / (float)g_world;
     for (size_t i = 0; i < n; i++) g[i] *= inv;
     *loss = (float)(l / g_world);
-    if (++g_reduce_calls > WARMUP_STEPS) {
-        g_wait_ms += t1 - t0;
-        g_reduce_ms += t2 - t1;
-        g_reduce_steps++;
+    if (++g_reduce_calls > WARMUP_STEPS && g_samples < MAX_SAMPLES) {
+        g_wait_ms[g_samples] = (float)(t1 - t0);
+        g_reduce_ms[g_samples++] = (float)(t2 - t1);
     }
     return AG_STATUS_OK;
 }
@@ -245,11 +246,17 @@ int dist_check_config(const struct config *cfg)
     return EXIT_USAGE;
 }
 
+static double median(float *a, size_t n)
+{
+    sort_floats(a, n);
+    return n % 2 ? a[n / 2] : 0.5 * ((double)a[n / 2 - 1] + a[n / 2]);
+}
+
 void dist_report(FILE *f, double ms_per_step)
 {
-    if (g_world == 1 || g_reduce_steps == 0) return;
-    double ms = g_reduce_ms / (double)g_reduce_steps;
-    double wait = g_wait_ms / (double)g_reduce_steps;
+    if (g_world == 1 || g_samples == 0) return;
+    double ms = median(g_reduce_ms, g_samples);
+    double wait = median(g_wait_ms, g_samples);
     fprintf(f,
             "dist ranks=%d allreduce_ms_per_step=%.4f allreduce_share=%.4f wait_ms_per_step=%.4f\n",
             g_world, ms, ms_per_step > 0.0 ? ms / ms_per_step : 0.0, wait);
