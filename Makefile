@@ -39,7 +39,7 @@ C_TESTS_ASAN := $(patsubst tests/c/%.c,$(BUILD)/asan/%,$(wildcard tests/c/test_*
 TRAIN_FULL_SRC := $(wildcard c_examples/train_full/*.c)
 EXAMPLES     := $(patsubst c_examples/%.c,$(BUILD)/%,$(wildcard c_examples/*.c)) $(BUILD)/train_full
 
-.PHONY: all deps build header examples test test-rust test-c test-consumer doc lint train data soak valgrind bench bench-deps fuzz torture tsan miri install uninstall clean
+.PHONY: all deps build header examples test test-rust test-c test-consumer doc lint train data soak valgrind bench bench-deps bench-mpi fuzz torture tsan miri install uninstall clean
 
 all: build examples
 
@@ -80,6 +80,13 @@ $(BUILD)/train_full: $(TRAIN_FULL_SRC) c_examples/train_full/train_full.h $(LIB)
 	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS) $(TRAIN_FULL_SRC) $(LIB) $(LIBS) -o $@
 
+# train_full_mpi: the same sources with MPI (data-parallel ranks, dist.c),
+# built by `examples` when mpicc is installed (`make deps` installs it).
+MPICC        ?= mpicc
+$(BUILD)/train_full_mpi: $(TRAIN_FULL_SRC) c_examples/train_full/train_full.h $(LIB) include/arenagrad.h
+	@mkdir -p $(BUILD)
+	$(MPICC) $(CFLAGS) -DAG_WITH_MPI $(TRAIN_FULL_SRC) $(LIB) $(LIBS) -o $@
+
 $(BUILD)/tests/%: tests/c/%.c $(C_TEST_DEPS)
 	@mkdir -p $(BUILD)/tests
 	$(CC) $(CFLAGS) -Itests/c $< $(LIB_HOOKS) $(LIBS) -o $@
@@ -88,8 +95,11 @@ $(BUILD)/asan/%: tests/c/%.c $(C_TEST_DEPS)
 	@mkdir -p $(BUILD)/asan
 	$(CC) $(ASAN_FLAGS) -Itests/c $< $(LIB_HOOKS) $(LIBS) -o $@
 
-## examples: build every C program in c_examples/
+## examples: build every C program in c_examples/ (and train_full_mpi when mpicc exists)
 examples: deps $(LIB) $(EXAMPLES)
+	@if command -v $(MPICC) >/dev/null 2>&1; then \
+		$(MAKE) --no-print-directory $(BUILD)/train_full_mpi; \
+	else echo "examples: $(MPICC) not found: $(BUILD)/train_full_mpi not built"; fi
 
 $(BUILD)/corpus_small.txt:
 	@mkdir -p $(BUILD)
@@ -126,6 +136,7 @@ doc:
 ## test: everything CI runs (see .ci/run)
 test: deps lint test-rust doc examples test-c test-consumer
 	@bash scripts/test_examples.sh
+	@bash scripts/test_mpi.sh
 	@$(MAKE) --no-print-directory bench BENCH_ARGS=--quick
 	@echo "make test: all passed"
 
@@ -158,6 +169,10 @@ bench: $(LIB)
 bench-deps:
 	test -x target/bench-venv/bin/python || python3 -m venv target/bench-venv
 	target/bench-venv/bin/pip install --quiet torch numpy
+
+## bench-mpi: small preset, 2 MPI ranks x 1 thread vs 1 process x 2 threads (printed)
+bench-mpi: examples
+	@bash scripts/bench_mpi.sh
 
 ## fuzz: cargo-fuzz targets for a set time each (FUZZ_SECONDS, default 60)
 fuzz:

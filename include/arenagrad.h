@@ -441,6 +441,66 @@ ag_status ag_checkpoint_load_bytes(struct ag_context *ctx, const uint8_t *data, 
 // bytes do not fit in cap), IO, CHECKPOINT_CORRUPT, CHECKPOINT_MISMATCH.
 ag_status ag_checkpoint_peek(struct ag_context *ctx, const char *path, uint8_t *user_out, size_t cap, size_t *user_len);
 
+// Like ag_checkpoint_peek, from `data[0..len]` in memory: validates the
+// checkpoint against this context's model exactly as
+// ag_checkpoint_load_bytes does, changes nothing, and copies only its user
+// bytes to `user_out[0..cap]` (count in `*user_len`). With
+// ag_checkpoint_load_bytes it lets a program that received a checkpoint's
+// bytes (e.g. broadcast by another process) check its own data before
+// committing. Errors: NULL_ARGUMENT (data when len > 0, user_len, or
+// user_out when the checkpoint carries user bytes), INVALID_ARGUMENT (user
+// bytes do not fit in cap, len larger than any buffer), CHECKPOINT_CORRUPT,
+// CHECKPOINT_MISMATCH.
+ag_status ag_checkpoint_peek_bytes(struct ag_context *ctx, const uint8_t *data, size_t len, uint8_t *user_out, size_t cap, size_t *user_len);
+
+// Writes the number of gradient floats to `*len`: the sum of every
+// parameter's element count (0 before the first parameter), the length
+// ag_grads_copy_out and ag_grads_copy_in expect.
+// Errors: NULL_ARGUMENT (len).
+ag_status ag_grads_len(struct ag_context *ctx, size_t *len);
+
+// Gives direct access to every parameter gradient, without copying: on
+// success `*ptr` points to `*len` floats, 64-byte aligned, holding the
+// gradients parameter after parameter in creation order (the order of
+// ag_param_at), each row-major, packed without gaps. The context owns the
+// memory; the caller may read and write it between calls into the
+// context, for example with MPI_Allreduce(MPI_IN_PLACE, ptr, len,
+// MPI_FLOAT, MPI_SUM, comm) after ag_backward.
+// Validity: the pointer stays valid until a parameter is added to the
+// context (the block grows and moves), the context's optimizer is created
+// (the block is trimmed to its exact size and moves once), or the context
+// is freed. Call ag_grads_buffer again after any of the first two; once the
+// optimizer exists, the pointer never changes.
+// Sequencing: ag_backward adds into these floats; ag_zero_grad clears them.
+// Write them after ag_backward and before ag_clip_grad_norm: the clip
+// computes its norm from them and records that they are finite, and
+// ag_optimizer_step trusts that record, so values written between the clip
+// and the step are neither clipped nor checked for NaN (ag_grads_copy_in
+// has no such restriction). Without a clip, ag_optimizer_step checks them
+// itself. Writes through the pointer do not count as a backward for
+// ag_optimizer_step's SEQUENCE check.
+// Errors: NULL_ARGUMENT (ptr or len), SEQUENCE (the context has no
+// parameters yet, so there is no gradient block).
+ag_status ag_grads_buffer(struct ag_context *ctx, float **ptr, size_t *len);
+
+// Copies every parameter gradient, in the layout ag_grads_buffer
+// describes, to `dst[0..len]`; `len` must equal ag_grads_len's count
+// (`dst` may be NULL when it is 0).
+// Errors: NULL_ARGUMENT (dst when len > 0), INVALID_ARGUMENT (len differs
+// from the gradient count; nothing is written).
+ag_status ag_grads_copy_out(struct ag_context *ctx, float *dst, size_t len);
+
+// Replaces every parameter gradient by `src[0..len]`, in the layout
+// ag_grads_buffer describes; `len` must equal ag_grads_len's count (`src`
+// may be NULL when it is 0). The values are then the gradients of the next
+// ag_optimizer_step, exactly as if a backward had produced them: the step
+// accepts them without a new ag_backward, and checks them for NaN and
+// infinity (any earlier ag_clip_grad_norm's finiteness record is dropped;
+// clip again to clip them).
+// Errors: NULL_ARGUMENT (src when len > 0), INVALID_ARGUMENT (len differs
+// from the gradient count; nothing changes).
+ag_status ag_grads_copy_in(struct ag_context *ctx, const float *src, size_t len);
+
 // Overwrites parameter `p` with values drawn according to `kind` (an
 // AG_INIT_* value) with arguments `a` and `b` (see each AG_INIT_* for what
 // they mean; arguments a kind does not use must be 0).

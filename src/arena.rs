@@ -10,7 +10,17 @@
 //!   its memory was recycled (a stale `Buf` panics, which the FFI guard turns
 //!   into a status; it never reads freed memory).
 //! * A persistent `Buf` (epoch 0) points into a [`PersistentBlock`] owned by
-//!   this `Storage`; blocks are freed only when the `Storage` drops.
+//!   this `Storage`; blocks are freed only when the `Storage` drops, except
+//!   the gradient block (below).
+//! * The parameter gradients share one block, parameter after parameter.
+//!   It is replaced (grown, or trimmed to size) only by
+//!   [`Storage::grads_grow`] and [`Storage::grads_trim`], which copy the
+//!   gradients over and free the old block. Their caller holds the only
+//!   `Buf`s into it (the parameters' rows of the context's table; no
+//!   activation, hence no view of a parameter, exists while parameters are
+//!   being added) and rebinds every one of them from [`Storage::grads`] at
+//!   once. The raw pointer [`Storage::grads_ptr`] hands to the C boundary is
+//!   written by the caller only between calls, when no slice is alive.
 //! * Every byte of a buffer is initialised before the buffer is minted, so
 //!   forming a slice over it is sound even when the allocation skips the
 //!   zero fill: the arena's single chunk is filled once when it becomes the
@@ -148,6 +158,11 @@ pub struct Storage {
     epoch: u64,
     persistent: Vec<PersistentBlock>,
     persistent_bytes: usize,
+    /// The parameter gradients: `grads_len` floats in use out of
+    /// `grads_cap` (None until the first parameter).
+    grads: Option<PersistentBlock>,
+    grads_len: usize,
+    grads_cap: usize,
     pub fault: FaultInjection,
 }
 
@@ -182,6 +197,9 @@ impl Storage {
             epoch: 1,
             persistent: Vec::new(),
             persistent_bytes: 0,
+            grads: None,
+            grads_len: 0,
+            grads_cap: 0,
             fault: FaultInjection::default(),
         }
     }
@@ -281,6 +299,89 @@ impl Storage {
             len,
             epoch: 0,
         })
+    }
+
+    /// Makes room for `extra` more gradient floats at the end of the
+    /// gradient block (zeros), growing it geometrically so that adding P
+    /// parameters copies O(total) floats. When the block moves, every
+    /// gradient `Buf` taken from [`Storage::grads`] before is dangling: the
+    /// caller rebinds them all (see the module docs). On error nothing
+    /// changes.
+    pub fn grads_grow(&mut self, op: &'static str, extra: usize) -> Result<()> {
+        let too_large = || Error::TooLarge {
+            op,
+            what: "the parameter gradients do not fit in memory".into(),
+        };
+        let need = self.grads_len.checked_add(extra).ok_or_else(too_large)?;
+        if need > self.grads_cap {
+            let cap = need.max(self.grads_cap.saturating_mul(2));
+            let bytes = padded_bytes::<f32>(cap).ok_or_else(too_large)?;
+            self.fault_point(op, bytes)?;
+            self.grads_move(op, cap)?;
+        }
+        self.grads_len = need;
+        Ok(())
+    }
+
+    /// Shrinks the gradient block to exactly the floats in use (called once
+    /// the model is complete, when the optimizer is made), so geometric
+    /// growth wastes nothing for the rest of the run. If the smaller block
+    /// cannot be had, the larger one simply stays. Moves the block like
+    /// [`Storage::grads_grow`]; returns whether it moved.
+    pub fn grads_trim(&mut self) -> bool {
+        let same = padded_bytes::<f32>(self.grads_len) == padded_bytes::<f32>(self.grads_cap);
+        if self.grads.is_none() || same {
+            return false;
+        }
+        self.grads_move("grads_trim", self.grads_len).is_ok()
+    }
+
+    /// Replaces the gradient block by a zeroed one of `cap` floats holding a
+    /// copy of the `grads_len` floats in use.
+    fn grads_move(&mut self, op: &'static str, cap: usize) -> Result<()> {
+        debug_assert!(cap >= self.grads_len);
+        let bytes = padded_bytes::<f32>(cap).ok_or(Error::AllocationFailed { op, bytes: 0 })?;
+        let layout = Layout::from_size_align(bytes, ALIGN)
+            .map_err(|_| Error::AllocationFailed { op, bytes })?;
+        // SAFETY: layout has a non-zero size (padded_bytes is at least ALIGN).
+        let raw = unsafe { std::alloc::alloc_zeroed(layout) };
+        let ptr = NonNull::new(raw).ok_or(Error::AllocationFailed { op, bytes })?;
+        if let Some(old) = &self.grads {
+            // SAFETY: the old block holds at least grads_len floats (its
+            // capacity), the new one at least cap >= grads_len; two separate
+            // allocations never overlap.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    old.ptr.as_ptr().cast::<f32>(),
+                    ptr.as_ptr().cast::<f32>(),
+                    self.grads_len,
+                )
+            };
+        }
+        let old_bytes = self.grads.as_ref().map_or(0, |b| b.layout.size());
+        self.grads = Some(PersistentBlock { ptr, layout });
+        self.persistent_bytes = self.persistent_bytes - old_bytes + bytes;
+        self.grads_cap = cap;
+        Ok(())
+    }
+
+    /// The whole gradient block in use (`grads_len` floats), None before
+    /// the first parameter. Sub-ranges of it are the parameters' gradients.
+    pub fn grads(&self) -> Option<Buf<f32>> {
+        let b = self.grads.as_ref()?;
+        Some(Buf {
+            ptr: b.ptr.cast(),
+            len: self.grads_len,
+            epoch: 0,
+        })
+    }
+
+    /// The gradient block's address and length in floats, for the C
+    /// boundary's zero-copy access (see the module docs); None before the
+    /// first parameter.
+    pub fn grads_ptr(&mut self) -> Option<(*mut f32, usize)> {
+        let b = self.grads.as_ref()?;
+        Some((b.ptr.as_ptr().cast::<f32>(), self.grads_len))
     }
 
     /// Counts one fallible persistent allocation and fails it if the fault

@@ -126,6 +126,7 @@ pub struct Context {
     pub(crate) plan: GradPlan,
     /// One worker thread for large kernels, started at first need.
     pub(crate) pool: Option<crate::pool::Pool>,
+    /// No worker: it could not be started, or AG_NUM_THREADS=1 said so.
     pub(crate) pool_failed: bool,
 }
 
@@ -155,7 +156,8 @@ impl Context {
             optimizer: None,
             plan: GradPlan::default(),
             pool: None,
-            pool_failed: false,
+            // AG_NUM_THREADS=1: never start the worker.
+            pool_failed: crate::pool::disabled_by_env(),
         }
         .with_single_threaded_blas()
     }
@@ -322,20 +324,19 @@ impl Context {
             .map_err(|_| alloc_failed(size_of::<(Box<str>, u32)>()))?;
         let keep = self.store.persistent_blocks();
         let data = self.store.alloc_persistent(op, shape.numel())?;
-        let grad = match self.store.alloc_persistent(op, shape.numel()) {
-            Ok(g) => g,
-            Err(e) => {
-                self.store.truncate_persistent(keep);
-                return Err(e);
-            }
-        };
+        // The gradient goes at the end of the one gradient block (which may
+        // move: every parameter's gradient is rebound below).
+        if let Err(e) = self.store.grads_grow(op, shape.numel()) {
+            self.store.truncate_persistent(keep);
+            return Err(e);
+        }
         if let Some(v) = init {
             self.store.access_one(data).copy_from_slice(v);
         }
         self.table.push(Entry {
             shape,
             data,
-            grad: Some(grad),
+            grad: None,
             requires_grad: true,
             retain: false,
             view_of: None,
@@ -344,7 +345,25 @@ impl Context {
         self.param_index.insert(name.clone(), index as u32);
         self.param_info.push(ParamInfo { name, decay: true });
         self.n_params += 1;
+        self.bind_param_grads();
         Ok(self.handle(index as u32))
+    }
+
+    /// Points every parameter's gradient at its range of the gradient
+    /// block: parameter after parameter in creation order, packed without
+    /// gaps. Called whenever the block may have moved (a parameter added,
+    /// the block trimmed); these rows hold the only Bufs into it.
+    pub(crate) fn bind_param_grads(&mut self) {
+        let Some(block) = self.store.grads() else {
+            return;
+        };
+        let mut offset = 0;
+        for e in &mut self.table[..self.n_params] {
+            let n = e.shape.numel();
+            e.grad = Some(Storage::sub(block, offset, n));
+            offset += n;
+        }
+        debug_assert_eq!(offset, block.len());
     }
 
     /// Number of parameters (in creation order, indices 0..count).

@@ -84,6 +84,7 @@ mod context;
 pub mod error;
 #[doc(hidden)]
 pub mod ffi;
+mod grads;
 mod init;
 mod ops;
 mod optim;

@@ -148,6 +148,11 @@ impl Context {
             state.push(s);
         }
         let bytes = self.store.persistent_bytes() - before;
+        // The model is complete (no parameter can follow the optimizer):
+        // give back what the gradient block's geometric growth reserved.
+        if self.store.grads_trim() {
+            self.bind_param_grads();
+        }
         self.optimizer = Some(Optimizer {
             kind,
             state,

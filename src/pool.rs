@@ -65,6 +65,13 @@ pub(crate) struct Pool {
     worker: Option<JoinHandle<()>>,
 }
 
+/// Whether the environment forbids the worker: `AG_NUM_THREADS=1` (read
+/// when a context is made) keeps every kernel on the calling thread, e.g.
+/// for one MPI rank per core.
+pub(crate) fn disabled_by_env() -> bool {
+    std::env::var_os("AG_NUM_THREADS").is_some_and(|v| v == "1")
+}
+
 impl Pool {
     /// Starts the worker thread; None if the OS refuses a thread (then
     /// everything runs on the caller's thread).

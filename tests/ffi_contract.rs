@@ -1110,7 +1110,9 @@ fn cases() -> Vec<Case> {
                     ag_test_fail_allocation(fx.ctx, 1, false, &mut counted),
                     "ag_test_fail_allocation",
                 );
-                assert_eq!(counted, 8, "4 parameters: a value and a gradient each");
+                // 4 values, and the shared gradient block: made for w1 (32
+                // floats), doubled for b1 (40) and for b2 (67).
+                assert_eq!(counted, 7, "4 parameter values, 3 gradient blocks");
                 ag_optimizer_adamw(fx.ctx, 1e-2, 0.9, 0.999, 1e-8, 0.01)
             },
             usable_after: true,
@@ -1483,4 +1485,128 @@ fn crafted_checkpoint_with_inconsistent_moments_is_corrupt() {
     assert_eq!(st, AG_STATUS_CHECKPOINT_CORRUPT, "{}", last_error(c));
     let mut c = c;
     ok(ag_context_free(&mut c), "ag_context_free");
+}
+
+// ---- the gradient block -----------------------------------------------------------
+
+/// ag_grads_buffer, ag_grads_copy_out and ag_grads_copy_in: the pointer
+/// sees what backward wrote and what the caller writes; it moves only when
+/// a parameter is added or the optimizer is created; wrong lengths, NULL
+/// arrays and a freed context are refused without writing anything.
+#[test]
+fn grads_buffer_and_copies() {
+    let c = new_ctx();
+    let mut w = SENTINEL;
+    let mut b = SENTINEL;
+    let wv: Vec<f32> = (0..6).map(|i| 0.25 * i as f32 - 0.5).collect();
+    ok(
+        ag_param_new(c, [2, 3].as_ptr(), 2, wv.as_ptr(), &mut w),
+        "w",
+    );
+    let (mut p0, mut n0) = (null_mut::<f32>(), 0usize);
+    ok(ag_grads_buffer(c, &mut p0, &mut n0), "ag_grads_buffer");
+    assert_eq!(n0, 6);
+    assert_eq!(p0 as usize % 64, 0, "the block is 64-byte aligned");
+    ok(ag_param_new(c, [3].as_ptr(), 1, null(), &mut b), "b");
+    let (mut p, mut n) = (null_mut::<f32>(), 0usize);
+    ok(ag_grads_buffer(c, &mut p, &mut n), "ag_grads_buffer");
+    assert_eq!(n, 9);
+    let mut len = 0usize;
+    ok(ag_grads_len(c, &mut len), "ag_grads_len");
+    assert_eq!(len, 9);
+    ok(ag_optimizer_sgd(c, 0.5, 0.0, 0.0), "sgd");
+    ok(ag_grads_buffer(c, &mut p, &mut n), "ag_grads_buffer");
+    let fixed = p;
+
+    // loss = sum(x @ w + b) with x = ones [1, 2]: dw = 1, db = 1.
+    let mut x = SENTINEL;
+    let mut h = SENTINEL;
+    let mut loss = SENTINEL;
+    ok(
+        ag_tensor_new(c, [1, 2].as_ptr(), 2, [1.0f32; 2].as_ptr(), &mut x),
+        "x",
+    );
+    ok(ag_linear(c, x, w, &b, &mut h), "linear");
+    ok(ag_sum(c, h, &mut loss), "sum");
+    ok(ag_backward(c, loss), "backward");
+    // SAFETY (test): the pointer is valid (no parameter added, no optimizer
+    // created since it was taken); each access is made between calls.
+    let view = || unsafe { std::slice::from_raw_parts(fixed, 9) }.to_vec();
+    assert_eq!(view(), [1.0; 9]);
+    // SAFETY (test): as above, writing between calls.
+    unsafe { std::slice::from_raw_parts_mut(fixed.add(6), 3) }.fill(4.0);
+    let mut db = [0.0f32; 3];
+    ok(ag_tensor_read_grad(c, b, db.as_mut_ptr(), 3), "read_grad");
+    assert_eq!(db, [4.0; 3], "writes through the pointer are the gradients");
+    let mut all = [7.0f32; 9];
+    ok(ag_grads_copy_out(c, all.as_mut_ptr(), 9), "copy_out");
+    assert_eq!(all, [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 4.0, 4.0, 4.0]);
+
+    // Wrong lengths: refused, nothing written or changed.
+    let mut dst = [7.0f32; 10];
+    for bad in [0usize, 8, 10, usize::MAX] {
+        let st = ag_grads_copy_out(c, dst.as_mut_ptr(), bad);
+        assert_eq!(st, AG_STATUS_INVALID_ARGUMENT, "copy_out len {bad}");
+        assert!(
+            last_error(c).contains("ag_grads_copy_out"),
+            "{}",
+            last_error(c)
+        );
+        let st = ag_grads_copy_in(c, dst.as_ptr(), bad);
+        assert_eq!(st, AG_STATUS_INVALID_ARGUMENT, "copy_in len {bad}");
+    }
+    assert!(last_error(c).contains("9 floats"), "{}", last_error(c));
+    assert_eq!(dst, [7.0; 10]);
+    assert_eq!(view()[6], 4.0);
+    assert_eq!(ag_grads_copy_out(c, null_mut(), 9), AG_STATUS_NULL_ARGUMENT);
+    assert_eq!(ag_grads_copy_in(c, null(), 9), AG_STATUS_NULL_ARGUMENT);
+    let mut q = null_mut::<f32>();
+    assert_eq!(
+        ag_grads_buffer(c, &mut q, null_mut()),
+        AG_STATUS_NULL_ARGUMENT
+    );
+    assert_eq!(
+        ag_grads_buffer(c, null_mut(), &mut n),
+        AG_STATUS_NULL_ARGUMENT
+    );
+    assert!(q.is_null());
+
+    // copy_in replaces them; the step uses what was copied in.
+    let halves = [0.5f32; 9];
+    ok(ag_grads_copy_in(c, halves.as_ptr(), 9), "copy_in");
+    assert_eq!(view(), [0.5; 9]);
+    ok(ag_optimizer_step(c), "step");
+    let mut wnow = [0.0f32; 6];
+    ok(ag_tensor_read(c, w, wnow.as_mut_ptr(), 6), "read w");
+    for (a, b) in wnow.iter().zip(&wv) {
+        assert_eq!(*a, b - 0.25, "sgd with lr 0.5 on gradient 0.5");
+    }
+    ok(ag_zero_grad(c), "zero_grad");
+    assert_eq!(view(), [0.0; 9]);
+    ok(ag_grads_buffer(c, &mut p, &mut n), "ag_grads_buffer");
+    assert_eq!(
+        (p, n),
+        (fixed, 9),
+        "the block never moves once the optimizer exists"
+    );
+
+    // A freed context: refused, the out-params untouched.
+    let mut dead = c;
+    ok(ag_context_free(&mut dead), "free");
+    let (mut dp, mut dn) = (null_mut::<f32>(), 123usize);
+    assert_eq!(
+        ag_grads_buffer(c, &mut dp, &mut dn),
+        AG_STATUS_INVALID_CONTEXT
+    );
+    assert!(dp.is_null() && dn == 123);
+    assert_eq!(ag_grads_len(c, &mut dn), AG_STATUS_INVALID_CONTEXT);
+    assert_eq!(
+        ag_grads_copy_out(c, dst.as_mut_ptr(), 9),
+        AG_STATUS_INVALID_CONTEXT
+    );
+    assert_eq!(
+        ag_grads_copy_in(c, dst.as_ptr(), 9),
+        AG_STATUS_INVALID_CONTEXT
+    );
+    assert_eq!(dst, [7.0; 10]);
 }

@@ -415,6 +415,18 @@ fn call(name: &str, ctx: *mut ag_context, fx: &Fx, env: &Env, a: Args) -> ag_sta
         "ag_checkpoint_load" => ag_checkpoint_load(ctx, pp, ub, n, ul),
         "ag_checkpoint_load_bytes" => ag_checkpoint_load_bytes(ctx, data, dlen, ub, n, ul),
         "ag_checkpoint_peek" => ag_checkpoint_peek(ctx, pp, ub, n, ul),
+        "ag_checkpoint_peek_bytes" => ag_checkpoint_peek_bytes(ctx, data, dlen, ub, n, ul),
+        "ag_grads_len" => ag_grads_len(ctx, if a.null { null_mut() } else { &mut one }),
+        "ag_grads_buffer" => {
+            let mut gp = null_mut::<f32>();
+            ag_grads_buffer(
+                ctx,
+                if a.null { null_mut() } else { &mut gp },
+                if a.handle == 1 { null_mut() } else { &mut one },
+            )
+        }
+        "ag_grads_copy_out" => ag_grads_copy_out(ctx, pm(f.as_mut_ptr()), n),
+        "ag_grads_copy_in" => ag_grads_copy_in(ctx, p(f.as_ptr()), n),
         "ag_test_panic" => ag_test_panic(ctx),
         "ag_test_fail_allocation" => ag_test_fail_allocation(ctx, n as u64, a.null, &mut counted),
         "ag_add" => ag_add(ctx, t, u, o),
@@ -1027,7 +1039,52 @@ fn targeted_cases(env: &Env) -> Vec<(&'static str, String)> {
         &mut n,
     );
     check("ag_checkpoint_load_bytes", st, "CHECKPOINT_MISMATCH", other);
+    let st = ag_checkpoint_peek_bytes(
+        other,
+        env.ckpt.as_ptr(),
+        env.ckpt.len(),
+        u.as_mut_ptr(),
+        4,
+        &mut n,
+    );
+    check("ag_checkpoint_peek_bytes", st, "CHECKPOINT_MISMATCH", other);
     ok(ag_context_free(&mut other));
+    let st = ag_checkpoint_peek_bytes(
+        c,
+        flipped.as_ptr(),
+        flipped.len(),
+        u.as_mut_ptr(),
+        4,
+        &mut n,
+    );
+    check("ag_checkpoint_peek_bytes", st, "CHECKPOINT_CORRUPT", c);
+    let st = ag_checkpoint_peek_bytes(
+        c,
+        env.ckpt.as_ptr(),
+        env.ckpt.len(),
+        u.as_mut_ptr(),
+        0,
+        &mut n,
+    );
+    check("ag_checkpoint_peek_bytes", st, "INVALID_ARGUMENT", c);
+
+    // The gradient block: none before the first parameter; a NULL array
+    // with the right length (the length is checked first).
+    let mut bare = null_mut();
+    ok(ag_context_new(&mut bare));
+    let (mut gp, mut gl) = (null_mut::<f32>(), 0usize);
+    let st = ag_grads_buffer(bare, &mut gp, &mut gl);
+    check("ag_grads_buffer", st, "SEQUENCE", bare);
+    assert!(
+        gp.is_null() && gl == 0,
+        "a refused call wrote its out-params"
+    );
+    ok(ag_grads_copy_out(bare, null_mut(), 0));
+    ok(ag_context_free(&mut bare));
+    let st = ag_grads_copy_out(c, null_mut(), 15);
+    check("ag_grads_copy_out", st, "NULL_ARGUMENT", c);
+    let st = ag_grads_copy_in(c, null(), 15);
+    check("ag_grads_copy_in", st, "NULL_ARGUMENT", c);
     ok(ag_optimizer_adamw(c, 1e-3, 0.9, 0.999, 1e-8, 0.0));
     let st = ag_checkpoint_load(c, good.as_ptr(), u.as_mut_ptr(), 4, &mut n);
     check("ag_checkpoint_load", st, "CHECKPOINT_MISMATCH", c);

@@ -12,6 +12,8 @@
  * previous one survives).
  *
  * Build: make build/train_full. Run: build/train_full --help.
+ * Over MPI (dist.c): make build/train_full_mpi, then
+ * mpirun -np 2 build/train_full_mpi ... (README, section MPI).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -183,18 +185,21 @@ static int plan_outputs(const struct config *cfg, struct run_paths *p, FILE *inf
     return 0;
 }
 
-int main(int argc, char **argv)
+static int train_main(int argc, char **argv)
 {
     struct config cfg;
     char err[512];
     if (parse_args(argc, argv, &cfg, err, sizeof err) != 0) {
-        fprintf(stderr, "train_full: %s\n(run 'train_full --help' for usage)\n", err);
+        if (dist_root())
+            fprintf(stderr, "train_full: %s\n(run 'train_full --help' for usage)\n", err);
         return EXIT_USAGE;
     }
     if (cfg.help) {
         usage(stdout);
         return 0;
     }
+    int rc = dist_check_config(&cfg);
+    if (rc != 0) return rc;
     /* --sample-only keeps stdout for the sample alone. */
     FILE *info = cfg.sample_only ? stderr : stdout;
 
@@ -207,8 +212,9 @@ int main(int argc, char **argv)
         path = DEFAULT_DATA;
         origin = "default";
         if (access(path, R_OK) != 0) {
-            fprintf(stderr, "train_full: %s not found (run 'make data'); using %s\n", DEFAULT_DATA,
-                    FALLBACK_DATA);
+            if (dist_root())
+                fprintf(stderr, "train_full: %s not found (run 'make data'); using %s\n",
+                        DEFAULT_DATA, FALLBACK_DATA);
             path = FALLBACK_DATA;
             origin = "fallback";
         }
@@ -244,7 +250,8 @@ int main(int argc, char **argv)
         }
     }
     static struct run_paths paths; /* ~36 KiB of paths: static, not on the stack */
-    int rc = plan_outputs(&cfg, &paths, info);
+    /* Only rank 0 writes files: the other ranks' paths stay empty. */
+    rc = dist_root() ? plan_outputs(&cfg, &paths, info) : 0;
     if (rc != 0) {
         free(data.tokens);
         return rc;
@@ -323,4 +330,11 @@ int main(int argc, char **argv)
     }
     free(data.tokens);
     return rc;
+}
+
+int main(int argc, char **argv)
+{
+    int rc = dist_init(&argc, &argv);
+    if (rc != 0) return rc;
+    return dist_finish(train_main(argc, argv));
 }

@@ -253,11 +253,11 @@ int run(struct trainer *tr)
         char why[256];
         struct saved_settings saved;
         /* Peek first: a refused checkpoint changes nothing in the context. */
-        st = ag_checkpoint_peek(ctx, cfg->resume, blob, sizeof blob, &len);
+        st = dist_checkpoint_peek(ctx, cfg->resume, blob, sizeof blob, &len);
         bool ok = st == AG_STATUS_OK &&
                   state_read(blob, len, cfg, d, &s, &saved, why, sizeof why);
         if (st == AG_STATUS_OK && ok)
-            st = ag_checkpoint_load(ctx, cfg->resume, blob, sizeof blob, &len);
+            st = dist_checkpoint_load(ctx, cfg->resume, blob, sizeof blob, &len);
         if (st != AG_STATUS_OK) {
             fflush(stdout);
             const char *why_lib = ag_context_last_error(ctx);
@@ -326,6 +326,8 @@ int run(struct trainer *tr)
     const uint64_t last = (uint64_t)cfg->iters > first ? (uint64_t)cfg->iters : first;
     const double tokens_per_step = (double)(tr->B * tr->T) * (double)cfg->accum;
     const float inv_accum = 1.0f / (float)cfg->accum;
+    /* This rank's rows of every batch (all of them in one process). */
+    const size_t rows = tr->B / (size_t)dist_world(), row0 = rows * (size_t)dist_rank();
     size_t local = 0, skipped = 0;
     double window_ms = 0.0, total_ms = 0.0, last_draw = 0.0, row_ms = 0.0;
     size_t window_steps = 0, row_ms_steps = 0;
@@ -354,8 +356,8 @@ int run(struct trainer *tr)
             st = ag_reset(ctx);
             if (st == AG_STATUS_OK) {
                 what = "forward";
-                st = model_forward(ctx, &tr->model, tr->ids, tr->targets, tr->B, tr->T, NULL,
-                                   &loss);
+                st = model_forward(ctx, &tr->model, tr->ids + row0 * tr->T,
+                                   tr->targets + row0 * tr->T, rows, tr->T, NULL, &loss);
             }
             if (st == AG_STATUS_OK) {
                 what = "ag_tensor_item";
@@ -371,7 +373,11 @@ int run(struct trainer *tr)
             }
             loss_sum += v;
         }
-        const float loss_value = (float)(loss_sum / (double)cfg->accum);
+        float loss_value = (float)(loss_sum / (double)cfg->accum);
+        if (st == AG_STATUS_OK) {
+            what = "the gradient all-reduce";
+            st = dist_average(ctx, &loss_value);
+        }
         if (st == AG_STATUS_OK) {
             if (isnan(s.start_loss)) s.start_loss = loss_value;
             if (!isfinite(loss_value) || loss_value > loss_limit(s.start_loss)) {
@@ -394,8 +400,9 @@ int run(struct trainer *tr)
                 /* The library skipped the update; parameters are unchanged. */
                 end_line(tr);
                 fflush(stdout);
-                fprintf(stderr, "train_full: step %" PRIu64 ": %s (update skipped)\n", step,
-                        ag_context_last_error(ctx));
+                if (dist_root())
+                    fprintf(stderr, "train_full: step %" PRIu64 ": %s (update skipped)\n", step,
+                            ag_context_last_error(ctx));
                 skipped++;
                 st = AG_STATUS_OK;
             }
@@ -459,8 +466,9 @@ int run(struct trainer *tr)
 
         if (eval_now) {
             double te = now_ms();
-            st = evaluate(tr, s.seed, &val_loss);
+            if (dist_root()) st = evaluate(tr, s.seed, &val_loss);
             if (st != AG_STATUS_OK) return report(tr, "evaluation", st);
+            dist_bcast_double(&val_loss);
             evaluated_at = step;
             end_line(tr);
             printf("eval step %" PRIu64 " val_loss %.6f (%ld batches, %.0f ms)\n", step, val_loss,
@@ -507,17 +515,19 @@ int run(struct trainer *tr)
                 if (rc != 0) return rc;
                 saved_at = step;
             }
+            dist_barrier(); /* every rank continues once the checkpoint is in place */
             redraw(tr);
         }
-        if (g_stop_signal != 0) {
+        if (dist_stop_signal() != 0) {
             outcome = INTERRUPTED;
             break;
         }
     }
     end_line(tr);
+    dist_debug_export(ctx);
     const double train_ms = now_ms() - t_start;
 
-    if (outcome == DIVERGED) {
+    if (outcome == DIVERGED && dist_root()) {
         fflush(stdout);
         fprintf(stderr,
                 "train_full: step %" PRIu64 ": training diverged: %s %g %s (first step: %.4f)%s\n",
@@ -538,7 +548,7 @@ int run(struct trainer *tr)
     }
 
     /* The summary needs a validation loss of the final parameters. */
-    if (outcome != DIVERGED && evaluated_at != s.step) {
+    if (outcome != DIVERGED && evaluated_at != s.step && dist_root()) {
         st = evaluate(tr, s.seed, &val_loss);
         if (st != AG_STATUS_OK) return report(tr, "evaluation", st);
         printf("eval step %" PRIu64 " val_loss %.6f (%ld batches)\n", s.step, val_loss,
@@ -551,7 +561,7 @@ int run(struct trainer *tr)
     }
     if (local > 0) redraw(tr);
     log_finish(tr->log);
-    if (outcome != DIVERGED && cfg->export_path != NULL) {
+    if (outcome != DIVERGED && cfg->export_path != NULL && dist_root()) {
         st = ag_safetensors_save(ctx, cfg->export_path);
         if (st != AG_STATUS_OK) {
             fflush(stdout);
@@ -568,7 +578,7 @@ int run(struct trainer *tr)
     if (outcome == INTERRUPTED && saved_at == s.step)
         printf("resume with: --resume %s (and the same options)\n", paths->ckpt);
 
-    if (outcome == DONE && cfg->sample_chars > 0) {
+    if (outcome == DONE && cfg->sample_chars > 0 && dist_root()) {
         static struct outfile copy;
         struct outfile *copyp = NULL;
         if (paths->folder) {
@@ -612,6 +622,7 @@ int run(struct trainer *tr)
     long rss_end = rss_kb();
     if (rss_warm < 0) rss_warm = rss_end;
     ag_memory_stats(ctx, &mem);
+    dist_report(stdout, median);
     static const char *const status_names[] = {"done", "interrupted", "diverged"};
     printf("summary preset=%s iters=%" PRIu64 " loss=%.6f val_loss=%.6f ms_per_step=%.4f "
            "tok_per_s=%.0f rss_warm_kb=%ld rss_end_kb=%ld arena_high_water_bytes=%" PRIu64

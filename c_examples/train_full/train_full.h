@@ -10,6 +10,7 @@
  *   sample.c  text generation (temperature, top-k, whole UTF-8 characters)
  *   output.c  run folder: log.csv, loss.svg, sample.txt; progress and summary
  *   util.c    RNG, clock, RSS, formatting, sorting
+ *   dist.c    data parallelism over MPI (-DAG_WITH_MPI), or one process
  *   main.c    signals, set-up of every buffer and path, then train or sample
  *
  * Only the public header arenagrad.h is used from the library.
@@ -296,5 +297,28 @@ uint64_t decay_horizon(const struct config *cfg);
 /* Writes n UTF-8 characters after the prompt to `out` (and `copy` if not NULL). */
 ag_status sample(struct trainer *tr, uint64_t seed, const char *prompt, long n, FILE *out,
                  struct outfile *copy, long *written);
+
+/* ------------------------------------------------------------------------ */
+/* Data parallelism (dist.c): MPI ranks with -DAG_WITH_MPI, else one process */
+/* ------------------------------------------------------------------------ */
+
+int dist_init(int *argc, char ***argv); /* 0, or an exit status */
+int dist_finish(int rc);                /* ends MPI (aborting every rank on a local failure) */
+int dist_rank(void);
+int dist_world(void);
+bool dist_root(void);                   /* rank 0: evaluates, logs, writes, samples */
+int dist_check_config(const struct config *cfg); /* 0, or EXIT_USAGE */
+/* Sums the gradients and the loss over the ranks and divides by their number. */
+ag_status dist_average(ag_context *ctx, float *loss);
+int dist_stop_signal(void);             /* the first stop signal of any rank, on every rank */
+void dist_barrier(void);
+void dist_bcast_double(double *v);      /* rank 0's value to every rank */
+/* --resume: rank 0 reads the file, every rank gets its bytes. */
+ag_status dist_checkpoint_peek(ag_context *ctx, const char *path, uint8_t *user, size_t cap,
+                               size_t *len);
+ag_status dist_checkpoint_load(ag_context *ctx, const char *path, uint8_t *user, size_t cap,
+                               size_t *len);
+void dist_report(FILE *f, double ms_per_step);
+void dist_debug_export(ag_context *ctx);
 
 #endif /* TRAIN_FULL_H */

@@ -595,18 +595,57 @@ pub extern "C" fn ag_checkpoint_peek(
         need(F, "user_len", user_len)?;
         let p = path_arg(F, path)?;
         let bytes = c.checkpoint_read(F, &p)?;
-        let staged = c.checkpoint_validate(&bytes)?;
-        if staged.user_len > cap {
-            return Err(Error::InvalidArgument {
-                op: F,
-                what: format!(
-                    "user buffer holds {cap} bytes, the checkpoint carries {}",
-                    staged.user_len
-                ),
-            });
-        }
-        let u = &bytes[staged.user_start..staged.user_start + staged.user_len];
-        slice_out(F, "user_out", user_out, u.len())?.copy_from_slice(u);
-        write_out(F, "user_len", user_len, u.len())
+        peek_staged(F, c, &bytes, user_out, cap, user_len)
     })
+}
+
+/// Like ag_checkpoint_peek, from `data[0..len]` in memory: validates the
+/// checkpoint against this context's model exactly as
+/// ag_checkpoint_load_bytes does, changes nothing, and copies only its user
+/// bytes to `user_out[0..cap]` (count in `*user_len`). With
+/// ag_checkpoint_load_bytes it lets a program that received a checkpoint's
+/// bytes (e.g. broadcast by another process) check its own data before
+/// committing. Errors: NULL_ARGUMENT (data when len > 0, user_len, or
+/// user_out when the checkpoint carries user bytes), INVALID_ARGUMENT (user
+/// bytes do not fit in cap, len larger than any buffer), CHECKPOINT_CORRUPT,
+/// CHECKPOINT_MISMATCH.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_checkpoint_peek_bytes(
+    ctx: *mut ag_context,
+    data: *const u8,
+    len: usize,
+    user_out: *mut u8,
+    cap: usize,
+    user_len: *mut usize,
+) -> ag_status {
+    const F: &str = "ag_checkpoint_peek_bytes";
+    guard(F, ctx, |c| {
+        need(F, "user_len", user_len)?;
+        let bytes = slice_in(F, "data", data, len)?;
+        peek_staged(F, c, bytes, user_out, cap, user_len)
+    })
+}
+
+/// Validates, checks the user bytes fit, copies them out; changes nothing.
+fn peek_staged(
+    func: &'static str,
+    c: &Context,
+    bytes: &[u8],
+    user_out: *mut u8,
+    cap: usize,
+    user_len: *mut usize,
+) -> Result<()> {
+    let staged = c.checkpoint_validate(bytes)?;
+    if staged.user_len > cap {
+        return Err(Error::InvalidArgument {
+            op: func,
+            what: format!(
+                "user buffer holds {cap} bytes, the checkpoint carries {}",
+                staged.user_len
+            ),
+        });
+    }
+    let u = &bytes[staged.user_start..staged.user_start + staged.user_len];
+    slice_out(func, "user_out", user_out, u.len())?.copy_from_slice(u);
+    write_out(func, "user_len", user_len, u.len())
 }

@@ -21,6 +21,7 @@
 #![allow(rustdoc::broken_intra_doc_links)]
 
 mod api;
+mod grads;
 mod init;
 mod ops;
 mod params;
@@ -28,6 +29,7 @@ mod params;
 mod test_hooks;
 
 pub use api::*;
+pub use grads::*;
 pub use init::*;
 pub use ops::*;
 pub use params::*;

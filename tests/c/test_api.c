@@ -387,6 +387,13 @@ static void test_null_context(void) {
     CHECK_STATUS(ag_checkpoint_load(none, "x.ckpt", u, 4, &nd), NA);
     CHECK_STATUS(ag_checkpoint_load_bytes(none, u, 4, u, 4, &nd), NA);
     CHECK_STATUS(ag_checkpoint_peek(none, "x.ckpt", u, 4, &nd), NA);
+    CHECK_STATUS(ag_checkpoint_peek_bytes(none, u, 4, u, 4, &nd), NA);
+    float *gp = NULL;
+    CHECK_STATUS(ag_grads_len(none, &nd), NA);
+    CHECK_STATUS(ag_grads_buffer(none, &gp, &nd), NA);
+    CHECK_STATUS(ag_grads_copy_out(none, f, 4), NA);
+    CHECK_STATUS(ag_grads_copy_in(none, f, 4), NA);
+    CHECK(gp == NULL);
     CHECK_STATUS(ag_test_panic(none), NA);
     /* Every function that takes a tensor handle (ops.def). */
     ag_tensor ts[3] = {t, t, t};
@@ -1379,6 +1386,74 @@ static void check_tokens_never_reused(ag_context *dead) {
 
 /* The subject context is a bystander: its neighbour is freed twice, used
  * after free, or poisoned, and the subject must not notice. */
+/* ------------------------------------------------------------------------ */
+/* The gradient block: NULL pointers, wrong lengths, a freed context         */
+/* ------------------------------------------------------------------------ */
+
+#define M_GRADS (M_IN * M_OUT + M_OUT)
+
+static bool case_grads(ag_context *c, const model *m, bool bad, int sub) {
+    (void)m;
+    if (sub > 3) return false;
+    float before[M_GRADS], after[M_GRADS], dst[M_GRADS + 1];
+    size_t len = 0;
+    CHECK_OK(ag_grads_len(c, &len));
+    CHECK(len == M_GRADS);
+    CHECK_OK(ag_grads_copy_out(c, before, M_GRADS));
+    if (!bad) return true;
+    for (size_t i = 0; i < M_GRADS + 1; i++) dst[i] = 7.0f;
+    if (sub == 0) {
+        float *p = NULL;
+        size_t n = 12345;
+        CHECK_ERR(c, ag_grads_buffer(c, NULL, &n), AG_STATUS_NULL_ARGUMENT, "ag_grads_buffer",
+                  "ptr");
+        CHECK_ERR(c, ag_grads_buffer(c, &p, NULL), AG_STATUS_NULL_ARGUMENT, "ag_grads_buffer",
+                  "len");
+        CHECK(p == NULL && n == 12345);
+        CHECK_ERR(c, ag_grads_len(c, NULL), AG_STATUS_NULL_ARGUMENT, "ag_grads_len");
+    } else if (sub == 1) {
+        const size_t lens[] = {0, M_GRADS - 1, M_GRADS + 1, SIZE_MAX};
+        for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+            CHECK_ERR(c, ag_grads_copy_out(c, dst, lens[i]), AG_STATUS_INVALID_ARGUMENT,
+                      "ag_grads_copy_out", "15 floats");
+        }
+        CHECK_ERR(c, ag_grads_copy_out(c, NULL, M_GRADS), AG_STATUS_NULL_ARGUMENT,
+                  "ag_grads_copy_out", "dst");
+        for (size_t i = 0; i < M_GRADS + 1; i++) CHECK(dst[i] == 7.0f);
+    } else if (sub == 2) {
+        const size_t lens[] = {0, M_GRADS - 1, M_GRADS + 1, SIZE_MAX};
+        for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+            CHECK_ERR(c, ag_grads_copy_in(c, dst, lens[i]), AG_STATUS_INVALID_ARGUMENT,
+                      "ag_grads_copy_in", "15 floats");
+        }
+        CHECK_ERR(c, ag_grads_copy_in(c, NULL, M_GRADS), AG_STATUS_NULL_ARGUMENT,
+                  "ag_grads_copy_in", "src");
+    } else {
+        /* A freed context with parameters: every call refused, nothing written. */
+        ag_context *victim = NULL;
+        model vm;
+        CHECK_OK(ag_context_new(&victim));
+        CHECK_OK(ag_param_new(victim, (const size_t[]){M_IN, M_OUT}, 2, M_W0, &vm.w));
+        float *p = NULL;
+        size_t n = 0;
+        CHECK_OK(ag_grads_buffer(victim, &p, &n));
+        CHECK(p != NULL && n == M_IN * M_OUT);
+        ag_context *copy = victim;
+        CHECK_OK(ag_context_free(&victim));
+        float *q = NULL;
+        size_t k = 99;
+        CHECK_STATUS(ag_grads_buffer(copy, &q, &k), AG_STATUS_INVALID_CONTEXT);
+        CHECK_STATUS(ag_grads_len(copy, &k), AG_STATUS_INVALID_CONTEXT);
+        CHECK_STATUS(ag_grads_copy_out(copy, dst, M_IN * M_OUT), AG_STATUS_INVALID_CONTEXT);
+        CHECK_STATUS(ag_grads_copy_in(copy, dst, M_IN * M_OUT), AG_STATUS_INVALID_CONTEXT);
+        CHECK(q == NULL && k == 99);
+        for (size_t i = 0; i < M_GRADS + 1; i++) CHECK(dst[i] == 7.0f);
+    }
+    CHECK_OK(ag_grads_copy_out(c, after, M_GRADS));
+    CHECK(memcmp(before, after, sizeof before) == 0); /* the refused calls changed nothing */
+    return true;
+}
+
 static bool case_lifecycle(ag_context *c, const model *m, bool bad, int sub) {
     (void)m;
     if (sub > 3 || !bad) return sub <= 3;
@@ -1586,6 +1661,7 @@ int main(void) {
     run_cases("invalid arguments", case_invalid_args, true);
     run_cases("checkpoint", case_checkpoint, true);
     run_cases("lifecycle", case_lifecycle, true);
+    run_cases("gradient block", case_grads, true);
     test_handles();
     remove_files();
     printf("%d bad-call cases, each followed by a bit-exact comparison with a control context\n",

@@ -50,6 +50,7 @@ pub fn calls_with_a_null_context(p: ag_tensor, q: ag_tensor) -> Vec<(&'static st
     let mut dims = [9usize; AG_MAX_DIMS];
     let (mut nd, mut numel, mut f, mut ulen) = (9usize, 9usize, 9.0f32, 9usize);
     let mut buf = [9.0f32; 4];
+    let mut gptr = null_mut::<f32>();
     let mut user = [9u8; 4];
     let mut name = [9 as std::ffi::c_char; 8];
     let path = CString::new("/tmp/never-written.ckpt").unwrap();
@@ -125,6 +126,17 @@ pub fn calls_with_a_null_context(p: ag_tensor, q: ag_tensor) -> Vec<(&'static st
             "ag_checkpoint_peek",
             ag_checkpoint_peek(n, path.as_ptr(), user.as_mut_ptr(), 4, &mut ulen),
         ),
+        (
+            "ag_checkpoint_peek_bytes",
+            ag_checkpoint_peek_bytes(n, user.as_ptr(), 4, user.as_mut_ptr(), 4, &mut ulen),
+        ),
+        ("ag_grads_len", ag_grads_len(n, &mut numel)),
+        ("ag_grads_buffer", ag_grads_buffer(n, &mut gptr, &mut numel)),
+        (
+            "ag_grads_copy_out",
+            ag_grads_copy_out(n, buf.as_mut_ptr(), 4),
+        ),
+        ("ag_grads_copy_in", ag_grads_copy_in(n, data.as_ptr(), 4)),
         ("ag_add", ag_add(n, p, p, &mut o)),
         ("ag_sub", ag_sub(n, p, p, &mut o)),
         ("ag_mul", ag_mul(n, p, p, &mut o)),
@@ -177,6 +189,7 @@ pub fn calls_with_a_null_context(p: ag_tensor, q: ag_tensor) -> Vec<(&'static st
         (dims, nd, numel, f, buf, user, ulen),
         ([9; AG_MAX_DIMS], 9, 9, 9.0, [9.0; 4], [9; 4], 9)
     );
+    assert!(gptr.is_null());
     assert!(!std::path::Path::new("/tmp/never-written.ckpt").exists());
     calls
 }

@@ -1,0 +1,275 @@
+/*
+ * dist.c: data-parallel training over MPI (built with -DAG_WITH_MPI by
+ * mpicc, as build/train_full_mpi), or the same functions for one process.
+ *
+ * Every rank holds a full replica of the model and optimizer. Each step,
+ * every rank draws the same global batch (same seed, same RNG), runs
+ * forward and backward on its own B / world rows, then one
+ * MPI_Allreduce(MPI_IN_PLACE, SUM) over the library's flat gradient block
+ * (ag_grads_buffer, no copy) and a scale by 1 / world give every rank the
+ * gradients of the mean loss over the whole batch, before the clip and
+ * AdamW. The ranks therefore apply identical updates and stay bit-identical
+ * replicas (a sum of the same values reaches every rank).
+ *
+ * Rank 0 evaluates, logs, samples and writes every file; the other ranks
+ * write nothing and print only errors (their stdout is /dev/null). A
+ * checkpoint is written by rank 0 (atomically), then all ranks meet at a
+ * barrier. --resume reads the file on rank 0 and broadcasts its bytes, so
+ * the other machines need no shared filesystem. A failure on one rank ends
+ * the whole job with MPI_Abort and the failure's exit status, so no rank
+ * waits forever for a collective call.
+ *
+ * Test aid: with TRAIN_FULL_RANK_EXPORT=PREFIX in the environment, every
+ * rank writes its parameters after training to PREFIX.rank<r>.safetensors
+ * (so a test can check that the replicas are bit-identical).
+ *
+ * The library itself does not link MPI: MPI_Init and the reduction belong
+ * to this program.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train_full.h"
+
+#ifdef AG_WITH_MPI
+#include <mpi.h>
+#endif
+
+static int g_rank = 0;
+static int g_world = 1;
+/* Per step after the first WARMUP_STEPS (up to MAX_SAMPLES steps): the
+   all-reduce of the gradients and the loss, and the wait for the other
+   ranks before it. Medians are reported, like the step time's. */
+#define MAX_SAMPLES 8192
+static float g_reduce_ms[MAX_SAMPLES], g_wait_ms[MAX_SAMPLES];
+static size_t g_samples = 0;
+
+int dist_rank(void) { return g_rank; }
+int dist_world(void) { return g_world; }
+bool dist_root(void) { return g_rank == 0; }
+
+#ifdef AG_WITH_MPI
+
+/* MPI counts are ints: larger buffers go in pieces. */
+#define MPI_PIECE (1 << 30)
+
+static uint64_t g_reduce_calls = 0;
+static uint8_t *g_ckpt; /* --resume bytes, from rank 0 */
+static size_t g_ckpt_len;
+
+int dist_init(int *argc, char ***argv)
+{
+    if (MPI_Init(argc, argv) != MPI_SUCCESS) {
+        fprintf(stderr, "train_full: MPI_Init failed\n");
+        return EXIT_LIBRARY;
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_world);
+    if (g_rank != 0 && freopen("/dev/null", "w", stdout) == NULL) {
+        fprintf(stderr, "train_full: rank %d: cannot silence stdout: %s\n", g_rank,
+                strerror(errno));
+        MPI_Abort(MPI_COMM_WORLD, EXIT_LIBRARY);
+    }
+    return 0;
+}
+
+int dist_finish(int rc)
+{
+    fflush(stdout);
+    fflush(stderr);
+    /* Outcomes every rank reaches together (done, diverged, a stop agreed by
+       all) end normally; anything else may have happened on this rank only,
+       while the others wait in a collective call: end them all. */
+    bool together = rc == 0 || rc == EXIT_DIVERGED || rc >= 128;
+    if (g_world > 1 && !together) MPI_Abort(MPI_COMM_WORLD, rc);
+    MPI_Finalize();
+    return rc;
+}
+
+ag_status dist_average(ag_context *ctx, float *loss)
+{
+    if (g_world == 1) return AG_STATUS_OK;
+    float *g = NULL;
+    size_t n = 0;
+    ag_status st = ag_grads_buffer(ctx, &g, &n);
+    if (st != AG_STATUS_OK) return st;
+    /* The barrier separates waiting for the slowest rank's backward from
+       the reduction itself, so the figures name each (it costs one message
+       latency; the all-reduce would wait for that rank anyway). */
+    double t0 = now_ms();
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t1 = now_ms();
+    for (size_t off = 0; off < n; off += MPI_PIECE) {
+        size_t k = n - off < MPI_PIECE ? n - off : MPI_PIECE;
+        MPI_Allreduce(MPI_IN_PLACE, g + off, (int)k, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    }
+    double l = *loss;
+    MPI_Allreduce(MPI_IN_PLACE, &l, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    double t2 = now_ms();
+    const float inv = 1.0f / (float)g_world;
+    for (size_t i = 0; i < n; i++) g[i] *= inv;
+    *loss = (float)(l / g_world);
+    if (++g_reduce_calls > WARMUP_STEPS && g_samples < MAX_SAMPLES) {
+        g_wait_ms[g_samples] = (float)(t1 - t0);
+        g_reduce_ms[g_samples++] = (float)(t2 - t1);
+    }
+    return AG_STATUS_OK;
+}
+
+int dist_stop_signal(void)
+{
+    int sig = (int)g_stop_signal;
+    if (g_world > 1) MPI_Allreduce(MPI_IN_PLACE, &sig, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (sig != 0) g_stop_signal = sig;
+    return sig;
+}
+
+void dist_barrier(void)
+{
+    if (g_world > 1) MPI_Barrier(MPI_COMM_WORLD);
+}
+
+void dist_bcast_double(double *v)
+{
+    if (g_world > 1) MPI_Bcast(v, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+}
+
+static void bcast_bytes(uint8_t *p, size_t n)
+{
+    for (size_t off = 0; off < n; off += MPI_PIECE) {
+        size_t k = n - off < MPI_PIECE ? n - off : MPI_PIECE;
+        MPI_Bcast(p + off, (int)k, MPI_BYTE, 0, MPI_COMM_WORLD);
+    }
+}
+
+/* Rank 0 reads the checkpoint file; every rank receives its bytes. */
+static void fetch_checkpoint(const char *path)
+{
+    uint64_t len = 0;
+    if (g_rank == 0) {
+        FILE *f = fopen(path, "rb");
+        long size = -1;
+        if (f != NULL && fseek(f, 0, SEEK_END) == 0) size = ftell(f);
+        if (size >= 0 && fseek(f, 0, SEEK_SET) == 0) g_ckpt = malloc(size > 0 ? (size_t)size : 1);
+        if (g_ckpt == NULL || fread(g_ckpt, 1, (size_t)size, f) != (size_t)size) {
+            fprintf(stderr, "train_full: --resume %s: checkpoint refused: cannot read it: %s\n",
+                    path, f == NULL ? strerror(errno) : "read error");
+            fflush(stderr);
+            MPI_Abort(MPI_COMM_WORLD, EXIT_CHECKPOINT);
+        }
+        fclose(f);
+        len = (uint64_t)size;
+    }
+    MPI_Bcast(&len, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    if (g_rank != 0) {
+        g_ckpt = malloc(len > 0 ? (size_t)len : 1);
+        if (g_ckpt == NULL) {
+            fprintf(stderr, "train_full: rank %d: out of memory for a %" PRIu64
+                            "-byte checkpoint\n", g_rank, len);
+            MPI_Abort(MPI_COMM_WORLD, EXIT_LIBRARY);
+        }
+    }
+    g_ckpt_len = (size_t)len;
+    bcast_bytes(g_ckpt, g_ckpt_len);
+}
+
+ag_status dist_checkpoint_peek(ag_context *ctx, const char *path, uint8_t *user, size_t cap,
+                               size_t *len)
+{
+    if (g_world == 1) return ag_checkpoint_peek(ctx, path, user, cap, len);
+    if (g_ckpt == NULL) fetch_checkpoint(path);
+    return ag_checkpoint_peek_bytes(ctx, g_ckpt, g_ckpt_len, user, cap, len);
+}
+
+ag_status dist_checkpoint_load(ag_context *ctx, const char *path, uint8_t *user, size_t cap,
+                               size_t *len)
+{
+    if (g_world == 1) return ag_checkpoint_load(ctx, path, user, cap, len);
+    if (g_ckpt == NULL) fetch_checkpoint(path);
+    ag_status st = ag_checkpoint_load_bytes(ctx, g_ckpt, g_ckpt_len, user, cap, len);
+    free(g_ckpt);
+    g_ckpt = NULL;
+    return st;
+}
+
+#else /* one process */
+
+int dist_init(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    return 0;
+}
+
+int dist_finish(int rc) { return rc; }
+
+ag_status dist_average(ag_context *ctx, float *loss)
+{
+    (void)ctx;
+    (void)loss;
+    return AG_STATUS_OK;
+}
+
+int dist_stop_signal(void) { return (int)g_stop_signal; }
+
+void dist_barrier(void) {}
+
+void dist_bcast_double(double *v) { (void)v; }
+
+ag_status dist_checkpoint_peek(ag_context *ctx, const char *path, uint8_t *user, size_t cap,
+                               size_t *len)
+{
+    return ag_checkpoint_peek(ctx, path, user, cap, len);
+}
+
+ag_status dist_checkpoint_load(ag_context *ctx, const char *path, uint8_t *user, size_t cap,
+                               size_t *len)
+{
+    return ag_checkpoint_load(ctx, path, user, cap, len);
+}
+
+#endif
+
+int dist_check_config(const struct config *cfg)
+{
+    if (g_world == 1) return 0;
+    const char *why = NULL;
+    if (cfg->batch % g_world != 0) why = "--batch must be a multiple of the number of ranks";
+    else if (cfg->sample_only) why = "--sample-only runs on one process: run it without mpirun";
+    if (why == NULL) return 0;
+    if (g_rank == 0)
+        fprintf(stderr, "train_full: %s (batch %d, %d ranks)\n", why, cfg->batch, g_world);
+    return EXIT_USAGE;
+}
+
+static double median(float *a, size_t n)
+{
+    sort_floats(a, n);
+    return n % 2 ? a[n / 2] : 0.5 * ((double)a[n / 2 - 1] + a[n / 2]);
+}
+
+void dist_report(FILE *f, double ms_per_step)
+{
+    if (g_world == 1 || g_samples == 0) return;
+    double ms = median(g_reduce_ms, g_samples);
+    double wait = median(g_wait_ms, g_samples);
+    fprintf(f,
+            "dist ranks=%d allreduce_ms_per_step=%.4f allreduce_share=%.4f wait_ms_per_step=%.4f\n",
+            g_world, ms, ms_per_step > 0.0 ? ms / ms_per_step : 0.0, wait);
+}
+
+void dist_debug_export(ag_context *ctx)
+{
+    const char *prefix = getenv("TRAIN_FULL_RANK_EXPORT");
+    if (prefix == NULL || prefix[0] == '\0') return;
+    char path[PATH_CAP];
+    snprintf(path, sizeof path, "%s.rank%d.safetensors", prefix, g_rank);
+    ag_status st = ag_safetensors_save(ctx, path);
+    if (st != AG_STATUS_OK)
+        fprintf(stderr, "train_full: rank %d: TRAIN_FULL_RANK_EXPORT %s: %s\n", g_rank, path,
+                ag_context_last_error(ctx));
+}

@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# Data-parallel train_full over MPI against one process (run by `make test`
+# when mpirun is installed; skipped with a note otherwise). One line per
+# check, then "N passed, N failed"; non-zero exit on any failure. About
+# 20-40 s, mostly mpirun's start-up.
+#
+#   equivalence  mpirun -np 2 build/train_full_mpi vs build/train_full, same
+#                global batch (tiny, 20 steps): per-step losses within 1e-5
+#                relative, parameters within 1e-4
+#   replicas     the two ranks' parameters are bit-identical (each rank
+#                exports them with TRAIN_FULL_RANK_EXPORT), and equal to
+#                rank 0's --export
+#   files        only rank 0 writes (its run folder; no file from rank 1)
+#   resume       under MPI, 10 steps + --resume to 20 == 20 in one go: the
+#                same log and a byte-identical checkpoint
+#   bad batch    a batch that does not split over the ranks: exit 2, a clear
+#                message, nothing trained
+#   rank error   a failure on rank 0 only (an unreadable --resume) ends every
+#                rank with its exit status (3) instead of hanging
+set -u
+cd "$(dirname "$0")/.."
+
+ONE=build/train_full
+MPI=build/train_full_mpi
+NP=2
+pass=0
+fail=0
+t_start=$(date +%s)
+work=$(mktemp -d "${TMPDIR:-/tmp}/test_mpi.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+ok() { echo "PASS $1"; pass=$((pass + 1)); }
+bad() {
+    echo "FAIL $1: $2"
+    fail=$((fail + 1))
+}
+show() { tail -n "${2:-8}" "$1" | sed 's/^/    | /'; }
+
+if ! command -v mpirun >/dev/null 2>&1; then
+    echo "test_mpi: mpirun not found (make deps installs openmpi-bin): skipped"
+    exit 0
+fi
+for b in "$ONE" "$MPI"; do
+    if [ ! -x "$b" ]; then
+        echo "FAIL build: $b is missing (run make examples with mpicc installed)"
+        echo "0 passed, 1 failed"
+        exit 1
+    fi
+done
+if [ -f ../shared/data/shakespeare_tiny.txt ]; then
+    DATA=../shared/data/shakespeare_tiny.txt
+else
+    make --no-print-directory build/corpus_small.txt >/dev/null || exit 1
+    DATA=build/corpus_small.txt
+fi
+
+# Root may run mpirun only when asked to; ranks share the 2 cores without
+# pinning; a hung job is stopped after 2 minutes.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+DATA=$(realpath "$DATA")
+MPI=$(realpath "$MPI")
+run_mpi() { timeout 120 mpirun --oversubscribe --bind-to none -np "$NP" "$MPI" "$@"; }
+ARGS=(--preset tiny --data "$DATA" --log-every 1 --eval-every 10 --sample-chars 0)
+
+# --- equivalence, replicas, files ------------------------------------------------
+"$ONE" "${ARGS[@]}" --iters 20 --out "$work/one" --export "$work/one.safetensors" \
+    >"$work/one.out" 2>&1
+rc1=$?
+# From an empty folder: a stray relative write by any rank would land there.
+mkdir -p "$work/cwd"
+(cd "$work/cwd" && TRAIN_FULL_RANK_EXPORT="$work/ranks" run_mpi "${ARGS[@]}" --iters 20 \
+    --out "$work/two" --export "$work/two.safetensors") >"$work/two.out" 2>&1
+rc2=$?
+if [ $rc1 != 0 ] || [ $rc2 != 0 ]; then
+    bad "equivalence" "exit statuses $rc1 (one process) / $rc2 (mpirun)"
+    show "$work/one.out"
+    show "$work/two.out"
+else
+    if python3 - "$work/one/log.csv" "$work/two/log.csv" "$work/one.safetensors" \
+        "$work/two.safetensors" >"$work/cmp.out" 2>&1 <<'EOF'; then
+import json, struct, sys
+
+def losses(path):
+    rows = [l.split(",") for l in open(path).read().splitlines()[1:]]
+    return {int(r[0]): float(r[2]) for r in rows}
+
+def tensors(path):
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    head = json.loads(b[8:8 + n])
+    data = b[8 + n:]
+    out = {}
+    for k, v in head.items():
+        if k == "__metadata__":
+            continue
+        s, e = v["data_offsets"]
+        out[k] = struct.unpack("<%df" % ((e - s) // 4), data[s:e])
+    return out
+
+la, lb = losses(sys.argv[1]), losses(sys.argv[2])
+assert sorted(la) == list(range(1, 21)), "one process: %d log rows" % len(la)
+assert sorted(lb) == sorted(la), "mpirun: steps %s" % sorted(lb)
+rel = max(abs(la[s] - lb[s]) / abs(la[s]) for s in la)
+ta, tb = tensors(sys.argv[3]), tensors(sys.argv[4])
+assert sorted(ta) == sorted(tb)
+dp = max(abs(x - y) for k in ta for x, y in zip(ta[k], tb[k]))
+print("losses within %.2e relative (20 steps), parameters within %.2e" % (rel, dp))
+assert rel <= 1e-5, "losses differ by %.3e relative" % rel
+assert dp <= 1e-4, "parameters differ by %.3e" % dp
+EOF
+        ok "equivalence: mpirun -np $NP vs one process, $(cat "$work/cmp.out")"
+    else
+        bad "equivalence" "$(tail -n 1 "$work/cmp.out")"
+    fi
+    if cmp -s "$work/ranks.rank0.safetensors" "$work/ranks.rank1.safetensors" &&
+        cmp -s "$work/ranks.rank0.safetensors" "$work/two.safetensors"; then
+        ok "replicas: rank 0 and rank 1 parameters bit-identical after 20 steps"
+    else
+        bad "replicas" "the ranks' parameter files differ (or are missing)"
+        ls -l "$work"/ranks.* 2>&1 | sed 's/^/    | /'
+    fi
+    # Rank 1 printed nothing (stdout silenced, no errors), rank 0 the usual.
+    n_summary=$(grep -c '^summary ' "$work/two.out")
+    listing=$(cd "$work/two" && ls | tr '\n' ' ')
+    if [ "$n_summary" = 1 ] && grep -q '^dist ranks=2 ' "$work/two.out" &&
+        [ -f "$work/two/ckpt.bin" ] && [ -z "$(ls -A "$work/cwd")" ]; then
+        ok "files: one summary line, rank 0's run folder ($listing), no stray file"
+    else
+        bad "files" "$n_summary summary lines; folder: $listing"
+        show "$work/two.out"
+    fi
+fi
+
+# --- resume under MPI ------------------------------------------------------------
+run_mpi "${ARGS[@]}" --iters 10 --out "$work/split" >"$work/split1.out" 2>&1
+rca=$?
+run_mpi "${ARGS[@]}" --iters 20 --resume "$work/split/ckpt.bin" >"$work/split2.out" 2>&1
+rcb=$?
+if [ $rca != 0 ] || [ $rcb != 0 ]; then
+    bad "resume" "exit statuses $rca / $rcb"
+    show "$work/split1.out"
+    show "$work/split2.out"
+elif ! cmp -s <(cut -d, -f1-5 "$work/two/log.csv") <(cut -d, -f1-5 "$work/split/log.csv"); then
+    # Columns 1-5: step, lr, train loss, validation loss, gradient norm (the
+    # rest are timings).
+    bad "resume" "log.csv differs: $(diff <(cut -d, -f1-5 "$work/two/log.csv") \
+        <(cut -d, -f1-5 "$work/split/log.csv") | head -n 3 | tr '\n' ' ')"
+elif ! cmp -s "$work/two/ckpt.bin" "$work/split/ckpt.bin"; then
+    bad "resume" "same log, but the step-20 checkpoints differ"
+else
+    ok "resume: under mpirun, 10 steps + --resume to 20 == 20 in one go (log, checkpoint bytes)"
+fi
+
+# --- bad input, a failure on one rank -------------------------------------------
+run_mpi "${ARGS[@]}" --iters 5 --batch 7 >"$work/odd.out" 2>&1
+rc=$?
+if [ $rc = 2 ] && grep -q 'multiple of the number of ranks (batch 7, 2 ranks)' "$work/odd.out" &&
+    ! grep -q '^summary ' "$work/odd.out"; then
+    ok "bad batch: --batch 7 over 2 ranks exits 2 with a clear message"
+else
+    bad "bad batch" "exit $rc"
+    show "$work/odd.out"
+fi
+t0=$(date +%s)
+run_mpi "${ARGS[@]}" --iters 5 --resume "$work/missing.ckpt" >"$work/noresume.out" 2>&1
+rc=$?
+if [ $rc = 3 ] && grep -q 'missing.ckpt: checkpoint refused' "$work/noresume.out"; then
+    ok "rank error: an unreadable --resume on rank 0 ends all ranks with exit 3 ($(($(date +%s) - t0))s)"
+else
+    bad "rank error" "exit $rc"
+    show "$work/noresume.out"
+fi
+
+echo "time: $(($(date +%s) - t_start))s"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
