@@ -831,6 +831,15 @@ impl Context {
         self.tape.push(Node { op, out });
     }
 
+    /// Computes `op` into `out` through the forward dispatch and records it:
+    /// the tail of every recording function, once its arguments are checked
+    /// and its buffers allocated.
+    pub(crate) fn run(&mut self, op: Op, out: u32) -> Tensor {
+        crate::ops::forward(self, op, out);
+        self.record(op, out);
+        self.handle(out)
+    }
+
     /// The gradient buffer of an op's output during backward.
     pub(crate) fn grad_out(&self, out: u32) -> Option<Buf> {
         self.table[out as usize].grad
