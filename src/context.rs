@@ -85,6 +85,19 @@ pub struct MemoryStats {
     pub resets: u64,
     /// Current activation generation.
     pub generation: u64,
+    /// Segments ended this iteration, and how many of them are recomputed.
+    pub segments: u64,
+    pub recomputed_segments: u64,
+    /// Arena bytes recomputation keeps out of this iteration: the buffers
+    /// of the recomputed segments less their outputs' copies and the
+    /// scratch region they share.
+    pub recompute_saved_bytes: u64,
+    /// From the last iteration that reached backward (0 before one): the
+    /// arena bytes an iteration of that graph needs with no segment
+    /// recomputed, and with every segment recomputed (the smallest arena cap
+    /// it can train under).
+    pub arena_need_none_bytes: u64,
+    pub arena_need_all_bytes: u64,
 }
 
 static NEXT_CONTEXT_ID: AtomicU32 = AtomicU32::new(1);
@@ -127,6 +140,8 @@ pub struct Context {
     /// One worker thread for large kernels, started at first need.
     pub(crate) pool: Option<crate::pool::Pool>,
     pub(crate) pool_failed: bool,
+    /// Recomputation segments, policy and measurements.
+    pub(crate) recompute: crate::recompute::Recompute,
 }
 
 impl Default for Context {
@@ -156,6 +171,7 @@ impl Context {
             plan: GradPlan::default(),
             pool: None,
             pool_failed: false,
+            recompute: Default::default(),
         }
         .with_single_threaded_blas()
     }
@@ -183,6 +199,9 @@ impl Context {
     /// gradients and optimizer state are untouched. Never allocates once the
     /// arena has grown to the iteration's high-water mark.
     pub fn reset(&mut self) {
+        let (used, scratch) = (self.store.stats().used, self.store.scratch_bytes());
+        self.recompute
+            .end_iteration(self.backward_done, used, scratch);
         self.tape.clear();
         self.table.truncate(self.n_params);
         self.store.reset();
@@ -208,6 +227,7 @@ impl Context {
 
     pub fn memory_stats(&self) -> MemoryStats {
         let a = self.store.stats();
+        let r = self.recompute_stats();
         let opt = self.optimizer.as_ref().map_or(0, |o| o.state_bytes());
         MemoryStats {
             arena_used_bytes: a.used as u64,
@@ -223,6 +243,11 @@ impl Context {
             optimizer_bytes: opt as u64,
             resets: self.resets,
             generation: self.generation(),
+            segments: r.segments as u64,
+            recomputed_segments: r.recomputed as u64,
+            recompute_saved_bytes: r.saved as u64,
+            arena_need_none_bytes: r.need_none as u64,
+            arena_need_all_bytes: r.need_all as u64,
         }
     }
 
@@ -585,6 +610,7 @@ impl Context {
                 what: "backward already ran this iteration (the graph is consumed; call ag_reset and rebuild it)".into(),
             });
         }
+        self.check_no_open_segment(OP)?;
         if !e.requires_grad {
             self.backward_done = true;
             return Ok(());
@@ -624,8 +650,10 @@ impl Context {
             self.store.access_one(g)[0] += 1.0;
         }
         self.mark_flow(id);
+        let mut segments = self.recompute.segments_len();
         for i in (0..self.tape.len()).rev() {
             self.zero_births(&plan, &mut born, i as u32);
+            self.replay_before(&mut segments, i as u32);
             let node = self.tape[i];
             if !self.table[node.out as usize].flow {
                 continue;
@@ -744,6 +772,13 @@ impl Context {
         if idx >= self.table.len() {
             return Err(Error::InvalidHandle { op, index: t.index });
         }
+        if let Some(segment) = self.recompute.sealed(t.index) {
+            return Err(Error::SegmentInternal {
+                op,
+                index: t.index,
+                segment,
+            });
+        }
         Ok(t.index)
     }
 
@@ -765,7 +800,13 @@ impl Context {
         requires_grad: bool,
     ) -> Result<u32> {
         self.reserve_slot(op)?;
-        let data = self.store.alloc_for_overwrite::<f32>(op, shape.numel())?;
+        // An output that needs no gradient is not recorded, so it could not
+        // be replayed: it never goes to a recomputed segment's scratch.
+        let data = if requires_grad {
+            self.store.alloc_for_overwrite::<f32>(op, shape.numel())?
+        } else {
+            self.store.alloc_main::<f32>(op, shape.numel())?
+        };
         self.table.push(Entry {
             shape,
             data,
@@ -872,6 +913,16 @@ impl Context {
     #[cfg(feature = "test-hooks")]
     pub fn set_generation_for_test(&mut self, generation: u64) {
         self.store.set_epoch_for_test(generation);
+    }
+
+    /// Test hook: keep every kernel on the calling thread (true) or let
+    /// large ones use the worker thread (false, the default).
+    #[cfg(feature = "test-hooks")]
+    pub fn set_single_thread_for_test(&mut self, single: bool) {
+        self.pool_failed = single;
+        if single {
+            self.pool = None;
+        }
     }
 }
 

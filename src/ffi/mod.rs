@@ -24,6 +24,7 @@ mod api;
 mod init;
 mod ops;
 mod params;
+mod recompute;
 #[cfg(feature = "test-hooks")]
 mod test_hooks;
 
@@ -31,6 +32,7 @@ pub use api::*;
 pub use init::*;
 pub use ops::*;
 pub use params::*;
+pub use recompute::*;
 #[cfg(feature = "test-hooks")]
 pub use test_hooks::*;
 

@@ -71,7 +71,9 @@ impl Context {
             return Ok(self.handle(out));
         }
         let n = ex.shape.numel();
-        let scale = self.store.alloc_for_overwrite::<f32>(OP, n)?;
+        // Drawn from the seed once; kept outside any recomputed segment's
+        // scratch, so a replay applies the very same mask.
+        let scale = self.store.alloc_main::<f32>(OP, n)?;
         let tracks = self.tracks(&[ix]);
         let out = self.push_output(OP, ex.shape, tracks)?;
         // The mask is drawn here, once: a replay reuses the saved mask.

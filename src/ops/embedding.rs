@@ -57,7 +57,7 @@ impl Context {
         check_ids(OP, ids, v)?;
         let oshape = Shape::new(OP, &[ids.len(), c])?;
         let tracks = self.tracks(&[iw]);
-        let ids_buf = self.store.alloc_for_overwrite::<u32>(OP, ids.len())?;
+        let ids_buf = self.store.alloc_main::<u32>(OP, ids.len())?;
         self.store
             .access_one(ids_buf)
             .iter_mut()

@@ -185,7 +185,7 @@ impl Context {
         }
         check_ids(OP, targets, v)?;
         let tracks = self.tracks(&[il]);
-        let tbuf = self.store.alloc_for_overwrite::<u32>(OP, rows)?;
+        let tbuf = self.store.alloc_main::<u32>(OP, rows)?;
         self.store
             .access_one(tbuf)
             .iter_mut()
