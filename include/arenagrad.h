@@ -173,10 +173,10 @@ typedef struct ag_memory_figures {
   // of the recomputed segments less their outputs' copies and the
   // scratch region they share.
   uint64_t recompute_saved_bytes;
-  // From the last iteration that reached backward (0 before one): the
-  // arena bytes an iteration of that graph needs with no segment
-  // recomputed, and with every segment recomputed (the smallest arena cap
-  // it can train under).
+  // The arena bytes an iteration of this graph needs with no segment
+  // recomputed, and with every segment recomputed (the smallest arena
+  // cap it can train under): from this iteration once its backward ran,
+  // else from the last iteration that reached backward (0 before one).
   uint64_t arena_need_none_bytes;
   uint64_t arena_need_all_bytes;
 } ag_memory_figures;

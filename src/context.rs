@@ -92,10 +92,10 @@ pub struct MemoryStats {
     /// of the recomputed segments less their outputs' copies and the
     /// scratch region they share.
     pub recompute_saved_bytes: u64,
-    /// From the last iteration that reached backward (0 before one): the
-    /// arena bytes an iteration of that graph needs with no segment
-    /// recomputed, and with every segment recomputed (the smallest arena cap
-    /// it can train under).
+    /// The arena bytes an iteration of this graph needs with no segment
+    /// recomputed, and with every segment recomputed (the smallest arena
+    /// cap it can train under): from this iteration once its backward ran,
+    /// else from the last iteration that reached backward (0 before one).
     pub arena_need_none_bytes: u64,
     pub arena_need_all_bytes: u64,
 }

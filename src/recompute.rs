@@ -116,7 +116,8 @@ impl Recompute {
     }
 
     /// Arena bytes an iteration needs when the segments in `pick` (by index)
-    /// are recomputed, from the measurements.
+    /// are recomputed, from the measurements (the same sums as
+    /// `recompute_stats` makes over the current iteration).
     fn need(&self, pick: impl Fn(usize) -> bool) -> usize {
         let mut total = self.base;
         let mut scratch = 0;
@@ -387,7 +388,18 @@ impl Context {
             .clone()
             .map(|s| s.internal.saturating_sub(s.kept))
             .sum();
-        let (need_none, need_all) = if r.has_measure {
+        let (need_none, need_all) = if self.backward_done && r.open.is_none() {
+            // This iteration's own figures, as the next reset will keep them.
+            let mut base = self.store.stats().used - self.store.scratch_bytes();
+            let (mut internal, mut kept, mut largest) = (0, 0, 0);
+            for s in &r.segments {
+                base = base.saturating_sub(if s.recompute { s.kept } else { s.internal });
+                internal += s.internal;
+                kept += s.kept;
+                largest = largest.max(s.internal);
+            }
+            (base + internal, base + kept + largest)
+        } else if r.has_measure {
             (r.need(|_| false), r.need(|_| true))
         } else {
             (0, 0)
