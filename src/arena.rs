@@ -406,6 +406,15 @@ impl Storage {
         self.scratch.on = false;
     }
 
+    /// Whether `b` lies in the scratch region.
+    pub fn in_scratch<T>(&self, b: Buf<T>) -> bool {
+        let (start, _) = b.range();
+        self.scratch.chunks.iter().any(|c| {
+            let lo = c.ptr.as_ptr().addr();
+            lo <= start && start < lo + c.layout.size()
+        })
+    }
+
     /// Padded bytes of every `alloc_for_overwrite` this iteration.
     pub fn routable_bytes(&self) -> usize {
         self.routable

@@ -801,8 +801,10 @@ impl Context {
     ) -> Result<u32> {
         self.reserve_slot(op)?;
         // An output that needs no gradient is not recorded, so it could not
-        // be replayed: it never goes to a recomputed segment's scratch.
-        let data = if requires_grad {
+        // be replayed: it never goes to a recomputed segment's scratch,
+        // unless grad mode is off (then nothing is replayed at all, and a
+        // segment's internal tensors die with it).
+        let data = if requires_grad || !self.grad_enabled {
             self.store.alloc_for_overwrite::<f32>(op, shape.numel())?
         } else {
             self.store.alloc_main::<f32>(op, shape.numel())?

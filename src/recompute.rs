@@ -71,6 +71,8 @@ pub(crate) struct Segment {
     kept: usize,
     /// `Storage::routable_bytes` at segment_begin.
     routable_at_begin: usize,
+    /// Grad mode at segment_begin: with it off, every output is routable.
+    grad_enabled: bool,
 }
 
 impl Segment {
@@ -259,6 +261,7 @@ impl Context {
             internal: 0,
             kept: 0,
             routable_at_begin: self.store.routable_bytes(),
+            grad_enabled: self.grad_enabled,
         });
         if recompute {
             self.store.scratch_begin();
@@ -301,8 +304,7 @@ impl Context {
         let mut n_roots = 0;
         for &id in &seg.outputs[..outputs.len()] {
             let root = self.table[id as usize].view_of.unwrap_or(id);
-            // Only routable buffers (outputs that need a gradient) move.
-            if inside(root) && self.table[root as usize].requires_grad && !roots.contains(&root) {
+            if inside(root) && !roots.contains(&root) {
                 roots[n_roots] = root;
                 n_roots += 1;
             }
@@ -310,8 +312,12 @@ impl Context {
         let mut kept = 0;
         for &root in &roots[..n_roots] {
             let e = self.table[root as usize];
-            kept += Storage::padded_len::<f32>(e.shape.numel());
-            if !seg.recompute {
+            // What recomputation would copy: the routable outputs (those
+            // that need a gradient, or all with grad mode off).
+            if e.requires_grad || !seg.grad_enabled {
+                kept += Storage::padded_len::<f32>(e.shape.numel());
+            }
+            if !seg.recompute || !self.store.in_scratch(e.data) {
                 continue;
             }
             let copy = self.store.alloc_main::<f32>(OP, e.shape.numel())?;

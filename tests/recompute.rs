@@ -303,3 +303,45 @@ fn segments_do_not_nest_and_must_be_closed() {
     ctx.segment_end(&[s]).unwrap();
     ctx.backward(s).unwrap();
 }
+
+/// With grad mode off (evaluation, sampling) nothing is replayed, so every
+/// internal tensor of a recomputed segment goes to the scratch region: the
+/// same loss in less arena.
+#[test]
+fn evaluation_with_grad_off_uses_the_scratch_region_too() {
+    let text = corpus();
+    let (map, v) = vocabulary(&text);
+    let cfg = two_blocks(v);
+    let mut rng = Rng(5);
+    let (mut ids, mut targets) = (vec![0; cfg.tokens()], vec![0; cfg.tokens()]);
+    sample_batch(
+        &mut rng,
+        &text,
+        &map,
+        cfg.block_size,
+        &mut ids,
+        &mut targets,
+    );
+    let eval = |policy: RecomputePolicy| {
+        let mut ctx = Context::new();
+        let mut gpt = Gpt::new(&mut ctx, cfg, 7).unwrap();
+        gpt.segments = true;
+        ctx.set_recompute(policy);
+        ctx.set_grad_enabled(false);
+        let loss = gpt
+            .loss(&mut ctx, &ids, &targets, cfg.batch, cfg.block_size)
+            .unwrap();
+        let s = ctx.memory_stats();
+        (
+            ctx.item(loss).unwrap().to_bits(),
+            s.arena_used_bytes,
+            s.recomputed_segments,
+        )
+    };
+    let (none, none_bytes, _) = eval(RecomputePolicy::None);
+    let (all, all_bytes, recomputed) = eval(RecomputePolicy::All);
+    assert_eq!(all, none, "loss with grad mode off");
+    assert_eq!(recomputed, 2);
+    assert!(all_bytes < none_bytes, "{all_bytes} vs {none_bytes}");
+    println!("evaluation, 2 blocks: {none_bytes} B keeping everything, {all_bytes} B recomputed");
+}
