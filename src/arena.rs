@@ -768,6 +768,61 @@ mod tests {
     use super::*;
 
     #[test]
+    fn scratch_passes_share_one_region_counted_once() {
+        let mut s = Storage::new();
+        let a = s.alloc_for_overwrite::<f32>("t", 10).unwrap(); // 64 B
+        s.scratch_begin();
+        let x = s.alloc_for_overwrite::<f32>("t", 100).unwrap(); // 448 B
+        let y = s.alloc_for_overwrite::<f32>("t", 16).unwrap(); // 64 B
+        s.scratch_end();
+        assert!(s.in_scratch(x) && s.in_scratch(y) && !s.in_scratch(a));
+        assert_eq!(s.stats().used, 64 + 512);
+        // A second pass starts over at the region's start.
+        s.scratch_begin();
+        let z = s.alloc_for_overwrite::<f32>("t", 100).unwrap();
+        s.scratch_end();
+        assert_eq!(z.ptr, x.ptr);
+        assert_eq!(s.stats().used, 64 + 512, "the region is counted once");
+        assert_eq!(s.routable_bytes(), 64 + 448 + 64 + 448);
+        // Under a cap, a pass may use what the region already counts, and
+        // no more.
+        s.set_limit(Some(576));
+        s.scratch_begin();
+        s.alloc_for_overwrite::<f32>("t", 112).unwrap(); // 448 B
+        let e = s.alloc_for_overwrite::<f32>("t", 32).unwrap_err(); // 128 more
+        assert!(matches!(e, Error::OutOfMemory { .. }), "{e:?}");
+        s.scratch_end();
+        assert_eq!(s.stats().used, 576);
+        s.set_limit(None);
+        // Outside a pass, allocations come from the arena again.
+        let b = s.alloc_for_overwrite::<f32>("t", 1).unwrap();
+        assert!(!s.in_scratch(b));
+        s.reset();
+        assert_eq!(s.stats().used, 0);
+    }
+
+    #[test]
+    fn scratch_grown_in_a_warmup_pass_is_one_chunk_after_reset() {
+        let mut s = Storage::new();
+        s.scratch_begin();
+        s.alloc_for_overwrite::<f32>("t", 200_000).unwrap(); // 800,000 B
+        let b = s.alloc_for_overwrite::<f32>("t", 100).unwrap(); // new chunk
+        s.access_one(b).fill(1.0);
+        s.scratch_end();
+        assert_eq!(s.scratch.chunks.len(), 2);
+        assert_eq!(s.stats().used, 800_000 + 448);
+        s.reset();
+        assert_eq!(s.scratch.chunks.len(), 1);
+        assert_eq!(s.scratch.chunks[0].layout.size(), 800_000 + 448);
+        s.scratch_begin();
+        s.alloc_for_overwrite::<f32>("t", 200_000).unwrap();
+        s.alloc_for_overwrite::<f32>("t", 100).unwrap();
+        s.scratch_end();
+        assert_eq!(s.scratch.chunks.len(), 1, "the steady state fits");
+        assert_eq!(s.stats().used, 800_000 + 448);
+    }
+
+    #[test]
     fn alloc_is_zeroed_aligned_and_counted() {
         let mut s = Storage::new();
         let a = s.alloc::<f32>("t", 10).unwrap();
