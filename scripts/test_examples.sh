@@ -404,12 +404,12 @@ recompute_run --arena-limit-mb 40 >"$work/rc_cap.out" 2>&1
 rc_cap=$?
 recompute_run --arena-limit-mb 40 --recompute none >"$work/rc_none.out" 2>"$work/rc_none.err"
 rc_none=$?
-losses() { grep -o 'loss [0-9.]*' "$1"; grep -o ' val_loss=[^ ]*' "$1"; }
 hw=$(grep -o 'arena_high_water_bytes=[0-9]*' "$work/rc_cap.out" | cut -d= -f2)
 if [ "$rc_cap" -ne 0 ]; then
     bad "arena-recompute" "--arena-limit-mb 40: exit $rc_cap, want 0"
     show "$work/rc_cap.out"
-elif [ "$(losses "$work/rc_cap.out")" != "$(losses "$work/rc_free.out")" ]; then
+elif [ "$(losses "$work/rc_cap.out")" != "$(losses "$work/rc_free.out")" ] ||
+    [ "$(summary_field "$work/rc_cap.out" val_loss)" != "$(summary_field "$work/rc_free.out" val_loss)" ]; then
     bad "arena-recompute" "losses under the cap differ from those without one"
 elif [ -z "$hw" ] || [ "$hw" -gt $((40 << 20)) ]; then
     bad "arena-recompute" "arena high-water '$hw' above the cap"
