@@ -13,7 +13,10 @@
 //! same inputs (the segment's inputs live outside the scratch region, and
 //! values an op cannot recompute — token ids, targets, dropout masks — are
 //! kept in the arena), so every replayed value, and hence every gradient,
-//! is bit-identical to a run without recomputation.
+//! is bit-identical to a run without recomputation. The replay runs only
+//! the ops whose values some backward reads (directly, or through an op that
+//! is replayed): in a transformer block the two products whose only
+//! consumer is a residual add are not run again.
 //!
 //! After `segment_end`, a handle to a tensor made inside the segment and not
 //! listed as an output is refused (STALE_HANDLE, naming the segment), under
@@ -95,6 +98,8 @@ pub(crate) struct Recompute {
     has_measure: bool,
     /// Per segment index, the choice of `auto` for this iteration.
     chosen: Vec<bool>,
+    /// Per op of the segment being replayed: its values are needed.
+    needed: Vec<bool>,
 }
 
 impl Recompute {
@@ -378,13 +383,49 @@ impl Context {
             let reached =
                 (s.first_op..s.end_op).any(|j| self.table[self.tape[j as usize].out as usize].flow);
             if reached {
+                self.mark_needed(&s);
                 for j in s.first_op..s.end_op {
-                    let node = self.tape[j as usize];
-                    crate::ops::forward(self, node.op, node.out);
+                    if self.recompute.needed[(j - s.first_op) as usize] {
+                        let node = self.tape[j as usize];
+                        crate::ops::forward(self, node.op, node.out);
+                    }
                 }
             }
             return;
         }
+    }
+
+    /// Which ops of segment `s` a replay must run: those whose backward
+    /// reads their own output or saved buffers, and the producers (inside
+    /// the scratch region) of every input that a backward reads or that a
+    /// replayed op computes from; found in one reverse pass, since an op's
+    /// consumers come after it. Outputs already in the arena (the segment's
+    /// declared outputs) are never recomputed for their value.
+    fn mark_needed(&mut self, s: &Segment) {
+        let n = (s.end_op - s.first_op) as usize;
+        let mut needed = std::mem::take(&mut self.recompute.needed);
+        needed.clear();
+        // Capacity grows in the first replay only.
+        needed.resize(n, false);
+        for k in (0..n).rev() {
+            let op = self.tape[s.first_op as usize + k].op;
+            let reads = op.backward_reads();
+            needed[k] |= reads.own;
+            if !(needed[k] || reads.inputs) {
+                continue;
+            }
+            for &input in op.inputs().as_slice() {
+                let root = self.table[input as usize].view_of.unwrap_or(input);
+                if !self.store.in_scratch(self.table[root as usize].data) {
+                    continue;
+                }
+                let first = s.first_op as usize;
+                if let Some(j) = (0..k).rev().find(|&j| self.tape[first + j].out == root) {
+                    needed[j] = true;
+                }
+            }
+        }
+        self.recompute.needed = needed;
     }
 
     pub(crate) fn recompute_stats(&self) -> RecomputeStats {

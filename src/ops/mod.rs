@@ -148,7 +148,49 @@ impl Inputs {
     }
 }
 
+/// What an op's backward reads besides the gradient of its output: the
+/// values of its inputs, and its own output or the buffers its forward saved.
+/// A replay of a recomputed segment skips the ops whose values no backward
+/// reads (a residual branch's last product, whose only consumer is an add).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BackwardReads {
+    pub inputs: bool,
+    pub own: bool,
+}
+
 impl Op {
+    /// What this op's backward reads (see [`BackwardReads`]); when in doubt,
+    /// true.
+    pub(crate) fn backward_reads(&self) -> BackwardReads {
+        let r = |inputs, own| BackwardReads { inputs, own };
+        match *self {
+            Op::Binary { f, .. } => match f {
+                BinaryFn::Add | BinaryFn::Sub => r(false, false),
+                BinaryFn::Mul | BinaryFn::Div | BinaryFn::Max | BinaryFn::Min => r(true, false),
+            },
+            Op::Unary { f, .. } => match f {
+                UnaryFn::Exp | UnaryFn::Tanh | UnaryFn::Sigmoid | UnaryFn::Sqrt => r(false, true),
+                UnaryFn::Log | UnaryFn::Relu | UnaryFn::Gelu | UnaryFn::Abs => r(true, false),
+            },
+            Op::Scale { .. }
+            | Op::Reduce { .. }
+            | Op::ReduceAxis { .. }
+            | Op::Permute { .. }
+            | Op::Concat { .. }
+            | Op::Slice { .. }
+            | Op::Dropout { .. }
+            | Op::Embedding { .. } => r(false, false),
+            Op::Pow { .. }
+            | Op::Clamp { .. }
+            | Op::Matmul { .. }
+            | Op::Bmm { .. }
+            | Op::Linear { .. }
+            | Op::MseLoss { .. } => r(true, false),
+            Op::LogSoftmax { .. } | Op::Softmax { .. } | Op::CrossEntropy { .. } => r(false, true),
+            Op::LayerNorm { .. } | Op::Attention { .. } => r(true, true),
+        }
+    }
+
     /// The tensors this op reads, i.e. those its backward sends gradient to.
     pub(crate) fn inputs(&self) -> Inputs {
         match *self {
