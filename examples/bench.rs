@@ -6,7 +6,9 @@
 //! own sgemm calls replayed), GEMM efficiency = floor / step, a breakdown of
 //! the calling thread's wall time that adds up to 100% (the worker thread's
 //! busy time is reported beside it, not mixed in), memory figures.
-//! Then tape overhead per op and kernel bandwidth against memcpy.
+//! Then, per preset, arena high-water and step time with recomputation
+//! segments (none, all, auto under two caps); tape overhead per op and
+//! kernel bandwidth against memcpy.
 //!
 //! `--quick` runs a very short form (used by `make test`).
 
@@ -19,7 +21,7 @@
 mod gpt;
 
 use arenagrad::blas::{self, Gemm, trace};
-use arenagrad::{Context, OptimizerKind};
+use arenagrad::{Context, OptimizerKind, RecomputePolicy};
 use gpt::{Gpt, GptConfig, Rng, sample_batch, vocabulary};
 use std::time::{Duration, Instant};
 
@@ -207,6 +209,67 @@ fn run_preset(name: &str, steps: usize) {
         st.param_bytes,
         st.optimizer_bytes
     );
+}
+
+/// Recomputation: each block a segment; arena high-water and step time with
+/// no block recomputed, every block, and `auto` under two caps (halfway
+/// between the two needs, and the all-recompute need itself). A fresh
+/// context per mode, so each high-water is that mode's own.
+fn recompute_figures(name: &str, steps: usize) {
+    let data = corpus();
+    let (map, v) = vocabulary(&data);
+    let cfg = GptConfig::preset(name, v).expect("preset");
+    let t = cfg.block_size;
+    let run = |policy: RecomputePolicy, cap: Option<usize>| {
+        let mut ctx = Context::new();
+        let mut gpt = Gpt::new(&mut ctx, cfg, 1).expect("model");
+        gpt.segments = true;
+        Gpt::adamw(&mut ctx, 1e-3).expect("adamw");
+        ctx.set_recompute(policy);
+        ctx.set_arena_limit(cap);
+        let mut rng = Rng(7);
+        let (mut ids, mut tg) = (vec![0i32; cfg.tokens()], vec![0i32; cfg.tokens()]);
+        let mut times = Vec::with_capacity(steps);
+        for i in 0..steps + 3 {
+            sample_batch(&mut rng, &data, &map, t, &mut ids, &mut tg);
+            let t0 = Instant::now();
+            gpt.train_step(&mut ctx, &ids, &tg).expect("step");
+            if i >= 3 {
+                times.push(ms(t0.elapsed()));
+            }
+        }
+        (median(&mut times), ctx.memory_stats())
+    };
+    let (none_ms, none) = run(RecomputePolicy::None, None);
+    let (all_ms, all) = run(RecomputePolicy::All, None);
+    let mb = |x: u64| x as f64 / 1e6;
+    println!(
+        "  recompute (each of the {} blocks a segment, median of {steps} steps): none: arena high-water {:.2} MB, {none_ms:.3} ms/step | all: {:.2} MB, {all_ms:.3} ms/step ({:.2}x time, {:.2} MB saved)",
+        cfg.n_layer,
+        mb(none.arena_high_water_bytes),
+        mb(all.arena_high_water_bytes),
+        all_ms / none_ms,
+        mb(all.recompute_saved_bytes)
+    );
+    let (lo, hi) = (all.arena_need_all_bytes, none.arena_need_none_bytes);
+    for cap in [(lo + hi) / 2, lo] {
+        if cap >= hi {
+            println!(
+                "  recompute auto under cap {:.2} MB: the cap is not below the no-recompute need",
+                mb(cap)
+            );
+            continue;
+        }
+        let (ms_auto, s) = run(RecomputePolicy::Auto, Some(cap as usize));
+        println!(
+            "  recompute auto under cap {:.2} MB: arena high-water {:.2} MB, {ms_auto:.3} ms/step ({:.2}x time), {} of {} blocks recomputed",
+            mb(cap),
+            mb(s.arena_high_water_bytes),
+            ms_auto / none_ms,
+            s.recomputed_segments,
+            cfg.n_layer
+        );
+    }
 }
 
 /// The matmul-only floor (ms): every recorded GEMM run on warm dense
@@ -449,6 +512,7 @@ fn main() {
         let name = args.get(i + 1).map(String::as_str).unwrap_or("tiny");
         let steps = args.get(i + 2).and_then(|s| s.parse().ok()).unwrap_or(20);
         run_preset(name, steps);
+        recompute_figures(name, steps.min(40));
         return;
     }
     println!(

@@ -115,6 +115,20 @@
 // of AG_MAX_PARAM_NAME + 1 chars holds any name.
 #define AG_MAX_PARAM_NAME 255
 
+// ag_context_set_recompute policy: no segment is recomputed; every
+// activation is kept (the default).
+#define AG_RECOMPUTE_NONE 0
+
+// ag_context_set_recompute policy: every segment is recomputed.
+#define AG_RECOMPUTE_ALL 1
+
+// ag_context_set_recompute policy: under the arena cap (ag_set_arena_limit),
+// the fewest segments that make an iteration fit, the largest saving first,
+// chosen from the sizes measured in the previous iteration that reached
+// backward (every segment in the first one, when nothing is measured yet);
+// the choice stays the same while the graph repeats. Without a cap, none.
+#define AG_RECOMPUTE_AUTO 2
+
 // An arenagrad context (opaque): parameters, optimizer, arena and tape.
 // Made by ag_context_new, freed by ag_context_free; use it from one thread
 // at a time (a concurrent call gets AG_STATUS_BUSY). An `ag_context *` is
@@ -152,6 +166,19 @@ typedef struct ag_memory_figures {
   uint64_t resets;
   // Current activation generation.
   uint64_t generation;
+  // Segments ended this iteration, and how many of them are recomputed.
+  uint64_t segments;
+  uint64_t recomputed_segments;
+  // Arena bytes recomputation keeps out of this iteration: the buffers
+  // of the recomputed segments less their outputs' copies and the
+  // scratch region they share.
+  uint64_t recompute_saved_bytes;
+  // The arena bytes an iteration of this graph needs with no segment
+  // recomputed, and with every segment recomputed (the smallest arena
+  // cap it can train under): from this iteration once its backward ran,
+  // else from the last iteration that reached backward (0 before one).
+  uint64_t arena_need_none_bytes;
+  uint64_t arena_need_all_bytes;
 } ag_memory_figures;
 
 // A tensor handle, passed by value. Activation handles die at the next
@@ -830,6 +857,36 @@ ag_status ag_safetensors_load(struct ag_context *ctx, const char *path);
 // Errors: INVALID_ARGUMENT (p is not a parameter), STALE_HANDLE,
 // WRONG_CONTEXT, INVALID_HANDLE.
 ag_status ag_param_set_weight_decay(struct ag_context *ctx, struct ag_tensor p, bool decay);
+
+// Chooses which segments (ag_segment_begin) are recomputed during backward
+// instead of keeping their internal activations, from the next segment on:
+// AG_RECOMPUTE_NONE, AG_RECOMPUTE_ALL or AG_RECOMPUTE_AUTO. The values and
+// gradients are bit-identical under every policy; ag_memory_stats reports
+// the segments recomputed and the arena bytes saved.
+// Errors: INVALID_ARGUMENT (an unknown policy).
+ag_status ag_context_set_recompute(struct ag_context *ctx, uint32_t policy);
+
+// Starts a segment: a stretch of ops (typically one transformer block)
+// that may be recomputed during backward instead of keeping its internal
+// activations, as ag_context_set_recompute decides. Close it with
+// ag_segment_end before the next ag_segment_begin and before ag_backward.
+// Errors: SEQUENCE (a segment is already open: segments do not nest),
+// ALLOCATION_FAILED (the segment list could not grow).
+ag_status ag_segment_begin(struct ag_context *ctx);
+
+// Ends the open segment. `output` is the one tensor made inside the
+// segment that is used after it (a block's output); its handle stays valid
+// until ag_reset. A tensor made before the segment (or a parameter) may be
+// passed too and is left alone. Every other tensor made inside the segment
+// is private to it from now on: passing its handle to any function gives
+// STALE_HANDLE naming the segment (under every policy), because a
+// recomputed segment's memory is reused. On failure the segment stays
+// open.
+// Errors: SEQUENCE (no segment is open), STALE_HANDLE (output is from an
+// earlier iteration, or private to an ended segment), WRONG_CONTEXT,
+// INVALID_HANDLE, OUT_OF_MEMORY (the arena cap leaves no room to copy
+// the output of a recomputed segment out of its scratch region).
+ag_status ag_segment_end(struct ag_context *ctx, struct ag_tensor output);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -16,8 +16,12 @@
 #   roundtrip   load + save without training reproduces the checkpoint bytes
 #   corrupt-*   truncated / bit-flipped / mismatched checkpoints: exit 3,
 #               a message, the file left byte-identical
-#   arena-limit small with --arena-limit-mb 1: exit 4 at step 1, message with
-#               the bytes and the cap, an existing --save file untouched
+#   arena-limit small with --arena-limit-mb 1: exit 4 before step 1, message
+#               naming the cap and the smallest cap that works, an existing
+#               --save file untouched
+#   arena-recompute  small under --arena-limit-mb 40 (below the no-recompute
+#               need, above the all-recompute need) trains with the same
+#               losses as without a cap; --recompute none under it exits 4
 #   resume-at-iters  a resume already at --iters reports the checkpoint's loss
 #   schedule-*  log.csv's lr column against the cosine/linear/constant formulas
 #   accum       batch 16 == 4 x --accum 4: per-step losses within 1e-4
@@ -379,14 +383,41 @@ rc=$?
 if [ "$rc" -ne 4 ]; then
     bad "arena-limit" "exit $rc, want 4"
     show "$work/oom.err"
-elif ! grep -q 'step 1:' "$work/oom.err" || ! grep -q '1048576' "$work/oom.err"; then
-    bad "arena-limit" "message does not name step 1 and the cap: $(cat "$work/oom.err")"
+elif ! grep -q -- '--arena-limit-mb 1 is too small' "$work/oom.err" ||
+    ! grep -q 'smallest cap that works is --arena-limit-mb [0-9]' "$work/oom.err"; then
+    bad "arena-limit" "message does not name the cap and the smallest one that works: $(cat "$work/oom.err")"
 elif grep -q '^step \|^summary ' "$work/oom.out"; then
     bad "arena-limit" "it went past the first step"
 elif ! cmp -s "$work/keep.ck" "$work/full.ck"; then
     bad "arena-limit" "the existing --save file changed"
 else
     ok "arena-limit: $(head -n 1 "$work/oom.err" | cut -c1-160)"
+fi
+
+# --- arena cap with recomputation: trains, same losses as without a cap -----
+recompute_run() {
+    OPENBLAS_NUM_THREADS=1 "$TRAIN" --preset small --data "$DATA" --iters 4 --log-every 1 \
+        --eval-every 4 --eval-iters 2 --sample-chars 0 "$@"
+}
+recompute_run >"$work/rc_free.out" 2>&1
+recompute_run --arena-limit-mb 40 >"$work/rc_cap.out" 2>&1
+rc_cap=$?
+recompute_run --arena-limit-mb 40 --recompute none >"$work/rc_none.out" 2>"$work/rc_none.err"
+rc_none=$?
+hw=$(grep -o 'arena_high_water_bytes=[0-9]*' "$work/rc_cap.out" | cut -d= -f2)
+if [ "$rc_cap" -ne 0 ]; then
+    bad "arena-recompute" "--arena-limit-mb 40: exit $rc_cap, want 0"
+    show "$work/rc_cap.out"
+elif [ "$(losses "$work/rc_cap.out")" != "$(losses "$work/rc_free.out")" ] ||
+    [ "$(summary_field "$work/rc_cap.out" val_loss)" != "$(summary_field "$work/rc_free.out" val_loss)" ]; then
+    bad "arena-recompute" "losses under the cap differ from those without one"
+elif [ -z "$hw" ] || [ "$hw" -gt $((40 << 20)) ]; then
+    bad "arena-recompute" "arena high-water '$hw' above the cap"
+elif [ "$rc_none" -ne 4 ] || ! grep -q 'smallest cap that works' "$work/rc_none.err"; then
+    bad "arena-recompute" "--recompute none under the cap: exit $rc_none, want 4 naming the smallest cap"
+    show "$work/rc_none.err"
+else
+    ok "arena-recompute: cap 40 MiB trains (arena high-water $hw bytes, same losses); $(cut -c1-120 "$work/rc_none.err")"
 fi
 
 # --- resume already at --iters: the checkpoint's figures, not NaN ----------

@@ -32,6 +32,13 @@
 //! * Slices are handed out only through [`Storage::access`], which borrows the
 //!   storage mutably (so no other slice is alive) and checks at run time that
 //!   every writable buffer is disjoint from every other buffer in the call.
+//! * The recomputation scratch region (see [`Storage::scratch_begin`]) is made
+//!   of heap chunks owned by this `Storage`, zero-filled when allocated and
+//!   freed only by `reset` (after the epoch bump) or drop, so its `Buf`s
+//!   follow the same epoch rule as the arena's. Its buffers are reused by
+//!   every recomputed segment of an iteration: which tensor's values they
+//!   hold at a given moment is the context's business (it refuses handles
+//!   to a segment's internal tensors), never a question of memory safety.
 #![allow(unsafe_code)]
 
 use crate::error::{Error, Result};
@@ -164,7 +171,36 @@ pub struct Storage {
     grads_len: usize,
     grads_cap: usize,
     pub fault: FaultInjection,
+    /// Bytes handed out by the bump arena this iteration, and the most in
+    /// any iteration (the size its chunk is consolidated to).
+    main_used: usize,
+    main_high_water: usize,
+    /// Padded bytes of every routable allocation (`alloc_for_overwrite`) this
+    /// iteration, wherever it went: the context measures segments with it.
+    routable: usize,
+    scratch: Scratch,
 }
+
+/// The region recomputed segments put their internal buffers in. Each
+/// segment's forward (and, during backward, its replay) uses the region from
+/// its start, so the iteration pays for the largest segment only.
+#[derive(Default)]
+struct Scratch {
+    chunks: Vec<PersistentBlock>,
+    /// Bump position: chunk index and byte offset in that chunk.
+    chunk: usize,
+    offset: usize,
+    /// Padded bytes handed out since the last rewind.
+    pass: usize,
+    /// The largest pass of this iteration: what `used` counts for the region.
+    counted: usize,
+    /// Allocations go here (between scratch_begin and scratch_end).
+    on: bool,
+}
+
+/// Smallest scratch chunk: warm-up iterations grow the region in a few
+/// steps; reset then replaces the chunks by one of the measured size.
+const MIN_SCRATCH_CHUNK: usize = 1 << 18;
 
 // SAFETY: every raw pointer held (the bump chunks, persistent blocks and the
 // Bufs pointing into them) is owned by this Storage; nothing is shared with
@@ -201,6 +237,10 @@ impl Storage {
             grads_len: 0,
             grads_cap: 0,
             fault: FaultInjection::default(),
+            main_used: 0,
+            main_high_water: 0,
+            routable: 0,
+            scratch: Scratch::default(),
         }
     }
 
@@ -218,12 +258,32 @@ impl Storage {
     /// Allocates an arena buffer of `len` elements whose contents are
     /// unspecified (whatever an earlier iteration left there; NaN with
     /// `debug-arena`): for outputs the caller writes completely before
-    /// anything reads them. Skips the zero fill that `alloc` pays.
+    /// anything reads them. Skips the zero fill that `alloc` pays. Between
+    /// [`scratch_begin`](Self::scratch_begin) and `scratch_end` the buffer
+    /// comes from the scratch region: only for values the op can compute
+    /// again from its inputs.
     pub fn alloc_for_overwrite<T: Plain>(
         &mut self,
         op: &'static str,
         len: usize,
     ) -> Result<Buf<T>> {
+        let bytes = padded_bytes::<T>(len).ok_or_else(|| Error::TooLarge {
+            op,
+            what: format!("{len} elements do not fit in memory"),
+        })?;
+        let b = if self.scratch.on {
+            self.alloc_scratch(op, len, bytes)?
+        } else {
+            self.alloc_main(op, len)?
+        };
+        self.routable += bytes;
+        Ok(b)
+    }
+
+    /// Like [`alloc_for_overwrite`](Self::alloc_for_overwrite), always from
+    /// the bump arena: for values that cannot be recomputed (copies of
+    /// caller data, random masks) and for a segment's outputs.
+    pub fn alloc_main<T: Plain>(&mut self, op: &'static str, len: usize) -> Result<Buf<T>> {
         let bytes = padded_bytes::<T>(len).ok_or_else(|| Error::TooLarge {
             op,
             what: format!("{len} elements do not fit in memory"),
@@ -252,6 +312,8 @@ impl Storage {
             })?;
         self.used += bytes;
         self.high_water = self.high_water.max(self.used);
+        self.main_used += bytes;
+        self.main_high_water = self.main_high_water.max(self.main_used);
         let start = raw.as_ptr().addr();
         let inside = self
             .filled
@@ -268,6 +330,122 @@ impl Storage {
             len,
             epoch: self.epoch,
         })
+    }
+
+    /// A buffer of `len` elements (`bytes` padded) from the scratch region.
+    /// `used` counts the region's largest pass; growing the region (warm-up
+    /// iterations only) adds a chunk and keeps the old ones until reset.
+    fn alloc_scratch<T: Plain>(
+        &mut self,
+        op: &'static str,
+        len: usize,
+        bytes: usize,
+    ) -> Result<Buf<T>> {
+        let oom = |s: &Self| Error::OutOfMemory {
+            op,
+            needed: bytes,
+            used: s.used,
+            limit: s.limit,
+        };
+        let pass = self.scratch.pass + bytes;
+        let grow = pass.saturating_sub(self.scratch.counted);
+        if grow > self.limit.saturating_sub(self.used) {
+            return Err(oom(self));
+        }
+        let sc = &mut self.scratch;
+        let fits = |c: &PersistentBlock, off: usize| off + bytes <= c.layout.size();
+        let mut at = None;
+        if sc.chunk < sc.chunks.len() && fits(&sc.chunks[sc.chunk], sc.offset) {
+            at = Some((sc.chunk, sc.offset));
+        } else if let Some(i) = (sc.chunk + 1..sc.chunks.len()).find(|&i| fits(&sc.chunks[i], 0)) {
+            at = Some((i, 0));
+        }
+        let (chunk, offset) = match at {
+            Some(a) => a,
+            None => {
+                let have: usize = sc.chunks.iter().map(|c| c.layout.size()).sum();
+                let size = bytes.max(have).max(MIN_SCRATCH_CHUNK);
+                let layout = Layout::from_size_align(size, ALIGN).map_err(|_| oom(self))?;
+                if self.scratch.chunks.try_reserve(1).is_err() {
+                    return Err(oom(self));
+                }
+                // SAFETY: layout has a non-zero size (at least MIN_SCRATCH_CHUNK).
+                let raw = unsafe { std::alloc::alloc_zeroed(layout) };
+                let Some(ptr) = NonNull::new(raw) else {
+                    return Err(oom(self));
+                };
+                #[cfg(feature = "debug-arena")]
+                // SAFETY: ptr..ptr+size is the block just allocated.
+                unsafe {
+                    std::ptr::write_bytes(ptr.as_ptr(), FILL_BYTE, size)
+                };
+                self.scratch.chunks.push(PersistentBlock { ptr, layout });
+                (self.scratch.chunks.len() - 1, 0)
+            }
+        };
+        let sc = &mut self.scratch;
+        sc.chunk = chunk;
+        sc.offset = offset + bytes;
+        sc.pass = pass;
+        sc.counted += grow;
+        self.used += grow;
+        self.high_water = self.high_water.max(self.used);
+        // SAFETY: offset + bytes <= the chunk's size (checked or just made),
+        // so the pointer stays inside the block, which is ALIGN-aligned as
+        // are offsets (sums of padded sizes).
+        let ptr = unsafe { NonNull::new_unchecked(sc.chunks[chunk].ptr.as_ptr().add(offset)) };
+        Ok(Buf {
+            ptr: ptr.cast(),
+            len,
+            epoch: self.epoch,
+        })
+    }
+
+    /// Starts a pass over the scratch region: routable allocations come from
+    /// its start until [`scratch_end`](Self::scratch_end). The buffers of the
+    /// previous pass are overwritten by this one's (with `debug-arena` they
+    /// are poisoned with NaN first, so a read of them shows).
+    pub fn scratch_begin(&mut self) {
+        let sc = &mut self.scratch;
+        sc.chunk = 0;
+        sc.offset = 0;
+        sc.pass = 0;
+        sc.on = true;
+        #[cfg(feature = "debug-arena")]
+        for c in &sc.chunks {
+            // SAFETY: the chunk is owned here and no slice into it is alive
+            // (&mut self).
+            unsafe { std::ptr::write_bytes(c.ptr.as_ptr(), FILL_BYTE, c.layout.size()) };
+        }
+    }
+
+    /// Ends the pass: allocations go to the bump arena again.
+    pub fn scratch_end(&mut self) {
+        self.scratch.on = false;
+    }
+
+    /// Whether `b` lies in the scratch region.
+    pub fn in_scratch<T>(&self, b: Buf<T>) -> bool {
+        let (start, _) = b.range();
+        self.scratch.chunks.iter().any(|c| {
+            let lo = c.ptr.as_ptr().addr();
+            lo <= start && start < lo + c.layout.size()
+        })
+    }
+
+    /// Padded bytes of every `alloc_for_overwrite` this iteration.
+    pub fn routable_bytes(&self) -> usize {
+        self.routable
+    }
+
+    /// The bytes `used` counts for the scratch region this iteration.
+    pub fn scratch_bytes(&self) -> usize {
+        self.scratch.counted
+    }
+
+    /// Padded size of `len` elements of T, as the arena counts it.
+    pub fn padded_len<T>(len: usize) -> usize {
+        padded_bytes::<T>(len).unwrap_or(usize::MAX)
     }
 
     /// Allocates a zero-filled persistent buffer (parameters, grads,
@@ -433,7 +611,7 @@ impl Storage {
         if chunks > 1 {
             // The chunk set changes: whatever was filled may be freed.
             self.filled = None;
-            let want = self.high_water.min(self.limit);
+            let want = self.main_high_water.min(self.limit);
             let limit = self.bump.allocation_limit();
             if let Ok(b) = Bump::try_with_capacity(want) {
                 self.bump = b;
@@ -446,9 +624,44 @@ impl Storage {
         }
         self.fill_chunk();
         self.used = 0;
+        self.main_used = 0;
+        self.routable = 0;
+        self.reset_scratch();
         #[cfg(feature = "debug-arena")]
         if let Some(msg) = overrun {
             panic!("{msg}");
+        }
+    }
+
+    /// Rewinds the scratch region; if the iteration grew it into several
+    /// chunks, replaces them by one chunk of the largest pass, so the steady
+    /// state makes no system allocation (if that allocation fails, the old
+    /// chunks stay and serve as they did).
+    fn reset_scratch(&mut self) {
+        let sc = &mut self.scratch;
+        let want = sc.counted;
+        sc.chunk = 0;
+        sc.offset = 0;
+        sc.pass = 0;
+        sc.counted = 0;
+        sc.on = false;
+        if sc.chunks.len() <= 1 {
+            return;
+        }
+        let Ok(layout) = Layout::from_size_align(want.max(ALIGN), ALIGN) else {
+            return;
+        };
+        // SAFETY: layout has a non-zero size.
+        let raw = unsafe { std::alloc::alloc_zeroed(layout) };
+        if let Some(ptr) = NonNull::new(raw) {
+            #[cfg(feature = "debug-arena")]
+            // SAFETY: ptr..ptr+size is the block just allocated.
+            unsafe {
+                std::ptr::write_bytes(ptr.as_ptr(), FILL_BYTE, layout.size())
+            };
+            // The epoch was bumped: no Buf into the old chunks is usable.
+            sc.chunks.clear();
+            sc.chunks.push(PersistentBlock { ptr, layout });
         }
     }
 
@@ -547,7 +760,13 @@ impl Storage {
     pub fn stats(&self) -> ArenaStats {
         ArenaStats {
             used: self.used,
-            reserved: self.bump.allocated_bytes(),
+            reserved: self.bump.allocated_bytes()
+                + self
+                    .scratch
+                    .chunks
+                    .iter()
+                    .map(|c| c.layout.size())
+                    .sum::<usize>(),
             high_water: self.high_water,
             limit: if self.limit == usize::MAX {
                 0
@@ -648,6 +867,61 @@ impl Storage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scratch_passes_share_one_region_counted_once() {
+        let mut s = Storage::new();
+        let a = s.alloc_for_overwrite::<f32>("t", 10).unwrap(); // 64 B
+        s.scratch_begin();
+        let x = s.alloc_for_overwrite::<f32>("t", 100).unwrap(); // 448 B
+        let y = s.alloc_for_overwrite::<f32>("t", 16).unwrap(); // 64 B
+        s.scratch_end();
+        assert!(s.in_scratch(x) && s.in_scratch(y) && !s.in_scratch(a));
+        assert_eq!(s.stats().used, 64 + 512);
+        // A second pass starts over at the region's start.
+        s.scratch_begin();
+        let z = s.alloc_for_overwrite::<f32>("t", 100).unwrap();
+        s.scratch_end();
+        assert_eq!(z.ptr, x.ptr);
+        assert_eq!(s.stats().used, 64 + 512, "the region is counted once");
+        assert_eq!(s.routable_bytes(), 64 + 448 + 64 + 448);
+        // Under a cap, a pass may use what the region already counts, and
+        // no more.
+        s.set_limit(Some(576));
+        s.scratch_begin();
+        s.alloc_for_overwrite::<f32>("t", 112).unwrap(); // 448 B
+        let e = s.alloc_for_overwrite::<f32>("t", 32).unwrap_err(); // 128 more
+        assert!(matches!(e, Error::OutOfMemory { .. }), "{e:?}");
+        s.scratch_end();
+        assert_eq!(s.stats().used, 576);
+        s.set_limit(None);
+        // Outside a pass, allocations come from the arena again.
+        let b = s.alloc_for_overwrite::<f32>("t", 1).unwrap();
+        assert!(!s.in_scratch(b));
+        s.reset();
+        assert_eq!(s.stats().used, 0);
+    }
+
+    #[test]
+    fn scratch_grown_in_a_warmup_pass_is_one_chunk_after_reset() {
+        let mut s = Storage::new();
+        s.scratch_begin();
+        s.alloc_for_overwrite::<f32>("t", 200_000).unwrap(); // 800,000 B
+        let b = s.alloc_for_overwrite::<f32>("t", 100).unwrap(); // new chunk
+        s.access_one(b).fill(1.0);
+        s.scratch_end();
+        assert_eq!(s.scratch.chunks.len(), 2);
+        assert_eq!(s.stats().used, 800_000 + 448);
+        s.reset();
+        assert_eq!(s.scratch.chunks.len(), 1);
+        assert_eq!(s.scratch.chunks[0].layout.size(), 800_000 + 448);
+        s.scratch_begin();
+        s.alloc_for_overwrite::<f32>("t", 200_000).unwrap();
+        s.alloc_for_overwrite::<f32>("t", 100).unwrap();
+        s.scratch_end();
+        assert_eq!(s.scratch.chunks.len(), 1, "the steady state fits");
+        assert_eq!(s.stats().used, 800_000 + 448);
+    }
 
     #[test]
     fn alloc_is_zeroed_aligned_and_counted() {

@@ -85,6 +85,19 @@ pub struct MemoryStats {
     pub resets: u64,
     /// Current activation generation.
     pub generation: u64,
+    /// Segments ended this iteration, and how many of them are recomputed.
+    pub segments: u64,
+    pub recomputed_segments: u64,
+    /// Arena bytes recomputation keeps out of this iteration: the buffers
+    /// of the recomputed segments less their outputs' copies and the
+    /// scratch region they share.
+    pub recompute_saved_bytes: u64,
+    /// The arena bytes an iteration of this graph needs with no segment
+    /// recomputed, and with every segment recomputed (the smallest arena
+    /// cap it can train under): from this iteration once its backward ran,
+    /// else from the last iteration that reached backward (0 before one).
+    pub arena_need_none_bytes: u64,
+    pub arena_need_all_bytes: u64,
 }
 
 static NEXT_CONTEXT_ID: AtomicU32 = AtomicU32::new(1);
@@ -128,6 +141,8 @@ pub struct Context {
     pub(crate) pool: Option<crate::pool::Pool>,
     /// No worker: it could not be started, or AG_NUM_THREADS=1 said so.
     pub(crate) pool_failed: bool,
+    /// Recomputation segments, policy and measurements.
+    pub(crate) recompute: crate::recompute::Recompute,
 }
 
 impl Default for Context {
@@ -158,6 +173,7 @@ impl Context {
             pool: None,
             // AG_NUM_THREADS=1: never start the worker.
             pool_failed: crate::pool::disabled_by_env(),
+            recompute: Default::default(),
         }
         .with_single_threaded_blas()
     }
@@ -185,6 +201,9 @@ impl Context {
     /// gradients and optimizer state are untouched. Never allocates once the
     /// arena has grown to the iteration's high-water mark.
     pub fn reset(&mut self) {
+        let (used, scratch) = (self.store.stats().used, self.store.scratch_bytes());
+        self.recompute
+            .end_iteration(self.backward_done, used, scratch);
         self.tape.clear();
         self.table.truncate(self.n_params);
         self.store.reset();
@@ -210,6 +229,7 @@ impl Context {
 
     pub fn memory_stats(&self) -> MemoryStats {
         let a = self.store.stats();
+        let r = self.recompute_stats();
         let opt = self.optimizer.as_ref().map_or(0, |o| o.state_bytes());
         MemoryStats {
             arena_used_bytes: a.used as u64,
@@ -225,6 +245,11 @@ impl Context {
             optimizer_bytes: opt as u64,
             resets: self.resets,
             generation: self.generation(),
+            segments: r.segments as u64,
+            recomputed_segments: r.recomputed as u64,
+            recompute_saved_bytes: r.saved as u64,
+            arena_need_none_bytes: r.need_none as u64,
+            arena_need_all_bytes: r.need_all as u64,
         }
     }
 
@@ -604,6 +629,7 @@ impl Context {
                 what: "backward already ran this iteration (the graph is consumed; call ag_reset and rebuild it)".into(),
             });
         }
+        self.check_no_open_segment(OP)?;
         if !e.requires_grad {
             self.backward_done = true;
             return Ok(());
@@ -643,8 +669,10 @@ impl Context {
             self.store.access_one(g)[0] += 1.0;
         }
         self.mark_flow(id);
+        let mut segments = self.recompute.segments_len();
         for i in (0..self.tape.len()).rev() {
             self.zero_births(&plan, &mut born, i as u32);
+            self.replay_before(&mut segments, i as u32);
             let node = self.tape[i];
             if !self.table[node.out as usize].flow {
                 continue;
@@ -763,6 +791,13 @@ impl Context {
         if idx >= self.table.len() {
             return Err(Error::InvalidHandle { op, index: t.index });
         }
+        if let Some(segment) = self.recompute.sealed(t.index) {
+            return Err(Error::SegmentInternal {
+                op,
+                index: t.index,
+                segment,
+            });
+        }
         Ok(t.index)
     }
 
@@ -784,7 +819,15 @@ impl Context {
         requires_grad: bool,
     ) -> Result<u32> {
         self.reserve_slot(op)?;
-        let data = self.store.alloc_for_overwrite::<f32>(op, shape.numel())?;
+        // An output that needs no gradient is not recorded, so it could not
+        // be replayed: it never goes to a recomputed segment's scratch,
+        // unless grad mode is off (then nothing is replayed at all, and a
+        // segment's internal tensors die with it).
+        let data = if requires_grad || !self.grad_enabled {
+            self.store.alloc_for_overwrite::<f32>(op, shape.numel())?
+        } else {
+            self.store.alloc_main::<f32>(op, shape.numel())?
+        };
         self.table.push(Entry {
             shape,
             data,
@@ -850,6 +893,15 @@ impl Context {
         self.tape.push(Node { op, out });
     }
 
+    /// Computes `op` into `out` through the forward dispatch and records it:
+    /// the tail of every recording function, once its arguments are checked
+    /// and its buffers allocated.
+    pub(crate) fn run(&mut self, op: Op, out: u32) -> Tensor {
+        crate::ops::forward(self, op, out);
+        self.record(op, out);
+        self.handle(out)
+    }
+
     /// The gradient buffer of an op's output during backward.
     pub(crate) fn grad_out(&self, out: u32) -> Option<Buf> {
         self.table[out as usize].grad
@@ -882,6 +934,16 @@ impl Context {
     #[cfg(feature = "test-hooks")]
     pub fn set_generation_for_test(&mut self, generation: u64) {
         self.store.set_epoch_for_test(generation);
+    }
+
+    /// Test hook: keep every kernel on the calling thread (true) or let
+    /// large ones use the worker thread (false, the default).
+    #[cfg(feature = "test-hooks")]
+    pub fn set_single_thread_for_test(&mut self, single: bool) {
+        self.pool_failed = single;
+        if single {
+            self.pool = None;
+        }
     }
 }
 

@@ -29,6 +29,13 @@ pub enum Error {
     },
     /// A handle whose index is out of range or otherwise malformed.
     InvalidHandle { op: &'static str, index: u32 },
+    /// A handle to a tensor made inside a segment that has ended and did not
+    /// list it as an output: its memory may hold another segment's values.
+    SegmentInternal {
+        op: &'static str,
+        index: u32,
+        segment: usize,
+    },
     /// Operand shapes are incompatible.
     ShapeMismatch {
         op: &'static str,
@@ -111,6 +118,10 @@ impl fmt::Display for Error {
                 "{op}: tensor handle belongs to context {handle_context}, not to context {context}"
             ),
             InvalidHandle { op, index } => write!(f, "{op}: invalid tensor handle (index {index})"),
+            SegmentInternal { op, index, segment } => write!(
+                f,
+                "{op}: tensor {index} is internal to segment {segment}, which has ended: its memory is reused by recomputation (list it among the outputs of ag_segment_end to keep it)"
+            ),
             ShapeMismatch { op, what, a, b } => write!(f, "{op}: {what}: {a} x {b}"),
             BadShape { op, what } => write!(f, "{op}: {what}"),
             InvalidArgument { op, what } => write!(f, "{op}: {what}"),
@@ -184,7 +195,7 @@ impl Error {
         match self {
             NullArgument { .. } => AG_STATUS_NULL_ARGUMENT,
             InvalidContext { .. } => AG_STATUS_INVALID_CONTEXT,
-            StaleHandle { .. } => AG_STATUS_STALE_HANDLE,
+            StaleHandle { .. } | SegmentInternal { .. } => AG_STATUS_STALE_HANDLE,
             WrongContext { .. } => AG_STATUS_WRONG_CONTEXT,
             InvalidHandle { .. } => AG_STATUS_INVALID_HANDLE,
             ShapeMismatch { .. } | BadShape { .. } => AG_STATUS_SHAPE_MISMATCH,

@@ -25,7 +25,7 @@
 mod common;
 
 use arenagrad::ffi::*;
-use arenagrad::{Context, Error};
+use arenagrad::{Context, Error, RecomputePolicy};
 use common::ffi::last_error;
 use common::gpt::{Gpt, GptConfig, Rng};
 use std::path::PathBuf;
@@ -507,5 +507,100 @@ fn arena_cap_sweep_gives_out_of_memory_then_recovers() {
         "arena cap sweep: peak {peak} bytes, {} caps from 0 to {} ({oom} OutOfMemory, {ok} Ok), all recovered bit-exactly",
         limits.len(),
         2 * peak
+    );
+}
+
+/// The model of the sweep with two blocks, each a recomputation segment.
+fn two_blocks(ctx: &mut Context) -> Gpt {
+    let cfg = GptConfig {
+        n_layer: 2,
+        ..cfg()
+    };
+    let mut gpt = Gpt::new(ctx, cfg, SEED).unwrap();
+    gpt.segments = true;
+    Gpt::adamw(ctx, LR).unwrap();
+    gpt
+}
+
+/// The sweep again with policy `auto`: a step fits from the cap that
+/// recomputing every block needs (the first iteration recomputes them all,
+/// nothing being measured yet), well below what keeping every activation
+/// needs; the next step keeps fitting under the same cap with auto's own
+/// choice, and the losses are those of a run without recomputation.
+#[test]
+fn arena_cap_sweep_with_auto_recompute() {
+    let mut ctl = Context::new();
+    let gpt = two_blocks(&mut ctl);
+    let (i0, t0) = batch(0);
+    let (i1, t1) = batch(1);
+    let want0 = gpt.train_step(&mut ctl, &i0, &t0).unwrap().to_bits();
+    let need_none = ctl.memory_stats().arena_high_water_bytes as usize;
+    let want1 = gpt.train_step(&mut ctl, &i1, &t1).unwrap().to_bits();
+    let need_all = ctl.memory_stats().arena_need_all_bytes as usize;
+    assert!(
+        need_all > 0 && need_all < need_none,
+        "{need_all} vs {need_none}"
+    );
+
+    let mut limits: Vec<usize> = (0..=2 * need_none).step_by(64 << 10).collect();
+    for at in [need_all, need_none] {
+        limits.extend((at.saturating_sub(256 << 10)..=at + (256 << 10)).step_by(4096));
+        limits.extend((at.saturating_sub(4096)..=at + 4096).step_by(64));
+        limits.extend([at - 1, at, at + 1]);
+    }
+    limits.extend([1, 63, 64, 65]);
+    limits.sort_unstable();
+    limits.dedup();
+    let (mut oom, mut ok) = (0, 0);
+    for &limit in &limits {
+        let mut ctx = Context::new();
+        let gpt = two_blocks(&mut ctx);
+        ctx.set_recompute(RecomputePolicy::Auto);
+        ctx.set_arena_limit(Some(limit));
+        let r = gpt.train_step(&mut ctx, &i0, &t0);
+        let used = ctx.memory_stats().arena_used_bytes as usize;
+        assert!(used <= limit, "cap {limit}: {used} bytes in use");
+        match r {
+            Ok(loss) => {
+                ok += 1;
+                assert!(
+                    limit >= need_all,
+                    "cap {limit} < need {need_all} but the step fit"
+                );
+                assert_eq!(loss.to_bits(), want0, "cap {limit}: loss");
+                let loss = gpt.train_step(&mut ctx, &i1, &t1).unwrap();
+                assert_eq!(loss.to_bits(), want1, "cap {limit}: next loss, same cap");
+                let s = ctx.memory_stats();
+                assert!(s.arena_used_bytes as usize <= limit);
+                if limit >= need_none {
+                    assert_eq!(
+                        s.recomputed_segments, 0,
+                        "cap {limit}: nothing to recompute"
+                    );
+                }
+            }
+            Err(Error::OutOfMemory { .. }) => {
+                oom += 1;
+                assert!(
+                    limit < need_all,
+                    "cap {limit} >= need {need_all} but OutOfMemory"
+                );
+                ctx.set_arena_limit(None);
+                ctx.reset();
+                let loss = gpt.train_step(&mut ctx, &i0, &t0).unwrap();
+                assert_eq!(
+                    loss.to_bits(),
+                    want0,
+                    "cap {limit}: loss after removing the cap"
+                );
+                let loss = gpt.train_step(&mut ctx, &i1, &t1).unwrap();
+                assert_eq!(loss.to_bits(), want1, "cap {limit}: next loss");
+            }
+            Err(e) => panic!("cap {limit}: expected Ok or OutOfMemory, got {e}"),
+        }
+    }
+    println!(
+        "arena cap sweep with auto recomputation: {need_all} bytes needed recomputing both blocks, {need_none} keeping everything; {} caps ({oom} OutOfMemory, {ok} Ok), all bit-exact",
+        limits.len()
     );
 }

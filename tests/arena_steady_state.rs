@@ -17,7 +17,7 @@
 mod common;
 
 use arenagrad::ffi::*;
-use arenagrad::{Context, MemoryStats, OptimizerKind, Tensor};
+use arenagrad::{Context, MemoryStats, OptimizerKind, RecomputePolicy, Tensor};
 use common::ffi::ok;
 use common::gpt::{Gpt, GptConfig, Rng, sample_batch, vocabulary};
 use common::text::{generated_text, shakespeare_tiny};
@@ -509,6 +509,38 @@ fn gpt_small_training_step_allocates_nothing_after_warmup() {
     run.train("gpt small", 200);
 }
 
+/// Each block a recomputation segment, in every mode: none (segments only
+/// mark their internal tensors), all, and auto under a cap halfway between
+/// the two needs (it measured an uncapped step first, then keeps its
+/// choice): the steady state allocates nothing either.
+fn gpt_segments_allocate_nothing_after_warmup_in_every_mode() {
+    for (name, policy) in [
+        ("gpt small, segments, recompute none", RecomputePolicy::None),
+        ("gpt small, segments, recompute all", RecomputePolicy::All),
+        ("gpt small, segments, recompute auto", RecomputePolicy::Auto),
+    ] {
+        let mut run = GptRun::new("small");
+        run.gpt.segments = true;
+        run.ctx.set_recompute(policy);
+        if policy == RecomputePolicy::Auto {
+            run.step();
+            let s = run.ctx.memory_stats();
+            let cap = (s.arena_need_none_bytes + s.arena_need_all_bytes) / 2;
+            run.ctx.set_arena_limit(Some(cap as usize));
+        }
+        run.train(name, 60);
+        let s = run.ctx.memory_stats();
+        assert_eq!(s.segments, run.gpt.cfg.n_layer as u64);
+        let recomputed = s.recomputed_segments;
+        match policy {
+            RecomputePolicy::None => assert_eq!(recomputed, 0),
+            RecomputePolicy::All => assert_eq!(recomputed, run.gpt.cfg.n_layer as u64),
+            RecomputePolicy::Auto => assert!(recomputed >= 2, "{recomputed}"),
+        }
+        eprintln!("[{name}] {recomputed} blocks recomputed");
+    }
+}
+
 /// Validation (a loss without backward) and sampling (forwards of [1, t]
 /// for growing t) with grad mode off allocate nothing once warmed up, and
 /// training resumes afterwards without allocating either.
@@ -656,7 +688,7 @@ fn fresh_inference_context_allocates_nothing_after_first_forward() {
 
 /// Every section in turn (see the module docs for why there is no harness).
 fn main() {
-    let sections: [(&str, fn()); 7] = [
+    let sections: [(&str, fn()); 8] = [
         ("the_counter_counts", the_counter_counts),
         (
             "mlp_training_step_allocates_nothing_after_warmup",
@@ -673,6 +705,10 @@ fn main() {
         (
             "gpt_small_training_step_allocates_nothing_after_warmup",
             gpt_small_training_step_allocates_nothing_after_warmup,
+        ),
+        (
+            "gpt_segments_allocate_nothing_after_warmup_in_every_mode",
+            gpt_segments_allocate_nothing_after_warmup_in_every_mode,
         ),
         (
             "gpt_validation_and_sampling_allocate_nothing_after_first_call",

@@ -336,6 +336,18 @@ fn call(name: &str, ctx: *mut ag_context, fx: &Fx, env: &Env, a: Args) -> ag_sta
         "ag_set_grad_enabled" => ag_set_grad_enabled(ctx, a.null),
         "ag_set_arena_limit" => ag_set_arena_limit(ctx, n),
         "ag_memory_stats" => ag_memory_stats(ctx, if a.null { null_mut() } else { &mut stats }),
+        "ag_context_set_recompute" => {
+            ag_context_set_recompute(ctx, n.min(u32::MAX as usize) as u32)
+        }
+        "ag_segment_begin" => ag_segment_begin(ctx),
+        "ag_segment_end" => {
+            // n == 0: no segment open; else one is opened first (it stays
+            // open when ending it fails).
+            if n != 0 {
+                ag_segment_begin(ctx);
+            }
+            ag_segment_end(ctx, t)
+        }
         "ag_param_new" => ag_param_new(ctx, shape.as_ptr(), n, p(f.as_ptr()), o),
         "ag_param_write" => ag_param_write(ctx, t, p(f.as_ptr()), n),
         "ag_param_init" => {
@@ -960,6 +972,22 @@ fn targeted_cases(env: &Env) -> Vec<(&'static str, String)> {
     check("ag_bmm", st, "OUT_OF_MEMORY", c);
     let st = ag_backward(c, loss);
     check("ag_backward", st, "OUT_OF_MEMORY", c);
+
+    // A segment copies its output out of the scratch region: not under a
+    // cap that leaves no room.
+    let fx = Fx::new();
+    let c = fx.ctx;
+    ok(ag_context_set_recompute(c, AG_RECOMPUTE_ALL));
+    ok(ag_segment_begin(c));
+    let st = ag_segment_begin(c);
+    check("ag_segment_begin", st, "SEQUENCE", c);
+    let mut y = zero();
+    ok(ag_tanh(c, fx.h, &mut y));
+    ok(ag_set_arena_limit(c, 1));
+    let st = ag_segment_end(c, y);
+    check("ag_segment_end", st, "OUT_OF_MEMORY", c);
+    ok(ag_set_arena_limit(c, 0));
+    ok(ag_segment_end(c, y));
 
     // Backward twice in one iteration; the gradient of a constant.
     let fx = Fx::new();

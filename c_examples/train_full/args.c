@@ -154,6 +154,7 @@ int parse_args(int argc, char **argv, struct config *cfg, char *err, size_t errl
     cfg->eval_iters = 10;
     cfg->sample_chars = 200;
     cfg->temperature = 1.0f;
+    cfg->recompute = -1;
 
     for (int i = 1; i < argc; i++) {
         const char *arg = argv ? argv[i] : NULL;
@@ -333,6 +334,16 @@ int parse_args(int argc, char **argv, struct config *cfg, char *err, size_t errl
             long max_mb = (long)((SIZE_MAX >> 20) < (size_t)LONG_MAX ? (SIZE_MAX >> 20) : LONG_MAX);
             if (!parse_long("--arena-limit-mb", v, 1, max_mb, &cfg->arena_limit_mb, err, errlen))
                 return EXIT_USAGE;
+        } else if (IS("--recompute")) {
+            VALUE("--recompute", v);
+            if (strcmp(v, "none") == 0) cfg->recompute = (int)AG_RECOMPUTE_NONE;
+            else if (strcmp(v, "all") == 0) cfg->recompute = (int)AG_RECOMPUTE_ALL;
+            else if (strcmp(v, "auto") == 0) cfg->recompute = (int)AG_RECOMPUTE_AUTO;
+            else {
+                snprintf(err, errlen,
+                         "--recompute: unknown policy '%s' (choose none, all or auto)", v);
+                return EXIT_USAGE;
+            }
         } else if (arg[0] == '-') {
             snprintf(err, errlen, "unknown option '%s'", arg);
             return EXIT_USAGE;
@@ -417,6 +428,10 @@ void usage(FILE *f)
             "                      parameters (wte, wpe and the linear weights, as nanoGPT\n"
             "                      does), not biases or LayerNorm gains (0)\n"
             "  --arena-limit-mb M  cap the activation arena at M MiB\n"
+            "  --recompute P       none, all or auto: which transformer blocks recompute\n"
+            "                      their activations during backward instead of keeping\n"
+            "                      them (auto: the fewest that fit under --arena-limit-mb;\n"
+            "                      the default with a cap, else none)\n"
             "\n");
     /* Two strings: C11 compilers need only take 4095 bytes in one. */
     fprintf(f,

@@ -100,6 +100,7 @@ ag_status model_forward(ag_context *ctx, const struct model *m, const int32_t *i
     TRY(ag_add(ctx, tok, pos, &x));                             /* [B, t, C] broadcast */
     for (int l = 0; l < m->L; l++) {
         const struct block *b = &m->blocks[l];
+        TRY(ag_segment_begin(ctx));                             /* block = a segment */
         TRY(ag_layernorm(ctx, x, b->ln1_w, b->ln1_b, &h));      /* [B, t, C] */
         TRY(ag_linear(ctx, h, b->w_qkv, &b->b_qkv, &h));        /* [B, t, 3C] */
         TRY(ag_attention(ctx, h, (size_t)m->NH, &a));           /* [B, t, C] */
@@ -110,6 +111,7 @@ ag_status model_forward(ag_context *ctx, const struct model *m, const int32_t *i
         TRY(ag_gelu(ctx, h, &h));                               /* [B, t, 4C] */
         TRY(ag_linear(ctx, h, b->w_fc2, &b->b_fc2, &h));        /* [B, t, C] */
         TRY(ag_add(ctx, x, h, &x));                             /* residual */
+        TRY(ag_segment_end(ctx, x));                            /* x: its one output */
     }
     TRY(ag_layernorm(ctx, x, m->lnf_w, m->lnf_b, &x));          /* [B, t, C] */
     size_t nc[2] = {B * t, C};

@@ -293,6 +293,8 @@ int run(struct trainer *tr)
         prompt = first_byte;
     }
     if (cfg->sample_only) return sample_only(tr, &s, prompt);
+    int budget_rc = arena_budget(tr, s.rng);
+    if (budget_rc != 0) return budget_rc;
 
     printf("model: preset=%s L=%d NH=%d C=%d T=%d B=%d V=%d params=%zu (%.2f MiB of floats)\n",
            cfg->preset, cfg->n_layer, cfg->n_head, cfg->n_embd, cfg->seq_len, cfg->batch, d->V,

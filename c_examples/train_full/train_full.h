@@ -83,6 +83,7 @@ struct config {
     const char *init_from;   /* safetensors to start from (or sample from), NULL: none */
     float weight_decay;      /* AdamW decoupled decay of the 2-D parameters (0) */
     long arena_limit_mb; /* 0: no cap */
+    int recompute;       /* AG_RECOMPUTE_*; -1: AUTO with --arena-limit-mb, else NONE */
     bool sample_only;
     bool help;
 };
@@ -289,6 +290,7 @@ struct trainer {
 extern volatile sig_atomic_t g_stop_signal;
 
 int run(struct trainer *tr);
+int arena_budget(struct trainer *tr, uint64_t rng); /* budget.c */
 void end_line(struct trainer *tr);
 int report(struct trainer *tr, const char *what, ag_status st);
 double lr_at(const struct config *cfg, uint64_t step);

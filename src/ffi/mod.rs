@@ -25,6 +25,7 @@ mod grads;
 mod init;
 mod ops;
 mod params;
+mod recompute;
 #[cfg(feature = "test-hooks")]
 mod test_hooks;
 
@@ -33,6 +34,7 @@ pub use grads::*;
 pub use init::*;
 pub use ops::*;
 pub use params::*;
+pub use recompute::*;
 #[cfg(feature = "test-hooks")]
 pub use test_hooks::*;
 

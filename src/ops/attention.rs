@@ -101,16 +101,14 @@ impl Context {
         }
         let tracks = self.tracks(&[ix]);
         let out = self.push_output(OP, ex.shape, tracks)?;
-        let ([y], [x]) = self
-            .store
-            .access([self.table[out as usize].data], [ex.data]);
-        simd::dispatch!({
-            for (r, (yr, xr)) in y.chunks_exact_mut(tk).zip(x.chunks_exact(tk)).enumerate() {
-                softmax_row_from(yr, xr, valid_cols(causal, r % tq, tq, tk), scale);
-            }
-        });
-        self.record(Op::Softmax { x: ix, scale }, out);
-        Ok(self.handle(out))
+        Ok(self.run(
+            Op::Softmax {
+                x: ix,
+                scale,
+                causal,
+            },
+            out,
+        ))
     }
 
     /// Causal multi-head self-attention, fused. qkv: `[B, T, 3C]` holding q, k
@@ -145,32 +143,49 @@ impl Context {
             .store
             .alloc_for_overwrite::<f32>(OP, probs_shape.numel() + extra)?;
         let out = self.push_output(OP, Shape::from_valid(&[b, t, c]), tracks)?;
-        let probs_only = Storage::sub(probs, 0, probs_shape.numel());
-        let par = b >= 2 && self.want_pool(4 * b * n_head * t * t * (c / n_head));
-        let ([y, p], [q]) = self
-            .store
-            .access([self.table[out as usize].data, probs_only], [eq.data]);
-        match self.pool.as_ref().filter(|_| par) {
-            Some(pool) => {
-                // Split the batch: each half owns disjoint rows of every buffer.
-                let h = b / 2;
-                let (y0, y1) = y.split_at_mut(h * t * c);
-                let (p0, p1) = p.split_at_mut(h * n_head * t * t);
-                let (q0, q1) = q.split_at(h * t * 3 * c);
-                pool.join(
-                    || attention_forward(y1, p1, q1, b - h, t, c, n_head),
-                    || attention_forward(y0, p0, q0, h, t, c, n_head),
-                );
-            }
-            None => attention_forward(y, p, q, b, t, c, n_head),
-        }
         let op = Op::Attention {
             qkv: iq,
             n_head: n_head as u32,
             probs,
         };
-        self.record(op, out);
-        Ok(self.handle(out))
+        Ok(self.run(op, out))
+    }
+}
+
+pub(crate) fn forward_softmax(ctx: &mut Context, out: u32, x: u32, scale: f32, causal: bool) {
+    let (ex, eo) = (ctx.entry(x), ctx.entry(out));
+    let nd = ex.shape.ndim();
+    let tk = ex.shape.last();
+    let tq = if nd >= 2 { ex.shape.dims()[nd - 2] } else { 1 };
+    let ([y], [x]) = ctx.store.access([eo.data], [ex.data]);
+    simd::dispatch!({
+        for (r, (yr, xr)) in y.chunks_exact_mut(tk).zip(x.chunks_exact(tk)).enumerate() {
+            softmax_row_from(yr, xr, valid_cols(causal, r % tq, tq, tk), scale);
+        }
+    });
+}
+
+/// qkv: `[B, T, 3C]` -> out: `[B, T, C]`; the probabilities go to the front
+/// of `probs` (`[B, NH, T, T]`), whose tail is backward's scratch.
+pub(crate) fn forward_attention(ctx: &mut Context, out: u32, qkv: u32, n_head: usize, probs: Buf) {
+    let (eq, eo) = (ctx.entry(qkv), ctx.entry(out));
+    let (b, t, c) = (eq.shape.dims()[0], eq.shape.dims()[1], eq.shape.last() / 3);
+    let probs_only = Storage::sub(probs, 0, b * n_head * t * t);
+    let par = b >= 2 && ctx.want_pool(4 * b * n_head * t * t * (c / n_head));
+    let ([y, p], [q]) = ctx.store.access([eo.data, probs_only], [eq.data]);
+    match ctx.pool.as_ref().filter(|_| par) {
+        Some(pool) => {
+            // Split the batch: each half owns disjoint rows of every buffer.
+            let h = b / 2;
+            let (y0, y1) = y.split_at_mut(h * t * c);
+            let (p0, p1) = p.split_at_mut(h * n_head * t * t);
+            let (q0, q1) = q.split_at(h * t * 3 * c);
+            pool.join(
+                || attention_forward(y1, p1, q1, b - h, t, c, n_head),
+                || attention_forward(y0, p0, q0, h, t, c, n_head),
+            );
+        }
+        None => attention_forward(y, p, q, b, t, c, n_head),
     }
 }
 

@@ -71,17 +71,21 @@ impl Context {
             return Ok(self.handle(out));
         }
         let n = ex.shape.numel();
-        let scale = self.store.alloc_for_overwrite::<f32>(OP, n)?;
+        // Drawn from the seed once; kept outside any recomputed segment's
+        // scratch, so a replay applies the very same mask.
+        let scale = self.store.alloc_main::<f32>(OP, n)?;
         let tracks = self.tracks(&[ix]);
         let out = self.push_output(OP, ex.shape, tracks)?;
-        let ([y, s], [x]) = self
-            .store
-            .access([self.table[out as usize].data, scale], [ex.data]);
-        dropout_mask(s, p, seed);
-        dropout_forward(y, x, s);
-        self.record(Op::Dropout { x: ix, scale }, out);
-        Ok(self.handle(out))
+        // The mask is drawn here, once: a replay reuses the saved mask.
+        dropout_mask(self.store.access_one(scale), p, seed);
+        Ok(self.run(Op::Dropout { x: ix, scale }, out))
     }
+}
+
+pub(crate) fn forward_dropout(ctx: &mut Context, out: u32, x: u32, scale: Buf) {
+    let (ex, eo) = (ctx.entry(x), ctx.entry(out));
+    let ([y], [x, s]) = ctx.store.access([eo.data], [ex.data, scale]);
+    dropout_forward(y, x, s);
 }
 
 pub(crate) fn backward_dropout(ctx: &mut Context, out: u32, x: u32, scale: Buf) {

@@ -161,20 +161,7 @@ impl Context {
         let shape = Shape::broadcast(op, ea.shape, eb.shape)?;
         let tracks = self.tracks(&[ia, ib]);
         let out = self.push_output(op, shape, tracks)?;
-        let ([o], [x, y]) = self
-            .store
-            .access([self.table[out as usize].data], [ea.data, eb.data]);
-        let (sa, sb) = (ea.shape, eb.shape);
-        simd::dispatch!(match f {
-            BinaryFn::Add => binary_forward(o, x, y, shape, sa, sb, |p, q| p + q),
-            BinaryFn::Sub => binary_forward(o, x, y, shape, sa, sb, |p, q| p - q),
-            BinaryFn::Mul => binary_forward(o, x, y, shape, sa, sb, |p, q| p * q),
-            BinaryFn::Div => binary_forward(o, x, y, shape, sa, sb, |p, q| p / q),
-            BinaryFn::Max => binary_forward(o, x, y, shape, sa, sb, max_of),
-            BinaryFn::Min => binary_forward(o, x, y, shape, sa, sb, min_of),
-        });
-        self.record(Op::Binary { a: ia, b: ib, f }, out);
-        Ok(self.handle(out))
+        Ok(self.run(Op::Binary { a: ia, b: ib, f }, out))
     }
 
     /// a + b with broadcasting.
@@ -226,12 +213,7 @@ impl Context {
         let ex = self.entry(ix);
         let tracks = self.tracks(&[ix]);
         let out = self.push_output(OP, ex.shape, tracks)?;
-        let ([y], [x]) = self
-            .store
-            .access([self.table[out as usize].data], [ex.data]);
-        clamp_forward(y, x, lo, hi);
-        self.record(Op::Clamp { x: ix, lo, hi }, out);
-        Ok(self.handle(out))
+        Ok(self.run(Op::Clamp { x: ix, lo, hi }, out))
     }
 
     fn unary(&mut self, f: UnaryFn, op: &'static str, x: Tensor) -> Result<Tensor> {
@@ -239,23 +221,7 @@ impl Context {
         let ex = self.entry(ix);
         let tracks = self.tracks(&[ix]);
         let out = self.push_output(op, ex.shape, tracks)?;
-        let par = f == UnaryFn::Gelu && self.want_pool(ex.shape.numel() * 16);
-        let ([y], [x]) = self
-            .store
-            .access([self.table[out as usize].data], [ex.data]);
-        match self.pool.as_ref().filter(|_| par) {
-            Some(pool) => {
-                let h = x.len() / 2;
-                let ((y0, y1), (x0, x1)) = (y.split_at_mut(h), x.split_at(h));
-                pool.join(
-                    || simd::dispatch!(unary_forward(f, y1, x1)),
-                    || simd::dispatch!(unary_forward(f, y0, x0)),
-                );
-            }
-            None => simd::dispatch!(unary_forward(f, y, x)),
-        }
-        self.record(Op::Unary { x: ix, f }, out);
-        Ok(self.handle(out))
+        Ok(self.run(Op::Unary { x: ix, f }, out))
     }
 
     fn scale_op(&mut self, op: &'static str, x: Tensor, s: f32) -> Result<Tensor> {
@@ -263,12 +229,7 @@ impl Context {
         let ex = self.entry(ix);
         let tracks = self.tracks(&[ix]);
         let out = self.push_output(op, ex.shape, tracks)?;
-        let ([y], [x]) = self
-            .store
-            .access([self.table[out as usize].data], [ex.data]);
-        scale_forward(y, x, s);
-        self.record(Op::Scale { x: ix, s }, out);
-        Ok(self.handle(out))
+        Ok(self.run(Op::Scale { x: ix, s }, out))
     }
 
     /// s * x.
@@ -338,12 +299,7 @@ impl Context {
         let ex = self.entry(ix);
         let tracks = self.tracks(&[ix]);
         let out = self.push_output(OP, ex.shape, tracks)?;
-        let ([y], [x]) = self
-            .store
-            .access([self.table[out as usize].data], [ex.data]);
-        pow_forward(y, x, p);
-        self.record(Op::Pow { x: ix, p }, out);
-        Ok(self.handle(out))
+        Ok(self.run(Op::Pow { x: ix, p }, out))
     }
 }
 
@@ -528,6 +484,55 @@ pub(crate) fn gelu_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
         let local = 0.5 * (1.0 + t) + 0.5 * x * sech2 * GELU_K * (1.0 + 3.0 * 0.044715 * x * x);
         *d += g * local;
     }
+}
+
+pub(crate) fn forward_binary(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: BinaryFn) {
+    let (ea, eb, eo) = (ctx.entry(ia), ctx.entry(ib), ctx.entry(out));
+    let ([o], [x, y]) = ctx.store.access([eo.data], [ea.data, eb.data]);
+    let (shape, sa, sb) = (eo.shape, ea.shape, eb.shape);
+    simd::dispatch!(match f {
+        BinaryFn::Add => binary_forward(o, x, y, shape, sa, sb, |p, q| p + q),
+        BinaryFn::Sub => binary_forward(o, x, y, shape, sa, sb, |p, q| p - q),
+        BinaryFn::Mul => binary_forward(o, x, y, shape, sa, sb, |p, q| p * q),
+        BinaryFn::Div => binary_forward(o, x, y, shape, sa, sb, |p, q| p / q),
+        BinaryFn::Max => binary_forward(o, x, y, shape, sa, sb, max_of),
+        BinaryFn::Min => binary_forward(o, x, y, shape, sa, sb, min_of),
+    });
+}
+
+pub(crate) fn forward_scale(ctx: &mut Context, out: u32, x: u32, s: f32) {
+    let (ex, eo) = (ctx.entry(x), ctx.entry(out));
+    let ([y], [x]) = ctx.store.access([eo.data], [ex.data]);
+    scale_forward(y, x, s);
+}
+
+pub(crate) fn forward_unary(ctx: &mut Context, out: u32, x: u32, f: UnaryFn) {
+    let (ex, eo) = (ctx.entry(x), ctx.entry(out));
+    let par = f == UnaryFn::Gelu && ctx.want_pool(ex.shape.numel() * 16);
+    let ([y], [x]) = ctx.store.access([eo.data], [ex.data]);
+    match ctx.pool.as_ref().filter(|_| par) {
+        Some(pool) => {
+            let h = x.len() / 2;
+            let ((y0, y1), (x0, x1)) = (y.split_at_mut(h), x.split_at(h));
+            pool.join(
+                || simd::dispatch!(unary_forward(f, y1, x1)),
+                || simd::dispatch!(unary_forward(f, y0, x0)),
+            );
+        }
+        None => simd::dispatch!(unary_forward(f, y, x)),
+    }
+}
+
+pub(crate) fn forward_pow(ctx: &mut Context, out: u32, x: u32, p: f32) {
+    let (ex, eo) = (ctx.entry(x), ctx.entry(out));
+    let ([y], [x]) = ctx.store.access([eo.data], [ex.data]);
+    pow_forward(y, x, p);
+}
+
+pub(crate) fn forward_clamp(ctx: &mut Context, out: u32, x: u32, lo: f32, hi: f32) {
+    let (ex, eo) = (ctx.entry(x), ctx.entry(out));
+    let ([y], [x]) = ctx.store.access([eo.data], [ex.data]);
+    clamp_forward(y, x, lo, hi);
 }
 
 pub(crate) fn backward_scale(ctx: &mut Context, out: u32, x: u32, s: f32) {

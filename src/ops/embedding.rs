@@ -57,26 +57,26 @@ impl Context {
         check_ids(OP, ids, v)?;
         let oshape = Shape::new(OP, &[ids.len(), c])?;
         let tracks = self.tracks(&[iw]);
-        let ids_buf = self.store.alloc_for_overwrite::<u32>(OP, ids.len())?;
+        let ids_buf = self.store.alloc_main::<u32>(OP, ids.len())?;
         self.store
             .access_one(ids_buf)
             .iter_mut()
             .zip(ids)
             .for_each(|(d, &s)| *d = s as u32);
         let out = self.push_output(OP, oshape, tracks)?;
-        let ([y], [w], [ids]) =
-            self.store
-                .access_ids([self.table[out as usize].data], [ew.data], [ids_buf]);
-        embedding_forward(y, w, ids, c);
-        self.record(
-            Op::Embedding {
-                w: iw,
-                ids: ids_buf,
-            },
-            out,
-        );
-        Ok(self.handle(out))
+        let op = Op::Embedding {
+            w: iw,
+            ids: ids_buf,
+        };
+        Ok(self.run(op, out))
     }
+}
+
+pub(crate) fn forward_embedding(ctx: &mut Context, out: u32, w: u32, ids: Buf<u32>) {
+    let (ew, eo) = (ctx.entry(w), ctx.entry(out));
+    let c = ew.shape.dims()[1];
+    let ([y], [w], [ids]) = ctx.store.access_ids([eo.data], [ew.data], [ids]);
+    embedding_forward(y, w, ids, c);
 }
 
 pub(crate) fn backward_embedding(ctx: &mut Context, out: u32, w: u32, ids: Buf<u32>) {

@@ -148,18 +148,11 @@ impl Context {
         }
         let tracks = self.tracks(&[ip, it]);
         let out = self.push_output(OP, Shape::scalar(), tracks)?;
-        let ([y], [p, t]) = self
-            .store
-            .access([self.table[out as usize].data], [ep.data, et.data]);
-        y[0] = mse_forward(p, t);
-        self.record(
-            Op::MseLoss {
-                pred: ip,
-                target: it,
-            },
-            out,
-        );
-        Ok(self.handle(out))
+        let op = Op::MseLoss {
+            pred: ip,
+            target: it,
+        };
+        Ok(self.run(op, out))
     }
 
     /// log(softmax(x)) over the last axis, fused and stable (the row's
@@ -170,12 +163,7 @@ impl Context {
         let ex = self.entry(ix);
         let tracks = self.tracks(&[ix]);
         let out = self.push_output(OP, ex.shape, tracks)?;
-        let ([y], [x]) = self
-            .store
-            .access([self.table[out as usize].data], [ex.data]);
-        log_softmax_forward(y, x, ex.shape.last());
-        self.record(Op::LogSoftmax { x: ix }, out);
-        Ok(self.handle(out))
+        Ok(self.run(Op::LogSoftmax { x: ix }, out))
     }
 
     /// Mean cross-entropy of `logits` (`[..., V]`, rows = all leading
@@ -197,7 +185,7 @@ impl Context {
         }
         check_ids(OP, targets, v)?;
         let tracks = self.tracks(&[il]);
-        let tbuf = self.store.alloc_for_overwrite::<u32>(OP, rows)?;
+        let tbuf = self.store.alloc_main::<u32>(OP, rows)?;
         self.store
             .access_one(tbuf)
             .iter_mut()
@@ -207,18 +195,41 @@ impl Context {
             .store
             .alloc_for_overwrite::<f32>(OP, if tracks { el.shape.numel() } else { 1 })?;
         let out = self.push_output(OP, Shape::scalar(), tracks)?;
-        let ([y, p], [l], [t]) =
-            self.store
-                .access_ids([self.table[out as usize].data, probs], [el.data], [tbuf]);
-        y[0] = simd::dispatch!(cross_entropy_forward(tracks.then_some(p), l, t, v));
         let op = Op::CrossEntropy {
             logits: il,
             targets: tbuf,
             probs,
         };
-        self.record(op, out);
-        Ok(self.handle(out))
+        Ok(self.run(op, out))
     }
+}
+
+pub(crate) fn forward_mse(ctx: &mut Context, out: u32, pred: u32, target: u32) {
+    let (ep, et, eo) = (ctx.entry(pred), ctx.entry(target), ctx.entry(out));
+    let ([y], [p, t]) = ctx.store.access([eo.data], [ep.data, et.data]);
+    y[0] = mse_forward(p, t);
+}
+
+pub(crate) fn forward_log_softmax(ctx: &mut Context, out: u32, x: u32) {
+    let (ex, eo) = (ctx.entry(x), ctx.entry(out));
+    let ([y], [x]) = ctx.store.access([eo.data], [ex.data]);
+    log_softmax_forward(y, x, ex.shape.last());
+}
+
+/// The probabilities are saved only when the loss is recorded (its output
+/// needs a gradient); otherwise `probs` is a one-element placeholder.
+pub(crate) fn forward_cross_entropy(
+    ctx: &mut Context,
+    out: u32,
+    logits: u32,
+    targets: Buf<u32>,
+    probs: Buf,
+) {
+    let (el, eo) = (ctx.entry(logits), ctx.entry(out));
+    let v = el.shape.last();
+    let tracks = eo.requires_grad;
+    let ([y, p], [l], [t]) = ctx.store.access_ids([eo.data, probs], [el.data], [targets]);
+    y[0] = simd::dispatch!(cross_entropy_forward(tracks.then_some(p), l, t, v));
 }
 
 pub(crate) fn backward_cross_entropy(

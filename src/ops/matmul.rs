@@ -89,28 +89,13 @@ impl Context {
         }
         let tracks = self.tracks(&[ia, ib]);
         let out = self.push_output(OP, Shape::new(OP, &[m, n])?, tracks)?;
-        let par = self.want_pool(m * n * k);
-        let ([c], [a, b]) = self
-            .store
-            .access([self.table[out as usize].data], [ea.data, eb.data]);
-        let pool = self.pool.as_ref().filter(|_| par);
-        sgemm_on(
-            pool,
-            Gemm::dense(trans_a, trans_b, m, n, k),
-            1.0,
-            a,
-            b,
-            0.0,
-            c,
-        );
         let op = Op::Matmul {
             a: ia,
             b: ib,
             trans_a,
             trans_b,
         };
-        self.record(op, out);
-        Ok(self.handle(out))
+        Ok(self.run(op, out))
     }
 
     /// Fully connected layer: x @ w + bias. x: `[..., K]`, w: `[K, N]`,
@@ -129,7 +114,7 @@ impl Context {
                 b: ew.shape,
             });
         }
-        let (k, n) = (ew.shape.dims()[0], ew.shape.dims()[1]);
+        let n = ew.shape.dims()[1];
         if let Some(ib) = ib {
             let eb = self.entry(ib);
             if eb.shape.numel() != n || eb.shape.ndim() != 1 {
@@ -151,36 +136,12 @@ impl Context {
             None => self.tracks(&[ix, iw]),
         };
         let out = self.push_output(OP, oshape, tracks)?;
-        let rows = ex.shape.rows();
-        let odata = self.table[out as usize].data;
-        let beta = if let Some(ib) = ib {
-            let ([y], [b]) = self.store.access([odata], [self.table[ib as usize].data]);
-            y.chunks_exact_mut(n).for_each(|row| row.copy_from_slice(b));
-            1.0
-        } else {
-            0.0
+        let op = Op::Linear {
+            x: ix,
+            w: iw,
+            bias: ib,
         };
-        let par = self.want_pool(rows * n * k);
-        let ([y], [x, w]) = self.store.access([odata], [ex.data, ew.data]);
-        let pool = self.pool.as_ref().filter(|_| par);
-        sgemm_on(
-            pool,
-            Gemm::dense(false, false, rows, n, k),
-            1.0,
-            x,
-            w,
-            beta,
-            y,
-        );
-        self.record(
-            Op::Linear {
-                x: ix,
-                w: iw,
-                bias: ib,
-            },
-            out,
-        );
-        Ok(self.handle(out))
+        Ok(self.run(op, out))
     }
 
     /// Batched product over matching leading (batch) dimensions:
@@ -216,28 +177,69 @@ impl Context {
         let oshape = Shape::new(OP, &dims[..nd])?;
         let tracks = self.tracks(&[ia, ib]);
         let out = self.push_output(OP, oshape, tracks)?;
-        let batch = oshape.numel() / (m * n);
-        let ([c], [a, b]) = self
-            .store
-            .access([self.table[out as usize].data], [ea.data, eb.data]);
-        let g = Gemm::dense(trans_a, trans_b, m, n, k);
-        let pool = None;
-        for ((c, a), b) in c
-            .chunks_exact_mut(m * n)
-            .zip(a.chunks_exact(m * k))
-            .zip(b.chunks_exact(k * n))
-            .take(batch)
-        {
-            sgemm_on(pool, g, 1.0, a, b, 0.0, c);
-        }
         let op = Op::Bmm {
             a: ia,
             b: ib,
             trans_a,
             trans_b,
         };
-        self.record(op, out);
-        Ok(self.handle(out))
+        Ok(self.run(op, out))
+    }
+}
+
+/// c = op(a) @ op(b). a: `[M,K]` (or `[K,M]`), b: `[K,N]` (or `[N,K]`), c: `[M,N]`.
+pub(crate) fn forward_matmul(ctx: &mut Context, out: u32, ia: u32, ib: u32, ta: bool, tb: bool) {
+    let (ea, eb, eo) = (ctx.entry(ia), ctx.entry(ib), ctx.entry(out));
+    let (m, n, k) = mnk(ea.shape, eo.shape, ta);
+    let par = ctx.want_pool(m * n * k);
+    let ([c], [a, b]) = ctx.store.access([eo.data], [ea.data, eb.data]);
+    let pool = ctx.pool.as_ref().filter(|_| par);
+    sgemm_on(pool, Gemm::dense(ta, tb, m, n, k), 1.0, a, b, 0.0, c);
+}
+
+/// y = x @ w (+ bias, written into y first so the GEMM accumulates onto it).
+/// x: `[..., K]`, w: `[K, N]`, bias: `[N]`, y: `[..., N]`.
+pub(crate) fn forward_linear(ctx: &mut Context, out: u32, ix: u32, iw: u32, bias: Option<u32>) {
+    let (ex, ew, eo) = (ctx.entry(ix), ctx.entry(iw), ctx.entry(out));
+    let (k, n) = (ew.shape.dims()[0], ew.shape.dims()[1]);
+    let rows = ex.shape.rows();
+    let beta = if let Some(ib) = bias {
+        let ([y], [b]) = ctx.store.access([eo.data], [ctx.table[ib as usize].data]);
+        y.chunks_exact_mut(n).for_each(|row| row.copy_from_slice(b));
+        1.0
+    } else {
+        0.0
+    };
+    let par = ctx.want_pool(rows * n * k);
+    let ([y], [x, w]) = ctx.store.access([eo.data], [ex.data, ew.data]);
+    let pool = ctx.pool.as_ref().filter(|_| par);
+    sgemm_on(
+        pool,
+        Gemm::dense(false, false, rows, n, k),
+        1.0,
+        x,
+        w,
+        beta,
+        y,
+    );
+}
+
+/// c[i] = op(a[i]) @ op(b[i]) over the batch. a: `[..., M, K]`, b: `[..., K, N]`,
+/// c: `[..., M, N]` (transposes as for matmul).
+pub(crate) fn forward_bmm(ctx: &mut Context, out: u32, ia: u32, ib: u32, ta: bool, tb: bool) {
+    let (ea, eb, eo) = (ctx.entry(ia), ctx.entry(ib), ctx.entry(out));
+    let (m, n, k) = mnk(ea.shape, eo.shape, ta);
+    let batch = eo.shape.numel() / (m * n);
+    let ([c], [a, b]) = ctx.store.access([eo.data], [ea.data, eb.data]);
+    let g = Gemm::dense(ta, tb, m, n, k);
+    let pool = None;
+    for ((c, a), b) in c
+        .chunks_exact_mut(m * n)
+        .zip(a.chunks_exact(m * k))
+        .zip(b.chunks_exact(k * n))
+        .take(batch)
+    {
+        sgemm_on(pool, g, 1.0, a, b, 0.0, c);
     }
 }
 

@@ -3,15 +3,24 @@
 //! so a kernel never has to check that its attributes fit its kind.
 //!
 //! Each family file holds, side by side: the recording function (a
-//! `Context` method), the `<op>_forward` / `<op>_backward` kernels, the
-//! `backward_<op>` function that fetches the buffers of a recorded op and
-//! calls its backward kernel, and the tests (forward values and a
-//! finite-difference gradient check).
+//! `Context` method that validates its arguments, allocates the output and
+//! the buffers saved for backward, then runs and records the op), the
+//! `<op>_forward` / `<op>_backward` kernels, the `forward_<op>` and
+//! `backward_<op>` functions that fetch the buffers of a recorded op and call
+//! its kernels, and the tests (forward values and a finite-difference
+//! gradient check).
 //!
-//! Adding an op: a variant here, the family file, the arm in [`backward`]
-//! and in [`Op::inputs`] (the compiler refuses a missing arm: no match over
-//! ops or functions has a catch-all), the C wrapper in `ffi/ops.rs` and one
-//! line in the C op table of the tests.
+//! Forward values are computed only through [`forward`], from the record
+//! alone: the first run and the replay of a recomputed segment during
+//! backward run the very same kernels on the same inputs, so the replayed
+//! values are bit-identical. Whatever an op cannot recompute from its
+//! inputs (token ids, targets, a dropout mask drawn from a seed) is stored
+//! in a buffer the record names, outside any recomputed region.
+//!
+//! Adding an op: a variant here, the family file, the arms in [`forward`],
+//! [`backward`] and [`Op::inputs`] (the compiler refuses a missing arm: no
+//! match over ops or functions has a catch-all), the C wrapper in
+//! `ffi/ops.rs` and one line in the C op table of the tests.
 
 pub(crate) mod attention;
 pub(crate) mod dropout;
@@ -109,9 +118,9 @@ pub(crate) enum Op {
         mean: Buf,
         rstd: Buf,
     },
-    /// softmax(scale * x) over the last axis (the causal mask leaves exact
-    /// zeros, so backward needs no flag).
-    Softmax { x: u32, scale: f32 },
+    /// softmax(scale * x) over the last axis, causally masked when asked
+    /// (the mask leaves exact zeros, so only forward reads the flag).
+    Softmax { x: u32, scale: f32, causal: bool },
     /// Fused causal self-attention over packed qkv; `probs` holds the
     /// attention probabilities followed by the backward pass's scratch.
     Attention { qkv: u32, n_head: u32, probs: Buf },
@@ -139,7 +148,49 @@ impl Inputs {
     }
 }
 
+/// What an op's backward reads besides the gradient of its output: the
+/// values of its inputs, and its own output or the buffers its forward saved.
+/// A replay of a recomputed segment skips the ops whose values no backward
+/// reads (a residual branch's last product, whose only consumer is an add).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BackwardReads {
+    pub inputs: bool,
+    pub own: bool,
+}
+
 impl Op {
+    /// What this op's backward reads (see [`BackwardReads`]); when in doubt,
+    /// true.
+    pub(crate) fn backward_reads(&self) -> BackwardReads {
+        let r = |inputs, own| BackwardReads { inputs, own };
+        match *self {
+            Op::Binary { f, .. } => match f {
+                BinaryFn::Add | BinaryFn::Sub => r(false, false),
+                BinaryFn::Mul | BinaryFn::Div | BinaryFn::Max | BinaryFn::Min => r(true, false),
+            },
+            Op::Unary { f, .. } => match f {
+                UnaryFn::Exp | UnaryFn::Tanh | UnaryFn::Sigmoid | UnaryFn::Sqrt => r(false, true),
+                UnaryFn::Log | UnaryFn::Relu | UnaryFn::Gelu | UnaryFn::Abs => r(true, false),
+            },
+            Op::Scale { .. }
+            | Op::Reduce { .. }
+            | Op::ReduceAxis { .. }
+            | Op::Permute { .. }
+            | Op::Concat { .. }
+            | Op::Slice { .. }
+            | Op::Dropout { .. }
+            | Op::Embedding { .. } => r(false, false),
+            Op::Pow { .. }
+            | Op::Clamp { .. }
+            | Op::Matmul { .. }
+            | Op::Bmm { .. }
+            | Op::Linear { .. }
+            | Op::MseLoss { .. } => r(true, false),
+            Op::LogSoftmax { .. } | Op::Softmax { .. } | Op::CrossEntropy { .. } => r(false, true),
+            Op::LayerNorm { .. } | Op::Attention { .. } => r(true, true),
+        }
+    }
+
     /// The tensors this op reads, i.e. those its backward sends gradient to.
     pub(crate) fn inputs(&self) -> Inputs {
         match *self {
@@ -167,6 +218,62 @@ impl Op {
             Op::Embedding { w, .. } => Inputs::of(&[w]),
             Op::CrossEntropy { logits, .. } => Inputs::of(&[logits]),
             Op::Attention { qkv, .. } => Inputs::of(&[qkv]),
+        }
+    }
+}
+
+/// Forward dispatch: writes the output of `op` (and the buffers it saves for
+/// backward) from its inputs. One arm per op, no wildcard.
+pub(crate) fn forward(ctx: &mut Context, op: Op, out: u32) {
+    match op {
+        Op::Binary { a, b, f } => elementwise::forward_binary(ctx, out, a, b, f),
+        Op::Scale { x, s } => elementwise::forward_scale(ctx, out, x, s),
+        Op::Unary { x, f } => elementwise::forward_unary(ctx, out, x, f),
+        Op::Pow { x, p } => elementwise::forward_pow(ctx, out, x, p),
+        Op::Clamp { x, lo, hi } => elementwise::forward_clamp(ctx, out, x, lo, hi),
+        Op::Reduce { x, mean } => reduce::forward_reduce(ctx, out, x, mean),
+        Op::ReduceAxis { x, axis, mean } => {
+            reduce::forward_reduce_axis(ctx, out, x, axis as usize, mean)
+        }
+        Op::Permute { x, perm } => shape_ops::forward_permute(ctx, out, x, perm),
+        Op::Concat { xs, n, axis } => {
+            shape_ops::forward_concat(ctx, out, &xs[..n as usize], axis as usize)
+        }
+        Op::Slice { x, axis, start } => {
+            shape_ops::forward_slice(ctx, out, x, axis as usize, start as usize)
+        }
+        Op::Dropout { x, scale } => dropout::forward_dropout(ctx, out, x, scale),
+        Op::Matmul {
+            a,
+            b,
+            trans_a,
+            trans_b,
+        } => matmul::forward_matmul(ctx, out, a, b, trans_a, trans_b),
+        Op::Bmm {
+            a,
+            b,
+            trans_a,
+            trans_b,
+        } => matmul::forward_bmm(ctx, out, a, b, trans_a, trans_b),
+        Op::Linear { x, w, bias } => matmul::forward_linear(ctx, out, x, w, bias),
+        Op::Embedding { w, ids } => embedding::forward_embedding(ctx, out, w, ids),
+        Op::LogSoftmax { x } => loss::forward_log_softmax(ctx, out, x),
+        Op::CrossEntropy {
+            logits,
+            targets,
+            probs,
+        } => loss::forward_cross_entropy(ctx, out, logits, targets, probs),
+        Op::MseLoss { pred, target } => loss::forward_mse(ctx, out, pred, target),
+        Op::LayerNorm {
+            x,
+            w,
+            b,
+            mean,
+            rstd,
+        } => norm::forward_layernorm(ctx, out, [x, w, b], mean, rstd),
+        Op::Softmax { x, scale, causal } => attention::forward_softmax(ctx, out, x, scale, causal),
+        Op::Attention { qkv, n_head, probs } => {
+            attention::forward_attention(ctx, out, qkv, n_head as usize, probs)
         }
     }
 }
@@ -220,7 +327,7 @@ pub(crate) fn backward(ctx: &mut Context, op: Op, out: u32) {
             mean,
             rstd,
         } => norm::backward_layernorm(ctx, out, [x, w, b], mean, rstd),
-        Op::Softmax { x, scale } => attention::backward_softmax(ctx, out, x, scale),
+        Op::Softmax { x, scale, .. } => attention::backward_softmax(ctx, out, x, scale),
         Op::Attention { qkv, n_head, probs } => {
             attention::backward_attention(ctx, out, qkv, n_head as usize, probs)
         }

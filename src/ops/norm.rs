@@ -116,25 +116,6 @@ impl Context {
         let mean = self.store.alloc_for_overwrite::<f32>(OP, rows)?;
         let rstd = self.store.alloc_for_overwrite::<f32>(OP, rows)?;
         let out = self.push_output(OP, ex.shape, tracks)?;
-        let par = rows >= 2 && self.want_pool(ex.shape.numel() * 16);
-        let ([y, m, r], [x, w, b]) = self.store.access(
-            [self.table[out as usize].data, mean, rstd],
-            [ex.data, ew.data, eb.data],
-        );
-        match self.pool.as_ref().filter(|_| par) {
-            Some(pool) => {
-                // Rows are independent: split them in two.
-                let h = rows / 2;
-                let ((y0, y1), (m0, m1), (r0, r1)) =
-                    (y.split_at_mut(h * c), m.split_at_mut(h), r.split_at_mut(h));
-                let (x0, x1) = x.split_at(h * c);
-                pool.join(
-                    || simd::dispatch!(layernorm_forward(y1, m1, r1, x1, w, b, c)),
-                    || simd::dispatch!(layernorm_forward(y0, m0, r0, x0, w, b, c)),
-                );
-            }
-            None => simd::dispatch!(layernorm_forward(y, m, r, x, w, b, c)),
-        }
         let op = Op::LayerNorm {
             x: ix,
             w: iw,
@@ -142,8 +123,39 @@ impl Context {
             mean,
             rstd,
         };
-        self.record(op, out);
-        Ok(self.handle(out))
+        Ok(self.run(op, out))
+    }
+}
+
+/// `inputs` are x (`[rows, C]`), w and b (`[C]`); writes y (`[rows, C]`),
+/// the per-row mean and 1/std (`[rows]`).
+pub(crate) fn forward_layernorm(
+    ctx: &mut Context,
+    out: u32,
+    inputs: [u32; 3],
+    mean: Buf,
+    rstd: Buf,
+) {
+    let [ex, ew, eb] = inputs.map(|i| ctx.entry(i));
+    let eo = ctx.entry(out);
+    let (rows, c) = (ex.shape.rows(), ex.shape.last());
+    let par = rows >= 2 && ctx.want_pool(ex.shape.numel() * 16);
+    let ([y, m, r], [x, w, b]) = ctx
+        .store
+        .access([eo.data, mean, rstd], [ex.data, ew.data, eb.data]);
+    match ctx.pool.as_ref().filter(|_| par) {
+        Some(pool) => {
+            // Rows are independent: split them in two.
+            let h = rows / 2;
+            let ((y0, y1), (m0, m1), (r0, r1)) =
+                (y.split_at_mut(h * c), m.split_at_mut(h), r.split_at_mut(h));
+            let (x0, x1) = x.split_at(h * c);
+            pool.join(
+                || simd::dispatch!(layernorm_forward(y1, m1, r1, x1, w, b, c)),
+                || simd::dispatch!(layernorm_forward(y0, m0, r0, x0, w, b, c)),
+            );
+        }
+        None => simd::dispatch!(layernorm_forward(y, m, r, x, w, b, c)),
     }
 }
 

@@ -45,15 +45,9 @@ fn sum_axis_backward(dx: &mut [f32], dout: &[f32], outer: usize, n: usize, inner
 impl Context {
     fn reduce_all(&mut self, mean: bool, op: &'static str, x: Tensor) -> Result<Tensor> {
         let ix = self.resolve(op, x)?;
-        let ex = self.entry(ix);
         let tracks = self.tracks(&[ix]);
         let out = self.push_output(op, Shape::scalar(), tracks)?;
-        let ([y], [x]) = self
-            .store
-            .access([self.table[out as usize].data], [ex.data]);
-        y[0] = reduce_forward(x, mean);
-        self.record(Op::Reduce { x: ix, mean }, out);
-        Ok(self.handle(out))
+        Ok(self.run(Op::Reduce { x: ix, mean }, out))
     }
 
     /// Sum of all elements, shape `[1]`.
@@ -95,14 +89,8 @@ impl Context {
         let oshape = Shape::from_valid(&dims[..nd]);
         let tracks = self.tracks(&[ix]);
         let out = self.push_output(op, oshape, tracks)?;
-        let (outer, n, inner) = split(ex.shape, ax);
-        let ([y], [x]) = self
-            .store
-            .access([self.table[out as usize].data], [ex.data]);
-        simd::dispatch!(sum_axis_forward(y, x, outer, n, inner, axis_scale(mean, n)));
         let axis = ax as u8;
-        self.record(Op::ReduceAxis { x: ix, axis, mean }, out);
-        Ok(self.handle(out))
+        Ok(self.run(Op::ReduceAxis { x: ix, axis, mean }, out))
     }
 
     /// Sum along `axis` (negative counts from the end); `keepdim` keeps it as size 1.
@@ -114,6 +102,19 @@ impl Context {
     pub fn mean_axis(&mut self, x: Tensor, axis: i32, keepdim: bool) -> Result<Tensor> {
         self.reduce_axis(true, "mean_axis", x, axis, keepdim)
     }
+}
+
+pub(crate) fn forward_reduce(ctx: &mut Context, out: u32, x: u32, mean: bool) {
+    let (ex, eo) = (ctx.entry(x), ctx.entry(out));
+    let ([y], [x]) = ctx.store.access([eo.data], [ex.data]);
+    y[0] = reduce_forward(x, mean);
+}
+
+pub(crate) fn forward_reduce_axis(ctx: &mut Context, out: u32, x: u32, axis: usize, mean: bool) {
+    let (ex, eo) = (ctx.entry(x), ctx.entry(out));
+    let (outer, n, inner) = split(ex.shape, axis);
+    let ([y], [x]) = ctx.store.access([eo.data], [ex.data]);
+    simd::dispatch!(sum_axis_forward(y, x, outer, n, inner, axis_scale(mean, n)));
 }
 
 /// The factor applied to an axis sum of `n` elements: 1/n for a mean.

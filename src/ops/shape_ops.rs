@@ -99,12 +99,7 @@ impl Context {
         let oshape = Shape::from_valid(&dims[..nd]);
         let tracks = self.tracks(&[ix]);
         let out = self.push_output(OP, oshape, tracks)?;
-        let ([y], [x]) = self
-            .store
-            .access([self.table[out as usize].data], [ex.data]);
-        permute_forward(y, x, ex.shape, oshape, &p8[..nd]);
-        self.record(Op::Permute { x: ix, perm: p8 }, out);
-        Ok(self.handle(out))
+        Ok(self.run(Op::Permute { x: ix, perm: p8 }, out))
     }
 
     /// Joins `xs` (1 to 8, `MAX_CONCAT`, tensors of equal rank whose shapes
@@ -155,19 +150,8 @@ impl Context {
         let oshape = Shape::new(OP, &dims[..nd])?;
         let tracks = self.tracks(ids_n);
         let out = self.push_output(OP, oshape, tracks)?;
-        let (_, inner) = outer_inner(oshape, ax);
-        let y = self.table[out as usize].data;
-        let mut off = 0;
-        for &i in ids_n {
-            let e = self.entry(i);
-            let len = e.shape.dims()[ax] * inner;
-            let ([y], [x]) = self.store.access([y], [e.data]);
-            concat_forward(y, x, total * inner, off, len);
-            off += len;
-        }
         let (n, axis) = (xs.len() as u8, ax as u8);
-        self.record(Op::Concat { xs: ids, n, axis }, out);
-        Ok(self.handle(out))
+        Ok(self.run(Op::Concat { xs: ids, n, axis }, out))
     }
 
     /// Elements `start..start + length` of `x` along `axis` (negative counts
@@ -193,22 +177,13 @@ impl Context {
         let oshape = Shape::from_valid(&dims[..ex.shape.ndim()]);
         let tracks = self.tracks(&[ix]);
         let out = self.push_output(OP, oshape, tracks)?;
-        let (_, inner) = outer_inner(ex.shape, ax);
-        let ([y], [x]) = self
-            .store
-            .access([self.table[out as usize].data], [ex.data]);
-        slice_forward(y, x, size * inner, start * inner, length * inner);
         // start < size <= MAX_ELEMENTS < 2^31: fits.
-        let start = start as u32;
-        self.record(
-            Op::Slice {
-                x: ix,
-                axis: ax as u8,
-                start,
-            },
-            out,
-        );
-        Ok(self.handle(out))
+        let op = Op::Slice {
+            x: ix,
+            axis: ax as u8,
+            start: start as u32,
+        };
+        Ok(self.run(op, out))
     }
 
     /// Swaps two axes (a permute).
@@ -227,6 +202,35 @@ impl Context {
         perm.swap(a, b);
         self.permute(x, &perm[..nd])
     }
+}
+
+pub(crate) fn forward_permute(ctx: &mut Context, out: u32, x: u32, perm: [u8; MAX_DIMS]) {
+    let (ex, eo) = (ctx.entry(x), ctx.entry(out));
+    let nd = ex.shape.ndim();
+    let ([y], [x]) = ctx.store.access([eo.data], [ex.data]);
+    permute_forward(y, x, ex.shape, eo.shape, &perm[..nd]);
+}
+
+pub(crate) fn forward_concat(ctx: &mut Context, out: u32, xs: &[u32], axis: usize) {
+    let eo = ctx.entry(out);
+    let (_, inner) = outer_inner(eo.shape, axis);
+    let row = eo.shape.dims()[axis] * inner;
+    let mut off = 0;
+    for &i in xs {
+        let e = ctx.entry(i);
+        let len = e.shape.dims()[axis] * inner;
+        let ([y], [x]) = ctx.store.access([eo.data], [e.data]);
+        concat_forward(y, x, row, off, len);
+        off += len;
+    }
+}
+
+pub(crate) fn forward_slice(ctx: &mut Context, out: u32, x: u32, axis: usize, start: usize) {
+    let (ex, eo) = (ctx.entry(x), ctx.entry(out));
+    let (_, inner) = outer_inner(ex.shape, axis);
+    let (size, length) = (ex.shape.dims()[axis], eo.shape.dims()[axis]);
+    let ([y], [x]) = ctx.store.access([eo.data], [ex.data]);
+    slice_forward(y, x, size * inner, start * inner, length * inner);
 }
 
 /// y[o] = x[src(o)]: output axis i is input axis perm[i].

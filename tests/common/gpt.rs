@@ -85,6 +85,10 @@ pub struct Gpt {
     wpe: Tensor,
     blocks: Vec<Block>,
     ln_f: [Tensor; 2],
+    /// Marks each block as a recomputation segment (its output, the
+    /// residual stream, is the segment's one output); which segments are
+    /// recomputed is the context's policy.
+    pub segments: bool,
 }
 
 /// SplitMix64: small, seedable, good enough for initialisation and batches.
@@ -152,6 +156,7 @@ impl Gpt {
             wpe,
             blocks,
             ln_f,
+            segments: false,
         })
     }
 
@@ -180,6 +185,9 @@ impl Gpt {
         };
         let mut x = ctx.add(tok, pos)?; // [b, t, C], wpe broadcast over b
         for blk in &self.blocks {
+            if self.segments {
+                ctx.segment_begin()?;
+            }
             let h = ctx.layernorm(x, blk.ln1[0], blk.ln1[1])?;
             let qkv = ctx.linear(h, blk.qkv[0], Some(blk.qkv[1]))?; // [b, t, 3C]
             let att = ctx.attention(qkv, self.cfg.n_head)?; // [b, t, C]
@@ -190,6 +198,9 @@ impl Gpt {
             let h = ctx.gelu(h)?;
             let h = ctx.linear(h, blk.fc_proj[0], Some(blk.fc_proj[1]))?;
             x = ctx.add(x, h)?;
+            if self.segments {
+                ctx.segment_end(&[x])?;
+            }
         }
         let x = ctx.layernorm(x, self.ln_f[0], self.ln_f[1])?;
         let x = ctx.reshape(x, &[b * t, c])?;

@@ -60,6 +60,12 @@ pub fn calls_with_a_null_context(p: ag_tensor, q: ag_tensor) -> Vec<(&'static st
         ("ag_set_arena_limit", ag_set_arena_limit(n, 0)),
         ("ag_memory_stats", ag_memory_stats(n, &mut s)),
         (
+            "ag_context_set_recompute",
+            ag_context_set_recompute(n, AG_RECOMPUTE_ALL),
+        ),
+        ("ag_segment_begin", ag_segment_begin(n)),
+        ("ag_segment_end", ag_segment_end(n, p)),
+        (
             "ag_param_new",
             ag_param_new(n, shape.as_ptr(), 2, data.as_ptr(), &mut o),
         ),
