@@ -377,7 +377,10 @@ impl Context {
     /// Points every parameter's gradient at its range of the gradient
     /// block: parameter after parameter in creation order, packed without
     /// gaps. Called whenever the block may have moved (a parameter added,
-    /// the block trimmed); these rows hold the only Bufs into it.
+    /// the block trimmed). The parameter rows and the rows of views of
+    /// parameters (which share their root's gradient) hold the only Bufs
+    /// into it, so both are rebound: the optimizer may be made, and the
+    /// block trimmed, after views were taken in the same iteration.
     pub(crate) fn bind_param_grads(&mut self) {
         let Some(block) = self.store.grads() else {
             return;
@@ -389,6 +392,13 @@ impl Context {
             offset += n;
         }
         debug_assert_eq!(offset, block.len());
+        for i in self.n_params..self.table.len() {
+            if let Some(root) = self.table[i].view_of
+                && (root as usize) < self.n_params
+            {
+                self.table[i].grad = self.table[root as usize].grad;
+            }
+        }
     }
 
     /// Number of parameters (in creation order, indices 0..count).

@@ -112,6 +112,29 @@ mod tests {
         }
     }
 
+    /// A view of a parameter taken before the optimizer shares the
+    /// parameter's gradient; the trim at optimizer creation moves the block,
+    /// and the view must follow it (it once kept the freed block's address,
+    /// found by fuzzing under ASan).
+    #[test]
+    fn views_taken_before_the_optimizer_follow_the_trimmed_block() {
+        let mut c = Context::new();
+        let w = c.param(&[100], Some(&[0.5; 100])).unwrap();
+        c.param(&[1], Some(&[1.0])).unwrap();
+        let before = c.store.grads_ptr().unwrap().0;
+        let v = c.reshape(w, &[10, 10]).unwrap();
+        c.optimizer(adamw()).unwrap();
+        let after = c.store.grads_ptr().unwrap().0;
+        assert_ne!(before, after, "the trim must move the block here");
+        let sq = c.mul(v, v).unwrap();
+        let loss = c.sum(sq).unwrap();
+        c.backward(loss).unwrap();
+        let mut g = vec![0.0f32; 100];
+        c.read_grad(w, &mut g).unwrap();
+        assert!(g.iter().all(|&x| x == 1.0), "d(sum v^2)/dw = 2w = 1");
+        assert_eq!(&c.grads()[..100], &g[..]);
+    }
+
     /// The block is laid out parameter after parameter, survives its moves
     /// (growth while parameters are added, the trim at optimizer creation),
     /// and each parameter's gradient is its own range of it.
