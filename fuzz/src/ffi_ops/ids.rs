@@ -87,6 +87,9 @@ ids! {
     /// Save to a chosen path, load it back, peek at it.
     CHECKPOINT_SAVE_LOAD_PEEK = 0x51;
 
+    /// The gradient block: length, copy out, copy in, pointer (training.rs).
+    GRADS_BLOCK = 0x52;
+
     // Contexts and statuses (lifecycle.rs).
     /// Free context 1 (then a double free through a copy of the pointer).
     CONTEXT_FREE = 0x60;

@@ -227,6 +227,7 @@ impl<'a> FfiOps<'a> {
 
             ids::CHECKPOINT_LOAD_BYTES => self.load_bytes(),
             ids::CHECKPOINT_SAVE_LOAD_PEEK => self.save_load_peek(),
+            ids::GRADS_BLOCK => self.grads_block(),
 
             ids::CONTEXT_FREE => self.context_free(),
             ids::CONTEXT_NEW => self.context_new(),

@@ -222,3 +222,131 @@ impl FfiOps<'_> {
         }
     }
 }
+
+impl FfiOps<'_> {
+    /// The gradient block: its length, a copy out or in (with the right
+    /// length, one more, one less), the zero-copy pointer, NULL buffers.
+    pub(super) fn grads_block(&mut self) {
+        let t = self.target();
+        let c = self.ptr(t);
+        let pre = self.pre(t, &[]);
+        let mut len = usize::MAX;
+        let st = ag_grads_len(c, &mut len);
+        self.post("ag_grads_len", t, &pre, st);
+        self.must_succeed("ag_grads_len", t, st);
+        if st != AG_STATUS_OK {
+            assert_eq!(len, usize::MAX, "ag_grads_len wrote len on failure");
+            return;
+        }
+        let live0 = t == Target::Live(0);
+        if live0 {
+            let want: usize = self.params0.iter().map(|p| p.1).sum();
+            assert_eq!(len, want, "ag_grads_len differs from the parameters' sizes");
+        }
+        let mode = self.input.u8();
+        let n = match (mode >> 2) & 3 {
+            0 | 1 => len,
+            2 => len + 1,
+            _ => len.saturating_sub(1),
+        };
+        let before = live0.then(|| self.grads());
+        let pre = self.pre(t, &[]);
+        match mode & 3 {
+            0 => {
+                const UNTOUCHED: u32 = 0x7fc0_dead;
+                let mut buf = vec![f32::from_bits(UNTOUCHED); n.max(1)];
+                let st = ag_grads_copy_out(c, buf.as_mut_ptr(), n);
+                self.post("ag_grads_copy_out", t, &pre, st);
+                if n == len {
+                    self.must_succeed("ag_grads_copy_out", t, st);
+                    if let Some(g) = &before {
+                        let got: Vec<u32> = buf[..n].iter().map(|v| v.to_bits()).collect();
+                        assert!(&got == g, "ag_grads_copy_out differs from the gradients");
+                    }
+                } else {
+                    assert_eq!(
+                        st, AG_STATUS_INVALID_ARGUMENT,
+                        "ag_grads_copy_out({n} of {len})"
+                    );
+                    assert!(
+                        buf.iter().all(|v| v.to_bits() == UNTOUCHED),
+                        "ag_grads_copy_out wrote on failure"
+                    );
+                }
+            }
+            1 => {
+                let src: Vec<f32> = (0..n.min(4096)).map(|_| self.input.f32()).collect();
+                if src.len() < n {
+                    return; // a block too large to fill from the input
+                }
+                let st = ag_grads_copy_in(c, src.as_ptr(), n);
+                self.post("ag_grads_copy_in", t, &pre, st);
+                if n == len {
+                    self.must_succeed("ag_grads_copy_in", t, st);
+                    if live0 {
+                        let want: Vec<u32> = src.iter().map(|v| v.to_bits()).collect();
+                        assert!(
+                            self.grads() == want,
+                            "ag_grads_copy_in did not set the gradients"
+                        );
+                    }
+                } else {
+                    assert_eq!(
+                        st, AG_STATUS_INVALID_ARGUMENT,
+                        "ag_grads_copy_in({n} of {len})"
+                    );
+                    if let Some(g) = before {
+                        assert!(
+                            self.grads() == g,
+                            "a refused ag_grads_copy_in changed gradients"
+                        );
+                    }
+                }
+            }
+            2 => {
+                let (mut p, mut l) = (std::ptr::null_mut::<f32>(), usize::MAX);
+                let st = ag_grads_buffer(c, &mut p, &mut l);
+                self.post("ag_grads_buffer", t, &pre, st);
+                if !matches!(t, Target::Live(_)) {
+                    return;
+                }
+                if len == 0 {
+                    assert_eq!(st, AG_STATUS_SEQUENCE, "ag_grads_buffer without parameters");
+                    return;
+                }
+                assert_eq!(st, AG_STATUS_OK, "{}", last_error(c));
+                assert_eq!(l, len, "ag_grads_buffer length");
+                assert!(
+                    !p.is_null() && (p as usize).is_multiple_of(64),
+                    "ag_grads_buffer alignment"
+                );
+                if let Some(g) = &before {
+                    // SAFETY: documented as `len` floats owned by the
+                    // context, valid until a parameter or the optimizer is
+                    // added; nothing is called into the context meanwhile.
+                    let block = unsafe { std::slice::from_raw_parts(p, l) };
+                    let got: Vec<u32> = block.iter().map(|v| v.to_bits()).collect();
+                    assert!(&got == g, "ag_grads_buffer differs from the gradients");
+                }
+            }
+            _ => {
+                let st = ag_grads_copy_out(c, std::ptr::null_mut(), len);
+                self.post("ag_grads_copy_out", t, &pre, st);
+                if matches!(t, Target::Live(_)) {
+                    let want = if len == 0 {
+                        AG_STATUS_OK
+                    } else {
+                        AG_STATUS_NULL_ARGUMENT
+                    };
+                    assert_eq!(st, want, "ag_grads_copy_out(NULL, {len})");
+                }
+                let pre = self.pre(t, &[]);
+                let st = ag_grads_len(c, std::ptr::null_mut());
+                self.post("ag_grads_len", t, &pre, st);
+                if matches!(t, Target::Live(_)) {
+                    assert_eq!(st, AG_STATUS_NULL_ARGUMENT, "ag_grads_len(NULL)");
+                }
+            }
+        }
+    }
+}
