@@ -32,6 +32,26 @@ fn corpus(target: &str) -> Vec<PathBuf> {
     files
 }
 
+/// The committed seed `name` of `target`'s corpus holds `bytes` (or, with
+/// AG_WRITE_FUZZ_SEEDS set, is rewritten to hold them).
+fn seed_is_fresh(target: &str, name: &str, bytes: &[u8]) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fuzz/corpus")
+        .join(target);
+    let path = dir.join(name);
+    if std::env::var_os("AG_WRITE_FUZZ_SEEDS").is_some() {
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(&path, bytes).unwrap();
+    } else {
+        let old = std::fs::read(&path).unwrap_or_default();
+        assert!(
+            old == bytes,
+            "{} is stale: run AG_WRITE_FUZZ_SEEDS=1 cargo test --test fuzz_corpus_replay",
+            path.display()
+        );
+    }
+}
+
 #[test]
 fn ffi_ops_corpus_replays() {
     let files = corpus("ffi_ops");
@@ -99,21 +119,8 @@ fn checkpoint_load_corpus_replays() {
 /// and each one gets the status it was made for.
 #[test]
 fn checkpoint_seeds_are_fresh() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/checkpoint_load");
-    let write = std::env::var_os("AG_WRITE_FUZZ_SEEDS").is_some();
     for (name, bytes) in fuzz_logic::checkpoint_seeds() {
-        let path = dir.join(name);
-        if write {
-            std::fs::create_dir_all(&dir).unwrap();
-            std::fs::write(&path, &bytes).unwrap();
-        } else {
-            let old = std::fs::read(&path).unwrap_or_default();
-            assert!(
-                old == bytes,
-                "{} is stale: run AG_WRITE_FUZZ_SEEDS=1 cargo test --test fuzz_corpus_replay",
-                path.display()
-            );
-        }
+        seed_is_fresh("checkpoint_load", name, &bytes);
         let want = match name {
             "seed_adamw_user" | "seed_adamw" => AG_STATUS_OK,
             "seed_adamw_big_user" => AG_STATUS_INVALID_ARGUMENT,
@@ -168,21 +175,8 @@ fn safetensors_load_corpus_replays() {
 /// hand-made files), and each one gets the status it was made for.
 #[test]
 fn safetensors_seeds_are_fresh() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/safetensors_load");
-    let write = std::env::var_os("AG_WRITE_FUZZ_SEEDS").is_some();
     for (name, bytes) in fuzz_logic::safetensors_seeds() {
-        let path = dir.join(name);
-        if write {
-            std::fs::create_dir_all(&dir).unwrap();
-            std::fs::write(&path, &bytes).unwrap();
-        } else {
-            let old = std::fs::read(&path).unwrap_or_default();
-            assert!(
-                old == bytes,
-                "{} is stale: run AG_WRITE_FUZZ_SEEDS=1 cargo test --test fuzz_corpus_replay",
-                path.display()
-            );
-        }
+        seed_is_fresh("safetensors_load", name, &bytes);
         let want = match name {
             "seed_saved" | "seed_metadata_unsorted" => AG_STATUS_OK,
             "seed_f16" => AG_STATUS_CHECKPOINT_CORRUPT,

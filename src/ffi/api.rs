@@ -498,15 +498,14 @@ pub extern "C" fn ag_checkpoint_save(
     })
 }
 
-/// Validates, checks the user bytes fit, then commits: all or nothing.
-fn load_staged(
+/// Validates the checkpoint against the model and checks that its user
+/// bytes fit in `cap`: what loading and peeking both do first.
+fn validate_fitting(
     func: &'static str,
-    c: &mut Context,
+    c: &Context,
     bytes: &[u8],
-    user_out: *mut u8,
     cap: usize,
-    user_len: *mut usize,
-) -> Result<()> {
+) -> Result<crate::checkpoint::Staged> {
     let staged = c.checkpoint_validate(bytes)?;
     if staged.user_len > cap {
         return Err(Error::InvalidArgument {
@@ -517,6 +516,19 @@ fn load_staged(
             ),
         });
     }
+    Ok(staged)
+}
+
+/// Validates, checks the user bytes fit, then commits: all or nothing.
+fn load_staged(
+    func: &'static str,
+    c: &mut Context,
+    bytes: &[u8],
+    user_out: *mut u8,
+    cap: usize,
+    user_len: *mut usize,
+) -> Result<()> {
+    let staged = validate_fitting(func, c, bytes, cap)?;
     let dst = slice_out(func, "user_out", user_out, staged.user_len)?;
     let u = c.checkpoint_commit(bytes, staged);
     dst.copy_from_slice(u);
@@ -635,16 +647,7 @@ fn peek_staged(
     cap: usize,
     user_len: *mut usize,
 ) -> Result<()> {
-    let staged = c.checkpoint_validate(bytes)?;
-    if staged.user_len > cap {
-        return Err(Error::InvalidArgument {
-            op: func,
-            what: format!(
-                "user buffer holds {cap} bytes, the checkpoint carries {}",
-                staged.user_len
-            ),
-        });
-    }
+    let staged = validate_fitting(func, c, bytes, cap)?;
     let u = &bytes[staged.user_start..staged.user_start + staged.user_len];
     slice_out(func, "user_out", user_out, u.len())?.copy_from_slice(u);
     write_out(func, "user_len", user_len, u.len())
