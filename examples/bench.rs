@@ -10,7 +10,8 @@
 //! segments (none, all, auto under two caps); tape overhead per op and
 //! kernel bandwidth against memcpy.
 //!
-//! `--quick` runs a very short form (used by `make test`).
+//! `--quick` runs a very short form (used by `make test`); `--child
+//! <preset> <steps> --step-only` measures one preset's step alone.
 
 // Closures below return arenagrad::Result, whose Err carries shapes inline.
 #![allow(clippy::result_large_err)]
@@ -129,6 +130,7 @@ fn run_preset(name: &str, steps: usize) {
     let mut sum = [0.0f64; 6];
     let (mut blas_ms, mut worker_busy_ms, mut worker_blas_ms) = (0.0, 0.0, 0.0);
     let mut gemms = Vec::new();
+    let mut op_times: Vec<trace::OpTime> = Vec::new();
     for _ in 0..traced {
         trace::start();
         step(&mut ctx, &mut times);
@@ -138,6 +140,18 @@ fn run_preset(name: &str, steps: usize) {
         worker_busy_ms += ms(tr.worker_busy);
         worker_blas_ms += ms(tr.worker_blas);
         gemms = tr.gemms;
+        for o in tr.ops {
+            match op_times
+                .iter_mut()
+                .find(|x| x.kind == o.kind && x.backward == o.backward)
+            {
+                Some(x) => {
+                    x.wall += o.wall;
+                    x.blas += o.blas;
+                }
+                None => op_times.push(o),
+            }
+        }
     }
     let k = traced as f64;
     let [m_reset, m_fwd, m_bwd, m_clip, m_opt, m_zero] = sum.map(|s| s / k);
@@ -197,6 +211,21 @@ fn run_preset(name: &str, steps: usize) {
     println!(
         "  worker thread (beside, not in the 100%): busy {worker_busy_ms:.3} ms per step = {:.1}% of the step, of which its own BLAS {worker_blas_ms:.3} ms",
         pct(worker_busy_ms)
+    );
+    // Kernel time outside products, per op kind: where "other kernels" goes.
+    let outside = |o: &trace::OpTime| ms(o.wall.saturating_sub(o.blas)) / k;
+    op_times.sort_by(|a, b| outside(b).total_cmp(&outside(a)));
+    let listed: Vec<String> = op_times
+        .iter()
+        .filter(|o| outside(o) >= 0.005 * traced_step)
+        .map(|o| {
+            let dir = if o.backward { "bwd" } else { "fwd" };
+            format!("{} {dir} {:.3}", o.kind, outside(o))
+        })
+        .collect();
+    println!(
+        "  other kernels by op (ms per step on the calling thread, outside products; 0.5%+ of the step): {}",
+        listed.join(", ")
     );
     println!(
         "  medians: forward {fwd_ms:.3} ms  backward {bwd_ms:.3} ms  clip {clip_ms:.3}  adamw {opt_ms:.3}  zero_grad {zero_ms:.3}  reset {reset_ms:.4}"
@@ -512,7 +541,10 @@ fn main() {
         let name = args.get(i + 1).map(String::as_str).unwrap_or("tiny");
         let steps = args.get(i + 2).and_then(|s| s.parse().ok()).unwrap_or(20);
         run_preset(name, steps);
-        recompute_figures(name, steps.min(40));
+        // `--step-only`: the step figures alone, for quick comparisons.
+        if !args.iter().any(|a| a == "--step-only") {
+            recompute_figures(name, steps.min(40));
+        }
         return;
     }
     println!(

@@ -93,6 +93,19 @@ pub mod trace {
         pub worker_blas: Duration,
         /// Time the worker spent running jobs of any kind.
         pub worker_busy: Duration,
+        /// Per op kind and direction: wall time of its kernels on the
+        /// calling thread, and the part of it spent in products.
+        pub ops: Vec<OpTime>,
+    }
+
+    /// The traced time of one op kind in one direction.
+    #[derive(Clone, Copy, Debug)]
+    pub struct OpTime {
+        pub kind: &'static str,
+        pub backward: bool,
+        pub calls: usize,
+        pub wall: Duration,
+        pub blas: Duration,
     }
 
     static ON: AtomicBool = AtomicBool::new(false);
@@ -107,6 +120,7 @@ pub mod trace {
         let mut l = log();
         let t = l.get_or_insert_with(Trace::default);
         t.gemms.clear();
+        t.ops.clear();
         (t.blas, t.worker_blas, t.worker_busy) = Default::default();
         ON.store(true, Ordering::SeqCst);
     }
@@ -115,6 +129,42 @@ pub mod trace {
     pub fn stop() -> Trace {
         ON.store(false, Ordering::SeqCst);
         log().take().unwrap_or_default()
+    }
+
+    /// The calling thread's product time so far (zero when not tracing):
+    /// an op's share is the difference around it.
+    pub(crate) fn blas_so_far() -> Duration {
+        if !ON.load(Ordering::Relaxed) {
+            return Duration::ZERO;
+        }
+        log().as_ref().map_or(Duration::ZERO, |t| t.blas)
+    }
+
+    /// Adds one op's kernel time (`blas` of it in products).
+    pub(crate) fn op(kind: &'static str, backward: bool, wall: Duration, blas: Duration) {
+        if !ON.load(Ordering::Relaxed) {
+            return;
+        }
+        if let Some(t) = log().as_mut() {
+            match t
+                .ops
+                .iter_mut()
+                .find(|o| o.kind == kind && o.backward == backward)
+            {
+                Some(o) => {
+                    o.calls += 1;
+                    o.wall += wall;
+                    o.blas += blas;
+                }
+                None => t.ops.push(OpTime {
+                    kind,
+                    backward,
+                    calls: 1,
+                    wall,
+                    blas,
+                }),
+            }
+        }
     }
 
     /// Called by the worker thread after each job.

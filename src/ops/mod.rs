@@ -225,6 +225,8 @@ impl Op {
 /// Forward dispatch: writes the output of `op` (and the buffers it saves for
 /// backward) from its inputs. One arm per op, no wildcard.
 pub(crate) fn forward(ctx: &mut Context, op: Op, out: u32) {
+    #[cfg(feature = "trace")]
+    let _timer = OpTimer::new(op, false);
     match op {
         Op::Binary { a, b, f } => elementwise::forward_binary(ctx, out, a, b, f),
         Op::Scale { x, s } => elementwise::forward_scale(ctx, out, x, s),
@@ -281,6 +283,8 @@ pub(crate) fn forward(ctx: &mut Context, op: Op, out: u32) {
 /// Backward dispatch: accumulates the gradient of `out` into the gradients
 /// of the op's inputs. One arm per op, no wildcard.
 pub(crate) fn backward(ctx: &mut Context, op: Op, out: u32) {
+    #[cfg(feature = "trace")]
+    let _timer = OpTimer::new(op, true);
     match op {
         Op::Binary { a, b, f } => elementwise::backward_binary(ctx, out, a, b, f),
         Op::Scale { x, s } => elementwise::backward_scale(ctx, out, x, s),
@@ -331,5 +335,73 @@ pub(crate) fn backward(ctx: &mut Context, op: Op, out: u32) {
         Op::Attention { qkv, n_head, probs } => {
             attention::backward_attention(ctx, out, qkv, n_head as usize, probs)
         }
+    }
+}
+
+/// Bench instrumentation (feature `trace`): times one op's kernels.
+#[cfg(feature = "trace")]
+struct OpTimer {
+    kind: &'static str,
+    backward: bool,
+    t0: std::time::Instant,
+    blas0: std::time::Duration,
+}
+
+#[cfg(feature = "trace")]
+impl OpTimer {
+    fn new(op: Op, backward: bool) -> OpTimer {
+        let kind = match op {
+            Op::Binary { f, .. } => match f {
+                BinaryFn::Add => "add",
+                BinaryFn::Sub => "sub",
+                BinaryFn::Mul => "mul",
+                BinaryFn::Div => "div",
+                BinaryFn::Max => "max",
+                BinaryFn::Min => "min",
+            },
+            Op::Unary { f, .. } => match f {
+                UnaryFn::Exp => "exp",
+                UnaryFn::Tanh => "tanh",
+                UnaryFn::Sigmoid => "sigmoid",
+                UnaryFn::Sqrt => "sqrt",
+                UnaryFn::Log => "log",
+                UnaryFn::Relu => "relu",
+                UnaryFn::Gelu => "gelu",
+                UnaryFn::Abs => "abs",
+            },
+            Op::Scale { .. } => "scale",
+            Op::Pow { .. } => "pow",
+            Op::Clamp { .. } => "clamp",
+            Op::Reduce { .. } => "reduce",
+            Op::ReduceAxis { .. } => "reduce_axis",
+            Op::Permute { .. } => "permute",
+            Op::Concat { .. } => "concat",
+            Op::Slice { .. } => "slice",
+            Op::Dropout { .. } => "dropout",
+            Op::Matmul { .. } => "matmul",
+            Op::Bmm { .. } => "bmm",
+            Op::Linear { .. } => "linear",
+            Op::Embedding { .. } => "embedding",
+            Op::LogSoftmax { .. } => "log_softmax",
+            Op::CrossEntropy { .. } => "cross_entropy",
+            Op::MseLoss { .. } => "mse_loss",
+            Op::LayerNorm { .. } => "layernorm",
+            Op::Softmax { .. } => "softmax",
+            Op::Attention { .. } => "attention",
+        };
+        OpTimer {
+            kind,
+            backward,
+            t0: std::time::Instant::now(),
+            blas0: crate::blas::trace::blas_so_far(),
+        }
+    }
+}
+
+#[cfg(feature = "trace")]
+impl Drop for OpTimer {
+    fn drop(&mut self) {
+        let blas = crate::blas::trace::blas_so_far().saturating_sub(self.blas0);
+        crate::blas::trace::op(self.kind, self.backward, self.t0.elapsed(), blas);
     }
 }
