@@ -79,6 +79,13 @@ impl<T> Buf<T> {
         let start = self.ptr.as_ptr() as usize;
         (start, start + self.len * size_of::<T>())
     }
+
+    /// Whether the two buffers share any byte (then they cannot both be
+    /// written by one kernel call).
+    pub(crate) fn overlaps<U>(&self, other: &Buf<U>) -> bool {
+        let ((a0, a1), (b0, b1)) = (self.range(), other.range());
+        a0 < b1 && b0 < a1
+    }
 }
 
 /// Element types that may live in tensor memory: plain data, any bit

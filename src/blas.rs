@@ -244,9 +244,8 @@ pub fn set_blas_threads(n: usize) {
 /// from a second thread (measured: the tiny preset's 5-23 us calls).
 pub(crate) const SPLIT_MIN_MACS: usize = 1 << 22;
 
-/// `sgemm`, split across the worker thread when `pool` is given and the
-/// product is large. Each half is an independent sgemm on disjoint parts
-/// of C, so results are identical to the unsplit call on one thread.
+/// `sgemm`, split in two when the product is large (see
+/// [`split_rows_of_c`]), the halves on two threads when `pool` is given.
 pub(crate) fn sgemm_on(
     pool: Option<&crate::pool::Pool>,
     g: Gemm,
@@ -256,9 +255,45 @@ pub(crate) fn sgemm_on(
     beta: f32,
     c: &mut [f32],
 ) {
-    let Some(pool) = pool.filter(|_| g.m * g.n * g.k >= SPLIT_MIN_MACS && g.m >= 64) else {
-        return sgemm(g, alpha, a, b, beta, c);
-    };
+    split_rows_of_c(pool, g, a, c, |g, a, c| sgemm(g, alpha, a, b, beta, c));
+}
+
+/// C = A @ B + bias (bias broadcast over the rows of C, which it first
+/// fills), split like [`sgemm_on`]: each thread fills the rows it then
+/// multiplies into, while they are still in its cache.
+pub(crate) fn sgemm_bias_on(
+    pool: Option<&crate::pool::Pool>,
+    g: Gemm,
+    a: &[f32],
+    b: &[f32],
+    bias: &[f32],
+    c: &mut [f32],
+) {
+    split_rows_of_c(pool, g, a, c, |g, a, c| {
+        for row in c.chunks_mut(g.ldc).take(g.m) {
+            row[..g.n].copy_from_slice(&bias[..g.n]);
+        }
+        sgemm(g, 1.0, a, b, 1.0, c)
+    });
+}
+
+/// Runs `product` on the whole of C, or, when the product is large, on its
+/// two row halves (with the rows of op(A) they need): across the pool when
+/// one is given, else one after the other. OpenBLAS's sums for a row of C
+/// depend on how many rows the call has (measured: a 1024-row product and
+/// its two 512-row halves differ in about 1% of the elements), so the
+/// split depends on the shape alone and one thread gives the same bits as
+/// two.
+fn split_rows_of_c(
+    pool: Option<&crate::pool::Pool>,
+    g: Gemm,
+    a: &[f32],
+    c: &mut [f32],
+    product: impl Fn(Gemm, &[f32], &mut [f32]) + Sync,
+) {
+    if g.m * g.n * g.k < SPLIT_MIN_MACS || g.m < 64 {
+        return product(g, a, c);
+    }
     #[cfg(feature = "trace")]
     let _logical = trace::Logical::new(g);
     // Split the rows of C (and of op(A)): two disjoint row blocks. Column
@@ -268,10 +303,14 @@ pub(crate) fn sgemm_on(
     let a_off = if g.trans_a { h } else { h * g.lda };
     let (c0, c1) = c.split_at_mut(h * g.ldc);
     let (g0, g1) = (Gemm { m: h, ..g }, Gemm { m: g.m - h, ..g });
-    pool.join(
-        || sgemm(g1, alpha, &a[a_off..], b, beta, c1),
-        || sgemm(g0, alpha, a, b, beta, c0),
-    );
+    let product = &product;
+    match pool {
+        Some(pool) => pool.join(|| product(g1, &a[a_off..], c1), || product(g0, a, c0)),
+        None => {
+            product(g0, a, c0);
+            product(g1, &a[a_off..], c1);
+        }
+    }
 }
 
 #[cfg(not(miri))]
@@ -377,6 +416,8 @@ mod tests {
     #[test]
     #[cfg_attr(miri, ignore)] // the worker is off under Miri, and the sizes are slow there
     fn split_products_match_naive() {
+        // As a context does: OpenBLAS's own threads would split differently.
+        set_blas_threads(1);
         let pool = crate::pool::Pool::new().unwrap();
         for &(m, n, k) in &[(200, 300, 100), (77, 128, 1024), (1024, 384, 128)] {
             for ta in [false, true] {
@@ -384,12 +425,27 @@ mod tests {
                     let g = Gemm::dense(ta, tb, m, n, k);
                     let (a, b) = (lcg(m * k, 4), lcg(k * n, 5));
                     let mut c1 = lcg(m * n, 6);
-                    let mut c2 = c1.clone();
+                    let (mut c2, mut c3) = (c1.clone(), c1.clone());
                     sgemm_on(Some(&pool), g, 1.0, &a, &b, 1.0, &mut c1);
                     naive_sgemm(g, 1.0, &a, &b, 1.0, &mut c2);
                     let num: f32 = c1.iter().zip(&c2).map(|(x, y)| (x - y) * (x - y)).sum();
                     let den: f32 = c2.iter().map(|y| y * y).sum();
                     assert!(num / den < 1e-7, "{m}x{n}x{k} ta={ta} tb={tb}");
+                    // One thread, same split: the same bits.
+                    sgemm_on(None, g, 1.0, &a, &b, 1.0, &mut c3);
+                    assert!(c1.iter().zip(&c3).all(|(x, y)| x.to_bits() == y.to_bits()));
+                    if !ta && !tb {
+                        let bias = lcg(n, 7);
+                        let (mut d1, mut d2) = (vec![0.0; m * n], vec![1.0; m * n]);
+                        sgemm_bias_on(Some(&pool), g, &a, &b, &bias, &mut d1);
+                        sgemm_bias_on(None, g, &a, &b, &bias, &mut d2);
+                        assert!(d1.iter().zip(&d2).all(|(x, y)| x.to_bits() == y.to_bits()));
+                        let mut d3: Vec<f32> = (0..m * n).map(|i| bias[i % n]).collect();
+                        sgemm(g, 1.0, &a, &b, 1.0, &mut d3);
+                        let num: f32 = d1.iter().zip(&d3).map(|(x, y)| (x - y) * (x - y)).sum();
+                        let den: f32 = d3.iter().map(|y| y * y).sum();
+                        assert!(num / den < 1e-12, "bias {m}x{n}x{k}");
+                    }
                 }
             }
         }

@@ -186,12 +186,8 @@ impl Context {
         let mut total = 0.0f64;
         for i in 0..self.n_params {
             if let Some(g) = self.table[i].grad {
-                total += self
-                    .store
-                    .read(g)
-                    .iter()
-                    .map(|&v| v as f64 * v as f64)
-                    .sum::<f64>();
+                let g = self.store.read(g);
+                total += crate::simd::dispatch!(crate::ops::fastmath::sum_squares_f64(g));
             }
         }
         total

@@ -20,7 +20,8 @@ fn tiny(v: usize) -> GptConfig {
     GptConfig::tiny(v)
 }
 
-/// Two blocks, large enough that the big kernels run on two threads.
+/// Two blocks, large enough that the big kernels (products, attention,
+/// GELU, LayerNorm, residual adds, bias sums) run on two threads.
 fn two_blocks(v: usize) -> GptConfig {
     GptConfig {
         n_layer: 2,
@@ -28,7 +29,7 @@ fn two_blocks(v: usize) -> GptConfig {
         n_embd: 128,
         block_size: 64,
         vocab_size: v,
-        batch: 8,
+        batch: 16,
     }
 }
 
@@ -168,6 +169,17 @@ fn two_block_gpt_is_bit_identical_with_recomputation_on_one_thread() {
 #[test]
 fn two_block_gpt_is_bit_identical_with_recomputation_on_two_threads() {
     check_bit_identical("2 blocks, 2 threads", two_blocks, false);
+}
+
+/// The worker thread changes which thread computes what, never the bits:
+/// each split kernel's halves are the one-thread kernel on disjoint parts.
+#[test]
+fn one_and_two_threads_give_the_same_bits() {
+    let one = run(two_blocks, RecomputePolicy::None, None, true);
+    let two = run(two_blocks, RecomputePolicy::None, None, false);
+    assert_eq!(one.losses, two.losses, "losses");
+    assert_eq!(one.grads, two.grads, "gradients");
+    assert_eq!(one.params, two.params, "parameters");
 }
 
 /// `auto` measures the first iteration and then keeps the same choice,

@@ -110,6 +110,13 @@ fn binary_backward_into(
     });
 }
 
+/// dst += s * src, element by element (s = 1 or -1: exact).
+fn add_scaled_into(dst: &mut [f32], src: &[f32], s: f32) {
+    for (d, &v) in dst.iter_mut().zip(src) {
+        *d += s * v;
+    }
+}
+
 /// max(a, b), taking `a` on ties and NaN from either side.
 fn max_of(a: f32, b: f32) -> f32 {
     if takes_a_max(a, b) { a } else { b }
@@ -488,8 +495,31 @@ pub(crate) fn gelu_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
 
 pub(crate) fn forward_binary(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: BinaryFn) {
     let (ea, eb, eo) = (ctx.entry(ia), ctx.entry(ib), ctx.entry(out));
+    // Equal shapes (a residual add): the halves are independent.
+    let par = ea.shape == eb.shape && ctx.want_pool(eo.shape.numel() * 16);
     let ([o], [x, y]) = ctx.store.access([eo.data], [ea.data, eb.data]);
     let (shape, sa, sb) = (eo.shape, ea.shape, eb.shape);
+    if let Some(pool) = ctx.pool.as_ref().filter(|_| par) {
+        let h = o.len() / 2;
+        let ((o0, o1), (x0, x1), (y0, y1)) = (o.split_at_mut(h), x.split_at(h), y.split_at(h));
+        let run = |o: &mut [f32], x: &[f32], y: &[f32]| binary_kernel(f, o, x, y, shape, sa, sb);
+        pool.join(|| run(o1, x1, y1), || run(o0, x0, y0));
+        return;
+    }
+    binary_kernel(f, o, x, y, shape, sa, sb);
+}
+
+/// The forward kernel of a binary op (over the whole output, or over a
+/// slice of it when both operands have the output's shape).
+fn binary_kernel(
+    f: BinaryFn,
+    o: &mut [f32],
+    x: &[f32],
+    y: &[f32],
+    shape: Shape,
+    sa: Shape,
+    sb: Shape,
+) {
     simd::dispatch!(match f {
         BinaryFn::Add => binary_forward(o, x, y, shape, sa, sb, |p, q| p + q),
         BinaryFn::Sub => binary_forward(o, x, y, shape, sa, sb, |p, q| p - q),
@@ -588,6 +618,25 @@ pub(crate) fn backward_binary(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: 
     };
     let (ea, eb, eo) = (ctx.entry(ia), ctx.entry(ib), ctx.entry(out));
     let so = eo.shape;
+    // A residual add or sub: both gradients are the output's (negated for
+    // b of a sub), written side by side on two threads when they are
+    // separate buffers.
+    if matches!(f, BinaryFn::Add | BinaryFn::Sub)
+        && ea.shape == so
+        && eb.shape == so
+        && let (Some(da), Some(db)) = (ctx.grad_of(ia), ctx.grad_of(ib))
+        && !da.overlaps(&db)
+        && ctx.want_pool(so.numel() * 16)
+        && let Some(pool) = ctx.pool.as_ref()
+    {
+        let ([da, db], [g]) = ctx.store.access([da, db], [dout]);
+        let sign = if f == BinaryFn::Sub { -1.0 } else { 1.0 };
+        pool.join(
+            || simd::dispatch!(add_scaled_into(db, g, sign)),
+            || simd::dispatch!(add_scaled_into(da, g, 1.0)),
+        );
+        return;
+    }
     // One operand at a time: if a and b are the same tensor, their grad
     // buffers are the same and must not be borrowed twice.
     if let Some(da) = ctx.grad_of(ia) {

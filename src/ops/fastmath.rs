@@ -5,6 +5,8 @@
 //! (truncation error < 1.3e-7 relative), 2^n built in the exponent bits.
 //! NaN propagates; inputs are clamped to `[-87.3, 88.3]` (results stay normal).
 
+use crate::pool::Pool;
+
 const LOG2E: f32 = std::f32::consts::LOG2_E;
 const LN2_HI: f32 = 0.693_145_75;
 const LN2_LO: f32 = 1.428_606_8e-6;
@@ -148,7 +150,28 @@ pub(crate) fn max_neg(xs: &[f32]) -> f32 {
     acc.iter().fold(tail, |m, &x| m.max(x))
 }
 
-/// Columns per block of f64 accumulators in [`accumulate_rows_f64`]:
+/// Sum of x^2 in f64. Eight independent accumulators: one running sum
+/// would wait on each add's latency (about 1 ms for the small preset's
+/// 0.8M gradients); the fixed lane order keeps the result the same on
+/// every instruction set.
+#[inline(always)]
+pub(crate) fn sum_squares_f64(xs: &[f32]) -> f64 {
+    let mut acc = [0.0f64; 8];
+    let chunks = xs.chunks_exact(8);
+    let tail: f64 = chunks
+        .remainder()
+        .iter()
+        .map(|&v| v as f64 * v as f64)
+        .sum();
+    for c in chunks {
+        for i in 0..8 {
+            acc[i] += c[i] as f64 * c[i] as f64;
+        }
+    }
+    acc.iter().sum::<f64>() + tail
+}
+
+/// Columns per block of f64 accumulators in [`accumulate_cols_f64`]:
 /// 2 KiB of stack.
 const ROW_BLOCK: usize = 256;
 
@@ -159,9 +182,13 @@ const ROW_BLOCK: usize = 256;
 /// is within half an f32 ulp of exact. Columns go in blocks of
 /// [`ROW_BLOCK`] so the accumulators live on the stack (no allocation) and
 /// each row's block is a contiguous add the compiler vectorises.
+///
+/// `out` holds the columns `first..first + out.len()` only, so two threads
+/// can own disjoint column ranges (see [`split_columns`]).
 #[inline(always)]
-pub(crate) fn accumulate_rows_f64(
+pub(crate) fn accumulate_cols_f64(
     out: &mut [f32],
+    first: usize,
     rows: usize,
     mut add_row: impl FnMut(usize, std::ops::Range<usize>, &mut [f64]),
 ) {
@@ -169,7 +196,8 @@ pub(crate) fn accumulate_rows_f64(
     for (b, ob) in out.chunks_mut(ROW_BLOCK).enumerate() {
         let acc = &mut acc[..ob.len()];
         acc.fill(0.0);
-        let cols = b * ROW_BLOCK..b * ROW_BLOCK + ob.len();
+        let start = first + b * ROW_BLOCK;
+        let cols = start..start + ob.len();
         for r in 0..rows {
             add_row(r, cols.clone(), acc);
         }
@@ -180,18 +208,42 @@ pub(crate) fn accumulate_rows_f64(
 }
 
 /// out[j] += sum_r x[r, j] with f64 accumulators (see
-/// [`accumulate_rows_f64`]). x: [R, N], out: [N].
-pub(crate) fn sum_rows_into(out: &mut [f32], x: &[f32]) {
+/// [`accumulate_cols_f64`]). x: [R, N], out: [N]. The columns split across
+/// the pool when one is given (each column's sum is the same either way).
+pub(crate) fn sum_rows_into_on(pool: Option<&Pool>, out: &mut [f32], x: &[f32]) {
     let n = out.len();
     if n == 0 {
         return;
     }
-    accumulate_rows_f64(out, x.len() / n, |r, cols, acc| {
-        let row = &x[r * n..][cols];
-        for (a, &v) in acc.iter_mut().zip(row) {
-            *a += v as f64;
-        }
+    let rows = x.len() / n;
+    split_columns(pool, out, |part, first| {
+        accumulate_cols_f64(part, first, rows, |r, cols, acc| {
+            let row = &x[r * n..][cols];
+            for (a, &v) in acc.iter_mut().zip(row) {
+                *a += v as f64;
+            }
+        })
     });
+}
+
+/// Runs `f(part, first)` on all of `out` (first = 0), or on its two halves
+/// across the pool: for kernels whose output columns are independent.
+pub(crate) fn split_columns(
+    pool: Option<&Pool>,
+    out: &mut [f32],
+    f: impl Fn(&mut [f32], usize) + Sync,
+) {
+    // Halves on a multiple of 8 columns keep each thread's rows aligned
+    // to whole vectors.
+    let h = (out.len() / 2) & !7;
+    match pool.filter(|_| h > 0) {
+        Some(pool) => {
+            let (lo, hi) = out.split_at_mut(h);
+            let f = &f;
+            pool.join(|| f(hi, h), || f(lo, 0));
+        }
+        None => f(out, 0),
+    }
 }
 
 #[cfg(test)]
@@ -200,19 +252,42 @@ mod tests {
     fn row_sums_equal_f64_sums_rounded_once_at_every_width() {
         // Widths around the column block: partial blocks and exact ones.
         let mut rng = crate::ops::gradcheck::Lcg(5);
-        for n in [1, 7, 255, 256, 257, 600] {
+        // Under Miri there is no worker: only the one-thread path runs.
+        let pool = if cfg!(miri) {
+            None
+        } else {
+            crate::pool::Pool::new()
+        };
+        for n in [1, 7, 16, 255, 256, 257, 600] {
             let (x, exact) = crate::ops::gradcheck::column_data(&mut rng, 300, n);
             let mut got = vec![0.0f32; n];
-            super::sum_rows_into(&mut got, &x);
+            super::sum_rows_into_on(None, &mut got, &x);
             for (&g, &e) in got.iter().zip(&exact) {
                 assert_eq!(g, e as f32, "width {n}");
             }
             // Accumulates onto what is there.
             let mut twice = got.clone();
-            super::sum_rows_into(&mut twice, &x);
+            super::sum_rows_into_on(None, &mut twice, &x);
             for ((&t, &g), &e) in twice.iter().zip(&got).zip(&exact) {
                 assert_eq!(t, (g as f64 + e) as f32);
             }
+            // Columns split across two threads: the same bits.
+            let mut split = vec![0.0f32; n];
+            super::sum_rows_into_on(pool.as_ref(), &mut split, &x);
+            assert_eq!(split, got, "width {n}, split");
+        }
+    }
+
+    #[test]
+    fn sum_of_squares_matches_a_sequential_f64_sum() {
+        for n in [0, 1, 7, 8, 9, 1000] {
+            let v: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin() * 1e3).collect();
+            let seq: f64 = v.iter().map(|&x| x as f64 * x as f64).sum();
+            let got = super::sum_squares_f64(&v);
+            assert!(
+                (got - seq).abs() <= 1e-12 * seq.max(1.0),
+                "n {n}: {got} vs {seq}"
+            );
         }
     }
 

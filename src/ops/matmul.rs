@@ -3,7 +3,7 @@
 //! batched matmul. Backward GEMMs accumulate straight into the gradient
 //! buffers (beta = 1), so no temporary is needed.
 
-use crate::blas::{Gemm, sgemm_on};
+use crate::blas::{Gemm, sgemm_bias_on, sgemm_on};
 use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
 use crate::ops::{Op, fastmath};
@@ -203,25 +203,21 @@ pub(crate) fn forward_linear(ctx: &mut Context, out: u32, ix: u32, iw: u32, bias
     let (ex, ew, eo) = (ctx.entry(ix), ctx.entry(iw), ctx.entry(out));
     let (k, n) = (ew.shape.dims()[0], ew.shape.dims()[1]);
     let rows = ex.shape.rows();
-    let beta = if let Some(ib) = bias {
-        let ([y], [b]) = ctx.store.access([eo.data], [ctx.table[ib as usize].data]);
-        y.chunks_exact_mut(n).for_each(|row| row.copy_from_slice(b));
-        1.0
-    } else {
-        0.0
-    };
     let par = ctx.want_pool(rows * n * k);
-    let ([y], [x, w]) = ctx.store.access([eo.data], [ex.data, ew.data]);
     let pool = ctx.pool.as_ref().filter(|_| par);
-    sgemm_on(
-        pool,
-        Gemm::dense(false, false, rows, n, k),
-        1.0,
-        x,
-        w,
-        beta,
-        y,
-    );
+    let g = Gemm::dense(false, false, rows, n, k);
+    match bias {
+        Some(ib) => {
+            let ([y], [x, w, b]) = ctx
+                .store
+                .access([eo.data], [ex.data, ew.data, ctx.table[ib as usize].data]);
+            sgemm_bias_on(pool, g, x, w, b, y);
+        }
+        None => {
+            let ([y], [x, w]) = ctx.store.access([eo.data], [ex.data, ew.data]);
+            sgemm_on(pool, g, 1.0, x, w, 0.0, y);
+        }
+    }
 }
 
 /// c[i] = op(a[i]) @ op(b[i]) over the batch. a: `[..., M, K]`, b: `[..., K, N]`,
@@ -326,8 +322,9 @@ pub(crate) fn backward_linear(ctx: &mut Context, out: u32, ix: u32, iw: u32, bia
         matmul_backward(pool, None, Some(dw), dc, x, &[], false, false, rows, n, k);
     }
     if let Some(db) = bias.and_then(|b| ctx.grad_of(b)) {
+        let par = ctx.want_pool(rows * n * 16);
         let ([db], [dc]) = ctx.store.access([db], [dout]);
-        fastmath::sum_rows_into(db, dc);
+        fastmath::sum_rows_into_on(ctx.pool.as_ref().filter(|_| par), db, dc);
     }
 }
 

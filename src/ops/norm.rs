@@ -67,17 +67,18 @@ fn layernorm_backward_dx(
 }
 
 /// dw += sum_rows dout * norm, norm = (x - mean) * rstd, each term and the
-/// sum in f64 (see `fastmath::accumulate_rows_f64`).
+/// sum in f64 (see `fastmath::accumulate_cols_f64`).
 #[inline(always)]
 fn layernorm_backward_dw(
     dw: &mut [f32],
+    first: usize,
     dout: &[f32],
     x: &[f32],
     mean: &[f32],
     rstd: &[f32],
     c: usize,
 ) {
-    fastmath::accumulate_rows_f64(dw, mean.len(), |r, cols, acc| {
+    fastmath::accumulate_cols_f64(dw, first, mean.len(), |r, cols, acc| {
         let (g, xr) = (&dout[r * c..][cols.clone()], &x[r * c..][cols]);
         let (mu, rs) = (mean[r] as f64, rstd[r] as f64);
         for ((a, &g), &xv) in acc.iter_mut().zip(g).zip(xr) {
@@ -191,13 +192,19 @@ pub(crate) fn backward_layernorm(
             None => simd::dispatch!(layernorm_backward_dx(dx, g, x, w, m, r, c)),
         }
     }
+    // Weight and bias sums: each column is independent, so the columns
+    // split across the pool.
+    let par = ctx.want_pool(ex.shape.numel() * 16);
     if let Some(dw) = ctx.grad_of(iw) {
         let ([dw], [g, x, m, r]) = ctx.store.access([dw], [dout, ex.data, mean, rstd]);
-        simd::dispatch!(layernorm_backward_dw(dw, g, x, m, r, c));
+        let pool = ctx.pool.as_ref().filter(|_| par);
+        fastmath::split_columns(pool, dw, |dw, first| {
+            simd::dispatch!(layernorm_backward_dw(dw, first, g, x, m, r, c))
+        });
     }
     if let Some(db) = ctx.grad_of(ib) {
         let ([db], [g]) = ctx.store.access([db], [dout]);
-        fastmath::sum_rows_into(db, g);
+        fastmath::sum_rows_into_on(ctx.pool.as_ref().filter(|_| par), db, g);
     }
 }
 
