@@ -55,6 +55,11 @@ pub(crate) struct Entry {
     /// loss; ops whose output never receives one are skipped (they are not
     /// part of the loss's graph, and 0 * NaN would poison gradients).
     pub flow: bool,
+    /// During backward: this tensor's gradient slot is born (its first
+    /// write comes next) but still holds whatever the slot held before.
+    /// The first access zeroes it, unless the kernel asked to overwrite it
+    /// whole ([`Context::grad_to_overwrite`]): then no fill is wasted.
+    pub unzeroed: bool,
 }
 
 /// A context's memory figures (ag_memory_stats in C, Context::memory_stats
@@ -366,6 +371,7 @@ impl Context {
             retain: false,
             view_of: None,
             flow: false,
+            unzeroed: false,
         });
         self.param_index.insert(name.clone(), index as u32);
         self.param_info.push(ParamInfo { name, decay: true });
@@ -675,7 +681,7 @@ impl Context {
         let n = self.tape.len() as u32;
         let mut born = 0;
         self.zero_births(&plan, &mut born, n);
-        if let Some(g) = self.table[id as usize].grad {
+        if let Some(g) = self.grad_out(id) {
             self.store.access_one(g)[0] += 1.0;
         }
         self.mark_flow(id);
@@ -693,6 +699,10 @@ impl Context {
             }
         }
         self.plan = plan;
+        // A retained gradient nothing wrote is zero, not stale.
+        for i in 0..self.table.len() {
+            self.settle_grad(i as u32);
+        }
         // The region's slots are reused: only retained gradients stay.
         let n_params = self.n_params;
         for i in 0..self.table.len() {
@@ -709,19 +719,31 @@ impl Context {
         Ok(())
     }
 
-    /// Zeroes the planned gradients born at tape position `at` (the ones
-    /// whose first write comes from that op's backward), advancing `next`
-    /// through the plan's births.
+    /// Marks the planned gradients born at tape position `at` (the ones
+    /// whose first write comes from that op's backward) as unzeroed,
+    /// advancing `next` through the plan's births. Their slots still hold
+    /// an earlier gradient's values: the first access zeroes them, or
+    /// overwrites them whole.
     fn zero_births(&mut self, plan: &GradPlan, next: &mut usize, at: u32) {
         while *next < plan.births_len() {
             let (pos, t) = plan.birth(*next);
             if pos < at {
                 break;
             }
-            if let Some(g) = self.table[t as usize].grad {
-                self.store.access_one(g).fill(0.0);
+            if self.table[t as usize].grad.is_some() {
+                self.table[t as usize].unzeroed = true;
             }
             *next += 1;
+        }
+    }
+
+    /// Zeroes `id`'s gradient slot if it is born but not yet written.
+    fn settle_grad(&mut self, id: u32) {
+        let root = self.table[id as usize].view_of.unwrap_or(id) as usize;
+        if std::mem::take(&mut self.table[root].unzeroed)
+            && let Some(g) = self.table[root].grad
+        {
+            self.store.access_one(g).fill(0.0);
         }
     }
 
@@ -846,6 +868,7 @@ impl Context {
             retain: false,
             view_of: None,
             flow: false,
+            unzeroed: false,
         });
         Ok(self.table.len() as u32 - 1)
     }
@@ -869,6 +892,7 @@ impl Context {
             retain: false,
             view_of: Some(root),
             flow: false,
+            unzeroed: false,
         });
         Ok(self.table.len() as u32 - 1)
     }
@@ -913,14 +937,34 @@ impl Context {
     }
 
     /// The gradient buffer of an op's output during backward.
-    pub(crate) fn grad_out(&self, out: u32) -> Option<Buf> {
+    pub(crate) fn grad_out(&mut self, out: u32) -> Option<Buf> {
+        self.settle_grad(out);
         self.table[out as usize].grad
     }
 
-    /// The gradient buffer of an input during backward, if it needs one.
-    pub(crate) fn grad_of(&self, id: u32) -> Option<Buf> {
+    /// The gradient buffer of an input during backward, if it needs one;
+    /// the kernel adds into it.
+    pub(crate) fn grad_of(&mut self, id: u32) -> Option<Buf> {
         let e = self.table[id as usize];
-        if e.requires_grad { e.grad } else { None }
+        if !e.requires_grad {
+            return None;
+        }
+        self.settle_grad(id);
+        e.grad
+    }
+
+    /// Like [`grad_of`](Self::grad_of), for a kernel that can also write
+    /// every element with `=`: with `true`, the slot is born here and holds
+    /// stale values, and the kernel must overwrite all of it (no zero fill
+    /// first); with `false`, it adds as usual.
+    pub(crate) fn grad_to_overwrite(&mut self, id: u32) -> Option<(Buf, bool)> {
+        let e = self.table[id as usize];
+        if !e.requires_grad {
+            return None;
+        }
+        let root = e.view_of.unwrap_or(id) as usize;
+        let fresh = std::mem::take(&mut self.table[root].unzeroed);
+        e.grad.map(|g| (g, fresh))
     }
 
     /// Test hook (allocation-failure tests; `test-hooks` feature): make the `fail_at`-th fallible

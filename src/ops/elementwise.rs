@@ -110,10 +110,14 @@ fn binary_backward_into(
     });
 }
 
-/// dst += s * src, element by element (s = 1 or -1: exact).
-fn add_scaled_into(dst: &mut [f32], src: &[f32], s: f32) {
-    for (d, &v) in dst.iter_mut().zip(src) {
-        *d += s * v;
+/// dst += s * src, or dst = s * src with `assign`, element by element
+/// (s = 1 or -1: exact).
+#[inline(always)]
+fn add_scaled_into(dst: &mut [f32], src: &[f32], s: f32, assign: bool) {
+    if assign {
+        dst.iter_mut().zip(src).for_each(|(d, &v)| *d = s * v);
+    } else {
+        dst.iter_mut().zip(src).for_each(|(d, &v)| *d += s * v);
     }
 }
 
@@ -336,15 +340,18 @@ fn unary_forward(f: UnaryFn, y: &mut [f32], x: &[f32]) {
 }
 
 /// dx += dout * f'(x), given x and the forward output y = f(x). All `[N]`.
+/// `assign`: write dx with `=` (its slot holds stale values); only GELU
+/// takes it (see `backward_unary`), the others always add.
 #[inline(always)]
-fn unary_backward(f: UnaryFn, dx: &mut [f32], dout: &[f32], x: &[f32], y: &[f32]) {
+fn unary_backward(f: UnaryFn, assign: bool, dx: &mut [f32], dout: &[f32], x: &[f32], y: &[f32]) {
     match f {
+        UnaryFn::Gelu if assign => gelu_backward::<true>(dx, dout, x),
         UnaryFn::Exp => exp_backward(dx, dout, y),
         UnaryFn::Log => log_backward(dx, dout, x),
         UnaryFn::Tanh => tanh_backward(dx, dout, y),
         UnaryFn::Relu => relu_backward(dx, dout, x),
         UnaryFn::Sigmoid => sigmoid_backward(dx, dout, y),
-        UnaryFn::Gelu => gelu_backward(dx, dout, x),
+        UnaryFn::Gelu => gelu_backward::<false>(dx, dout, x),
         UnaryFn::Sqrt => sqrt_backward(dx, dout, y),
         UnaryFn::Abs => abs_backward(dx, dout, x),
     }
@@ -483,13 +490,18 @@ pub(crate) fn gelu_forward(y: &mut [f32], x: &[f32]) {
 
 /// dx += dout * gelu'(x).
 #[inline(always)]
-pub(crate) fn gelu_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
+/// dx += dout * gelu'(x), or dx = dout * gelu'(x) with `ASSIGN`.
+pub(crate) fn gelu_backward<const ASSIGN: bool>(dx: &mut [f32], dout: &[f32], x: &[f32]) {
     for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
         let u = GELU_K * (x + 0.044715 * x * x * x);
         let t = fastmath::tanh(u);
         let sech2 = 1.0 - t * t;
         let local = 0.5 * (1.0 + t) + 0.5 * x * sech2 * GELU_K * (1.0 + 3.0 * 0.044715 * x * x);
-        *d += g * local;
+        if ASSIGN {
+            *d = g * local;
+        } else {
+            *d += g * local;
+        }
     }
 }
 
@@ -574,23 +586,32 @@ pub(crate) fn backward_scale(ctx: &mut Context, out: u32, x: u32, s: f32) {
 }
 
 pub(crate) fn backward_unary(ctx: &mut Context, out: u32, x: u32, f: UnaryFn) {
-    let (Some(dx), Some(dout)) = (ctx.grad_of(x), ctx.grad_out(out)) else {
+    let Some(dout) = ctx.grad_out(out) else {
+        return;
+    };
+    let Some((dx, fresh)) = ctx.grad_to_overwrite(x) else {
         return;
     };
     let (ex, eo) = (ctx.entry(x), ctx.entry(out));
     let par = f == UnaryFn::Gelu && ctx.want_pool(ex.shape.numel() * 16);
     let ([dx], [dout, x, y]) = ctx.store.access([dx], [dout, ex.data, eo.data]);
+    // GELU (an MLP's, on the largest activation) writes a newborn gradient
+    // with `=`; the rest zero it and add.
+    let assign = fresh && f == UnaryFn::Gelu;
+    if fresh && !assign {
+        dx.fill(0.0);
+    }
     match ctx.pool.as_ref().filter(|_| par) {
         Some(pool) => {
             let h = x.len() / 2;
             let ((d0, d1), (g0, g1)) = (dx.split_at_mut(h), dout.split_at(h));
             let ((x0, x1), (y0, y1)) = (x.split_at(h), y.split_at(h));
             pool.join(
-                || simd::dispatch!(unary_backward(f, d1, g1, x1, y1)),
-                || simd::dispatch!(unary_backward(f, d0, g0, x0, y0)),
+                || simd::dispatch!(unary_backward(f, assign, d1, g1, x1, y1)),
+                || simd::dispatch!(unary_backward(f, assign, d0, g0, x0, y0)),
             );
         }
-        None => simd::dispatch!(unary_backward(f, dx, dout, x, y)),
+        None => simd::dispatch!(unary_backward(f, assign, dx, dout, x, y)),
     }
 }
 
@@ -618,23 +639,36 @@ pub(crate) fn backward_binary(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: 
     };
     let (ea, eb, eo) = (ctx.entry(ia), ctx.entry(ib), ctx.entry(out));
     let so = eo.shape;
-    // A residual add or sub: both gradients are the output's (negated for
-    // b of a sub), written side by side on two threads when they are
-    // separate buffers.
-    if matches!(f, BinaryFn::Add | BinaryFn::Sub)
-        && ea.shape == so
-        && eb.shape == so
-        && let (Some(da), Some(db)) = (ctx.grad_of(ia), ctx.grad_of(ib))
-        && !da.overlaps(&db)
-        && ctx.want_pool(so.numel() * 16)
-        && let Some(pool) = ctx.pool.as_ref()
-    {
-        let ([da, db], [g]) = ctx.store.access([da, db], [dout]);
+    // Equal shapes (a residual add or sub): da += g and db += ±g, each
+    // written with `=` where its slot is newborn, the two side by side on
+    // two threads when they are separate buffers.
+    if matches!(f, BinaryFn::Add | BinaryFn::Sub) && ea.shape == so && eb.shape == so {
         let sign = if f == BinaryFn::Sub { -1.0 } else { 1.0 };
-        pool.join(
-            || simd::dispatch!(add_scaled_into(db, g, sign)),
-            || simd::dispatch!(add_scaled_into(da, g, 1.0)),
-        );
+        // In this order: if a and b share a gradient, a's write comes first.
+        let (ga, gb) = (ctx.grad_to_overwrite(ia), ctx.grad_to_overwrite(ib));
+        match (ga, gb) {
+            (Some((da, fa)), Some((db, fb))) if !da.overlaps(&db) => {
+                let par = ctx.want_pool(so.numel() * 16);
+                let ([da, db], [g]) = ctx.store.access([da, db], [dout]);
+                let mut run_a = || simd::dispatch!(add_scaled_into(da, g, 1.0, fa));
+                let mut run_b = || simd::dispatch!(add_scaled_into(db, g, sign, fb));
+                match ctx.pool.as_ref().filter(|_| par) {
+                    Some(pool) => pool.join(run_b, run_a),
+                    None => {
+                        run_a();
+                        run_b();
+                    }
+                }
+            }
+            (ga, gb) => {
+                for (grad, s) in [(ga, 1.0), (gb, sign)] {
+                    if let Some((d, fresh)) = grad {
+                        let ([d], [g]) = ctx.store.access([d], [dout]);
+                        simd::dispatch!(add_scaled_into(d, g, s, fresh));
+                    }
+                }
+            }
+        }
         return;
     }
     // One operand at a time: if a and b are the same tensor, their grad
@@ -954,7 +988,7 @@ mod tests {
         c.read_grad(p, &mut gotg).unwrap();
         let (mut want, mut wantg) = (vec![0.0; n], vec![0.0; n]);
         super::gelu_forward(&mut want, &x);
-        super::gelu_backward(&mut wantg, &vec![1.0; n], &x);
+        super::gelu_backward::<false>(&mut wantg, &vec![1.0; n], &x);
         assert!(
             got.iter()
                 .zip(&want)
@@ -965,6 +999,33 @@ mod tests {
                 .zip(&wantg)
                 .all(|(a, b)| a.to_bits() == b.to_bits())
         );
+    }
+
+    /// GELU and equal-shape add/sub write a newborn activation gradient
+    /// with `=` (no zero fill): inputs that are activations take that path,
+    /// also when the two operands share one gradient (a view of the other),
+    /// and when a later consumer adds onto what the first one wrote.
+    #[test]
+    fn gradcheck_first_writes_into_newborn_gradients() {
+        gradcheck(Check::new("gelu(1.5x)", &[&[4, 5]]), |c, x| {
+            let h = c.scale(x[0], 1.5)?;
+            c.gelu(h)
+        });
+        gradcheck(Check::new("(2a-b)*(2a+b)", &[&[3, 4], &[3, 4]]), |c, x| {
+            let a = c.scale(x[0], 2.0)?;
+            let b = c.scale(x[1], -1.0)?;
+            let s = c.add(a, b)?;
+            let d = c.sub(a, b)?;
+            c.mul(s, d)
+        });
+        gradcheck(Check::new("h - reshape(h), h = 3x", &[&[2, 6]]), |c, x| {
+            let h = c.scale(x[0], 3.0)?;
+            let v = c.reshape(h, &[2, 6])?;
+            let d = c.sub(h, v)?;
+            let e = c.add(v, v)?;
+            let g = c.gelu(e)?;
+            c.mul(d, g)
+        });
     }
 
     #[test]
