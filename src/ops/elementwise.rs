@@ -488,9 +488,8 @@ pub(crate) fn gelu_forward(y: &mut [f32], x: &[f32]) {
     }
 }
 
-/// dx += dout * gelu'(x).
-#[inline(always)]
 /// dx += dout * gelu'(x), or dx = dout * gelu'(x) with `ASSIGN`.
+#[inline(always)]
 pub(crate) fn gelu_backward<const ASSIGN: bool>(dx: &mut [f32], dout: &[f32], x: &[f32]) {
     for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
         let u = GELU_K * (x + 0.044715 * x * x * x);

@@ -172,8 +172,9 @@ pub(crate) fn sum_squares_f64(xs: &[f32]) -> f64 {
 }
 
 /// Columns per block of f64 accumulators in [`accumulate_cols_f64`]:
-/// 2 KiB of stack.
-const ROW_BLOCK: usize = 256;
+/// 256 bytes, which stay in L1 beside the row being added (measured on a
+/// [2048, 768] sum: 0.82 ms with 256 columns, 0.60 ms with 32).
+const ROW_BLOCK: usize = 32;
 
 /// out[j] += sum over rows r of the terms `add_row(r, cols, acc)` adds into
 /// `acc` (acc[i] is column cols.start + i), accumulated in f64 and rounded
@@ -258,7 +259,7 @@ mod tests {
         } else {
             crate::pool::Pool::new()
         };
-        for n in [1, 7, 16, 255, 256, 257, 600] {
+        for n in [1, 7, 16, 31, 32, 33, 255, 256, 257, 600] {
             let (x, exact) = crate::ops::gradcheck::column_data(&mut rng, 300, n);
             let mut got = vec![0.0f32; n];
             super::sum_rows_into_on(None, &mut got, &x);
