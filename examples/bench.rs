@@ -7,7 +7,9 @@
 //! the calling thread's wall time that adds up to 100% (the worker thread's
 //! busy time is reported beside it, not mixed in), memory figures.
 //! Then, per preset, arena high-water and step time with recomputation
-//! segments (none, all, auto under two caps); tape overhead per op and
+//! segments (none, all, auto under two caps), and, with a Python that has
+//! torch, the ratio to PyTorch's best configuration of the same step (first
+//! right after ours, then over back-to-back pairs); tape overhead per op and
 //! kernel bandwidth against memcpy.
 //!
 //! `--quick` runs a very short form (used by `make test`); `--child
@@ -499,21 +501,29 @@ fn torch_python() -> Option<String> {
     })
 }
 
-/// Times the same step in PyTorch (scripts/bench_torch.py, right after ours,
-/// on the same machine) and prints the ratio.
-fn compare_with_torch(python: &str, preset: &str, ours_ms: f64) {
+/// PyTorch's step time for `preset` (scripts/bench_torch.py): every
+/// configuration, or only `config`; returns its best (ms, configuration)
+/// after printing the per-configuration lines when `verbose`.
+fn torch_step(
+    python: &str,
+    preset: &str,
+    config: Option<&str>,
+    verbose: bool,
+) -> Option<(f64, String)> {
     let steps = match preset {
         "tiny" => "200",
         "small" => "20",
         _ => "6",
     };
+    let mut args = vec!["scripts/bench_torch.py", preset, steps];
+    args.extend(config);
     let out = std::process::Command::new(python)
-        .args(["scripts/bench_torch.py", preset, steps])
+        .args(&args)
         .stderr(std::process::Stdio::inherit())
         .output();
     let Ok(out) = out else {
         println!("  PyTorch: could not run {python}");
-        return;
+        return None;
     };
     let text = String::from_utf8_lossy(&out.stdout);
     let best = text.lines().find_map(|l| {
@@ -522,16 +532,57 @@ fn compare_with_torch(python: &str, preset: &str, ours_ms: f64) {
             .then(|| f[2].parse::<f64>().ok().map(|ms| (ms, f[3].to_string())))
             .flatten()
     });
-    for l in text.lines().filter(|l| !l.starts_with("torch-best")) {
-        println!("{l}");
+    if verbose {
+        for l in text.lines().filter(|l| !l.starts_with("torch-best")) {
+            println!("{l}");
+        }
     }
-    match best {
-        Some((torch_ms, config)) => println!(
-            "  vs PyTorch's best ({config}, {torch_ms:.3} ms/step): arenagrad takes {:.2}x its time",
-            ours_ms / torch_ms
-        ),
-        None => println!("  PyTorch: no configuration ran"),
+    best
+}
+
+/// Back-to-back pairs of (our step, PyTorch's best configuration) after the
+/// first: on a shared machine a step's time drifts by tens of percent from
+/// one minute to the next, and the median of per-pair ratios is steadier
+/// than any one ratio.
+const TORCH_PAIRS: usize = 3;
+
+/// Times the same step in PyTorch (scripts/bench_torch.py, right after ours,
+/// on the same machine) and prints the ratio; then times further pairs of
+/// our step alone and PyTorch's best configuration alone, back to back.
+fn compare_with_torch(
+    python: &str,
+    exe: &std::path::Path,
+    preset: &str,
+    steps: usize,
+    ours_ms: f64,
+) {
+    let Some((torch_ms, config)) = torch_step(python, preset, None, true) else {
+        println!("  PyTorch: no configuration ran");
+        return;
+    };
+    println!(
+        "  vs PyTorch's best ({config}, {torch_ms:.3} ms/step): arenagrad takes {:.2}x its time",
+        ours_ms / torch_ms
+    );
+    let mut ratios = vec![ours_ms / torch_ms];
+    for _ in 1..TORCH_PAIRS {
+        let ours = std::process::Command::new(exe)
+            .args(["--child", preset, &steps.to_string(), "--step-only"])
+            .output()
+            .ok()
+            .and_then(|o| parse_step_ms(&String::from_utf8_lossy(&o.stdout)));
+        let theirs = torch_step(python, preset, Some(&config), false);
+        if let (Some(o), Some((t, _))) = (ours, theirs) {
+            ratios.push(o / t);
+        }
     }
+    let shown: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
+    println!(
+        "  vs PyTorch's {config}, {} back-to-back pairs: ratios {}, median {:.2}x",
+        ratios.len(),
+        shown.join(" "),
+        median(&mut ratios)
+    );
 }
 
 fn main() {
@@ -572,7 +623,7 @@ fn main() {
             std::process::exit(1);
         }
         if let (Some(py), Some(ours)) = (&python, parse_step_ms(&text)) {
-            compare_with_torch(py, name, ours);
+            compare_with_torch(py, &exe, name, *steps, ours);
         }
     }
     if !quick && python.is_none() {

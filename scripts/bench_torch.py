@@ -9,9 +9,10 @@ PyTorch offers for this step on a CPU is timed (2 or 1 intra-op threads;
 attention written out or scaled_dot_product_attention; for-each or fused
 AdamW), and the fastest is reported as PyTorch's best.
 
-    python3 scripts/bench_torch.py PRESET [STEPS]
+    python3 scripts/bench_torch.py PRESET [STEPS [CONFIG]]
 
-prints one line per configuration and, last, one machine-readable line:
+prints one line per configuration (only CONFIG's, when given) and, last,
+one machine-readable line:
     torch-best PRESET MS_PER_STEP CONFIG
 It exits 3 when torch is not installed, so `make bench` can say so.
 """
@@ -105,12 +106,15 @@ def main():
         sys.exit(2)
     preset = sys.argv[1]
     steps = int(sys.argv[2]) if len(sys.argv) > 2 else 20
+    only = sys.argv[3] if len(sys.argv) > 3 else None
     best = None
     configs = [(th, sdpa, fused) for th in (2, 1) for sdpa in (False, True) for fused in (False, True)]
     for threads, sdpa, fused in configs:
-        torch.set_num_threads(threads)
         attn = "sdpa" if sdpa else "explicit-attention"
         name = f"{threads}-threads+{attn}+{'fused' if fused else 'foreach'}-adamw"
+        if only is not None and name != only:
+            continue
+        torch.set_num_threads(threads)
         try:
             ms = time_config(preset, steps, sdpa, fused)
         except (RuntimeError, TypeError) as e:  # a configuration this torch lacks
