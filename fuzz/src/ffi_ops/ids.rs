@@ -84,7 +84,8 @@ ids! {
 
     // Checkpoints (lifecycle.rs).
     CHECKPOINT_LOAD_BYTES = 0x50;
-    /// Save to a chosen path, load it back, peek at it.
+    /// Save to a chosen path, load it back, peek at it (from the path and
+    /// from its bytes in memory).
     CHECKPOINT_SAVE_LOAD_PEEK = 0x51;
 
     /// The gradient block: length, copy out, copy in, pointer (training.rs).

@@ -134,6 +134,38 @@ impl FfiOps<'_> {
         if t3 == Target::Live(0) {
             self.verify_params("after ag_checkpoint_peek");
         }
+        // The same file's bytes from memory, whole or cut short, or a NULL
+        // pointer. The choices come from `k`'s spare bits, so corpus inputs
+        // written before this call existed still read the same.
+        let bytes = std::fs::read(&good).unwrap_or_default();
+        let len = match (k >> 3) & 3 {
+            0 | 1 => bytes.len(),
+            2 => bytes.len() / 2,
+            _ => bytes.len().min(ul),
+        };
+        let data = if k & 32 == 0 { bytes.as_ptr() } else { null() };
+        let pre = self.pre(t3, &[]);
+        if t3 == Target::Live(0) {
+            self.verify_params("before ag_checkpoint_peek_bytes");
+        }
+        let mut n = 4242usize;
+        let st = ag_checkpoint_peek_bytes(self.ptr(t3), data, len, ubuf.as_mut_ptr(), cap, &mut n);
+        self.post("ag_checkpoint_peek_bytes", t3, &pre, st);
+        if st != AG_STATUS_OK {
+            assert_eq!(
+                n, 4242,
+                "ag_checkpoint_peek_bytes: user_len written on failure"
+            );
+        }
+        if pre.live.is_some() && data.is_null() && len > 0 {
+            assert_eq!(
+                st, AG_STATUS_NULL_ARGUMENT,
+                "ag_checkpoint_peek_bytes(data NULL)"
+            );
+        }
+        if t3 == Target::Live(0) {
+            self.verify_params("after ag_checkpoint_peek_bytes");
+        }
     }
 
     /// Frees context 1, then frees it again through a copy of the pointer.
