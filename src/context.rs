@@ -677,17 +677,18 @@ impl Context {
             }
         }
         // A slot holds an earlier gradient's values until its gradient is
-        // born: zero it just before the first write (or the walk's start).
+        // born: mark it just before its first write (or the walk's start),
+        // and that write zeroes or overwrites it.
         let n = self.tape.len() as u32;
         let mut born = 0;
-        self.zero_births(&plan, &mut born, n);
+        self.mark_births(&plan, &mut born, n);
         if let Some(g) = self.grad_out(id) {
             self.store.access_one(g)[0] += 1.0;
         }
         self.mark_flow(id);
         let mut segments = self.recompute.segments_len();
         for i in (0..self.tape.len()).rev() {
-            self.zero_births(&plan, &mut born, i as u32);
+            self.mark_births(&plan, &mut born, i as u32);
             self.replay_before(&mut segments, i as u32);
             let node = self.tape[i];
             if !self.table[node.out as usize].flow {
@@ -699,17 +700,17 @@ impl Context {
             }
         }
         self.plan = plan;
-        // A retained gradient nothing wrote is zero, not stale.
-        for i in 0..self.table.len() {
-            self.settle_grad(i as u32);
-        }
-        // The region's slots are reused: only retained gradients stay.
+        // The region's slots are reused: only retained gradients stay, and
+        // one that nothing wrote is zero, not stale.
         let n_params = self.n_params;
         for i in 0..self.table.len() {
             let e = self.table[i];
             let root = e.view_of.unwrap_or(i as u32) as usize;
             if i >= n_params && root >= n_params && !self.table[root].retain {
                 self.table[i].grad = None;
+                self.table[i].unzeroed = false;
+            } else {
+                self.settle_grad(i as u32);
             }
             self.table[i].flow = false;
         }
@@ -724,7 +725,7 @@ impl Context {
     /// advancing `next` through the plan's births. Their slots still hold
     /// an earlier gradient's values: the first access zeroes them, or
     /// overwrites them whole.
-    fn zero_births(&mut self, plan: &GradPlan, next: &mut usize, at: u32) {
+    fn mark_births(&mut self, plan: &GradPlan, next: &mut usize, at: u32) {
         while *next < plan.births_len() {
             let (pos, t) = plan.birth(*next);
             if pos < at {
@@ -737,11 +738,17 @@ impl Context {
         }
     }
 
+    /// Whether `id`'s gradient slot (its root's, for a view) is born but not
+    /// yet written; clears the mark, as the caller now writes or zeroes it.
+    fn take_unzeroed(&mut self, id: u32) -> bool {
+        let root = self.table[id as usize].view_of.unwrap_or(id) as usize;
+        std::mem::take(&mut self.table[root].unzeroed)
+    }
+
     /// Zeroes `id`'s gradient slot if it is born but not yet written.
     fn settle_grad(&mut self, id: u32) {
-        let root = self.table[id as usize].view_of.unwrap_or(id) as usize;
-        if std::mem::take(&mut self.table[root].unzeroed)
-            && let Some(g) = self.table[root].grad
+        if self.take_unzeroed(id)
+            && let Some(g) = self.table[id as usize].grad
         {
             self.store.access_one(g).fill(0.0);
         }
@@ -962,8 +969,7 @@ impl Context {
         if !e.requires_grad {
             return None;
         }
-        let root = e.view_of.unwrap_or(id) as usize;
-        let fresh = std::mem::take(&mut self.table[root].unzeroed);
+        let fresh = self.take_unzeroed(id);
         e.grad.map(|g| (g, fresh))
     }
 
