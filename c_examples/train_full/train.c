@@ -200,22 +200,43 @@ static int sample_only(struct trainer *tr, const struct train_state *s, const ch
 
 enum outcome { DONE, INTERRUPTED, DIVERGED };
 
-int run(struct trainer *tr)
+/*
+ * What the named steps of run() share: the state a checkpoint keeps, where
+ * the checkpoint file stands, and this process's figures. The loop's part
+ * of it is plain numbers, so the loop stays free of malloc.
+ */
+struct run_state {
+    struct train_state s;
+    uint64_t saved_at;      /* step held by the checkpoint file, UINT64_MAX if none */
+    const char *prompt;     /* sample prompt */
+    uint64_t last;          /* the loop runs steps s.step + 1 .. last */
+    double tokens_per_step; /* of the global batch */
+    size_t local, skipped;  /* steps run by this process, updates skipped */
+    /* progress: the terminal/stdout window, the log.csv row, the whole run */
+    double window_ms, total_ms, last_draw, row_ms;
+    size_t window_steps, row_ms_steps;
+    long rss_warm;          /* RSS after WARMUP_STEPS steps, -1 before */
+    double val_loss;        /* latest validation loss */
+    uint64_t evaluated_at;  /* its step, UINT64_MAX if none */
+    float bad_loss;         /* the loss that diverged */
+    bool bad_is_val;        /* the validation loss diverged (after the update) */
+    enum outcome outcome;
+    ag_memory_figures mem;
+    double train_ms;        /* wall time of the loop */
+};
+
+/* Parameters (fresh, or --init-from), the optimizer and the arena cap. */
+static int setup(struct trainer *tr)
 {
     const struct config *cfg = tr->cfg;
-    struct dataset *d = tr->data;
-    struct run_paths *paths = tr->paths;
     ag_context *ctx = tr->ctx;
-    ag_status st;
-
-    /* Model and optimizer. */
     tr->model.L = cfg->n_layer;
     tr->model.NH = cfg->n_head;
     tr->model.C = cfg->n_embd;
     tr->model.T = cfg->seq_len;
-    tr->model.V = d->V;
+    tr->model.V = tr->data->V;
     for (size_t t = 0; t < tr->T; t++) tr->model.pos_ids[t] = (int32_t)t;
-    st = model_build(ctx, &tr->model, derive_seed(cfg->seed, STREAM_INIT), tr->init_buf);
+    ag_status st = model_build(ctx, &tr->model, derive_seed(cfg->seed, STREAM_INIT), tr->init_buf);
     if (st != AG_STATUS_OK) return report(tr, "creating the parameters", st);
     /* --init-from: the weights of a safetensors file (by name; all must
        match, or nothing changes). The optimizer starts fresh. */
@@ -238,67 +259,73 @@ int run(struct trainer *tr)
         st = ag_set_arena_limit(ctx, (size_t)cfg->arena_limit_mb << 20);
         if (st != AG_STATUS_OK) return report(tr, "ag_set_arena_limit", st);
     }
+    return 0;
+}
 
-    struct train_state s = {
-        .rng = derive_seed(cfg->seed, STREAM_TRAIN),
-        .seed = cfg->seed,
-        .sample_seed = derive_seed(cfg->seed, STREAM_SAMPLE),
-        .start_loss = NAN,
-        .best_val = INFINITY,
-    };
-    uint64_t saved_at = UINT64_MAX; /* step held by the checkpoint file */
-    if (cfg->resume != NULL) {
-        uint8_t blob[STATE_BLOB_MAX];
-        size_t len = 0;
-        char why[256];
-        struct saved_settings saved;
-        /* Peek first: a refused checkpoint changes nothing in the context. */
-        st = dist_checkpoint_peek(ctx, cfg->resume, blob, sizeof blob, &len);
-        bool ok = st == AG_STATUS_OK &&
-                  state_read(blob, len, cfg, d, &s, &saved, why, sizeof why);
-        if (st == AG_STATUS_OK && ok)
-            st = dist_checkpoint_load(ctx, cfg->resume, blob, sizeof blob, &len);
-        if (st != AG_STATUS_OK) {
-            fflush(stdout);
-            const char *why_lib = ag_context_last_error(ctx);
-            fprintf(stderr, "train_full: --resume %s: checkpoint refused: %s\n", cfg->resume,
-                    why_lib[0] != '\0' ? why_lib : ag_status_str(st));
-            if (st == AG_STATUS_CHECKPOINT_MISMATCH)
-                fprintf(stderr, "train_full: (was it saved with another --preset or data?)\n");
-            return EXIT_CHECKPOINT;
-        }
-        if (!ok) {
-            fflush(stdout);
-            fprintf(stderr, "train_full: --resume %s: checkpoint refused: %s\n", cfg->resume, why);
-            return EXIT_CHECKPOINT;
-        }
-        fprintf(tr->info, "resume: %s at step %" PRIu64 " (seed %" PRIu64 ")\n", cfg->resume,
-                s.step, s.seed);
-        resume_notes(tr, &saved, s.step);
-        if (s.step >= (uint64_t)cfg->iters && !cfg->sample_only)
-            fprintf(tr->info,
-                    "resume: already at step %" PRIu64 " >= --iters %ld, nothing to train\n",
-                    s.step, cfg->iters);
-        if (strcmp(paths->ckpt, cfg->resume) == 0) saved_at = s.step;
-        /* The learning rate the run stopped with, so that load + save is exact. */
-        st = ag_optimizer_set_lr(ctx, (float)lr_at(cfg, s.step));
-        if (st != AG_STATUS_OK) return report(tr, "ag_optimizer_set_lr", st);
+/* --resume: the checkpoint's parameters, optimizer state and train_state. */
+static int resume(struct trainer *tr, struct run_state *r)
+{
+    const struct config *cfg = tr->cfg;
+    ag_context *ctx = tr->ctx;
+    uint8_t blob[STATE_BLOB_MAX];
+    size_t len = 0;
+    char why[256];
+    struct saved_settings saved;
+    /* Peek first: a refused checkpoint changes nothing in the context. */
+    ag_status st = dist_checkpoint_peek(ctx, cfg->resume, blob, sizeof blob, &len);
+    bool ok = st == AG_STATUS_OK &&
+              state_read(blob, len, cfg, tr->data, &r->s, &saved, why, sizeof why);
+    if (st == AG_STATUS_OK && ok) st = dist_checkpoint_load(ctx, cfg->resume, blob, sizeof blob, &len);
+    if (st != AG_STATUS_OK) {
+        fflush(stdout);
+        const char *why_lib = ag_context_last_error(ctx);
+        fprintf(stderr, "train_full: --resume %s: checkpoint refused: %s\n", cfg->resume,
+                why_lib[0] != '\0' ? why_lib : ag_status_str(st));
+        if (st == AG_STATUS_CHECKPOINT_MISMATCH)
+            fprintf(stderr, "train_full: (was it saved with another --preset or data?)\n");
+        return EXIT_CHECKPOINT;
     }
+    if (!ok) {
+        fflush(stdout);
+        fprintf(stderr, "train_full: --resume %s: checkpoint refused: %s\n", cfg->resume, why);
+        return EXIT_CHECKPOINT;
+    }
+    const uint64_t step = r->s.step;
+    fprintf(tr->info, "resume: %s at step %" PRIu64 " (seed %" PRIu64 ")\n", cfg->resume, step,
+            r->s.seed);
+    resume_notes(tr, &saved, step);
+    if (step >= (uint64_t)cfg->iters && !cfg->sample_only)
+        fprintf(tr->info, "resume: already at step %" PRIu64 " >= --iters %ld, nothing to train\n",
+                step, cfg->iters);
+    if (strcmp(tr->paths->ckpt, cfg->resume) == 0) r->saved_at = step;
+    /* The learning rate the run stopped with, so that load + save is exact. */
+    st = ag_optimizer_set_lr(ctx, (float)lr_at(cfg, step));
+    if (st != AG_STATUS_OK) return report(tr, "ag_optimizer_set_lr", st);
+    return 0;
+}
 
-    /* Sample prompt: the user's, else a newline (else the first vocabulary byte). */
+/* Sample prompt: the user's, else a newline (else the first vocabulary byte). */
+static const char *sample_prompt(const struct trainer *tr)
+{
+    const struct config *cfg = tr->cfg;
+    const struct dataset *d = tr->data;
     const char *prompt = cfg->prompt != NULL && cfg->prompt[0] != '\0' ? cfg->prompt : "\n";
     static char first_byte[2];
     if (d->id_of['\n'] < 0 && prompt[0] == '\n' && prompt[1] == '\0') {
         first_byte[0] = (char)d->vocab[0];
         prompt = first_byte;
     }
-    if (cfg->sample_only) return sample_only(tr, &s, prompt);
-    int budget_rc = arena_budget(tr, s.rng);
-    if (budget_rc != 0) return budget_rc;
+    return prompt;
+}
 
+/* The model, training and output lines before step 1; opens log.csv. */
+static int banner(struct trainer *tr, const struct run_state *r)
+{
+    const struct config *cfg = tr->cfg;
+    const struct run_paths *paths = tr->paths;
     printf("model: preset=%s L=%d NH=%d C=%d T=%d B=%d V=%d params=%zu (%.2f MiB of floats)\n",
-           cfg->preset, cfg->n_layer, cfg->n_head, cfg->n_embd, cfg->seq_len, cfg->batch, d->V,
-           tr->model.n_floats, (double)tr->model.n_floats * 4.0 / 1048576.0);
+           cfg->preset, cfg->n_layer, cfg->n_head, cfg->n_embd, cfg->seq_len, cfg->batch,
+           tr->data->V, tr->model.n_floats, (double)tr->model.n_floats * 4.0 / 1048576.0);
     printf("train: iters=%ld batch=%d x accum %ld lr=%g %s", cfg->iters, cfg->batch, cfg->accum,
            (double)cfg->lr, schedule_name(cfg->schedule));
     if (cfg->schedule != SCHEDULE_CONSTANT)
@@ -306,313 +333,381 @@ int run(struct trainer *tr)
     if (cfg->warmup > 0) printf(" warmup=%ld", cfg->warmup);
     printf(" AdamW(0.9, 0.999, eps 1e-8, wd %g on matrices) clip=%.1f seed=%" PRIu64
            " eval every %ld steps x %ld batches\n",
-           (double)cfg->weight_decay, (double)GRAD_CLIP, s.seed, cfg->eval_every,
+           (double)cfg->weight_decay, (double)GRAD_CLIP, r->s.seed, cfg->eval_every,
            cfg->eval_iters);
     if (paths->ckpt[0] != '\0') printf("checkpoints: %s (latest)%s%s\n", paths->ckpt,
                                        paths->best[0] ? ", best validation loss: " : "",
                                        paths->best);
     else printf("checkpoints: none (use --out DIR or --save PATH to keep the run)\n");
     if (paths->folder) printf("run folder: %s (log.csv, loss.svg, sample.txt)\n", paths->dir);
-    {
-        char err[PATH_CAP + 128];
-        if (!log_start(tr->log, paths, s.step, err, sizeof err)) {
-            fflush(stdout);
-            fprintf(stderr, "train_full: %s\n", err);
-            return EXIT_IO;
-        }
+    char err[PATH_CAP + 128];
+    if (!log_start(tr->log, paths, r->s.step, err, sizeof err)) {
+        fflush(stdout);
+        fprintf(stderr, "train_full: %s\n", err);
+        return EXIT_IO;
     }
     fflush(stdout);
+    return 0;
+}
 
-    /* Training loop: no malloc from here to the summary. */
-    const uint64_t first = s.step;
-    const uint64_t last = (uint64_t)cfg->iters > first ? (uint64_t)cfg->iters : first;
-    const double tokens_per_step = (double)(tr->B * tr->T) * (double)cfg->accum;
+/*
+ * One optimizer step: accum micro-batches of forward and backward on this
+ * rank's rows, the all-reduce, the divergence check, the clip and AdamW.
+ * On failure, *what names the call. A diverged loss sets r->outcome and
+ * returns OK before the update.
+ */
+static ag_status train_step(struct trainer *tr, struct run_state *r, uint64_t step,
+                            float *loss_out, float *norm_out, const char **what)
+{
+    const struct config *cfg = tr->cfg;
+    const struct dataset *d = tr->data;
+    ag_context *ctx = tr->ctx;
     const float inv_accum = 1.0f / (float)cfg->accum;
     /* This rank's rows of every batch (all of them in one process). */
     const size_t rows = tr->B / (size_t)dist_world(), row0 = rows * (size_t)dist_rank();
-    size_t local = 0, skipped = 0;
-    double window_ms = 0.0, total_ms = 0.0, last_draw = 0.0, row_ms = 0.0;
-    size_t window_steps = 0, row_ms_steps = 0;
-    long rss_warm = -1;
-    double val_loss = NAN;
-    uint64_t evaluated_at = UINT64_MAX;
-    float bad_loss = 0.0f;
-    bool bad_is_val = false; /* the validation loss diverged (after the update) */
-    enum outcome outcome = DONE;
-    ag_memory_figures mem;
-    memset(&mem, 0, sizeof mem);
-    const double t_start = now_ms();
+    double loss_sum = 0.0;
+    ag_status st = AG_STATUS_OK;
+    *what = "ag_reset";
+    for (long m = 0; m < cfg->accum && st == AG_STATUS_OK; m++) {
+        get_batch(d->tokens, d->n_train, tr->B, tr->T, &r->s.rng, tr->ids, tr->targets);
+        ag_tensor loss;
+        float v = 0.0f;
+        *what = "ag_reset";
+        st = ag_reset(ctx);
+        if (st == AG_STATUS_OK) {
+            *what = "forward";
+            st = model_forward(ctx, &tr->model, tr->ids + row0 * tr->T,
+                               tr->targets + row0 * tr->T, rows, tr->T, NULL, &loss);
+        }
+        if (st == AG_STATUS_OK) {
+            *what = "ag_tensor_item";
+            st = ag_tensor_item(ctx, loss, &v);
+        }
+        if (st == AG_STATUS_OK && cfg->accum > 1) {
+            *what = "ag_scale";
+            st = ag_scale(ctx, loss, inv_accum, &loss);
+        }
+        if (st == AG_STATUS_OK) {
+            *what = "ag_backward";
+            st = ag_backward(ctx, loss);
+        }
+        loss_sum += v;
+    }
+    float loss_value = (float)(loss_sum / (double)cfg->accum);
+    *loss_out = loss_value;
+    if (st == AG_STATUS_OK) {
+        *what = "the gradient all-reduce";
+        st = dist_average(ctx, &loss_value);
+        *loss_out = loss_value;
+    }
+    if (st == AG_STATUS_OK) {
+        struct train_state *s = &r->s;
+        if (isnan(s->start_loss)) s->start_loss = loss_value;
+        if (!isfinite(loss_value) || loss_value > loss_limit(s->start_loss)) {
+            /* Stop before this step's update; keep the checkpoint as it is. */
+            r->bad_loss = loss_value;
+            r->outcome = DIVERGED;
+            return AG_STATUS_OK;
+        }
+        *what = "ag_clip_grad_norm";
+        st = ag_clip_grad_norm(ctx, GRAD_CLIP, norm_out);
+        if (st == AG_STATUS_OK) {
+            *what = "ag_optimizer_set_lr";
+            st = ag_optimizer_set_lr(ctx, (float)lr_at(cfg, step));
+        }
+        if (st == AG_STATUS_OK) {
+            *what = "ag_optimizer_step";
+            st = ag_optimizer_step(ctx);
+        }
+        if (st == AG_STATUS_NON_FINITE) {
+            /* The library skipped the update; parameters are unchanged. */
+            end_line(tr);
+            fflush(stdout);
+            if (dist_root())
+                fprintf(stderr, "train_full: step %" PRIu64 ": %s (update skipped)\n", step,
+                        ag_context_last_error(ctx));
+            r->skipped++;
+            st = AG_STATUS_OK;
+        }
+    }
+    if (st == AG_STATUS_OK) {
+        *what = "ag_zero_grad";
+        st = ag_zero_grad(ctx);
+    }
+    return st;
+}
 
-    for (uint64_t step = first + 1; step <= last; step++) {
+/* Keeps a finished step's figures; prints the memory line and progress. */
+static void record_step(struct trainer *tr, struct run_state *r, uint64_t step, double lr,
+                        float loss_value, float norm, double ms, bool eval_now)
+{
+    const struct config *cfg = tr->cfg;
+    struct train_state *s = &r->s;
+    s->step = step;
+    tr->step_ms[r->local++] = (float)ms;
+    s->recent[s->n_recent++ % LOSS_WINDOW] = loss_value;
+    s->row_loss += loss_value;
+    s->row_norm += norm;
+    s->row_steps++;
+    r->row_ms += ms;
+    r->row_ms_steps++;
+    r->window_ms += ms;
+    r->total_ms += ms;
+    r->window_steps++;
+    ag_memory_stats(tr->ctx, &r->mem);
+
+    if (r->local == WARMUP_STEPS) {
+        r->rss_warm = rss_kb();
+        end_line(tr);
+        printf("memory step=%" PRIu64 " arena_high_water_bytes=%" PRIu64
+               " arena_reserved_bytes=%" PRIu64 " tape_capacity=%" PRIu64 " rss_kb=%ld\n",
+               step, r->mem.arena_high_water_bytes, r->mem.arena_reserved_bytes,
+               r->mem.tape_capacity, r->rss_warm);
+        fflush(stdout);
+    }
+
+    const bool log_now = tr->tty ? (now_ms() - r->last_draw >= 100.0 || eval_now || r->local == 1)
+                                 : (r->local == 1 || step % (uint64_t)cfg->log_every == 0 ||
+                                    step == r->last);
+    if (!log_now) return;
+    double avg = r->window_ms / (double)r->window_steps;
+    char eta[32];
+    format_duration(eta, sizeof eta,
+                    (double)(r->last - step) * (r->total_ms / (double)r->local));
+    printf("%sstep %" PRIu64 "/%" PRIu64 " loss %.6f | lr %.2e | %.2f ms/step | "
+           "%.0f tok/s | eta %s | arena hw %.2f MiB%s",
+           tr->tty ? "\r\033[K" : "", step, r->last, (double)loss_value, lr, avg,
+           r->tokens_per_step * 1000.0 / avg, eta,
+           (double)r->mem.arena_high_water_bytes / 1048576.0, tr->tty ? "" : "\n");
+    fflush(stdout);
+    tr->line_open = tr->tty;
+    r->window_ms = 0.0;
+    r->window_steps = 0;
+    r->last_draw = now_ms();
+}
+
+/* The validation loss after `step` (rank 0 computes, every rank gets it). */
+static int eval_step(struct trainer *tr, struct run_state *r, uint64_t step)
+{
+    double te = now_ms();
+    ag_status st = AG_STATUS_OK;
+    if (dist_root()) st = evaluate(tr, r->s.seed, &r->val_loss);
+    if (st != AG_STATUS_OK) return report(tr, "evaluation", st);
+    dist_bcast_double(&r->val_loss);
+    r->evaluated_at = step;
+    end_line(tr);
+    printf("eval step %" PRIu64 " val_loss %.6f (%ld batches, %.0f ms)\n", step, r->val_loss,
+           tr->cfg->eval_iters, now_ms() - te);
+    fflush(stdout);
+    if (!isfinite(r->val_loss) || r->val_loss > loss_limit(r->s.start_loss)) {
+        /* This step's update broke the model: do not save it. */
+        r->bad_loss = (float)r->val_loss;
+        r->bad_is_val = true;
+        r->outcome = DIVERGED;
+    }
+    return 0;
+}
+
+/* Appends log.csv's row of the steps since the last one. */
+static void log_step(struct trainer *tr, struct run_state *r, uint64_t step, double lr,
+                     bool eval_now)
+{
+    struct train_state *s = &r->s;
+    double row_avg_ms = r->row_ms / (double)r->row_ms_steps;
+    struct log_row row = {
+        .step = step,
+        .lr = lr,
+        .train_loss = s->row_loss / (double)s->row_steps,
+        .val_loss = eval_now ? r->val_loss : NAN,
+        .grad_norm = s->row_norm / (double)s->row_steps,
+        .ms_per_step = row_avg_ms,
+        .tok_per_s = r->tokens_per_step * 1000.0 / row_avg_ms,
+        .arena_high_water = r->mem.arena_high_water_bytes,
+    };
+    log_append(tr->log, &row);
+    s->row_loss = s->row_norm = 0.0;
+    s->row_steps = 0;
+    r->row_ms = 0.0;
+    r->row_ms_steps = 0;
+}
+
+/* After an evaluation: best.bin if it improved, the latest checkpoint, the plot. */
+static int checkpoint_step(struct trainer *tr, struct run_state *r, uint64_t step)
+{
+    const struct run_paths *paths = tr->paths;
+    struct train_state *s = &r->s;
+    bool best = r->val_loss < s->best_val;
+    if (best) {
+        s->best_val = r->val_loss;
+        s->best_step = step;
+    }
+    if (best && paths->best[0] != '\0') {
+        int rc = save(tr, s, paths->best, " (best validation loss so far)");
+        if (rc != 0) return rc;
+    }
+    if (paths->ckpt[0] != '\0') {
+        int rc = save(tr, s, paths->ckpt, "");
+        if (rc != 0) return rc;
+        r->saved_at = step;
+    }
+    dist_barrier(); /* every rank continues once the checkpoint is in place */
+    redraw(tr);
+    return 0;
+}
+
+/* The training loop: no malloc from here to the summary. */
+static int train_loop(struct trainer *tr, struct run_state *r)
+{
+    const struct config *cfg = tr->cfg;
+    const uint64_t first = r->s.step;
+    const double t_start = now_ms();
+    for (uint64_t step = first + 1; step <= r->last; step++) {
         double t0 = now_ms();
         const double lr = lr_at(cfg, step);
-        double loss_sum = 0.0;
-        float norm = 0.0f;
+        float loss_value = 0.0f, norm = 0.0f;
         const char *what = "ag_reset";
-        st = AG_STATUS_OK;
-        for (long m = 0; m < cfg->accum && st == AG_STATUS_OK; m++) {
-            get_batch(d->tokens, d->n_train, tr->B, tr->T, &s.rng, tr->ids, tr->targets);
-            ag_tensor loss;
-            float v = 0.0f;
-            what = "ag_reset";
-            st = ag_reset(ctx);
-            if (st == AG_STATUS_OK) {
-                what = "forward";
-                st = model_forward(ctx, &tr->model, tr->ids + row0 * tr->T,
-                                   tr->targets + row0 * tr->T, rows, tr->T, NULL, &loss);
-            }
-            if (st == AG_STATUS_OK) {
-                what = "ag_tensor_item";
-                st = ag_tensor_item(ctx, loss, &v);
-            }
-            if (st == AG_STATUS_OK && cfg->accum > 1) {
-                what = "ag_scale";
-                st = ag_scale(ctx, loss, inv_accum, &loss);
-            }
-            if (st == AG_STATUS_OK) {
-                what = "ag_backward";
-                st = ag_backward(ctx, loss);
-            }
-            loss_sum += v;
-        }
-        float loss_value = (float)(loss_sum / (double)cfg->accum);
-        if (st == AG_STATUS_OK) {
-            what = "the gradient all-reduce";
-            st = dist_average(ctx, &loss_value);
-        }
-        if (st == AG_STATUS_OK) {
-            if (isnan(s.start_loss)) s.start_loss = loss_value;
-            if (!isfinite(loss_value) || loss_value > loss_limit(s.start_loss)) {
-                /* Stop before this step's update; keep the checkpoint as it is. */
-                bad_loss = loss_value;
-                outcome = DIVERGED;
-                break;
-            }
-            what = "ag_clip_grad_norm";
-            st = ag_clip_grad_norm(ctx, GRAD_CLIP, &norm);
-            if (st == AG_STATUS_OK) {
-                what = "ag_optimizer_set_lr";
-                st = ag_optimizer_set_lr(ctx, (float)lr);
-            }
-            if (st == AG_STATUS_OK) {
-                what = "ag_optimizer_step";
-                st = ag_optimizer_step(ctx);
-            }
-            if (st == AG_STATUS_NON_FINITE) {
-                /* The library skipped the update; parameters are unchanged. */
-                end_line(tr);
-                fflush(stdout);
-                if (dist_root())
-                    fprintf(stderr, "train_full: step %" PRIu64 ": %s (update skipped)\n", step,
-                            ag_context_last_error(ctx));
-                skipped++;
-                st = AG_STATUS_OK;
-            }
-        }
-        if (st == AG_STATUS_OK) {
-            what = "ag_zero_grad";
-            st = ag_zero_grad(ctx);
-        }
+        ag_status st = train_step(tr, r, step, &loss_value, &norm, &what);
         if (st != AG_STATUS_OK) {
             char where[64];
             snprintf(where, sizeof where, "step %" PRIu64 ": %s", step, what);
             return report(tr, where, st);
         }
+        if (r->outcome == DIVERGED) break;
         double ms = now_ms() - t0;
-        s.step = step;
 
-        tr->step_ms[local++] = (float)ms;
-        s.recent[s.n_recent++ % LOSS_WINDOW] = loss_value;
-        s.row_loss += loss_value;
-        s.row_norm += norm;
-        s.row_steps++;
-        row_ms += ms;
-        row_ms_steps++;
-        window_ms += ms;
-        total_ms += ms;
-        window_steps++;
-        ag_memory_stats(ctx, &mem);
-
-        if (local == WARMUP_STEPS) {
-            rss_warm = rss_kb();
-            end_line(tr);
-            printf("memory step=%" PRIu64 " arena_high_water_bytes=%" PRIu64
-                   " arena_reserved_bytes=%" PRIu64 " tape_capacity=%" PRIu64 " rss_kb=%ld\n",
-                   step, mem.arena_high_water_bytes, mem.arena_reserved_bytes, mem.tape_capacity,
-                   rss_warm);
-            fflush(stdout);
-        }
-
-        const bool eval_now = step % (uint64_t)cfg->eval_every == 0 || step == last;
+        const bool eval_now = step % (uint64_t)cfg->eval_every == 0 || step == r->last;
         /* Rows on a fixed grid (step 1, every log_every, evaluations), so a
            resumed run's log.csv continues exactly like an uninterrupted one. */
         const bool row_now = step % (uint64_t)cfg->log_every == 0 || eval_now || step == 1;
-        const bool log_now = tr->tty ? (now_ms() - last_draw >= 100.0 || eval_now || local == 1)
-                                     : (local == 1 || step % (uint64_t)cfg->log_every == 0 ||
-                                        step == last);
-        if (log_now) {
-            double avg = window_ms / (double)window_steps;
-            char eta[32];
-            format_duration(eta, sizeof eta, (double)(last - step) * (total_ms / (double)local));
-            printf("%sstep %" PRIu64 "/%" PRIu64 " loss %.6f | lr %.2e | %.2f ms/step | "
-                   "%.0f tok/s | eta %s | arena hw %.2f MiB%s",
-                   tr->tty ? "\r\033[K" : "", step, last, (double)loss_value, lr, avg,
-                   tokens_per_step * 1000.0 / avg, eta,
-                   (double)mem.arena_high_water_bytes / 1048576.0, tr->tty ? "" : "\n");
-            fflush(stdout);
-            tr->line_open = tr->tty;
-            window_ms = 0.0;
-            window_steps = 0;
-            last_draw = now_ms();
-        }
-
+        record_step(tr, r, step, lr, loss_value, norm, ms, eval_now);
         if (eval_now) {
-            double te = now_ms();
-            if (dist_root()) st = evaluate(tr, s.seed, &val_loss);
-            if (st != AG_STATUS_OK) return report(tr, "evaluation", st);
-            dist_bcast_double(&val_loss);
-            evaluated_at = step;
-            end_line(tr);
-            printf("eval step %" PRIu64 " val_loss %.6f (%ld batches, %.0f ms)\n", step, val_loss,
-                   cfg->eval_iters, now_ms() - te);
-            fflush(stdout);
-            if (!isfinite(val_loss) || val_loss > loss_limit(s.start_loss)) {
-                /* This step's update broke the model: do not save it. */
-                bad_loss = (float)val_loss;
-                bad_is_val = true;
-                outcome = DIVERGED;
-                break;
-            }
+            int rc = eval_step(tr, r, step);
+            if (rc != 0) return rc;
+            if (r->outcome == DIVERGED) break;
         }
-        if (row_now) {
-            double row_avg_ms = row_ms / (double)row_ms_steps;
-            struct log_row r = {
-                .step = step,
-                .lr = lr,
-                .train_loss = s.row_loss / (double)s.row_steps,
-                .val_loss = eval_now ? val_loss : NAN,
-                .grad_norm = s.row_norm / (double)s.row_steps,
-                .ms_per_step = row_avg_ms,
-                .tok_per_s = tokens_per_step * 1000.0 / row_avg_ms,
-                .arena_high_water = mem.arena_high_water_bytes,
-            };
-            log_append(tr->log, &r);
-            s.row_loss = s.row_norm = 0.0;
-            s.row_steps = 0;
-            row_ms = 0.0;
-            row_ms_steps = 0;
-        }
+        if (row_now) log_step(tr, r, step, lr, eval_now);
         if (eval_now) {
-            bool best = val_loss < s.best_val;
-            if (best) {
-                s.best_val = val_loss;
-                s.best_step = step;
-            }
-            if (best && paths->best[0] != '\0') {
-                int rc = save(tr, &s, paths->best, " (best validation loss so far)");
-                if (rc != 0) return rc;
-            }
-            if (paths->ckpt[0] != '\0') {
-                int rc = save(tr, &s, paths->ckpt, "");
-                if (rc != 0) return rc;
-                saved_at = step;
-            }
-            dist_barrier(); /* every rank continues once the checkpoint is in place */
-            redraw(tr);
+            int rc = checkpoint_step(tr, r, step);
+            if (rc != 0) return rc;
         }
         if (dist_stop_signal() != 0) {
-            outcome = INTERRUPTED;
+            r->outcome = INTERRUPTED;
             break;
         }
     }
     end_line(tr);
-    dist_debug_export(ctx);
-    const double train_ms = now_ms() - t_start;
+    dist_debug_export(tr->ctx);
+    r->train_ms = now_ms() - t_start;
+    return 0;
+}
 
-    if (outcome == DIVERGED && dist_root()) {
+/* Why the loop stopped early, on stderr (divergence) or stdout (a signal). */
+static void stop_notes(struct trainer *tr, const struct run_state *r)
+{
+    const struct config *cfg = tr->cfg;
+    const struct train_state *s = &r->s;
+    if (r->outcome == DIVERGED && dist_root()) {
         fflush(stdout);
         fprintf(stderr,
                 "train_full: step %" PRIu64 ": training diverged: %s %g %s (first step: %.4f)%s\n",
-                bad_is_val ? s.step : s.step + 1, bad_is_val ? "validation loss" : "loss",
-                (double)bad_loss,
-                isfinite(bad_loss) ? "is above twice the first step's loss plus 3"
-                                   : "is not finite",
-                s.start_loss,
-                bad_is_val ? "; this step is not saved" : "; stopped before this step's update");
-        if (saved_at != UINT64_MAX)
+                r->bad_is_val ? s->step : s->step + 1,
+                r->bad_is_val ? "validation loss" : "loss", (double)r->bad_loss,
+                isfinite(r->bad_loss) ? "is above twice the first step's loss plus 3"
+                                      : "is not finite",
+                s->start_loss,
+                r->bad_is_val ? "; this step is not saved" : "; stopped before this step's update");
+        if (r->saved_at != UINT64_MAX)
             fprintf(stderr, "train_full: the checkpoint %s is kept as it was, at step %" PRIu64
                             "\n",
-                    paths->ckpt, saved_at);
+                    tr->paths->ckpt, r->saved_at);
         fprintf(stderr, "train_full: try a lower --lr (now %g), or --warmup\n", (double)cfg->lr);
-    } else if (outcome == INTERRUPTED) {
+    } else if (r->outcome == INTERRUPTED) {
         printf("interrupted by %s at step %" PRIu64 "\n",
-               g_stop_signal == SIGINT ? "SIGINT" : "SIGTERM", s.step);
+               g_stop_signal == SIGINT ? "SIGINT" : "SIGTERM", s->step);
     }
+}
 
+/* After the loop: the final validation loss and checkpoint, the plot, the log. */
+static int save_final(struct trainer *tr, struct run_state *r)
+{
+    const struct run_paths *paths = tr->paths;
     /* The summary needs a validation loss of the final parameters. */
-    if (outcome != DIVERGED && evaluated_at != s.step && dist_root()) {
-        st = evaluate(tr, s.seed, &val_loss);
+    if (r->outcome != DIVERGED && r->evaluated_at != r->s.step && dist_root()) {
+        ag_status st = evaluate(tr, r->s.seed, &r->val_loss);
         if (st != AG_STATUS_OK) return report(tr, "evaluation", st);
-        printf("eval step %" PRIu64 " val_loss %.6f (%ld batches)\n", s.step, val_loss,
-               cfg->eval_iters);
+        printf("eval step %" PRIu64 " val_loss %.6f (%ld batches)\n", r->s.step, r->val_loss,
+               tr->cfg->eval_iters);
     }
-    if (outcome != DIVERGED && paths->ckpt[0] != '\0' && saved_at != s.step) {
-        int rc = save(tr, &s, paths->ckpt, "");
+    if (r->outcome != DIVERGED && paths->ckpt[0] != '\0' && r->saved_at != r->s.step) {
+        int rc = save(tr, &r->s, paths->ckpt, "");
         if (rc != 0) return rc;
-        saved_at = s.step;
+        r->saved_at = r->s.step;
     }
-    if (local > 0) redraw(tr);
+    if (r->local > 0) redraw(tr);
     log_finish(tr->log);
-    if (outcome != DIVERGED && cfg->export_path != NULL && dist_root()) {
-        st = ag_safetensors_save(ctx, cfg->export_path);
+    return 0;
+}
+
+/* --export: the parameters as safetensors (rank 0). */
+static int export_params(struct trainer *tr, const struct run_state *r)
+{
+    const struct config *cfg = tr->cfg;
+    ag_context *ctx = tr->ctx;
+    if (r->outcome != DIVERGED && cfg->export_path != NULL && dist_root()) {
+        ag_status st = ag_safetensors_save(ctx, cfg->export_path);
         if (st != AG_STATUS_OK) {
             fflush(stdout);
             fprintf(stderr, "train_full: --export %s: %s\n", cfg->export_path,
                     ag_context_last_error(ctx));
             return EXIT_IO;
         }
-        printf("exported: %s (safetensors, step %" PRIu64 ")\n", cfg->export_path, s.step);
+        printf("exported: %s (safetensors, step %" PRIu64 ")\n", cfg->export_path, r->s.step);
     }
-    char wall[32];
-    format_duration(wall, sizeof wall, train_ms);
-    printf("done: %zu steps in %s (%.1f s)%s\n", local, wall, train_ms / 1000.0,
-           skipped ? " (some updates skipped: non-finite gradients)" : "");
-    if (outcome == INTERRUPTED && saved_at == s.step)
-        printf("resume with: --resume %s (and the same options)\n", paths->ckpt);
+    return 0;
+}
 
-    if (outcome == DONE && cfg->sample_chars > 0 && dist_root()) {
-        static struct outfile copy;
-        struct outfile *copyp = NULL;
-        if (paths->folder) {
-            if (out_open(&copy, paths->sample, false)) copyp = &copy;
-            else
-                fprintf(stderr, "train_full: warning: %s: cannot write: %s\n", paths->sample,
-                        strerror(copy.err));
-        }
-        uint64_t seed = s.sample_seed;
-        printf("sample (%ld characters, temperature %g, top-k %ld, seed %" PRIu64 "):\n",
-               cfg->sample_chars, (double)cfg->temperature, cfg->top_k, seed);
-        printf("----\n");
-        long written = 0;
-        st = sample(tr, seed, prompt, cfg->sample_chars, stdout, copyp, &written);
-        if (st != AG_STATUS_OK) return report(tr, "sampling", st);
-        printf("\n----\n");
-        if (copyp != NULL) {
-            out_write(copyp, "\n", 1);
-            if (out_close(copyp)) printf("sample saved to %s\n", paths->sample);
-            else
-                fprintf(stderr, "train_full: warning: %s: write failed: %s\n", paths->sample,
-                        strerror(copyp->err));
-        }
-        if (g_stop_signal != 0) outcome = INTERRUPTED;
+/* The sample after a completed run (rank 0), also into sample.txt. */
+static int sample_after(struct trainer *tr, struct run_state *r)
+{
+    const struct config *cfg = tr->cfg;
+    const struct run_paths *paths = tr->paths;
+    static struct outfile copy;
+    struct outfile *copyp = NULL;
+    if (paths->folder) {
+        if (out_open(&copy, paths->sample, false)) copyp = &copy;
+        else
+            fprintf(stderr, "train_full: warning: %s: cannot write: %s\n", paths->sample,
+                    strerror(copy.err));
     }
-    if (paths->folder && local > 0) printf("loss curve: %s (open it in a browser)\n", paths->svg);
+    uint64_t seed = r->s.sample_seed;
+    printf("sample (%ld characters, temperature %g, top-k %ld, seed %" PRIu64 "):\n",
+           cfg->sample_chars, (double)cfg->temperature, cfg->top_k, seed);
+    printf("----\n");
+    long written = 0;
+    ag_status st = sample(tr, seed, r->prompt, cfg->sample_chars, stdout, copyp, &written);
+    if (st != AG_STATUS_OK) return report(tr, "sampling", st);
+    printf("\n----\n");
+    if (copyp != NULL) {
+        out_write(copyp, "\n", 1);
+        if (out_close(copyp)) printf("sample saved to %s\n", paths->sample);
+        else
+            fprintf(stderr, "train_full: warning: %s: write failed: %s\n", paths->sample,
+                    strerror(copyp->err));
+    }
+    if (g_stop_signal != 0) r->outcome = INTERRUPTED;
+    return 0;
+}
 
-    /* Summary (the last line). */
-    size_t n_loss = s.n_recent < LOSS_WINDOW ? (size_t)s.n_recent : LOSS_WINDOW;
+/* The summary line (the last one) and the run's exit status. */
+static int summary(struct trainer *tr, struct run_state *r)
+{
+    const struct config *cfg = tr->cfg;
+    const struct train_state *s = &r->s;
+    size_t n_loss = s->n_recent < LOSS_WINDOW ? (size_t)s->n_recent : LOSS_WINDOW;
     double mean_loss = 0.0;
-    for (size_t i = 0; i < n_loss; i++) mean_loss += s.recent[i];
+    for (size_t i = 0; i < n_loss; i++) mean_loss += s->recent[i];
     mean_loss = n_loss > 0 ? mean_loss / (double)n_loss : NAN;
+    const size_t local = r->local;
     size_t skip = local / 2 < WARMUP_STEPS ? local / 2 : WARMUP_STEPS;
     double median = 0.0; /* no step timed (a resume already at --iters) */
     if (local > skip) {
@@ -622,18 +717,74 @@ int run(struct trainer *tr)
                        : 0.5 * ((double)tr->step_ms[skip + n / 2 - 1] + tr->step_ms[skip + n / 2]);
     }
     long rss_end = rss_kb();
-    if (rss_warm < 0) rss_warm = rss_end;
-    ag_memory_stats(ctx, &mem);
+    long rss_warm = r->rss_warm < 0 ? rss_end : r->rss_warm;
+    ag_memory_stats(tr->ctx, &r->mem);
     dist_report(stdout, median);
     static const char *const status_names[] = {"done", "interrupted", "diverged"};
     printf("summary preset=%s iters=%" PRIu64 " loss=%.6f val_loss=%.6f ms_per_step=%.4f "
            "tok_per_s=%.0f rss_warm_kb=%ld rss_end_kb=%ld arena_high_water_bytes=%" PRIu64
            " params=%zu steps_run=%zu status=%s\n",
-           cfg->preset, s.step, mean_loss, val_loss, median,
-           median > 0.0 ? tokens_per_step * 1000.0 / median : 0.0, rss_warm, rss_end,
-           mem.arena_high_water_bytes, tr->model.n_floats, local, status_names[outcome]);
+           cfg->preset, s->step, mean_loss, r->val_loss, median,
+           median > 0.0 ? r->tokens_per_step * 1000.0 / median : 0.0, rss_warm, rss_end,
+           r->mem.arena_high_water_bytes, tr->model.n_floats, local, status_names[r->outcome]);
     fflush(stdout);
-    if (outcome == DIVERGED) return EXIT_DIVERGED;
-    if (outcome == INTERRUPTED) return 128 + g_stop_signal;
+    if (r->outcome == DIVERGED) return EXIT_DIVERGED;
+    if (r->outcome == INTERRUPTED) return 128 + g_stop_signal;
     return 0;
+}
+
+/*
+ * A run, step by step: setup, resume, (or sample only), the arena budget,
+ * banner, the loop, why it stopped, the final save and export, the sample,
+ * the summary. Each returns 0 or the exit status that ends the run.
+ */
+int run(struct trainer *tr)
+{
+    const struct config *cfg = tr->cfg;
+    struct run_state r = {
+        .s = {
+            .rng = derive_seed(cfg->seed, STREAM_TRAIN),
+            .seed = cfg->seed,
+            .sample_seed = derive_seed(cfg->seed, STREAM_SAMPLE),
+            .start_loss = NAN,
+            .best_val = INFINITY,
+        },
+        .saved_at = UINT64_MAX,
+        .rss_warm = -1,
+        .val_loss = NAN,
+        .evaluated_at = UINT64_MAX,
+        .outcome = DONE,
+    };
+
+    int rc = setup(tr);
+    if (rc == 0 && cfg->resume != NULL) rc = resume(tr, &r);
+    if (rc != 0) return rc;
+    r.prompt = sample_prompt(tr);
+    if (cfg->sample_only) return sample_only(tr, &r.s, r.prompt);
+    rc = arena_budget(tr, r.s.rng);
+    if (rc == 0) rc = banner(tr, &r);
+    if (rc != 0) return rc;
+
+    r.last = (uint64_t)cfg->iters > r.s.step ? (uint64_t)cfg->iters : r.s.step;
+    r.tokens_per_step = (double)(tr->B * tr->T) * (double)cfg->accum;
+    rc = train_loop(tr, &r);
+    if (rc != 0) return rc;
+    stop_notes(tr, &r);
+    rc = save_final(tr, &r);
+    if (rc == 0) rc = export_params(tr, &r);
+    if (rc != 0) return rc;
+    char wall[32];
+    format_duration(wall, sizeof wall, r.train_ms);
+    printf("done: %zu steps in %s (%.1f s)%s\n", r.local, wall, r.train_ms / 1000.0,
+           r.skipped ? " (some updates skipped: non-finite gradients)" : "");
+    if (r.outcome == INTERRUPTED && r.saved_at == r.s.step)
+        printf("resume with: --resume %s (and the same options)\n", tr->paths->ckpt);
+
+    if (r.outcome == DONE && cfg->sample_chars > 0 && dist_root()) {
+        rc = sample_after(tr, &r);
+        if (rc != 0) return rc;
+    }
+    if (tr->paths->folder && r.local > 0)
+        printf("loss curve: %s (open it in a browser)\n", tr->paths->svg);
+    return summary(tr, &r);
 }
