@@ -12,8 +12,8 @@
 
 #include "train_full.h"
 
-/* Reads the whole file; returns false with a message on failure. */
-bool load_data(const char *path, struct dataset *d, char *err, size_t errlen)
+/* Reads the whole file's bytes into d->tokens (d->n); false with a message. */
+bool read_data(const char *path, struct dataset *d, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "rb");
     if (f == NULL) {
@@ -41,6 +41,13 @@ bool load_data(const char *path, struct dataset *d, char *err, size_t errlen)
         return false;
     }
     d->n = n;
+    return true;
+}
+
+/* The vocabulary of d->tokens' bytes, the bytes turned into ids, the split. */
+void index_data(struct dataset *d)
+{
+    const size_t n = d->n;
     bool seen[256] = {false};
     for (size_t i = 0; i < n; i++) seen[d->tokens[i]] = true;
     d->V = 0;
@@ -54,6 +61,13 @@ bool load_data(const char *path, struct dataset *d, char *err, size_t errlen)
     for (size_t i = 0; i < n; i++) d->tokens[i] = (uint8_t)d->id_of[d->tokens[i]];
     d->n_train = n / 10 * 9 + (n % 10) * 9 / 10; /* floor(0.9 n) without overflow */
     d->n_val = n - d->n_train;
+}
+
+/* Reads and indexes the corpus; returns false with a message on failure. */
+bool load_data(const char *path, struct dataset *d, char *err, size_t errlen)
+{
+    if (!read_data(path, d, err, errlen)) return false;
+    index_data(d);
     return true;
 }
 

@@ -14,8 +14,9 @@
  * Rank 0 evaluates, logs, samples and writes every file; the other ranks
  * write nothing and print only errors (their stdout is /dev/null). A
  * checkpoint is written by rank 0 (atomically), then all ranks meet at a
- * barrier. --resume reads the file on rank 0 and broadcasts its bytes, so
- * the other machines need no shared filesystem. A failure on one rank ends
+ * barrier. --resume, --data and --init-from are read on rank 0 only and
+ * broadcast (the file's bytes, or the loaded parameters' values), so the
+ * other machines need no copy of them and no shared filesystem. A failure on one rank ends
  * the whole job with MPI_Abort and the failure's exit status, so no rank
  * waits forever for a collective call.
  *
@@ -177,6 +178,56 @@ static void fetch_checkpoint(const char *path)
     bcast_bytes(g_ckpt, g_ckpt_len);
 }
 
+bool dist_load_data(const char *path, struct dataset *d, char *err, size_t errlen)
+{
+    if (g_world == 1) return load_data(path, d, err, errlen);
+    uint64_t len = UINT64_MAX; /* rank 0 could not read the file */
+    if (g_rank == 0 && read_data(path, d, err, errlen)) len = (uint64_t)d->n;
+    MPI_Bcast(&len, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    if (len == UINT64_MAX) {
+        if (g_rank != 0) snprintf(err, errlen, "%s: rank 0 could not read it", path);
+        return false;
+    }
+    if (g_rank != 0) {
+        d->tokens = malloc(len > 0 ? (size_t)len : 1);
+        if (d->tokens == NULL) {
+            fprintf(stderr, "train_full: rank %d: out of memory for %" PRIu64 " bytes of --data\n",
+                    g_rank, len);
+            MPI_Abort(MPI_COMM_WORLD, EXIT_LIBRARY);
+        }
+        d->n = (size_t)len;
+    }
+    bcast_bytes(d->tokens, d->n);
+    index_data(d);
+    return true;
+}
+
+ag_status dist_safetensors_load(ag_context *ctx, const char *path)
+{
+    if (g_world == 1) return ag_safetensors_load(ctx, path);
+    int32_t st = AG_STATUS_OK;
+    if (g_rank == 0) st = ag_safetensors_load(ctx, path);
+    MPI_Bcast(&st, 1, MPI_INT32_T, 0, MPI_COMM_WORLD);
+    if (st != AG_STATUS_OK) return st; /* rank 0's context holds the message */
+    /* Every rank built the same parameters in the same order: send each. */
+    size_t count = 0;
+    TRY(ag_param_count(ctx, &count));
+    for (size_t i = 0; i < count; i++) {
+        ag_tensor p;
+        size_t n = 0;
+        TRY(ag_param_at(ctx, i, &p));
+        TRY(ag_tensor_numel(ctx, p, &n));
+        float *buf = malloc(n > 0 ? n * sizeof *buf : 1);
+        if (buf == NULL) return AG_STATUS_OUT_OF_MEMORY;
+        if (g_rank == 0) st = ag_tensor_read(ctx, p, buf, n);
+        if (st == AG_STATUS_OK) bcast_bytes((uint8_t *)buf, n * sizeof *buf);
+        if (st == AG_STATUS_OK && g_rank != 0) st = ag_param_write(ctx, p, buf, n);
+        free(buf);
+        if (st != AG_STATUS_OK) return st;
+    }
+    return AG_STATUS_OK;
+}
+
 ag_status dist_checkpoint_peek(ag_context *ctx, const char *path, uint8_t *user, size_t cap,
                                size_t *len)
 {
@@ -219,6 +270,16 @@ int dist_stop_signal(void) { return (int)g_stop_signal; }
 void dist_barrier(void) {}
 
 void dist_bcast_double(double *v) { (void)v; }
+
+bool dist_load_data(const char *path, struct dataset *d, char *err, size_t errlen)
+{
+    return load_data(path, d, err, errlen);
+}
+
+ag_status dist_safetensors_load(ag_context *ctx, const char *path)
+{
+    return ag_safetensors_load(ctx, path);
+}
 
 ag_status dist_checkpoint_peek(ag_context *ctx, const char *path, uint8_t *user, size_t cap,
                                size_t *len)

@@ -221,29 +221,32 @@ static int train_main(int argc, char **argv)
     }
     struct dataset data;
     memset(&data, 0, sizeof data);
-    if (!load_data(path, &data, err, sizeof err)) {
-        fprintf(stderr, "train_full: --data: %s\n", err);
+    /* Under MPI, rank 0 reads the file and sends its bytes to every rank. */
+    if (!dist_load_data(path, &data, err, sizeof err)) {
+        if (dist_root()) fprintf(stderr, "train_full: --data: %s\n", err);
         free(data.tokens);
         return EXIT_USAGE;
     }
     size_t T = (size_t)cfg.seq_len;
     if (data.n_train < T + 1 || data.n_val < T + 1) {
-        fprintf(stderr,
-                "train_full: --data: %s has %zu bytes: too short for preset %s (T=%zu): the "
-                "first 90%% (%zu bytes) and the last 10%% (%zu bytes) each need at least T+1 = "
-                "%zu bytes\n",
-                path, data.n, cfg.preset, T, data.n_train, data.n_val, T + 1);
+        if (dist_root())
+            fprintf(stderr,
+                    "train_full: --data: %s has %zu bytes: too short for preset %s (T=%zu): "
+                    "the first 90%% (%zu bytes) and the last 10%% (%zu bytes) each need at "
+                    "least T+1 = %zu bytes\n",
+                    path, data.n, cfg.preset, T, data.n_train, data.n_val, T + 1);
         free(data.tokens);
         return EXIT_USAGE;
     }
     if (cfg.prompt != NULL) {
         for (const char *p = cfg.prompt; *p != '\0'; p++) {
             if (data.id_of[(unsigned char)*p] < 0) {
-                fprintf(stderr,
-                        "train_full: --prompt: byte 0x%02x ('%c') at offset %td is not in the "
-                        "vocabulary of %s\n",
-                        (unsigned char)*p, isprint((unsigned char)*p) ? *p : '?', p - cfg.prompt,
-                        path);
+                if (dist_root())
+                    fprintf(stderr,
+                            "train_full: --prompt: byte 0x%02x ('%c') at offset %td is not in "
+                            "the vocabulary of %s\n",
+                            (unsigned char)*p, isprint((unsigned char)*p) ? *p : '?',
+                            p - cfg.prompt, path);
                 free(data.tokens);
                 return EXIT_USAGE;
             }

@@ -241,9 +241,10 @@ static int setup(struct trainer *tr)
     /* --init-from: the weights of a safetensors file (by name; all must
        match, or nothing changes). The optimizer starts fresh. */
     if (cfg->init_from != NULL) {
-        st = ag_safetensors_load(ctx, cfg->init_from);
+        st = dist_safetensors_load(ctx, cfg->init_from); /* read on rank 0 only */
         if (st != AG_STATUS_OK) {
             fflush(stdout);
+            if (!dist_root()) return EXIT_CHECKPOINT; /* rank 0 says why */
             fprintf(stderr, "train_full: --init-from %s: refused: %s\n", cfg->init_from,
                     ag_context_last_error(ctx));
             if (st == AG_STATUS_CHECKPOINT_MISMATCH)

@@ -120,6 +120,8 @@ struct dataset {
 };
 
 bool load_data(const char *path, struct dataset *d, char *err, size_t errlen);
+bool read_data(const char *path, struct dataset *d, char *err, size_t errlen); /* bytes only */
+void index_data(struct dataset *d); /* vocabulary, ids and split of the bytes read */
 void get_batch(const uint8_t *tokens, size_t n, size_t B, size_t T, uint64_t *rng,
                int32_t *ids, int32_t *targets);
 
@@ -320,6 +322,11 @@ ag_status dist_checkpoint_peek(ag_context *ctx, const char *path, uint8_t *user,
                                size_t *len);
 ag_status dist_checkpoint_load(ag_context *ctx, const char *path, uint8_t *user, size_t cap,
                                size_t *len);
+/* --data: rank 0 reads the file, every rank gets its bytes (load_data in
+   one process). False on every rank if rank 0 failed (its message in err). */
+bool dist_load_data(const char *path, struct dataset *d, char *err, size_t errlen);
+/* --init-from: rank 0 loads the safetensors file, every rank gets the values. */
+ag_status dist_safetensors_load(ag_context *ctx, const char *path);
 void dist_report(FILE *f, double ms_per_step);
 void dist_debug_export(ag_context *ctx);
 
