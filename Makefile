@@ -174,6 +174,12 @@ bench-deps:
 bench-mpi: examples
 	@bash scripts/bench_mpi.sh
 
+## test-hosts: train_full_mpi across two network namespaces over TCP (root;
+## skipped with a note otherwise): equivalence, replicas, resume, failures
+.PHONY: test-hosts
+test-hosts: examples
+	@bash scripts/test_hosts.sh
+
 ## fuzz: cargo-fuzz targets for a set time each (FUZZ_SECONDS, default 60)
 fuzz:
 	@bash scripts/fuzz.sh $(FUZZ_SECONDS)

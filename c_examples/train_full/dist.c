@@ -22,7 +22,8 @@
  *
  * Test aid: with TRAIN_FULL_RANK_EXPORT=PREFIX in the environment, every
  * rank writes its parameters after training to PREFIX.rank<r>.safetensors
- * (so a test can check that the replicas are bit-identical).
+ * and its parameters with the optimizer state to PREFIX.rank<r>.ckpt (so a
+ * test can check that the replicas are bit-identical, AdamW moments too).
  *
  * The library itself does not link MPI: MPI_Init and the reduction belong
  * to this program.
@@ -330,6 +331,10 @@ void dist_debug_export(ag_context *ctx)
     char path[PATH_CAP];
     snprintf(path, sizeof path, "%s.rank%d.safetensors", prefix, g_rank);
     ag_status st = ag_safetensors_save(ctx, path);
+    if (st == AG_STATUS_OK) {
+        snprintf(path, sizeof path, "%s.rank%d.ckpt", prefix, g_rank);
+        st = ag_checkpoint_save(ctx, path, NULL, 0);
+    }
     if (st != AG_STATUS_OK)
         fprintf(stderr, "train_full: rank %d: TRAIN_FULL_RANK_EXPORT %s: %s\n", g_rank, path,
                 ag_context_last_error(ctx));
