@@ -17,6 +17,9 @@
 #                message, nothing trained
 #   rank error   a failure on rank 0 only (an unreadable --resume) ends every
 #                rank with its exit status (3) instead of hanging
+#   rank 0 reads rank 1 runs in a folder without the files: a relative
+#                --data, --init-from and --resume exist for rank 0 only, and
+#                the run equals the one where both ranks have them
 set -u
 cd "$(dirname "$0")/.."
 
@@ -134,6 +137,7 @@ fi
 # --- resume under MPI ------------------------------------------------------------
 run_mpi "${ARGS[@]}" --iters 10 --out "$work/split" >"$work/split1.out" 2>&1
 rca=$?
+cp "$work/split/ckpt.bin" "$work/step10.bin" 2>/dev/null # for "rank 0 reads" below
 run_mpi "${ARGS[@]}" --iters 20 --resume "$work/split/ckpt.bin" >"$work/split2.out" 2>&1
 rcb=$?
 if [ $rca != 0 ] || [ $rcb != 0 ]; then
@@ -169,6 +173,37 @@ if [ $rc = 3 ] && grep -q 'missing.ckpt: checkpoint refused' "$work/noresume.out
 else
     bad "rank error" "exit $rc"
     show "$work/noresume.out"
+fi
+
+# --- files read on rank 0 only -------------------------------------------------
+# Two folders: A holds the corpus, the safetensors and the checkpoint, B is
+# empty; rank 0 runs in A, rank 1 in B, with the same relative paths.
+mkdir -p "$work/hostA" "$work/hostB"
+cp "$DATA" "$work/hostA/corpus.txt"
+cp "$work/one.safetensors" "$work/hostA/init.safetensors"
+cp "$work/step10.bin" "$work/hostA/start.bin"
+R0=(--preset tiny --data corpus.txt --log-every 1 --eval-every 10 --sample-chars 0)
+(cd "$work/hostA" && timeout 120 mpirun --oversubscribe --bind-to none \
+    -np 1 -wdir "$work/hostA" "$MPI" "${R0[@]}" --iters 3 --init-from init.safetensors --out i \
+    : -np 1 -wdir "$work/hostB" "$MPI" "${R0[@]}" --iters 3 --init-from init.safetensors --out i) \
+    >"$work/wd1.out" 2>&1
+rca=$?
+(cd "$work/hostA" && timeout 120 mpirun --oversubscribe --bind-to none \
+    -np 1 -wdir "$work/hostA" "$MPI" "${R0[@]}" --iters 20 --resume start.bin --save r.bin \
+    : -np 1 -wdir "$work/hostB" "$MPI" "${R0[@]}" --iters 20 --resume start.bin --save r.bin) \
+    >"$work/wd2.out" 2>&1
+rcb=$?
+(cd "$work/hostA" && timeout 120 mpirun --oversubscribe --bind-to none -np 2 "$MPI" "${R0[@]}" \
+    --iters 3 --init-from init.safetensors --out both) >"$work/wd3.out" 2>&1
+rcc=$?
+if [ $rca = 0 ] && [ $rcb = 0 ] && [ $rcc = 0 ] && [ -z "$(ls -A "$work/hostB")" ] &&
+    cmp -s <(cut -d, -f1-5 "$work/hostA/i/log.csv") <(cut -d, -f1-5 "$work/hostA/both/log.csv") &&
+    cmp -s "$work/hostA/r.bin" "$work/two/ckpt.bin"; then
+    ok "rank 0 reads: --data, --init-from, --resume absent for rank 1: same log, same step-20 checkpoint"
+else
+    bad "rank 0 reads" "exit $rca / $rcb / $rcc; rank 1's folder: $(ls -A "$work/hostB" | tr '\n' ' ')"
+    show "$work/wd1.out"
+    show "$work/wd2.out"
 fi
 
 echo "time: $(($(date +%s) - t_start))s"
