@@ -3,8 +3,11 @@
 # preset as one process with the library's two threads (the caller and its
 # worker) against two MPI ranks of one thread each (AG_NUM_THREADS=1), same
 # global batch; also one process of one thread, for reference. Then what the
-# gradient all-reduce would cost across machines. `make bench-mpi`;
-# BENCH_MPI_ITERS (default 60) steps per run.
+# gradient all-reduce would cost across machines, and (as root, with `ip
+# netns`) what it costs between two hosts over TCP: one rank in each of two
+# network namespaces joined by a veth pair (scripts/hosts_lib.sh), at the
+# veth's full speed and shaped with tc tbf (BENCH_MPI_RATES, default
+# "full 1gbit"). `make bench-mpi`; BENCH_MPI_ITERS (default 60) steps per run.
 set -u
 cd "$(dirname "$0")/.."
 ITERS=${BENCH_MPI_ITERS:-60}
@@ -16,7 +19,8 @@ fi
 if [ -f data/shakespeare.txt ]; then DATA=data/shakespeare.txt; else DATA=../shared/data/shakespeare_tiny.txt; fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 work=$(mktemp -d "${TMPDIR:-/tmp}/bench_mpi.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+. scripts/hosts_lib.sh
+trap 'hosts_down; rm -rf "$work"' EXIT
 ARGS=(--preset "$PRESET" --data "$DATA" --iters "$ITERS" --eval-every 1000000 --eval-iters 1
       --sample-chars 0 --log-every 1000000)
 field() { grep '^summary ' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
@@ -48,3 +52,34 @@ for n in (2, 4, 8):
     gbit = moved * 8 / (0.1 * ms / 1000) / 1e9
     print("    %d ranks, ring all-reduce: %.2f MB sent per rank per step; costs 10%% of a %.1f ms step below %.2f Gbit/s" % (n, moved / 1e6, ms, gbit))
 PY
+
+# --- two hosts over TCP (blocking all-reduce after backward) ------------------
+why=$(hosts_missing)
+if [ -n "$why" ]; then
+    echo "  two hosts over TCP: $why: skipped"
+    exit 0
+fi
+hosts_up "$work" || { echo "  two hosts over TCP: $HOSTS_WHY"; exit 1; }
+echo "  two hosts (network namespaces, veth, --mca btl tcp,self), 2 ranks x 1 thread, blocking all-reduce:"
+printf '    %-10s %10s %14s %10s %14s %12s\n' "link" "ms/step" "all-reduce ms" "wait ms" "veth MB/step" "Gbit/s (ar)"
+DATA_ABS=$(realpath "$DATA")
+HARGS=("${ARGS[@]}")
+HARGS[3]=$DATA_ABS
+for rate in ${BENCH_MPI_RATES:-full 1gbit}; do
+    if [ "$rate" = full ]; then hosts_rate ""; else hosts_rate "$rate" || { echo "    $rate: tc tbf failed"; continue; }; fi
+    read -r tx0 _ <<<"$(hosts_bytes)"
+    HOSTS_TIMEOUT=900 hosts_mpirun -x AG_NUM_THREADS=1 -x OPENBLAS_NUM_THREADS=1 \
+        "$(realpath build/train_full_mpi)" "${HARGS[@]}" >"$work/h_$rate.out" 2>&1 ||
+        { echo "    $rate: run failed"; tail -n 5 "$work/h_$rate.out"; continue; }
+    read -r tx1 _ <<<"$(hosts_bytes)"
+    f=$work/h_$rate.out
+    python3 - "$rate" "$(field "$f" ms_per_step)" "$(dfield "$f" allreduce_ms_per_step)" \
+        "$(dfield "$f" wait_ms_per_step)" "$((tx1 - tx0))" "$ITERS" "$(field "$f" params)" <<'PY'
+import sys
+rate, ms, ar, wait, tx, iters, params = sys.argv[1:]
+ms, ar, wait, tx, iters, params = float(ms), float(ar), float(wait), int(tx), int(iters), int(params)
+gbit = params * 4 * 8 / (ar / 1000) / 1e9 if ar > 0 else 0.0
+print("    %-10s %10.2f %14.2f %10.2f %14.2f %12.2f" % (rate, ms, ar, wait, tx / iters / 1e6, gbit))
+PY
+done
+hosts_rate ""
