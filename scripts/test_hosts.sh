@@ -21,6 +21,8 @@
 #               (log columns and checkpoint bytes)
 #   kill -9     rank 1 killed: mpirun exits non-zero with a message naming
 #               it within 60 s, no rank left
+#   stalled     rank 1 stopped (SIGSTOP): rank 0's watchdog
+#               (TRAIN_FULL_MPI_TIMEOUT=5) exits 124, mpirun ends the job
 #   link down   B's end of the veth set down: the same (OOB keepalive)
 #   SIGINT      Ctrl-C to mpirun: non-zero exit, rank 0's checkpoint loads,
 #               no rank alive 10 s later
@@ -217,17 +219,19 @@ LONG=(--preset tiny --data "$A/corpus.txt" --iters 1000000 --log-every 1000 --ev
       --eval-iters 1 --sample-chars 0)
 # Starts a long run in the background (mpirun's pid in $job), waits until
 # rank 1 runs on host B and rank 0 has written a checkpoint (at most 30 s).
-start_long() { # NAME
+start_long() { # NAME [MPIRUN ARGS...]
+    local name=$1
+    shift
     # No `timeout` in between: the signal goes to mpirun itself (ip netns
     # exec execs it), and wait_job bounds the wait.
     hosts_mpirun_args
-    "${HOSTS_MPIRUN[@]}" "$MPI" "${LONG[@]}" --out "$A/$1" >"$work/$1.out" 2>&1 &
+    "${HOSTS_MPIRUN[@]}" "$@" "$MPI" "${LONG[@]}" --out "$A/$name" >"$work/$name.out" 2>&1 &
     job=$!
     local i
     for i in $(seq 150); do
         rank1=$(for p in $(ip netns pids "$HOSTS_NS_B" 2>/dev/null); do
             [ "$(cat /proc/"$p"/comm 2>/dev/null)" = train_full_mpi ] && echo "$p"; done)
-        [ -n "$rank1" ] && [ -f "$A/$1/ckpt.bin" ] && return 0
+        [ -n "$rank1" ] && [ -f "$A/$name/ckpt.bin" ] && return 0
         sleep 0.2
     done
     return 1
@@ -268,6 +272,26 @@ if start_long k9; then
 else
     bad "kill -9" "the run did not start (30 s)"
     show "$work/k9.out"
+fi
+hosts_down >/dev/null 2>&1 || true
+HOSTS_UP=0
+hosts_up "$work" || { bad "setup" "$HOSTS_WHY"; }
+
+# rank 1 stops (SIGSTOP: alive, silent): rank 0's watchdog ends the job
+if start_long stall -x TRAIN_FULL_MPI_TIMEOUT=5; then
+    kill -STOP "$rank1"
+    wait_job 60
+    sleep 1
+    if [ "$rc" != timeout ] && [ "$rc" != 0 ] &&
+        grep -q 'rank 0: no collective call completed in 5 s' "$work/stall.out" && [ -z "$(left)" ]; then
+        ok "stalled: rank 1 stopped (SIGSTOP): rank 0's watchdog (TRAIN_FULL_MPI_TIMEOUT=5) ended the job, mpirun exit $rc after ${secs}s, no rank left"
+    else
+        bad "stalled" "exit $rc after ${secs}s; left: $(left)"
+        show "$work/stall.out"
+    fi
+else
+    bad "stalled" "the run did not start (30 s)"
+    show "$work/stall.out"
 fi
 hosts_down >/dev/null 2>&1 || true
 HOSTS_UP=0

@@ -20,6 +20,15 @@
  * the whole job with MPI_Abort and the failure's exit status, so no rank
  * waits forever for a collective call.
  *
+ * Watchdog: a rank that waits in a collective call for a rank or host that
+ * stopped answering could wait forever (TCP notices a silent peer only
+ * after many minutes). Each rank arms alarm() for TRAIN_FULL_MPI_TIMEOUT
+ * seconds (default 600; 0: off) and re-arms it whenever a collective call
+ * returns; if it fires, the rank says so on stderr and exits 124, and
+ * mpirun, seeing a rank end without MPI_Finalize, ends the others. (A
+ * host whose daemon mpirun cannot reach is Open MPI's to notice: see its
+ * oob_tcp_keepalive_* parameters.)
+ *
  * Test aid: with TRAIN_FULL_RANK_EXPORT=PREFIX in the environment, every
  * rank writes its parameters after training to PREFIX.rank<r>.safetensors
  * and its parameters with the optimizer state to PREFIX.rank<r>.ckpt (so a
@@ -32,8 +41,10 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "train_full.h"
 
@@ -63,6 +74,56 @@ static uint64_t g_reduce_calls = 0;
 static uint8_t *g_ckpt; /* --resume bytes, from rank 0 */
 static size_t g_ckpt_len;
 
+/* The watchdog's limit and its message, formatted before any alarm. */
+static unsigned g_watch_s = 600;
+static char g_watch_msg[192];
+static size_t g_watch_len;
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    (void)!write(STDERR_FILENO, g_watch_msg, g_watch_len);
+    _exit(EXIT_STALLED);
+}
+
+/* A collective call returned: the other ranks are alive. */
+static void progress(void)
+{
+    if (g_watch_s > 0 && g_world > 1) alarm(g_watch_s);
+}
+
+void dist_watchdog_stop(void) { alarm(0); }
+
+static void watchdog_start(void)
+{
+    const char *v = getenv("TRAIN_FULL_MPI_TIMEOUT");
+    if (v != NULL && v[0] != '\0') {
+        char *end = NULL;
+        errno = 0;
+        unsigned long s = strtoul(v, &end, 10);
+        if (errno != 0 || *end != '\0' || v[0] == '-' || s > 86400) {
+            if (g_rank == 0)
+                fprintf(stderr,
+                        "train_full: TRAIN_FULL_MPI_TIMEOUT=%s: not a number of seconds in "
+                        "0..86400; using %u\n",
+                        v, g_watch_s);
+        } else {
+            g_watch_s = (unsigned)s;
+        }
+    }
+    int n = snprintf(g_watch_msg, sizeof g_watch_msg,
+                     "train_full: rank %d: no collective call completed in %u s (another rank "
+                     "or host stopped answering?): exiting %d\n",
+                     g_rank, g_watch_s, EXIT_STALLED);
+    g_watch_len = n > 0 && (size_t)n < sizeof g_watch_msg ? (size_t)n : 0;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGALRM, &sa, NULL);
+    progress();
+}
+
 int dist_init(int *argc, char ***argv)
 {
     if (MPI_Init(argc, argv) != MPI_SUCCESS) {
@@ -76,11 +137,13 @@ int dist_init(int *argc, char ***argv)
                 strerror(errno));
         MPI_Abort(MPI_COMM_WORLD, EXIT_LIBRARY);
     }
+    watchdog_start();
     return 0;
 }
 
 int dist_finish(int rc)
 {
+    dist_watchdog_stop(); /* rank 0 may still sample while the others wait here */
     fflush(stdout);
     fflush(stderr);
     /* Outcomes every rank reaches together (done, diverged, a stop agreed by
@@ -112,6 +175,7 @@ ag_status dist_average(ag_context *ctx, float *loss)
     double l = *loss;
     MPI_Allreduce(MPI_IN_PLACE, &l, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     double t2 = now_ms();
+    progress();
     const float inv = 1.0f / (float)g_world;
     for (size_t i = 0; i < n; i++) g[i] *= inv;
     *loss = (float)(l / g_world);
@@ -126,6 +190,7 @@ int dist_stop_signal(void)
 {
     int sig = (int)g_stop_signal;
     if (g_world > 1) MPI_Allreduce(MPI_IN_PLACE, &sig, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    progress();
     if (sig != 0) g_stop_signal = sig;
     return sig;
 }
@@ -133,11 +198,13 @@ int dist_stop_signal(void)
 void dist_barrier(void)
 {
     if (g_world > 1) MPI_Barrier(MPI_COMM_WORLD);
+    progress();
 }
 
 void dist_bcast_double(double *v)
 {
     if (g_world > 1) MPI_Bcast(v, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    progress();
 }
 
 static void bcast_bytes(uint8_t *p, size_t n)
@@ -145,6 +212,7 @@ static void bcast_bytes(uint8_t *p, size_t n)
     for (size_t off = 0; off < n; off += MPI_PIECE) {
         size_t k = n - off < MPI_PIECE ? n - off : MPI_PIECE;
         MPI_Bcast(p + off, (int)k, MPI_BYTE, 0, MPI_COMM_WORLD);
+        progress();
     }
 }
 
@@ -258,6 +326,8 @@ int dist_init(int *argc, char ***argv)
 }
 
 int dist_finish(int rc) { return rc; }
+
+void dist_watchdog_stop(void) {}
 
 ag_status dist_average(ag_context *ctx, float *loss)
 {

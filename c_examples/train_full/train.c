@@ -597,6 +597,7 @@ static int train_loop(struct trainer *tr, struct run_state *r)
         }
     }
     end_line(tr);
+    dist_watchdog_stop(); /* from here rank 0 works alone while the others finish */
     dist_debug_export(tr->ctx);
     r->train_ms = now_ms() - t_start;
     return 0;

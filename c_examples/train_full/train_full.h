@@ -35,6 +35,7 @@ enum {
     EXIT_ARENA = 4,      /* the activation arena could not grow (--arena-limit-mb) */
     EXIT_DIVERGED = 5,   /* loss not finite or far above its start */
     EXIT_IO = 6,         /* writing a checkpoint or the run folder failed mid-run */
+    EXIT_STALLED = 124,  /* train_full_mpi: no collective call completed in time (like timeout(1)) */
 };
 
 #define MAX_ITERS 100000000L
@@ -329,5 +330,6 @@ bool dist_load_data(const char *path, struct dataset *d, char *err, size_t errle
 ag_status dist_safetensors_load(ag_context *ctx, const char *path);
 void dist_report(FILE *f, double ms_per_step);
 void dist_debug_export(ag_context *ctx);
+void dist_watchdog_stop(void); /* after the loop: rank 0 alone evaluates, saves, samples */
 
 #endif /* TRAIN_FULL_H */
