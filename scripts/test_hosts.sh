@@ -130,7 +130,7 @@ EOF
 }
 
 # --- tiny, bytes ---------------------------------------------------------------
-"$ONE" "${ARGS[@]}" --iters 20 --out "$A/one" --export "$A/one.safetensors" >"$work/one.out" 2>&1
+timeout 120 "$ONE" "${ARGS[@]}" --iters 20 --out "$A/one" --export "$A/one.safetensors" >"$work/one.out" 2>&1
 rc1=$?
 read -r tx0 rx0 <<<"$(hosts_bytes)"
 TRAIN_FULL_RANK_EXPORT="$S/tiny" run2 -x TRAIN_FULL_RANK_EXPORT "$MPI" "${ARGS[@]}" --iters 20 \
@@ -169,7 +169,7 @@ fi
 # --- small ----------------------------------------------------------------------
 SMALL=(--preset small --data "$A/corpus.txt" --log-every 1 --eval-every 1000 --eval-iters 1
        --sample-chars 0 --iters 4)
-"$ONE" "${SMALL[@]}" --out "$A/s1" --export "$A/s1.safetensors" >"$work/s1.out" 2>&1
+timeout 120 "$ONE" "${SMALL[@]}" --out "$A/s1" --export "$A/s1.safetensors" >"$work/s1.out" 2>&1
 rc1=$?
 run2 "$MPI" "${SMALL[@]}" --out "$A/s2" --export "$A/s2.safetensors" >"$work/s2.out" 2>&1
 rc2=$?
@@ -184,7 +184,7 @@ else
 fi
 
 # --- init-from --------------------------------------------------------------------
-"$ONE" "${ARGS[@]}" --iters 3 --init-from "$A/one.safetensors" --out "$A/i1" >"$work/i1.out" 2>&1
+timeout 120 "$ONE" "${ARGS[@]}" --iters 3 --init-from "$A/one.safetensors" --out "$A/i1" >"$work/i1.out" 2>&1
 rc1=$?
 run2 "$MPI" "${ARGS[@]}" --iters 3 --init-from "$A/one.safetensors" --out "$A/i2" >"$work/i2.out" 2>&1
 rc2=$?
