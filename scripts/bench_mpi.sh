@@ -65,10 +65,15 @@ printf '    %-10s %10s %14s %10s %14s %12s\n' "link" "ms/step" "all-reduce ms" "
 DATA_ABS=$(realpath "$DATA")
 HARGS=("${ARGS[@]}")
 HARGS[3]=$DATA_ABS
-for rate in ${BENCH_MPI_RATES:-full 1gbit}; do
-    if [ "$rate" = full ]; then hosts_rate ""; else hosts_rate "$rate" || { echo "    $rate: tc tbf failed"; continue; }; fi
+# "compute": the same run without the gradient all-reduce (the step time
+# the communication adds to; TRAIN_FULL_MPI_SKIP_REDUCE, replicas drift).
+for rate in compute ${BENCH_MPI_RATES:-full 1gbit}; do
+    skip=()
+    if [ "$rate" = compute ]; then skip=(-x TRAIN_FULL_MPI_SKIP_REDUCE=1); hosts_rate ""
+    elif [ "$rate" = full ]; then hosts_rate ""
+    else hosts_rate "$rate" || { echo "    $rate: tc tbf failed"; continue; }; fi
     read -r tx0 _ <<<"$(hosts_bytes)"
-    HOSTS_TIMEOUT=900 hosts_mpirun -x AG_NUM_THREADS=1 -x OPENBLAS_NUM_THREADS=1 \
+    HOSTS_TIMEOUT=900 hosts_mpirun -x AG_NUM_THREADS=1 -x OPENBLAS_NUM_THREADS=1 "${skip[@]}" \
         "$(realpath build/train_full_mpi)" "${HARGS[@]}" >"$work/h_$rate.out" 2>&1 ||
         { echo "    $rate: run failed"; tail -n 5 "$work/h_$rate.out"; continue; }
     read -r tx1 _ <<<"$(hosts_bytes)"
@@ -78,8 +83,8 @@ for rate in ${BENCH_MPI_RATES:-full 1gbit}; do
 import sys
 rate, ms, ar, wait, tx, iters, params = sys.argv[1:]
 ms, ar, wait, tx, iters, params = float(ms), float(ar), float(wait), int(tx), int(iters), int(params)
-gbit = params * 4 * 8 / (ar / 1000) / 1e9 if ar > 0 else 0.0
-print("    %-10s %10.2f %14.2f %10.2f %14.2f %12.2f" % (rate, ms, ar, wait, tx / iters / 1e6, gbit))
+gbit = "%.2f" % (params * 4 * 8 / (ar / 1000) / 1e9) if ar > 0 and rate != "compute" else "-"
+print("    %-10s %10.2f %14.2f %10.2f %14.2f %12s" % (rate, ms, ar, wait, tx / iters / 1e6, gbit))
 PY
 done
 hosts_rate ""

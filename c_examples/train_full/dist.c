@@ -29,6 +29,11 @@
  * host whose daemon mpirun cannot reach is Open MPI's to notice: see its
  * oob_tcp_keepalive_* parameters.)
  *
+ * Bench aid: with TRAIN_FULL_MPI_SKIP_REDUCE=1 the gradients are not
+ * reduced (each rank steps on its own rows' gradients, so the replicas
+ * drift apart): the step time without communication, against which
+ * `make bench-mpi` measures what the all-reduce costs.
+ *
  * Test aid: with TRAIN_FULL_RANK_EXPORT=PREFIX in the environment, every
  * rank writes its parameters after training to PREFIX.rank<r>.safetensors
  * and its parameters with the optimizer state to PREFIX.rank<r>.ckpt (so a
@@ -168,7 +173,9 @@ ag_status dist_average(ag_context *ctx, float *loss)
     double t0 = now_ms();
     MPI_Barrier(MPI_COMM_WORLD);
     double t1 = now_ms();
-    for (size_t off = 0; off < n; off += MPI_PIECE) {
+    static int skip = -1;
+    if (skip < 0) skip = getenv("TRAIN_FULL_MPI_SKIP_REDUCE") != NULL;
+    for (size_t off = 0; off < n && !skip; off += MPI_PIECE) {
         size_t k = n - off < MPI_PIECE ? n - off : MPI_PIECE;
         MPI_Allreduce(MPI_IN_PLACE, g + off, (int)k, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     }
