@@ -7,8 +7,11 @@
 #
 #   hosts_up WORKDIR  set up (returns non-zero with a reason in HOSTS_WHY)
 #   hosts_down        kill what runs in the namespaces, delete them (idempotent)
-#   hosts_mpirun ARGS...  mpirun in A over TCP on the veth, 1 rank per host
-#                     (HOSTS_MPIRUN holds the command without a time limit)
+#   hosts_missing     why the hosts cannot be made here (prints nothing if they can)
+#   hosts_mpirun ARGS...  mpirun in A over TCP on the veth, 1 rank per host,
+#                     under `timeout ${HOSTS_TIMEOUT:-120}`; hosts_mpirun_args
+#                     puts the command without a time limit in HOSTS_MPIRUN
+#   hosts_procs       "pid name (namespace)" of everything in the namespaces
 #   hosts_bytes       "tx rx" byte counters of A's veth end
 #   hosts_rate RATE   tbf on both ends ("" removes it): e.g. 1gbit
 #
