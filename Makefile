@@ -22,7 +22,8 @@ PREFIX       ?= /usr/local
 DESTDIR      ?=
 LIBDIR       ?= $(PREFIX)/lib
 INCLUDEDIR   ?= $(PREFIX)/include
-INSTALL_ENV  = PREFIX="$(PREFIX)" DESTDIR="$(DESTDIR)" LIBDIR="$(LIBDIR)" INCLUDEDIR="$(INCLUDEDIR)" INSTALL_DEBUG="$(INSTALL_DEBUG)"
+DOCDIR       ?= $(PREFIX)/share/doc/arenagrad
+INSTALL_ENV  = PREFIX="$(PREFIX)" DESTDIR="$(DESTDIR)" LIBDIR="$(LIBDIR)" INCLUDEDIR="$(INCLUDEDIR)" DOCDIR="$(DOCDIR)" INSTALL_DEBUG="$(INSTALL_DEBUG)"
 LIBS         := -lopenblas -lm -lpthread -ldl
 CFLAGS_BASE  := -std=c11 -Wall -Wextra -Wpedantic -Werror -Iinclude
 CFLAGS       := $(CFLAGS_BASE) -O2 -g
@@ -74,7 +75,8 @@ $(LIB): $(SOURCES) build.rs
 $(LIB_HOOKS): $(SOURCES) build.rs
 	$(CARGO) build --release --features test-hooks --target-dir $(HOOKS_DIR)
 
-## install: header, libarenagrad.a, libarenagrad.so.X.Y.Z (+ symlinks), .pc and CMake files
+## install: header, libarenagrad.a, libarenagrad.so.X.Y.Z (+ symlinks), .pc and CMake
+## files, and the examples in share/doc/arenagrad/examples (PREFIX, DESTDIR)
 install: $(LIB)
 	@$(INSTALL_ENV) bash scripts/install.sh install
 

@@ -6,6 +6,7 @@
 # other checks (one after the other they would take ~4-5 minutes).
 #
 #   mlp         build/mlp runs and exits 0 (skipped if not built yet)
+#   guide       build/guide (the README's example): trains, evaluates, reloads (exit 0)
 #   mlp-io      build/mlp_io: named parameters, MSE training, listing, safetensors
 #               export and a bit-exact reload into a fresh context (exit 0)
 #   converge    train_full tiny, 300 steps: loss < 0.75 ln V, summary well formed
@@ -140,6 +141,18 @@ elif ls "$work"/mlp_io.*.safetensors >/dev/null 2>&1; then
     bad "mlp-io" "the exported file was left behind"
 else
     ok "mlp-io"
+fi
+
+# --- guide (the README's example) -------------------------------------------
+if [ ! -x build/guide ]; then
+    bad "guide" "build/guide is missing (run make examples)"
+elif ! (bin=$PWD/build/guide; cd "$work" && "$bin") >"$work/guide.out" 2>&1; then
+    bad "guide" "build/guide exited non-zero"
+    show "$work/guide.out" 10
+elif [ -e "$work/guide.safetensors" ]; then
+    bad "guide" "the saved file was left behind"
+else
+    ok "guide"
 fi
 
 # --- convergence -------------------------------------------------------------
