@@ -41,7 +41,7 @@ C_TESTS_ASAN := $(patsubst tests/c/%.c,$(BUILD)/asan/%,$(wildcard tests/c/test_*
 TRAIN_FULL_SRC := $(wildcard c_examples/train_full/*.c)
 EXAMPLES     := $(patsubst c_examples/%.c,$(BUILD)/%,$(wildcard c_examples/*.c)) $(BUILD)/train_full
 
-.PHONY: all help deps build header examples test test-rust test-c test-consumer doc lint train data soak valgrind bench bench-deps bench-mpi fuzz torture tsan miri install uninstall clean
+.PHONY: all help deps build header examples test test-interop test-rust test-c test-consumer doc lint train data soak valgrind bench bench-deps bench-mpi fuzz torture tsan miri install uninstall clean
 
 all: build examples
 
@@ -188,6 +188,12 @@ bench: $(LIB)
 bench-deps:
 	test -x target/bench-venv/bin/python || python3 -m venv target/bench-venv
 	target/bench-venv/bin/pip install --quiet torch numpy
+
+## test-interop: train_full's --export folder loads in Hugging Face transformers
+## (torch + transformers from PyPI into target/interop, ~3.0 GB once) and gives
+## the same 200 greedy characters; not part of `make test`
+test-interop: $(BUILD)/train_full
+	@bash scripts/test_interop.sh
 
 ## bench-mpi: small preset, 2 MPI ranks x 1 thread vs 1 process x 2 threads (printed)
 bench-mpi: examples

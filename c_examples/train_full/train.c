@@ -564,14 +564,10 @@ int run(struct trainer *tr)
     if (local > 0) redraw(tr);
     log_finish(tr->log);
     if (outcome != DIVERGED && cfg->export_path != NULL && dist_root()) {
-        st = ag_safetensors_save(ctx, cfg->export_path);
-        if (st != AG_STATUS_OK) {
-            fflush(stdout);
-            fprintf(stderr, "train_full: --export %s: %s\n", cfg->export_path,
-                    ag_context_last_error(ctx));
-            return EXIT_IO;
-        }
-        printf("exported: %s (safetensors, step %" PRIu64 ")\n", cfg->export_path, s.step);
+        int rc = export_model(tr, cfg->export_path); /* export.c */
+        if (rc != 0) return rc;
+        printf("exported: %s (safetensors, config.json beside it; step %" PRIu64 ")\n",
+               cfg->export_path, s.step);
     }
     char wall[32];
     format_duration(wall, sizeof wall, train_ms);
