@@ -16,8 +16,13 @@ fn block_after<'a>(text: &'a str, marker: &str) -> &'a str {
         .find(marker)
         .unwrap_or_else(|| panic!("README.md has no line with {marker:?}"));
     let rest = &text[at..];
-    let open = rest.find("\n```c\n").expect("a ```c block after the marker") + 6;
-    let close = rest[open..].find("\n```\n").expect("the block's closing fence");
+    let open = rest
+        .find("\n```c\n")
+        .expect("a ```c block after the marker")
+        + 6;
+    let close = rest[open..]
+        .find("\n```\n")
+        .expect("the block's closing fence");
     &rest[open..open + close + 1]
 }
 
@@ -42,7 +47,9 @@ fn readme_example_is_guide_c_verbatim() {
 #[test]
 fn readme_lists_every_op() {
     let readme = read("README.md");
-    let table = &readme[readme.find("\n## Ops\n").expect("README.md has a section ## Ops")..];
+    let table = &readme[readme
+        .find("\n## Ops\n")
+        .expect("README.md has a section ## Ops")..];
     let table = &table[..table[1..].find("\n## ").map_or(table.len(), |e| e + 1)];
     let ops = read("tests/c/ops.def");
     let mut missing = Vec::new();
