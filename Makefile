@@ -1,6 +1,7 @@
 # arenagrad: build, test, train, soak, bench.
 # The two set-up commands from README.md: `make train` and `make test`.
-# Every dependency is installed by `make deps` (apt-get when root on Debian).
+# Every dependency is installed by `make deps` (apt-get when root on Debian);
+# `make help` lists the documented targets.
 # `make install PREFIX=/usr/local DESTDIR=` (INSTALL_DEBUG=1 keeps debug info)
 # installs the header, the static and shared libraries, pkg-config and CMake
 # files; `make uninstall` removes them.
@@ -21,7 +22,8 @@ PREFIX       ?= /usr/local
 DESTDIR      ?=
 LIBDIR       ?= $(PREFIX)/lib
 INCLUDEDIR   ?= $(PREFIX)/include
-INSTALL_ENV  = PREFIX="$(PREFIX)" DESTDIR="$(DESTDIR)" LIBDIR="$(LIBDIR)" INCLUDEDIR="$(INCLUDEDIR)" INSTALL_DEBUG="$(INSTALL_DEBUG)"
+DOCDIR       ?= $(PREFIX)/share/doc/arenagrad
+INSTALL_ENV  = PREFIX="$(PREFIX)" DESTDIR="$(DESTDIR)" LIBDIR="$(LIBDIR)" INCLUDEDIR="$(INCLUDEDIR)" DOCDIR="$(DOCDIR)" INSTALL_DEBUG="$(INSTALL_DEBUG)"
 LIBS         := -lopenblas -lm -lpthread -ldl
 CFLAGS_BASE  := -std=c11 -Wall -Wextra -Wpedantic -Werror -Iinclude
 CFLAGS       := $(CFLAGS_BASE) -O2 -g
@@ -39,16 +41,32 @@ C_TESTS_ASAN := $(patsubst tests/c/%.c,$(BUILD)/asan/%,$(wildcard tests/c/test_*
 TRAIN_FULL_SRC := $(wildcard c_examples/train_full/*.c)
 EXAMPLES     := $(patsubst c_examples/%.c,$(BUILD)/%,$(wildcard c_examples/*.c)) $(BUILD)/train_full
 
-.PHONY: all deps build header examples test test-rust test-c test-consumer doc lint train data soak valgrind bench bench-deps bench-mpi fuzz torture tsan miri install uninstall clean
+.PHONY: all help deps build header examples test test-interop test-rust test-c test-consumer doc lint train data soak valgrind bench bench-deps bench-mpi fuzz torture tsan miri install uninstall clean
 
 all: build examples
 
-## deps: system packages (libopenblas-dev, valgrind, python3-pip)
+## help: list the documented targets (the `## target: text` lines of this file)
+help:
+	@awk '/^## [a-z-]+:/ { t = $$2; sub(/:$$/, "", t); $$1 = $$2 = ""; sub(/^ +/, ""); \
+		printf "  %-14s %s\n", t, $$0; more = 1; next } \
+		/^## / && more { sub(/^## /, ""); printf "  %-14s %s\n", "", $$0; next } \
+		{ more = 0 }' $(firstword $(MAKEFILE_LIST))
+
+## deps: check the system packages (OpenBLAS, valgrind, pip, pkg-config,
+## cmake, Open MPI) and install the missing ones (apt-get, when root)
 deps:
 	@bash scripts/deps.sh
+	@mkdir -p $(BUILD) && touch $(DEPS_STAMP)
+
+# Builds check the packages once: the stamp is made when nothing is missing
+# and is redone when scripts/deps.sh changes (`make deps` always checks).
+DEPS_STAMP   := $(BUILD)/.deps-ok
+$(DEPS_STAMP): scripts/deps.sh
+	@bash scripts/deps.sh
+	@mkdir -p $(BUILD) && touch $@
 
 ## build: the Rust library (static + shared) in release mode
-build: deps
+build: $(DEPS_STAMP)
 	$(CARGO) build --release
 
 $(LIB): $(SOURCES) build.rs
@@ -57,7 +75,8 @@ $(LIB): $(SOURCES) build.rs
 $(LIB_HOOKS): $(SOURCES) build.rs
 	$(CARGO) build --release --features test-hooks --target-dir $(HOOKS_DIR)
 
-## install: header, libarenagrad.a, libarenagrad.so.X.Y.Z (+ symlinks), .pc and CMake files
+## install: header, libarenagrad.a, libarenagrad.so.X.Y.Z (+ symlinks), .pc and CMake
+## files, and the examples in share/doc/arenagrad/examples (PREFIX, DESTDIR)
 install: $(LIB)
 	@$(INSTALL_ENV) bash scripts/install.sh install
 
@@ -96,7 +115,7 @@ $(BUILD)/asan/%: tests/c/%.c $(C_TEST_DEPS)
 	$(CC) $(ASAN_FLAGS) -Itests/c $< $(LIB_HOOKS) $(LIBS) -o $@
 
 ## examples: build every C program in c_examples/ (and train_full_mpi when mpicc exists)
-examples: deps $(LIB) $(EXAMPLES)
+examples: $(DEPS_STAMP) $(LIB) $(EXAMPLES)
 	@if command -v $(MPICC) >/dev/null 2>&1; then \
 		$(MAKE) --no-print-directory $(BUILD)/train_full_mpi; \
 	else echo "examples: $(MPICC) not found: $(BUILD)/train_full_mpi not built"; fi
@@ -134,7 +153,7 @@ doc:
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps
 
 ## test: everything CI runs (see .ci/run)
-test: deps lint test-rust doc examples test-c test-consumer
+test: $(DEPS_STAMP) lint test-rust doc examples test-c test-consumer
 	@bash scripts/test_examples.sh
 	@bash scripts/test_mpi.sh
 	@$(MAKE) --no-print-directory bench BENCH_ARGS=--quick
@@ -149,7 +168,7 @@ $(DATA):
 ## into the run folder runs/small (checkpoints, log.csv, loss.svg) and sample
 TRAIN_ARGS   := --preset small --iters 2000 --lr 2e-3 --lr-schedule cosine --warmup 100 \
                 --min-lr 1e-4 --eval-every 250 --log-every 20 --sample-chars 600 --temperature 0.8
-train: deps build examples data
+train: $(DEPS_STAMP) build examples data
 	$(BUILD)/train_full $(TRAIN_ARGS) --data $(DATA) --out runs/small
 
 ## soak: long memory-flatness runs (10,000 tiny iterations, 2,000 small)
@@ -169,6 +188,12 @@ bench: $(LIB)
 bench-deps:
 	test -x target/bench-venv/bin/python || python3 -m venv target/bench-venv
 	target/bench-venv/bin/pip install --quiet torch numpy
+
+## test-interop: train_full's --export folder loads in Hugging Face transformers
+## (torch + transformers from PyPI into target/interop, ~3.0 GB once) and gives
+## the same 200 greedy characters; not part of `make test`
+test-interop: $(BUILD)/train_full
+	@bash scripts/test_interop.sh
 
 ## bench-mpi: small preset, 2 MPI ranks x 1 thread vs 1 process x 2 threads (printed)
 bench-mpi: examples
@@ -197,6 +222,7 @@ miri:
 	rustup component add --toolchain nightly miri rust-src || true
 	MIRIFLAGS=-Zmiri-strict-provenance $(CARGO) +nightly miri test --lib -- arena:: tape:: shape:: blas:: pool:: checkpoint:: plan:: ops::embedding ops::reduce ops::shape_ops
 
+## clean: cargo clean and remove build/ (and the package-check stamp)
 clean:
 	$(CARGO) clean
 	rm -rf $(BUILD)

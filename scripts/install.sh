@@ -4,6 +4,7 @@
 # Settings (environment, as the Makefile passes them):
 #   PREFIX (/usr/local), DESTDIR (empty: staging root prepended to every
 #   path), LIBDIR ($PREFIX/lib), INCLUDEDIR ($PREFIX/include),
+#   DOCDIR ($PREFIX/share/doc/arenagrad),
 #   INSTALL_DEBUG=1 keeps debug info in the installed libraries (stripped
 #   by default: the release archive is ~26 MB with it, a few MB without).
 #
@@ -15,6 +16,7 @@
 #   $LIBDIR/libarenagrad.so   -> libarenagrad.so.X
 #   $LIBDIR/pkgconfig/arenagrad.pc, arenagrad-static.pc
 #   $LIBDIR/cmake/arenagrad/arenagradConfig.cmake, arenagradConfigVersion.cmake
+#   $DOCDIR/examples/guide.c, mlp.c, mlp_io.c (the README's example and two more)
 # The .pc and .cmake files come from packaging/*.in with the version read
 # from Cargo.toml and the static link set from scripts/native_static_libs.sh.
 set -euo pipefail
@@ -25,8 +27,9 @@ PREFIX=${PREFIX:-/usr/local}
 DESTDIR=${DESTDIR:-}
 LIBDIR=${LIBDIR:-$PREFIX/lib}
 INCLUDEDIR=${INCLUDEDIR:-$PREFIX/include}
+DOCDIR=${DOCDIR:-$PREFIX/share/doc/arenagrad}
 STRIP=${STRIP:-strip}
-case "$PREFIX$LIBDIR$INCLUDEDIR" in
+case "$PREFIX$LIBDIR$INCLUDEDIR$DOCDIR" in
     *" "*) echo "install: paths with spaces are not supported" >&2; exit 1 ;;
 esac
 case "$PREFIX" in
@@ -44,6 +47,8 @@ so_full=libarenagrad.so.$version
 so_major=libarenagrad.so.$major
 lib="$DESTDIR$LIBDIR"
 inc="$DESTDIR$INCLUDEDIR"
+doc="$DESTDIR$DOCDIR"
+examples=(guide.c mlp.c mlp_io.c)
 files=(
     "$inc/arenagrad.h"
     "$lib/libarenagrad.a"
@@ -55,6 +60,7 @@ files=(
     "$lib/cmake/arenagrad/arenagradConfig.cmake"
     "$lib/cmake/arenagrad/arenagradConfigVersion.cmake"
 )
+for e in "${examples[@]}"; do files+=("$doc/examples/$e"); done
 
 if [ "$action" = uninstall ]; then
     for f in "${files[@]}"; do
@@ -63,7 +69,7 @@ if [ "$action" = uninstall ]; then
             echo "removed $f"
         fi
     done
-    rmdir "$lib/cmake/arenagrad" 2>/dev/null || true
+    rmdir "$lib/cmake/arenagrad" "$doc/examples" "$doc" 2>/dev/null || true
     exit 0
 fi
 [ "$action" = install ] || { echo "usage: $0 install|uninstall" >&2; exit 2; }
@@ -78,6 +84,8 @@ if [ "$soname" != "$so_major" ]; then
     echo "install: $so has SONAME '$soname', expected $so_major (rebuild: cargo build --release)" >&2
     exit 1
 fi
+# The first install on a toolchain compiles a probe (about 40 s; the
+# script says so), later ones read its cached answer.
 native_libs=$(bash scripts/native_static_libs.sh)
 # rustc lists OpenBLAS itself when openblas-src links the system library;
 # add it if a toolchain ever leaves it out.
@@ -97,6 +105,8 @@ esac
 
 install -d "$inc" "$lib/pkgconfig" "$lib/cmake/arenagrad"
 install -m 644 include/arenagrad.h "$inc/arenagrad.h"
+install -d "$doc/examples"
+for e in "${examples[@]}"; do install -m 644 "c_examples/$e" "$doc/examples/$e"; done
 if [ "${INSTALL_DEBUG:-0}" = 1 ]; then
     install -m 644 "$a" "$lib/libarenagrad.a"
     install -m 755 "$so" "$lib/$so_full"

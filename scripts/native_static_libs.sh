@@ -23,6 +23,10 @@ if [ -f "$cache" ] && [ "$(head -n 1 "$cache")" = "$key" ]; then
     exit 0
 fi
 mkdir -p target
+# stdout is the answer; say on stderr why the first call takes a while.
+echo "native_static_libs: asking rustc which system libraries a static link of" \
+     "libarenagrad.a needs (a probe build in target/native-libs-probe, about" \
+     "40 s once per toolchain; cached in $cache)" >&2
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 if ! CARGO_PROFILE_DEV_DEBUG=0 "$CARGO" rustc --quiet --lib --crate-type staticlib \

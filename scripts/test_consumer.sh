@@ -11,6 +11,8 @@
 #            shared and with -DARENAGRAD_USE_STATIC_LIBS=ON; a request for
 #            the next major version must be refused
 #
+# The installed examples (share/doc/arenagrad/examples, where the README
+# points) build with the shared link line, and guide.c runs.
 # Also checks the installed files: SONAME, symlinks, no debug info, a
 # header without test hooks, and `make uninstall` leaving nothing behind.
 # One line per check, then "N passed, N failed"; non-zero exit on failure.
@@ -118,6 +120,27 @@ if "$CC" "${CFLAGS[@]}" app.c -o app_static $(pkg-config --static --cflags --lib
 else
     bad "static build" "compile or link failed"
     show "$work/static.log"
+fi
+
+# --- the installed examples ------------------------------------------------
+exdir=$prefix/share/doc/arenagrad/examples
+ex_ok=1
+for e in guide mlp mlp_io; do
+    # shellcheck disable=SC2046
+    if ! "$CC" "${CFLAGS[@]}" "$exdir/$e.c" -o "ex_$e" $(pkg-config --cflags --libs arenagrad) \
+        -Wl,-rpath,"$libdir" -lm >"$work/ex_$e.log" 2>&1; then
+        bad "examples" "$exdir/$e.c does not build"
+        show "$work/ex_$e.log"
+        ex_ok=0
+    fi
+done
+if [ "$ex_ok" = 1 ]; then
+    if ./ex_guide >"$work/ex_guide.out" 2>&1 && [ "$(tail -n 1 "$work/ex_guide.out")" = ok ]; then
+        ok "installed examples build; guide.c runs"
+    else
+        bad "examples" "the installed guide.c failed"
+        show "$work/ex_guide.out"
+    fi
 fi
 
 # --- CMake -----------------------------------------------------------------

@@ -6,6 +6,7 @@
 # other checks (one after the other they would take ~4-5 minutes).
 #
 #   mlp         build/mlp runs and exits 0 (skipped if not built yet)
+#   guide       build/guide (the README's example): trains, evaluates, reloads (exit 0)
 #   mlp-io      build/mlp_io: named parameters, MSE training, listing, safetensors
 #               export and a bit-exact reload into a fresh context (exit 0)
 #   converge    train_full tiny, 300 steps: loss < 0.75 ln V, summary well formed
@@ -33,7 +34,8 @@
 #   diverge     --lr 10: exit 5, a message, the last good checkpoint kept
 #   sample-only the after-training sample from the checkpoint, nothing written
 #   export      --export -> --sample-only --init-from: the same sample; a file
-#               with GPT-2's names and shapes that another preset refuses (exit 3)
+#               with GPT2LMHeadModel's names and shapes, the vocabulary in its
+#               metadata, config.json beside it; another preset refuses it (exit 3)
 #   weight-decay  one step with --weight-decay 0.5 vs 0: exactly the 2-D
 #               parameters (wte, wpe, linear weights) differ
 #   utf8        samples of a multi-byte corpus never end inside a character
@@ -140,6 +142,18 @@ elif ls "$work"/mlp_io.*.safetensors >/dev/null 2>&1; then
     bad "mlp-io" "the exported file was left behind"
 else
     ok "mlp-io"
+fi
+
+# --- guide (the README's example) -------------------------------------------
+if [ ! -x build/guide ]; then
+    bad "guide" "build/guide is missing (run make examples)"
+elif ! (bin=$PWD/build/guide; cd "$work" && "$bin") >"$work/guide.out" 2>&1; then
+    bad "guide" "build/guide exited non-zero"
+    show "$work/guide.out" 10
+elif [ -e "$work/guide.safetensors" ]; then
+    bad "guide" "the saved file was left behind"
+else
+    ok "guide"
 fi
 
 # --- convergence -------------------------------------------------------------
@@ -660,7 +674,9 @@ fi
 
 # --- safetensors export and --init-from ---------------------------------------
 # The parameters exported after training, loaded by --init-from, give the
-# sample printed after training; the file holds GPT-2's names and shapes.
+# sample printed after training; the file holds the names and shapes of
+# transformers' GPT2LMHeadModel, the vocabulary in its metadata, and
+# config.json beside it (make test-interop loads the folder in transformers).
 # st_tensors FILE: "name shape" lines (the format: u64 header length, JSON).
 st_tensors() {
     python3 - "$1" <<'EOF'
@@ -672,6 +688,20 @@ for k, v in sorted(json.loads(b[8:8 + n]).items()):
         print(k, "x".join(str(d) for d in v["shape"]))
 EOF
 }
+# st_config FILE DIR: the metadata's format, vocabulary length, header
+# length mod 8, and config.json's fields.
+st_config() {
+    python3 - "$1" "$2" <<'EOF'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+meta = json.loads(b[8:8 + n])["__metadata__"]
+c = json.load(open(sys.argv[2] + "/config.json"))
+print(meta["format"], len(bytes.fromhex(meta["vocab_hex"])), n % 8,
+      *(c[k] for k in ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head",
+                       "activation_function", "layer_norm_epsilon", "tie_word_embeddings")))
+EOF
+}
 tiny --iters 40 --eval-every 40 --sample-chars 120 --export "$work/ex.safetensors" >"$work/ex.out" 2>&1
 rc=$?
 tiny --sample-only --init-from "$work/ex.safetensors" --sample-chars 120 >"$work/ex_so.out" 2>"$work/ex_so.err"
@@ -679,22 +709,22 @@ rc2=$?
 tiny --preset small --sample-only --init-from "$work/ex.safetensors" >/dev/null 2>"$work/ex_bad.err"
 rc3=$?
 V=$(grep -o 'V=[0-9]*' "$work/ex.out" | head -1 | cut -d= -f2)
-want="h.0.attn.c_attn.bias 96
-h.0.attn.c_attn.weight 32x96
-h.0.attn.c_proj.bias 32
-h.0.attn.c_proj.weight 32x32
-h.0.ln_1.bias 32
-h.0.ln_1.weight 32
-h.0.ln_2.bias 32
-h.0.ln_2.weight 32
-h.0.mlp.c_fc.bias 128
-h.0.mlp.c_fc.weight 32x128
-h.0.mlp.c_proj.bias 32
-h.0.mlp.c_proj.weight 128x32
-ln_f.bias 32
-ln_f.weight 32
-wpe 32x32
-wte ${V}x32"
+want="transformer.h.0.attn.c_attn.bias 96
+transformer.h.0.attn.c_attn.weight 32x96
+transformer.h.0.attn.c_proj.bias 32
+transformer.h.0.attn.c_proj.weight 32x32
+transformer.h.0.ln_1.bias 32
+transformer.h.0.ln_1.weight 32
+transformer.h.0.ln_2.bias 32
+transformer.h.0.ln_2.weight 32
+transformer.h.0.mlp.c_fc.bias 128
+transformer.h.0.mlp.c_fc.weight 32x128
+transformer.h.0.mlp.c_proj.bias 32
+transformer.h.0.mlp.c_proj.weight 128x32
+transformer.ln_f.bias 32
+transformer.ln_f.weight 32
+transformer.wpe.weight 32x32
+transformer.wte.weight ${V}x32"
 if [ "$rc" -ne 0 ] || [ "$rc2" -ne 0 ]; then
     bad "export" "exit $rc (train --export) / $rc2 (--sample-only --init-from)"
     show "$work/ex.out"
@@ -704,11 +734,13 @@ elif [ "$(cat "$work/ex_so.out")" != "$(sample_text "$work/ex.out")" ]; then
 elif [ "$(st_tensors "$work/ex.safetensors")" != "$want" ]; then
     bad "export" "names or shapes differ from GPT-2's"
     st_tensors "$work/ex.safetensors" | sed 's/^/    | /'
+elif [ "$(st_config "$work/ex.safetensors" "$work" 2>&1)" != "pt $V 0 $V 32 32 1 2 gelu_new 1e-05 True" ]; then
+    bad "export" "metadata or config.json wrong: $(st_config "$work/ex.safetensors" "$work" 2>&1 | tail -1)"
 elif [ "$rc3" -ne 3 ] || ! grep -q 'init-from.*does not match' "$work/ex_bad.err"; then
     bad "export" "another preset's --init-from: exit $rc3, expected 3 and a message"
     show "$work/ex_bad.err"
 else
-    ok "export (--init-from samples the same text; GPT-2 names; another preset refused)"
+    ok "export (--init-from samples the same text; GPT-2 names, vocabulary, config.json; another preset refused)"
 fi
 
 # --- weight decay: matrices only ------------------------------------------------

@@ -98,6 +98,99 @@ fn ffi_ops_corpus_replays() {
     }
 }
 
+/// Deprecated aliases of renamed functions: they forward to the new name,
+/// whose id covers them, so they need no id of their own. Empty until a
+/// rename keeps an old spelling.
+const DEPRECATED_ALIASES: &[&str] = &[];
+
+/// The C functions the public header declares.
+fn header_functions() -> Vec<String> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("include/arenagrad.h");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut names = Vec::new();
+    for line in text.lines() {
+        // A declaration starts at column 0 with its return type.
+        if line.starts_with([' ', '/', '#', '*', '}', '{']) || !line.contains('(') {
+            continue;
+        }
+        let head = &line[..line.find('(').unwrap()];
+        let name = head.rsplit([' ', '*']).next().unwrap_or("");
+        if name.starts_with("ag_") {
+            names.push(name.to_string());
+        }
+    }
+    names
+}
+
+/// Every exported function has an id in the fuzz alphabet, and the harness
+/// really calls it (its name appears in fuzz/src/ffi_ops outside a string).
+#[test]
+fn every_header_function_has_a_fuzz_id() {
+    let fns = header_functions();
+    assert!(fns.len() > 60, "parsed only {} functions", fns.len());
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/src/ffi_ops");
+    // The shared helpers (status names, last errors) count as calls too.
+    let mut code = std::fs::read_to_string(dir.join("../lib.rs")).unwrap();
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.file_name().unwrap() != "ids.rs" {
+            code += &std::fs::read_to_string(&p).unwrap();
+        }
+    }
+    let called = |name: &str| {
+        code.match_indices(name).any(|(at, _)| {
+            let before = code[..at].chars().last().unwrap_or(' ');
+            let after = code[at + name.len()..].chars().next().unwrap_or(' ');
+            before != '"'
+                && !before.is_alphanumeric()
+                && before != '_'
+                && !after.is_alphanumeric()
+                && after != '_'
+        })
+    };
+    let mut missing = Vec::new();
+    for f in &fns {
+        if DEPRECATED_ALIASES.contains(&f.as_str()) {
+            continue;
+        }
+        match ids::FUNCTIONS.iter().find(|(n, _)| n == f) {
+            None => missing.push(format!("{f}: no row in ids::FUNCTIONS")),
+            Some(&(_, id)) if !ids::ALL.iter().any(|&(i, _)| i == id) => {
+                missing.push(format!("{f}: id {id:#04x} is not in ids::ALL"))
+            }
+            Some(_) if !called(f) => missing.push(format!("{f}: fuzz/src/ffi_ops never calls it")),
+            Some(_) => {}
+        }
+    }
+    for (n, _) in ids::FUNCTIONS {
+        if !fns.iter().any(|f| f == n) {
+            missing.push(format!("{n}: in ids::FUNCTIONS but not in the header"));
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "the ffi_ops fuzz alphabet does not cover the header: {missing:#?}\n\
+         give each new function an id in fuzz/src/ffi_ops/ids.rs (in your range), \
+         an arm in FfiOps::call and a row in ids::FUNCTIONS"
+    );
+}
+
+/// Every byte decodes to an id of the alphabet, and an id to itself (so
+/// the committed corpus keeps the meaning of its id bytes).
+#[test]
+fn every_byte_is_a_call() {
+    for b in 0..=255u8 {
+        let id = ids::decode(b);
+        assert!(
+            ids::ALL.iter().any(|&(i, _)| i == id),
+            "byte {b:#04x} -> {id:#04x}"
+        );
+        if ids::ALL.iter().any(|&(i, _)| i == b) {
+            assert_eq!(id, b, "an id byte changed meaning");
+        }
+    }
+}
+
 #[test]
 fn checkpoint_load_corpus_replays() {
     let files = corpus("checkpoint_load");

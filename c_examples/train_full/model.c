@@ -37,25 +37,26 @@ static ag_status new_param(ag_context *ctx, struct model *m, const char *name, s
     return ag_param_set_weight_decay(ctx, *out, ndim == 2);
 }
 
-/* Creates block l's parameter "h.<l>.<part>". */
+/* Creates block l's parameter "transformer.h.<l>.<part>". */
 static ag_status block_param(ag_context *ctx, struct model *m, int l, const char *part, size_t d0,
                              size_t d1, enum init_kind kind, uint64_t *rng, float *scratch,
                              ag_tensor *out)
 {
     char name[64];
-    snprintf(name, sizeof name, "h.%d.%s", l, part);
+    snprintf(name, sizeof name, "transformer.h.%d.%s", l, part);
     return new_param(ctx, m, name, d0, d1, kind, rng, scratch, out);
 }
 
 /* Creates every parameter in a fixed order (the checkpoint relies on it),
- * named as GPT-2's (the safetensors export and --init-from rely on them). */
+ * named as in transformers' GPT2LMHeadModel state dict (the safetensors
+ * export and --init-from rely on them; lm_head.weight is wte, tied). */
 ag_status model_build(ag_context *ctx, struct model *m, uint64_t init_seed, float *scratch)
 {
     uint64_t rng = init_seed;
     size_t C = (size_t)m->C;
     m->n_floats = 0;
-    TRY(new_param(ctx, m, "wte", (size_t)m->V, C, INIT_NORMAL, &rng, scratch, &m->wte));
-    TRY(new_param(ctx, m, "wpe", (size_t)m->T, C, INIT_NORMAL, &rng, scratch, &m->wpe));
+    TRY(new_param(ctx, m, "transformer.wte.weight", (size_t)m->V, C, INIT_NORMAL, &rng, scratch, &m->wte));
+    TRY(new_param(ctx, m, "transformer.wpe.weight", (size_t)m->T, C, INIT_NORMAL, &rng, scratch, &m->wpe));
     for (int l = 0; l < m->L; l++) {
         struct block *b = &m->blocks[l];
 #define P(part, d0, d1, kind, out) \
@@ -74,8 +75,8 @@ ag_status model_build(ag_context *ctx, struct model *m, uint64_t init_seed, floa
         P("mlp.c_proj.bias", C, 0, INIT_ZERO, &b->b_fc2);
 #undef P
     }
-    TRY(new_param(ctx, m, "ln_f.weight", C, 0, INIT_ONE, &rng, scratch, &m->lnf_w));
-    TRY(new_param(ctx, m, "ln_f.bias", C, 0, INIT_ZERO, &rng, scratch, &m->lnf_b));
+    TRY(new_param(ctx, m, "transformer.ln_f.weight", C, 0, INIT_ONE, &rng, scratch, &m->lnf_w));
+    TRY(new_param(ctx, m, "transformer.ln_f.bias", C, 0, INIT_ZERO, &rng, scratch, &m->lnf_b));
     return AG_STATUS_OK;
 }
 

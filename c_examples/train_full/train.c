@@ -654,16 +654,11 @@ static int save_final(struct trainer *tr, struct run_state *r)
 static int export_params(struct trainer *tr, const struct run_state *r)
 {
     const struct config *cfg = tr->cfg;
-    ag_context *ctx = tr->ctx;
     if (r->outcome != DIVERGED && cfg->export_path != NULL && dist_root()) {
-        ag_status st = ag_safetensors_save(ctx, cfg->export_path);
-        if (st != AG_STATUS_OK) {
-            fflush(stdout);
-            fprintf(stderr, "train_full: --export %s: %s\n", cfg->export_path,
-                    ag_context_last_error(ctx));
-            return EXIT_IO;
-        }
-        printf("exported: %s (safetensors, step %" PRIu64 ")\n", cfg->export_path, r->s.step);
+        int rc = export_model(tr, cfg->export_path); /* export.c */
+        if (rc != 0) return rc;
+        printf("exported: %s (safetensors, config.json beside it; step %" PRIu64 ")\n",
+               cfg->export_path, r->s.step);
     }
     return 0;
 }

@@ -293,6 +293,9 @@ struct trainer {
 extern volatile sig_atomic_t g_stop_signal;
 
 int run(struct trainer *tr);
+/* --export: the safetensors file at path, with the vocabulary in its metadata,
+ * and config.json beside it (export.c). 0 or EXIT_IO, having said why. */
+int export_model(struct trainer *tr, const char *path);
 int arena_budget(struct trainer *tr, uint64_t rng); /* budget.c */
 void end_line(struct trainer *tr);
 int report(struct trainer *tr, const char *what, ag_status st);

@@ -24,7 +24,8 @@ impl FfiOps<'_> {
                 || (h.generation != 0
                     && (h.generation != s.generation
                         || (h.index as u64) < s.param_count
-                        || h.index as u64 >= s.live_tensors))
+                        || h.index as u64 >= s.live_tensors
+                        || self.sealed(i, *h, s.generation)))
         });
         Pre {
             live: Some(i),

@@ -4,9 +4,15 @@
 //!
 //! An id keeps its meaning forever, because the committed corpus
 //! (`fuzz/corpus/ffi_ops`) is written in it: a new function gets an unused
-//! id (ops continue at 0x36), an id is never reused or renumbered, and a
-//! byte that is no id is skipped. Ids are grouped by API area, with room in
-//! each group.
+//! id (ops continue at 0x36), an id is never reused or renumbered. Ids are
+//! grouped by API area, with room in each group. Every byte names a call
+//! ([`decode`]): a byte that is an id means that id, any other byte means
+//! the id at (byte mod the number of ids) in [`ALL`], so random bytes never
+//! go to waste.
+//!
+//! [`FUNCTIONS`] says which id reaches each C function of the header; a
+//! test (`tests/fuzz_corpus_replay.rs`) fails when an exported function
+//! has no row.
 
 /// Defines each id as a constant, and [`ALL`] from the same list.
 macro_rules! ids {
@@ -91,6 +97,19 @@ ids! {
     /// The gradient block: length, copy out, copy in, pointer (training.rs).
     GRADS_BLOCK = 0x52;
 
+    // A model's set-up and files, segments (model.rs). 0x53 is ag_log1p's.
+    PARAM_NEW_NAMED = 0x54;
+    /// ag_param_count, ag_param_at, ag_param_name.
+    PARAM_LIST = 0x55;
+    PARAM_INIT = 0x56;
+    PARAM_SET_WEIGHT_DECAY = 0x57;
+    /// ag_safetensors_save, then ag_safetensors_load into either context.
+    SAFETENSORS_SAVE_LOAD = 0x58;
+    SET_RECOMPUTE = 0x59;
+    SEGMENT_BEGIN = 0x5a;
+    SEGMENT_END = 0x5b;
+    TENSOR_RETAIN_GRAD = 0x5c;
+
     // Contexts and statuses (lifecycle.rs).
     /// Free context 1 (then a double free through a copy of the pointer).
     CONTEXT_FREE = 0x60;
@@ -104,3 +123,103 @@ ids! {
     /// Calls through a pointer to real memory that is not a context.
     FORGED_CONTEXT = 0x65;
 }
+
+/// The call a byte of the input names: itself when it is an id, else the
+/// id at (byte mod the number of ids) in [`ALL`]. Old corpus inputs keep
+/// the meaning of every id byte; bytes that were skipped now make calls.
+pub fn decode(b: u8) -> u8 {
+    if ALL.iter().any(|&(id, _)| id == b) {
+        b
+    } else {
+        ALL[b as usize % ALL.len()].0
+    }
+}
+
+/// Every C function of include/arenagrad.h and the id whose call reaches
+/// it (`ag_test_*` hooks are not in the public header).
+pub const FUNCTIONS: &[(&str, u8)] = &[
+    ("ag_status_str", STATUS_STR),
+    ("ag_version", STATUS_STR),
+    ("ag_version_number", STATUS_STR),
+    ("ag_context_new", CONTEXT_NEW),
+    ("ag_context_free", CONTEXT_FREE),
+    ("ag_context_last_error", LAST_ERROR),
+    ("ag_reset", RESET),
+    ("ag_set_grad_enabled", SET_GRAD_ENABLED),
+    ("ag_set_arena_limit", SET_ARENA_LIMIT),
+    ("ag_memory_stats", MEMORY_STATS),
+    ("ag_param_new", PARAM_NEW),
+    ("ag_param_write", PARAM_WRITE),
+    ("ag_tensor_new", TENSOR_NEW),
+    ("ag_tensor_shape", TENSOR_SHAPE),
+    ("ag_tensor_numel", TENSOR_NUMEL),
+    ("ag_tensor_read", TENSOR_READ),
+    ("ag_tensor_read_grad", TENSOR_READ_GRAD),
+    ("ag_tensor_retain_grad", TENSOR_RETAIN_GRAD),
+    ("ag_tensor_item", TENSOR_ITEM),
+    ("ag_backward", BACKWARD),
+    ("ag_zero_grad", ZERO_GRAD),
+    ("ag_optimizer_sgd", OPTIMIZER_SGD),
+    ("ag_optimizer_adamw", OPTIMIZER_ADAMW),
+    ("ag_optimizer_set_lr", OPTIMIZER_SET_LR),
+    ("ag_optimizer_step", OPTIMIZER_STEP),
+    ("ag_clip_grad_norm", CLIP_GRAD_NORM),
+    ("ag_checkpoint_save", CHECKPOINT_SAVE_LOAD_PEEK),
+    ("ag_checkpoint_load", CHECKPOINT_SAVE_LOAD_PEEK),
+    ("ag_checkpoint_load_bytes", CHECKPOINT_LOAD_BYTES),
+    ("ag_checkpoint_peek", CHECKPOINT_SAVE_LOAD_PEEK),
+    ("ag_checkpoint_peek_bytes", CHECKPOINT_SAVE_LOAD_PEEK),
+    ("ag_grads_len", GRADS_BLOCK),
+    ("ag_grads_buffer", GRADS_BLOCK),
+    ("ag_grads_copy_out", GRADS_BLOCK),
+    ("ag_grads_copy_in", GRADS_BLOCK),
+    ("ag_param_init", PARAM_INIT),
+    ("ag_add", ADD),
+    ("ag_sub", SUB),
+    ("ag_mul", MUL),
+    ("ag_div", DIV),
+    ("ag_maximum", MAXIMUM),
+    ("ag_minimum", MINIMUM),
+    ("ag_neg", NEG),
+    ("ag_exp", EXP),
+    ("ag_log", LOG),
+    ("ag_tanh", TANH),
+    ("ag_relu", RELU),
+    ("ag_sigmoid", SIGMOID),
+    ("ag_sqrt", SQRT),
+    ("ag_abs", ABS),
+    ("ag_clamp", CLAMP),
+    ("ag_pow", POW),
+    ("ag_gelu", GELU),
+    ("ag_sum", SUM),
+    ("ag_mean", MEAN),
+    ("ag_scale", SCALE),
+    ("ag_sum_axis", SUM_AXIS),
+    ("ag_mean_axis", MEAN_AXIS),
+    ("ag_reshape", RESHAPE),
+    ("ag_permute", PERMUTE),
+    ("ag_concat", CONCAT),
+    ("ag_slice", SLICE),
+    ("ag_transpose", TRANSPOSE),
+    ("ag_matmul", MATMUL),
+    ("ag_bmm", BMM),
+    ("ag_dropout", DROPOUT),
+    ("ag_linear", LINEAR),
+    ("ag_embedding", EMBEDDING),
+    ("ag_cross_entropy", CROSS_ENTROPY),
+    ("ag_log_softmax", LOG_SOFTMAX),
+    ("ag_mse_loss", MSE_LOSS),
+    ("ag_layernorm", LAYERNORM),
+    ("ag_softmax", SOFTMAX),
+    ("ag_attention", ATTENTION),
+    ("ag_param_new_named", PARAM_NEW_NAMED),
+    ("ag_param_count", PARAM_LIST),
+    ("ag_param_at", PARAM_LIST),
+    ("ag_param_name", PARAM_LIST),
+    ("ag_safetensors_save", SAFETENSORS_SAVE_LOAD),
+    ("ag_safetensors_load", SAFETENSORS_SAVE_LOAD),
+    ("ag_param_set_weight_decay", PARAM_SET_WEIGHT_DECAY),
+    ("ag_context_set_recompute", SET_RECOMPUTE),
+    ("ag_segment_begin", SEGMENT_BEGIN),
+    ("ag_segment_end", SEGMENT_END),
+];

@@ -215,6 +215,14 @@ impl FfiOps<'_> {
         // SAFETY: static NUL-terminated string.
         let v = unsafe { CStr::from_ptr(ag_version()) };
         assert!(!v.to_bytes().is_empty());
+        // "X.Y.Z" and X * 10000 + Y * 100 + Z agree.
+        let n: Vec<u32> = v
+            .to_str()
+            .unwrap()
+            .split('.')
+            .map(|p| p.parse().unwrap())
+            .collect();
+        assert_eq!(ag_version_number(), n[0] * 10000 + n[1] * 100 + n[2]);
     }
 
     /// The last error of a live, NULL, freed or forged context.

@@ -6,12 +6,14 @@
 //!
 //! The calls, by API area: `tensors.rs` (parameters, tensors, reads and
 //! writes), `ops.rs`, `training.rs` (backward, iterations, optimizers,
-//! memory caps), `lifecycle.rs` (checkpoints, contexts).
+//! memory caps), `lifecycle.rs` (checkpoints, contexts), `model.rs` (named
+//! parameters, initialisers, safetensors, segments).
 
 mod args;
 mod check;
 pub mod ids;
 mod lifecycle;
+mod model;
 mod ops;
 mod tensors;
 mod training;
@@ -78,6 +80,10 @@ pub struct FfiOps<'a> {
     calls: u64,
     ok: u64,
     by_id: Vec<(u64, u64)>,
+    /// Per context: (its id, generation, live tensors) at a segment's begin.
+    open: [Option<(u32, u64, u64)>; 2],
+    /// Segments ended this run; their tensors but the output are private.
+    sealed: Vec<model::Sealed>,
 }
 
 /// What one input did.
@@ -146,6 +152,8 @@ impl<'a> FfiOps<'a> {
             calls: 0,
             ok: 0,
             by_id: vec![(0, 0); 256],
+            open: [None; 2],
+            sealed: Vec::new(),
         }
     }
 
@@ -154,14 +162,14 @@ impl<'a> FfiOps<'a> {
         let mut n = 0;
         while !self.input.done() && n < MAX_CALLS {
             n += 1;
-            let id = self.input.u8();
+            let id = ids::decode(self.input.u8());
             self.id = id;
             self.by_id[id as usize].0 += 1;
             self.call(id);
         }
     }
 
-    /// Runs the call named by `id`; an unknown id is skipped.
+    /// Runs the call named by `id` (decoded: always an id of the alphabet).
     fn call(&mut self, id: u8) {
         match id {
             ids::PARAM_NEW => self.param_new(),
@@ -228,6 +236,16 @@ impl<'a> FfiOps<'a> {
             ids::CHECKPOINT_LOAD_BYTES => self.load_bytes(),
             ids::CHECKPOINT_SAVE_LOAD_PEEK => self.save_load_peek(),
             ids::GRADS_BLOCK => self.grads_block(),
+
+            ids::PARAM_NEW_NAMED => self.param_new_named(),
+            ids::PARAM_LIST => self.param_list(),
+            ids::PARAM_INIT => self.param_init(),
+            ids::PARAM_SET_WEIGHT_DECAY => self.param_set_weight_decay(),
+            ids::SAFETENSORS_SAVE_LOAD => self.safetensors_save_load(),
+            ids::SET_RECOMPUTE => self.set_recompute(),
+            ids::SEGMENT_BEGIN => self.segment_begin(),
+            ids::SEGMENT_END => self.segment_end(),
+            ids::TENSOR_RETAIN_GRAD => self.retain_grad(),
 
             ids::CONTEXT_FREE => self.context_free(),
             ids::CONTEXT_NEW => self.context_new(),
