@@ -103,4 +103,6 @@ ids! {
     LAST_ERROR = 0x64;
     /// Calls through a pointer to real memory that is not a context.
     FORGED_CONTEXT = 0x65;
+    /// ag_runtime_info, with a NULL `out` or a real one.
+    RUNTIME_INFO = 0x66;
 }
