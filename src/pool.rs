@@ -226,7 +226,7 @@ fn worker_loop(shared: &Shared) {
         // and no one else calls it.
         let ok = catch_unwind(AssertUnwindSafe(|| unsafe { (*job.0)() })).is_ok();
         #[cfg(feature = "trace")]
-        crate::blas::trace::worker_job(t0.elapsed());
+        crate::trace::worker_job(t0.elapsed());
         let mut s = lock(&shared.slot);
         s.panicked = !ok;
         s.done = true;
