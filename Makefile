@@ -179,7 +179,9 @@ soak: examples
 valgrind: examples
 	@bash scripts/valgrind_train.sh $(VALGRIND_ITERS)
 
-## bench: speed and memory figures, printed (never asserted)
+## bench: speed and memory figures, printed (never asserted): runtime info,
+## PyTorch ratios, kernel-family and 1-vs-2-thread contention lines (a busy
+## loop on core 1 while measured); writes docs/benchmarks.md
 bench: $(LIB)
 	$(CARGO) run --release --features trace --example bench -- $(BENCH_ARGS)
 

@@ -23,10 +23,204 @@
 #[path = "../tests/common/gpt.rs"]
 mod gpt;
 
-use arenagrad::blas::{self, Gemm, trace};
+use arenagrad::blas::{self, Gemm};
+use arenagrad::trace;
 use arenagrad::{Context, OptimizerKind, RecomputePolicy};
 use gpt::{Gpt, GptConfig, Rng, sample_batch, vocabulary};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+/// What `main` printed, for docs/benchmarks.md.
+static PAGE: Mutex<String> = Mutex::new(String::new());
+
+/// println! that also keeps the line for docs/benchmarks.md.
+macro_rules! say {
+    ($($t:tt)*) => {{
+        let line = format!($($t)*);
+        println!("{line}");
+        let mut p = PAGE.lock().unwrap_or_else(|e| e.into_inner());
+        p.push_str(&line);
+        p.push('\n');
+    }};
+}
+
+/// One machine-readable line: what runs underneath (ag_runtime_info).
+fn runtime_line() -> String {
+    use arenagrad::ffi::*;
+    let text = |f: &[std::ffi::c_char]| {
+        let bytes: Vec<u8> = f
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8)
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    let mut ctx = std::ptr::null_mut();
+    let mut rt = ag_runtime::default();
+    if ag_context_new(&mut ctx) != AG_STATUS_OK || ag_runtime_info(ctx, &mut rt) != AG_STATUS_OK {
+        return "runtime: unavailable".into();
+    }
+    ag_context_free(&mut ctx);
+    format!(
+        "runtime: gemm={} version={} kernels={} simd={} cpu_isa={} threads={} note=\"{}\"",
+        text(&rt.gemm_library),
+        text(&rt.gemm_version),
+        text(&rt.gemm_kernels),
+        text(&rt.simd),
+        text(&rt.cpu_isa),
+        rt.threads,
+        text(&rt.gemm_note)
+    )
+}
+
+/// A busy loop pinned to core 1 (another process wanting a core), killed
+/// when dropped.
+struct BusyCore(std::process::Child);
+
+impl BusyCore {
+    fn start() -> Option<BusyCore> {
+        std::process::Command::new("taskset")
+            .args(["-c", "1", "sh", "-c", "while :; do :; done"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .ok()
+            .map(BusyCore)
+    }
+}
+
+impl Drop for BusyCore {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// One child's step time (ms) for `preset`, with `AG_NUM_THREADS=1` when
+/// `one_thread`.
+fn child_step_ms(
+    exe: &std::path::Path,
+    preset: &str,
+    steps: usize,
+    one_thread: bool,
+) -> Option<f64> {
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(["--child", preset, &steps.to_string(), "--step-only"]);
+    if one_thread {
+        cmd.env("AG_NUM_THREADS", "1");
+    } else {
+        cmd.env_remove("AG_NUM_THREADS");
+    }
+    let out = cmd.output().ok()?;
+    parse_step_ms(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// The 2-thread step against the 1-thread step, on a quiet machine and
+/// with a busy loop on core 1, in alternated runs; prints one
+/// machine-readable line per load.
+fn contention(exe: &std::path::Path, preset: &str, steps: usize, rounds: usize) {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    for busy in [false, true] {
+        if busy && cores < 2 {
+            say!("contention: preset={preset} load=busy_core1 skipped (one core)");
+            continue;
+        }
+        let guard = if busy { BusyCore::start() } else { None };
+        if busy && guard.is_none() {
+            say!("contention: preset={preset} load=busy_core1 skipped (no taskset)");
+            continue;
+        }
+        let (mut one, mut two) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            one.extend(child_step_ms(exe, preset, steps, true));
+            two.extend(child_step_ms(exe, preset, steps, false));
+        }
+        drop(guard);
+        let range = |v: &[f64]| {
+            let lo = v.iter().cloned().fold(f64::INFINITY, f64::min);
+            let hi = v.iter().cloned().fold(0.0, f64::max);
+            format!("{lo:.1}-{hi:.1}")
+        };
+        let (r1, r2) = (range(&one), range(&two));
+        let (m1, m2) = (median(&mut one), median(&mut two));
+        say!(
+            "contention: preset={preset} load={} runs={rounds} t1_ms={m1:.2} t2_ms={m2:.2} t2_over_t1={:.3} t1_range={r1} t2_range={r2}",
+            if busy { "busy_core1" } else { "quiet" },
+            m2 / m1
+        );
+    }
+}
+
+/// The step as installed (no variable: the library's own kernel choice)
+/// against every kernel family that applies to this CPU class set by hand
+/// with OPENBLAS_CORETYPE, in alternated runs; prints one machine-readable
+/// line with the ratio to the fastest.
+fn coretype_ratio(exe: &std::path::Path, runtime: &str, preset: &str, steps: usize, rounds: usize) {
+    let families: &[&str] = if runtime.contains("cpu_isa=AVX-512") {
+        &["SkylakeX", "Cooperlake", "Haswell"]
+    } else if runtime.contains("cpu_isa=AVX2") {
+        &["Haswell", "Zen"]
+    } else {
+        say!("coretype: preset={preset} skipped (no AVX2)");
+        return;
+    };
+    let run = |core: Option<&str>| {
+        let mut cmd = std::process::Command::new(exe);
+        cmd.args(["--child", preset, &steps.to_string(), "--step-only"]);
+        cmd.env_remove("AG_BLAS_CORE");
+        match core {
+            Some(c) => cmd.env("OPENBLAS_CORETYPE", c),
+            None => cmd.env_remove("OPENBLAS_CORETYPE"),
+        };
+        cmd.output()
+            .ok()
+            .and_then(|o| parse_step_ms(&String::from_utf8_lossy(&o.stdout)))
+    };
+    let mut asis = Vec::new();
+    let mut by_core = vec![Vec::new(); families.len()];
+    for _ in 0..rounds {
+        asis.extend(run(None));
+        for (c, v) in families.iter().zip(by_core.iter_mut()) {
+            v.extend(run(Some(c)));
+        }
+    }
+    let asis_ms = median(&mut asis);
+    let mut best = ("none", f64::INFINITY);
+    let mut each = Vec::new();
+    for (c, v) in families.iter().zip(by_core.iter_mut()) {
+        let m = median(v);
+        each.push(format!("{c}={m:.2}"));
+        if m < best.1 {
+            best = (c, m);
+        }
+    }
+    say!(
+        "coretype: preset={preset} runs={rounds} asis_ms={asis_ms:.2} {} best={} asis_over_best={:.3}",
+        each.join(" "),
+        best.0,
+        asis_ms / best.1
+    );
+}
+
+/// Writes docs/benchmarks.md: the figures this run printed, dated.
+fn write_page() {
+    let date = std::process::Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    let body = PAGE.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let page = format!(
+        "# Benchmarks\n\nGenerated by `make bench` on {date}; rerun it to refresh this page \
+         (figures depend on the machine and its load).\n\n```text\n{body}```\n"
+    );
+    let written =
+        std::fs::create_dir_all("docs").and_then(|()| std::fs::write("docs/benchmarks.md", page));
+    match written {
+        Ok(()) => println!("wrote docs/benchmarks.md"),
+        Err(e) => println!("could not write docs/benchmarks.md: {e}"),
+    }
+}
 
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
@@ -522,7 +716,7 @@ fn torch_step(
         .stderr(std::process::Stdio::inherit())
         .output();
     let Ok(out) = out else {
-        println!("  PyTorch: could not run {python}");
+        say!("  PyTorch: could not run {python}");
         return None;
     };
     let text = String::from_utf8_lossy(&out.stdout);
@@ -534,7 +728,7 @@ fn torch_step(
     });
     if verbose {
         for l in text.lines().filter(|l| !l.starts_with("torch-best")) {
-            println!("{l}");
+            say!("{l}");
         }
     }
     best
@@ -555,12 +749,12 @@ fn compare_with_torch(
     preset: &str,
     steps: usize,
     ours_ms: f64,
-) {
+) -> Option<f64> {
     let Some((torch_ms, config)) = torch_step(python, preset, None, true) else {
-        println!("  PyTorch: no configuration ran");
-        return;
+        say!("  PyTorch: no configuration ran");
+        return None;
     };
-    println!(
+    say!(
         "  vs PyTorch's best ({config}, {torch_ms:.3} ms/step): arenagrad takes {:.2}x its time",
         ours_ms / torch_ms
     );
@@ -577,12 +771,13 @@ fn compare_with_torch(
         }
     }
     let shown: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
-    println!(
-        "  vs PyTorch's {config}, {} back-to-back pairs: ratios {}, median {:.2}x",
+    let m = median(&mut ratios);
+    say!(
+        "  vs PyTorch's {config}, {} back-to-back pairs: ratios {}, median {m:.2}x",
         ratios.len(),
         shown.join(" "),
-        median(&mut ratios)
     );
+    Some(m)
 }
 
 fn main() {
@@ -598,7 +793,7 @@ fn main() {
         }
         return;
     }
-    println!(
+    say!(
         "arenagrad bench ({} BLAS threads: OPENBLAS_NUM_THREADS={})",
         if quick { "quick," } else { "" },
         std::env::var("OPENBLAS_NUM_THREADS").unwrap_or_else(|_| "unset".into())
@@ -608,6 +803,8 @@ fn main() {
     } else {
         &[("tiny", 500), ("small", 40), ("medium", 10)]
     };
+    let runtime = runtime_line();
+    say!("{runtime}");
     let exe = std::env::current_exe().expect("exe");
     let python = (!quick).then(torch_python).flatten();
     for (name, steps) in presets {
@@ -617,17 +814,24 @@ fn main() {
             .output()
             .expect("spawn");
         let text = String::from_utf8_lossy(&out.stdout);
-        print!("{text}");
+        say!("{}", text.trim_end());
         if !out.status.success() {
             eprintln!("bench: preset {name} failed");
             std::process::exit(1);
         }
-        if let (Some(py), Some(ours)) = (&python, parse_step_ms(&text)) {
-            compare_with_torch(py, &exe, name, *steps, ours);
+        if let (Some(py), Some(ours)) = (&python, parse_step_ms(&text))
+            && let Some(r) = compare_with_torch(py, &exe, name, *steps, ours)
+        {
+            say!("torch_ratio: preset={name} median={r:.3}");
         }
     }
+    if !quick {
+        coretype_ratio(&exe, &runtime, "tiny", 300, 5);
+        coretype_ratio(&exe, &runtime, "small", 20, 5);
+        contention(&exe, "small", 20, 5);
+    }
     if !quick && python.is_none() {
-        println!(
+        say!(
             "PyTorch comparison skipped: no Python with torch (`make bench-deps` installs one in target/bench-venv, or set BENCH_PYTHON)"
         );
     }
@@ -638,4 +842,7 @@ fn main() {
         ops
     );
     bandwidth(quick);
+    if !quick {
+        write_page();
+    }
 }

@@ -129,6 +129,9 @@
 // the choice stays the same while the graph repeats. Without a cap, none.
 #define AG_RECOMPUTE_AUTO 2
 
+// Bytes of each text field of ag_runtime, the terminating NUL included.
+#define AG_RUNTIME_TEXT 64
+
 // An arenagrad context (opaque): parameters, optimizer, arena and tape.
 // Made by ag_context_new, freed by ag_context_free; use it from one thread
 // at a time (a concurrent call gets AG_STATUS_BUSY). An `ag_context *` is
@@ -191,6 +194,30 @@ typedef struct ag_tensor {
   // Iteration generation, 0 for parameters.
   uint64_t generation;
 } ag_tensor;
+
+// What ag_runtime_info reports. Each text field is a NUL-terminated
+// string, cut to fit AG_RUNTIME_TEXT bytes.
+typedef struct ag_runtime {
+  // The GEMM library: "OpenBLAS", "Accelerate", or "naive" (under Miri).
+  char gemm_library[AG_RUNTIME_TEXT];
+  // Its version ("0.3.21"), empty if it does not report one.
+  char gemm_version[AG_RUNTIME_TEXT];
+  // Its kernel family in use ("SkylakeX"), empty if it does not say.
+  char gemm_kernels[AG_RUNTIME_TEXT];
+  // Why these kernels, in a few words (e.g. "switched from Prescott (CPU
+  // has AVX-512)", or, when they are below the CPU and cannot be
+  // switched, the OPENBLAS_CORETYPE value to set).
+  char gemm_note[AG_RUNTIME_TEXT];
+  // The element-wise kernels' instruction set: "AVX-512", "AVX2+FMA" or
+  // "baseline".
+  char simd[AG_RUNTIME_TEXT];
+  // The widest vector instruction set the CPU supports ("AVX-512",
+  // "AVX2", "AVX", "SSE").
+  char cpu_isa[AG_RUNTIME_TEXT];
+  // Threads the context's kernels run on: 2 (the caller and one worker),
+  // or 1 when AG_NUM_THREADS=1 or the worker could not start.
+  uint32_t threads;
+} ag_runtime;
 
 // Success.
 #define AG_STATUS_OK 0
@@ -887,6 +914,13 @@ ag_status ag_segment_begin(struct ag_context *ctx);
 // INVALID_HANDLE, OUT_OF_MEMORY (the arena cap leaves no room to copy
 // the output of a recomputed segment out of its scratch region).
 ag_status ag_segment_end(struct ag_context *ctx, struct ag_tensor output);
+
+// Writes what runs underneath this context to `*out`: the GEMM library,
+// its version and kernel family, the element-wise kernels' instruction
+// set and the thread count. The GEMM is settled by the first context of
+// the process (see README, "Threads and kernels").
+// Errors: NULL_ARGUMENT (out).
+ag_status ag_runtime_info(struct ag_context *ctx, struct ag_runtime *out);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -7,6 +7,237 @@ extern crate accelerate_src as _;
 #[cfg(target_os = "linux")]
 extern crate openblas_src as _;
 
+mod choice;
+use std::sync::OnceLock;
+
+/// What GEMM runs in this process: settled once, before the library's
+/// first product (see [`gemm_info`]).
+#[derive(Clone, Debug, Default)]
+pub struct GemmInfo {
+    /// "OpenBLAS", "Accelerate", "naive" (under Miri).
+    pub library: String,
+    /// The library's version ("0.3.21"), empty if it does not say.
+    pub version: String,
+    /// The kernel family in use ("SkylakeX"), empty if it does not say.
+    pub kernels: String,
+    /// What arenagrad did about it, in a few words.
+    pub note: String,
+    /// The widest instruction set this CPU supports.
+    pub cpu_isa: &'static str,
+}
+
+static GEMM: OnceLock<GemmInfo> = OnceLock::new();
+
+/// The GEMM in use. The first call (made by the first context, and by
+/// [`sgemm`], before any product) runs [`choice::decide`] and, when a
+/// DYNAMIC_ARCH OpenBLAS picked kernels below what the CPU supports (an
+/// OpenBLAS older than the CPU falls back to its SSE3 kernels), switches it
+/// to the right family. `OPENBLAS_CORETYPE` set by the user is honoured;
+/// `AG_BLAS_CORE=asis` keeps OpenBLAS's own choice, `AG_BLAS_CORE=<family>`
+/// forces one. When the kernels are too old and cannot be switched, one
+/// line on stderr says so, with the fix.
+pub fn gemm_info() -> &'static GemmInfo {
+    GEMM.get_or_init(settle)
+}
+
+fn cpu() -> choice::Cpu {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        // CPUID leaf 0: the vendor string.
+        let v = std::arch::x86_64::__cpuid(0);
+        // "AuthenticAMD" / "HygonGenuine": ebx holds the first 4 bytes.
+        let amd = v.ebx == u32::from_le_bytes(*b"Auth") || v.ebx == u32::from_le_bytes(*b"Hygo");
+        choice::Cpu {
+            x86: true,
+            amd,
+            avx: has!("avx"),
+            avx2: has!("avx2"),
+            fma: has!("fma"),
+            avx512: has!("avx512f")
+                && has!("avx512bw")
+                && has!("avx512vl")
+                && has!("avx512dq")
+                && has!("avx512cd"),
+        }
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
+    choice::Cpu::default()
+}
+
+#[cfg(not(all(target_os = "linux", not(miri))))]
+fn settle() -> GemmInfo {
+    GemmInfo {
+        library: if cfg!(miri) { "naive" } else { "Accelerate" }.into(),
+        cpu_isa: cpu().isa().name(),
+        ..GemmInfo::default()
+    }
+}
+
+/// The OpenBLAS this crate links, looked up by symbol name, so that a BLAS
+/// without some of these functions still links (and just cannot switch).
+#[cfg(all(target_os = "linux", not(miri)))]
+mod openblas {
+    use std::ffi::{CStr, c_char, c_void};
+
+    // Declared inside functions: the header generator reads module-level
+    // extern blocks as part of the C API.
+    pub(super) fn set_num_threads(n: std::ffi::c_int) {
+        unsafe extern "C" {
+            fn openblas_set_num_threads(n: std::ffi::c_int);
+        }
+        // SAFETY: a plain setter exported by libopenblas, which this crate links.
+        unsafe { openblas_set_num_threads(n) }
+    }
+
+    /// An address inside the OpenBLAS this crate links.
+    fn anchor() -> *const c_void {
+        unsafe extern "C" {
+            fn openblas_set_num_threads(n: std::ffi::c_int);
+        }
+        openblas_set_num_threads as *const c_void
+    }
+
+    /// dlsym in the library that defines `openblas_set_num_threads` (found
+    /// with dladdr, so it works when arenagrad itself was loaded with
+    /// RTLD_LOCAL), else in the global scope.
+    pub(super) fn sym(name: &CStr) -> *mut c_void {
+        static HANDLE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        let handle = *HANDLE.get_or_init(|| {
+            let mut info: libc::Dl_info = libc::Dl_info {
+                dli_fname: std::ptr::null(),
+                dli_fbase: std::ptr::null_mut(),
+                dli_sname: std::ptr::null(),
+                dli_saddr: std::ptr::null_mut(),
+            };
+            let f = anchor();
+            // SAFETY: dladdr only reads the address and fills `info`.
+            if unsafe { libc::dladdr(f, &mut info) } != 0 && !info.dli_fname.is_null() {
+                // SAFETY: dli_fname is a NUL-terminated path owned by the
+                // loader; RTLD_NOLOAD only returns an already-loaded object
+                // (a reference we keep for the life of the process).
+                let h =
+                    unsafe { libc::dlopen(info.dli_fname, libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
+                if !h.is_null() {
+                    return h as usize;
+                }
+            }
+            libc::RTLD_DEFAULT as usize
+        });
+        // SAFETY: a valid handle (or RTLD_DEFAULT) and a C string.
+        unsafe { libc::dlsym(handle as *mut c_void, name.as_ptr()) }
+    }
+
+    /// Calls a `const char *f(void)` by name; None if absent.
+    pub(super) fn string(name: &CStr) -> Option<String> {
+        let f = sym(name);
+        if f.is_null() {
+            return None;
+        }
+        // SAFETY: OpenBLAS's openblas_get_corename/openblas_get_config have
+        // this signature and return static NUL-terminated strings.
+        let s = unsafe {
+            let f: unsafe extern "C" fn() -> *const c_char = std::mem::transmute(f);
+            let p = f();
+            if p.is_null() {
+                return None;
+            }
+            CStr::from_ptr(p)
+        };
+        Some(s.to_string_lossy().trim().to_string())
+    }
+
+    /// Switches a DYNAMIC_ARCH OpenBLAS to the kernel family `core`.
+    ///
+    /// SAFETY (the caller's): no BLAS call may be in flight in the process.
+    /// arenagrad calls this once, inside the OnceLock that every one of its
+    /// products waits for, before its first product. What the switch
+    /// changes is what OpenBLAS's load-time init set from the CPU model:
+    /// the `gotoblas` table pointer (the quit function clears it, the init
+    /// function reads OPENBLAS_CORETYPE, points it at that family's table
+    /// and runs the table's own parameter setup). OpenBLAS's work buffers
+    /// and its thread server are sized by build-time constants, the same
+    /// for every family, and read the table at each call, so the result is
+    /// the state OpenBLAS would have had with OPENBLAS_CORETYPE set at load.
+    pub(super) unsafe fn switch(core: &str) -> bool {
+        let (quit, init) = (sym(c"gotoblas_dynamic_quit"), sym(c"gotoblas_dynamic_init"));
+        if quit.is_null() || init.is_null() {
+            return false;
+        }
+        // SAFETY: both are `void f(void)` in OpenBLAS; the environment
+        // variable exists only for the duration of the init call, which is
+        // the one place OpenBLAS reads it; the caller guarantees no other
+        // BLAS call runs meanwhile.
+        unsafe {
+            let quit: unsafe extern "C" fn() = std::mem::transmute(quit);
+            let init: unsafe extern "C" fn() = std::mem::transmute(init);
+            quit();
+            std::env::set_var("OPENBLAS_CORETYPE", core);
+            init();
+            std::env::remove_var("OPENBLAS_CORETYPE");
+        }
+        true
+    }
+}
+
+#[cfg(all(target_os = "linux", not(miri)))]
+fn settle() -> GemmInfo {
+    use choice::Choice;
+    let cpu = cpu();
+    let config = openblas::string(c"openblas_get_config").unwrap_or_default();
+    // "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Prescott MAX_THREADS=64"
+    let mut words = config.split_whitespace();
+    let library = words.next().unwrap_or("OpenBLAS").to_string();
+    let version = words.next().unwrap_or("").to_string();
+    let core = openblas::string(c"openblas_get_corename");
+    let has_core = |c: &str| {
+        let name = format!("gotoblas_{}\0", c.to_ascii_uppercase());
+        std::ffi::CStr::from_bytes_with_nul(name.as_bytes())
+            .is_ok_and(|n| !openblas::sym(n).is_null())
+    };
+    let can_switch = !openblas::sym(c"gotoblas_dynamic_init").is_null()
+        && !openblas::sym(c"gotoblas_dynamic_quit").is_null();
+    let env = |k: &str| std::env::var(k).ok();
+    let (user_core, ag_core) = (env("OPENBLAS_CORETYPE"), env("AG_BLAS_CORE"));
+    let user = choice::User {
+        openblas_coretype: user_core.as_deref(),
+        ag_blas_core: ag_core.as_deref(),
+    };
+    let blas = choice::Blas {
+        core: core.as_deref(),
+        can_switch,
+        has_core: &has_core,
+    };
+    let note = match choice::decide(&cpu, &blas, &user) {
+        Choice::Keep(why) => why.to_string(),
+        Choice::Switch(to) => {
+            let from = core.clone().unwrap_or_default();
+            // SAFETY: we are inside GEMM's OnceLock, before arenagrad's
+            // first product (every product waits for this lock).
+            if unsafe { openblas::switch(&to) } {
+                format!("switched from {from} (CPU has {})", cpu.isa().name())
+            } else {
+                "switch failed".to_string()
+            }
+        }
+        Choice::CannotFix { running, wanted } => {
+            eprintln!(
+                "arenagrad: {library} runs its {running} kernels on a CPU with {} and cannot \
+                 switch them; set OPENBLAS_CORETYPE={wanted} for faster products",
+                cpu.isa().name()
+            );
+            format!("{running} kernels below the CPU; set OPENBLAS_CORETYPE={wanted}")
+        }
+    };
+    GemmInfo {
+        library,
+        version,
+        kernels: openblas::string(c"openblas_get_corename").unwrap_or_default(),
+        note,
+        cpu_isa: cpu.isa().name(),
+    }
+}
+
 /// One row-major matrix operand: `rows x cols` after the optional transpose,
 /// stored with leading dimension `ld` (the stored row length).
 #[derive(Clone, Copy, Debug)]
@@ -71,169 +302,20 @@ pub fn sgemm(g: Gemm, alpha: f32, a: &[f32], b: &[f32], beta: f32, c: &mut [f32]
     trace::record(g, t0.elapsed());
 }
 
-/// Bench instrumentation (feature `trace`): which GEMMs ran and how long,
-/// with the time of the calling thread and of the pool's worker apart.
+/// The profiler lives in `crate::trace`; ops still reach it as `blas::trace`.
 #[cfg(feature = "trace")]
-pub mod trace {
-    use super::Gemm;
-    use std::sync::Mutex;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::time::Duration;
-
-    /// What one traced stretch of work did.
-    #[derive(Clone, Debug, Default)]
-    pub struct Trace {
-        /// Every product, on either thread (a split product counts once).
-        pub gemms: Vec<Gemm>,
-        /// Wall time of the products made on the calling thread (a split
-        /// product's wall time includes waiting for the worker's half).
-        pub blas: Duration,
-        /// Time of the products the worker thread made on its own share
-        /// (attention heads), outside split products.
-        pub worker_blas: Duration,
-        /// Time the worker spent running jobs of any kind.
-        pub worker_busy: Duration,
-        /// Per op kind and direction: wall time of its kernels on the
-        /// calling thread, and the part of it spent in products.
-        pub ops: Vec<OpTime>,
-    }
-
-    /// The traced time of one op kind in one direction.
-    #[derive(Clone, Copy, Debug)]
-    pub struct OpTime {
-        pub kind: &'static str,
-        pub backward: bool,
-        pub calls: usize,
-        pub wall: Duration,
-        pub blas: Duration,
-    }
-
-    static ON: AtomicBool = AtomicBool::new(false);
-    static LOG: Mutex<Option<Trace>> = Mutex::new(None);
-
-    fn log() -> std::sync::MutexGuard<'static, Option<Trace>> {
-        LOG.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Starts recording (clears the log).
-    pub fn start() {
-        let mut l = log();
-        let t = l.get_or_insert_with(Trace::default);
-        t.gemms.clear();
-        t.ops.clear();
-        (t.blas, t.worker_blas, t.worker_busy) = Default::default();
-        ON.store(true, Ordering::SeqCst);
-    }
-
-    /// Stops recording; returns what was recorded.
-    pub fn stop() -> Trace {
-        ON.store(false, Ordering::SeqCst);
-        log().take().unwrap_or_default()
-    }
-
-    /// The calling thread's product time so far (zero when not tracing):
-    /// an op's share is the difference around it.
-    pub(crate) fn blas_so_far() -> Duration {
-        if !ON.load(Ordering::Relaxed) {
-            return Duration::ZERO;
-        }
-        log().as_ref().map_or(Duration::ZERO, |t| t.blas)
-    }
-
-    /// Adds one op's kernel time (`blas` of it in products).
-    pub(crate) fn op(kind: &'static str, backward: bool, wall: Duration, blas: Duration) {
-        if !ON.load(Ordering::Relaxed) {
-            return;
-        }
-        if let Some(t) = log().as_mut() {
-            match t
-                .ops
-                .iter_mut()
-                .find(|o| o.kind == kind && o.backward == backward)
-            {
-                Some(o) => {
-                    o.calls += 1;
-                    o.wall += wall;
-                    o.blas += blas;
-                }
-                None => t.ops.push(OpTime {
-                    kind,
-                    backward,
-                    calls: 1,
-                    wall,
-                    blas,
-                }),
-            }
-        }
-    }
-
-    /// Called by the worker thread after each job.
-    pub(crate) fn worker_job(d: Duration) {
-        if ON.load(Ordering::Relaxed)
-            && let Some(t) = log().as_mut()
-        {
-            t.worker_busy += d;
-        }
-    }
-
-    fn on_worker() -> bool {
-        crate::pool::on_worker()
-    }
-
-    /// While a split product runs, its halves are not recorded; the
-    /// logical product is, with its wall time, when this guard drops.
-    static IN_SPLIT: AtomicBool = AtomicBool::new(false);
-
-    pub(super) struct Logical(Gemm, std::time::Instant);
-
-    impl Logical {
-        pub(super) fn new(g: Gemm) -> Logical {
-            IN_SPLIT.store(true, Ordering::SeqCst);
-            Logical(g, std::time::Instant::now())
-        }
-    }
-
-    impl Drop for Logical {
-        fn drop(&mut self) {
-            IN_SPLIT.store(false, Ordering::SeqCst);
-            record_always(self.0, self.1.elapsed());
-        }
-    }
-
-    pub(super) fn record(g: Gemm, d: Duration) {
-        if !IN_SPLIT.load(Ordering::Relaxed) {
-            record_always(g, d);
-        }
-    }
-
-    fn record_always(g: Gemm, d: Duration) {
-        if ON.load(Ordering::Relaxed) {
-            let worker = on_worker();
-            if let Some(t) = log().as_mut() {
-                t.gemms.push(g);
-                if worker {
-                    t.worker_blas += d;
-                } else {
-                    t.blas += d;
-                }
-            }
-        }
-    }
-}
+pub use crate::trace;
 
 /// Sets how many threads OpenBLAS itself uses (process-wide). arenagrad
 /// runs it single-threaded and splits large products across its own
 /// worker instead (see `pool.rs`), so that only one set of threads ever
 /// competes for the cores. No-op where the BLAS has no such control.
 pub fn set_blas_threads(n: usize) {
+    gemm_info();
     #[cfg(all(target_os = "linux", not(miri)))]
     {
-        unsafe extern "C" {
-            fn openblas_set_num_threads(n: std::ffi::c_int);
-        }
         let n = std::ffi::c_int::try_from(n.max(1)).unwrap_or(1);
-        // SAFETY: a plain setter exported by libopenblas, which this crate links.
-        unsafe { openblas_set_num_threads(n) }
+        openblas::set_num_threads(n)
     }
     #[cfg(not(all(target_os = "linux", not(miri))))]
     let _ = n;
@@ -316,6 +398,9 @@ fn split_rows_of_c(
 #[cfg(not(miri))]
 fn sgemm_impl(g: Gemm, alpha: f32, a: &[f32], b: &[f32], beta: f32, c: &mut [f32]) {
     use cblas::{Layout, Transpose};
+    // The kernels are settled before the first product (one atomic load
+    // after that).
+    gemm_info();
     let t = |x: bool| {
         if x {
             Transpose::Ordinary
@@ -449,6 +534,30 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Whatever OpenBLAS picked at load, the kernels in use after the
+    /// first product are not below the CPU's instruction set (unless the
+    /// user chose them, or the BLAS cannot switch and said so).
+    #[test]
+    #[cfg_attr(miri, ignore)]
+    fn kernels_in_use_match_the_cpu() {
+        let g = Gemm::dense(false, false, 2, 2, 2);
+        let mut c = [0.0; 4];
+        sgemm(g, 1.0, &[1.0; 4], &[1.0; 4], 0.0, &mut c);
+        assert_eq!(c, [2.0; 4]);
+        let info = gemm_info();
+        let user_set = ["OPENBLAS_CORETYPE", "AG_BLAS_CORE"]
+            .iter()
+            .any(|k| std::env::var_os(k).is_some());
+        if cfg!(target_os = "linux") && !user_set && !info.note.contains("set OPENBLAS_CORETYPE") {
+            let running = choice::core_isa(&info.kernels);
+            let cpu = cpu();
+            if cpu.best_core().is_some() {
+                assert!(running >= Some(cpu.isa()), "{info:?}");
+            }
+        }
+        assert!(!info.library.is_empty());
     }
 
     #[test]

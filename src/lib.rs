@@ -96,6 +96,8 @@ pub mod shape;
 mod simd;
 pub mod status;
 mod tape;
+#[cfg(feature = "trace")]
+pub mod trace;
 
 pub use context::{Context, MAX_PARAM_NAME_BYTES, MemoryStats, Tensor};
 pub use error::{Error, Result};

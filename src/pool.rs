@@ -18,8 +18,15 @@
 //! `join` hands the worker a raw pointer to a closure living on the caller's
 //! stack, erasing its lifetime. This is sound because `join` does not return
 //! (or unwind) before the worker has finished running the closure and
-//! released the pointer: the wait happens in a drop guard, which runs on the
-//! normal path and during unwinding alike.
+//! released the pointer, or the caller has taken the pointer back out of
+//! the slot unstarted (under the lock, so the worker can no longer see it):
+//! the wait happens in a drop guard, which runs on the normal path and
+//! during unwinding alike.
+//!
+//! Under load: when another process holds the worker's core, the worker
+//! may not start its half for milliseconds. The caller then runs that half
+//! itself once its own is done, so two threads are never slower than one
+//! by more than the hand-off; and both sides yield between polls.
 #![allow(unsafe_code)]
 
 use std::cell::Cell;
@@ -33,6 +40,8 @@ use std::time::{Duration, Instant};
 const SPIN: Duration = Duration::from_micros(200);
 
 /// Polls `ready` for up to [`SPIN`]; true if it turned true.
+/// Between rounds of polls it yields, so that a thread of another process
+/// (or the other side of the join) sharing this core gets it.
 fn spin_until(ready: &AtomicBool) -> bool {
     let start = Instant::now();
     loop {
@@ -45,6 +54,7 @@ fn spin_until(ready: &AtomicBool) -> bool {
         if start.elapsed() >= SPIN {
             return false;
         }
+        std::thread::yield_now();
     }
 }
 
@@ -165,7 +175,27 @@ impl Pool {
         }
         let wait = Wait(&self.shared);
         b();
+        // If the worker has not started `a` yet (it is asleep, or another
+        // process holds its core), run it here rather than wait: the
+        // caller never waits for work nobody has begun. What runs is fixed
+        // by the caller's split, so the bits do not depend on who ran it.
+        let unstarted = {
+            let mut s = lock(&self.shared.slot);
+            let job = s.job.take();
+            if job.is_some() {
+                self.shared.posted.store(false, Ordering::Release);
+                s.done = true;
+                self.shared.done.store(true, Ordering::Release);
+            }
+            job.is_some()
+        };
         drop(wait);
+        if unstarted {
+            // The raw pointer taken back above is dropped unused: `call_a`
+            // is called directly, on this thread.
+            call_a();
+            return;
+        }
         if lock(&self.shared.slot).panicked {
             resume_unwind(Box::new("panic in the arenagrad worker thread"));
         }
@@ -196,7 +226,7 @@ fn worker_loop(shared: &Shared) {
         // and no one else calls it.
         let ok = catch_unwind(AssertUnwindSafe(|| unsafe { (*job.0)() })).is_ok();
         #[cfg(feature = "trace")]
-        crate::blas::trace::worker_job(t0.elapsed());
+        crate::trace::worker_job(t0.elapsed());
         let mut s = lock(&shared.slot);
         s.panicked = !ok;
         s.done = true;

@@ -5,12 +5,14 @@
 //! cross-entropy, AdamW, axis sums, broadcasting add/sub/mul/div, and the
 //! exp/tanh/sum/dot helpers of `ops::fastmath` they call) are compiled a
 //! second time with AVX2 and FMA enabled, 8 floats per instruction instead
-//! of 4, and [`dispatch!`] runs that copy when the CPU has both features.
+//! of 4, and a third time with AVX-512 (F, BW, VL, DQ), 16 per instruction;
+//! [`dispatch!`] runs the widest copy the CPU supports.
 //!
 //! How: `dispatch!(kernel(args))` hands an `#[inline(always)]` closure to
 //! [`run`], which calls it either directly or inside [`avx2_fma`], a
 //! `#[target_feature(enable = "avx2,fma")]` function. A kernel called this
-//! way is itself `#[inline(always)]`, so its loops are inlined into (and
+//! way (or inside [`avx512`], the same with AVX-512) is itself
+//! `#[inline(always)]`, so its loops are inlined into (and
 //! vectorised inside) each copy; a kernel without that attribute would be
 //! called, not inlined, and run as baseline code on both paths.
 //!
@@ -18,35 +20,51 @@
 //! into one FMA instruction by itself (only `f32::mul_add` does, and the
 //! kernels do not call it), and it never reorders floating-point sums: the
 //! vector width changes how many independent lanes run at once, not the
-//! order of any operation. AVX-512 is not used: the project machine does
-//! not expose it, so a gain could not be measured.
+//! order of any operation. A test forces each path and compares bits.
 //!
 //! Detection runs once (on the first context) and is cached in an atomic,
 //! so a kernel call costs one relaxed load and a branch. `AG_SIMD=baseline`
 //! in the environment, read at that moment, forces the baseline path for
-//! the whole process (for comparisons; the numbers are the same).
+//! the whole process (for comparisons; the numbers are the same), and
+//! `AG_SIMD=avx2` caps it at AVX2.
 //!
 //! # Safety invariant
 //! [`avx2_fma`] executes AVX2 and FMA instructions, so it may only run on a
-//! CPU that has both. Its one caller, [`run`], calls it only when
-//! [`detected`] returned [`Level::Avx2Fma`], which [`detect`] stores only
-//! after `is_x86_feature_detected!` reported both features on this CPU.
+//! CPU that has both; [`avx512`] AVX-512 F/BW/VL/DQ as well. Their one
+//! caller, [`run`], calls each only when the level in use (the detected one,
+//! or a lower one a test forces) is at least theirs, and [`detect`] stores
+//! a level only after `is_x86_feature_detected!` reported all of its
+//! features on this CPU.
 #![allow(unsafe_code)]
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
 /// An instruction set the dispatched kernels can run with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Level {
     /// The target's baseline (SSE2 on x86-64).
     Baseline,
     /// x86-64 with AVX2 and FMA.
     Avx2Fma,
+    /// x86-64 with AVX2, FMA and AVX-512 F, BW, VL, DQ.
+    Avx512,
+}
+
+impl Level {
+    /// As `ag_runtime_info` reports it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Level::Baseline => "baseline",
+            Level::Avx2Fma => "AVX2+FMA",
+            Level::Avx512 => "AVX-512",
+        }
+    }
 }
 
 const UNKNOWN: u8 = 0;
 const BASELINE: u8 = 1;
 const AVX2_FMA: u8 = 2;
+const AVX512: u8 = 3;
 
 static LEVEL: AtomicU8 = AtomicU8::new(UNKNOWN);
 
@@ -55,6 +73,7 @@ static LEVEL: AtomicU8 = AtomicU8::new(UNKNOWN);
 #[inline]
 pub(crate) fn detected() -> Level {
     match LEVEL.load(Ordering::Relaxed) {
+        AVX512 => Level::Avx512,
         AVX2_FMA => Level::Avx2Fma,
         BASELINE => Level::Baseline,
         _ => detect(),
@@ -63,13 +82,9 @@ pub(crate) fn detected() -> Level {
 
 #[cold]
 fn detect() -> Level {
-    let forced = std::env::var_os("AG_SIMD").is_some_and(|v| v == "baseline");
-    let level = if !forced && cpu_has_avx2_fma() {
-        Level::Avx2Fma
-    } else {
-        Level::Baseline
-    };
+    let level = capped(cpu_level(), std::env::var("AG_SIMD").ok().as_deref());
     let code = match level {
+        Level::Avx512 => AVX512,
         Level::Avx2Fma => AVX2_FMA,
         Level::Baseline => BASELINE,
     };
@@ -78,31 +93,57 @@ fn detect() -> Level {
     level
 }
 
-#[cfg(target_arch = "x86_64")]
-fn cpu_has_avx2_fma() -> bool {
-    std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+/// The CPU's level, lowered by `AG_SIMD` (`baseline` or `avx2`).
+fn capped(cpu: Level, env: Option<&str>) -> Level {
+    match env {
+        Some("baseline") => Level::Baseline,
+        Some("avx2") => cpu.min(Level::Avx2Fma),
+        _ => cpu,
+    }
 }
 
-#[cfg(not(target_arch = "x86_64"))]
-fn cpu_has_avx2_fma() -> bool {
-    false
+#[cfg(all(target_arch = "x86_64", not(miri)))]
+fn cpu_level() -> Level {
+    use std::arch::is_x86_feature_detected as has;
+    if !(has!("avx2") && has!("fma")) {
+        Level::Baseline
+    } else if has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512dq") {
+        Level::Avx512
+    } else {
+        Level::Avx2Fma
+    }
+}
+
+#[cfg(not(all(target_arch = "x86_64", not(miri))))]
+fn cpu_level() -> Level {
+    Level::Baseline
 }
 
 /// Runs `f` with the best instruction set of this CPU.
 #[inline(always)]
 pub(crate) fn run<R>(f: impl FnOnce() -> R) -> R {
-    #[cfg(target_arch = "x86_64")]
-    if detected() == Level::Avx2Fma && !forced_baseline() {
-        // SAFETY: `detected()` returns Avx2Fma only after
-        // is_x86_feature_detected! found AVX2 and FMA on this CPU.
-        return unsafe { avx2_fma(f) };
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    match detected().min(forced_cap()) {
+        // SAFETY: `detected()` returns Avx512 only after
+        // is_x86_feature_detected! found AVX2, FMA and AVX-512 F/BW/VL/DQ.
+        Level::Avx512 => return unsafe { avx512(f) },
+        // SAFETY: as above, Avx2Fma or higher means AVX2 and FMA exist.
+        Level::Avx2Fma => return unsafe { avx2_fma(f) },
+        Level::Baseline => {}
     }
+    f()
+}
+
+/// `f`, compiled with AVX-512 (and AVX2, FMA) enabled.
+#[cfg(all(target_arch = "x86_64", not(miri)))]
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512dq")]
+unsafe fn avx512<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
 /// `f`, compiled with AVX2 and FMA (closures and `#[inline(always)]`
 /// functions inlined here are compiled with them too).
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", not(miri)))]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn avx2_fma<R>(f: impl FnOnce() -> R) -> R {
     f()
@@ -122,34 +163,40 @@ pub(crate) use dispatch;
 
 #[cfg(not(test))]
 #[inline(always)]
-fn forced_baseline() -> bool {
-    false
+fn forced_cap() -> Level {
+    Level::Avx512
 }
 
-// Tests force the baseline path on their own thread only, so that tests
-// running beside them keep the detected one.
+// Tests cap the level on their own thread only, so that tests running
+// beside them keep the detected one.
 #[cfg(test)]
 thread_local! {
-    static FORCE_BASELINE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    static FORCE_CAP: std::cell::Cell<Level> = const { std::cell::Cell::new(Level::Avx512) };
 }
 
 #[cfg(test)]
-fn forced_baseline() -> bool {
-    FORCE_BASELINE.with(|f| f.get())
+fn forced_cap() -> Level {
+    FORCE_CAP.with(|f| f.get())
+}
+
+/// Runs `f` with every kernel it calls on this thread at `level` at most.
+#[cfg(test)]
+pub(crate) fn with_level<R>(level: Level, f: impl FnOnce() -> R) -> R {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            FORCE_CAP.with(|f| f.set(Level::Avx512));
+        }
+    }
+    FORCE_CAP.with(|f| f.set(level));
+    let _reset = Reset;
+    f()
 }
 
 /// Runs `f` with every kernel it calls on this thread on the baseline path.
 #[cfg(test)]
 pub(crate) fn with_baseline<R>(f: impl FnOnce() -> R) -> R {
-    struct Reset;
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            FORCE_BASELINE.with(|f| f.set(false));
-        }
-    }
-    FORCE_BASELINE.with(|f| f.set(true));
-    let _reset = Reset;
-    f()
+    with_level(Level::Baseline, f)
 }
 
 #[cfg(test)]
@@ -162,17 +209,17 @@ mod tests {
     fn detection_is_cached_and_matches_the_cpu() {
         let first = detected();
         assert_eq!(detected(), first);
-        let forced = std::env::var_os("AG_SIMD").is_some_and(|v| v == "baseline");
-        let want = if forced || !cpu_has_avx2_fma() {
-            Level::Baseline
-        } else {
-            Level::Avx2Fma
-        };
+        let want = capped(cpu_level(), std::env::var("AG_SIMD").ok().as_deref());
         assert_eq!(first, want);
         assert_eq!(run(|| 2 + 2), 4);
-        assert!(!forced_baseline());
-        assert_eq!(with_baseline(|| (forced_baseline(), run(|| 3))), (true, 3));
-        assert!(!forced_baseline());
+        assert_eq!(forced_cap(), Level::Avx512);
+        let inside = with_baseline(|| (forced_cap(), run(|| 3)));
+        assert_eq!(inside, (Level::Baseline, 3));
+        assert_eq!(forced_cap(), Level::Avx512);
+        assert_eq!(capped(Level::Avx512, Some("avx2")), Level::Avx2Fma);
+        assert_eq!(capped(Level::Avx2Fma, Some("avx2")), Level::Avx2Fma);
+        assert_eq!(capped(Level::Avx512, Some("baseline")), Level::Baseline);
+        assert_eq!(capped(Level::Avx512, None), Level::Avx512);
     }
 
     /// Every dispatched kernel on random inputs whose rows are not
@@ -252,23 +299,29 @@ mod tests {
         Ok(bits)
     }
 
-    /// The fast path (AVX2 + FMA where the CPU has them) and the forced
-    /// baseline path give the same bits: no kernel uses a fused multiply-add
-    /// or a reduction order that depends on the vector width.
+    /// Every path this CPU can run (AVX-512, AVX2 + FMA, each forced in
+    /// turn) gives the baseline path's bits: no kernel uses a fused
+    /// multiply-add or a reduction order that depends on the vector width.
+    /// A path the CPU lacks cannot run here; the test says which ran.
     #[test]
-    fn baseline_path_matches_fast_path_bit_for_bit() {
+    fn every_path_matches_the_baseline_bit_for_bit() {
+        let levels = [Level::Avx2Fma, Level::Avx512];
+        let ran: Vec<Level> = levels.into_iter().filter(|&l| l <= detected()).collect();
+        eprintln!("[simd] paths compared with the baseline: {ran:?}");
         for seed in 1..4 {
-            let fast = every_kernel(seed).unwrap();
             let base = with_baseline(|| every_kernel(seed)).unwrap();
-            assert_eq!(fast.len(), base.len());
-            let diff = fast.iter().zip(&base).filter(|(a, b)| a != b).count();
-            assert_eq!(
-                diff,
-                0,
-                "seed {seed}: {diff} of {} values differ",
-                fast.len()
-            );
-            assert!(fast.iter().all(|&b| f32::from_bits(b).is_finite()));
+            assert!(base.iter().all(|&b| f32::from_bits(b).is_finite()));
+            for &level in &ran {
+                let fast = with_level(level, || every_kernel(seed)).unwrap();
+                assert_eq!(fast.len(), base.len());
+                let diff = fast.iter().zip(&base).filter(|(a, b)| a != b).count();
+                assert_eq!(
+                    diff,
+                    0,
+                    "seed {seed} {level:?}: {diff} of {} values differ",
+                    fast.len()
+                );
+            }
         }
     }
 

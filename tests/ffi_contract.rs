@@ -274,6 +274,7 @@ fn null_out_and_data_pointers() {
     let mut spare = SENTINEL;
     let cases: Vec<(&str, &str, ag_status)> = vec![
         ("ag_memory_stats", "out", ag_memory_stats(c, null_mut())),
+        ("ag_runtime_info", "out", ag_runtime_info(c, null_mut())),
         (
             "ag_param_new",
             "out",

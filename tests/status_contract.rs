@@ -336,6 +336,10 @@ fn call(name: &str, ctx: *mut ag_context, fx: &Fx, env: &Env, a: Args) -> ag_sta
         "ag_set_grad_enabled" => ag_set_grad_enabled(ctx, a.null),
         "ag_set_arena_limit" => ag_set_arena_limit(ctx, n),
         "ag_memory_stats" => ag_memory_stats(ctx, if a.null { null_mut() } else { &mut stats }),
+        "ag_runtime_info" => {
+            let mut r = arenagrad::ffi::ag_runtime::default();
+            ag_runtime_info(ctx, if a.null { null_mut() } else { &mut r })
+        }
         "ag_context_set_recompute" => {
             ag_context_set_recompute(ctx, n.min(u32::MAX as usize) as u32)
         }

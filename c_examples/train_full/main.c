@@ -265,7 +265,18 @@ static int train_main(int argc, char **argv)
         free(data.tokens);
         return EXIT_LIBRARY;
     }
-    fprintf(info, "arenagrad %s | train_full\n", ag_version());
+    {
+        /* One line: what runs underneath (a throwaway context asks). */
+        ag_context *probe = NULL;
+        ag_runtime rt;
+        if (ag_context_new(&probe) == AG_STATUS_OK && ag_runtime_info(probe, &rt) == AG_STATUS_OK)
+            fprintf(info, "arenagrad %s | train_full | GEMM %s %s, %s kernels (%s) | element-wise %s | %u threads\n",
+                    ag_version(), rt.gemm_library, rt.gemm_version, rt.gemm_kernels, rt.gemm_note,
+                    rt.simd, rt.threads);
+        else
+            fprintf(info, "arenagrad %s | train_full\n", ag_version());
+        if (probe != NULL) ag_context_free(&probe);
+    }
     fprintf(info, "data: %s (%s) %zu bytes, V=%d distinct bytes, train %zu / val %zu\n", path,
             origin, data.n, data.V, data.n_train, data.n_val);
 

@@ -26,6 +26,7 @@ mod init;
 mod ops;
 mod params;
 mod recompute;
+mod runtime;
 #[cfg(feature = "test-hooks")]
 mod test_hooks;
 
@@ -35,6 +36,7 @@ pub use init::*;
 pub use ops::*;
 pub use params::*;
 pub use recompute::*;
+pub use runtime::*;
 #[cfg(feature = "test-hooks")]
 pub use test_hooks::*;
 

@@ -375,6 +375,7 @@ static void test_null_context(void) {
     CHECK_STATUS(ag_set_grad_enabled(none, false), NA);
     CHECK_STATUS(ag_set_arena_limit(none, 1024), NA);
     CHECK_STATUS(ag_memory_stats(none, &mf), NA);
+    CHECK_STATUS(ag_runtime_info(none, &(ag_runtime){0}), NA);
     CHECK_STATUS(ag_param_new(none, (const size_t[]){2}, 1, NULL, &out), NA);
     CHECK_STATUS(ag_tensor_new(none, (const size_t[]){2}, 1, f, &out), NA);
     CHECK_STATUS(ag_zero_grad(none), NA);
@@ -1586,6 +1587,29 @@ static void test_status_str(void) {
     CHECK(v != NULL && v[0] >= '0' && v[0] <= '9' && strchr(v, '.') != NULL);
 }
 
+/* ag_runtime_info: every text field named and NUL-terminated, a thread
+ * count of 1 or 2; a NULL `out` or context is refused, with a message that
+ * names the function and the argument. */
+static void test_runtime_info(void) {
+    check_begin("ag_runtime_info");
+    ag_context *c = NULL;
+    REQUIRE(ag_context_new(&c) == AG_STATUS_OK);
+    ag_runtime rt;
+    memset(&rt, 0x7f, sizeof rt);
+    CHECK_OK(ag_runtime_info(c, &rt));
+    const char *fields[] = {rt.gemm_library, rt.gemm_version, rt.gemm_kernels,
+                            rt.gemm_note,    rt.simd,         rt.cpu_isa};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        CHECK(memchr(fields[i], '\0', AG_RUNTIME_TEXT) != NULL);
+    CHECK(rt.gemm_library[0] != '\0');
+    CHECK(strcmp(rt.simd, "AVX-512") == 0 || strcmp(rt.simd, "AVX2+FMA") == 0 ||
+          strcmp(rt.simd, "baseline") == 0);
+    CHECK(rt.threads == 1 || rt.threads == 2);
+    CHECK_ERR(c, ag_runtime_info(c, NULL), AG_STATUS_NULL_ARGUMENT, "ag_runtime_info", "`out`");
+    CHECK_STATUS(ag_runtime_info(NULL, &rt), AG_STATUS_NULL_ARGUMENT);
+    ag_context_free(&c);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Set-up: temporary folder and checkpoint files                            */
 /* ------------------------------------------------------------------------ */
@@ -1644,6 +1668,7 @@ int main(void) {
     }
     setup_files();
     test_status_str();
+    test_runtime_info();
     test_null_context();
     test_optimizer_without_params();
     run_cases("null pointers", case_null_ptrs, true);

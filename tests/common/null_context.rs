@@ -60,6 +60,10 @@ pub fn calls_with_a_null_context(p: ag_tensor, q: ag_tensor) -> Vec<(&'static st
         ("ag_set_arena_limit", ag_set_arena_limit(n, 0)),
         ("ag_memory_stats", ag_memory_stats(n, &mut s)),
         (
+            "ag_runtime_info",
+            ag_runtime_info(n, &mut ag_runtime::default()),
+        ),
+        (
             "ag_context_set_recompute",
             ag_context_set_recompute(n, AG_RECOMPUTE_ALL),
         ),

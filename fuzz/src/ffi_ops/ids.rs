@@ -122,6 +122,8 @@ ids! {
     LAST_ERROR = 0x64;
     /// Calls through a pointer to real memory that is not a context.
     FORGED_CONTEXT = 0x65;
+    /// ag_runtime_info, with a NULL `out` or a real one.
+    RUNTIME_INFO = 0x66;
 }
 
 /// The call a byte of the input names: itself when it is an id, else the

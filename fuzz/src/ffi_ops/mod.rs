@@ -253,6 +253,7 @@ impl<'a> FfiOps<'a> {
             ids::STATUS_STR => self.status_str(),
             ids::LAST_ERROR => self.last_error_of_any(),
             ids::FORGED_CONTEXT => self.forged_context(),
+            ids::RUNTIME_INFO => self.runtime_info(),
             _ => {}
         }
     }

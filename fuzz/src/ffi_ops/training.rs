@@ -101,6 +101,36 @@ impl FfiOps<'_> {
         self.must_succeed("ag_memory_stats", t, st);
     }
 
+    pub(super) fn runtime_info(&mut self) {
+        let t = self.target();
+        let pre = self.pre(t, &[]);
+        let null_out = self.input.bool();
+        let mut r = ag_runtime::default();
+        let p: *mut ag_runtime = if null_out { null_mut() } else { &mut r };
+        let st = ag_runtime_info(self.ptr(t), p);
+        if pre.live.is_some() && p.is_null() {
+            assert_eq!(st, AG_STATUS_NULL_ARGUMENT);
+        }
+        if st == AG_STATUS_OK {
+            assert!(r.threads == 1 || r.threads == 2, "threads {}", r.threads);
+            for f in [
+                r.gemm_library,
+                r.gemm_version,
+                r.gemm_kernels,
+                r.gemm_note,
+                r.simd,
+                r.cpu_isa,
+            ] {
+                assert_eq!(f[AG_RUNTIME_TEXT - 1], 0, "text field not terminated");
+            }
+            assert_ne!(r.gemm_library[0], 0, "no GEMM library named");
+        }
+        self.post("ag_runtime_info", t, &pre, st);
+        if !null_out {
+            self.must_succeed("ag_runtime_info", t, st);
+        }
+    }
+
     pub(super) fn optimizer_sgd(&mut self) {
         let t = self.target();
         let pre = self.pre(t, &[]);
