@@ -20,7 +20,7 @@
 const EULER: f64 = 0.5772156649015329;
 const HALF_LN_2PI: f64 = 0.9189385332046728;
 const HALF_LN_PI: f64 = 0.5723649429247001;
-const FRAC_2_SQRT_PI: f64 = 1.1283791670955126;
+const FRAC_2_SQRT_PI: f64 = std::f64::consts::FRAC_2_SQRT_PI;
 const FRAC_1_SQRT_2PI: f64 = 0.3989422804014327;
 const SQRT_2: f64 = std::f64::consts::SQRT_2;
 /// The positive zero of digamma, x0 = X0_HI + X0_LO.
@@ -661,7 +661,7 @@ mod tests {
 
     // ---- float64 references ----------------------------------------------
 
-    const X0: f64 = X0_HI;
+    const X0: f64 = 1.461_632_144_968_362;
 
     fn ref_trigamma(x: f64) -> f64 {
         let (mut acc, mut y) = (0.0, x);
@@ -705,14 +705,14 @@ mod tests {
 
     fn ref_digamma(x: f64, gl: &[(f64, f64)]) -> f64 {
         if (x - X0).abs() < 0.5 {
-            // psi(x) = psi(x0) + integral of trigamma from x0 to x; psi at the
-            // f64 x0 is -trigamma(x0) times the part of x0 it leaves out.
-            let (mid, half) = ((x + X0) / 2.0, (x - X0) / 2.0);
+            // psi(x) = psi(1) + the integral of trigamma from 1 to x, psi(1) =
+            // -Euler's constant: independent of the kernel's x0 and series.
+            let (mid, half) = ((x + 1.0) / 2.0, (x - 1.0) / 2.0);
             let integral: f64 = gl
                 .iter()
                 .map(|&(t, w)| w * ref_trigamma(mid + half * t))
                 .sum();
-            return half * integral - ref_trigamma(X0) * X0_LO;
+            return half * integral - 0.577_215_664_901_532_9;
         }
         let (mut acc, mut y) = (0.0, x);
         while y < 40.0 {
@@ -1098,7 +1098,7 @@ mod tests {
             let n = 1 + trial % 40;
             let xs: Vec<f32> = (0..n)
                 .map(|_| {
-                    if rng.next() % 7 == 0 {
+                    if rng.next().is_multiple_of(7) {
                         ninf
                     } else {
                         rng.uniform(-300.0, 300.0)
