@@ -80,6 +80,28 @@ $(BUILD)/train_full: $(TRAIN_FULL_SRC) c_examples/train_full/train_full.h $(LIB)
 	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS) $(TRAIN_FULL_SRC) $(LIB) $(LIBS) -o $@
 
+# ---- Bayesian inference: build/nuts (c_examples/nuts/), its posteriordb
+# checks and the special-function sweep.
+NUTS_SRC     := $(wildcard c_examples/nuts/*.c)
+EXAMPLES     += $(BUILD)/nuts
+$(BUILD)/nuts: $(NUTS_SRC) c_examples/nuts/nuts.h $(LIB) include/arenagrad.h
+	@mkdir -p $(BUILD)
+	$(CC) $(CFLAGS) -D_POSIX_C_SOURCE=200809L $(NUTS_SRC) $(LIB) $(LIBS) -o $@
+
+## test-nuts: NUTS vs posteriordb reference posteriors (4 chains x 1,000 draws), gradient soak
+test-nuts: $(BUILD)/nuts
+	@bash scripts/test_nuts.sh short
+
+## nuts-long: the same with 4 chains x 10,000 draws and 1,000,000-gradient soaks
+nuts-long: $(BUILD)/nuts
+	@bash scripts/test_nuts.sh long
+
+## special-sweep: every float32 through each special function and derivative (hours)
+special-sweep:
+	$(CARGO) test --release --lib special_sweep -- --ignored --nocapture
+
+.PHONY: test-nuts nuts-long special-sweep
+
 # train_full_mpi: the same sources with MPI (data-parallel ranks, dist.c),
 # built by `examples` when mpicc is installed (`make deps` installs it).
 MPICC        ?= mpicc

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# NUTS (build/nuts) against posteriordb's reference posteriors, and the
+# posterior gradient soak. `short` (make test-nuts): 4 chains x 1,000 draws
+# per posterior, 20,000-gradient soak; `long` (make nuts-long): 4 chains x
+# 10,000 draws, 1,000,000-gradient soaks. Seeds are fixed; no network.
+set -euo pipefail
+mode=${1:-short}
+cd "$(dirname "$0")/.."
+dir=tests/data/posteriordb
+out=build/nuts-out
+mkdir -p "$out"
+draws=1000
+evals=20000
+if [ "$mode" = long ]; then
+    draws=10000
+    evals=1000000
+fi
+fail=0
+for ref in "$dir"/*.ref; do
+    name=$(basename "$ref" .ref)
+    if build/nuts "$dir/$name.data" --draws "$draws" --seed 20260101 --quiet \
+        --check "$ref" --csv "$out/$name.csv" > "$out/$name.txt"; then
+        echo "test-nuts: $name: passed ($(head -1 "$out/$name.txt" | sed 's/.*seed [0-9]*, //'))"
+    else
+        echo "test-nuts: $name: FAILED"
+        cat "$out/$name.txt"
+        fail=1
+    fi
+done
+build/nuts "$dir/eight_schools-eight_schools_noncentered.data" --soak "$evals"
+if [ "$mode" = long ]; then
+    build/nuts "$dir/kidiq-kidscore_momiq.data" --soak "$evals"
+    AG_POSTERIOR_EVALS=$evals cargo test --release --test posterior_steady_state
+fi
+[ "$fail" = 0 ] && echo "test-nuts: all passed"
+exit "$fail"
