@@ -88,6 +88,12 @@ $(BUILD)/nuts: $(NUTS_SRC) c_examples/nuts/nuts.h $(LIB) include/arenagrad.h
 	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS) -D_POSIX_C_SOURCE=200809L $(NUTS_SRC) $(LIB) $(LIBS) -o $@
 
+# advi: the same models (c_examples/nuts/ without its main.c)
+EXAMPLES     += $(BUILD)/advi
+$(BUILD)/advi: c_examples/advi/advi.c $(filter-out %/main.c,$(NUTS_SRC)) c_examples/nuts/nuts.h $(LIB) include/arenagrad.h
+	@mkdir -p $(BUILD)
+	$(CC) $(CFLAGS) -D_POSIX_C_SOURCE=200809L $< $(filter-out %/main.c,$(NUTS_SRC)) $(LIB) $(LIBS) -o $@
+
 ## test-nuts: NUTS vs posteriordb reference posteriors (4 chains x 1,000 draws), gradient soak
 test-nuts: $(BUILD)/nuts
 	@bash scripts/test_nuts.sh short

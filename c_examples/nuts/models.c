@@ -154,9 +154,9 @@ static ag_tensor log1p_sq_over(model *m, ag_tensor s, float c, ag_tensor one) {
     return r;
 }
 
-static ag_tensor build_eight_schools(model *m, ag_tensor one) {
+static ag_tensor build_eight_schools(model *m, ag_tensor q, ag_tensor one) {
     size_t J = (size_t)m->d;
-    ag_tensor tt = slice(m, m->q, 0, J), mu = slice(m, m->q, J, 1), ltau = slice(m, m->q, J + 1, 1);
+    ag_tensor tt = slice(m, q, 0, J), mu = slice(m, q, J, 1), ltau = slice(m, q, J + 1, 1);
     ag_tensor tau, theta, r, z, lp, t;
     CALL(ag_exp(m->ctx, ltau, &tau));
     CALL(ag_mul(m->ctx, tt, tau, &t));
@@ -174,9 +174,9 @@ static ag_tensor beta_prior(model *m, ag_tensor lp, ag_tensor beta) {
     return add(m, lp, sumsq(m, beta, (float)(-0.5 / (m->beta_sd * m->beta_sd))));
 }
 
-static ag_tensor build_linreg(model *m, ag_tensor one) {
+static ag_tensor build_linreg(model *m, ag_tensor q, ag_tensor one) {
     size_t n = (size_t)m->rows, d = (size_t)m->d;
-    ag_tensor beta = slice(m, m->q, 0, d), s = slice(m, m->q, d, 1);
+    ag_tensor beta = slice(m, q, 0, d), s = slice(m, q, d, 1);
     ag_tensor b2, mu, r, inv_var, t, lp;
     size_t col[2] = {d, 1};
     CALL(ag_reshape(m->ctx, beta, col, 2, &b2));
@@ -200,11 +200,11 @@ static ag_tensor build_linreg(model *m, ag_tensor one) {
     return lp;
 }
 
-static ag_tensor build_logistic(model *m, ag_tensor one) {
+static ag_tensor build_logistic(model *m, ag_tensor q, ag_tensor one) {
     size_t n = (size_t)m->rows, d = (size_t)m->d;
     ag_tensor b2, eta, a, na, e, l, rl, sp, yeta, t, lp;
     size_t col[2] = {d, 1};
-    CALL(ag_reshape(m->ctx, m->q, col, 2, &b2));
+    CALL(ag_reshape(m->ctx, q, col, 2, &b2));
     CALL(ag_matmul(m->ctx, constant(m, m->x, n, d), b2, false, false, &eta));
     CALL(ag_abs(m->ctx, eta, &a));
     CALL(ag_neg(m->ctx, a, &na));
@@ -215,7 +215,15 @@ static ag_tensor build_logistic(model *m, ag_tensor one) {
     CALL(ag_mul(m->ctx, constant(m, m->y, n, 1), eta, &yeta));
     CALL(ag_sub(m->ctx, yeta, sp, &t));
     CALL(ag_sum(m->ctx, t, &lp));
-    return beta_prior(m, lp, m->q);
+    return beta_prior(m, lp, q);
+}
+
+ag_tensor model_logp(model *m, ag_tensor q) {
+    float onev = 1.0f;
+    ag_tensor one = constant(m, &onev, 1, 0);
+    if (!strcmp(m->kind, "eight_schools")) return build_eight_schools(m, q, one);
+    if (!strcmp(m->kind, "linreg")) return build_linreg(m, q, one);
+    return build_logistic(m, q, one);
 }
 
 double model_logp_grad(model *m, const double *q, double *g) {
@@ -223,11 +231,7 @@ double model_logp_grad(model *m, const double *q, double *g) {
     for (int i = 0; i < m->dim; i++) qf[i] = (float)q[i];
     CALL(ag_param_write(m->ctx, m->q, qf, (size_t)m->dim));
     CALL(ag_zero_grad(m->ctx));
-    float onev = 1.0f;
-    ag_tensor one = constant(m, &onev, 1, 0), lp;
-    if (!strcmp(m->kind, "eight_schools")) lp = build_eight_schools(m, one);
-    else if (!strcmp(m->kind, "linreg")) lp = build_linreg(m, one);
-    else lp = build_logistic(m, one);
+    ag_tensor lp = model_logp(m, m->q);
     float v;
     CALL(ag_tensor_item(m->ctx, lp, &v));
     double out = v;

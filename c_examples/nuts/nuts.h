@@ -43,6 +43,9 @@ void model_free(model *m);
 /* log p(q) (up to a constant) and its gradient g = d log p / dq; -inf
  * (and g untouched) when the density is not finite there. */
 double model_logp_grad(model *m, const double *q, double *g);
+/* log p of an unconstrained position tensor q of shape [dim] (any tensor:
+ * the sampler passes the parameter, ADVI a reparameterised draw) */
+ag_tensor model_logp(model *m, ag_tensor q);
 /* the reported quantities of position q, n_out values */
 void model_constrain(const model *m, const double *q, double *out);
 /* fails with the status name and the context's last error */
