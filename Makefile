@@ -94,12 +94,13 @@ $(BUILD)/advi: c_examples/advi/advi.c $(filter-out %/main.c,$(NUTS_SRC)) c_examp
 	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS) -D_POSIX_C_SOURCE=200809L $< $(filter-out %/main.c,$(NUTS_SRC)) $(LIB) $(LIBS) -o $@
 
-## test-nuts: NUTS vs posteriordb reference posteriors (4 chains x 1,000 draws), gradient soak
-test-nuts: $(BUILD)/nuts
+## test-nuts: NUTS vs posteriordb reference posteriors (4 chains x 1,000 draws), ADVI vs NUTS on
+## the logistic regression, gradient soak
+test-nuts: $(BUILD)/nuts $(BUILD)/advi
 	@bash scripts/test_nuts.sh short
 
 ## nuts-long: the same with 4 chains x 10,000 draws and 1,000,000-gradient soaks
-nuts-long: $(BUILD)/nuts
+nuts-long: $(BUILD)/nuts $(BUILD)/advi
 	@bash scripts/test_nuts.sh long
 
 ## special-sweep: every float32 through each special function and derivative (hours)
