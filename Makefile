@@ -192,6 +192,7 @@ valgrind: examples
 ## bench: speed and memory figures, printed (never asserted)
 bench: $(LIB)
 	$(CARGO) run --release --features trace --example bench -- $(BENCH_ARGS)
+	@$(MAKE) --no-print-directory $(BUILD)/bench_eager && $(BUILD)/bench_eager $(BENCH_ARGS)
 
 ## bench-deps: PyTorch (from PyPI, several GB with its CUDA wheels) in
 ## target/bench-venv, so `make bench` prints its ratios to PyTorch's step
