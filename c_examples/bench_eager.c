@@ -20,8 +20,10 @@
  * times a batch of iterations. Output: one machine-readable line per model,
  *   bench eager model=scalar_chain ops=2000 ns_per_op=... us_per_grad=...
  *   bench eager model=eight_schools ops=... us_per_grad=... ns_per_op=...
- * then a line for people. Arguments other than --quick are ignored (they
- * belong to the Rust bench, which shares BENCH_ARGS).
+ * then a line for people. `--model scalar_chain|eight_schools` runs one
+ * model and `--reps N` sets the repetitions (for profiling); other
+ * arguments are ignored (they belong to the Rust bench, which shares
+ * BENCH_ARGS).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -271,9 +273,17 @@ static int bench_eight_schools(int reps, int batch) {
 
 int main(int argc, char **argv) {
     bool quick = false;
-    for (int i = 1; i < argc; i++)
+    const char *only = NULL;
+    int reps = 0;
+    for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = true;
-    int rc = bench_chain(quick ? 5 : 21, quick ? 5 : 40);
-    if (rc == 0) rc = bench_eight_schools(quick ? 5 : 21, quick ? 500 : 5000);
+        else if (!strcmp(argv[i], "--model") && i + 1 < argc) only = argv[++i];
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+    }
+    if (reps < 1) reps = quick ? 5 : 21;
+    int rc = 0;
+    if (!only || !strcmp(only, "scalar_chain")) rc = bench_chain(reps, quick ? 5 : 40);
+    if (rc == 0 && (!only || !strcmp(only, "eight_schools")))
+        rc = bench_eight_schools(reps, quick ? 500 : 5000);
     return rc;
 }
