@@ -99,6 +99,35 @@ $(BUILD)/train_full: $(TRAIN_FULL_SRC) c_examples/train_full/train_full.h $(LIB)
 	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS) $(TRAIN_FULL_SRC) $(LIB) $(LIBS) -o $@
 
+# ---- Bayesian inference: build/nuts (c_examples/nuts/), its posteriordb
+# checks and the special-function sweep.
+NUTS_SRC     := $(wildcard c_examples/nuts/*.c)
+EXAMPLES     += $(BUILD)/nuts
+$(BUILD)/nuts: $(NUTS_SRC) c_examples/nuts/nuts.h $(LIB) include/arenagrad.h
+	@mkdir -p $(BUILD)
+	$(CC) $(CFLAGS) -D_POSIX_C_SOURCE=200809L $(NUTS_SRC) $(LIB) $(LIBS) -o $@
+
+# advi: the same models (c_examples/nuts/ without its main.c)
+EXAMPLES     += $(BUILD)/advi
+$(BUILD)/advi: c_examples/advi/advi.c $(filter-out %/main.c,$(NUTS_SRC)) c_examples/nuts/nuts.h $(LIB) include/arenagrad.h
+	@mkdir -p $(BUILD)
+	$(CC) $(CFLAGS) -D_POSIX_C_SOURCE=200809L $< $(filter-out %/main.c,$(NUTS_SRC)) $(LIB) $(LIBS) -o $@
+
+## test-nuts: NUTS vs posteriordb reference posteriors (4 chains x 1,000 draws), ADVI vs NUTS on
+## the logistic regression, gradient soak
+test-nuts: $(BUILD)/nuts $(BUILD)/advi
+	@bash scripts/test_nuts.sh short
+
+## nuts-long: the same with 4 chains x 10,000 draws and 1,000,000-gradient soaks
+nuts-long: $(BUILD)/nuts $(BUILD)/advi
+	@bash scripts/test_nuts.sh long
+
+## special-sweep: every float32 through each special function and derivative (hours)
+special-sweep:
+	$(CARGO) test --release --lib special_sweep -- --ignored --nocapture
+
+.PHONY: test-nuts nuts-long special-sweep
+
 # train_full_mpi: the same sources with MPI (data-parallel ranks, dist.c),
 # built by `examples` when mpicc is installed (`make deps` installs it).
 MPICC        ?= mpicc
@@ -184,6 +213,7 @@ valgrind: examples
 ## loop on core 1 while measured); writes docs/benchmarks.md
 bench: $(LIB)
 	$(CARGO) run --release --features trace --example bench -- $(BENCH_ARGS)
+	@$(MAKE) --no-print-directory $(BUILD)/bench_eager && $(BUILD)/bench_eager $(BENCH_ARGS)
 
 ## bench-deps: PyTorch (from PyPI, several GB with its CUDA wheels) in
 ## target/bench-venv, so `make bench` prints its ratios to PyTorch's step

@@ -1,0 +1,289 @@
+/*
+ * bench_eager.c: the eager path's cost per op, through include/arenagrad.h
+ * alone (run by `make bench`; `--quick` for the short form `make test` runs).
+ *
+ * (a) scalar_chain: a recursion of one-element ops over T = 250 steps,
+ *       h_t = tanh(a h_{t-1} + b x_t + c),  L = (1/T) sum_t exp(s h_t),
+ *     8 ops per step (mul, scale, add, add, tanh, mul, exp, add), 2,000
+ *     recorded ops in all. One iteration is what a sampler's gradient does:
+ *     zero_grad, forward, backward, read the four gradients, reset.
+ *     Reported: ns per recorded forward op, forward and backward together.
+ *     Before timing, the gradient is checked against a float64 forward-mode
+ *     (dual number) evaluation of the same recursion in C; a mismatch
+ *     exits 1, so the figure cannot come from a wrong graph.
+ * (b) eight_schools: the non-centred eight-schools log density (10
+ *     parameters, the op chain of c_examples/nuts/models.c) and its
+ *     gradient, as NUTS evaluates it (param_write ... reset). Reported:
+ *     microseconds per gradient.
+ *
+ * Figures are medians over repetitions after a warm-up; each repetition
+ * times a batch of iterations. Output: one machine-readable line per model,
+ *   bench eager model=scalar_chain ops=2000 ns_per_op=... us_per_grad=...
+ *   bench eager model=eight_schools ops=... us_per_grad=... ns_per_op=...
+ * then a line for people. `--model scalar_chain|eight_schools` runs one
+ * model and `--reps N` sets the repetitions (for profiling); other
+ * arguments are ignored (they belong to the Rust bench, which shares
+ * BENCH_ARGS).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "arenagrad.h"
+
+static ag_context *ctx;
+
+static void check(ag_status st, const char *what) {
+    if (st != AG_STATUS_OK) {
+        fprintf(stderr, "bench_eager: %s failed: %s: %s\n", what, ag_status_str(st),
+                ag_context_last_error(ctx));
+        exit(1);
+    }
+}
+#define CALL(x) check((x), #x)
+
+static double now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* ---- (a) the scalar chain ---- */
+
+#define T_STEPS 250
+#define N_PARAMS 4
+static const double init[N_PARAMS] = {0.7, 0.5, 0.1, 0.3}; /* a, b, c, s */
+static float xs[T_STEPS];
+static ag_tensor p[N_PARAMS];
+static long ops; /* ops recorded by the last forward */
+
+static ag_tensor op2(ag_status (*f)(ag_context *, ag_tensor, ag_tensor, ag_tensor *), ag_tensor x,
+                     ag_tensor y) {
+    ag_tensor t;
+    check(f(ctx, x, y, &t), "binary op");
+    ops++;
+    return t;
+}
+
+static ag_tensor op1(ag_status (*f)(ag_context *, ag_tensor, ag_tensor *), ag_tensor x) {
+    ag_tensor t;
+    check(f(ctx, x, &t), "unary op");
+    ops++;
+    return t;
+}
+
+static ag_tensor scale(ag_tensor x, float s) {
+    ag_tensor t;
+    CALL(ag_scale(ctx, x, s, &t));
+    ops++;
+    return t;
+}
+
+/* the loss L(a, b, c, s); h_0 = c */
+static ag_tensor chain_forward(void) {
+    ag_tensor a = p[0], b = p[1], c = p[2], s = p[3], h = c, acc = {0, 0, 0};
+    ops = 0;
+    for (int t = 0; t < T_STEPS; t++) {
+        ag_tensor z = op2(ag_add, op2(ag_add, op2(ag_mul, a, h), scale(b, xs[t])), c);
+        h = op1(ag_tanh, z);
+        ag_tensor e = op1(ag_exp, op2(ag_mul, s, h));
+        acc = t == 0 ? e : op2(ag_add, acc, e);
+    }
+    return scale(acc, 1.0f / T_STEPS);
+}
+
+/* float64 forward mode: value and d/d(a, b, c, s) of the same recursion */
+static double chain_reference(double grad[N_PARAMS]) {
+    double a = init[0], b = init[1], c = init[2], s = init[3];
+    double h = c, dh[N_PARAMS] = {0, 0, 1, 0}, acc = 0, dacc[N_PARAMS] = {0};
+    for (int t = 0; t < T_STEPS; t++) {
+        double z = a * h + b * (double)xs[t] + c, dz[N_PARAMS];
+        for (int k = 0; k < N_PARAMS; k++) dz[k] = a * dh[k];
+        dz[0] += h;
+        dz[1] += (double)xs[t];
+        dz[2] += 1;
+        h = tanh(z);
+        for (int k = 0; k < N_PARAMS; k++) dh[k] = (1 - h * h) * dz[k];
+        double e = exp(s * h);
+        for (int k = 0; k < N_PARAMS; k++) dacc[k] += e * s * dh[k];
+        dacc[3] += e * h;
+        acc += e;
+    }
+    for (int k = 0; k < N_PARAMS; k++) grad[k] = dacc[k] / T_STEPS;
+    return acc / T_STEPS;
+}
+
+static float chain_iteration(float g[N_PARAMS]) {
+    CALL(ag_zero_grad(ctx));
+    ag_tensor loss = chain_forward();
+    float v;
+    CALL(ag_tensor_item(ctx, loss, &v));
+    CALL(ag_backward(ctx, loss));
+    for (int k = 0; k < N_PARAMS; k++) CALL(ag_tensor_read_grad(ctx, p[k], &g[k], 1));
+    CALL(ag_reset(ctx));
+    return v;
+}
+
+/* The tolerance: float32 rounding over 2,000 ops of a contractive
+ * recursion (|a (1 - h^2)| < 0.7) leaves errors near 1e-6 relative; 1e-4
+ * of the largest gradient has margin for that and still catches a missing
+ * or doubled edge, which moves a gradient by percents. */
+#define CHAIN_TOL 1e-4
+
+static int bench_chain(int reps, int batch) {
+    for (int t = 0; t < T_STEPS; t++) xs[t] = (float)sin(0.1 * t) + 0.3f * (float)cos(0.37 * t);
+    CALL(ag_context_new(&ctx));
+    size_t one[1] = {1};
+    for (int k = 0; k < N_PARAMS; k++) {
+        float v = (float)init[k];
+        CALL(ag_param_new(ctx, one, 1, &v, &p[k]));
+    }
+    float g[N_PARAMS];
+    double ref[N_PARAMS];
+    double lref = chain_reference(ref);
+    float l = chain_iteration(g);
+    double gmax = 0, err = 0;
+    for (int k = 0; k < N_PARAMS; k++) gmax = fmax(gmax, fabs(ref[k]));
+    for (int k = 0; k < N_PARAMS; k++) err = fmax(err, fabs(g[k] - ref[k]) / gmax);
+    double lerr = fabs(l - lref) / fabs(lref);
+    if (!(err <= CHAIN_TOL) || !(lerr <= CHAIN_TOL)) {
+        fprintf(stderr, "bench_eager: scalar_chain gradient check FAILED: loss %.9g vs %.9g, "
+                        "max |g - g_ref| / max|g_ref| = %.3g (tolerance %.0e)\n", l, lref, err, CHAIN_TOL);
+        for (int k = 0; k < N_PARAMS; k++) fprintf(stderr, "  g[%d] %.9g ref %.9g\n", k, g[k], ref[k]);
+        return 1;
+    }
+    for (int i = 0; i < batch; i++) chain_iteration(g); /* warm-up: arena and tape reach capacity */
+    double *t = malloc(sizeof(double) * (size_t)reps);
+    for (int r = 0; r < reps; r++) {
+        double t0 = now_ns();
+        for (int i = 0; i < batch; i++) chain_iteration(g);
+        t[r] = (now_ns() - t0) / batch;
+    }
+    double lo = t[0], hi = t[0];
+    for (int r = 1; r < reps; r++) { lo = fmin(lo, t[r]); hi = fmax(hi, t[r]); }
+    double med = median(t, reps);
+    printf("bench eager model=scalar_chain ops=%ld ns_per_op=%.1f ns_per_op_min=%.1f ns_per_op_max=%.1f "
+           "us_per_grad=%.1f reps=%d batch=%d grad_err=%.2g\n",
+           ops, med / ops, lo / ops, hi / ops, med / 1e3, reps, batch, err);
+    printf("scalar chain: %ld one-element ops, %.0f ns per op forward+backward (median of %d, range %.0f-%.0f), "
+           "%.1f us per gradient; gradient within %.1g of float64 forward mode\n",
+           ops, med / ops, reps, lo / ops, hi / ops, med / 1e3, err);
+    free(t);
+    ag_context_free(&ctx);
+    return 0;
+}
+
+/* ---- (b) eight schools, non-centred ---- */
+
+#define J 8
+static const float es_y[J] = {28, 8, -3, 7, -1, 1, 18, 12};
+static const float es_sigma[J] = {15, 10, 16, 11, 9, 11, 10, 18};
+static ag_tensor q;
+
+static ag_tensor slice(ag_tensor x, size_t start, size_t len) {
+    ag_tensor t;
+    CALL(ag_slice(ctx, x, 0, start, len, &t));
+    ops++;
+    return t;
+}
+
+static ag_tensor constant(const float *v, size_t n) {
+    size_t shape[1] = {n};
+    ag_tensor t;
+    CALL(ag_tensor_new(ctx, shape, 1, v, &t));
+    ops++;
+    return t;
+}
+
+static ag_tensor sumsq(ag_tensor v, float s) {
+    return scale(op1(ag_sum, op2(ag_mul, v, v)), s);
+}
+
+/* log p(theta_trans, mu, log tau), as models.c writes it */
+static ag_tensor eight_schools_logp(void) {
+    static const float onev = 1.0f;
+    ops = 0;
+    ag_tensor one = constant(&onev, 1);
+    ag_tensor tt = slice(q, 0, J), mu = slice(q, J, 1), ltau = slice(q, J + 1, 1);
+    ag_tensor tau = op1(ag_exp, ltau);
+    ag_tensor theta = op2(ag_add, op2(ag_mul, tt, tau), mu);
+    ag_tensor r = op2(ag_sub, constant(es_y, J), theta);
+    ag_tensor z = op2(ag_div, r, constant(es_sigma, J));
+    ag_tensor lp = op2(ag_add, sumsq(z, -0.5f), sumsq(tt, -0.5f));
+    lp = op2(ag_add, lp, sumsq(mu, -1.0f / 50.0f));
+    /* log(1 + tau^2 / 25): the half-Cauchy(0, 5) prior; + log tau: Jacobian */
+    ag_tensor c = op1(ag_log, op2(ag_add, scale(op1(ag_exp, scale(ltau, 2.0f)), 1.0f / 25.0f), one));
+    return op2(ag_add, op2(ag_sub, lp, c), ltau);
+}
+
+static float eight_schools_grad(const float *pos, float *g) {
+    CALL(ag_param_write(ctx, q, pos, J + 2));
+    CALL(ag_zero_grad(ctx));
+    ag_tensor lp = eight_schools_logp();
+    float v;
+    CALL(ag_tensor_item(ctx, lp, &v));
+    CALL(ag_backward(ctx, lp));
+    CALL(ag_tensor_read_grad(ctx, q, g, J + 2));
+    CALL(ag_reset(ctx));
+    return v;
+}
+
+static int bench_eight_schools(int reps, int batch) {
+    CALL(ag_context_new(&ctx));
+    size_t shape[1] = {J + 2};
+    CALL(ag_param_new(ctx, shape, 1, NULL, &q));
+    float pos[J + 2], g[J + 2];
+    for (int i = 0; i < J + 2; i++) pos[i] = 0.1f * (float)(i - 4);
+    for (int i = 0; i < batch; i++) eight_schools_grad(pos, g);
+    double *t = malloc(sizeof(double) * (size_t)reps);
+    for (int r = 0; r < reps; r++) {
+        double t0 = now_ns();
+        for (int i = 0; i < batch; i++) {
+            pos[i % (J + 2)] += 1e-6f; /* a moving position, as in a sampler */
+            eight_schools_grad(pos, g);
+        }
+        t[r] = (now_ns() - t0) / batch;
+    }
+    double lo = t[0], hi = t[0];
+    for (int r = 1; r < reps; r++) { lo = fmin(lo, t[r]); hi = fmax(hi, t[r]); }
+    double med = median(t, reps);
+    printf("bench eager model=eight_schools ops=%ld us_per_grad=%.3f us_per_grad_min=%.3f us_per_grad_max=%.3f "
+           "ns_per_op=%.1f reps=%d batch=%d\n",
+           ops, med / 1e3, lo / 1e3, hi / 1e3, med / ops, reps, batch);
+    printf("eight schools (non-centred, 10 parameters): %.2f us per gradient (median of %d, range %.2f-%.2f), "
+           "%ld ops\n", med / 1e3, reps, lo / 1e3, hi / 1e3, ops);
+    free(t);
+    ag_context_free(&ctx);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    bool quick = false;
+    const char *only = NULL;
+    int reps = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) quick = true;
+        else if (!strcmp(argv[i], "--model") && i + 1 < argc) only = argv[++i];
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+    }
+    if (reps < 1) reps = quick ? 5 : 21;
+    int rc = 0;
+    if (!only || !strcmp(only, "scalar_chain")) rc = bench_chain(reps, quick ? 5 : 40);
+    if (rc == 0 && (!only || !strcmp(only, "eight_schools")))
+        rc = bench_eight_schools(reps, quick ? 500 : 5000);
+    return rc;
+}

@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""Writes the data and reference summaries of the NUTS checks (run once).
+
+Reads the posteriordb repository (a git directory, default the mirror under
+/work/.mirror; any clone works with --repo) and writes, for each posterior:
+
+  tests/data/posteriordb/<posterior>.data  the model kind, priors, quantity
+                                           names and the data rows (text)
+  tests/data/posteriordb/<posterior>.ref   quantity,mean,sd,mcse_mean from
+                                           posteriordb's 10,000 reference draws
+
+mcse_mean is sd / sqrt(ESS) with ESS from split chains, Geyer's initial
+monotone sequence (Vehtari et al. 2021), as posteriordb's summaries. The big
+draw files are read from git and never written. Standard library only.
+"""
+import argparse, io, json, math, os, subprocess, zipfile
+
+OUT = os.path.join(os.path.dirname(__file__), "..", "tests", "data", "posteriordb")
+
+
+def git_json_zip(repo, path):
+    blob = subprocess.run(["git", "-C", repo, "show", "HEAD:" + path], check=True, capture_output=True).stdout
+    z = zipfile.ZipFile(io.BytesIO(blob))
+    return json.loads(z.read(z.namelist()[0]))
+
+
+def autocov(x):
+    n = len(x)
+    m = sum(x) / n
+    d = [v - m for v in x]
+    return lambda t: sum(d[i] * d[i + t] for i in range(n - t)) / n
+
+
+def ess(chains):
+    """ESS of a list of equally long chains (already split)."""
+    m, n = len(chains), len(chains[0])
+    acovs = [autocov(c) for c in chains]
+    means = [sum(c) / n for c in chains]
+    a0 = [a(0) for a in acovs]
+    mean_var = sum(v * n / (n - 1) for v in a0) / m
+    gm = sum(means) / m
+    var_plus = mean_var * (n - 1) / n + (sum((u - gm) ** 2 for u in means) / (m - 1) if m > 1 else 0)
+    rho = lambda t: 1 - (mean_var - sum(a(t) for a in acovs) / m) / var_plus
+    r = [1.0, rho(1)]
+    t = 0
+    even, odd = r[0], r[1]
+    while t < n - 5 and even + odd > 0:
+        t += 2
+        even, odd = rho(t), rho(t + 1)
+        if even + odd >= 0:
+            r += [even, odd]
+    max_t = len(r) - 2
+    for t in range(2, max_t + 1, 2):  # initial monotone sequence
+        if r[t] + r[t + 1] > r[t - 2] + r[t - 1]:
+            r[t] = r[t + 1] = (r[t - 2] + r[t - 1]) / 2
+    tau = -1 + 2 * sum(r[: max_t + 2])
+    tau = max(tau, 1 / math.log10(m * n))
+    return m * n / tau
+
+
+def summaries(draws, names):
+    rows = []
+    for q in names:
+        chains = [c[q] for c in draws]
+        half = len(chains[0]) // 2
+        split = [c[:half] for c in chains] + [c[half : 2 * half] for c in chains]
+        allv = [v for c in chains for v in c]
+        mean = sum(allv) / len(allv)
+        sd = math.sqrt(sum((v - mean) ** 2 for v in allv) / (len(allv) - 1))
+        rows.append((q, mean, sd, sd / math.sqrt(ess(split))))
+    return rows
+
+
+def write(name, kind, header, names, rows, repo, ref=True):
+    with open(os.path.join(OUT, name + ".data"), "w") as f:
+        f.write(f"model {kind}\n")
+        for k, v in header.items():
+            f.write(f"{k} {v}\n")
+        f.write("names " + " ".join(names) + "\n")
+        f.write(f"rows {len(rows)} {len(rows[0])}\n")
+        for r in rows:
+            f.write(" ".join(repr(float(v)) for v in r) + "\n")
+    if ref:
+        draws = git_json_zip(repo, f"posterior_database/reference_posteriors/draws/draws/{name}.json.zip")
+        with open(os.path.join(OUT, name + ".ref"), "w") as f:
+            f.write("quantity,mean,sd,mcse_mean\n")
+            for q, mean, sd, mcse in summaries(draws, names):
+                f.write(f"{q},{mean!r},{sd!r},{mcse!r}\n")
+    print("wrote", name)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repo", default="/work/.mirror/stan-dev+posteriordb/repo")
+    repo = ap.parse_args().repo
+    data = lambda n: git_json_zip(repo, f"posterior_database/data/data/{n}.json.zip")
+    os.makedirs(OUT, exist_ok=True)
+
+    d = data("eight_schools")
+    write("eight_schools-eight_schools_noncentered", "eight_schools", {},
+          [f"theta[{j+1}]" for j in range(d["J"])] + ["mu", "tau"],
+          list(zip(d["y"], d["sigma"])), repo)
+
+    # Gaussian linear regressions: rows are y then the design matrix.
+    d = data("kidiq")
+    write("kidiq-kidscore_momiq", "linreg", {"beta_prior_sd": 0, "sigma_prior": "cauchy 2.5"},
+          ["beta[1]", "beta[2]", "sigma"],
+          [(y, 1, iq) for y, iq in zip(d["kid_score"], d["mom_iq"])], repo)
+    write("kidiq-kidscore_momhsiq", "linreg", {"beta_prior_sd": 0, "sigma_prior": "cauchy 2.5"},
+          ["beta[1]", "beta[2]", "beta[3]", "sigma"],
+          [(y, 1, hs, iq) for y, hs, iq in zip(d["kid_score"], d["mom_hs"], d["mom_iq"])], repo)
+    d = data("mesquite")
+    L = math.log
+    write("mesquite-logmesquite", "linreg", {"beta_prior_sd": 0, "sigma_prior": "flat 0"},
+          [f"beta[{k}]" for k in range(1, 8)] + ["sigma"],
+          [(L(w), 1, L(a), L(b), L(c), L(t), L(de), g) for w, a, b, c, t, de, g in
+           zip(d["weight"], d["diam1"], d["diam2"], d["canopy_height"], d["total_height"], d["density"],
+               d["group"])], repo)
+    d = data("sblrc")
+    write("sblrc-blr", "linreg", {"beta_prior_sd": 10, "sigma_prior": "normal 10"},
+          [f"beta[{k+1}]" for k in range(d["D"])] + ["sigma"],
+          [(y, *x) for y, x in zip(d["y"], d["X"])], repo)
+    d = data("arK")
+    K, y = d["K"], d["y"]
+    write("arK-arK", "linreg", {"beta_prior_sd": 10, "sigma_prior": "cauchy 2.5"},
+          ["alpha"] + [f"beta[{k}]" for k in range(1, K + 1)] + ["sigma"],
+          [(y[t], 1, *[y[t - k] for k in range(1, K + 1)]) for t in range(K, d["T"])], repo)
+
+    # Logistic regression on the arsenic wells survey (no reference draws):
+    # switched ~ bernoulli_logit(b1 + b2 dist / 100 + b3 arsenic), b ~ normal(0, 10).
+    d = data("wells_data")
+    write("wells-logistic", "logistic", {"beta_prior_sd": 10},
+          ["beta[1]", "beta[2]", "beta[3]"],
+          [(s, 1, di / 100, a) for s, di, a in zip(d["switched"], d["dist"], d["arsenic"])], repo, ref=False)
+
+
+if __name__ == "__main__":
+    main()
