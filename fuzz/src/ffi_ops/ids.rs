@@ -150,6 +150,7 @@ pub const FUNCTIONS: &[(&str, u8)] = &[
     ("ag_set_grad_enabled", SET_GRAD_ENABLED),
     ("ag_set_arena_limit", SET_ARENA_LIMIT),
     ("ag_memory_stats", MEMORY_STATS),
+    ("ag_runtime_info", RUNTIME_INFO),
     ("ag_param_new", PARAM_NEW),
     ("ag_param_write", PARAM_WRITE),
     ("ag_tensor_new", TENSOR_NEW),
