@@ -185,6 +185,7 @@ doc:
 test: $(DEPS_STAMP) lint test-rust doc examples test-c test-consumer
 	@bash scripts/test_examples.sh
 	@bash scripts/test_mpi.sh
+	@$(MAKE) --no-print-directory test-nuts
 	@$(MAKE) --no-print-directory bench BENCH_ARGS=--quick
 	@echo "make test: all passed"
 
