@@ -8,7 +8,7 @@ use std::ffi::CStr;
 /// Most bytes in a parameter name, without the terminating NUL: a buffer
 /// of AG_MAX_PARAM_NAME + 1 chars holds any name.
 pub const AG_MAX_PARAM_NAME: usize = 255;
-const _: () = assert!(AG_MAX_PARAM_NAME == crate::context::MAX_PARAM_NAME_BYTES);
+const _: () = assert!(AG_MAX_PARAM_NAME == crate::params::MAX_PARAM_NAME_BYTES);
 
 /// A NUL-terminated UTF-8 string argument.
 fn str_arg<'a>(func: &'static str, arg: &'static str, p: *const c_char) -> Result<&'a str> {

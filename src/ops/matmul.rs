@@ -6,7 +6,8 @@
 use crate::blas::{Gemm, sgemm_bias_on, sgemm_on};
 use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
-use crate::ops::{Op, fastmath};
+use crate::kernels::fastmath;
+use crate::ops::Op;
 use crate::pool::Pool;
 use crate::shape::{MAX_DIMS, Shape};
 
@@ -192,8 +193,7 @@ pub(crate) fn forward_matmul(ctx: &mut Context, out: u32, ia: u32, ib: u32, ta: 
     let (ea, eb, eo) = (ctx.entry(ia), ctx.entry(ib), ctx.entry(out));
     let (m, n, k) = mnk(ea.shape, eo.shape, ta);
     let par = ctx.want_pool(m * n * k);
-    let ([c], [a, b]) = ctx.store.access([eo.data], [ea.data, eb.data]);
-    let pool = ctx.pool.as_ref().filter(|_| par);
+    let (pool, [c], [a, b]) = ctx.access_on(par, [eo.data], [ea.data, eb.data]);
     sgemm_on(pool, Gemm::dense(ta, tb, m, n, k), 1.0, a, b, 0.0, c);
 }
 
@@ -204,17 +204,15 @@ pub(crate) fn forward_linear(ctx: &mut Context, out: u32, ix: u32, iw: u32, bias
     let (k, n) = (ew.shape.dims()[0], ew.shape.dims()[1]);
     let rows = ex.shape.rows();
     let par = ctx.want_pool(rows * n * k);
-    let pool = ctx.pool.as_ref().filter(|_| par);
     let g = Gemm::dense(false, false, rows, n, k);
     match bias {
         Some(ib) => {
-            let ([y], [x, w, b]) = ctx
-                .store
-                .access([eo.data], [ex.data, ew.data, ctx.table[ib as usize].data]);
+            let eb = ctx.entry(ib);
+            let (pool, [y], [x, w, b]) = ctx.access_on(par, [eo.data], [ex.data, ew.data, eb.data]);
             sgemm_bias_on(pool, g, x, w, b, y);
         }
         None => {
-            let ([y], [x, w]) = ctx.store.access([eo.data], [ex.data, ew.data]);
+            let (pool, [y], [x, w]) = ctx.access_on(par, [eo.data], [ex.data, ew.data]);
             sgemm_on(pool, g, 1.0, x, w, 0.0, y);
         }
     }
@@ -226,7 +224,7 @@ pub(crate) fn forward_bmm(ctx: &mut Context, out: u32, ia: u32, ib: u32, ta: boo
     let (ea, eb, eo) = (ctx.entry(ia), ctx.entry(ib), ctx.entry(out));
     let (m, n, k) = mnk(ea.shape, eo.shape, ta);
     let batch = eo.shape.numel() / (m * n);
-    let ([c], [a, b]) = ctx.store.access([eo.data], [ea.data, eb.data]);
+    let ([c], [a, b]) = ctx.access([eo.data], [ea.data, eb.data]);
     let g = Gemm::dense(ta, tb, m, n, k);
     let pool = None;
     for ((c, a), b) in c
@@ -262,8 +260,7 @@ pub(crate) fn backward_product(ctx: &mut Context, out: u32, ia: u32, ib: u32, ta
     let par = batch == 1 && ctx.want_pool(m * n * k);
     // One gradient at a time (a and b may be the same tensor).
     if let Some(da) = ctx.grad_of(ia) {
-        let ([da], [dc, b]) = ctx.store.access([da], [dout, eb.data]);
-        let pool = ctx.pool.as_ref().filter(|_| par);
+        let (pool, [da], [dc, b]) = ctx.access_on(par, [da], [dout, eb.data]);
         for i in 0..batch {
             let (dc, b) = (&dc[i * m * n..][..m * n], &b[i * k * n..][..k * n]);
             matmul_backward(
@@ -282,8 +279,7 @@ pub(crate) fn backward_product(ctx: &mut Context, out: u32, ia: u32, ib: u32, ta
         }
     }
     if let Some(db) = ctx.grad_of(ib) {
-        let ([db], [dc, a]) = ctx.store.access([db], [dout, ea.data]);
-        let pool = ctx.pool.as_ref().filter(|_| par);
+        let (pool, [db], [dc, a]) = ctx.access_on(par, [db], [dout, ea.data]);
         for i in 0..batch {
             let (dc, a) = (&dc[i * m * n..][..m * n], &a[i * m * k..][..m * k]);
             matmul_backward(
@@ -312,19 +308,17 @@ pub(crate) fn backward_linear(ctx: &mut Context, out: u32, ix: u32, iw: u32, bia
     let rows = ex.shape.rows();
     let par = ctx.want_pool(rows * n * k);
     if let Some(dx) = ctx.grad_of(ix) {
-        let ([dx], [dc, w]) = ctx.store.access([dx], [dout, ew.data]);
-        let pool = ctx.pool.as_ref().filter(|_| par);
+        let (pool, [dx], [dc, w]) = ctx.access_on(par, [dx], [dout, ew.data]);
         matmul_backward(pool, Some(dx), None, dc, &[], w, false, false, rows, n, k);
     }
     if let Some(dw) = ctx.grad_of(iw) {
-        let ([dw], [dc, x]) = ctx.store.access([dw], [dout, ex.data]);
-        let pool = ctx.pool.as_ref().filter(|_| par);
+        let (pool, [dw], [dc, x]) = ctx.access_on(par, [dw], [dout, ex.data]);
         matmul_backward(pool, None, Some(dw), dc, x, &[], false, false, rows, n, k);
     }
     if let Some(db) = bias.and_then(|b| ctx.grad_of(b)) {
         let par = ctx.want_pool(rows * n * 16);
-        let ([db], [dc]) = ctx.store.access([db], [dout]);
-        fastmath::sum_rows_into_on(ctx.pool.as_ref().filter(|_| par), db, dc);
+        let (pool, [db], [dc]) = ctx.access_on(par, [db], [dout]);
+        fastmath::sum_rows_into_on(pool, db, dc);
     }
 }
 
