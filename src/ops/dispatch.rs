@@ -4,7 +4,7 @@
 //! no wildcard, so a new `Op` variant does not build until both have one.
 
 #[cfg(feature = "trace")]
-use super::{BinaryFn, UnaryFn};
+use super::BinaryFn;
 use super::{
     Op, attention, dropout, elementwise, embedding, loss, matmul, norm, reduce, shape_ops,
 };
@@ -158,16 +158,7 @@ impl OpTimer {
                 BinaryFn::Max => "max",
                 BinaryFn::Min => "min",
             },
-            Op::Unary { f, .. } => match f {
-                UnaryFn::Exp => "exp",
-                UnaryFn::Tanh => "tanh",
-                UnaryFn::Sigmoid => "sigmoid",
-                UnaryFn::Sqrt => "sqrt",
-                UnaryFn::Log => "log",
-                UnaryFn::Relu => "relu",
-                UnaryFn::Gelu => "gelu",
-                UnaryFn::Abs => "abs",
-            },
+            Op::Unary { f, .. } => f.name(),
             Op::Scale { .. } => "scale",
             Op::Pow { .. } => "pow",
             Op::Clamp { .. } => "clamp",

@@ -10,17 +10,33 @@
 //! its kernels, and the tests (forward values and a finite-difference
 //! gradient check).
 //!
-//! Forward values are computed only through [`forward`], from the record
-//! alone: the first run and the replay of a recomputed segment during
-//! backward run the very same kernels on the same inputs, so the replayed
-//! values are bit-identical. Whatever an op cannot recompute from its
-//! inputs (token ids, targets, a dropout mask drawn from a seed) is stored
-//! in a buffer the record names, outside any recomputed region.
+//! Forward values are computed only through
+//! [`dispatch::forward`], from the record alone: the first run and the
+//! replay of a recomputed segment during backward run the very same kernels
+//! on the same inputs, so the replayed values are bit-identical. Whatever an
+//! op cannot recompute from its inputs (token ids, targets, a dropout mask
+//! drawn from a seed) is stored in a buffer the record names, outside any
+//! recomputed region.
 //!
-//! Adding an op: a variant here, the family file, the arms in [`forward`],
-//! [`backward`] and [`Op::inputs`] (the compiler refuses a missing arm: no
-//! match over ops or functions has a catch-all), the C wrapper in
-//! `ffi/ops.rs` and one line in the C op table of the tests.
+//! # Adding an op
+//!
+//! A unary function is one row of [`unary_fns`] plus its two kernels; the
+//! row generates the `UnaryFn` variant, its name (method, trace, errors),
+//! `backward_reads`, the `Context` method, both dispatch arms and its
+//! gradient check. Every place a new op touches, and what enforces it:
+//!
+//! | place | enforced by |
+//! |---|---|
+//! | unary: the row in [`unary_fns`]; other ops: an `Op` variant here | the compiler (exhaustive matches, no `_ =>` arm) |
+//! | unary: `<name>_forward`/`<name>_backward` in `elementwise/`; other ops: the family file (recording function, kernels, `forward_<op>`/`backward_<op>`) | the compiler: the row (or the dispatch arm) names them |
+//! | other ops: arms in [`dispatch::forward`], [`dispatch::backward`], [`Op::inputs`], [`Op::backward_reads`] and the trace name in `dispatch.rs` | the compiler (exhaustive matches) |
+//! | `backward_reads` (what a replay restores) | the row's `reads` field for unary; for every op, a recomputed segment in `tests/c/test_segments.c` that compares gradients bit for bit with the plain path, over every `ops.def` row |
+//! | finite-difference gradient check | unary: generated from the row (`gradcheck_unary` in `elementwise/tests.rs`); other ops: a `gradcheck` case in the family file's tests |
+//! | the C wrapper `ag_<name>` in `ffi/ops.rs` with its `Errors:` list, then `make header` | `tests/header.rs` (header fresh), `tests/status_contract.rs` (the `Errors:` list is what the code returns) |
+//! | a row in `tests/c/ops.def` | `tests/header_tables.rs` fails when a header function has no row |
+//! | the NULL-context row in `tests/common/null_context.rs` | `tests/header_tables.rs` fails when a function is in neither table |
+//! | the arm in `tests/status_contract.rs`'s `call` | the status-contract test fails on a function it cannot call |
+//! | a fuzz id in `fuzz/src/ffi_ops/ids.rs`, its arm in `ffi_ops/mod.rs` and a corpus input | `tests/fuzz_corpus_replay.rs` fails when an id is not reached in the corpus |
 
 pub(crate) mod attention;
 pub(crate) mod dropout;
@@ -50,18 +66,92 @@ pub(crate) enum BinaryFn {
     Min,
 }
 
-/// The element-wise unary functions.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum UnaryFn {
-    Exp,
-    Log,
-    Tanh,
-    Relu,
-    Sigmoid,
-    Gelu,
-    Sqrt,
-    Abs,
+/// The unary functions, one row each:
+/// `Variant, name, reads, forward, backward, (lo, hi, away_from_zero), "doc";`
+///
+/// * `name`: the [`Context`](crate::Context) method, the trace name and the
+///   op named in errors (the C wrapper is `ag_<name>` in `ffi/ops.rs`).
+/// * `reads`: what the backward kernel takes besides `dout`, `x` (the input)
+///   or `y` (the output). It is also what [`Op::backward_reads`] reports, so a
+///   recomputed segment's replay restores exactly what the kernel reads.
+/// * `forward(y, x)` and `backward(dx, dout, x_or_y)`: the kernels in
+///   `ops/elementwise`; `backward` adds into `dx`.
+/// * `(lo, hi, away_from_zero)`: where the finite-difference gradient check
+///   samples x (`away_from_zero` keeps kinks at 0 out of the stencil).
+///
+/// From a row, macros generate the `UnaryFn` variant, its name and
+/// `backward_reads`, the `Context` method, both dispatch arms and the
+/// gradient check: a row cannot be half-written, and a row whose kernels do
+/// not exist does not build.
+macro_rules! unary_fns {
+    ($then:ident) => {
+        $then! {
+            Exp, exp, y, exp_forward, exp_backward, (-1.0, 1.0, false), "e^x.";
+            Log, log, x, log_forward, log_backward, (0.5, 3.0, false),
+                "Natural log (NaN for negative inputs, -inf at 0, as in IEEE).";
+            Tanh, tanh, y, tanh_forward, tanh_backward, (-1.0, 1.0, false), "tanh(x).";
+            Relu, relu, x, relu_forward, relu_backward, (-1.0, 1.0, true), "max(x, 0).";
+            Sigmoid, sigmoid, y, sigmoid_forward, sigmoid_backward, (-1.0, 1.0, false),
+                "1 / (1 + e^-x).";
+            Gelu, gelu, x, gelu_forward, gelu_backward::<false>, (-3.0, 3.0, false),
+                "GELU, tanh approximation (GPT-2's).";
+            Sqrt, sqrt, y, sqrt_forward, sqrt_backward, (0.5, 3.0, false),
+                "Square root (NaN below 0, as in IEEE; its gradient is infinite at 0).";
+            Abs, abs, x, abs_forward, abs_backward, (-1.0, 1.0, true),
+                "|x|. Its gradient is sign(x), taking the subgradient 0 at x = 0 (and for NaN).";
+        }
+    };
 }
+pub(crate) use unary_fns;
+
+/// `x` or `y` of a row of [`unary_fns`], as a bool: whether it is `y`.
+macro_rules! reads_output {
+    (x) => {
+        false
+    };
+    (y) => {
+        true
+    };
+}
+
+macro_rules! define_unary_fn {
+    ($($v:ident, $name:ident, $reads:ident, $fwd:ident, $bwd:expr, ($lo:expr, $hi:expr, $away:expr), $doc:literal;)*) => {
+        /// The element-wise unary functions (rows of [`unary_fns`]).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub(crate) enum UnaryFn {
+            $($v,)*
+        }
+
+        impl UnaryFn {
+            /// Every function, in table order.
+            #[cfg(test)]
+            pub(crate) const ALL: &[UnaryFn] = &[$(UnaryFn::$v,)*];
+
+            /// The op's name (method, trace, messages).
+            pub(crate) fn name(self) -> &'static str {
+                match self {
+                    $(UnaryFn::$v => stringify!($name),)*
+                }
+            }
+
+            /// Whether the backward kernel reads the output (else the input).
+            pub(crate) fn reads_output(self) -> bool {
+                match self {
+                    $(UnaryFn::$v => reads_output!($reads),)*
+                }
+            }
+
+            /// Where the gradient check samples x: (lo, hi, away from zero).
+            #[cfg(test)]
+            pub(crate) fn check_domain(self) -> (f32, f32, bool) {
+                match self {
+                    $(UnaryFn::$v => ($lo, $hi, $away),)*
+                }
+            }
+        }
+    };
+}
+unary_fns!(define_unary_fn);
 
 /// Most tensors one concat joins: their ids are held inline in the tape
 /// record, so a concat never allocates for its inputs.
@@ -190,10 +280,7 @@ impl Op {
                 BinaryFn::Add | BinaryFn::Sub => r(false, false),
                 BinaryFn::Mul | BinaryFn::Div | BinaryFn::Max | BinaryFn::Min => r(true, false),
             },
-            Op::Unary { f, .. } => match f {
-                UnaryFn::Exp | UnaryFn::Tanh | UnaryFn::Sigmoid | UnaryFn::Sqrt => r(false, true),
-                UnaryFn::Log | UnaryFn::Relu | UnaryFn::Gelu | UnaryFn::Abs => r(true, false),
-            },
+            Op::Unary { f, .. } => r(!f.reads_output(), f.reads_output()),
             Op::Scale { .. }
             | Op::Reduce { .. }
             | Op::ReduceAxis { .. }

@@ -204,7 +204,8 @@ impl Context {
         Ok(self.run(Op::Clamp { x: ix, lo, hi }, out))
     }
 
-    fn unary(&mut self, f: UnaryFn, op: &'static str, x: Tensor) -> Result<Tensor> {
+    fn unary(&mut self, f: UnaryFn, x: Tensor) -> Result<Tensor> {
+        let op = f.name();
         let ix = self.resolve(op, x)?;
         let ex = self.entry(ix);
         let tracks = self.tracks(&[ix]);
@@ -228,44 +229,6 @@ impl Context {
     /// -x.
     pub fn neg(&mut self, x: Tensor) -> Result<Tensor> {
         self.scale_op("neg", x, -1.0)
-    }
-
-    /// e^x.
-    pub fn exp(&mut self, x: Tensor) -> Result<Tensor> {
-        self.unary(UnaryFn::Exp, "exp", x)
-    }
-
-    /// Natural log (NaN for negative inputs, -inf at 0, as in IEEE).
-    pub fn log(&mut self, x: Tensor) -> Result<Tensor> {
-        self.unary(UnaryFn::Log, "log", x)
-    }
-
-    pub fn tanh(&mut self, x: Tensor) -> Result<Tensor> {
-        self.unary(UnaryFn::Tanh, "tanh", x)
-    }
-
-    pub fn relu(&mut self, x: Tensor) -> Result<Tensor> {
-        self.unary(UnaryFn::Relu, "relu", x)
-    }
-
-    pub fn sigmoid(&mut self, x: Tensor) -> Result<Tensor> {
-        self.unary(UnaryFn::Sigmoid, "sigmoid", x)
-    }
-
-    /// GELU, tanh approximation (GPT-2's).
-    pub fn gelu(&mut self, x: Tensor) -> Result<Tensor> {
-        self.unary(UnaryFn::Gelu, "gelu", x)
-    }
-
-    /// Square root (NaN below 0, as in IEEE; its gradient is infinite at 0).
-    pub fn sqrt(&mut self, x: Tensor) -> Result<Tensor> {
-        self.unary(UnaryFn::Sqrt, "sqrt", x)
-    }
-
-    /// |x|. Its gradient is sign(x), taking the subgradient 0 at x = 0 (and
-    /// for NaN).
-    pub fn abs(&mut self, x: Tensor) -> Result<Tensor> {
-        self.unary(UnaryFn::Abs, "abs", x)
     }
 
     /// x^p element-wise for a finite scalar exponent `p` (NaN or infinite
@@ -301,38 +264,57 @@ fn scale_backward(dx: &mut [f32], dout: &[f32], s: f32) {
     dx.iter_mut().zip(dout).for_each(|(d, &g)| *d += s * g);
 }
 
-/// y = f(x). x, y: `[N]`.
-#[inline(always)]
-fn unary_forward(f: UnaryFn, y: &mut [f32], x: &[f32]) {
-    match f {
-        UnaryFn::Exp => exp_forward(y, x),
-        UnaryFn::Log => log_forward(y, x),
-        UnaryFn::Tanh => tanh_forward(y, x),
-        UnaryFn::Relu => relu_forward(y, x),
-        UnaryFn::Sigmoid => sigmoid_forward(y, x),
-        UnaryFn::Gelu => gelu_forward(y, x),
-        UnaryFn::Sqrt => sqrt_forward(y, x),
-        UnaryFn::Abs => abs_forward(y, x),
-    }
+/// The kernel argument a row's `reads` names: `x` or `y`.
+macro_rules! pick {
+    (x, $x:expr, $y:expr) => {
+        $x
+    };
+    (y, $x:expr, $y:expr) => {
+        $y
+    };
 }
 
-/// dx += dout * f'(x), given x and the forward output y = f(x). All `[N]`.
-/// `assign`: write dx with `=` (its slot holds stale values); only GELU
-/// takes it (see `backward_unary`), the others always add.
-#[inline(always)]
-fn unary_backward(f: UnaryFn, assign: bool, dx: &mut [f32], dout: &[f32], x: &[f32], y: &[f32]) {
-    match f {
-        UnaryFn::Gelu if assign => gelu_backward::<true>(dx, dout, x),
-        UnaryFn::Exp => exp_backward(dx, dout, y),
-        UnaryFn::Log => log_backward(dx, dout, x),
-        UnaryFn::Tanh => tanh_backward(dx, dout, y),
-        UnaryFn::Relu => relu_backward(dx, dout, x),
-        UnaryFn::Sigmoid => sigmoid_backward(dx, dout, y),
-        UnaryFn::Gelu => gelu_backward::<false>(dx, dout, x),
-        UnaryFn::Sqrt => sqrt_backward(dx, dout, y),
-        UnaryFn::Abs => abs_backward(dx, dout, x),
-    }
+/// From the rows of [`unary_fns`](crate::ops::unary_fns): the `Context`
+/// methods and the two dispatches over `UnaryFn`.
+macro_rules! unary_kernels {
+    ($($v:ident, $name:ident, $reads:ident, $fwd:ident, $bwd:expr, ($lo:expr, $hi:expr, $away:expr), $doc:literal;)*) => {
+        impl Context {
+            $(
+                #[doc = $doc]
+                pub fn $name(&mut self, x: Tensor) -> Result<Tensor> {
+                    self.unary(UnaryFn::$v, x)
+                }
+            )*
+        }
+
+        /// y = f(x). x, y: `[N]`.
+        #[inline(always)]
+        fn unary_forward(f: UnaryFn, y: &mut [f32], x: &[f32]) {
+            match f {
+                $(UnaryFn::$v => $fwd(y, x),)*
+            }
+        }
+
+        /// dx += dout * f'(x), given x and the forward output y = f(x). All
+        /// `[N]`. `assign`: write dx with `=` (its slot holds stale values);
+        /// only GELU takes it (see `backward_unary`), the others always add.
+        #[inline(always)]
+        fn unary_backward(
+            f: UnaryFn,
+            assign: bool,
+            dx: &mut [f32],
+            dout: &[f32],
+            x: &[f32],
+            y: &[f32],
+        ) {
+            match f {
+                UnaryFn::Gelu if assign => gelu_backward::<true>(dx, dout, x),
+                $(UnaryFn::$v => ($bwd)(dx, dout, pick!($reads, x, y)),)*
+            }
+        }
+    };
 }
+crate::ops::unary_fns!(unary_kernels);
 
 /// y = e^x.
 fn exp_forward(y: &mut [f32], x: &[f32]) {
