@@ -23,7 +23,11 @@ fn no_file_under_src_exceeds_700_lines() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
     rust_files(&src, &mut files);
-    assert!(files.len() > 10, "found only {} files under src/", files.len());
+    assert!(
+        files.len() > 10,
+        "found only {} files under src/",
+        files.len()
+    );
     let mut over: Vec<String> = files
         .iter()
         .filter_map(|p| {
