@@ -99,6 +99,8 @@ macro_rules! unary_fns {
                 "Square root (NaN below 0, as in IEEE; its gradient is infinite at 0).";
             Abs, abs, x, abs_forward, abs_backward, (-1.0, 1.0, true),
                 "|x|. Its gradient is sign(x), taking the subgradient 0 at x = 0 (and for NaN).";
+            Log1p, log1p, x, log1p_forward, log1p_backward, (-0.5, 2.0, false),
+                "ln(1 + x), accurate for small x (NaN below -1, -inf at -1, as in IEEE).";
         }
     };
 }

@@ -91,6 +91,9 @@ ids! {
     /// The gradient block: length, copy out, copy in, pointer (training.rs).
     GRADS_BLOCK = 0x52;
 
+    // More ops (ops.rs).
+    LOG1P = 0x53;
+
     // Contexts and statuses (lifecycle.rs).
     /// Free context 1 (then a double free through a copy of the pointer).
     CONTEXT_FREE = 0x60;

@@ -340,6 +340,18 @@ fn log_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
     }
 }
 
+/// y = ln(1 + x), without the rounding of 1 + x for small x.
+fn log1p_forward(y: &mut [f32], x: &[f32]) {
+    y.iter_mut().zip(x).for_each(|(y, &x)| *y = x.ln_1p());
+}
+
+/// dx += dout / (1 + x).
+fn log1p_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
+    for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
+        *d += g / (1.0 + x);
+    }
+}
+
 /// y = tanh x.
 fn tanh_forward(y: &mut [f32], x: &[f32]) {
     y.iter_mut().zip(x).for_each(|(y, &x)| *y = x.tanh());
