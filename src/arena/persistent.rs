@@ -6,6 +6,7 @@
 use super::*;
 
 impl Storage {
+    /// Allocates a zero-filled persistent buffer (parameters, grads,
     /// optimizer state). Fails with AllocationFailed instead of aborting.
     pub fn alloc_persistent(&mut self, op: &'static str, len: usize) -> Result<Buf<f32>> {
         let bytes = padded_bytes::<f32>(len).ok_or_else(|| Error::TooLarge {

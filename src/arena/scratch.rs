@@ -121,8 +121,6 @@ impl Storage {
         padded_bytes::<T>(len).unwrap_or(usize::MAX)
     }
 
-    /// Allocates a zero-filled persistent buffer (parameters, grads,
-
     /// Rewinds the scratch region; if the iteration grew it into several
     /// chunks, replaces them by one chunk of the largest pass, so the steady
     /// state makes no system allocation (if that allocation fails, the old

@@ -49,7 +49,7 @@ pub extern "C" fn ag_param_new_named(
     guard(F, ctx, |c| {
         need(F, "out", out)?;
         let name = str_arg(F, "name", name)?;
-        let dims = super::api::shape_arg(F, shape, ndim)?;
+        let dims = super::tensors::shape_arg(F, shape, ndim)?;
         let n = crate::Shape::new(F, dims)?.numel();
         let init = if init.is_null() {
             None
@@ -142,7 +142,7 @@ pub extern "C" fn ag_param_name(
 pub extern "C" fn ag_safetensors_save(ctx: *mut ag_context, path: *const c_char) -> ag_status {
     const F: &str = "ag_safetensors_save";
     guard(F, ctx, |c| {
-        let p = super::api::path_arg(F, path)?;
+        let p = super::checkpoints::path_arg(F, path)?;
         c.safetensors_save(&p)
     })
 }
@@ -165,7 +165,7 @@ pub extern "C" fn ag_safetensors_save(ctx: *mut ag_context, path: *const c_char)
 pub extern "C" fn ag_safetensors_load(ctx: *mut ag_context, path: *const c_char) -> ag_status {
     const F: &str = "ag_safetensors_load";
     guard(F, ctx, |c| {
-        let p = super::api::path_arg(F, path)?;
+        let p = super::checkpoints::path_arg(F, path)?;
         c.safetensors_load(&p)
     })
 }

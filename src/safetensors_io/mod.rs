@@ -401,7 +401,7 @@ impl Context {
             .map(|i| {
                 let e = self.entry_ref(i as u32);
                 (
-                    &*self.registry().name(i),
+                    self.registry().name(i),
                     e.shape.dims(),
                     self.read_only(e.data),
                 )
