@@ -312,8 +312,17 @@ mod tests {
         let mut c = crate::Context::new();
         let x = c.param(&[2, 3], Some(&xs)).unwrap();
         let [loss, h, r] = chain(&mut c, x);
-        c.backward(loss).unwrap();
         let mut g = [0.0f32; 6];
+        // Each case has its own reason and advice: before backward, not
+        // retained, and a constant (which no advice about retaining helps).
+        let e = c.read_grad(h, &mut g).unwrap_err();
+        assert!(e.to_string().contains("ag_backward has not run"), "{e}");
+        let k = c.tensor(&[6], &[1.0; 6]).unwrap();
+        let e = c.read_grad(k, &mut g).unwrap_err();
+        assert!(matches!(e, Error::Sequence { .. }), "{e}");
+        assert!(e.to_string().contains("it is a constant"), "{e}");
+        assert!(!e.to_string().contains("retain"), "{e}");
+        c.backward(loss).unwrap();
         for t in [h, r] {
             let e = c.read_grad(t, &mut g).unwrap_err();
             assert!(matches!(e, Error::Sequence { .. }), "{e}");

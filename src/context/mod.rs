@@ -388,20 +388,40 @@ impl Context {
             });
         }
         let buf = if grad {
-            e.grad
-                .filter(|_| e.requires_grad)
-                .ok_or_else(|| Error::Sequence {
-                    op,
-                    what: format!(
-                        "tensor {} has no gradient: an activation keeps its gradient only if ag_tensor_retain_grad was called on it before ag_backward",
-                        e.shape
-                    ),
-                })?
+            match e.grad.filter(|_| e.requires_grad) {
+                Some(g) => g,
+                None => {
+                    return Err(Error::Sequence {
+                        op,
+                        what: self.no_grad_reason(e),
+                    });
+                }
+            }
         } else {
             e.data
         };
         out.copy_from_slice(self.store.read(buf));
         Ok(())
+    }
+
+    /// Why a tensor has no gradient to read, with advice that works for
+    /// that case: a constant never has one, an activation has one only
+    /// after backward, and only if it was retained before.
+    fn no_grad_reason(&self, e: Entry) -> String {
+        let s = e.shape;
+        if !e.requires_grad {
+            format!(
+                "tensor {s} has no gradient: it is a constant (made by ag_tensor_new, or with grad mode off), so no gradient is computed for it; read the gradient of a parameter, or of an activation computed from one"
+            )
+        } else if !self.backward_done {
+            format!(
+                "tensor {s} has no gradient yet: ag_backward has not run this iteration (for an activation, call ag_tensor_retain_grad on it, then ag_backward, then read it)"
+            )
+        } else {
+            format!(
+                "tensor {s} has no gradient: an activation keeps its gradient only if ag_tensor_retain_grad was called on it before ag_backward (next iteration, retain it before ag_backward)"
+            )
+        }
     }
 
     /// Keeps the gradient of activation `t` readable after backward (as

@@ -12,6 +12,41 @@ use crate::pool::Pool;
 use crate::shape::{MAX_DIMS, Shape};
 
 /// (rows, cols) of a stored 2-D matrix after an optional transpose.
+/// The error for a product whose inner dimensions differ. With a transpose
+/// flag set, the message shows each operand as passed, marked `^T`, and
+/// then the shapes the product actually multiplies, e.g.
+/// `[8,32] x [32,4]^T = [8,32] x [4,32]`.
+fn inner_mismatch(op: &'static str, a: Shape, b: Shape, trans_a: bool, trans_b: bool) -> Error {
+    if !trans_a && !trans_b {
+        return Error::ShapeMismatch {
+            op,
+            what: "inner dimensions differ",
+            a,
+            b,
+        };
+    }
+    let marked = |s: Shape, t: bool| if t { format!("{s}^T") } else { s.to_string() };
+    let applied = |s: Shape, t: bool| {
+        let mut d = [0usize; MAX_DIMS];
+        let n = s.ndim();
+        d[..n].copy_from_slice(s.dims());
+        if t {
+            d.swap(n - 2, n - 1);
+        }
+        Shape::from_valid(&d[..n])
+    };
+    Error::BadShape {
+        op,
+        what: format!(
+            "inner dimensions differ: {} x {} = {} x {}",
+            marked(a, trans_a),
+            marked(b, trans_b),
+            applied(a, trans_a),
+            applied(b, trans_b)
+        ),
+    }
+}
+
 fn op_dims(rows: usize, cols: usize, trans: bool) -> (usize, usize) {
     if trans { (cols, rows) } else { (rows, cols) }
 }
@@ -81,12 +116,7 @@ impl Context {
         let (m, k) = op_dims(ea.shape.dims()[0], ea.shape.dims()[1], trans_a);
         let (k2, n) = op_dims(eb.shape.dims()[0], eb.shape.dims()[1], trans_b);
         if k != k2 {
-            return Err(Error::ShapeMismatch {
-                op: OP,
-                what: "inner dimensions differ",
-                a: ea.shape,
-                b: eb.shape,
-            });
+            return Err(inner_mismatch(OP, ea.shape, eb.shape, trans_a, trans_b));
         }
         let tracks = self.tracks(&[ia, ib]);
         let out = self.push_output(OP, Shape::new(OP, &[m, n])?, tracks)?;
@@ -164,12 +194,7 @@ impl Context {
         let (m, k) = op_dims(ea.shape.dims()[nd - 2], ea.shape.dims()[nd - 1], trans_a);
         let (k2, n) = op_dims(eb.shape.dims()[nd - 2], eb.shape.dims()[nd - 1], trans_b);
         if k != k2 {
-            return Err(Error::ShapeMismatch {
-                op: OP,
-                what: "inner dimensions differ",
-                a: ea.shape,
-                b: eb.shape,
-            });
+            return Err(inner_mismatch(OP, ea.shape, eb.shape, trans_a, trans_b));
         }
         let mut dims = [0usize; MAX_DIMS];
         dims[..nd].copy_from_slice(ea.shape.dims());
@@ -344,6 +369,14 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "matmul: inner dimensions differ: [8,32] x [16,4]"
+        );
+        // With a transpose, the message shows the shapes multiplied.
+        let w = c.tensor(&[32, 4], &[0.0; 128]).unwrap();
+        let e = c.matmul(x, w, false, true).unwrap_err();
+        assert!(matches!(e, crate::Error::BadShape { .. }), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "matmul: inner dimensions differ: [8,32] x [32,4]^T = [8,32] x [4,32]"
         );
         let used = c.memory_stats().arena_used_bytes;
         assert!(c.bmm(x, y, false, false).is_err());
