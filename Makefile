@@ -17,7 +17,7 @@ LIB          := target/release/libarenagrad.a
 # installs use never carries them.
 HOOKS_DIR    := target/hooks
 LIB_HOOKS    := $(HOOKS_DIR)/release/libarenagrad.a
-SOURCES      := $(wildcard src/*.rs src/*/*.rs) Cargo.toml
+SOURCES      := $(shell find src -name "*.rs") Cargo.toml
 PREFIX       ?= /usr/local
 DESTDIR      ?=
 LIBDIR       ?= $(PREFIX)/lib

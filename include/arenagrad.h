@@ -648,6 +648,12 @@ ag_status ag_sigmoid(struct ag_context *ctx, struct ag_tensor x, struct ag_tenso
 // OUT_OF_MEMORY.
 ag_status ag_sqrt(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *out);
 
+// out = ln(1 + x), accurate for small x (NaN below -1, -inf at -1).
+// Gradient 1 / (1 + x).
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// OUT_OF_MEMORY.
+ag_status ag_log1p(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *out);
+
 // out = |x|. Gradient sign(x), with the subgradient 0 at x = 0.
 // Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
 // OUT_OF_MEMORY.

@@ -16,9 +16,9 @@
 
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::fs::{io, write_atomic};
 use crate::optim::OptimizerKind;
 use std::fs::File;
-use std::io::Write;
 use std::path::Path;
 
 const MAGIC: &[u8; 8] = b"AGCKPT\r\n";
@@ -93,118 +93,15 @@ fn kind_code(k: Option<OptimizerKind>) -> (u32, [f32; 5]) {
     }
 }
 
-fn io(op: &'static str, path: &Path, e: std::io::Error) -> Error {
-    Error::Io {
-        op,
-        what: format!("{}: {e}", path.display()),
-    }
-}
-
-/// The file a save to `path` must replace: `path` itself, or, when it is a
-/// symbolic link, the end of its chain of links (which need not exist yet).
-/// Renaming the new file over the link would turn the link into a file and
-/// leave the file it pointed to stale. Gives up after 40 links (a loop).
-fn follow_links(op: &'static str, path: &Path) -> Result<std::path::PathBuf> {
-    let mut p = path.to_path_buf();
-    for _ in 0..40 {
-        match std::fs::symlink_metadata(&p) {
-            Ok(m) if m.file_type().is_symlink() => {
-                let to = std::fs::read_link(&p).map_err(|e| io(op, &p, e))?;
-                p = match p.parent() {
-                    Some(dir) if to.is_relative() => dir.join(to),
-                    _ => to,
-                };
-            }
-            _ => return Ok(p),
-        }
-    }
-    Err(Error::Io {
-        op,
-        what: format!("{}: too many levels of symbolic links", path.display()),
-    })
-}
-
-/// Writes `bytes` to `path` atomically: a fresh temporary file in the same
-/// folder, fsync, rename over `path`, fsync of the folder. A `path` that is
-/// a symbolic link is followed (see `follow_links`). On failure the
-/// temporary file is removed and any earlier file at `path` is untouched,
-/// so a crash leaves either the old file or the new one. `noun` names the
-/// file in the message of a failed folder sync ("checkpoint").
-pub(crate) fn write_atomic(op: &'static str, path: &Path, bytes: &[u8], noun: &str) -> Result<()> {
-    let target = follow_links(op, path)?;
-    let path = target.as_path();
-    let name = path.file_name().ok_or_else(|| Error::Io {
-        op,
-        what: format!("{}: not a file path", path.display()),
-    })?;
-    // A fresh, exclusive temporary name: create_new refuses an existing
-    // file or symlink planted at that name.
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let (mut tmp, mut file) = (path.to_path_buf(), None);
-    for attempt in 0..16u32 {
-        let mut tmp_name = name.to_os_string();
-        tmp_name.push(format!(
-            ".tmp.{}.{:x}",
-            std::process::id(),
-            nanos.wrapping_add(attempt.wrapping_mul(0x9e37_79b9))
-        ));
-        tmp = path.with_file_name(tmp_name);
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-        {
-            Ok(f) => {
-                file = Some(f);
-                break;
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(io(op, path, e)),
-        }
-    }
-    let Some(mut f) = file else {
-        return Err(Error::Io {
-            op,
-            what: format!("{}: no free temporary name", path.display()),
-        });
-    };
-    let mut write = || -> std::io::Result<()> {
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    };
-    write().map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        io(op, path, e)
-    })?;
-    // The new file is in place; make the rename itself durable. If that
-    // fails the caller must know, but the earlier file is already gone,
-    // so say so rather than imply nothing changed.
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::Io {
-        op,
-        what: format!(
-            "{}: the {noun} was written and renamed into place, but syncing its folder failed ({e}); it may not survive a power loss",
-            path.display()
-        ),
-    })
-}
-
 impl Context {
     /// Serialises parameters, optimizer state and `user` bytes.
     pub fn checkpoint_bytes(&mut self, user: &[u8]) -> Result<Vec<u8>> {
         const OP: &str = "checkpoint_save";
-        let opt = self.optimizer.as_ref();
-        let moments = opt.map_or(0, |o| {
+        let moments = self.optimizer_state().map_or(0, |o| {
             o.state.first().map_or(0, |s| s.iter().flatten().count())
         });
-        let floats: usize = (0..self.n_params)
-            .map(|i| self.table[i].shape.numel() * (1 + moments))
+        let floats: usize = (0..self.param_count())
+            .map(|i| self.entry(i as u32).shape.numel() * (1 + moments))
             .sum();
         if user.len() > MAX_USER_BYTES {
             return Err(Error::InvalidArgument {
@@ -212,40 +109,40 @@ impl Context {
                 what: format!("{} user bytes (at most {MAX_USER_BYTES})", user.len()),
             });
         }
-        let size = 64 + self.n_params * 56 + floats * 4 + user.len();
-        self.store.fault_point(OP, size)?;
+        let size = 64 + self.param_count() * 56 + floats * 4 + user.len();
+        self.fault_point(OP, size)?;
         let mut out = Vec::new();
         out.try_reserve_exact(size)
             .map_err(|_| Error::AllocationFailed {
                 op: OP,
                 bytes: size,
             })?;
+        let opt = self.optimizer_state();
         let (code, hp) = kind_code(opt.map(|o| o.kind));
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&VERSION.to_le_bytes());
-        out.extend_from_slice(&(self.n_params as u32).to_le_bytes());
+        out.extend_from_slice(&(self.param_count() as u32).to_le_bytes());
         out.extend_from_slice(&opt.map_or(0, |o| o.step).to_le_bytes());
         out.extend_from_slice(&code.to_le_bytes());
         out.extend_from_slice(&(moments as u32).to_le_bytes());
         hp.iter()
             .for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
         out.extend_from_slice(&(user.len() as u64).to_le_bytes());
-        for e in &self.table[..self.n_params] {
+        for e in (0..self.param_count() as u32).map(|i| self.entry(i)) {
             out.extend_from_slice(&(e.shape.ndim() as u32).to_le_bytes());
             e.shape
                 .dims()
                 .iter()
                 .for_each(|&d| out.extend_from_slice(&(d as u64).to_le_bytes()));
         }
-        for i in 0..self.n_params {
-            let mut bufs = [Some(self.table[i].data), None, None];
+        for i in 0..self.param_count() {
+            let mut bufs = [Some(self.entry(i as u32).data), None, None];
             if let Some(o) = opt {
                 bufs[1] = o.state[i][0];
                 bufs[2] = o.state[i][1];
             }
             for b in bufs.into_iter().flatten() {
-                self.store
-                    .read(b)
+                self.read_only(b)
                     .iter()
                     .for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
             }
@@ -305,11 +202,11 @@ impl Context {
                 "optimizer kind {code} with {moments} moments"
             )));
         }
-        if n_params != self.n_params {
+        if n_params != self.param_count() {
             return Err(Error::CheckpointMismatch {
                 what: format!(
                     "checkpoint has {n_params} parameters, the model {}",
-                    self.n_params
+                    self.param_count()
                 ),
             });
         }
@@ -323,7 +220,7 @@ impl Context {
                 *d = usize::try_from(r.u64("dimension")?)
                     .map_err(|_| corrupt("dimension overflows"))?;
             }
-            let model = self.table[i].shape;
+            let model = self.entry(i as u32).shape;
             if model.dims() != &dims[..nd] {
                 return Err(Error::CheckpointMismatch {
                     what: format!(
@@ -337,8 +234,8 @@ impl Context {
                 });
             }
         }
-        let want = kind_code(self.optimizer.as_ref().map(|o| o.kind)).0;
-        let have_moments = self.optimizer.as_ref().map_or(0, |o| {
+        let want = kind_code(self.optimizer_state().map(|o| o.kind)).0;
+        let have_moments = self.optimizer_state().map_or(0, |o| {
             o.state.first().map_or(0, |s| s.iter().flatten().count())
         });
         // Both sides must agree, "no optimizer" included: a checkpoint without
@@ -355,7 +252,7 @@ impl Context {
         }
         let payload_start = r.pos;
         let floats: usize = (0..n_params)
-            .map(|i| self.table[i].shape.numel() * (1 + moments))
+            .map(|i| self.entry(i as u32).shape.numel() * (1 + moments))
             .sum();
         r.take(floats * 4, "payload")?;
         let user = r.take(user_len, "user bytes")?;
@@ -383,22 +280,22 @@ impl Context {
             moments,
         } = staged;
         let mut pos = payload_start;
-        let n_params = self.n_params;
+        let n_params = self.param_count();
         for i in 0..n_params {
-            let mut bufs = [Some(self.table[i].data), None, None];
-            if let Some(o) = self.optimizer.as_ref().filter(|_| moments > 0) {
+            let mut bufs = [Some(self.entry(i as u32).data), None, None];
+            if let Some(o) = self.optimizer_state().filter(|_| moments > 0) {
                 bufs[1] = o.state[i][0];
                 bufs[2] = o.state[i][1];
             }
             for b in bufs.into_iter().flatten() {
                 let src = &bytes[pos..pos + b.len() * 4];
                 pos += b.len() * 4;
-                for (d, s) in self.store.access_one(b).iter_mut().zip(src.chunks_exact(4)) {
+                for (d, s) in self.access_one(b).iter_mut().zip(src.chunks_exact(4)) {
                     *d = f32::from_le_bytes([s[0], s[1], s[2], s[3]]);
                 }
             }
         }
-        if let Some(o) = self.optimizer.as_mut() {
+        if let Some(o) = self.optimizer_state_mut() {
             o.step = if code == 0 { 0 } else { step };
         }
         &bytes[user_start..user_start + user_len]
@@ -420,7 +317,7 @@ impl Context {
     /// Reads and loads a checkpoint file; returns its user bytes.
     pub fn checkpoint_load(&mut self, path: &Path) -> Result<Vec<u8>> {
         const OP: &str = "checkpoint_load";
-        self.store.fault_point(OP, 0)?;
+        self.fault_point(OP, 0)?;
         let bytes = self.checkpoint_read(OP, path)?;
         self.checkpoint_load_bytes(&bytes).map(|u| u.to_vec())
     }
@@ -432,10 +329,11 @@ impl Context {
     /// files (a FIFO with no writer blocks, as any read of a pipe does).
     pub fn checkpoint_read(&self, op: &'static str, path: &Path) -> Result<Vec<u8>> {
         use std::io::Read;
-        let floats: usize = (0..self.n_params)
-            .map(|i| self.table[i].shape.numel() * 3)
+        let floats: usize = (0..self.param_count())
+            .map(|i| self.entry(i as u32).shape.numel() * 3)
             .sum();
-        let max = 64 + self.n_params * (4 + 8 * crate::MAX_DIMS) + floats * 4 + MAX_USER_BYTES + 4;
+        let max =
+            64 + self.param_count() * (4 + 8 * crate::MAX_DIMS) + floats * 4 + MAX_USER_BYTES + 4;
         let file = File::open(path).map_err(|e| io(op, path, e))?;
         let mut bytes = Vec::new();
         file.take(max as u64 + 1)

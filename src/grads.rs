@@ -24,14 +24,14 @@ impl Context {
     /// Number of gradient floats: the sum of every parameter's element
     /// count (0 before the first parameter).
     pub fn grads_len(&self) -> usize {
-        self.store.grads().map_or(0, |b| b.len())
+        self.grads_block().map_or(0, |b| b.len())
     }
 
     /// Every parameter gradient, in parameter order, packed (see the module
     /// docs); empty before the first parameter.
     pub fn grads(&self) -> &[f32] {
-        match self.store.grads() {
-            Some(b) => self.store.read(b),
+        match self.grads_block() {
+            Some(b) => self.read_only(b),
             None => &[],
         }
     }
@@ -44,8 +44,8 @@ impl Context {
     /// values.
     pub fn grads_mut(&mut self) -> &mut [f32] {
         self.note_grads_written();
-        match self.store.grads() {
-            Some(b) => self.store.access_one(b),
+        match self.grads_block() {
+            Some(b) => self.access_one(b),
             None => &mut [],
         }
     }
@@ -71,16 +71,15 @@ impl Context {
     /// caller's writes through it are not seen by the library, hence the
     /// rule in the C documentation: write before clipping.
     pub(crate) fn grads_raw(&mut self) -> Option<(*mut f32, usize)> {
-        self.store.grads_ptr()
+        self.grads_ptr()
     }
 
     /// Gradients changed outside backward: a finiteness proof made by an
     /// earlier clip no longer holds, and they are now pending for a step.
     fn note_grads_written(&mut self) {
-        self.grads_checked_finite = false;
-        if self.n_params > 0 {
-            self.pending_grads = true;
-        }
+        // Without parameters there is nothing for a step to consume.
+        let pending = self.param_count() > 0 || self.grads_pending();
+        self.set_grads_pending(pending);
     }
 }
 
@@ -121,10 +120,10 @@ mod tests {
         let mut c = Context::new();
         let w = c.param(&[100], Some(&[0.5; 100])).unwrap();
         c.param(&[1], Some(&[1.0])).unwrap();
-        let before = c.store.grads_ptr().unwrap().0;
+        let before = c.grads_ptr().unwrap().0;
         let v = c.reshape(w, &[10, 10]).unwrap();
         c.optimizer(adamw()).unwrap();
-        let after = c.store.grads_ptr().unwrap().0;
+        let after = c.grads_ptr().unwrap().0;
         assert_ne!(before, after, "the trim must move the block here");
         let sq = c.mul(v, v).unwrap();
         let loss = c.sum(sq).unwrap();

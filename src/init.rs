@@ -23,6 +23,7 @@
 
 use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
+use crate::rng::{GAMMA, mix};
 use crate::shape::Shape;
 
 /// How to fill a parameter; see the module docs for the random stream and
@@ -154,16 +155,6 @@ impl Init {
 
 // ---- the random stream ------------------------------------------------------
 
-/// SplitMix64's increment (2^64 / golden ratio, odd).
-pub(crate) const GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
-
-/// SplitMix64's output function: a bijection of u64 with good avalanche.
-pub(crate) fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
 /// The stream key of parameter `index` under `seed`.
 fn stream_key(seed: u64, index: u64) -> u64 {
     mix(mix(seed) ^ mix(index.wrapping_add(1).wrapping_mul(GAMMA)))
@@ -222,13 +213,13 @@ impl Context {
     /// parameter), and the handle errors (stale, wrong context, invalid).
     pub fn param_init(&mut self, p: Tensor, init: Init, seed: u64) -> Result<()> {
         let id = self.resolve(OP, p)?;
-        if id as usize >= self.n_params {
+        if id as usize >= self.param_count() {
             return Err(bad("tensor is not a parameter".into()));
         }
-        let e = self.table[id as usize];
+        let e = self.entry(id);
         let dist = init.dist(e.shape)?;
         fill(
-            self.store.access_one(e.data),
+            self.access_one(e.data),
             0,
             dist,
             stream_key(seed, id as u64),

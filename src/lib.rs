@@ -78,19 +78,24 @@
 #![allow(clippy::result_large_err)]
 
 mod arena;
+mod backward;
 pub mod blas;
 pub mod checkpoint;
 mod context;
 pub mod error;
 #[doc(hidden)]
 pub mod ffi;
+mod fs;
 mod grads;
 mod init;
+mod kernels;
 mod ops;
 mod optim;
+mod params;
 mod plan;
 mod pool;
 mod recompute;
+mod rng;
 pub mod safetensors_io;
 pub mod shape;
 mod simd;
@@ -101,10 +106,11 @@ mod tape;
 #[cfg(feature = "trace")]
 pub mod trace;
 
-pub use context::{Context, MAX_PARAM_NAME_BYTES, MemoryStats, Tensor};
+pub use context::{Context, MemoryStats, Tensor};
 pub use error::{Error, Result};
 pub use init::Init;
 pub use ops::norm::LAYERNORM_EPS;
 pub use optim::OptimizerKind;
+pub use params::MAX_PARAM_NAME_BYTES;
 pub use recompute::{MAX_SEGMENT_OUTPUTS, RecomputePolicy};
 pub use shape::{MAX_DIMS, Shape};

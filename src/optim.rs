@@ -108,13 +108,13 @@ impl Context {
     pub fn optimizer(&mut self, kind: OptimizerKind) -> Result<()> {
         const OP: &str = "optimizer_new";
         kind.validate()?;
-        if self.optimizer.is_some() {
+        if self.has_optimizer() {
             return Err(Error::Sequence {
                 op: OP,
                 what: "this context already has an optimizer".into(),
             });
         }
-        if self.n_params == 0 {
+        if self.param_count() == 0 {
             return Err(Error::Sequence {
                 op: OP,
                 what: "create the parameters before the optimizer".into(),
@@ -126,39 +126,37 @@ impl Context {
         };
         let mut state = Vec::new();
         state
-            .try_reserve_exact(self.n_params)
+            .try_reserve_exact(self.param_count())
             .map_err(|_| Error::AllocationFailed {
                 op: OP,
-                bytes: self.n_params * 48,
+                bytes: self.param_count() * 48,
             })?;
-        let keep = self.store.persistent_blocks();
-        let before = self.store.persistent_bytes();
-        for i in 0..self.n_params {
-            let n = self.table[i].shape.numel();
+        let keep = self.persistent_blocks();
+        let before = self.persistent_bytes();
+        for i in 0..self.param_count() {
+            let n = self.entry(i as u32).shape.numel();
             let mut s = [None, None];
             for slot in s.iter_mut().take(moments) {
-                match self.store.alloc_persistent(OP, n) {
+                match self.alloc_persistent(OP, n) {
                     Ok(b) => *slot = Some(b),
                     Err(e) => {
-                        self.store.truncate_persistent(keep);
+                        self.truncate_persistent(keep);
                         return Err(e);
                     }
                 }
             }
             state.push(s);
         }
-        let bytes = self.store.persistent_bytes() - before;
+        let bytes = self.persistent_bytes() - before;
         // The model is complete (no parameter can follow the optimizer):
         // give back what the gradient block's geometric growth reserved.
-        if self.store.grads_trim() {
-            self.bind_param_grads();
-        }
-        self.optimizer = Some(Optimizer {
+        self.trim_grads();
+        self.set_optimizer_state(Some(Optimizer {
             kind,
             state,
             step: 0,
             bytes,
-        });
+        }));
         Ok(())
     }
 
@@ -166,7 +164,7 @@ impl Context {
     pub fn optimizer_set_lr(&mut self, lr: f32) -> Result<()> {
         const OP: &str = "optimizer_set_lr";
         check(OP, "lr", lr, lr > 0.0, "finite and > 0")?;
-        let opt = self.optimizer.as_mut().ok_or_else(|| Error::Sequence {
+        let opt = self.optimizer_state_mut().ok_or_else(|| Error::Sequence {
             op: OP,
             what: "no optimizer".into(),
         })?;
@@ -178,16 +176,16 @@ impl Context {
 
     /// Steps taken by the optimizer.
     pub fn optimizer_steps(&self) -> u64 {
-        self.optimizer.as_ref().map_or(0, |o| o.step)
+        self.optimizer_state().map_or(0, |o| o.step)
     }
 
     /// Global L2 norm of all parameter gradients, in f64.
     fn grad_norm_sq(&mut self) -> f64 {
         let mut total = 0.0f64;
-        for i in 0..self.n_params {
-            if let Some(g) = self.table[i].grad {
-                let g = self.store.read(g);
-                total += crate::simd::dispatch!(crate::ops::fastmath::sum_squares_f64(g));
+        for i in 0..self.param_count() {
+            if let Some(g) = self.entry(i as u32).grad {
+                let g = self.read_only(g);
+                total += crate::simd::dispatch!(crate::kernels::fastmath::sum_squares_f64(g));
             }
         }
         total
@@ -208,13 +206,13 @@ impl Context {
         }
         if norm > max_norm as f64 {
             let s = (max_norm as f64 / (norm + 1e-6)) as f32;
-            for i in 0..self.n_params {
-                if let Some(g) = self.table[i].grad {
-                    self.store.access_one(g).iter_mut().for_each(|v| *v *= s);
+            for i in 0..self.param_count() {
+                if let Some(g) = self.entry(i as u32).grad {
+                    self.access_one(g).iter_mut().for_each(|v| *v *= s);
                 }
             }
         }
-        self.grads_checked_finite = true;
+        self.set_grads_checked_finite();
         Ok(norm as f32)
     }
 
@@ -223,13 +221,13 @@ impl Context {
     /// infinite, and with Sequence if no backward ran since the last step.
     pub fn optimizer_step(&mut self) -> Result<()> {
         const OP: &str = "optimizer_step";
-        if self.optimizer.is_none() {
+        if !self.has_optimizer() {
             return Err(Error::Sequence {
                 op: OP,
                 what: "no optimizer (create one first)".into(),
             });
         }
-        if !self.pending_grads {
+        if !self.grads_pending() {
             return Err(Error::Sequence {
                 op: OP,
                 what: "no gradients since the last step (call ag_backward first)".into(),
@@ -237,7 +235,7 @@ impl Context {
         }
         // One pass over all gradients, unless clipping already made it (it
         // refuses non-finite gradients, and scaling by at most 1 keeps them finite).
-        let norm = if self.grads_checked_finite {
+        let norm = if self.grads_checked_finite() {
             0.0
         } else {
             self.grad_norm_sq()
@@ -248,22 +246,22 @@ impl Context {
                 what: "a parameter gradient is NaN or infinite; the step was skipped".into(),
             });
         }
-        let total: usize = (0..self.n_params)
-            .map(|i| self.table[i].shape.numel())
+        let total: usize = (0..self.param_count())
+            .map(|i| self.entry(i as u32).shape.numel())
             .sum();
         let par = self.want_pool(total * 8);
-        let Some(opt) = self.optimizer.as_mut() else {
+        let Some(opt) = self.optimizer_state_mut() else {
             return Ok(());
         };
         opt.step += 1;
-        let t = opt.step;
-        for i in 0..self.n_params {
-            let (Some(g), p) = (self.table[i].grad, self.table[i].data) else {
+        let (t, kind) = (opt.step, opt.kind);
+        for i in 0..self.param_count() {
+            let (Some(g), p) = (self.entry(i as u32).grad, self.entry(i as u32).data) else {
                 continue;
             };
-            let [m, v] = opt.state[i];
-            let decay = self.param_info[i].decay;
-            match opt.kind {
+            let [m, v] = self.optimizer_state().map_or([None, None], |o| o.state[i]);
+            let decay = self.registry().decay(i);
+            match kind {
                 OptimizerKind::Sgd {
                     lr,
                     momentum,
@@ -271,12 +269,12 @@ impl Context {
                 } => match m {
                     Some(m) => {
                         let weight_decay = if decay { weight_decay } else { 0.0 };
-                        let ([p, m], [g]) = self.store.access([p, m], [g]);
+                        let ([p, m], [g]) = self.access([p, m], [g]);
                         sgd_momentum_update(p, m, g, lr, momentum, weight_decay);
                     }
                     None => {
                         let weight_decay = if decay { weight_decay } else { 0.0 };
-                        let ([p], [g]) = self.store.access([p], [g]);
+                        let ([p], [g]) = self.access([p], [g]);
                         for (p, &g) in p.iter_mut().zip(g) {
                             *p -= lr * (g + weight_decay * *p);
                         }
@@ -291,13 +289,14 @@ impl Context {
                 } => {
                     let (Some(m), Some(v)) = (m, v) else { continue };
                     let weight_decay = if decay { weight_decay } else { 0.0 };
-                    let ([p, m, v], [g]) = self.store.access([p, m, v], [g]);
+                    let par = par && p.len() >= 1 << 16;
+                    let (pool, [p, m, v], [g]) = self.access_on(par, [p, m, v], [g]);
                     let k = AdamWStep::new(lr, beta1, beta2, eps, weight_decay, t);
                     let update = |p: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32]| {
                         simd::dispatch!(adamw_update(p, m, v, g, k))
                     };
                     // Large parameters: each half on its own thread.
-                    match self.pool.as_ref().filter(|_| par && p.len() >= 1 << 16) {
+                    match pool {
                         Some(pool) => {
                             let h = p.len() / 2;
                             let ((p0, p1), (m0, m1), (v0, v1)) =
@@ -310,8 +309,7 @@ impl Context {
                 }
             }
         }
-        self.pending_grads = false;
-        self.grads_checked_finite = false;
+        self.set_grads_pending(false);
         Ok(())
     }
 }
@@ -474,7 +472,7 @@ mod tests {
         let l = c.sum(sq).unwrap();
         c.backward(l).unwrap();
         c.optimizer_step().unwrap();
-        assert!(c.pool.is_some());
+        assert!(c.pool_started());
         let mut got = vec![0.0; n];
         c.read(p, &mut got).unwrap();
         let (mut want, mut m, mut v) = (init.clone(), vec![0.0; n], vec![0.0; n]);

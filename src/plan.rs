@@ -22,8 +22,7 @@
 //! tensor whose gradient the caller asked to keep, is alive from before the
 //! walk (position `tape.len()`) to its producer, so nothing else reuses it.
 
-use crate::context::Entry;
-use crate::tape::Node;
+use crate::context::Context;
 
 /// Padding of every planned gradient, in f32 elements: 64 bytes, the arena's
 /// alignment, so every gradient starts on a cache line.
@@ -84,16 +83,17 @@ impl GradPlan {
     /// placement. Rows before `n_params` are parameters (persistent
     /// gradients, not planned); a row with `retain` set keeps its gradient
     /// to the end of the walk.
-    pub(crate) fn prepare(&mut self, table: &[Entry], tape: &[Node], n_params: usize, loss: u32) {
-        let n = tape.len() as u32;
-        let rows = table.len();
+    pub(crate) fn prepare(&mut self, ctx: &Context, loss: u32) {
+        let n = ctx.tape_len() as u32;
+        let rows = ctx.live_tensors();
+        let n_params = ctx.param_count();
         self.lo.clear();
         self.lo.resize(rows, NONE);
         self.hi.clear();
         self.hi.resize(rows, NONE);
-        let root = |id: u32| table[id as usize].view_of.unwrap_or(id) as usize;
-        for (i, node) in tape.iter().enumerate() {
-            let i = i as u32;
+        let root = |id: u32| ctx.entry(id).view_of.unwrap_or(id) as usize;
+        for i in 0..n {
+            let node = ctx.node(i);
             let out = node.out as usize;
             self.lo[out] = self.lo[out].min(i);
             for &x in node.op.inputs().as_slice() {
@@ -107,7 +107,8 @@ impl GradPlan {
         }
         self.hi[root(loss)] = n;
         self.next.clear();
-        for (id, e) in table.iter().enumerate().skip(n_params) {
+        for id in n_params..rows {
+            let e = ctx.entry(id as u32);
             if e.view_of.is_some() || !e.requires_grad {
                 continue;
             }
@@ -311,8 +312,17 @@ mod tests {
         let mut c = crate::Context::new();
         let x = c.param(&[2, 3], Some(&xs)).unwrap();
         let [loss, h, r] = chain(&mut c, x);
-        c.backward(loss).unwrap();
         let mut g = [0.0f32; 6];
+        // Each case has its own reason and advice: before backward, not
+        // retained, and a constant (which no advice about retaining helps).
+        let e = c.read_grad(h, &mut g).unwrap_err();
+        assert!(e.to_string().contains("ag_backward has not run"), "{e}");
+        let k = c.tensor(&[6], &[1.0; 6]).unwrap();
+        let e = c.read_grad(k, &mut g).unwrap_err();
+        assert!(matches!(e, Error::Sequence { .. }), "{e}");
+        assert!(e.to_string().contains("it is a constant"), "{e}");
+        assert!(!e.to_string().contains("retain"), "{e}");
+        c.backward(loss).unwrap();
         for t in [h, r] {
             let e = c.read_grad(t, &mut g).unwrap_err();
             assert!(matches!(e, Error::Sequence { .. }), "{e}");
@@ -356,13 +366,13 @@ mod tests {
             let [loss, ..] = chain(&mut c, x);
             c.backward(loss).unwrap();
         }
-        assert_eq!(c.plan.solves, 1);
+        assert_eq!(c.plan_solves(), 1);
         // Retaining changes lifetimes, so the plan is solved again.
         c.reset();
         let [loss, h, _] = chain(&mut c, x);
         c.retain_grad(h).unwrap();
         c.backward(loss).unwrap();
-        assert_eq!(c.plan.solves, 2);
+        assert_eq!(c.plan_solves(), 2);
     }
 
     /// Under an arena cap that holds the forward pass but not the gradient

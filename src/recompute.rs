@@ -192,6 +192,23 @@ impl Recompute {
         self.segments.len()
     }
 
+    /// Ended segment `k`: its tape positions [first, end) and whether it is
+    /// recomputed.
+    pub(crate) fn span(&self, k: usize) -> (u32, u32, bool) {
+        let s = &self.segments[k];
+        (s.first_op, s.end_op, s.recompute)
+    }
+
+    /// The per-op "replay needed" scratch (capacity kept across replays);
+    /// give it back with [`put_needed`](Self::put_needed).
+    pub(crate) fn take_needed(&mut self) -> Vec<bool> {
+        std::mem::take(&mut self.needed)
+    }
+
+    pub(crate) fn put_needed(&mut self, needed: Vec<bool>) {
+        self.needed = needed;
+    }
+
     /// The segment whose internal tensors include table row `id`, if that
     /// row is not one of its outputs.
     pub(crate) fn sealed(&self, id: u32) -> Option<usize> {
@@ -215,11 +232,11 @@ impl Context {
     /// Sets which segments are recomputed from the next segment on
     /// (default [`RecomputePolicy::None`]).
     pub fn set_recompute(&mut self, policy: RecomputePolicy) {
-        self.recompute.policy = policy;
+        self.rc_mut().policy = policy;
     }
 
     pub fn recompute_policy(&self) -> RecomputePolicy {
-        self.recompute.policy
+        self.rc().policy
     }
 
     /// Starts a segment: the ops recorded until [`segment_end`] may be
@@ -230,32 +247,32 @@ impl Context {
     /// [`set_recompute`]: Self::set_recompute
     pub fn segment_begin(&mut self) -> Result<()> {
         const OP: &str = "segment_begin";
-        if self.recompute.open.is_some() {
+        if self.rc().open.is_some() {
             return Err(Error::Sequence {
                 op: OP,
                 what: format!(
                     "segment {} is still open: segments do not nest (call ag_segment_end first)",
-                    self.recompute.segments.len()
+                    self.rc().segments.len()
                 ),
             });
         }
-        let index = self.recompute.segments.len();
-        if index == self.recompute.segments.capacity() {
+        let index = self.rc().segments.len();
+        if index == self.rc().segments.capacity() {
             // Growing the list (warm-up iterations only) is an allocation
             // the fault-injection tests may fail.
             let bytes = size_of::<Segment>() * (index + 1);
-            self.store.fault_point(OP, bytes)?;
-            self.recompute
+            self.fault_point(OP, bytes)?;
+            self.rc_mut()
                 .segments
                 .try_reserve(1)
                 .map_err(|_| Error::AllocationFailed { op: OP, bytes })?;
         }
-        let limit = self.store.stats().limit;
+        let limit = self.arena_stats().limit;
         let recompute = self
-            .recompute
+            .rc_mut()
             .recomputes(index, (limit != 0).then_some(limit));
-        let (first_op, first_tensor) = (self.tape.len() as u32, self.table.len() as u32);
-        self.recompute.open = Some(Segment {
+        let (first_op, first_tensor) = (self.tape_len() as u32, self.live_tensors() as u32);
+        self.rc_mut().open = Some(Segment {
             first_op,
             end_op: first_op,
             first_tensor,
@@ -265,11 +282,11 @@ impl Context {
             recompute,
             internal: 0,
             kept: 0,
-            routable_at_begin: self.store.routable_bytes(),
-            grad_enabled: self.grad_enabled,
+            routable_at_begin: self.routable_bytes(),
+            grad_enabled: self.grad_enabled(),
         });
         if recompute {
-            self.store.scratch_begin();
+            self.scratch_begin();
         }
         Ok(())
     }
@@ -283,7 +300,7 @@ impl Context {
     /// (copying an output) the segment stays open.
     pub fn segment_end(&mut self, outputs: &[Tensor]) -> Result<()> {
         const OP: &str = "segment_end";
-        let Some(mut seg) = self.recompute.open else {
+        let Some(mut seg) = self.rc().open else {
             return Err(Error::Sequence {
                 op: OP,
                 what: "no segment is open (call ag_segment_begin first)".into(),
@@ -302,13 +319,13 @@ impl Context {
             *slot = self.resolve(OP, t)?;
         }
         seg.n_outputs = outputs.len() as u8;
-        seg.end_tensor = self.table.len() as u32;
+        seg.end_tensor = self.live_tensors() as u32;
         let inside = |id: u32| id >= seg.first_tensor && id < seg.end_tensor;
         // The outputs' own buffers, once each (a view shares its base's).
         let mut roots = [u32::MAX; MAX_SEGMENT_OUTPUTS];
         let mut n_roots = 0;
         for &id in &seg.outputs[..outputs.len()] {
-            let root = self.table[id as usize].view_of.unwrap_or(id);
+            let root = self.entry(id).view_of.unwrap_or(id);
             if inside(root) && !roots.contains(&root) {
                 roots[n_roots] = root;
                 n_roots += 1;
@@ -316,128 +333,60 @@ impl Context {
         }
         let mut kept = 0;
         for &root in &roots[..n_roots] {
-            let e = self.table[root as usize];
+            let e = self.entry(root);
             // What recomputation would copy: the routable outputs (those
             // that need a gradient, or all with grad mode off).
             if e.requires_grad || !seg.grad_enabled {
                 kept += Storage::padded_len::<f32>(e.shape.numel());
             }
-            if !seg.recompute || !self.store.in_scratch(e.data) {
+            if !seg.recompute || !self.in_scratch(e.data) {
                 continue;
             }
-            let copy = self.store.alloc_main::<f32>(OP, e.shape.numel())?;
-            let ([dst], [src]) = self.store.access([copy], [e.data]);
+            let copy = self.alloc_main::<f32>(OP, e.shape.numel())?;
+            let ([dst], [src]) = self.access([copy], [e.data]);
             dst.copy_from_slice(src);
             for i in seg.first_tensor..seg.end_tensor {
-                let t = &mut self.table[i as usize];
+                let t = self.entry_mut(i);
                 if i == root || t.view_of == Some(root) {
                     t.data = copy;
                 }
             }
         }
         if seg.recompute {
-            self.store.scratch_end();
+            self.scratch_end();
         }
         seg.kept = kept;
-        seg.internal = self.store.routable_bytes() - seg.routable_at_begin;
-        seg.end_op = self.tape.len() as u32;
-        self.recompute.segments.push(seg);
-        self.recompute.open = None;
+        seg.internal = self.routable_bytes() - seg.routable_at_begin;
+        seg.end_op = self.tape_len() as u32;
+        self.rc_mut().segments.push(seg);
+        self.rc_mut().open = None;
         Ok(())
     }
 
     /// Refuses backward while a segment is open.
     pub(crate) fn check_no_open_segment(&self, op: &'static str) -> Result<()> {
-        match self.recompute.open {
+        match self.rc().open {
             Some(_) => Err(Error::Sequence {
                 op,
                 what: format!(
                     "segment {} is still open (call ag_segment_end before ag_backward)",
-                    self.recompute.segments.len()
+                    self.rc().segments.len()
                 ),
             }),
             None => Ok(()),
         }
     }
 
-    /// During backward's reverse walk, before tape position `at`: if `at`
-    /// is the last op of a recomputed segment whose outputs received a
-    /// gradient, runs the segment's ops again into its buffers. `next`
-    /// counts the segments not passed yet (start at their number).
-    pub(crate) fn replay_before(&mut self, next: &mut usize, at: u32) {
-        while *next > 0 {
-            let s = self.recompute.segments[*next - 1];
-            if s.first_op > at || s.first_op == s.end_op {
-                // Wholly after `at` (already replayed or not recomputed),
-                // or empty.
-                *next -= 1;
-                continue;
-            }
-            if s.end_op != at + 1 {
-                return;
-            }
-            *next -= 1;
-            if !s.recompute {
-                return;
-            }
-            let reached =
-                (s.first_op..s.end_op).any(|j| self.table[self.tape[j as usize].out as usize].flow);
-            if reached {
-                self.mark_needed(&s);
-                for j in s.first_op..s.end_op {
-                    if self.recompute.needed[(j - s.first_op) as usize] {
-                        let node = self.tape[j as usize];
-                        crate::ops::forward(self, node.op, node.out);
-                    }
-                }
-            }
-            return;
-        }
-    }
-
-    /// Which ops of segment `s` a replay must run: those whose backward
-    /// reads their own output or saved buffers, and the producers (inside
-    /// the scratch region) of every input that a backward reads or that a
-    /// replayed op computes from; found in one reverse pass, since an op's
-    /// consumers come after it. Outputs already in the arena (the segment's
-    /// declared outputs) are never recomputed for their value.
-    fn mark_needed(&mut self, s: &Segment) {
-        let n = (s.end_op - s.first_op) as usize;
-        let mut needed = std::mem::take(&mut self.recompute.needed);
-        needed.clear();
-        // Capacity grows in the first replay only.
-        needed.resize(n, false);
-        for k in (0..n).rev() {
-            let op = self.tape[s.first_op as usize + k].op;
-            let reads = op.backward_reads();
-            needed[k] |= reads.own;
-            if !(needed[k] || reads.inputs) {
-                continue;
-            }
-            for &input in op.inputs().as_slice() {
-                let root = self.table[input as usize].view_of.unwrap_or(input);
-                if !self.store.in_scratch(self.table[root as usize].data) {
-                    continue;
-                }
-                let first = s.first_op as usize;
-                if let Some(j) = (0..k).rev().find(|&j| self.tape[first + j].out == root) {
-                    needed[j] = true;
-                }
-            }
-        }
-        self.recompute.needed = needed;
-    }
-
     pub(crate) fn recompute_stats(&self) -> RecomputeStats {
-        let r = &self.recompute;
+        let r = self.rc();
         let recomputed = r.segments.iter().filter(|s| s.recompute);
         let moved: usize = recomputed
             .clone()
             .map(|s| s.internal.saturating_sub(s.kept))
             .sum();
-        let (need_none, need_all) = if self.backward_done && r.open.is_none() {
+        let (need_none, need_all) = if self.backward_done() && r.open.is_none() {
             // This iteration's own figures, as the next reset will keep them.
-            let mut base = self.store.stats().used - self.store.scratch_bytes();
+            let mut base = self.arena_stats().used - self.scratch_bytes();
             let (mut internal, mut kept, mut largest) = (0, 0, 0);
             for s in &r.segments {
                 base = base.saturating_sub(if s.recompute { s.kept } else { s.internal });
@@ -454,7 +403,7 @@ impl Context {
         RecomputeStats {
             segments: r.segments.len(),
             recomputed: recomputed.count(),
-            saved: moved.saturating_sub(self.store.scratch_bytes()),
+            saved: moved.saturating_sub(self.scratch_bytes()),
             need_none,
             need_all,
         }

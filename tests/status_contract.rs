@@ -457,6 +457,7 @@ fn call(name: &str, ctx: *mut ag_context, fx: &Fx, env: &Env, a: Args) -> ag_sta
         "ag_sigmoid" => ag_sigmoid(ctx, t, o),
         "ag_gelu" => ag_gelu(ctx, t, o),
         "ag_sqrt" => ag_sqrt(ctx, t, o),
+        "ag_log1p" => ag_log1p(ctx, t, o),
         "ag_sum" => ag_sum(ctx, t, o),
         "ag_mean" => ag_mean(ctx, t, o),
         "ag_scale" => ag_scale(ctx, t, fl, o),

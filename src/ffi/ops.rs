@@ -146,6 +146,14 @@ pub extern "C" fn ag_sigmoid(ctx: *mut ag_context, x: ag_tensor, out: *mut ag_te
 pub extern "C" fn ag_sqrt(ctx: *mut ag_context, x: ag_tensor, out: *mut ag_tensor) -> ag_status {
     op("ag_sqrt", ctx, out, |c| c.sqrt(x.into()))
 }
+/// out = ln(1 + x), accurate for small x (NaN below -1, -inf at -1).
+/// Gradient 1 / (1 + x).
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_log1p(ctx: *mut ag_context, x: ag_tensor, out: *mut ag_tensor) -> ag_status {
+    op("ag_log1p", ctx, out, |c| c.log1p(x.into()))
+}
 /// out = |x|. Gradient sign(x), with the subgradient 0 at x = 0.
 /// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
 /// OUT_OF_MEMORY.

@@ -8,7 +8,7 @@ use std::ffi::CStr;
 /// Most bytes in a parameter name, without the terminating NUL: a buffer
 /// of AG_MAX_PARAM_NAME + 1 chars holds any name.
 pub const AG_MAX_PARAM_NAME: usize = 255;
-const _: () = assert!(AG_MAX_PARAM_NAME == crate::context::MAX_PARAM_NAME_BYTES);
+const _: () = assert!(AG_MAX_PARAM_NAME == crate::params::MAX_PARAM_NAME_BYTES);
 
 /// A NUL-terminated UTF-8 string argument.
 fn str_arg<'a>(func: &'static str, arg: &'static str, p: *const c_char) -> Result<&'a str> {
@@ -49,7 +49,7 @@ pub extern "C" fn ag_param_new_named(
     guard(F, ctx, |c| {
         need(F, "out", out)?;
         let name = str_arg(F, "name", name)?;
-        let dims = super::api::shape_arg(F, shape, ndim)?;
+        let dims = super::tensors::shape_arg(F, shape, ndim)?;
         let n = crate::Shape::new(F, dims)?.numel();
         let init = if init.is_null() {
             None
@@ -142,7 +142,7 @@ pub extern "C" fn ag_param_name(
 pub extern "C" fn ag_safetensors_save(ctx: *mut ag_context, path: *const c_char) -> ag_status {
     const F: &str = "ag_safetensors_save";
     guard(F, ctx, |c| {
-        let p = super::api::path_arg(F, path)?;
+        let p = super::checkpoints::path_arg(F, path)?;
         c.safetensors_save(&p)
     })
 }
@@ -165,7 +165,7 @@ pub extern "C" fn ag_safetensors_save(ctx: *mut ag_context, path: *const c_char)
 pub extern "C" fn ag_safetensors_load(ctx: *mut ag_context, path: *const c_char) -> ag_status {
     const F: &str = "ag_safetensors_load";
     guard(F, ctx, |c| {
-        let p = super::api::path_arg(F, path)?;
+        let p = super::checkpoints::path_arg(F, path)?;
         c.safetensors_load(&p)
     })
 }

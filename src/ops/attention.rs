@@ -10,7 +10,8 @@ use crate::arena::{Buf, Storage};
 use crate::blas::{Gemm, sgemm};
 use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
-use crate::ops::{Op, fastmath};
+use crate::kernels::fastmath;
+use crate::ops::Op;
 use crate::shape::Shape;
 use crate::simd;
 
@@ -139,9 +140,7 @@ impl Context {
         let extra = if tracks { 2 * t * t } else { 0 };
         // Written completely: the probabilities by the forward pass, the
         // scratch by backward's first product (beta = 0) before it is read.
-        let probs = self
-            .store
-            .alloc_for_overwrite::<f32>(OP, probs_shape.numel() + extra)?;
+        let probs = self.alloc_for_overwrite::<f32>(OP, probs_shape.numel() + extra)?;
         let out = self.push_output(OP, Shape::from_valid(&[b, t, c]), tracks)?;
         let op = Op::Attention {
             qkv: iq,
@@ -157,7 +156,7 @@ pub(crate) fn forward_softmax(ctx: &mut Context, out: u32, x: u32, scale: f32, c
     let nd = ex.shape.ndim();
     let tk = ex.shape.last();
     let tq = if nd >= 2 { ex.shape.dims()[nd - 2] } else { 1 };
-    let ([y], [x]) = ctx.store.access([eo.data], [ex.data]);
+    let ([y], [x]) = ctx.access([eo.data], [ex.data]);
     simd::dispatch!({
         for (r, (yr, xr)) in y.chunks_exact_mut(tk).zip(x.chunks_exact(tk)).enumerate() {
             softmax_row_from(yr, xr, valid_cols(causal, r % tq, tq, tk), scale);
@@ -172,8 +171,8 @@ pub(crate) fn forward_attention(ctx: &mut Context, out: u32, qkv: u32, n_head: u
     let (b, t, c) = (eq.shape.dims()[0], eq.shape.dims()[1], eq.shape.last() / 3);
     let probs_only = Storage::sub(probs, 0, b * n_head * t * t);
     let par = b >= 2 && ctx.want_pool(4 * b * n_head * t * t * (c / n_head));
-    let ([y, p], [q]) = ctx.store.access([eo.data, probs_only], [eq.data]);
-    match ctx.pool.as_ref().filter(|_| par) {
+    let (pool, [y, p], [q]) = ctx.access_on(par, [eo.data, probs_only], [eq.data]);
+    match pool {
         Some(pool) => {
             // Split the batch: each half owns disjoint rows of every buffer.
             let h = b / 2;
@@ -349,7 +348,7 @@ pub(crate) fn backward_softmax(ctx: &mut Context, out: u32, x: u32, scale: f32) 
         return;
     };
     let eo = ctx.entry(out);
-    let ([dx], [g, y]) = ctx.store.access([dx], [dout, eo.data]);
+    let ([dx], [g, y]) = ctx.access([dx], [dout, eo.data]);
     simd::dispatch!(softmax_backward(dx, g, y, eo.shape.last(), scale));
 }
 
@@ -362,8 +361,8 @@ pub(crate) fn backward_attention(ctx: &mut Context, out: u32, qkv: u32, nh: usiz
     let n = probs.len() - 2 * t * t;
     let (p_only, scratch) = (Storage::sub(probs, 0, n), Storage::sub(probs, n, 2 * t * t));
     let par = b >= 2 && ctx.want_pool(4 * b * nh * t * t * (c / nh));
-    let ([dq, dp], [g, p, q]) = ctx.store.access([dq, scratch], [dout, p_only, eq.data]);
-    match ctx.pool.as_ref().filter(|_| par) {
+    let (pool, [dq, dp], [g, p, q]) = ctx.access_on(par, [dq, scratch], [dout, p_only, eq.data]);
+    match pool {
         Some(pool) => {
             let h = b / 2;
             let (dq0, dq1) = dq.split_at_mut(h * t * 3 * c);
@@ -445,7 +444,7 @@ mod tests {
         let mut ctx = crate::Context::new();
         let qkv = ctx.param(&[b, t, 3 * c], Some(&data)).unwrap();
         let out = ctx.attention(qkv, nh).unwrap();
-        assert!(ctx.pool.is_some(), "this size should use the worker");
+        assert!(ctx.pool_started(), "this size should use the worker");
         let rt = ctx.tensor(&[b, t, c], &r).unwrap();
         let m = ctx.mul(out, rt).unwrap();
         let l = ctx.sum(m).unwrap();

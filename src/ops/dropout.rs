@@ -10,8 +10,8 @@
 use crate::arena::Buf;
 use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
-use crate::init::{GAMMA, mix};
 use crate::ops::Op;
+use crate::rng::{GAMMA, mix};
 
 /// Separates dropout's stream from the initialisers' streams of the same seed.
 const DOMAIN: u64 = 0x6472_6f70_6f75_7431; // "dropout1"
@@ -66,25 +66,25 @@ impl Context {
             });
         }
         let ex = self.entry(ix);
-        if !self.grad_enabled {
+        if !self.grad_enabled() {
             let out = self.push_view(OP, ix, ex.shape)?;
             return Ok(self.handle(out));
         }
         let n = ex.shape.numel();
         // Drawn from the seed once; kept outside any recomputed segment's
         // scratch, so a replay applies the very same mask.
-        let scale = self.store.alloc_main::<f32>(OP, n)?;
+        let scale = self.alloc_main::<f32>(OP, n)?;
         let tracks = self.tracks(&[ix]);
         let out = self.push_output(OP, ex.shape, tracks)?;
         // The mask is drawn here, once: a replay reuses the saved mask.
-        dropout_mask(self.store.access_one(scale), p, seed);
+        dropout_mask(self.access_one(scale), p, seed);
         Ok(self.run(Op::Dropout { x: ix, scale }, out))
     }
 }
 
 pub(crate) fn forward_dropout(ctx: &mut Context, out: u32, x: u32, scale: Buf) {
     let (ex, eo) = (ctx.entry(x), ctx.entry(out));
-    let ([y], [x, s]) = ctx.store.access([eo.data], [ex.data, scale]);
+    let ([y], [x, s]) = ctx.access([eo.data], [ex.data, scale]);
     dropout_forward(y, x, s);
 }
 
@@ -92,7 +92,7 @@ pub(crate) fn backward_dropout(ctx: &mut Context, out: u32, x: u32, scale: Buf) 
     let (Some(dx), Some(dout)) = (ctx.grad_of(x), ctx.grad_out(out)) else {
         return;
     };
-    let ([dx], [dout, s]) = ctx.store.access([dx], [dout, scale]);
+    let ([dx], [dout, s]) = ctx.access([dx], [dout, scale]);
     dropout_backward(dx, dout, s);
 }
 

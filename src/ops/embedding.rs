@@ -57,9 +57,8 @@ impl Context {
         check_ids(OP, ids, v)?;
         let oshape = Shape::new(OP, &[ids.len(), c])?;
         let tracks = self.tracks(&[iw]);
-        let ids_buf = self.store.alloc_main::<u32>(OP, ids.len())?;
-        self.store
-            .access_one(ids_buf)
+        let ids_buf = self.alloc_main::<u32>(OP, ids.len())?;
+        self.access_one(ids_buf)
             .iter_mut()
             .zip(ids)
             .for_each(|(d, &s)| *d = s as u32);
@@ -75,7 +74,7 @@ impl Context {
 pub(crate) fn forward_embedding(ctx: &mut Context, out: u32, w: u32, ids: Buf<u32>) {
     let (ew, eo) = (ctx.entry(w), ctx.entry(out));
     let c = ew.shape.dims()[1];
-    let ([y], [w], [ids]) = ctx.store.access_ids([eo.data], [ew.data], [ids]);
+    let ([y], [w], [ids]) = ctx.access_ids([eo.data], [ew.data], [ids]);
     embedding_forward(y, w, ids, c);
 }
 
@@ -84,7 +83,7 @@ pub(crate) fn backward_embedding(ctx: &mut Context, out: u32, w: u32, ids: Buf<u
         return;
     };
     let c = ctx.entry(w).shape.dims()[1];
-    let ([dw], [dout], [ids]) = ctx.store.access_ids([dw], [dout], [ids]);
+    let ([dw], [dout], [ids]) = ctx.access_ids([dw], [dout], [ids]);
     embedding_backward(dw, dout, ids, c);
 }
 

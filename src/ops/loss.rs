@@ -7,8 +7,9 @@
 use crate::arena::Buf;
 use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
+use crate::kernels::fastmath;
+use crate::ops::Op;
 use crate::ops::embedding::check_ids;
-use crate::ops::{Op, fastmath};
 use crate::shape::Shape;
 use crate::simd;
 
@@ -185,15 +186,13 @@ impl Context {
         }
         check_ids(OP, targets, v)?;
         let tracks = self.tracks(&[il]);
-        let tbuf = self.store.alloc_main::<u32>(OP, rows)?;
-        self.store
-            .access_one(tbuf)
+        let tbuf = self.alloc_main::<u32>(OP, rows)?;
+        self.access_one(tbuf)
             .iter_mut()
             .zip(targets)
             .for_each(|(d, &s)| *d = s as u32);
-        let probs = self
-            .store
-            .alloc_for_overwrite::<f32>(OP, if tracks { el.shape.numel() } else { 1 })?;
+        let probs =
+            self.alloc_for_overwrite::<f32>(OP, if tracks { el.shape.numel() } else { 1 })?;
         let out = self.push_output(OP, Shape::scalar(), tracks)?;
         let op = Op::CrossEntropy {
             logits: il,
@@ -206,13 +205,13 @@ impl Context {
 
 pub(crate) fn forward_mse(ctx: &mut Context, out: u32, pred: u32, target: u32) {
     let (ep, et, eo) = (ctx.entry(pred), ctx.entry(target), ctx.entry(out));
-    let ([y], [p, t]) = ctx.store.access([eo.data], [ep.data, et.data]);
+    let ([y], [p, t]) = ctx.access([eo.data], [ep.data, et.data]);
     y[0] = mse_forward(p, t);
 }
 
 pub(crate) fn forward_log_softmax(ctx: &mut Context, out: u32, x: u32) {
     let (ex, eo) = (ctx.entry(x), ctx.entry(out));
-    let ([y], [x]) = ctx.store.access([eo.data], [ex.data]);
+    let ([y], [x]) = ctx.access([eo.data], [ex.data]);
     log_softmax_forward(y, x, ex.shape.last());
 }
 
@@ -228,7 +227,7 @@ pub(crate) fn forward_cross_entropy(
     let (el, eo) = (ctx.entry(logits), ctx.entry(out));
     let v = el.shape.last();
     let tracks = eo.requires_grad;
-    let ([y, p], [l], [t]) = ctx.store.access_ids([eo.data, probs], [el.data], [targets]);
+    let ([y, p], [l], [t]) = ctx.access_ids([eo.data, probs], [el.data], [targets]);
     y[0] = simd::dispatch!(cross_entropy_forward(tracks.then_some(p), l, t, v));
 }
 
@@ -243,7 +242,7 @@ pub(crate) fn backward_cross_entropy(
         return;
     };
     let v = ctx.entry(logits).shape.last();
-    let ([dl], [dout, p], [t]) = ctx.store.access_ids([dl], [dout, probs], [targets]);
+    let ([dl], [dout, p], [t]) = ctx.access_ids([dl], [dout, probs], [targets]);
     simd::dispatch!(cross_entropy_backward(dl, dout[0], p, t, v));
 }
 
@@ -252,7 +251,7 @@ pub(crate) fn backward_log_softmax(ctx: &mut Context, out: u32, x: u32) {
         return;
     };
     let eo = ctx.entry(out);
-    let ([dx], [dout, y]) = ctx.store.access([dx], [dout, eo.data]);
+    let ([dx], [dout, y]) = ctx.access([dx], [dout, eo.data]);
     log_softmax_backward(dx, dout, y, eo.shape.last());
 }
 
@@ -263,11 +262,11 @@ pub(crate) fn backward_mse(ctx: &mut Context, out: u32, pred: u32, target: u32) 
     let (ep, et) = (ctx.entry(pred), ctx.entry(target));
     // One operand at a time: pred and target may be the same tensor.
     if let Some(dp) = ctx.grad_of(pred) {
-        let ([dp], [g, p, t]) = ctx.store.access([dp], [dout, ep.data, et.data]);
+        let ([dp], [g, p, t]) = ctx.access([dp], [dout, ep.data, et.data]);
         mse_backward(dp, g[0], p, t);
     }
     if let Some(dt) = ctx.grad_of(target) {
-        let ([dt], [g, p, t]) = ctx.store.access([dt], [dout, ep.data, et.data]);
+        let ([dt], [g, p, t]) = ctx.access([dt], [dout, ep.data, et.data]);
         mse_backward(dt, g[0], t, p);
     }
 }

@@ -6,11 +6,47 @@
 use crate::blas::{Gemm, sgemm_bias_on, sgemm_on};
 use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
-use crate::ops::{Op, fastmath};
+use crate::kernels::fastmath;
+use crate::ops::Op;
 use crate::pool::Pool;
 use crate::shape::{MAX_DIMS, Shape};
 
 /// (rows, cols) of a stored 2-D matrix after an optional transpose.
+/// The error for a product whose inner dimensions differ. With a transpose
+/// flag set, the message shows each operand as passed, marked `^T`, and
+/// then the shapes the product actually multiplies, e.g.
+/// `[8,32] x [32,4]^T = [8,32] x [4,32]`.
+fn inner_mismatch(op: &'static str, a: Shape, b: Shape, trans_a: bool, trans_b: bool) -> Error {
+    if !trans_a && !trans_b {
+        return Error::ShapeMismatch {
+            op,
+            what: "inner dimensions differ",
+            a,
+            b,
+        };
+    }
+    let marked = |s: Shape, t: bool| if t { format!("{s}^T") } else { s.to_string() };
+    let applied = |s: Shape, t: bool| {
+        let mut d = [0usize; MAX_DIMS];
+        let n = s.ndim();
+        d[..n].copy_from_slice(s.dims());
+        if t {
+            d.swap(n - 2, n - 1);
+        }
+        Shape::from_valid(&d[..n])
+    };
+    Error::BadShape {
+        op,
+        what: format!(
+            "inner dimensions differ: {} x {} = {} x {}",
+            marked(a, trans_a),
+            marked(b, trans_b),
+            applied(a, trans_a),
+            applied(b, trans_b)
+        ),
+    }
+}
+
 fn op_dims(rows: usize, cols: usize, trans: bool) -> (usize, usize) {
     if trans { (cols, rows) } else { (rows, cols) }
 }
@@ -80,12 +116,7 @@ impl Context {
         let (m, k) = op_dims(ea.shape.dims()[0], ea.shape.dims()[1], trans_a);
         let (k2, n) = op_dims(eb.shape.dims()[0], eb.shape.dims()[1], trans_b);
         if k != k2 {
-            return Err(Error::ShapeMismatch {
-                op: OP,
-                what: "inner dimensions differ",
-                a: ea.shape,
-                b: eb.shape,
-            });
+            return Err(inner_mismatch(OP, ea.shape, eb.shape, trans_a, trans_b));
         }
         let tracks = self.tracks(&[ia, ib]);
         let out = self.push_output(OP, Shape::new(OP, &[m, n])?, tracks)?;
@@ -163,12 +194,7 @@ impl Context {
         let (m, k) = op_dims(ea.shape.dims()[nd - 2], ea.shape.dims()[nd - 1], trans_a);
         let (k2, n) = op_dims(eb.shape.dims()[nd - 2], eb.shape.dims()[nd - 1], trans_b);
         if k != k2 {
-            return Err(Error::ShapeMismatch {
-                op: OP,
-                what: "inner dimensions differ",
-                a: ea.shape,
-                b: eb.shape,
-            });
+            return Err(inner_mismatch(OP, ea.shape, eb.shape, trans_a, trans_b));
         }
         let mut dims = [0usize; MAX_DIMS];
         dims[..nd].copy_from_slice(ea.shape.dims());
@@ -192,8 +218,7 @@ pub(crate) fn forward_matmul(ctx: &mut Context, out: u32, ia: u32, ib: u32, ta: 
     let (ea, eb, eo) = (ctx.entry(ia), ctx.entry(ib), ctx.entry(out));
     let (m, n, k) = mnk(ea.shape, eo.shape, ta);
     let par = ctx.want_pool(m * n * k);
-    let ([c], [a, b]) = ctx.store.access([eo.data], [ea.data, eb.data]);
-    let pool = ctx.pool.as_ref().filter(|_| par);
+    let (pool, [c], [a, b]) = ctx.access_on(par, [eo.data], [ea.data, eb.data]);
     sgemm_on(pool, Gemm::dense(ta, tb, m, n, k), 1.0, a, b, 0.0, c);
 }
 
@@ -204,17 +229,15 @@ pub(crate) fn forward_linear(ctx: &mut Context, out: u32, ix: u32, iw: u32, bias
     let (k, n) = (ew.shape.dims()[0], ew.shape.dims()[1]);
     let rows = ex.shape.rows();
     let par = ctx.want_pool(rows * n * k);
-    let pool = ctx.pool.as_ref().filter(|_| par);
     let g = Gemm::dense(false, false, rows, n, k);
     match bias {
         Some(ib) => {
-            let ([y], [x, w, b]) = ctx
-                .store
-                .access([eo.data], [ex.data, ew.data, ctx.table[ib as usize].data]);
+            let eb = ctx.entry(ib);
+            let (pool, [y], [x, w, b]) = ctx.access_on(par, [eo.data], [ex.data, ew.data, eb.data]);
             sgemm_bias_on(pool, g, x, w, b, y);
         }
         None => {
-            let ([y], [x, w]) = ctx.store.access([eo.data], [ex.data, ew.data]);
+            let (pool, [y], [x, w]) = ctx.access_on(par, [eo.data], [ex.data, ew.data]);
             sgemm_on(pool, g, 1.0, x, w, 0.0, y);
         }
     }
@@ -226,7 +249,7 @@ pub(crate) fn forward_bmm(ctx: &mut Context, out: u32, ia: u32, ib: u32, ta: boo
     let (ea, eb, eo) = (ctx.entry(ia), ctx.entry(ib), ctx.entry(out));
     let (m, n, k) = mnk(ea.shape, eo.shape, ta);
     let batch = eo.shape.numel() / (m * n);
-    let ([c], [a, b]) = ctx.store.access([eo.data], [ea.data, eb.data]);
+    let ([c], [a, b]) = ctx.access([eo.data], [ea.data, eb.data]);
     let g = Gemm::dense(ta, tb, m, n, k);
     let pool = None;
     for ((c, a), b) in c
@@ -262,8 +285,7 @@ pub(crate) fn backward_product(ctx: &mut Context, out: u32, ia: u32, ib: u32, ta
     let par = batch == 1 && ctx.want_pool(m * n * k);
     // One gradient at a time (a and b may be the same tensor).
     if let Some(da) = ctx.grad_of(ia) {
-        let ([da], [dc, b]) = ctx.store.access([da], [dout, eb.data]);
-        let pool = ctx.pool.as_ref().filter(|_| par);
+        let (pool, [da], [dc, b]) = ctx.access_on(par, [da], [dout, eb.data]);
         for i in 0..batch {
             let (dc, b) = (&dc[i * m * n..][..m * n], &b[i * k * n..][..k * n]);
             matmul_backward(
@@ -282,8 +304,7 @@ pub(crate) fn backward_product(ctx: &mut Context, out: u32, ia: u32, ib: u32, ta
         }
     }
     if let Some(db) = ctx.grad_of(ib) {
-        let ([db], [dc, a]) = ctx.store.access([db], [dout, ea.data]);
-        let pool = ctx.pool.as_ref().filter(|_| par);
+        let (pool, [db], [dc, a]) = ctx.access_on(par, [db], [dout, ea.data]);
         for i in 0..batch {
             let (dc, a) = (&dc[i * m * n..][..m * n], &a[i * m * k..][..m * k]);
             matmul_backward(
@@ -312,19 +333,17 @@ pub(crate) fn backward_linear(ctx: &mut Context, out: u32, ix: u32, iw: u32, bia
     let rows = ex.shape.rows();
     let par = ctx.want_pool(rows * n * k);
     if let Some(dx) = ctx.grad_of(ix) {
-        let ([dx], [dc, w]) = ctx.store.access([dx], [dout, ew.data]);
-        let pool = ctx.pool.as_ref().filter(|_| par);
+        let (pool, [dx], [dc, w]) = ctx.access_on(par, [dx], [dout, ew.data]);
         matmul_backward(pool, Some(dx), None, dc, &[], w, false, false, rows, n, k);
     }
     if let Some(dw) = ctx.grad_of(iw) {
-        let ([dw], [dc, x]) = ctx.store.access([dw], [dout, ex.data]);
-        let pool = ctx.pool.as_ref().filter(|_| par);
+        let (pool, [dw], [dc, x]) = ctx.access_on(par, [dw], [dout, ex.data]);
         matmul_backward(pool, None, Some(dw), dc, x, &[], false, false, rows, n, k);
     }
     if let Some(db) = bias.and_then(|b| ctx.grad_of(b)) {
         let par = ctx.want_pool(rows * n * 16);
-        let ([db], [dc]) = ctx.store.access([db], [dout]);
-        fastmath::sum_rows_into_on(ctx.pool.as_ref().filter(|_| par), db, dc);
+        let (pool, [db], [dc]) = ctx.access_on(par, [db], [dout]);
+        fastmath::sum_rows_into_on(pool, db, dc);
     }
 }
 
@@ -350,6 +369,14 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "matmul: inner dimensions differ: [8,32] x [16,4]"
+        );
+        // With a transpose, the message shows the shapes multiplied.
+        let w = c.tensor(&[32, 4], &[0.0; 128]).unwrap();
+        let e = c.matmul(x, w, false, true).unwrap_err();
+        assert!(matches!(e, crate::Error::BadShape { .. }), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "matmul: inner dimensions differ: [8,32] x [32,4]^T = [8,32] x [4,32]"
         );
         let used = c.memory_stats().arena_used_bytes;
         assert!(c.bmm(x, y, false, false).is_err());

@@ -10,36 +10,150 @@
 //! its kernels, and the tests (forward values and a finite-difference
 //! gradient check).
 //!
-//! Forward values are computed only through [`forward`], from the record
-//! alone: the first run and the replay of a recomputed segment during
-//! backward run the very same kernels on the same inputs, so the replayed
-//! values are bit-identical. Whatever an op cannot recompute from its
-//! inputs (token ids, targets, a dropout mask drawn from a seed) is stored
-//! in a buffer the record names, outside any recomputed region.
+//! Forward values are computed only through
+//! [`dispatch::forward`], from the record alone: the first run and the
+//! replay of a recomputed segment during backward run the very same kernels
+//! on the same inputs, so the replayed values are bit-identical. Whatever an
+//! op cannot recompute from its inputs (token ids, targets, a dropout mask
+//! drawn from a seed) is stored in a buffer the record names, outside any
+//! recomputed region.
 //!
-//! Adding an op: a variant here, the family file, the arms in [`forward`],
-//! [`backward`] and [`Op::inputs`] (the compiler refuses a missing arm: no
-//! match over ops or functions has a catch-all), the C wrapper in
-//! `ffi/ops.rs` and one line in the C op table of the tests.
+//! # Adding an op
+//!
+//! A unary function is one row of [`unary_fns`] plus its two kernels; the
+//! row generates the `UnaryFn` variant, its name (method, trace, errors),
+//! `backward_reads`, the `Context` method, both dispatch arms and its
+//! gradient check. Every place a new op touches, and what enforces it:
+//!
+//! | place | enforced by |
+//! |---|---|
+//! | unary: the row in [`unary_fns`]; other ops: an `Op` variant here | the compiler (exhaustive matches, no `_ =>` arm) |
+//! | unary: `<name>_forward`/`<name>_backward` in `elementwise/`; other ops: the family file (recording function, kernels, `forward_<op>`/`backward_<op>`) | the compiler: the row (or the dispatch arm) names them |
+//! | other ops: arms in [`dispatch::forward`], [`dispatch::backward`], [`Op::inputs`], [`Op::backward_reads`] and the trace name in `dispatch.rs` | the compiler (exhaustive matches) |
+//! | `backward_reads` (what a replay restores) | the row's `reads` field for unary; for every op, a recomputed segment in `tests/c/test_segments.c` that compares gradients bit for bit with the plain path, over every `ops.def` row |
+//! | finite-difference gradient check | unary: generated from the row (`gradcheck_unary` in `elementwise/tests.rs`); other ops: a `gradcheck` case in the family file's tests |
+//! | the C wrapper `ag_<name>` in `ffi/ops.rs` with its `Errors:` list, then `make header` | `tests/header.rs` (header fresh), `tests/status_contract.rs` (the `Errors:` list is what the code returns) |
+//! | a row in `tests/c/ops.def` | `tests/header_tables.rs` fails when a header function has no row |
+//! | the NULL-context row in `tests/common/null_context.rs` | `tests/header_tables.rs` fails when a function is in neither table |
+//! | the arm in `tests/status_contract.rs`'s `call` | the status-contract test fails on a function it cannot call |
+//! | a fuzz id in `fuzz/src/ffi_ops/ids.rs`, its arm in `ffi_ops/mod.rs` and a corpus input | `tests/fuzz_corpus_replay.rs` fails when an id is not reached in the corpus |
 
 pub(crate) mod attention;
 pub(crate) mod dropout;
 pub(crate) mod elementwise;
 pub(crate) mod embedding;
-pub(crate) mod fastmath;
 pub(crate) mod loss;
 pub(crate) mod matmul;
 pub(crate) mod norm;
 pub(crate) mod reduce;
 pub(crate) mod shape_ops;
 
+pub(crate) mod dispatch;
 #[cfg(test)]
 pub(crate) mod gradcheck;
 
 use crate::arena::Buf;
-use crate::context::Context;
 use crate::shape::MAX_DIMS;
-pub(crate) use elementwise::{BinaryFn, UnaryFn};
+
+/// The element-wise binary functions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BinaryFn {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Max,
+    Min,
+}
+
+/// The unary functions, one row each:
+/// `Variant, name, reads, forward, backward, (lo, hi, away_from_zero), "doc";`
+///
+/// * `name`: the [`Context`](crate::Context) method, the trace name and the
+///   op named in errors (the C wrapper is `ag_<name>` in `ffi/ops.rs`).
+/// * `reads`: what the backward kernel takes besides `dout`, `x` (the input)
+///   or `y` (the output). It is also what [`Op::backward_reads`] reports, so a
+///   recomputed segment's replay restores exactly what the kernel reads.
+/// * `forward(y, x)` and `backward(dx, dout, x_or_y)`: the kernels in
+///   `ops/elementwise`; `backward` adds into `dx`.
+/// * `(lo, hi, away_from_zero)`: where the finite-difference gradient check
+///   samples x (`away_from_zero` keeps kinks at 0 out of the stencil).
+///
+/// From a row, macros generate the `UnaryFn` variant, its name and
+/// `backward_reads`, the `Context` method, both dispatch arms and the
+/// gradient check: a row cannot be half-written, and a row whose kernels do
+/// not exist does not build.
+macro_rules! unary_fns {
+    ($then:ident) => {
+        $then! {
+            Exp, exp, y, exp_forward, exp_backward, (-1.0, 1.0, false), "e^x.";
+            Log, log, x, log_forward, log_backward, (0.5, 3.0, false),
+                "Natural log (NaN for negative inputs, -inf at 0, as in IEEE).";
+            Tanh, tanh, y, tanh_forward, tanh_backward, (-1.0, 1.0, false), "tanh(x).";
+            Relu, relu, x, relu_forward, relu_backward, (-1.0, 1.0, true), "max(x, 0).";
+            Sigmoid, sigmoid, y, sigmoid_forward, sigmoid_backward, (-1.0, 1.0, false),
+                "1 / (1 + e^-x).";
+            Gelu, gelu, x, gelu_forward, gelu_backward::<false>, (-3.0, 3.0, false),
+                "GELU, tanh approximation (GPT-2's).";
+            Sqrt, sqrt, y, sqrt_forward, sqrt_backward, (0.5, 3.0, false),
+                "Square root (NaN below 0, as in IEEE; its gradient is infinite at 0).";
+            Abs, abs, x, abs_forward, abs_backward, (-1.0, 1.0, true),
+                "|x|. Its gradient is sign(x), taking the subgradient 0 at x = 0 (and for NaN).";
+            Log1p, log1p, x, log1p_forward, log1p_backward, (-0.5, 2.0, false),
+                "ln(1 + x), accurate for small x (NaN below -1, -inf at -1, as in IEEE).";
+        }
+    };
+}
+pub(crate) use unary_fns;
+
+/// `x` or `y` of a row of [`unary_fns`], as a bool: whether it is `y`.
+macro_rules! reads_output {
+    (x) => {
+        false
+    };
+    (y) => {
+        true
+    };
+}
+
+macro_rules! define_unary_fn {
+    ($($v:ident, $name:ident, $reads:ident, $fwd:ident, $bwd:expr, ($lo:expr, $hi:expr, $away:expr), $doc:literal;)*) => {
+        /// The element-wise unary functions (rows of [`unary_fns`]).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub(crate) enum UnaryFn {
+            $($v,)*
+        }
+
+        impl UnaryFn {
+            /// Every function, in table order.
+            #[cfg(test)]
+            pub(crate) const ALL: &[UnaryFn] = &[$(UnaryFn::$v,)*];
+
+            /// The op's name (method, trace, messages).
+            pub(crate) fn name(self) -> &'static str {
+                match self {
+                    $(UnaryFn::$v => stringify!($name),)*
+                }
+            }
+
+            /// Whether the backward kernel reads the output (else the input).
+            pub(crate) fn reads_output(self) -> bool {
+                match self {
+                    $(UnaryFn::$v => reads_output!($reads),)*
+                }
+            }
+
+            /// Where the gradient check samples x: (lo, hi, away from zero).
+            #[cfg(test)]
+            pub(crate) fn check_domain(self) -> (f32, f32, bool) {
+                match self {
+                    $(UnaryFn::$v => ($lo, $hi, $away),)*
+                }
+            }
+        }
+    };
+}
+unary_fns!(define_unary_fn);
 
 /// Most tensors one concat joins: their ids are held inline in the tape
 /// record, so a concat never allocates for its inputs.
@@ -168,10 +282,7 @@ impl Op {
                 BinaryFn::Add | BinaryFn::Sub => r(false, false),
                 BinaryFn::Mul | BinaryFn::Div | BinaryFn::Max | BinaryFn::Min => r(true, false),
             },
-            Op::Unary { f, .. } => match f {
-                UnaryFn::Exp | UnaryFn::Tanh | UnaryFn::Sigmoid | UnaryFn::Sqrt => r(false, true),
-                UnaryFn::Log | UnaryFn::Relu | UnaryFn::Gelu | UnaryFn::Abs => r(true, false),
-            },
+            Op::Unary { f, .. } => r(!f.reads_output(), f.reads_output()),
             Op::Scale { .. }
             | Op::Reduce { .. }
             | Op::ReduceAxis { .. }
@@ -219,189 +330,5 @@ impl Op {
             Op::CrossEntropy { logits, .. } => Inputs::of(&[logits]),
             Op::Attention { qkv, .. } => Inputs::of(&[qkv]),
         }
-    }
-}
-
-/// Forward dispatch: writes the output of `op` (and the buffers it saves for
-/// backward) from its inputs. One arm per op, no wildcard.
-pub(crate) fn forward(ctx: &mut Context, op: Op, out: u32) {
-    #[cfg(feature = "trace")]
-    let _timer = OpTimer::new(op, false);
-    match op {
-        Op::Binary { a, b, f } => elementwise::forward_binary(ctx, out, a, b, f),
-        Op::Scale { x, s } => elementwise::forward_scale(ctx, out, x, s),
-        Op::Unary { x, f } => elementwise::forward_unary(ctx, out, x, f),
-        Op::Pow { x, p } => elementwise::forward_pow(ctx, out, x, p),
-        Op::Clamp { x, lo, hi } => elementwise::forward_clamp(ctx, out, x, lo, hi),
-        Op::Reduce { x, mean } => reduce::forward_reduce(ctx, out, x, mean),
-        Op::ReduceAxis { x, axis, mean } => {
-            reduce::forward_reduce_axis(ctx, out, x, axis as usize, mean)
-        }
-        Op::Permute { x, perm } => shape_ops::forward_permute(ctx, out, x, perm),
-        Op::Concat { xs, n, axis } => {
-            shape_ops::forward_concat(ctx, out, &xs[..n as usize], axis as usize)
-        }
-        Op::Slice { x, axis, start } => {
-            shape_ops::forward_slice(ctx, out, x, axis as usize, start as usize)
-        }
-        Op::Dropout { x, scale } => dropout::forward_dropout(ctx, out, x, scale),
-        Op::Matmul {
-            a,
-            b,
-            trans_a,
-            trans_b,
-        } => matmul::forward_matmul(ctx, out, a, b, trans_a, trans_b),
-        Op::Bmm {
-            a,
-            b,
-            trans_a,
-            trans_b,
-        } => matmul::forward_bmm(ctx, out, a, b, trans_a, trans_b),
-        Op::Linear { x, w, bias } => matmul::forward_linear(ctx, out, x, w, bias),
-        Op::Embedding { w, ids } => embedding::forward_embedding(ctx, out, w, ids),
-        Op::LogSoftmax { x } => loss::forward_log_softmax(ctx, out, x),
-        Op::CrossEntropy {
-            logits,
-            targets,
-            probs,
-        } => loss::forward_cross_entropy(ctx, out, logits, targets, probs),
-        Op::MseLoss { pred, target } => loss::forward_mse(ctx, out, pred, target),
-        Op::LayerNorm {
-            x,
-            w,
-            b,
-            mean,
-            rstd,
-        } => norm::forward_layernorm(ctx, out, [x, w, b], mean, rstd),
-        Op::Softmax { x, scale, causal } => attention::forward_softmax(ctx, out, x, scale, causal),
-        Op::Attention { qkv, n_head, probs } => {
-            attention::forward_attention(ctx, out, qkv, n_head as usize, probs)
-        }
-    }
-}
-
-/// Backward dispatch: accumulates the gradient of `out` into the gradients
-/// of the op's inputs. One arm per op, no wildcard.
-pub(crate) fn backward(ctx: &mut Context, op: Op, out: u32) {
-    #[cfg(feature = "trace")]
-    let _timer = OpTimer::new(op, true);
-    match op {
-        Op::Binary { a, b, f } => elementwise::backward_binary(ctx, out, a, b, f),
-        Op::Scale { x, s } => elementwise::backward_scale(ctx, out, x, s),
-        Op::Unary { x, f } => elementwise::backward_unary(ctx, out, x, f),
-        Op::Pow { x, p } => elementwise::backward_pow(ctx, out, x, p),
-        Op::Clamp { x, lo, hi } => elementwise::backward_clamp(ctx, out, x, lo, hi),
-        Op::Reduce { x, mean } => reduce::backward_reduce(ctx, out, x, mean),
-        Op::ReduceAxis { x, axis, mean } => {
-            reduce::backward_reduce_axis(ctx, out, x, axis as usize, mean)
-        }
-        Op::Permute { x, perm } => shape_ops::backward_permute(ctx, out, x, perm),
-        Op::Concat { xs, n, axis } => {
-            shape_ops::backward_concat(ctx, out, &xs[..n as usize], axis as usize)
-        }
-        Op::Slice { x, axis, start } => {
-            shape_ops::backward_slice(ctx, out, x, axis as usize, start as usize)
-        }
-        Op::Dropout { x, scale } => dropout::backward_dropout(ctx, out, x, scale),
-        Op::Matmul {
-            a,
-            b,
-            trans_a,
-            trans_b,
-        }
-        | Op::Bmm {
-            a,
-            b,
-            trans_a,
-            trans_b,
-        } => matmul::backward_product(ctx, out, a, b, trans_a, trans_b),
-        Op::Linear { x, w, bias } => matmul::backward_linear(ctx, out, x, w, bias),
-        Op::Embedding { w, ids } => embedding::backward_embedding(ctx, out, w, ids),
-        Op::LogSoftmax { x } => loss::backward_log_softmax(ctx, out, x),
-        Op::CrossEntropy {
-            logits,
-            targets,
-            probs,
-        } => loss::backward_cross_entropy(ctx, out, logits, targets, probs),
-        Op::MseLoss { pred, target } => loss::backward_mse(ctx, out, pred, target),
-        Op::LayerNorm {
-            x,
-            w,
-            b,
-            mean,
-            rstd,
-        } => norm::backward_layernorm(ctx, out, [x, w, b], mean, rstd),
-        Op::Softmax { x, scale, .. } => attention::backward_softmax(ctx, out, x, scale),
-        Op::Attention { qkv, n_head, probs } => {
-            attention::backward_attention(ctx, out, qkv, n_head as usize, probs)
-        }
-    }
-}
-
-/// Bench instrumentation (feature `trace`): times one op's kernels.
-#[cfg(feature = "trace")]
-struct OpTimer {
-    kind: &'static str,
-    backward: bool,
-    t0: std::time::Instant,
-    blas0: std::time::Duration,
-}
-
-#[cfg(feature = "trace")]
-impl OpTimer {
-    fn new(op: Op, backward: bool) -> OpTimer {
-        let kind = match op {
-            Op::Binary { f, .. } => match f {
-                BinaryFn::Add => "add",
-                BinaryFn::Sub => "sub",
-                BinaryFn::Mul => "mul",
-                BinaryFn::Div => "div",
-                BinaryFn::Max => "max",
-                BinaryFn::Min => "min",
-            },
-            Op::Unary { f, .. } => match f {
-                UnaryFn::Exp => "exp",
-                UnaryFn::Tanh => "tanh",
-                UnaryFn::Sigmoid => "sigmoid",
-                UnaryFn::Sqrt => "sqrt",
-                UnaryFn::Log => "log",
-                UnaryFn::Relu => "relu",
-                UnaryFn::Gelu => "gelu",
-                UnaryFn::Abs => "abs",
-            },
-            Op::Scale { .. } => "scale",
-            Op::Pow { .. } => "pow",
-            Op::Clamp { .. } => "clamp",
-            Op::Reduce { .. } => "reduce",
-            Op::ReduceAxis { .. } => "reduce_axis",
-            Op::Permute { .. } => "permute",
-            Op::Concat { .. } => "concat",
-            Op::Slice { .. } => "slice",
-            Op::Dropout { .. } => "dropout",
-            Op::Matmul { .. } => "matmul",
-            Op::Bmm { .. } => "bmm",
-            Op::Linear { .. } => "linear",
-            Op::Embedding { .. } => "embedding",
-            Op::LogSoftmax { .. } => "log_softmax",
-            Op::CrossEntropy { .. } => "cross_entropy",
-            Op::MseLoss { .. } => "mse_loss",
-            Op::LayerNorm { .. } => "layernorm",
-            Op::Softmax { .. } => "softmax",
-            Op::Attention { .. } => "attention",
-        };
-        OpTimer {
-            kind,
-            backward,
-            t0: std::time::Instant::now(),
-            blas0: crate::blas::trace::blas_so_far(),
-        }
-    }
-}
-
-#[cfg(feature = "trace")]
-impl Drop for OpTimer {
-    fn drop(&mut self) {
-        let blas = crate::blas::trace::blas_so_far().saturating_sub(self.blas0);
-        crate::blas::trace::op(self.kind, self.backward, self.t0.elapsed(), blas);
     }
 }

@@ -4,7 +4,8 @@
 use crate::arena::Buf;
 use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
-use crate::ops::{Op, fastmath};
+use crate::kernels::fastmath;
+use crate::ops::Op;
 use crate::simd;
 
 /// Default epsilon (GPT-2's).
@@ -114,8 +115,8 @@ impl Context {
         }
         let tracks = self.tracks(&[ix, iw, ib]);
         let rows = ex.shape.rows();
-        let mean = self.store.alloc_for_overwrite::<f32>(OP, rows)?;
-        let rstd = self.store.alloc_for_overwrite::<f32>(OP, rows)?;
+        let mean = self.alloc_for_overwrite::<f32>(OP, rows)?;
+        let rstd = self.alloc_for_overwrite::<f32>(OP, rows)?;
         let out = self.push_output(OP, ex.shape, tracks)?;
         let op = Op::LayerNorm {
             x: ix,
@@ -141,10 +142,9 @@ pub(crate) fn forward_layernorm(
     let eo = ctx.entry(out);
     let (rows, c) = (ex.shape.rows(), ex.shape.last());
     let par = rows >= 2 && ctx.want_pool(ex.shape.numel() * 16);
-    let ([y, m, r], [x, w, b]) = ctx
-        .store
-        .access([eo.data, mean, rstd], [ex.data, ew.data, eb.data]);
-    match ctx.pool.as_ref().filter(|_| par) {
+    let (pool, [y, m, r], [x, w, b]) =
+        ctx.access_on(par, [eo.data, mean, rstd], [ex.data, ew.data, eb.data]);
+    match pool {
         Some(pool) => {
             // Rows are independent: split them in two.
             let h = rows / 2;
@@ -177,8 +177,9 @@ pub(crate) fn backward_layernorm(
     if let Some(dx) = ctx.grad_of(ix) {
         let rows = ex.shape.rows();
         let par = rows >= 2 && ctx.want_pool(ex.shape.numel() * 16);
-        let ([dx], [g, x, w, m, r]) = ctx.store.access([dx], [dout, ex.data, ew.data, mean, rstd]);
-        match ctx.pool.as_ref().filter(|_| par) {
+        let (pool, [dx], [g, x, w, m, r]) =
+            ctx.access_on(par, [dx], [dout, ex.data, ew.data, mean, rstd]);
+        match pool {
             Some(pool) => {
                 let h = rows / 2;
                 let ((d0, d1), (g0, g1), (x0, x1)) =
@@ -196,15 +197,14 @@ pub(crate) fn backward_layernorm(
     // split across the pool.
     let par = ctx.want_pool(ex.shape.numel() * 16);
     if let Some(dw) = ctx.grad_of(iw) {
-        let ([dw], [g, x, m, r]) = ctx.store.access([dw], [dout, ex.data, mean, rstd]);
-        let pool = ctx.pool.as_ref().filter(|_| par);
+        let (pool, [dw], [g, x, m, r]) = ctx.access_on(par, [dw], [dout, ex.data, mean, rstd]);
         fastmath::split_columns(pool, dw, |dw, first| {
             simd::dispatch!(layernorm_backward_dw(dw, first, g, x, m, r, c))
         });
     }
     if let Some(db) = ctx.grad_of(ib) {
-        let ([db], [g]) = ctx.store.access([db], [dout]);
-        fastmath::sum_rows_into_on(ctx.pool.as_ref().filter(|_| par), db, g);
+        let (pool, [db], [g]) = ctx.access_on(par, [db], [dout]);
+        fastmath::sum_rows_into_on(pool, db, g);
     }
 }
 
@@ -249,7 +249,7 @@ mod tests {
         );
         let px = ctx.param(&[rows, c], Some(&x)).unwrap();
         let y = ctx.layernorm(px, pw, pb).unwrap();
-        assert!(ctx.pool.is_some());
+        assert!(ctx.pool_started());
         let l = ctx.sum(y).unwrap();
         ctx.backward(l).unwrap();
         let (mut gy, mut gdx) = (vec![0.0; rows * c], vec![0.0; rows * c]);

@@ -106,14 +106,14 @@ impl Context {
 
 pub(crate) fn forward_reduce(ctx: &mut Context, out: u32, x: u32, mean: bool) {
     let (ex, eo) = (ctx.entry(x), ctx.entry(out));
-    let ([y], [x]) = ctx.store.access([eo.data], [ex.data]);
+    let ([y], [x]) = ctx.access([eo.data], [ex.data]);
     y[0] = reduce_forward(x, mean);
 }
 
 pub(crate) fn forward_reduce_axis(ctx: &mut Context, out: u32, x: u32, axis: usize, mean: bool) {
     let (ex, eo) = (ctx.entry(x), ctx.entry(out));
     let (outer, n, inner) = split(ex.shape, axis);
-    let ([y], [x]) = ctx.store.access([eo.data], [ex.data]);
+    let ([y], [x]) = ctx.access([eo.data], [ex.data]);
     simd::dispatch!(sum_axis_forward(y, x, outer, n, inner, axis_scale(mean, n)));
 }
 
@@ -143,7 +143,7 @@ pub(crate) fn backward_reduce(ctx: &mut Context, out: u32, x: u32, mean: bool) {
     let (Some(dx), Some(dout)) = (ctx.grad_of(x), ctx.grad_out(out)) else {
         return;
     };
-    let ([dx], [dout]) = ctx.store.access([dx], [dout]);
+    let ([dx], [dout]) = ctx.access([dx], [dout]);
     reduce_backward(dx, dout[0], mean);
 }
 
@@ -152,7 +152,7 @@ pub(crate) fn backward_reduce_axis(ctx: &mut Context, out: u32, x: u32, axis: us
         return;
     };
     let (outer, n, inner) = split(ctx.entry(x).shape, axis);
-    let ([dx], [dout]) = ctx.store.access([dx], [dout]);
+    let ([dx], [dout]) = ctx.access([dx], [dout]);
     simd::dispatch!(sum_axis_backward(
         dx,
         dout,

@@ -207,7 +207,7 @@ impl Context {
 pub(crate) fn forward_permute(ctx: &mut Context, out: u32, x: u32, perm: [u8; MAX_DIMS]) {
     let (ex, eo) = (ctx.entry(x), ctx.entry(out));
     let nd = ex.shape.ndim();
-    let ([y], [x]) = ctx.store.access([eo.data], [ex.data]);
+    let ([y], [x]) = ctx.access([eo.data], [ex.data]);
     permute_forward(y, x, ex.shape, eo.shape, &perm[..nd]);
 }
 
@@ -219,7 +219,7 @@ pub(crate) fn forward_concat(ctx: &mut Context, out: u32, xs: &[u32], axis: usiz
     for &i in xs {
         let e = ctx.entry(i);
         let len = e.shape.dims()[axis] * inner;
-        let ([y], [x]) = ctx.store.access([eo.data], [e.data]);
+        let ([y], [x]) = ctx.access([eo.data], [e.data]);
         concat_forward(y, x, row, off, len);
         off += len;
     }
@@ -229,7 +229,7 @@ pub(crate) fn forward_slice(ctx: &mut Context, out: u32, x: u32, axis: usize, st
     let (ex, eo) = (ctx.entry(x), ctx.entry(out));
     let (_, inner) = outer_inner(ex.shape, axis);
     let (size, length) = (ex.shape.dims()[axis], eo.shape.dims()[axis]);
-    let ([y], [x]) = ctx.store.access([eo.data], [ex.data]);
+    let ([y], [x]) = ctx.access([eo.data], [ex.data]);
     slice_forward(y, x, size * inner, start * inner, length * inner);
 }
 
@@ -288,7 +288,7 @@ pub(crate) fn backward_concat(ctx: &mut Context, out: u32, xs: &[u32], axis: usi
     for &x in xs {
         let len = ctx.entry(x).shape.dims()[axis] * inner;
         if let Some(dx) = ctx.grad_of(x) {
-            let ([dx], [dout]) = ctx.store.access([dx], [dout]);
+            let ([dx], [dout]) = ctx.access([dx], [dout]);
             concat_backward(dx, dout, row, off, len);
         }
         off += len;
@@ -302,7 +302,7 @@ pub(crate) fn backward_slice(ctx: &mut Context, out: u32, x: u32, axis: usize, s
     let xshape = ctx.entry(x).shape;
     let (_, inner) = outer_inner(xshape, axis);
     let len = ctx.entry(out).shape.dims()[axis] * inner;
-    let ([dx], [dout]) = ctx.store.access([dx], [dout]);
+    let ([dx], [dout]) = ctx.access([dx], [dout]);
     slice_backward(dx, dout, xshape.dims()[axis] * inner, start * inner, len);
 }
 
@@ -311,7 +311,7 @@ pub(crate) fn backward_permute(ctx: &mut Context, out: u32, x: u32, perm: [u8; M
         return;
     };
     let (xs, ys) = (ctx.entry(x).shape, ctx.entry(out).shape);
-    let ([dx], [dout]) = ctx.store.access([dx], [dout]);
+    let ([dx], [dout]) = ctx.access([dx], [dout]);
     permute_backward(dx, dout, xs, ys, &perm[..xs.ndim()]);
 }
 

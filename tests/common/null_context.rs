@@ -186,6 +186,7 @@ pub fn calls_with_a_null_context(p: ag_tensor, q: ag_tensor) -> Vec<(&'static st
         ("ag_attention", ag_attention(n, p, 1, &mut o)),
         ("ag_pow", ag_pow(n, p, 2.0, &mut o)),
         ("ag_abs", ag_abs(n, p, &mut o)),
+        ("ag_log1p", ag_log1p(n, p, &mut o)),
         ("ag_maximum", ag_maximum(n, p, p, &mut o)),
         ("ag_minimum", ag_minimum(n, p, p, &mut o)),
         ("ag_clamp", ag_clamp(n, p, 0.0, 1.0, &mut o)),

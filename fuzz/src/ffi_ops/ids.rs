@@ -97,7 +97,10 @@ ids! {
     /// The gradient block: length, copy out, copy in, pointer (training.rs).
     GRADS_BLOCK = 0x52;
 
-    // A model's set-up and files, segments (model.rs). 0x53 is ag_log1p's.
+    // More ops (ops.rs).
+    LOG1P = 0x53;
+
+    // A model's set-up and files, segments (model.rs).
     PARAM_NEW_NAMED = 0x54;
     /// ag_param_count, ag_param_at, ag_param_name.
     PARAM_LIST = 0x55;
@@ -186,6 +189,7 @@ pub const FUNCTIONS: &[(&str, u8)] = &[
     ("ag_neg", NEG),
     ("ag_exp", EXP),
     ("ag_log", LOG),
+    ("ag_log1p", LOG1P),
     ("ag_tanh", TANH),
     ("ag_relu", RELU),
     ("ag_sigmoid", SIGMOID),

@@ -193,6 +193,7 @@ impl<'a> FfiOps<'a> {
             ids::SIGMOID => self.unary("ag_sigmoid", ag_sigmoid),
             ids::GELU => self.unary("ag_gelu", ag_gelu),
             ids::SQRT => self.unary("ag_sqrt", ag_sqrt),
+            ids::LOG1P => self.unary("ag_log1p", ag_log1p),
             ids::SUM => self.unary("ag_sum", ag_sum),
             ids::MEAN => self.unary("ag_mean", ag_mean),
             ids::SCALE => self.scale(),

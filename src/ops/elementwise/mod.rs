@@ -5,7 +5,8 @@
 
 use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
-use crate::ops::{Op, fastmath};
+use crate::kernels::fastmath;
+use crate::ops::{BinaryFn, Op, UnaryFn};
 use crate::shape::{MAX_DIMS, Shape};
 use crate::simd;
 
@@ -141,30 +142,6 @@ fn takes_a_min(a: f32, b: f32) -> bool {
     a <= b || a.is_nan()
 }
 
-/// The element-wise binary functions.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum BinaryFn {
-    Add,
-    Sub,
-    Mul,
-    Div,
-    Max,
-    Min,
-}
-
-/// The element-wise unary functions.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum UnaryFn {
-    Exp,
-    Log,
-    Tanh,
-    Relu,
-    Sigmoid,
-    Gelu,
-    Sqrt,
-    Abs,
-}
-
 impl Context {
     fn binary(&mut self, f: BinaryFn, op: &'static str, a: Tensor, b: Tensor) -> Result<Tensor> {
         let (ia, ib) = (self.resolve(op, a)?, self.resolve(op, b)?);
@@ -227,7 +204,8 @@ impl Context {
         Ok(self.run(Op::Clamp { x: ix, lo, hi }, out))
     }
 
-    fn unary(&mut self, f: UnaryFn, op: &'static str, x: Tensor) -> Result<Tensor> {
+    fn unary(&mut self, f: UnaryFn, x: Tensor) -> Result<Tensor> {
+        let op = f.name();
         let ix = self.resolve(op, x)?;
         let ex = self.entry(ix);
         let tracks = self.tracks(&[ix]);
@@ -251,44 +229,6 @@ impl Context {
     /// -x.
     pub fn neg(&mut self, x: Tensor) -> Result<Tensor> {
         self.scale_op("neg", x, -1.0)
-    }
-
-    /// e^x.
-    pub fn exp(&mut self, x: Tensor) -> Result<Tensor> {
-        self.unary(UnaryFn::Exp, "exp", x)
-    }
-
-    /// Natural log (NaN for negative inputs, -inf at 0, as in IEEE).
-    pub fn log(&mut self, x: Tensor) -> Result<Tensor> {
-        self.unary(UnaryFn::Log, "log", x)
-    }
-
-    pub fn tanh(&mut self, x: Tensor) -> Result<Tensor> {
-        self.unary(UnaryFn::Tanh, "tanh", x)
-    }
-
-    pub fn relu(&mut self, x: Tensor) -> Result<Tensor> {
-        self.unary(UnaryFn::Relu, "relu", x)
-    }
-
-    pub fn sigmoid(&mut self, x: Tensor) -> Result<Tensor> {
-        self.unary(UnaryFn::Sigmoid, "sigmoid", x)
-    }
-
-    /// GELU, tanh approximation (GPT-2's).
-    pub fn gelu(&mut self, x: Tensor) -> Result<Tensor> {
-        self.unary(UnaryFn::Gelu, "gelu", x)
-    }
-
-    /// Square root (NaN below 0, as in IEEE; its gradient is infinite at 0).
-    pub fn sqrt(&mut self, x: Tensor) -> Result<Tensor> {
-        self.unary(UnaryFn::Sqrt, "sqrt", x)
-    }
-
-    /// |x|. Its gradient is sign(x), taking the subgradient 0 at x = 0 (and
-    /// for NaN).
-    pub fn abs(&mut self, x: Tensor) -> Result<Tensor> {
-        self.unary(UnaryFn::Abs, "abs", x)
     }
 
     /// x^p element-wise for a finite scalar exponent `p` (NaN or infinite
@@ -324,38 +264,57 @@ fn scale_backward(dx: &mut [f32], dout: &[f32], s: f32) {
     dx.iter_mut().zip(dout).for_each(|(d, &g)| *d += s * g);
 }
 
-/// y = f(x). x, y: `[N]`.
-#[inline(always)]
-fn unary_forward(f: UnaryFn, y: &mut [f32], x: &[f32]) {
-    match f {
-        UnaryFn::Exp => exp_forward(y, x),
-        UnaryFn::Log => log_forward(y, x),
-        UnaryFn::Tanh => tanh_forward(y, x),
-        UnaryFn::Relu => relu_forward(y, x),
-        UnaryFn::Sigmoid => sigmoid_forward(y, x),
-        UnaryFn::Gelu => gelu_forward(y, x),
-        UnaryFn::Sqrt => sqrt_forward(y, x),
-        UnaryFn::Abs => abs_forward(y, x),
-    }
+/// The kernel argument a row's `reads` names: `x` or `y`.
+macro_rules! pick {
+    (x, $x:expr, $y:expr) => {
+        $x
+    };
+    (y, $x:expr, $y:expr) => {
+        $y
+    };
 }
 
-/// dx += dout * f'(x), given x and the forward output y = f(x). All `[N]`.
-/// `assign`: write dx with `=` (its slot holds stale values); only GELU
-/// takes it (see `backward_unary`), the others always add.
-#[inline(always)]
-fn unary_backward(f: UnaryFn, assign: bool, dx: &mut [f32], dout: &[f32], x: &[f32], y: &[f32]) {
-    match f {
-        UnaryFn::Gelu if assign => gelu_backward::<true>(dx, dout, x),
-        UnaryFn::Exp => exp_backward(dx, dout, y),
-        UnaryFn::Log => log_backward(dx, dout, x),
-        UnaryFn::Tanh => tanh_backward(dx, dout, y),
-        UnaryFn::Relu => relu_backward(dx, dout, x),
-        UnaryFn::Sigmoid => sigmoid_backward(dx, dout, y),
-        UnaryFn::Gelu => gelu_backward::<false>(dx, dout, x),
-        UnaryFn::Sqrt => sqrt_backward(dx, dout, y),
-        UnaryFn::Abs => abs_backward(dx, dout, x),
-    }
+/// From the rows of [`unary_fns`](crate::ops::unary_fns): the `Context`
+/// methods and the two dispatches over `UnaryFn`.
+macro_rules! unary_kernels {
+    ($($v:ident, $name:ident, $reads:ident, $fwd:ident, $bwd:expr, ($lo:expr, $hi:expr, $away:expr), $doc:literal;)*) => {
+        impl Context {
+            $(
+                #[doc = $doc]
+                pub fn $name(&mut self, x: Tensor) -> Result<Tensor> {
+                    self.unary(UnaryFn::$v, x)
+                }
+            )*
+        }
+
+        /// y = f(x). x, y: `[N]`.
+        #[inline(always)]
+        fn unary_forward(f: UnaryFn, y: &mut [f32], x: &[f32]) {
+            match f {
+                $(UnaryFn::$v => $fwd(y, x),)*
+            }
+        }
+
+        /// dx += dout * f'(x), given x and the forward output y = f(x). All
+        /// `[N]`. `assign`: write dx with `=` (its slot holds stale values);
+        /// only GELU takes it (see `backward_unary`), the others always add.
+        #[inline(always)]
+        fn unary_backward(
+            f: UnaryFn,
+            assign: bool,
+            dx: &mut [f32],
+            dout: &[f32],
+            x: &[f32],
+            y: &[f32],
+        ) {
+            match f {
+                UnaryFn::Gelu if assign => gelu_backward::<true>(dx, dout, x),
+                $(UnaryFn::$v => ($bwd)(dx, dout, pick!($reads, x, y)),)*
+            }
+        }
+    };
 }
+crate::ops::unary_fns!(unary_kernels);
 
 /// y = e^x.
 fn exp_forward(y: &mut [f32], x: &[f32]) {
@@ -378,6 +337,18 @@ fn log_forward(y: &mut [f32], x: &[f32]) {
 fn log_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
     for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
         *d += g / x;
+    }
+}
+
+/// y = ln(1 + x), without the rounding of 1 + x for small x.
+fn log1p_forward(y: &mut [f32], x: &[f32]) {
+    y.iter_mut().zip(x).for_each(|(y, &x)| *y = x.ln_1p());
+}
+
+/// dx += dout / (1 + x).
+fn log1p_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
+    for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
+        *d += g / (1.0 + x);
     }
 }
 
@@ -508,9 +479,9 @@ pub(crate) fn forward_binary(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: B
     let (ea, eb, eo) = (ctx.entry(ia), ctx.entry(ib), ctx.entry(out));
     // Equal shapes (a residual add): the halves are independent.
     let par = ea.shape == eb.shape && ctx.want_pool(eo.shape.numel() * 16);
-    let ([o], [x, y]) = ctx.store.access([eo.data], [ea.data, eb.data]);
+    let (pool, [o], [x, y]) = ctx.access_on(par, [eo.data], [ea.data, eb.data]);
     let (shape, sa, sb) = (eo.shape, ea.shape, eb.shape);
-    if let Some(pool) = ctx.pool.as_ref().filter(|_| par) {
+    if let Some(pool) = pool {
         let h = o.len() / 2;
         let ((o0, o1), (x0, x1), (y0, y1)) = (o.split_at_mut(h), x.split_at(h), y.split_at(h));
         let run = |o: &mut [f32], x: &[f32], y: &[f32]| binary_kernel(f, o, x, y, shape, sa, sb);
@@ -543,15 +514,15 @@ fn binary_kernel(
 
 pub(crate) fn forward_scale(ctx: &mut Context, out: u32, x: u32, s: f32) {
     let (ex, eo) = (ctx.entry(x), ctx.entry(out));
-    let ([y], [x]) = ctx.store.access([eo.data], [ex.data]);
+    let ([y], [x]) = ctx.access([eo.data], [ex.data]);
     scale_forward(y, x, s);
 }
 
 pub(crate) fn forward_unary(ctx: &mut Context, out: u32, x: u32, f: UnaryFn) {
     let (ex, eo) = (ctx.entry(x), ctx.entry(out));
     let par = f == UnaryFn::Gelu && ctx.want_pool(ex.shape.numel() * 16);
-    let ([y], [x]) = ctx.store.access([eo.data], [ex.data]);
-    match ctx.pool.as_ref().filter(|_| par) {
+    let (pool, [y], [x]) = ctx.access_on(par, [eo.data], [ex.data]);
+    match pool {
         Some(pool) => {
             let h = x.len() / 2;
             let ((y0, y1), (x0, x1)) = (y.split_at_mut(h), x.split_at(h));
@@ -566,13 +537,13 @@ pub(crate) fn forward_unary(ctx: &mut Context, out: u32, x: u32, f: UnaryFn) {
 
 pub(crate) fn forward_pow(ctx: &mut Context, out: u32, x: u32, p: f32) {
     let (ex, eo) = (ctx.entry(x), ctx.entry(out));
-    let ([y], [x]) = ctx.store.access([eo.data], [ex.data]);
+    let ([y], [x]) = ctx.access([eo.data], [ex.data]);
     pow_forward(y, x, p);
 }
 
 pub(crate) fn forward_clamp(ctx: &mut Context, out: u32, x: u32, lo: f32, hi: f32) {
     let (ex, eo) = (ctx.entry(x), ctx.entry(out));
-    let ([y], [x]) = ctx.store.access([eo.data], [ex.data]);
+    let ([y], [x]) = ctx.access([eo.data], [ex.data]);
     clamp_forward(y, x, lo, hi);
 }
 
@@ -580,7 +551,7 @@ pub(crate) fn backward_scale(ctx: &mut Context, out: u32, x: u32, s: f32) {
     let (Some(dx), Some(dout)) = (ctx.grad_of(x), ctx.grad_out(out)) else {
         return;
     };
-    let ([dx], [dout]) = ctx.store.access([dx], [dout]);
+    let ([dx], [dout]) = ctx.access([dx], [dout]);
     scale_backward(dx, dout, s);
 }
 
@@ -593,14 +564,14 @@ pub(crate) fn backward_unary(ctx: &mut Context, out: u32, x: u32, f: UnaryFn) {
     };
     let (ex, eo) = (ctx.entry(x), ctx.entry(out));
     let par = f == UnaryFn::Gelu && ctx.want_pool(ex.shape.numel() * 16);
-    let ([dx], [dout, x, y]) = ctx.store.access([dx], [dout, ex.data, eo.data]);
+    let (pool, [dx], [dout, x, y]) = ctx.access_on(par, [dx], [dout, ex.data, eo.data]);
     // GELU (an MLP's, on the largest activation) writes a newborn gradient
     // with `=`; the rest zero it and add.
     let assign = fresh && f == UnaryFn::Gelu;
     if fresh && !assign {
         dx.fill(0.0);
     }
-    match ctx.pool.as_ref().filter(|_| par) {
+    match pool {
         Some(pool) => {
             let h = x.len() / 2;
             let ((d0, d1), (g0, g1)) = (dx.split_at_mut(h), dout.split_at(h));
@@ -619,7 +590,7 @@ pub(crate) fn backward_pow(ctx: &mut Context, out: u32, x: u32, p: f32) {
         return;
     };
     let ex = ctx.entry(x);
-    let ([dx], [dout, x]) = ctx.store.access([dx], [dout, ex.data]);
+    let ([dx], [dout, x]) = ctx.access([dx], [dout, ex.data]);
     pow_backward(dx, dout, x, p);
 }
 
@@ -628,7 +599,7 @@ pub(crate) fn backward_clamp(ctx: &mut Context, out: u32, x: u32, lo: f32, hi: f
         return;
     };
     let ex = ctx.entry(x);
-    let ([dx], [dout, x]) = ctx.store.access([dx], [dout, ex.data]);
+    let ([dx], [dout, x]) = ctx.access([dx], [dout, ex.data]);
     clamp_backward(dx, dout, x, lo, hi);
 }
 
@@ -648,10 +619,10 @@ pub(crate) fn backward_binary(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: 
         match (ga, gb) {
             (Some((da, fa)), Some((db, fb))) if !da.overlaps(&db) => {
                 let par = ctx.want_pool(so.numel() * 16);
-                let ([da, db], [g]) = ctx.store.access([da, db], [dout]);
+                let (pool, [da, db], [g]) = ctx.access_on(par, [da, db], [dout]);
                 let mut run_a = || simd::dispatch!(add_scaled_into(da, g, 1.0, fa));
                 let mut run_b = || simd::dispatch!(add_scaled_into(db, g, sign, fb));
-                match ctx.pool.as_ref().filter(|_| par) {
+                match pool {
                     Some(pool) => pool.join(run_b, run_a),
                     None => {
                         run_a();
@@ -662,7 +633,7 @@ pub(crate) fn backward_binary(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: 
             (ga, gb) => {
                 for (grad, s) in [(ga, 1.0), (gb, sign)] {
                     if let Some((d, fresh)) = grad {
-                        let ([d], [g]) = ctx.store.access([d], [dout]);
+                        let ([d], [g]) = ctx.access([d], [dout]);
                         simd::dispatch!(add_scaled_into(d, g, s, fresh));
                     }
                 }
@@ -673,7 +644,7 @@ pub(crate) fn backward_binary(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: 
     // One operand at a time: if a and b are the same tensor, their grad
     // buffers are the same and must not be borrowed twice.
     if let Some(da) = ctx.grad_of(ia) {
-        let ([da], [dout, a, b]) = ctx.store.access([da], [dout, ea.data, eb.data]);
+        let ([da], [dout, a, b]) = ctx.access([da], [dout, ea.data, eb.data]);
         let (sa, sb) = (ea.shape, eb.shape);
         simd::dispatch!(match f {
             BinaryFn::Add | BinaryFn::Sub => {
@@ -690,7 +661,7 @@ pub(crate) fn backward_binary(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: 
         });
     }
     if let Some(db) = ctx.grad_of(ib) {
-        let ([db], [dout, a, b]) = ctx.store.access([db], [dout, ea.data, eb.data]);
+        let ([db], [dout, a, b]) = ctx.access([db], [dout, ea.data, eb.data]);
         let (sa, sb) = (ea.shape, eb.shape);
         simd::dispatch!(match f {
             BinaryFn::Add => binary_backward_into(db, dout, b, a, so, sb, sa, |g, _, _| g),
@@ -710,330 +681,4 @@ pub(crate) fn backward_binary(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: 
 }
 
 #[cfg(test)]
-mod tests {
-    use crate::ops::gradcheck::{Check, gradcheck};
-
-    #[test]
-    fn forward_values_with_broadcast() {
-        let mut c = crate::Context::new();
-        let a = c.tensor(&[2, 3], &[1., 2., 3., 4., 5., 6.]).unwrap();
-        let b = c.tensor(&[3], &[10., 20., 30.]).unwrap();
-        let col = c.tensor(&[2, 1], &[100., 200.]).unwrap();
-        let mut out = [0.0; 6];
-        let s = c.add(a, b).unwrap();
-        c.read(s, &mut out).unwrap();
-        assert_eq!(out, [11., 22., 33., 14., 25., 36.]);
-        let m = c.mul(a, col).unwrap();
-        c.read(m, &mut out).unwrap();
-        assert_eq!(out, [100., 200., 300., 800., 1000., 1200.]);
-        let d = c.div(col, a).unwrap();
-        c.read(d, &mut out).unwrap();
-        assert_eq!(out[3], 50.0);
-        let g = c.gelu(a).unwrap();
-        c.read(g, &mut out).unwrap();
-        assert!((out[0] - 0.841192).abs() < 1e-5);
-    }
-
-    #[test]
-    fn sqrt_values_and_ieee_edges() {
-        let mut c = crate::Context::new();
-        let x = c.tensor(&[5], &[4.0, 0.25, 2.0, 0.0, -1.0]).unwrap();
-        let y = c.sqrt(x).unwrap();
-        let mut v = [0.0; 5];
-        c.read(y, &mut v).unwrap();
-        assert_eq!(&v[..4], &[2.0, 0.5, std::f32::consts::SQRT_2, 0.0]);
-        assert!(v[4].is_nan());
-    }
-
-    #[test]
-    fn maximum_minimum_values_ties_and_nan() {
-        let mut c = crate::Context::new();
-        let a = c.param(&[2, 3], Some(&[1., 5., 2., -1., 0., 7.])).unwrap();
-        let b = c.param(&[3], Some(&[2., 5., f32::NAN])).unwrap();
-        let mx = c.maximum(a, b).unwrap();
-        let mn = c.minimum(a, b).unwrap();
-        let (mut v, mut w) = ([0.0; 6], [0.0; 6]);
-        c.read(mx, &mut v).unwrap();
-        c.read(mn, &mut w).unwrap();
-        assert_eq!(&v[..2], &[2., 5.]);
-        assert_eq!(&v[3..5], &[2., 5.]);
-        assert_eq!(&w[..2], &[1., 5.]);
-        assert_eq!(&w[3..5], &[-1., 0.]);
-        assert!(v[2].is_nan() && v[5].is_nan() && w[2].is_nan() && w[5].is_nan());
-        // d/d(a, b) of sum(maximum) + 10 sum(minimum): each element's
-        // gradient goes to the operand it came from; ties (5 == 5) to a.
-        let s = c.scale(mn, 10.0).unwrap();
-        let t = c.add(mx, s).unwrap();
-        let l = c.sum(t).unwrap();
-        c.backward(l).unwrap();
-        let mut ga = [0.0; 6];
-        let mut gb = [0.0; 3];
-        c.read_grad(a, &mut ga).unwrap();
-        c.read_grad(b, &mut gb).unwrap();
-        assert_eq!(ga, [10., 11., 0., 10., 10., 0.]);
-        assert_eq!(gb[..2], [2., 1.]);
-        assert_eq!(gb[2], 22.0); // NaN in b: max and min both took b
-    }
-
-    #[test]
-    fn clamp_values_gradient_and_bad_bounds() {
-        let mut c = crate::Context::new();
-        let xs = [-3.0, -1.0, 0.5, 2.0, 4.0, f32::NAN];
-        let x = c.param(&[6], Some(&xs)).unwrap();
-        let y = c.clamp(x, -1.0, 2.0).unwrap();
-        let mut v = [0.0; 6];
-        c.read(y, &mut v).unwrap();
-        assert_eq!(&v[..5], &[-1.0, -1.0, 0.5, 2.0, 2.0]);
-        assert!(v[5].is_nan());
-        let l = c.sum(y).unwrap();
-        c.backward(l).unwrap();
-        c.read_grad(x, &mut v).unwrap();
-        // 1 strictly inside only: the bounds themselves (-1, 2) get 0.
-        assert_eq!(v, [0.0, 0.0, 1.0, 0.0, 0.0, 0.0]);
-        c.reset();
-        let open = c.clamp(x, f32::NEG_INFINITY, 0.0).unwrap();
-        c.read(open, &mut v).unwrap();
-        assert_eq!(&v[..5], &[-3.0, -1.0, 0.0, 0.0, 0.0]);
-        let point = c.clamp(x, 1.0, 1.0).unwrap();
-        c.read(point, &mut v).unwrap();
-        assert_eq!(&v[..5], &[1.0; 5]);
-        let used = c.memory_stats().arena_used_bytes;
-        for (lo, hi, what) in [
-            (2.0, 1.0, "clamp: bounds [2, 1]"),
-            (f32::NAN, 1.0, "clamp: bounds [NaN, 1]"),
-            (0.0, f32::NAN, "clamp: bounds [0, NaN]"),
-        ] {
-            let e = c.clamp(x, lo, hi).unwrap_err();
-            assert!(matches!(e, crate::Error::InvalidArgument { .. }), "{e}");
-            assert!(e.to_string().starts_with(what), "{e}");
-        }
-        assert_eq!(c.memory_stats().arena_used_bytes, used);
-    }
-
-    #[test]
-    fn abs_values_and_subgradient_at_zero() {
-        let mut c = crate::Context::new();
-        let x = c
-            .param(&[5], Some(&[-2.5, 0.0, 3.0, -0.0, -1e-30]))
-            .unwrap();
-        let y = c.abs(x).unwrap();
-        let mut v = [0.0; 5];
-        c.read(y, &mut v).unwrap();
-        assert_eq!(v, [2.5, 0.0, 3.0, 0.0, 1e-30]);
-        assert!(v[3].is_sign_positive());
-        let l = c.sum(y).unwrap();
-        c.backward(l).unwrap();
-        c.read_grad(x, &mut v).unwrap();
-        assert_eq!(v, [-1.0, 0.0, 1.0, 0.0, -1.0]);
-    }
-
-    #[test]
-    fn pow_values_and_ieee_edges() {
-        let mut c = crate::Context::new();
-        let x = c.tensor(&[6], &[2.0, 9.0, 0.0, -2.0, -2.0, 0.0]).unwrap();
-        let mut v = [0.0; 6];
-        let close = |a: f32, b: f32| (a - b).abs() <= 1e-6 * b.abs();
-        let y = c.pow(x, 0.5).unwrap();
-        c.read(y, &mut v).unwrap();
-        assert!(
-            close(v[0], std::f32::consts::SQRT_2) && close(v[1], 3.0),
-            "{v:?}"
-        );
-        assert_eq!(v[2], 0.0);
-        assert!(v[3].is_nan() && v[4].is_nan(), "{v:?}"); // (-2)^0.5
-        let y = c.pow(x, 3.0).unwrap();
-        c.read(y, &mut v).unwrap();
-        assert_eq!(v, [8.0, 729.0, 0.0, -8.0, -8.0, 0.0]);
-        let y = c.pow(x, -1.0).unwrap();
-        c.read(y, &mut v).unwrap();
-        assert!(close(v[1], 1.0 / 9.0), "{v:?}");
-        assert_eq!([v[0], v[2], v[3]], [0.5, f32::INFINITY, -0.5]);
-        let y = c.pow(x, 0.0).unwrap();
-        c.read(y, &mut v).unwrap();
-        assert_eq!(v, [1.0; 6]);
-        // Gradients: p x^(p-1), and 0 everywhere for p = 0.
-        let mut g = [0.0; 4];
-        for (p, want) in [
-            (2.0, [4.0, -4.0, 0.0, 1.0]),
-            (0.0, [0.0; 4]),
-            (1.0, [1.0; 4]),
-        ] {
-            let mut c = crate::Context::new();
-            let x = c.param(&[4], Some(&[2.0, -2.0, 0.0, 0.5])).unwrap();
-            let y = c.pow(x, p).unwrap();
-            let l = c.sum(y).unwrap();
-            c.backward(l).unwrap();
-            c.read_grad(x, &mut g).unwrap();
-            assert_eq!(g, want, "p = {p}");
-        }
-        // A non-finite exponent is refused before anything is allocated.
-        let used = c.memory_stats().arena_used_bytes;
-        for p in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
-            let e = c.pow(x, p).unwrap_err();
-            assert!(matches!(e, crate::Error::InvalidArgument { .. }), "{e}");
-            assert!(e.to_string().starts_with("pow: exponent"), "{e}");
-        }
-        assert_eq!(c.memory_stats().arena_used_bytes, used);
-    }
-
-    #[test]
-    fn shape_mismatch_names_op_and_shapes() {
-        let mut c = crate::Context::new();
-        let a = c.tensor(&[3, 4], &[0.0; 12]).unwrap();
-        let b = c.tensor(&[4, 3], &[0.0; 12]).unwrap();
-        for (name, e) in [
-            ("add", c.add(a, b)),
-            ("sub", c.sub(a, b)),
-            ("mul", c.mul(a, b)),
-            ("div", c.div(a, b)),
-            ("maximum", c.maximum(a, b)),
-            ("minimum", c.minimum(a, b)),
-        ] {
-            let msg = e.unwrap_err().to_string();
-            assert_eq!(
-                msg,
-                format!("{name}: shapes cannot be broadcast together: [3,4] x [4,3]")
-            );
-        }
-    }
-
-    #[test]
-    fn gradcheck_binary_broadcast_both_directions() {
-        for (sa, sb) in [
-            (&[3, 4][..], &[3, 4][..]),
-            (&[2, 3, 4], &[4]),
-            (&[3, 1], &[1, 4]),
-            (&[2, 1, 4], &[2, 3, 1]),
-            (&[1], &[3, 2]),
-        ] {
-            gradcheck(Check::new("add", &[sa, sb]), |c, x| c.add(x[0], x[1]));
-            gradcheck(Check::new("sub", &[sa, sb]), |c, x| c.sub(x[0], x[1]));
-            gradcheck(Check::new("mul", &[sa, sb]), |c, x| c.mul(x[0], x[1]));
-            gradcheck(Check::new("div", &[sa, sb]).range(0.5, 2.0), |c, x| {
-                c.div(x[0], x[1])
-            });
-            // Kept away from ties: |a| >= 0.2 while |0.1 b| <= 0.1, so no
-            // step of the check moves an element across a == 0.1 b.
-            for (name, min) in [("maximum", false), ("minimum", true)] {
-                let chk = Check::new(name, &[sa, sb]).away_from_zero();
-                gradcheck(chk, move |c, x| {
-                    let b = c.scale(x[1], 0.1)?;
-                    if min {
-                        c.minimum(x[0], b)
-                    } else {
-                        c.maximum(x[0], b)
-                    }
-                });
-            }
-        }
-    }
-
-    #[test]
-    fn gradcheck_same_tensor_twice() {
-        gradcheck(Check::new("mul(x,x)", &[&[3, 5]]), |c, x| c.mul(x[0], x[0]));
-        gradcheck(Check::new("add(x,x)", &[&[7]]), |c, x| c.add(x[0], x[0]));
-        gradcheck(Check::new("div(x,x)", &[&[4]]).range(0.5, 2.0), |c, x| {
-            c.div(x[0], x[0])
-        });
-    }
-
-    #[test]
-    fn gradcheck_unary() {
-        let s = &[&[4, 5][..]];
-        gradcheck(Check::new("scale", s), |c, x| c.scale(x[0], -1.7));
-        gradcheck(Check::new("neg", s), |c, x| c.neg(x[0]));
-        gradcheck(Check::new("exp", s), |c, x| c.exp(x[0]));
-        gradcheck(Check::new("log", s).range(0.5, 3.0), |c, x| c.log(x[0]));
-        gradcheck(Check::new("tanh", s), |c, x| c.tanh(x[0]));
-        gradcheck(Check::new("relu", s).away_from_zero(), |c, x| c.relu(x[0]));
-        gradcheck(Check::new("sigmoid", s), |c, x| c.sigmoid(x[0]));
-        gradcheck(Check::new("gelu", s).range(-3.0, 3.0), |c, x| c.gelu(x[0]));
-        gradcheck(Check::new("sqrt", s).range(0.5, 3.0), |c, x| c.sqrt(x[0]));
-        gradcheck(Check::new("abs", s).away_from_zero(), |c, x| c.abs(x[0]));
-        // One bound at +-0.1, in the gap |x| >= 0.2 leaves (no step of the
-        // check crosses it), the other past the range: about half of the
-        // elements inside, half outside, for each bound.
-        gradcheck(Check::new("clamp lo", s).away_from_zero(), |c, x| {
-            c.clamp(x[0], -0.1, 2.0)
-        });
-        gradcheck(Check::new("clamp hi", s).away_from_zero(), |c, x| {
-            c.clamp(x[0], -2.0, 0.1)
-        });
-        for p in [2.0, 3.0, 0.5, -1.5, 2.7] {
-            gradcheck(Check::new("pow", s).range(0.5, 2.0), move |c, x| {
-                c.pow(x[0], p)
-            });
-        }
-        // Integer exponents are defined for negative x too.
-        gradcheck(Check::new("pow -x", s).range(-2.0, -0.5), |c, x| {
-            c.pow(x[0], 3.0)
-        });
-    }
-
-    /// GELU on the two-thread path equals the single-threaded kernels.
-    #[test]
-    #[cfg_attr(miri, ignore)] // the worker is off under Miri, and the sizes are slow there
-    fn gelu_parallel_path_matches_kernels() {
-        let n = 1 << 17;
-        let x: Vec<f32> = (0..n).map(|i| (i as f32 / n as f32 - 0.5) * 8.0).collect();
-        let mut c = crate::Context::new();
-        let p = c.param(&[n], Some(&x)).unwrap();
-        let y = c.gelu(p).unwrap();
-        assert!(c.pool.is_some());
-        let l = c.sum(y).unwrap();
-        c.backward(l).unwrap();
-        let (mut got, mut gotg) = (vec![0.0; n], vec![0.0; n]);
-        c.read(y, &mut got).unwrap();
-        c.read_grad(p, &mut gotg).unwrap();
-        let (mut want, mut wantg) = (vec![0.0; n], vec![0.0; n]);
-        super::gelu_forward(&mut want, &x);
-        super::gelu_backward::<false>(&mut wantg, &vec![1.0; n], &x);
-        assert!(
-            got.iter()
-                .zip(&want)
-                .all(|(a, b)| a.to_bits() == b.to_bits())
-        );
-        assert!(
-            gotg.iter()
-                .zip(&wantg)
-                .all(|(a, b)| a.to_bits() == b.to_bits())
-        );
-    }
-
-    /// GELU and equal-shape add/sub write a newborn activation gradient
-    /// with `=` (no zero fill): inputs that are activations take that path,
-    /// also when the two operands share one gradient (a view of the other),
-    /// and when a later consumer adds onto what the first one wrote.
-    #[test]
-    fn gradcheck_first_writes_into_newborn_gradients() {
-        gradcheck(Check::new("gelu(1.5x)", &[&[4, 5]]), |c, x| {
-            let h = c.scale(x[0], 1.5)?;
-            c.gelu(h)
-        });
-        gradcheck(Check::new("(2a-b)*(2a+b)", &[&[3, 4], &[3, 4]]), |c, x| {
-            let a = c.scale(x[0], 2.0)?;
-            let b = c.scale(x[1], -1.0)?;
-            let s = c.add(a, b)?;
-            let d = c.sub(a, b)?;
-            c.mul(s, d)
-        });
-        gradcheck(Check::new("h - reshape(h), h = 3x", &[&[2, 6]]), |c, x| {
-            let h = c.scale(x[0], 3.0)?;
-            let v = c.reshape(h, &[2, 6])?;
-            let d = c.sub(h, v)?;
-            let e = c.add(v, v)?;
-            let g = c.gelu(e)?;
-            c.mul(d, g)
-        });
-    }
-
-    #[test]
-    fn gradcheck_composition_reuses_intermediate() {
-        // y = tanh(x) used by two consumers: grads from both must add up.
-        gradcheck(Check::new("tanh reused", &[&[6]]), |c, x| {
-            let t = c.tanh(x[0])?;
-            let e = c.exp(t)?;
-            c.mul(t, e)
-        });
-    }
-}
+mod tests;

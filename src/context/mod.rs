@@ -5,23 +5,15 @@ use crate::arena::{Buf, Storage};
 use crate::error::{Error, Result};
 use crate::ops::Op;
 use crate::optim::Optimizer;
+use crate::params::ParamRegistry;
 use crate::plan::GradPlan;
+use crate::pool::Pool;
+use crate::recompute::Recompute;
 use crate::shape::Shape;
 use crate::tape::Node;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-/// Most bytes in a parameter name (UTF-8, without a terminating NUL).
-pub const MAX_PARAM_NAME_BYTES: usize = 255;
-
-/// What a context knows about a parameter besides its tensor: its name and
-/// whether the optimizer's weight decay applies to it. Made once, when the
-/// parameter is created (never per step).
-#[derive(Clone, Debug)]
-pub(crate) struct ParamInfo {
-    pub name: Box<str>,
-    pub decay: bool,
-}
+mod access;
 
 /// A tensor handle: a small value, never a pointer. Activation handles carry
 /// the generation (iteration) they were made in and die at the next reset;
@@ -121,33 +113,32 @@ fn next_context_id() -> u32 {
 /// Owns everything a training loop needs. See the crate docs for the
 /// iteration protocol (ops, backward, optimizer step, reset).
 pub struct Context {
-    pub(crate) id: u32,
-    pub(crate) store: Storage,
-    pub(crate) table: Vec<Entry>,
-    pub(crate) tape: Vec<Node>,
-    pub(crate) n_params: usize,
-    /// Per parameter, in creation order: name and weight-decay flag.
-    pub(crate) param_info: Vec<ParamInfo>,
-    /// Parameter index by name (names are unique in a context).
-    pub(crate) param_index: HashMap<Box<str>, u32>,
-    pub(crate) grad_enabled: bool,
-    pub(crate) backward_done: bool,
+    id: u32,
+    store: Storage,
+    table: Vec<Entry>,
+    tape: Vec<Node>,
+    /// Table rows 0..n_params are the parameters, in creation order.
+    n_params: usize,
+    /// Their names and weight-decay flags.
+    registry: ParamRegistry,
+    grad_enabled: bool,
+    backward_done: bool,
     /// Parameter gradients hold values not yet consumed by an optimizer step.
-    pub(crate) pending_grads: bool,
+    pending_grads: bool,
     /// clip_grad_norm has proved the current gradients finite, so the
     /// optimizer step can skip its own pass over them.
-    pub(crate) grads_checked_finite: bool,
-    pub(crate) resets: u64,
-    pub(crate) optimizer: Option<Optimizer>,
+    grads_checked_finite: bool,
+    resets: u64,
+    optimizer: Option<Optimizer>,
     /// Offsets of activation gradients in backward's region, cached while
     /// the graph repeats.
-    pub(crate) plan: GradPlan,
+    plan: GradPlan,
     /// One worker thread for large kernels, started at first need.
-    pub(crate) pool: Option<crate::pool::Pool>,
+    pool: Option<Pool>,
     /// No worker: it could not be started, or AG_NUM_THREADS=1 said so.
-    pub(crate) pool_failed: bool,
+    pool_failed: bool,
     /// Recomputation segments, policy and measurements.
-    pub(crate) recompute: crate::recompute::Recompute,
+    recompute: Recompute,
 }
 
 impl Default for Context {
@@ -166,8 +157,7 @@ impl Context {
             table: Vec::new(),
             tape: Vec::new(),
             n_params: 0,
-            param_info: Vec::new(),
-            param_index: HashMap::new(),
+            registry: ParamRegistry::default(),
             grad_enabled: true,
             backward_done: false,
             pending_grads: false,
@@ -258,100 +248,26 @@ impl Context {
         }
     }
 
-    // ---- creating tensors -------------------------------------------------
-
-    /// A new trainable parameter of `shape`, initialised from `init` (or
-    /// zeros when None), with a persistent zeroed gradient, named
-    /// `param.<index>` (its index in creation order). Parameters must be
-    /// created before the first activation of an iteration and before the
-    /// optimizer. InvalidArgument if another parameter already took the
-    /// name `param.<index>` (see [`Context::param_named`]).
-    pub fn param(&mut self, shape: &[usize], init: Option<&[f32]>) -> Result<Tensor> {
-        self.new_param("param_new", None, shape, init)
+    /// Number of parameters (in creation order, indices 0..count).
+    pub fn param_count(&self) -> usize {
+        self.n_params
     }
 
-    /// Like [`Context::param`], with a name: UTF-8, 1 to
-    /// [`MAX_PARAM_NAME_BYTES`] bytes, no NUL, not `__metadata__` (reserved
-    /// by safetensors), and unique in the context, automatic names
-    /// (`param.<index>`) included. Safetensors files store each parameter
-    /// under its name.
-    pub fn param_named(
-        &mut self,
-        name: &str,
-        shape: &[usize],
-        init: Option<&[f32]>,
-    ) -> Result<Tensor> {
-        self.new_param("param_new_named", Some(name), shape, init)
-    }
-
-    fn new_param(
+    /// Appends a parameter row of `shape` (values from `init`, else zeros)
+    /// with its persistent gradient; all or nothing. The caller checked
+    /// the shape and the sequence and names the parameter.
+    pub(crate) fn push_param_row(
         &mut self,
         op: &'static str,
-        name: Option<&str>,
-        shape: &[usize],
+        shape: Shape,
         init: Option<&[f32]>,
-    ) -> Result<Tensor> {
-        let shape = Shape::new(op, shape)?;
-        if let Some(v) = init
-            && v.len() != shape.numel()
-        {
-            return Err(Error::InvalidArgument {
-                op,
-                what: format!(
-                    "init has {} values but shape {shape} needs {}",
-                    v.len(),
-                    shape.numel()
-                ),
-            });
-        }
-        if self.table.len() != self.n_params {
-            return Err(Error::Sequence {
-                op,
-                what: "parameters must be created before any activation of the iteration (call ag_reset first)".into(),
-            });
-        }
-        if self.optimizer.is_some() {
-            return Err(Error::Sequence {
-                op,
-                what: "parameters must be created before the optimizer".into(),
-            });
-        }
-        if self.n_params >= u32::MAX as usize / 2 {
-            return Err(Error::TooLarge {
-                op,
-                what: "too many parameters".into(),
-            });
-        }
-        let index = self.n_params;
-        let name: Box<str> = match name {
-            Some(n) => {
-                check_param_name(op, n)?;
-                let mut s = String::new();
-                s.try_reserve_exact(n.len())
-                    .map_err(|_| Error::AllocationFailed { op, bytes: n.len() })?;
-                s.push_str(n);
-                s.into_boxed_str()
-            }
-            None => format!("param.{index}").into_boxed_str(),
-        };
-        if let Some(&other) = self.param_index.get(&name) {
-            return Err(Error::InvalidArgument {
-                op,
-                what: format!(
-                    "name `{name}` of new parameter {index} is already the name of parameter {other}"
-                ),
-            });
-        }
-        let alloc_failed = |bytes| Error::AllocationFailed { op, bytes };
+    ) -> Result<u32> {
         self.table
             .try_reserve(1)
-            .map_err(|_| alloc_failed(size_of::<Entry>()))?;
-        self.param_info
-            .try_reserve(1)
-            .map_err(|_| alloc_failed(size_of::<ParamInfo>()))?;
-        self.param_index
-            .try_reserve(1)
-            .map_err(|_| alloc_failed(size_of::<(Box<str>, u32)>()))?;
+            .map_err(|_| Error::AllocationFailed {
+                op,
+                bytes: size_of::<Entry>(),
+            })?;
         let keep = self.store.persistent_blocks();
         let data = self.store.alloc_persistent(op, shape.numel())?;
         // The gradient goes at the end of the one gradient block (which may
@@ -373,20 +289,19 @@ impl Context {
             flow: false,
             unzeroed: false,
         });
-        self.param_index.insert(name.clone(), index as u32);
-        self.param_info.push(ParamInfo { name, decay: true });
         self.n_params += 1;
         self.bind_param_grads();
-        Ok(self.handle(index as u32))
+        Ok(self.n_params as u32 - 1)
     }
 
-    /// Points every parameter's gradient at its range of the gradient
-    /// block: parameter after parameter in creation order, packed without
-    /// gaps. Called whenever the block may have moved (a parameter added,
-    /// the block trimmed). The parameter rows and the rows of views of
-    /// parameters (which share their root's gradient) hold the only Bufs
-    /// into it, so both are rebound: the optimizer may be made, and the
-    /// block trimmed, after views were taken in the same iteration.
+    pub(crate) fn registry(&self) -> &ParamRegistry {
+        &self.registry
+    }
+
+    pub(crate) fn registry_mut(&mut self) -> &mut ParamRegistry {
+        &mut self.registry
+    }
+
     pub(crate) fn bind_param_grads(&mut self) {
         let Some(block) = self.store.grads() else {
             return;
@@ -407,65 +322,6 @@ impl Context {
         }
     }
 
-    /// Number of parameters (in creation order, indices 0..count).
-    pub fn param_count(&self) -> usize {
-        self.n_params
-    }
-
-    /// The handle of parameter `i` (creation order); InvalidArgument past
-    /// the end.
-    pub fn param_at(&self, i: usize) -> Result<Tensor> {
-        if i >= self.n_params {
-            return Err(Error::InvalidArgument {
-                op: "param_at",
-                what: format!(
-                    "index {i} is past the last parameter (count {})",
-                    self.n_params
-                ),
-            });
-        }
-        Ok(self.handle(i as u32))
-    }
-
-    /// The name of parameter `p`.
-    pub fn param_name(&self, p: Tensor) -> Result<&str> {
-        let i = self.param_id("param_name", p)?;
-        Ok(&self.param_info[i].name)
-    }
-
-    /// Turns the optimizer's weight decay on (the default) or off for
-    /// parameter `p`; takes effect at the next step, whether the optimizer
-    /// exists yet or not. Checkpoints do not carry the flag: it is part of
-    /// the model's set-up, like its shapes.
-    pub fn set_weight_decay(&mut self, p: Tensor, decay: bool) -> Result<()> {
-        let i = self.param_id("param_set_weight_decay", p)?;
-        self.param_info[i].decay = decay;
-        Ok(())
-    }
-
-    /// Whether the optimizer's weight decay applies to parameter `p`.
-    pub fn weight_decay(&self, p: Tensor) -> Result<bool> {
-        let i = self.param_id("param_weight_decay", p)?;
-        Ok(self.param_info[i].decay)
-    }
-
-    /// The parameter named `name`, if any.
-    pub fn param_by_name(&self, name: &str) -> Option<Tensor> {
-        self.param_index.get(name).map(|&i| self.handle(i))
-    }
-
-    /// The table index of parameter `p`; InvalidArgument for an activation.
-    pub(crate) fn param_id(&self, op: &'static str, p: Tensor) -> Result<usize> {
-        let id = self.resolve(op, p)? as usize;
-        if id >= self.n_params {
-            return Err(Error::InvalidArgument {
-                op,
-                what: "tensor is not a parameter".into(),
-            });
-        }
-        Ok(id)
-    }
-
     /// A constant (non-trainable) activation holding a copy of `data`.
     pub fn tensor(&mut self, shape: &[usize], data: &[f32]) -> Result<Tensor> {
         const OP: &str = "tensor_new";
@@ -484,25 +340,6 @@ impl Context {
         let buf = self.table[id as usize].data;
         self.store.access_one(buf).copy_from_slice(data);
         Ok(self.handle(id))
-    }
-
-    /// Overwrites a parameter's values (e.g. custom initialisation).
-    pub fn param_write(&mut self, p: Tensor, data: &[f32]) -> Result<()> {
-        const OP: &str = "param_write";
-        let e = self.table[self.param_id(OP, p)?];
-        if data.len() != e.shape.numel() {
-            return Err(Error::InvalidArgument {
-                op: OP,
-                what: format!(
-                    "data has {} values but parameter shape {} needs {}",
-                    data.len(),
-                    e.shape,
-                    e.shape.numel()
-                ),
-            });
-        }
-        self.store.access_one(e.data).copy_from_slice(data);
-        Ok(())
     }
 
     // ---- reading ----------------------------------------------------------
@@ -551,20 +388,40 @@ impl Context {
             });
         }
         let buf = if grad {
-            e.grad
-                .filter(|_| e.requires_grad)
-                .ok_or_else(|| Error::Sequence {
-                    op,
-                    what: format!(
-                        "tensor {} has no gradient: an activation keeps its gradient only if ag_tensor_retain_grad was called on it before ag_backward",
-                        e.shape
-                    ),
-                })?
+            match e.grad.filter(|_| e.requires_grad) {
+                Some(g) => g,
+                None => {
+                    return Err(Error::Sequence {
+                        op,
+                        what: self.no_grad_reason(e),
+                    });
+                }
+            }
         } else {
             e.data
         };
         out.copy_from_slice(self.store.read(buf));
         Ok(())
+    }
+
+    /// Why a tensor has no gradient to read, with advice that works for
+    /// that case: a constant never has one, an activation has one only
+    /// after backward, and only if it was retained before.
+    fn no_grad_reason(&self, e: Entry) -> String {
+        let s = e.shape;
+        if !e.requires_grad {
+            format!(
+                "tensor {s} has no gradient: it is a constant (made by ag_tensor_new, or with grad mode off), so no gradient is computed for it; read the gradient of a parameter, or of an activation computed from one"
+            )
+        } else if !self.backward_done {
+            format!(
+                "tensor {s} has no gradient yet: ag_backward has not run this iteration (for an activation, call ag_tensor_retain_grad on it, then ag_backward, then read it)"
+            )
+        } else {
+            format!(
+                "tensor {s} has no gradient: an activation keeps its gradient only if ag_tensor_retain_grad was called on it before ag_backward (next iteration, retain it before ag_backward)"
+            )
+        }
     }
 
     /// Keeps the gradient of activation `t` readable after backward (as
@@ -619,141 +476,6 @@ impl Context {
         self.grads_checked_finite = false;
     }
 
-    /// Handles of all parameters, in creation order.
-    pub fn params(&self) -> impl Iterator<Item = Tensor> + '_ {
-        (0..self.n_params as u32).map(|i| self.handle(i))
-    }
-
-    // ---- backward ---------------------------------------------------------
-
-    /// Reverse pass from a one-element `loss`: parameter gradients
-    /// accumulate (+=). Runs at most once per iteration. A loss that depends
-    /// on no parameter is fine: nothing accumulates.
-    pub fn backward(&mut self, loss: Tensor) -> Result<()> {
-        const OP: &str = "backward";
-        let id = self.resolve(OP, loss)?;
-        let e = self.table[id as usize];
-        if e.shape.numel() != 1 {
-            return Err(Error::NotScalar {
-                op: OP,
-                shape: e.shape,
-            });
-        }
-        if self.backward_done {
-            return Err(Error::Sequence {
-                op: OP,
-                what: "backward already ran this iteration (the graph is consumed; call ag_reset and rebuild it)".into(),
-            });
-        }
-        self.check_no_open_segment(OP)?;
-        if !e.requires_grad {
-            self.backward_done = true;
-            return Ok(());
-        }
-        // Activation gradients get slots of one planned region, allocated
-        // before anything is written (an arena cap fails here, cleanly).
-        let mut plan = std::mem::take(&mut self.plan);
-        plan.prepare(&self.table, &self.tape, self.n_params, id);
-        let region = match plan.total() {
-            0 => None,
-            n => match self.store.alloc_for_overwrite::<f32>(OP, n) {
-                Ok(r) => Some(r),
-                Err(err) => {
-                    self.plan = plan;
-                    return Err(err);
-                }
-            },
-        };
-        if let Some(region) = region {
-            for (t, offset, len) in plan.slots() {
-                self.table[t as usize].grad = Some(Storage::sub(region, offset, len));
-            }
-        }
-        for i in self.n_params..self.table.len() {
-            if let Some(root) = self.table[i].view_of
-                && root as usize >= self.n_params
-            {
-                self.table[i].grad = self.table[root as usize].grad;
-            }
-        }
-        // A slot holds an earlier gradient's values until its gradient is
-        // born: mark it just before its first write (or the walk's start),
-        // and that write zeroes or overwrites it.
-        let n = self.tape.len() as u32;
-        let mut born = 0;
-        self.mark_births(&plan, &mut born, n);
-        if let Some(g) = self.grad_out(id) {
-            self.store.access_one(g)[0] += 1.0;
-        }
-        self.mark_flow(id);
-        let mut segments = self.recompute.segments_len();
-        for i in (0..self.tape.len()).rev() {
-            self.mark_births(&plan, &mut born, i as u32);
-            self.replay_before(&mut segments, i as u32);
-            let node = self.tape[i];
-            if !self.table[node.out as usize].flow {
-                continue;
-            }
-            crate::ops::backward(self, node.op, node.out);
-            for &input in node.op.inputs().as_slice() {
-                self.mark_flow(input);
-            }
-        }
-        self.plan = plan;
-        // The region's slots are reused: only retained gradients stay, and
-        // one that nothing wrote is zero, not stale.
-        let n_params = self.n_params;
-        for i in 0..self.table.len() {
-            let e = self.table[i];
-            let root = e.view_of.unwrap_or(i as u32) as usize;
-            if i >= n_params && root >= n_params && !self.table[root].retain {
-                self.table[i].grad = None;
-                self.table[i].unzeroed = false;
-            } else {
-                self.settle_grad(i as u32);
-            }
-            self.table[i].flow = false;
-        }
-        self.backward_done = true;
-        self.pending_grads = true;
-        self.grads_checked_finite = false;
-        Ok(())
-    }
-
-    /// Marks the planned gradients born at tape position `at` (the ones
-    /// whose first write comes from that op's backward) as unzeroed,
-    /// advancing `next` through the plan's births. Their slots still hold
-    /// an earlier gradient's values: the first access zeroes them, or
-    /// overwrites them whole.
-    fn mark_births(&mut self, plan: &GradPlan, next: &mut usize, at: u32) {
-        while *next < plan.births_len() {
-            let (pos, t) = plan.birth(*next);
-            if pos < at {
-                break;
-            }
-            if self.table[t as usize].grad.is_some() {
-                self.table[t as usize].unzeroed = true;
-            }
-            *next += 1;
-        }
-    }
-
-    /// Whether `id`'s gradient slot (its root's, for a view) is born but not
-    /// yet written; clears the mark, as the caller now writes or zeroes it.
-    fn take_unzeroed(&mut self, id: u32) -> bool {
-        let root = self.table[id as usize].view_of.unwrap_or(id) as usize;
-        std::mem::take(&mut self.table[root].unzeroed)
-    }
-
-    /// Zeroes `id`'s gradient slot if it is born but not yet written.
-    fn settle_grad(&mut self, id: u32) {
-        if self.take_unzeroed(id)
-            && let Some(g) = self.table[id as usize].grad
-        {
-            self.store.access_one(g).fill(0.0);
-        }
-    }
-
     // ---- helpers for ops --------------------------------------------------
 
     /// Starts the worker if `work` (multiply-adds, or element operations
@@ -769,15 +491,6 @@ impl Context {
             self.pool_failed = self.pool.is_none();
         }
         self.pool.is_some()
-    }
-
-    /// Marks a tensor (and, for a view, the tensor it views) as reached by
-    /// the loss's gradient.
-    fn mark_flow(&mut self, id: u32) {
-        self.table[id as usize].flow = true;
-        if let Some(root) = self.table[id as usize].view_of {
-            self.table[root as usize].flow = true;
-        }
     }
 
     pub(crate) fn handle(&self, id: u32) -> Tensor {
@@ -934,45 +647,6 @@ impl Context {
         self.tape.push(Node { op, out });
     }
 
-    /// Computes `op` into `out` through the forward dispatch and records it:
-    /// the tail of every recording function, once its arguments are checked
-    /// and its buffers allocated.
-    pub(crate) fn run(&mut self, op: Op, out: u32) -> Tensor {
-        crate::ops::forward(self, op, out);
-        self.record(op, out);
-        self.handle(out)
-    }
-
-    /// The gradient buffer of an op's output during backward.
-    pub(crate) fn grad_out(&mut self, out: u32) -> Option<Buf> {
-        self.settle_grad(out);
-        self.table[out as usize].grad
-    }
-
-    /// The gradient buffer of an input during backward, if it needs one;
-    /// the kernel adds into it.
-    pub(crate) fn grad_of(&mut self, id: u32) -> Option<Buf> {
-        let e = self.table[id as usize];
-        if !e.requires_grad {
-            return None;
-        }
-        self.settle_grad(id);
-        e.grad
-    }
-
-    /// Like [`grad_of`](Self::grad_of), for a kernel that can also write
-    /// every element with `=`: with `true`, the slot is born here and holds
-    /// stale values, and the kernel must overwrite all of it (no zero fill
-    /// first); with `false`, it adds as usual.
-    pub(crate) fn grad_to_overwrite(&mut self, id: u32) -> Option<(Buf, bool)> {
-        let e = self.table[id as usize];
-        if !e.requires_grad {
-            return None;
-        }
-        let fresh = self.take_unzeroed(id);
-        e.grad.map(|g| (g, fresh))
-    }
-
     /// Test hook (allocation-failure tests; `test-hooks` feature): make the `fail_at`-th fallible
     /// persistent allocation from now on fail with AllocationFailed (and, if
     /// `sticky`, every later one too); 0 turns injection off. Persistent
@@ -1005,23 +679,4 @@ impl Context {
             self.pool = None;
         }
     }
-}
-
-/// Checks a parameter name (see [`Context::param_named`]).
-fn check_param_name(op: &'static str, name: &str) -> Result<()> {
-    let what = if name.is_empty() {
-        "name is empty".to_string()
-    } else if name.len() > MAX_PARAM_NAME_BYTES {
-        format!(
-            "name of {} bytes is longer than {MAX_PARAM_NAME_BYTES} bytes",
-            name.len()
-        )
-    } else if name.contains('\0') {
-        "name contains a NUL character".to_string()
-    } else if name == "__metadata__" {
-        "name `__metadata__` is reserved by the safetensors format".to_string()
-    } else {
-        return Ok(());
-    };
-    Err(Error::InvalidArgument { op, what })
 }

@@ -1,0 +1,297 @@
+//! The narrow interface the rest of the crate uses on a [`Context`]: one
+//! table row at a time, checked access to buffers (the arena and persistent
+//! blocks), gradient slots, the worker thread paired with a kernel's
+//! slices, and the iteration flags. Nothing here hands out the storage,
+//! table, tape or pool whole, so every module outside `context` reaches
+//! memory through the checks of [`Storage`](crate::arena::Storage).
+
+use super::{Context, Entry};
+use crate::arena::{ArenaStats, Buf, Plain, Slices};
+use crate::error::Result;
+use crate::optim::Optimizer;
+use crate::plan::GradPlan;
+use crate::pool::Pool;
+use crate::recompute::Recompute;
+use crate::tape::Node;
+
+impl Context {
+    /// One table row, borrowed (for values that borrow from it).
+    pub(crate) fn entry_ref(&self, id: u32) -> &Entry {
+        &self.table[id as usize]
+    }
+
+    /// One table row, to update its gradient slot, flags or buffer.
+    pub(crate) fn entry_mut(&mut self, id: u32) -> &mut Entry {
+        &mut self.table[id as usize]
+    }
+
+    /// Rows of the tensor table (parameters first).
+    pub(crate) fn live_tensors(&self) -> usize {
+        self.table.len()
+    }
+
+    /// Ops recorded this iteration.
+    pub(crate) fn tape_len(&self) -> usize {
+        self.tape.len()
+    }
+
+    /// The op recorded at tape position `i`.
+    pub(crate) fn node(&self, i: u32) -> Node {
+        self.tape[i as usize]
+    }
+
+    // ---- checked access to buffers (see arena::Storage) --------------------
+
+    /// `W` writable and `R` read-only slices of one kernel call.
+    pub(crate) fn access<const W: usize, const R: usize>(
+        &mut self,
+        w: [Buf; W],
+        r: [Buf; R],
+    ) -> ([&mut [f32]; W], [&[f32]; R]) {
+        self.store.access(w, r)
+    }
+
+    /// Like [`access`](Self::access), with `I` read-only id buffers.
+    pub(crate) fn access_ids<const W: usize, const R: usize, const I: usize>(
+        &mut self,
+        w: [Buf; W],
+        r: [Buf; R],
+        ids: [Buf<u32>; I],
+    ) -> Slices<'_, W, R, I> {
+        self.store.access_ids(w, r, ids)
+    }
+
+    /// Like [`access`](Self::access), with the worker thread when `par`
+    /// (the caller asked [`want_pool`](Self::want_pool) first).
+    pub(crate) fn access_on<const W: usize, const R: usize>(
+        &mut self,
+        par: bool,
+        w: [Buf; W],
+        r: [Buf; R],
+    ) -> (Option<&Pool>, [&mut [f32]; W], [&[f32]; R]) {
+        let (wm, rm) = self.store.access(w, r);
+        (self.pool.as_ref().filter(|_| par), wm, rm)
+    }
+
+    pub(crate) fn access_one<T: Plain>(&mut self, b: Buf<T>) -> &mut [T] {
+        self.store.access_one(b)
+    }
+
+    pub(crate) fn read_only<T: Plain>(&self, b: Buf<T>) -> &[T] {
+        self.store.read(b)
+    }
+
+    /// An arena buffer for this iteration, never routed to a recomputed
+    /// segment's scratch region (values a replay cannot recompute).
+    pub(crate) fn alloc_main<T: Plain>(&mut self, op: &'static str, len: usize) -> Result<Buf<T>> {
+        self.store.alloc_main(op, len)
+    }
+
+    /// An arena buffer the caller overwrites whole; inside a recomputed
+    /// segment it comes from the scratch region.
+    pub(crate) fn alloc_for_overwrite<T: Plain>(
+        &mut self,
+        op: &'static str,
+        len: usize,
+    ) -> Result<Buf<T>> {
+        self.store.alloc_for_overwrite(op, len)
+    }
+
+    /// A persistent allocation point that fault injection may fail.
+    pub(crate) fn fault_point(&mut self, op: &'static str, bytes: usize) -> Result<()> {
+        self.store.fault_point(op, bytes)
+    }
+
+    // ---- persistent memory (optimizer state, gradient block) ---------------
+
+    pub(crate) fn alloc_persistent(&mut self, op: &'static str, len: usize) -> Result<Buf> {
+        self.store.alloc_persistent(op, len)
+    }
+
+    /// Bytes of every persistent block (parameters, gradients, optimizer
+    /// state).
+    pub(crate) fn persistent_bytes(&self) -> usize {
+        self.store.persistent_bytes()
+    }
+
+    /// The gradient block's address and length for the C boundary
+    /// (zero-copy).
+    pub(crate) fn grads_ptr(&mut self) -> Option<(*mut f32, usize)> {
+        self.store.grads_ptr()
+    }
+
+    pub(crate) fn persistent_blocks(&self) -> usize {
+        self.store.persistent_blocks()
+    }
+
+    pub(crate) fn truncate_persistent(&mut self, keep: usize) {
+        self.store.truncate_persistent(keep)
+    }
+
+    /// Trims the gradient block to its parameters and rebinds their
+    /// gradients if it moved; true if it moved.
+    pub(crate) fn trim_grads(&mut self) -> bool {
+        let moved = self.store.grads_trim();
+        if moved {
+            self.bind_param_grads();
+        }
+        moved
+    }
+
+    /// The one block holding every parameter gradient, packed in creation
+    /// order (None before the first parameter).
+    pub(crate) fn grads_block(&self) -> Option<Buf> {
+        self.store.grads()
+    }
+
+    // ---- the recompute scratch region --------------------------------------
+
+    pub(crate) fn scratch_begin(&mut self) {
+        self.store.scratch_begin()
+    }
+
+    pub(crate) fn scratch_end(&mut self) {
+        self.store.scratch_end()
+    }
+
+    pub(crate) fn in_scratch<T>(&self, b: Buf<T>) -> bool {
+        self.store.in_scratch(b)
+    }
+
+    pub(crate) fn routable_bytes(&self) -> usize {
+        self.store.routable_bytes()
+    }
+
+    pub(crate) fn scratch_bytes(&self) -> usize {
+        self.store.scratch_bytes()
+    }
+
+    pub(crate) fn arena_stats(&self) -> ArenaStats {
+        self.store.stats()
+    }
+
+    // ---- iteration state ---------------------------------------------------
+
+    pub(crate) fn backward_done(&self) -> bool {
+        self.backward_done
+    }
+
+    pub(crate) fn set_backward_done(&mut self) {
+        self.backward_done = true;
+    }
+
+    /// Whether parameter gradients hold values no optimizer step consumed.
+    pub(crate) fn grads_pending(&self) -> bool {
+        self.pending_grads
+    }
+
+    /// Marks the gradients as new (or consumed); either way they are no
+    /// longer known to be finite.
+    pub(crate) fn set_grads_pending(&mut self, pending: bool) {
+        self.pending_grads = pending;
+        self.grads_checked_finite = false;
+    }
+
+    /// Whether clip_grad_norm proved the current gradients finite.
+    pub(crate) fn grads_checked_finite(&self) -> bool {
+        self.grads_checked_finite
+    }
+
+    pub(crate) fn set_grads_checked_finite(&mut self) {
+        self.grads_checked_finite = true;
+    }
+
+    pub(crate) fn has_optimizer(&self) -> bool {
+        self.optimizer.is_some()
+    }
+
+    pub(crate) fn optimizer_state(&self) -> Option<&Optimizer> {
+        self.optimizer.as_ref()
+    }
+
+    pub(crate) fn optimizer_state_mut(&mut self) -> Option<&mut Optimizer> {
+        self.optimizer.as_mut()
+    }
+
+    pub(crate) fn set_optimizer_state(&mut self, opt: Option<Optimizer>) {
+        self.optimizer = opt;
+    }
+
+    /// The recomputation segments and their measurements.
+    pub(crate) fn rc(&self) -> &Recompute {
+        &self.recompute
+    }
+
+    pub(crate) fn rc_mut(&mut self) -> &mut Recompute {
+        &mut self.recompute
+    }
+
+    /// Takes the gradient plan for a backward (put it back after).
+    pub(crate) fn take_plan(&mut self) -> GradPlan {
+        std::mem::take(&mut self.plan)
+    }
+
+    pub(crate) fn put_plan(&mut self, plan: GradPlan) {
+        self.plan = plan;
+    }
+
+    /// How many times the gradient plan was solved (tests of its cache).
+    #[cfg(test)]
+    pub(crate) fn plan_solves(&self) -> u64 {
+        self.plan.solves
+    }
+
+    /// Whether the worker thread is running (tests of the size threshold).
+    #[cfg(test)]
+    pub(crate) fn pool_started(&self) -> bool {
+        self.pool.is_some()
+    }
+
+    // ---- gradient slots during backward ------------------------------------
+
+    /// Whether `id`'s gradient slot (its root's, for a view) is born but not
+    /// yet written; clears the mark, as the caller now writes or zeroes it.
+    pub(crate) fn take_unzeroed(&mut self, id: u32) -> bool {
+        let root = self.table[id as usize].view_of.unwrap_or(id) as usize;
+        std::mem::take(&mut self.table[root].unzeroed)
+    }
+
+    /// Zeroes `id`'s gradient slot if it is born but not yet written.
+    pub(crate) fn settle_grad(&mut self, id: u32) {
+        if self.take_unzeroed(id)
+            && let Some(g) = self.table[id as usize].grad
+        {
+            self.store.access_one(g).fill(0.0);
+        }
+    }
+
+    /// The gradient buffer of an op's output during backward.
+    pub(crate) fn grad_out(&mut self, out: u32) -> Option<Buf> {
+        self.settle_grad(out);
+        self.table[out as usize].grad
+    }
+
+    /// The gradient buffer of an input during backward, if it needs one;
+    /// the kernel adds into it.
+    pub(crate) fn grad_of(&mut self, id: u32) -> Option<Buf> {
+        let e = self.table[id as usize];
+        if !e.requires_grad {
+            return None;
+        }
+        self.settle_grad(id);
+        e.grad
+    }
+
+    /// Like [`grad_of`](Self::grad_of), for a kernel that can also write
+    /// every element with `=`: with `true`, the slot is born here and holds
+    /// stale values, and the kernel must overwrite all of it (no zero fill
+    /// first); with `false`, it adds as usual.
+    pub(crate) fn grad_to_overwrite(&mut self, id: u32) -> Option<(Buf, bool)> {
+        let e = self.table[id as usize];
+        if !e.requires_grad {
+            return None;
+        }
+        let fresh = self.take_unzeroed(id);
+        e.grad.map(|g| (g, fresh))
+    }
+}

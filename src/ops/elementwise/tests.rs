@@ -1,0 +1,326 @@
+use crate::ops::gradcheck::{Check, gradcheck};
+
+#[test]
+fn forward_values_with_broadcast() {
+    let mut c = crate::Context::new();
+    let a = c.tensor(&[2, 3], &[1., 2., 3., 4., 5., 6.]).unwrap();
+    let b = c.tensor(&[3], &[10., 20., 30.]).unwrap();
+    let col = c.tensor(&[2, 1], &[100., 200.]).unwrap();
+    let mut out = [0.0; 6];
+    let s = c.add(a, b).unwrap();
+    c.read(s, &mut out).unwrap();
+    assert_eq!(out, [11., 22., 33., 14., 25., 36.]);
+    let m = c.mul(a, col).unwrap();
+    c.read(m, &mut out).unwrap();
+    assert_eq!(out, [100., 200., 300., 800., 1000., 1200.]);
+    let d = c.div(col, a).unwrap();
+    c.read(d, &mut out).unwrap();
+    assert_eq!(out[3], 50.0);
+    let g = c.gelu(a).unwrap();
+    c.read(g, &mut out).unwrap();
+    assert!((out[0] - 0.841192).abs() < 1e-5);
+}
+
+#[test]
+fn sqrt_values_and_ieee_edges() {
+    let mut c = crate::Context::new();
+    let x = c.tensor(&[5], &[4.0, 0.25, 2.0, 0.0, -1.0]).unwrap();
+    let y = c.sqrt(x).unwrap();
+    let mut v = [0.0; 5];
+    c.read(y, &mut v).unwrap();
+    assert_eq!(&v[..4], &[2.0, 0.5, std::f32::consts::SQRT_2, 0.0]);
+    assert!(v[4].is_nan());
+}
+
+#[test]
+fn maximum_minimum_values_ties_and_nan() {
+    let mut c = crate::Context::new();
+    let a = c.param(&[2, 3], Some(&[1., 5., 2., -1., 0., 7.])).unwrap();
+    let b = c.param(&[3], Some(&[2., 5., f32::NAN])).unwrap();
+    let mx = c.maximum(a, b).unwrap();
+    let mn = c.minimum(a, b).unwrap();
+    let (mut v, mut w) = ([0.0; 6], [0.0; 6]);
+    c.read(mx, &mut v).unwrap();
+    c.read(mn, &mut w).unwrap();
+    assert_eq!(&v[..2], &[2., 5.]);
+    assert_eq!(&v[3..5], &[2., 5.]);
+    assert_eq!(&w[..2], &[1., 5.]);
+    assert_eq!(&w[3..5], &[-1., 0.]);
+    assert!(v[2].is_nan() && v[5].is_nan() && w[2].is_nan() && w[5].is_nan());
+    // d/d(a, b) of sum(maximum) + 10 sum(minimum): each element's
+    // gradient goes to the operand it came from; ties (5 == 5) to a.
+    let s = c.scale(mn, 10.0).unwrap();
+    let t = c.add(mx, s).unwrap();
+    let l = c.sum(t).unwrap();
+    c.backward(l).unwrap();
+    let mut ga = [0.0; 6];
+    let mut gb = [0.0; 3];
+    c.read_grad(a, &mut ga).unwrap();
+    c.read_grad(b, &mut gb).unwrap();
+    assert_eq!(ga, [10., 11., 0., 10., 10., 0.]);
+    assert_eq!(gb[..2], [2., 1.]);
+    assert_eq!(gb[2], 22.0); // NaN in b: max and min both took b
+}
+
+#[test]
+fn clamp_values_gradient_and_bad_bounds() {
+    let mut c = crate::Context::new();
+    let xs = [-3.0, -1.0, 0.5, 2.0, 4.0, f32::NAN];
+    let x = c.param(&[6], Some(&xs)).unwrap();
+    let y = c.clamp(x, -1.0, 2.0).unwrap();
+    let mut v = [0.0; 6];
+    c.read(y, &mut v).unwrap();
+    assert_eq!(&v[..5], &[-1.0, -1.0, 0.5, 2.0, 2.0]);
+    assert!(v[5].is_nan());
+    let l = c.sum(y).unwrap();
+    c.backward(l).unwrap();
+    c.read_grad(x, &mut v).unwrap();
+    // 1 strictly inside only: the bounds themselves (-1, 2) get 0.
+    assert_eq!(v, [0.0, 0.0, 1.0, 0.0, 0.0, 0.0]);
+    c.reset();
+    let open = c.clamp(x, f32::NEG_INFINITY, 0.0).unwrap();
+    c.read(open, &mut v).unwrap();
+    assert_eq!(&v[..5], &[-3.0, -1.0, 0.0, 0.0, 0.0]);
+    let point = c.clamp(x, 1.0, 1.0).unwrap();
+    c.read(point, &mut v).unwrap();
+    assert_eq!(&v[..5], &[1.0; 5]);
+    let used = c.memory_stats().arena_used_bytes;
+    for (lo, hi, what) in [
+        (2.0, 1.0, "clamp: bounds [2, 1]"),
+        (f32::NAN, 1.0, "clamp: bounds [NaN, 1]"),
+        (0.0, f32::NAN, "clamp: bounds [0, NaN]"),
+    ] {
+        let e = c.clamp(x, lo, hi).unwrap_err();
+        assert!(matches!(e, crate::Error::InvalidArgument { .. }), "{e}");
+        assert!(e.to_string().starts_with(what), "{e}");
+    }
+    assert_eq!(c.memory_stats().arena_used_bytes, used);
+}
+
+#[test]
+fn abs_values_and_subgradient_at_zero() {
+    let mut c = crate::Context::new();
+    let x = c
+        .param(&[5], Some(&[-2.5, 0.0, 3.0, -0.0, -1e-30]))
+        .unwrap();
+    let y = c.abs(x).unwrap();
+    let mut v = [0.0; 5];
+    c.read(y, &mut v).unwrap();
+    assert_eq!(v, [2.5, 0.0, 3.0, 0.0, 1e-30]);
+    assert!(v[3].is_sign_positive());
+    let l = c.sum(y).unwrap();
+    c.backward(l).unwrap();
+    c.read_grad(x, &mut v).unwrap();
+    assert_eq!(v, [-1.0, 0.0, 1.0, 0.0, -1.0]);
+}
+
+#[test]
+fn pow_values_and_ieee_edges() {
+    let mut c = crate::Context::new();
+    let x = c.tensor(&[6], &[2.0, 9.0, 0.0, -2.0, -2.0, 0.0]).unwrap();
+    let mut v = [0.0; 6];
+    let close = |a: f32, b: f32| (a - b).abs() <= 1e-6 * b.abs();
+    let y = c.pow(x, 0.5).unwrap();
+    c.read(y, &mut v).unwrap();
+    assert!(
+        close(v[0], std::f32::consts::SQRT_2) && close(v[1], 3.0),
+        "{v:?}"
+    );
+    assert_eq!(v[2], 0.0);
+    assert!(v[3].is_nan() && v[4].is_nan(), "{v:?}"); // (-2)^0.5
+    let y = c.pow(x, 3.0).unwrap();
+    c.read(y, &mut v).unwrap();
+    assert_eq!(v, [8.0, 729.0, 0.0, -8.0, -8.0, 0.0]);
+    let y = c.pow(x, -1.0).unwrap();
+    c.read(y, &mut v).unwrap();
+    assert!(close(v[1], 1.0 / 9.0), "{v:?}");
+    assert_eq!([v[0], v[2], v[3]], [0.5, f32::INFINITY, -0.5]);
+    let y = c.pow(x, 0.0).unwrap();
+    c.read(y, &mut v).unwrap();
+    assert_eq!(v, [1.0; 6]);
+    // Gradients: p x^(p-1), and 0 everywhere for p = 0.
+    let mut g = [0.0; 4];
+    for (p, want) in [
+        (2.0, [4.0, -4.0, 0.0, 1.0]),
+        (0.0, [0.0; 4]),
+        (1.0, [1.0; 4]),
+    ] {
+        let mut c = crate::Context::new();
+        let x = c.param(&[4], Some(&[2.0, -2.0, 0.0, 0.5])).unwrap();
+        let y = c.pow(x, p).unwrap();
+        let l = c.sum(y).unwrap();
+        c.backward(l).unwrap();
+        c.read_grad(x, &mut g).unwrap();
+        assert_eq!(g, want, "p = {p}");
+    }
+    // A non-finite exponent is refused before anything is allocated.
+    let used = c.memory_stats().arena_used_bytes;
+    for p in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+        let e = c.pow(x, p).unwrap_err();
+        assert!(matches!(e, crate::Error::InvalidArgument { .. }), "{e}");
+        assert!(e.to_string().starts_with("pow: exponent"), "{e}");
+    }
+    assert_eq!(c.memory_stats().arena_used_bytes, used);
+}
+
+#[test]
+fn shape_mismatch_names_op_and_shapes() {
+    let mut c = crate::Context::new();
+    let a = c.tensor(&[3, 4], &[0.0; 12]).unwrap();
+    let b = c.tensor(&[4, 3], &[0.0; 12]).unwrap();
+    for (name, e) in [
+        ("add", c.add(a, b)),
+        ("sub", c.sub(a, b)),
+        ("mul", c.mul(a, b)),
+        ("div", c.div(a, b)),
+        ("maximum", c.maximum(a, b)),
+        ("minimum", c.minimum(a, b)),
+    ] {
+        let msg = e.unwrap_err().to_string();
+        assert_eq!(
+            msg,
+            format!("{name}: shapes cannot be broadcast together: [3,4] x [4,3]")
+        );
+    }
+}
+
+#[test]
+fn gradcheck_binary_broadcast_both_directions() {
+    for (sa, sb) in [
+        (&[3, 4][..], &[3, 4][..]),
+        (&[2, 3, 4], &[4]),
+        (&[3, 1], &[1, 4]),
+        (&[2, 1, 4], &[2, 3, 1]),
+        (&[1], &[3, 2]),
+    ] {
+        gradcheck(Check::new("add", &[sa, sb]), |c, x| c.add(x[0], x[1]));
+        gradcheck(Check::new("sub", &[sa, sb]), |c, x| c.sub(x[0], x[1]));
+        gradcheck(Check::new("mul", &[sa, sb]), |c, x| c.mul(x[0], x[1]));
+        gradcheck(Check::new("div", &[sa, sb]).range(0.5, 2.0), |c, x| {
+            c.div(x[0], x[1])
+        });
+        // Kept away from ties: |a| >= 0.2 while |0.1 b| <= 0.1, so no
+        // step of the check moves an element across a == 0.1 b.
+        for (name, min) in [("maximum", false), ("minimum", true)] {
+            let chk = Check::new(name, &[sa, sb]).away_from_zero();
+            gradcheck(chk, move |c, x| {
+                let b = c.scale(x[1], 0.1)?;
+                if min {
+                    c.minimum(x[0], b)
+                } else {
+                    c.maximum(x[0], b)
+                }
+            });
+        }
+    }
+}
+
+#[test]
+fn gradcheck_same_tensor_twice() {
+    gradcheck(Check::new("mul(x,x)", &[&[3, 5]]), |c, x| c.mul(x[0], x[0]));
+    gradcheck(Check::new("add(x,x)", &[&[7]]), |c, x| c.add(x[0], x[0]));
+    gradcheck(Check::new("div(x,x)", &[&[4]]).range(0.5, 2.0), |c, x| {
+        c.div(x[0], x[0])
+    });
+}
+
+#[test]
+fn gradcheck_unary() {
+    let s = &[&[4, 5][..]];
+    gradcheck(Check::new("scale", s), |c, x| c.scale(x[0], -1.7));
+    gradcheck(Check::new("neg", s), |c, x| c.neg(x[0]));
+    // Every row of the unary table, through its generated method's path.
+    for &f in crate::ops::UnaryFn::ALL {
+        let (lo, hi, away) = f.check_domain();
+        let mut chk = Check::new(f.name(), s).range(lo, hi);
+        if away {
+            chk = chk.away_from_zero();
+        }
+        gradcheck(chk, move |c, x| c.unary(f, x[0]));
+    }
+    // One bound at +-0.1, in the gap |x| >= 0.2 leaves (no step of the
+    // check crosses it), the other past the range: about half of the
+    // elements inside, half outside, for each bound.
+    gradcheck(Check::new("clamp lo", s).away_from_zero(), |c, x| {
+        c.clamp(x[0], -0.1, 2.0)
+    });
+    gradcheck(Check::new("clamp hi", s).away_from_zero(), |c, x| {
+        c.clamp(x[0], -2.0, 0.1)
+    });
+    for p in [2.0, 3.0, 0.5, -1.5, 2.7] {
+        gradcheck(Check::new("pow", s).range(0.5, 2.0), move |c, x| {
+            c.pow(x[0], p)
+        });
+    }
+    // Integer exponents are defined for negative x too.
+    gradcheck(Check::new("pow -x", s).range(-2.0, -0.5), |c, x| {
+        c.pow(x[0], 3.0)
+    });
+}
+
+/// GELU on the two-thread path equals the single-threaded kernels.
+#[test]
+#[cfg_attr(miri, ignore)] // the worker is off under Miri, and the sizes are slow there
+fn gelu_parallel_path_matches_kernels() {
+    let n = 1 << 17;
+    let x: Vec<f32> = (0..n).map(|i| (i as f32 / n as f32 - 0.5) * 8.0).collect();
+    let mut c = crate::Context::new();
+    let p = c.param(&[n], Some(&x)).unwrap();
+    let y = c.gelu(p).unwrap();
+    assert!(c.pool_started());
+    let l = c.sum(y).unwrap();
+    c.backward(l).unwrap();
+    let (mut got, mut gotg) = (vec![0.0; n], vec![0.0; n]);
+    c.read(y, &mut got).unwrap();
+    c.read_grad(p, &mut gotg).unwrap();
+    let (mut want, mut wantg) = (vec![0.0; n], vec![0.0; n]);
+    super::gelu_forward(&mut want, &x);
+    super::gelu_backward::<false>(&mut wantg, &vec![1.0; n], &x);
+    assert!(
+        got.iter()
+            .zip(&want)
+            .all(|(a, b)| a.to_bits() == b.to_bits())
+    );
+    assert!(
+        gotg.iter()
+            .zip(&wantg)
+            .all(|(a, b)| a.to_bits() == b.to_bits())
+    );
+}
+
+/// GELU and equal-shape add/sub write a newborn activation gradient
+/// with `=` (no zero fill): inputs that are activations take that path,
+/// also when the two operands share one gradient (a view of the other),
+/// and when a later consumer adds onto what the first one wrote.
+#[test]
+fn gradcheck_first_writes_into_newborn_gradients() {
+    gradcheck(Check::new("gelu(1.5x)", &[&[4, 5]]), |c, x| {
+        let h = c.scale(x[0], 1.5)?;
+        c.gelu(h)
+    });
+    gradcheck(Check::new("(2a-b)*(2a+b)", &[&[3, 4], &[3, 4]]), |c, x| {
+        let a = c.scale(x[0], 2.0)?;
+        let b = c.scale(x[1], -1.0)?;
+        let s = c.add(a, b)?;
+        let d = c.sub(a, b)?;
+        c.mul(s, d)
+    });
+    gradcheck(Check::new("h - reshape(h), h = 3x", &[&[2, 6]]), |c, x| {
+        let h = c.scale(x[0], 3.0)?;
+        let v = c.reshape(h, &[2, 6])?;
+        let d = c.sub(h, v)?;
+        let e = c.add(v, v)?;
+        let g = c.gelu(e)?;
+        c.mul(d, g)
+    });
+}
+
+#[test]
+fn gradcheck_composition_reuses_intermediate() {
+    // y = tanh(x) used by two consumers: grads from both must add up.
+    gradcheck(Check::new("tanh reused", &[&[6]]), |c, x| {
+        let t = c.tanh(x[0])?;
+        let e = c.exp(t)?;
+        c.mul(t, e)
+    });
+}
