@@ -241,6 +241,13 @@ impl Context {
         self.plan.solves
     }
 
+    /// Threads this context computes on: 1 when `AG_NUM_THREADS=1` or the
+    /// worker could not start, else 2 (the worker starts with the first
+    /// large kernel).
+    pub(crate) fn threads(&self) -> u32 {
+        if self.pool_failed { 1 } else { 2 }
+    }
+
     /// Whether the worker thread is running (tests of the size threshold).
     #[cfg(test)]
     pub(crate) fn pool_started(&self) -> bool {

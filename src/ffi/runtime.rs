@@ -77,7 +77,7 @@ pub extern "C" fn ag_runtime_info(ctx: *mut ag_context, out: *mut ag_runtime) ->
             gemm_note: text(&g.note),
             simd: text(crate::simd::detected().name()),
             cpu_isa: text(g.cpu_isa),
-            threads: if c.pool_failed { 1 } else { 2 },
+            threads: c.threads(),
         };
         write_out("ag_runtime_info", "out", out, info)
     })
