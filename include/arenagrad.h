@@ -923,8 +923,10 @@ ag_status ag_segment_end(struct ag_context *ctx, struct ag_tensor output);
 
 // Writes what runs underneath this context to `*out`: the GEMM library,
 // its version and kernel family, the element-wise kernels' instruction
-// set and the thread count. The GEMM is settled by the first context of
-// the process (see README, "Threads and kernels").
+// set and the thread count. The GEMM's kernels are settled by the first
+// context of the process: a DYNAMIC_ARCH OpenBLAS that picked kernels below
+// what the CPU supports is switched to the CPU's family, unless the user
+// set OPENBLAS_CORETYPE (honoured) or AG_BLAS_CORE (`asis`, or a family).
 // Errors: NULL_ARGUMENT (out).
 ag_status ag_runtime_info(struct ag_context *ctx, struct ag_runtime *out);
 
