@@ -1,0 +1,559 @@
+//! Each kernel against a float64 reference rounded to float32: libm's
+//! (the `libm` crate) where it has the function, otherwise an f64
+//! algorithm independent of the kernel's (digamma near its zero by
+//! Gauss-Legendre quadrature of trigamma, shifts to x >= 40 elsewhere).
+//! The bound is 4 ulps, the target; the measured worst error of
+//! every function and derivative is printed (`--nocapture`).
+use super::*;
+
+/// Signed position of `f` on the line of floats, with -0 = +0.
+fn key(f: f32) -> i64 {
+    let b = f.to_bits();
+    if b >> 31 == 1 {
+        -((b & 0x7fff_ffff) as i64)
+    } else {
+        b as i64
+    }
+}
+
+/// Ulps between two floats; NaN equals NaN, inf equals inf, and a NaN
+/// against a number is the largest distance.
+fn ulps(a: f32, b: f32) -> u64 {
+    match (a.is_nan(), b.is_nan()) {
+        (true, true) => 0,
+        (false, false) => key(a).abs_diff(key(b)),
+        _ => u64::MAX,
+    }
+}
+
+/// splitmix64: fixed points on every machine.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn uniform(&mut self, lo: f64, hi: f64) -> f32 {
+        let u = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
+        (lo + (hi - lo) * u) as f32
+    }
+    /// A finite float with uniformly random bits: every binade equally.
+    fn any_finite(&mut self, positive: bool) -> f32 {
+        loop {
+            let mut b = self.next() as u32;
+            if positive {
+                b &= 0x7fff_ffff;
+            }
+            let f = f32::from_bits(b);
+            if f.is_finite() && !(positive && f == 0.0) {
+                return f;
+            }
+        }
+    }
+}
+
+/// The n floats on each side of `c` (and `c`).
+fn around(c: f32, n: u32) -> Vec<f32> {
+    let b = c.to_bits();
+    (b - n..=b + n).map(f32::from_bits).collect()
+}
+
+// ---- float64 references ----------------------------------------------
+
+const X0: f64 = 1.461_632_144_968_362;
+
+fn ref_trigamma(x: f64) -> f64 {
+    let (mut acc, mut y) = (0.0, x);
+    while y < 40.0 {
+        acc += 1.0 / (y * y);
+        y += 1.0;
+    }
+    let r = 1.0 / y;
+    let r2 = r * r;
+    acc + r + r2 / 2.0 + r2 * r * (1.0 / 6.0 - r2 / 30.0 + r2 * r2 / 42.0 - r2 * r2 * r2 / 30.0)
+}
+
+/// Nodes and weights of n-point Gauss-Legendre on [-1, 1] (Newton on P_n).
+fn gauss_legendre(n: usize) -> Vec<(f64, f64)> {
+    let mut out = Vec::new();
+    for i in 0..n.div_ceil(2) {
+        let mut z = (std::f64::consts::PI * (i as f64 + 0.75) / (n as f64 + 0.5)).cos();
+        let mut pp;
+        loop {
+            let (mut p1, mut p2) = (1.0, 0.0);
+            for j in 1..=n {
+                let p3 = p2;
+                p2 = p1;
+                p1 = ((2.0 * j as f64 - 1.0) * z * p2 - (j as f64 - 1.0) * p3) / j as f64;
+            }
+            pp = n as f64 * (z * p1 - p2) / (z * z - 1.0);
+            let z1 = z;
+            z = z1 - p1 / pp;
+            if (z - z1).abs() < 1e-15 {
+                break;
+            }
+        }
+        let w = 2.0 / ((1.0 - z * z) * pp * pp);
+        out.push((z, w));
+        if 2 * i + 1 != n {
+            out.push((-z, w));
+        }
+    }
+    out
+}
+
+fn ref_digamma(x: f64, gl: &[(f64, f64)]) -> f64 {
+    if (x - X0).abs() < 0.5 {
+        // psi(x) = psi(1) + the integral of trigamma from 1 to x, psi(1) =
+        // -Euler's constant: independent of the kernel's x0 and series.
+        let (mid, half) = ((x + 1.0) / 2.0, (x - 1.0) / 2.0);
+        let integral: f64 = gl
+            .iter()
+            .map(|&(t, w)| w * ref_trigamma(mid + half * t))
+            .sum();
+        return half * integral - 0.577_215_664_901_532_9;
+    }
+    let (mut acc, mut y) = (0.0, x);
+    while y < 40.0 {
+        acc -= 1.0 / y;
+        y += 1.0;
+    }
+    let r2 = 1.0 / (y * y);
+    acc + y.ln() - 0.5 / y - r2 * (1.0 / 12.0 - r2 / 120.0 + r2 * r2 / 252.0 - r2 * r2 * r2 / 240.0)
+}
+
+fn ref_softplus(x: f64) -> f64 {
+    if x > 0.0 {
+        x + libm::log1p(libm::exp(-x))
+    } else {
+        libm::log1p(libm::exp(x))
+    }
+}
+
+fn ref_phi(x: f64) -> f64 {
+    0.5 * libm::erfc(-x / std::f64::consts::SQRT_2)
+}
+
+fn ref_pdf(x: f64) -> f64 {
+    libm::exp(-0.5 * x * x) / (2.0 * std::f64::consts::PI).sqrt()
+}
+
+/// Phi(x) = pdf(x) / -x * s(x) for x -> -inf (the Mills ratio series).
+fn mills_series(x: f64) -> f64 {
+    let u = 1.0 / (x * x);
+    1.0 - u * (1.0 - 3.0 * u * (1.0 - 5.0 * u * (1.0 - 7.0 * u * (1.0 - 9.0 * u))))
+}
+
+fn ref_log_phi(x: f64) -> f64 {
+    if x < -30.0 {
+        -0.5 * x * x - (-x).ln() - HALF_LN_2PI + mills_series(x).ln()
+    } else if x < 0.0 {
+        ref_phi(x).ln()
+    } else {
+        libm::log1p(-ref_phi(-x))
+    }
+}
+
+fn ref_log_phi_grad(x: f64) -> f64 {
+    if x < -30.0 {
+        -x / mills_series(x)
+    } else {
+        ref_pdf(x) / ref_phi(x)
+    }
+}
+
+// ---- the cases ----------------------------------------------------------
+
+type Kernel = fn(f32) -> f32;
+type Reference = Box<dyn Fn(f64) -> f64 + Sync>;
+
+struct Case {
+    name: &'static str,
+    f: Kernel,
+    reference: Reference,
+    /// Domain x > 0 (else every finite float).
+    positive: bool,
+    /// Uniform points are drawn from here besides the random-bit ones.
+    lo: f64,
+    hi: f64,
+    tails: Vec<f32>,
+}
+
+fn cases() -> Vec<Case> {
+    let gl = gauss_legendre(24);
+    let gl2 = gl.clone();
+    let mut big = Rng(7);
+    let mut wide = |lo: f64, hi: f64, n: usize| -> Vec<f32> {
+        (0..n).map(|_| big.uniform(lo, hi)).collect::<Vec<_>>()
+    };
+    let gamma_tails: Vec<f32> = [around(1.0, 20_000), around(2.0, 20_000)]
+        .concat()
+        .into_iter()
+        .chain(wide(1e3, 1e7, 20_000))
+        .chain(wide(1e30, 3e38, 2_000))
+        .chain(around(1e-30, 2_000))
+        .collect();
+    let psi_tails: Vec<f32> = [around(1.461_632_1, 20_000), gamma_tails.clone()].concat();
+    let abs20: Vec<f32> = [wide(20.0, 1e4, 20_000), wide(-1e4, -20.0, 20_000)].concat();
+    let near0 = [around(0.0f32.next_up(), 1), wide(-1e-6, 1e-6, 20_000)].concat();
+    let erf_tails = [wide(-10.0, 10.0, 20_000), near0.clone()].concat();
+    let phi_tails = [
+        wide(-40.0, -5.0, 20_000),
+        wide(5.0, 40.0, 20_000),
+        near0.clone(),
+    ]
+    .concat();
+    let c = |name: &'static str, f: Kernel, r: Reference, positive, lo, hi, tails| Case {
+        name,
+        f,
+        reference: r,
+        positive,
+        lo,
+        hi,
+        tails,
+    };
+    vec![
+        c(
+            "lgamma",
+            lgamma,
+            Box::new(libm::lgamma),
+            true,
+            0.0,
+            30.0,
+            gamma_tails.clone(),
+        ),
+        c(
+            "lgamma'",
+            lgamma_grad,
+            Box::new(move |x| ref_digamma(x, &gl)),
+            true,
+            0.0,
+            30.0,
+            psi_tails.clone(),
+        ),
+        c(
+            "digamma",
+            digamma,
+            Box::new(move |x| ref_digamma(x, &gl2)),
+            true,
+            0.0,
+            30.0,
+            psi_tails.clone(),
+        ),
+        c(
+            "digamma'",
+            digamma_grad,
+            Box::new(ref_trigamma),
+            true,
+            0.0,
+            30.0,
+            psi_tails,
+        ),
+        c(
+            "log1p",
+            log1p,
+            Box::new(libm::log1p),
+            false,
+            -1.0,
+            30.0,
+            [
+                around(-1.0f32.next_up(), 0),
+                wide(-1.0, -0.99, 20_000),
+                near0.clone(),
+            ]
+            .concat(),
+        ),
+        c(
+            "log1p'",
+            log1p_grad,
+            Box::new(|x| 1.0 / (1.0 + x)),
+            false,
+            -1.0,
+            30.0,
+            near0.clone(),
+        ),
+        c(
+            "expm1",
+            expm1,
+            Box::new(libm::expm1),
+            false,
+            -30.0,
+            30.0,
+            [
+                near0.clone(),
+                wide(-0.6, 0.6, 20_000),
+                wide(80.0, 89.0, 2_000),
+            ]
+            .concat(),
+        ),
+        c(
+            "expm1'",
+            expm1_grad,
+            Box::new(libm::exp),
+            false,
+            -30.0,
+            30.0,
+            near0.clone(),
+        ),
+        c(
+            "softplus",
+            softplus,
+            Box::new(ref_softplus),
+            false,
+            -30.0,
+            30.0,
+            abs20.clone(),
+        ),
+        c(
+            "softplus'",
+            softplus_grad,
+            Box::new(|x| 1.0 / (1.0 + libm::exp(-x))),
+            false,
+            -30.0,
+            30.0,
+            abs20.clone(),
+        ),
+        c(
+            "log_sigmoid",
+            log_sigmoid,
+            Box::new(|x| -ref_softplus(-x)),
+            false,
+            -30.0,
+            30.0,
+            abs20.clone(),
+        ),
+        c(
+            "log_sigmoid'",
+            log_sigmoid_grad,
+            Box::new(|x| 1.0 / (1.0 + libm::exp(x))),
+            false,
+            -30.0,
+            30.0,
+            abs20,
+        ),
+        c(
+            "erf",
+            erf,
+            Box::new(libm::erf),
+            false,
+            -5.0,
+            5.0,
+            erf_tails.clone(),
+        ),
+        c(
+            "erf'",
+            erf_grad,
+            Box::new(|x| FRAC_2_SQRT_PI * libm::exp(-x * x)),
+            false,
+            -5.0,
+            5.0,
+            erf_tails,
+        ),
+        c(
+            "Phi",
+            normal_cdf,
+            Box::new(ref_phi),
+            false,
+            -15.0,
+            10.0,
+            phi_tails.clone(),
+        ),
+        c(
+            "Phi'",
+            normal_cdf_grad,
+            Box::new(ref_pdf),
+            false,
+            -15.0,
+            10.0,
+            phi_tails.clone(),
+        ),
+        c(
+            "log Phi",
+            normal_lcdf,
+            Box::new(ref_log_phi),
+            false,
+            -40.0,
+            10.0,
+            phi_tails.clone(),
+        ),
+        c(
+            "log Phi'",
+            normal_lcdf_grad,
+            Box::new(ref_log_phi_grad),
+            false,
+            -40.0,
+            10.0,
+            phi_tails,
+        ),
+    ]
+}
+
+/// Worst ulp error of `case` over `xs`, and where.
+fn worst(case: &Case, xs: impl Iterator<Item = f32>) -> (u64, f32, usize) {
+    let (mut w, mut at, mut n) = (0, f32::NAN, 0);
+    for x in xs {
+        let got = (case.f)(x);
+        let want = (case.reference)(x as f64) as f32;
+        let e = ulps(got, want);
+        if e > w || at.is_nan() {
+            (w, at) = (e, x);
+        }
+        n += 1;
+    }
+    (w, at, n)
+}
+
+#[test]
+fn special_functions_within_4_ulps_at_fixed_points_and_tails() {
+    let mut failures = Vec::new();
+    for case in cases() {
+        let mut rng = Rng(0x5eed ^ case.name.len() as u64);
+        let mut xs: Vec<f32> = (0..500_000)
+            .map(|_| rng.any_finite(case.positive))
+            .collect();
+        xs.extend((0..500_000).map(|_| rng.uniform(case.lo, case.hi)));
+        if case.positive {
+            xs.retain(|&x| x > 0.0);
+        }
+        let (w, at, n) = worst(&case, xs.iter().copied());
+        let (wt, att, nt) = worst(&case, case.tails.iter().copied());
+        println!(
+            "{:<13} {:>8} points: worst {w} ulps at {at:e}; {:>6} tail points: worst {wt} at {att:e}",
+            case.name, n, nt
+        );
+        if w > 4 || wt > 4 {
+            failures.push(case.name);
+        }
+    }
+    assert!(failures.is_empty(), "over 4 ulps: {failures:?}");
+}
+
+#[test]
+fn special_functions_at_known_values() {
+    // Exact zeros and values that pin down the branches.
+    assert_eq!(lgamma(1.0), 0.0);
+    assert_eq!(lgamma(2.0), 0.0);
+    assert_eq!(lgamma(0.0), f32::INFINITY);
+    assert!(lgamma(-1.0).is_nan() && digamma(-0.5).is_nan());
+    assert_eq!(lgamma(f32::MAX), f32::INFINITY);
+    assert_eq!(digamma(1.0), -EULER as f32);
+    assert_eq!(trigamma(1.0), (std::f64::consts::PI.powi(2) / 6.0) as f32);
+    assert_eq!(log1p(-1.0), f32::NEG_INFINITY);
+    assert_eq!(log1p(1e-30), 1e-30);
+    assert_eq!(expm1(1e-30), 1e-30);
+    assert_eq!(softplus(100.0), 100.0);
+    assert_eq!(softplus(-100.0), (-100.0f64).exp() as f32);
+    assert_eq!(log_sigmoid(-100.0), -100.0);
+    assert_eq!(log_sigmoid_grad(-100.0), 1.0);
+    assert_eq!(erf(0.0), 0.0);
+    assert_eq!(erf(f32::MAX), 1.0);
+    assert_eq!(erf(-f32::MAX), -1.0);
+    assert_eq!(normal_cdf(0.0), 0.5);
+    assert_eq!(normal_lcdf(-1e20), f32::NEG_INFINITY);
+    assert!(normal_lcdf(-1e19).is_finite());
+    assert_eq!(normal_lcdf_grad(-1e19), 1e19);
+    for f in [
+        lgamma,
+        digamma,
+        log1p,
+        expm1,
+        softplus,
+        log_sigmoid,
+        erf,
+        normal_cdf,
+        normal_lcdf,
+    ] {
+        assert!(f(f32::NAN).is_nan());
+    }
+}
+
+#[test]
+fn logsumexp_handles_infinities_and_matches_f64() {
+    let ninf = f32::NEG_INFINITY;
+    assert_eq!(logsumexp(&[]), ninf);
+    assert_eq!(logsumexp(&[ninf, ninf]), ninf);
+    assert_eq!(logsumexp(&[ninf, 0.0]), 0.0);
+    assert_eq!(logsumexp(&[ninf, 3.5, ninf]), 3.5);
+    assert_eq!(logsumexp(&[1.0, f32::INFINITY]), f32::INFINITY);
+    assert!(logsumexp(&[1.0, f32::NAN, ninf]).is_nan());
+    assert_eq!(logsumexp(&[1e30, 1e30]), 1e30);
+    assert_eq!(logsumexp(&[-1e30, -1e30]), -1e30);
+    assert_eq!(
+        logsumexp(&[2.0, 2.0]),
+        (2.0 + std::f64::consts::LN_2) as f32
+    );
+    let mut g = [0.0f32; 3];
+    logsumexp_grad(&[ninf, 1.0, 1.0], &mut g);
+    assert_eq!(g, [0.0, 0.5, 0.5]);
+    logsumexp_grad(&[ninf, ninf], &mut g[..2]);
+    assert_eq!(&g[..2], &[0.5, 0.5]);
+    // Random vectors against the direct f64 sum (no overflow in range),
+    // with some -inf entries; the gradient against e^{x - lse} in f64.
+    let mut rng = Rng(11);
+    let (mut worst, mut worst_g) = (0, 0);
+    for trial in 0..20_000 {
+        let n = 1 + trial % 40;
+        let xs: Vec<f32> = (0..n)
+            .map(|_| {
+                if rng.next().is_multiple_of(7) {
+                    ninf
+                } else {
+                    rng.uniform(-300.0, 300.0)
+                }
+            })
+            .collect();
+        let want: f64 = xs.iter().map(|&x| libm::exp(x as f64)).sum::<f64>().ln();
+        worst = worst.max(ulps(logsumexp(&xs), want as f32));
+        if want == f64::NEG_INFINITY {
+            continue; // all -inf: the exact cases above pin the weights
+        }
+        let mut g = vec![0.0; n];
+        logsumexp_grad(&xs, &mut g);
+        for (&x, &gi) in xs.iter().zip(&g) {
+            worst_g = worst_g.max(ulps(gi, libm::exp(x as f64 - want) as f32));
+        }
+    }
+    println!("logsumexp: worst {worst} ulps, gradient worst {worst_g} ulps");
+    assert!(worst <= 4 && worst_g <= 4, "{worst} {worst_g}");
+}
+
+/// Every float of each domain (stride AG_SWEEP_STRIDE, default 1): hours
+/// of CPU, run by `make special-sweep`, never by `make test`.
+#[test]
+#[ignore]
+fn special_sweep_every_float() {
+    let stride: u32 = std::env::var("AG_SWEEP_STRIDE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    let mut failures = Vec::new();
+    for case in cases() {
+        let pos = (1u32..0x7f80_0000)
+            .step_by(stride as usize)
+            .map(f32::from_bits);
+        let neg = (0x8000_0000u32..0xff80_0000)
+            .step_by(stride as usize)
+            .map(f32::from_bits);
+        let (w, at, n) = if case.positive {
+            worst(&case, pos)
+        } else {
+            let (a, b) = (worst(&case, pos), worst(&case, neg));
+            if a.0 >= b.0 {
+                (a.0, a.1, a.2 + b.2)
+            } else {
+                (b.0, b.1, a.2 + b.2)
+            }
+        };
+        println!(
+            "{:<13} every {stride}th float, {n} points: worst {w} ulps at {at:e}",
+            case.name
+        );
+        if w > 4 {
+            failures.push(case.name);
+        }
+    }
+    assert!(failures.is_empty(), "over 4 ulps: {failures:?}");
+}
