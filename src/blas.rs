@@ -29,7 +29,7 @@ pub struct GemmInfo {
 static GEMM: OnceLock<GemmInfo> = OnceLock::new();
 
 /// The GEMM in use. The first call (made by the first context, and by
-/// [`sgemm`], before any product) runs [`choice::decide`] and, when a
+/// [`sgemm`], before any product) runs `choice::decide` and, when a
 /// DYNAMIC_ARCH OpenBLAS picked kernels below what the CPU supports (an
 /// OpenBLAS older than the CPU falls back to its SSE3 kernels), switches it
 /// to the right family. `OPENBLAS_CORETYPE` set by the user is honoured;
