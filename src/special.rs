@@ -541,6 +541,7 @@ pub fn normal_lcdf_grad(x: f32) -> f32 {
 /// ln sum_i e^{x_i}, accumulated in f64 after subtracting the maximum.
 /// -inf entries add nothing; all -inf (or empty) gives -inf, a +inf entry
 /// gives +inf, a NaN entry gives NaN.
+#[allow(dead_code)] // until an axis op (ag_logsumexp_axis) calls it
 pub fn logsumexp(xs: &[f32]) -> f32 {
     let (m, _) = max_and_count(xs);
     if m.is_nan() || m.is_infinite() {
@@ -554,6 +555,7 @@ pub fn logsumexp(xs: &[f32]) -> f32 {
 /// `out` (same length as `xs`). When the maximum is infinite (all -inf, or
 /// a +inf entry) the weight is shared equally by the entries equal to it,
 /// the limit of the softmax of equal values.
+#[allow(dead_code)] // until an axis op (ag_logsumexp_axis) calls it
 pub fn logsumexp_grad(xs: &[f32], out: &mut [f32]) {
     assert_eq!(xs.len(), out.len(), "logsumexp_grad: lengths differ");
     let (m, count) = max_and_count(xs);

@@ -9,6 +9,7 @@ use crate::kernels::fastmath;
 use crate::ops::{BinaryFn, Op, UnaryFn};
 use crate::shape::{MAX_DIMS, Shape};
 use crate::simd;
+use crate::special;
 
 /// Calls `row(o, a, sa, b, sb, len)` for every innermost row of `out`: the
 /// row starts at `o` in the output and at `a`/`b` in the operands, which
@@ -342,13 +343,125 @@ fn log_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
 
 /// y = ln(1 + x), without the rounding of 1 + x for small x.
 fn log1p_forward(y: &mut [f32], x: &[f32]) {
-    y.iter_mut().zip(x).for_each(|(y, &x)| *y = x.ln_1p());
+    y.iter_mut()
+        .zip(x)
+        .for_each(|(y, &x)| *y = special::log1p(x));
 }
 
 /// dx += dout / (1 + x).
 fn log1p_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
     for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
-        *d += g / (1.0 + x);
+        *d += g * special::log1p_grad(x);
+    }
+}
+
+/// y = ln Gamma(x) (NaN for x < 0, +inf at 0).
+fn lgamma_forward(y: &mut [f32], x: &[f32]) {
+    y.iter_mut()
+        .zip(x)
+        .for_each(|(y, &x)| *y = special::lgamma(x));
+}
+
+/// dx += dout * digamma(x).
+fn lgamma_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
+    for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
+        *d += g * special::lgamma_grad(x);
+    }
+}
+
+/// y = digamma(x) (NaN for x < 0, -inf at 0).
+fn digamma_forward(y: &mut [f32], x: &[f32]) {
+    y.iter_mut()
+        .zip(x)
+        .for_each(|(y, &x)| *y = special::digamma(x));
+}
+
+/// dx += dout * trigamma(x).
+fn digamma_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
+    for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
+        *d += g * special::digamma_grad(x);
+    }
+}
+
+/// y = e^x - 1, accurate for small x.
+fn expm1_forward(y: &mut [f32], x: &[f32]) {
+    y.iter_mut()
+        .zip(x)
+        .for_each(|(y, &x)| *y = special::expm1(x));
+}
+
+/// dx += dout * e^x.
+fn expm1_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
+    for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
+        *d += g * special::expm1_grad(x);
+    }
+}
+
+/// y = ln(1 + e^x), without overflow.
+fn softplus_forward(y: &mut [f32], x: &[f32]) {
+    y.iter_mut()
+        .zip(x)
+        .for_each(|(y, &x)| *y = special::softplus(x));
+}
+
+/// dx += dout * sigmoid(x).
+fn softplus_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
+    for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
+        *d += g * special::softplus_grad(x);
+    }
+}
+
+/// y = ln sigmoid(x) = -softplus(-x).
+fn log_sigmoid_forward(y: &mut [f32], x: &[f32]) {
+    y.iter_mut()
+        .zip(x)
+        .for_each(|(y, &x)| *y = special::log_sigmoid(x));
+}
+
+/// dx += dout * sigmoid(-x).
+fn log_sigmoid_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
+    for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
+        *d += g * special::log_sigmoid_grad(x);
+    }
+}
+
+/// y = erf(x).
+fn erf_forward(y: &mut [f32], x: &[f32]) {
+    y.iter_mut().zip(x).for_each(|(y, &x)| *y = special::erf(x));
+}
+
+/// dx += dout * 2/sqrt(pi) e^(-x^2).
+fn erf_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
+    for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
+        *d += g * special::erf_grad(x);
+    }
+}
+
+/// y = Phi(x), the standard normal CDF.
+fn normal_cdf_forward(y: &mut [f32], x: &[f32]) {
+    y.iter_mut()
+        .zip(x)
+        .for_each(|(y, &x)| *y = special::normal_cdf(x));
+}
+
+/// dx += dout * the standard normal density.
+fn normal_cdf_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
+    for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
+        *d += g * special::normal_cdf_grad(x);
+    }
+}
+
+/// y = ln Phi(x), finite far into the lower tail.
+fn normal_lcdf_forward(y: &mut [f32], x: &[f32]) {
+    y.iter_mut()
+        .zip(x)
+        .for_each(|(y, &x)| *y = special::normal_lcdf(x));
+}
+
+/// dx += dout * phi(x) / Phi(x).
+fn normal_lcdf_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
+    for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
+        *d += g * special::normal_lcdf_grad(x);
     }
 }
 
