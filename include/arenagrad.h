@@ -749,6 +749,14 @@ ag_status ag_sum_axis(struct ag_context *ctx, struct ag_tensor x, int32_t axis, 
 // SHAPE_MISMATCH (axis out of range), OUT_OF_MEMORY.
 ag_status ag_mean_axis(struct ag_context *ctx, struct ag_tensor x, int32_t axis, bool keepdim, struct ag_tensor *out);
 
+// ln sum e^x along `axis` (negative counts from the end), accumulated in
+// float64 after subtracting the maximum; `keepdim` keeps the axis with
+// size 1. Entries of -inf add nothing (all -inf gives -inf), a +inf entry
+// gives +inf, NaN propagates. Gradient: the softmax of x along the axis.
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// SHAPE_MISMATCH (axis out of range), OUT_OF_MEMORY.
+ag_status ag_logsumexp_axis(struct ag_context *ctx, struct ag_tensor x, int32_t axis, bool keepdim, struct ag_tensor *out);
+
 // A view of `x` with shape `shape[0..ndim]` (same element count; no copy,
 // shares the gradient; no arena memory is used).
 // Errors: NULL_ARGUMENT (out, or shape when ndim > 0), STALE_HANDLE,

@@ -470,6 +470,7 @@ fn call(name: &str, ctx: *mut ag_context, fx: &Fx, env: &Env, a: Args) -> ag_sta
         "ag_mean" => ag_mean(ctx, t, o),
         "ag_scale" => ag_scale(ctx, t, fl, o),
         "ag_sum_axis" => ag_sum_axis(ctx, t, n as i32, a.null, o),
+        "ag_logsumexp_axis" => ag_logsumexp_axis(ctx, t, n as i32, a.null, o),
         "ag_mean_axis" => ag_mean_axis(ctx, t, n as i32 - 2, a.null, o),
         "ag_reshape" => ag_reshape(
             ctx,

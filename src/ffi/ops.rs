@@ -335,6 +335,25 @@ pub extern "C" fn ag_mean_axis(
     })
 }
 
+/// ln sum e^x along `axis` (negative counts from the end), accumulated in
+/// float64 after subtracting the maximum; `keepdim` keeps the axis with
+/// size 1. Entries of -inf add nothing (all -inf gives -inf), a +inf entry
+/// gives +inf, NaN propagates. Gradient: the softmax of x along the axis.
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// SHAPE_MISMATCH (axis out of range), OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_logsumexp_axis(
+    ctx: *mut ag_context,
+    x: ag_tensor,
+    axis: i32,
+    keepdim: bool,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_logsumexp_axis", ctx, out, |c| {
+        c.logsumexp_axis(x.into(), axis, keepdim)
+    })
+}
+
 /// A view of `x` with shape `shape[0..ndim]` (same element count; no copy,
 /// shares the gradient; no arena memory is used).
 /// Errors: NULL_ARGUMENT (out, or shape when ndim > 0), STALE_HANDLE,

@@ -199,6 +199,8 @@ pub(crate) enum Op {
     Reduce { x: u32, mean: bool },
     /// Sum (or mean) along `axis`.
     ReduceAxis { x: u32, axis: u8, mean: bool },
+    /// ln sum e^x along `axis`.
+    LogSumExpAxis { x: u32, axis: u8 },
     /// Output axis i is input axis perm[i] (first rank(x) entries used).
     Permute { x: u32, perm: [u8; MAX_DIMS] },
     /// The first `n` of `xs` joined along `axis`.
@@ -310,6 +312,7 @@ impl Op {
             | Op::Embedding { .. } => r(false, false),
             Op::Pow { .. }
             | Op::Clamp { .. }
+            | Op::LogSumExpAxis { .. }
             | Op::Matmul { .. }
             | Op::Bmm { .. }
             | Op::Linear { .. }
@@ -337,6 +340,7 @@ impl Op {
             | Op::Clamp { x, .. }
             | Op::Reduce { x, .. }
             | Op::ReduceAxis { x, .. }
+            | Op::LogSumExpAxis { x, .. }
             | Op::Permute { x, .. }
             | Op::Softmax { x, .. }
             | Op::Slice { x, .. }

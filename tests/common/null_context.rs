@@ -163,6 +163,10 @@ pub fn calls_with_a_null_context(p: ag_tensor, q: ag_tensor) -> Vec<(&'static st
         ("ag_mean", ag_mean(n, p, &mut o)),
         ("ag_scale", ag_scale(n, p, 2.0, &mut o)),
         ("ag_sum_axis", ag_sum_axis(n, p, 0, false, &mut o)),
+        (
+            "ag_logsumexp_axis",
+            ag_logsumexp_axis(n, p, 0, false, &mut o),
+        ),
         ("ag_mean_axis", ag_mean_axis(n, p, 0, true, &mut o)),
         ("ag_reshape", ag_reshape(n, p, shape.as_ptr(), 2, &mut o)),
         (

@@ -137,6 +137,7 @@ ids! {
     ERF = 0x6d;
     NORMAL_CDF = 0x6e;
     NORMAL_LCDF = 0x6f;
+    LOGSUMEXP_AXIS = 0x70;
 }
 
 /// The call a byte of the input names: itself when it is an id, else the
@@ -220,6 +221,7 @@ pub const FUNCTIONS: &[(&str, u8)] = &[
     ("ag_mean", MEAN),
     ("ag_scale", SCALE),
     ("ag_sum_axis", SUM_AXIS),
+    ("ag_logsumexp_axis", LOGSUMEXP_AXIS),
     ("ag_mean_axis", MEAN_AXIS),
     ("ag_reshape", RESHAPE),
     ("ag_permute", PERMUTE),

@@ -206,6 +206,7 @@ impl<'a> FfiOps<'a> {
             ids::MEAN => self.unary("ag_mean", ag_mean),
             ids::SCALE => self.scale(),
             ids::SUM_AXIS => self.reduce_axis("ag_sum_axis", ag_sum_axis),
+            ids::LOGSUMEXP_AXIS => self.reduce_axis("ag_logsumexp_axis", ag_logsumexp_axis),
             ids::MEAN_AXIS => self.reduce_axis("ag_mean_axis", ag_mean_axis),
             ids::RESHAPE => self.reshape(),
             ids::PERMUTE => self.permute(),
