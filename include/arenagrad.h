@@ -654,6 +654,53 @@ ag_status ag_sqrt(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *
 // OUT_OF_MEMORY.
 ag_status ag_log1p(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *out);
 
+// out = ln Gamma(x) for x > 0, accurate to a few ulps (float64 inside).
+// NaN for x < 0 (the sign of Gamma is not kept, so the negative axis is not
+// defined here), +inf at 0 and for very large x. Gradient digamma(x).
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// OUT_OF_MEMORY.
+ag_status ag_lgamma(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *out);
+
+// out = digamma(x) = d/dx ln Gamma(x) for x > 0 (NaN for x < 0, -inf at
+// 0). Gradient trigamma(x).
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// OUT_OF_MEMORY.
+ag_status ag_digamma(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *out);
+
+// out = e^x - 1, accurate for small x. Gradient e^x.
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// OUT_OF_MEMORY.
+ag_status ag_expm1(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *out);
+
+// out = ln(1 + e^x) without overflow (Stan's log1p_exp). Gradient
+// sigmoid(x).
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// OUT_OF_MEMORY.
+ag_status ag_softplus(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *out);
+
+// out = ln sigmoid(x) = -softplus(-x), without overflow. Gradient
+// sigmoid(-x).
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// OUT_OF_MEMORY.
+ag_status ag_log_sigmoid(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *out);
+
+// out = erf(x), the error function. Gradient 2/sqrt(pi) e^(-x^2).
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// OUT_OF_MEMORY.
+ag_status ag_erf(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *out);
+
+// out = Phi(x), the standard normal CDF. Gradient the standard normal
+// density phi(x).
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// OUT_OF_MEMORY.
+ag_status ag_normal_cdf(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *out);
+
+// out = ln Phi(x), the log of the standard normal CDF, finite far into
+// the lower tail (about -x^2/2 there). Gradient phi(x) / Phi(x).
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// OUT_OF_MEMORY.
+ag_status ag_normal_lcdf(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *out);
+
 // out = |x|. Gradient sign(x), with the subgradient 0 at x = 0.
 // Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
 // OUT_OF_MEMORY.
@@ -701,6 +748,14 @@ ag_status ag_sum_axis(struct ag_context *ctx, struct ag_tensor x, int32_t axis, 
 // Mean along `axis`, as ag_sum_axis. Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
 // SHAPE_MISMATCH (axis out of range), OUT_OF_MEMORY.
 ag_status ag_mean_axis(struct ag_context *ctx, struct ag_tensor x, int32_t axis, bool keepdim, struct ag_tensor *out);
+
+// ln sum e^x along `axis` (negative counts from the end), accumulated in
+// float64 after subtracting the maximum; `keepdim` keeps the axis with
+// size 1. Entries of -inf add nothing (all -inf gives -inf), a +inf entry
+// gives +inf, NaN propagates. Gradient: the softmax of x along the axis.
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// SHAPE_MISMATCH (axis out of range), OUT_OF_MEMORY.
+ag_status ag_logsumexp_axis(struct ag_context *ctx, struct ag_tensor x, int32_t axis, bool keepdim, struct ag_tensor *out);
 
 // A view of `x` with shape `shape[0..ndim]` (same element count; no copy,
 // shares the gradient; no arena memory is used).

@@ -7,9 +7,9 @@
 #   equivalence  mpirun -np 2 build/train_full_mpi vs build/train_full, same
 #                global batch (tiny, 20 steps): per-step losses within 1e-5
 #                relative, parameters within 1e-4
-#   replicas     the two ranks' parameters are bit-identical (each rank
-#                exports them with TRAIN_FULL_RANK_EXPORT), and equal to
-#                rank 0's --export
+#   replicas     the two ranks' parameters and AdamW moments are
+#                bit-identical (each rank writes them with
+#                TRAIN_FULL_RANK_EXPORT)
 #   files        only rank 0 writes (its run folder; no file from rank 1)
 #   resume       under MPI, 10 steps + --resume to 20 == 20 in one go: the
 #                same log and a byte-identical checkpoint
@@ -115,9 +115,10 @@ EOF
     else
         bad "equivalence" "$(tail -n 1 "$work/cmp.out")"
     fi
+    # (--export's file is compared by value above: it has GPT-2's names.)
     if cmp -s "$work/ranks.rank0.safetensors" "$work/ranks.rank1.safetensors" &&
-        cmp -s "$work/ranks.rank0.safetensors" "$work/two.safetensors"; then
-        ok "replicas: rank 0 and rank 1 parameters bit-identical after 20 steps"
+        cmp -s "$work/ranks.rank0.ckpt" "$work/ranks.rank1.ckpt"; then
+        ok "replicas: rank 0 and rank 1 parameters and AdamW moments bit-identical after 20 steps"
     else
         bad "replicas" "the ranks' parameter files differ (or are missing)"
         ls -l "$work"/ranks.* 2>&1 | sed 's/^/    | /'

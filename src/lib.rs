@@ -99,7 +99,6 @@ mod rng;
 pub mod safetensors_io;
 pub mod shape;
 mod simd;
-#[allow(dead_code)] // until the unary-op table calls it
 mod special;
 pub mod status;
 mod tape;

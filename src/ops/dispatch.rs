@@ -36,6 +36,7 @@ pub(crate) fn forward(ctx: &mut Context, op: Op, out: u32) {
         Op::ReduceAxis { x, axis, mean } => {
             reduce::forward_reduce_axis(ctx, out, x, axis as usize, mean)
         }
+        Op::LogSumExpAxis { x, axis } => reduce::forward_logsumexp_axis(ctx, out, x, axis as usize),
         Op::Permute { x, perm } => shape_ops::forward_permute(ctx, out, x, perm),
         Op::Concat { xs, n, axis } => {
             shape_ops::forward_concat(ctx, out, &xs[..n as usize], axis as usize)
@@ -93,6 +94,9 @@ pub(crate) fn backward(ctx: &mut Context, op: Op, out: u32) {
         Op::Reduce { x, mean } => reduce::backward_reduce(ctx, out, x, mean),
         Op::ReduceAxis { x, axis, mean } => {
             reduce::backward_reduce_axis(ctx, out, x, axis as usize, mean)
+        }
+        Op::LogSumExpAxis { x, axis } => {
+            reduce::backward_logsumexp_axis(ctx, out, x, axis as usize)
         }
         Op::Permute { x, perm } => shape_ops::backward_permute(ctx, out, x, perm),
         Op::Concat { xs, n, axis } => {
@@ -164,6 +168,7 @@ impl OpTimer {
             Op::Clamp { .. } => "clamp",
             Op::Reduce { .. } => "reduce",
             Op::ReduceAxis { .. } => "reduce_axis",
+            Op::LogSumExpAxis { .. } => "logsumexp_axis",
             Op::Permute { .. } => "permute",
             Op::Concat { .. } => "concat",
             Op::Slice { .. } => "slice",

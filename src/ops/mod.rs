@@ -101,6 +101,23 @@ macro_rules! unary_fns {
                 "|x|. Its gradient is sign(x), taking the subgradient 0 at x = 0 (and for NaN).";
             Log1p, log1p, x, log1p_forward, log1p_backward, (-0.5, 2.0, false),
                 "ln(1 + x), accurate for small x (NaN below -1, -inf at -1, as in IEEE).";
+            // The special functions (crate::special): the check stays clear
+            // of the poles of lgamma and digamma at 0.
+            Lgamma, lgamma, x, lgamma_forward, lgamma_backward, (0.5, 4.0, false),
+                "ln Gamma(x) for x > 0 (NaN for x < 0, +inf at 0; Gamma's sign is not kept).";
+            Digamma, digamma, x, digamma_forward, digamma_backward, (0.75, 4.0, false),
+                "digamma(x) = d/dx ln Gamma(x) for x > 0 (NaN for x < 0, -inf at 0).";
+            Expm1, expm1, x, expm1_forward, expm1_backward, (-2.0, 2.0, false),
+                "e^x - 1, accurate for small x.";
+            Softplus, softplus, x, softplus_forward, softplus_backward, (-4.0, 4.0, false),
+                "ln(1 + e^x) without overflow (Stan's log1p_exp).";
+            LogSigmoid, log_sigmoid, x, log_sigmoid_forward, log_sigmoid_backward,
+                (-4.0, 4.0, false), "ln sigmoid(x) = -softplus(-x), without overflow.";
+            Erf, erf, x, erf_forward, erf_backward, (-2.0, 2.0, false), "The error function.";
+            NormalCdf, normal_cdf, x, normal_cdf_forward, normal_cdf_backward,
+                (-3.0, 3.0, false), "Phi(x), the standard normal CDF.";
+            NormalLcdf, normal_lcdf, x, normal_lcdf_forward, normal_lcdf_backward,
+                (-3.0, 3.0, false), "ln Phi(x), finite far into the lower tail.";
         }
     };
 }
@@ -182,6 +199,8 @@ pub(crate) enum Op {
     Reduce { x: u32, mean: bool },
     /// Sum (or mean) along `axis`.
     ReduceAxis { x: u32, axis: u8, mean: bool },
+    /// ln sum e^x along `axis`.
+    LogSumExpAxis { x: u32, axis: u8 },
     /// Output axis i is input axis perm[i] (first rank(x) entries used).
     Permute { x: u32, perm: [u8; MAX_DIMS] },
     /// The first `n` of `xs` joined along `axis`.
@@ -293,6 +312,7 @@ impl Op {
             | Op::Embedding { .. } => r(false, false),
             Op::Pow { .. }
             | Op::Clamp { .. }
+            | Op::LogSumExpAxis { .. }
             | Op::Matmul { .. }
             | Op::Bmm { .. }
             | Op::Linear { .. }
@@ -320,6 +340,7 @@ impl Op {
             | Op::Clamp { x, .. }
             | Op::Reduce { x, .. }
             | Op::ReduceAxis { x, .. }
+            | Op::LogSumExpAxis { x, .. }
             | Op::Permute { x, .. }
             | Op::Softmax { x, .. }
             | Op::Slice { x, .. }

@@ -1,10 +1,12 @@
-//! Reductions: sum and mean over all elements or along one axis.
+//! Reductions: sum and mean over all elements or along one axis, and
+//! log-sum-exp along one axis.
 
 use crate::context::{Context, Tensor};
 use crate::error::Result;
 use crate::ops::Op;
 use crate::shape::{MAX_DIMS, Shape};
 use crate::simd;
+use crate::special;
 
 /// (outer, n, inner) view of `shape` around `axis`.
 fn split(shape: Shape, axis: usize) -> (usize, usize, usize) {
@@ -68,6 +70,19 @@ impl Context {
         axis: i32,
         keepdim: bool,
     ) -> Result<Tensor> {
+        let (ix, axis, out) = self.axis_output(op, x, axis, keepdim)?;
+        Ok(self.run(Op::ReduceAxis { x: ix, axis, mean }, out))
+    }
+
+    /// Validates a reduction of `x` along `axis` and pushes its output:
+    /// (input id, axis, output id).
+    fn axis_output(
+        &mut self,
+        op: &'static str,
+        x: Tensor,
+        axis: i32,
+        keepdim: bool,
+    ) -> Result<(u32, u8, u32)> {
         let ix = self.resolve(op, x)?;
         let ex = self.entry(ix);
         let ax = ex.shape.axis(op, axis)?;
@@ -89,8 +104,7 @@ impl Context {
         let oshape = Shape::from_valid(&dims[..nd]);
         let tracks = self.tracks(&[ix]);
         let out = self.push_output(op, oshape, tracks)?;
-        let axis = ax as u8;
-        Ok(self.run(Op::ReduceAxis { x: ix, axis, mean }, out))
+        Ok((ix, ax as u8, out))
     }
 
     /// Sum along `axis` (negative counts from the end); `keepdim` keeps it as size 1.
@@ -101,6 +115,15 @@ impl Context {
     /// Mean along `axis`.
     pub fn mean_axis(&mut self, x: Tensor, axis: i32, keepdim: bool) -> Result<Tensor> {
         self.reduce_axis(true, "mean_axis", x, axis, keepdim)
+    }
+
+    /// ln sum e^x along `axis`, accumulated in f64 after subtracting the
+    /// maximum: -inf entries add nothing (all -inf gives -inf), a +inf entry
+    /// gives +inf, NaN propagates. The gradient is the softmax of x along
+    /// the axis.
+    pub fn logsumexp_axis(&mut self, x: Tensor, axis: i32, keepdim: bool) -> Result<Tensor> {
+        let (ix, axis, out) = self.axis_output("logsumexp_axis", x, axis, keepdim)?;
+        Ok(self.run(Op::LogSumExpAxis { x: ix, axis }, out))
     }
 }
 
@@ -115,6 +138,49 @@ pub(crate) fn forward_reduce_axis(ctx: &mut Context, out: u32, x: u32, axis: usi
     let (outer, n, inner) = split(ex.shape, axis);
     let ([y], [x]) = ctx.access([eo.data], [ex.data]);
     simd::dispatch!(sum_axis_forward(y, x, outer, n, inner, axis_scale(mean, n)));
+}
+
+pub(crate) fn forward_logsumexp_axis(ctx: &mut Context, out: u32, x: u32, axis: usize) {
+    let (ex, eo) = (ctx.entry(x), ctx.entry(out));
+    let (outer, n, inner) = split(ex.shape, axis);
+    let ([y], [x]) = ctx.access([eo.data], [ex.data]);
+    logsumexp_axis_forward(y, x, outer, n, inner);
+}
+
+/// out[o, i] = ln sum_j e^x[o, j, i]. x: `[outer, n, inner]`, out: `[outer, inner]`.
+fn logsumexp_axis_forward(out: &mut [f32], x: &[f32], outer: usize, n: usize, inner: usize) {
+    for o in 0..outer {
+        for i in 0..inner {
+            out[o * inner + i] = special::logsumexp_strided(x, o * n * inner + i, n, inner);
+        }
+    }
+}
+
+/// dx[o, j, i] += dout[o, i] * softmax_j(x[o, :, i]).
+fn logsumexp_axis_backward(
+    dx: &mut [f32],
+    dout: &[f32],
+    x: &[f32],
+    outer: usize,
+    n: usize,
+    inner: usize,
+) {
+    for o in 0..outer {
+        for i in 0..inner {
+            let g = dout[o * inner + i];
+            special::logsumexp_grad_add_strided(dx, x, o * n * inner + i, n, inner, g);
+        }
+    }
+}
+
+pub(crate) fn backward_logsumexp_axis(ctx: &mut Context, out: u32, x: u32, axis: usize) {
+    let (Some(dx), Some(dout)) = (ctx.grad_of(x), ctx.grad_out(out)) else {
+        return;
+    };
+    let ex = ctx.entry(x);
+    let (outer, n, inner) = split(ex.shape, axis);
+    let ([dx], [dout, x]) = ctx.access([dx], [dout, ex.data]);
+    logsumexp_axis_backward(dx, dout, x, outer, n, inner);
 }
 
 /// The factor applied to an axis sum of `n` elements: 1/n for a mean.
@@ -191,6 +257,56 @@ mod tests {
         );
     }
 
+    /// Against a float64 reference (within 4 ulps, the kernel's promise),
+    /// with -inf entries, a column of all -inf and a +inf entry.
+    #[test]
+    fn logsumexp_axis_values_and_infinities() {
+        let ninf = f32::NEG_INFINITY;
+        // [2, 2, 3]: reduce the middle axis; columns (o, i) pair x[o, 0, i]
+        // with x[o, 1, i].
+        let xs = [
+            0.5,
+            -2.0,
+            30.0,
+            ninf,
+            1.0,
+            ninf, // o = 0
+            -80.0,
+            ninf,
+            3.0,
+            ninf,
+            ninf,
+            f32::INFINITY, // o = 1
+        ];
+        let mut c = crate::Context::new();
+        let x = c.param(&[2, 2, 3], Some(&xs)).unwrap();
+        let y = c.logsumexp_axis(x, 1, true).unwrap();
+        assert_eq!(c.shape(y).unwrap().dims(), &[2, 1, 3]);
+        let mut v = [0.0; 6];
+        c.read(y, &mut v).unwrap();
+        let lse = |a: f32, b: f32| {
+            let m = (a as f64).max(b as f64);
+            (m + ((a as f64 - m).exp() + (b as f64 - m).exp()).ln()) as f32
+        };
+        let near = |a: f32, b: f32| (a.to_bits() as i64 - b.to_bits() as i64).abs() <= 4;
+        assert!(near(v[1], lse(-2.0, 1.0)), "{} vs {}", v[1], lse(-2.0, 1.0));
+        assert_eq!([v[0], v[2], v[3]], [0.5, 30.0, -80.0]);
+        assert_eq!((v[4], v[5]), (ninf, f32::INFINITY));
+        // Gradient: the softmax weights along the axis; an all -inf column
+        // shares its weight equally, a +inf entry takes it all.
+        let l = c.sum(y).unwrap();
+        c.backward(l).unwrap();
+        let mut g = [0.0; 12];
+        c.read_grad(x, &mut g).unwrap();
+        let w = (1.0f64 / (1.0 + 3.0f64.exp())) as f32;
+        assert!((g[1] - w).abs() < 1e-7 && (g[4] - (1.0 - w)).abs() < 1e-7);
+        assert_eq!(
+            [g[0], g[3], g[2], g[5], g[6], g[9]],
+            [1.0, 0.0, 1.0, 0.0, 1.0, 0.0]
+        );
+        assert_eq!([g[7], g[10], g[8], g[11]], [0.5, 0.5, 0.0, 1.0]);
+    }
+
     #[test]
     fn gradcheck_reductions() {
         let s = &[&[2, 3, 4][..]];
@@ -202,6 +318,11 @@ mod tests {
             });
             gradcheck(Check::new("mean_axis", s), |c, x| {
                 c.mean_axis(x[0], axis, true)
+            });
+        }
+        for axis in [0, 1, -1] {
+            gradcheck(Check::new("logsumexp_axis", s), |c, x| {
+                c.logsumexp_axis(x[0], axis, axis == 1)
             });
         }
         // Softmax-like composition: x - mean(x, -1, keepdim) broadcasts back.

@@ -621,6 +621,11 @@ static bool case_shape_mismatch(ag_context *c, const model *m, bool bad, int sub
         if (bad) CHECK_ERR(c, ag_cross_entropy(c, x, (const int32_t[]){0, 1, 2}, 3, &o), AG_STATUS_INVALID_ARGUMENT, "cross_entropy", "3 targets", "[2,3]");
         break;
     }
+    case 26: {
+        ag_tensor x = MK(c, 2, 3);
+        if (bad) CHECK_ERR(c, ag_logsumexp_axis(c, x, -3, true, &o), SM, "logsumexp_axis", "axis -3", "[2,3]");
+        break;
+    }
     default: return false;
     }
     CHECK(same_tensor(o, SENTINEL_TENSOR));

@@ -127,6 +127,17 @@ ids! {
     FORGED_CONTEXT = 0x65;
     /// ag_runtime_info, with a NULL `out` or a real one.
     RUNTIME_INFO = 0x66;
+
+    // The special functions (ops.rs).
+    LGAMMA = 0x68;
+    DIGAMMA = 0x69;
+    EXPM1 = 0x6a;
+    SOFTPLUS = 0x6b;
+    LOG_SIGMOID = 0x6c;
+    ERF = 0x6d;
+    NORMAL_CDF = 0x6e;
+    NORMAL_LCDF = 0x6f;
+    LOGSUMEXP_AXIS = 0x70;
 }
 
 /// The call a byte of the input names: itself when it is an id, else the
@@ -190,6 +201,14 @@ pub const FUNCTIONS: &[(&str, u8)] = &[
     ("ag_exp", EXP),
     ("ag_log", LOG),
     ("ag_log1p", LOG1P),
+    ("ag_lgamma", LGAMMA),
+    ("ag_digamma", DIGAMMA),
+    ("ag_expm1", EXPM1),
+    ("ag_softplus", SOFTPLUS),
+    ("ag_log_sigmoid", LOG_SIGMOID),
+    ("ag_erf", ERF),
+    ("ag_normal_cdf", NORMAL_CDF),
+    ("ag_normal_lcdf", NORMAL_LCDF),
     ("ag_tanh", TANH),
     ("ag_relu", RELU),
     ("ag_sigmoid", SIGMOID),
@@ -202,6 +221,7 @@ pub const FUNCTIONS: &[(&str, u8)] = &[
     ("ag_mean", MEAN),
     ("ag_scale", SCALE),
     ("ag_sum_axis", SUM_AXIS),
+    ("ag_logsumexp_axis", LOGSUMEXP_AXIS),
     ("ag_mean_axis", MEAN_AXIS),
     ("ag_reshape", RESHAPE),
     ("ag_permute", PERMUTE),

@@ -1,7 +1,8 @@
 //! Element-wise ops: add/sub/mul/div/maximum/minimum with numpy broadcasting (the smaller
 //! operand is read with stride 0, never tiled), scale, and unary maps. Each
-//! unary function has its `<f>_forward` / `<f>_backward` kernels below, and
-//! one arm in each of `unary_forward` / `unary_backward`.
+//! unary function has its `<f>_forward` / `<f>_backward` kernels below (the
+//! special functions' in `special_fns.rs`), and one arm in each of
+//! `unary_forward` / `unary_backward`.
 
 use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
@@ -9,6 +10,9 @@ use crate::kernels::fastmath;
 use crate::ops::{BinaryFn, Op, UnaryFn};
 use crate::shape::{MAX_DIMS, Shape};
 use crate::simd;
+
+mod special_fns;
+use special_fns::*;
 
 /// Calls `row(o, a, sa, b, sb, len)` for every innermost row of `out`: the
 /// row starts at `o` in the output and at `a`/`b` in the operands, which
@@ -337,18 +341,6 @@ fn log_forward(y: &mut [f32], x: &[f32]) {
 fn log_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
     for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
         *d += g / x;
-    }
-}
-
-/// y = ln(1 + x), without the rounding of 1 + x for small x.
-fn log1p_forward(y: &mut [f32], x: &[f32]) {
-    y.iter_mut().zip(x).for_each(|(y, &x)| *y = x.ln_1p());
-}
-
-/// dx += dout / (1 + x).
-fn log1p_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
-    for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
-        *d += g / (1.0 + x);
     }
 }
 

@@ -1,0 +1,130 @@
+//! Kernels of the special-function rows of the unary table (log1p,
+//! lgamma, digamma, expm1, softplus, log_sigmoid, erf, normal CDF and its
+//! log): each element through `crate::special`, which computes in f64 and
+//! rounds once, so these agree with a float64 reference to a few ulps.
+
+use crate::special;
+
+/// y = ln(1 + x), without the rounding of 1 + x for small x.
+pub(super) fn log1p_forward(y: &mut [f32], x: &[f32]) {
+    y.iter_mut()
+        .zip(x)
+        .for_each(|(y, &x)| *y = special::log1p(x));
+}
+
+/// dx += dout / (1 + x).
+pub(super) fn log1p_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
+    for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
+        *d += g * special::log1p_grad(x);
+    }
+}
+
+/// y = ln Gamma(x) (NaN for x < 0, +inf at 0).
+pub(super) fn lgamma_forward(y: &mut [f32], x: &[f32]) {
+    y.iter_mut()
+        .zip(x)
+        .for_each(|(y, &x)| *y = special::lgamma(x));
+}
+
+/// dx += dout * digamma(x).
+pub(super) fn lgamma_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
+    for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
+        *d += g * special::lgamma_grad(x);
+    }
+}
+
+/// y = digamma(x) (NaN for x < 0, -inf at 0).
+pub(super) fn digamma_forward(y: &mut [f32], x: &[f32]) {
+    y.iter_mut()
+        .zip(x)
+        .for_each(|(y, &x)| *y = special::digamma(x));
+}
+
+/// dx += dout * trigamma(x).
+pub(super) fn digamma_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
+    for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
+        *d += g * special::digamma_grad(x);
+    }
+}
+
+/// y = e^x - 1, accurate for small x.
+pub(super) fn expm1_forward(y: &mut [f32], x: &[f32]) {
+    y.iter_mut()
+        .zip(x)
+        .for_each(|(y, &x)| *y = special::expm1(x));
+}
+
+/// dx += dout * e^x.
+pub(super) fn expm1_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
+    for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
+        *d += g * special::expm1_grad(x);
+    }
+}
+
+/// y = ln(1 + e^x), without overflow.
+pub(super) fn softplus_forward(y: &mut [f32], x: &[f32]) {
+    y.iter_mut()
+        .zip(x)
+        .for_each(|(y, &x)| *y = special::softplus(x));
+}
+
+/// dx += dout * sigmoid(x).
+pub(super) fn softplus_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
+    for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
+        *d += g * special::softplus_grad(x);
+    }
+}
+
+/// y = ln sigmoid(x) = -softplus(-x).
+pub(super) fn log_sigmoid_forward(y: &mut [f32], x: &[f32]) {
+    y.iter_mut()
+        .zip(x)
+        .for_each(|(y, &x)| *y = special::log_sigmoid(x));
+}
+
+/// dx += dout * sigmoid(-x).
+pub(super) fn log_sigmoid_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
+    for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
+        *d += g * special::log_sigmoid_grad(x);
+    }
+}
+
+/// y = erf(x).
+pub(super) fn erf_forward(y: &mut [f32], x: &[f32]) {
+    y.iter_mut().zip(x).for_each(|(y, &x)| *y = special::erf(x));
+}
+
+/// dx += dout * 2/sqrt(pi) e^(-x^2).
+pub(super) fn erf_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
+    for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
+        *d += g * special::erf_grad(x);
+    }
+}
+
+/// y = Phi(x), the standard normal CDF.
+pub(super) fn normal_cdf_forward(y: &mut [f32], x: &[f32]) {
+    y.iter_mut()
+        .zip(x)
+        .for_each(|(y, &x)| *y = special::normal_cdf(x));
+}
+
+/// dx += dout * the standard normal density.
+pub(super) fn normal_cdf_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
+    for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
+        *d += g * special::normal_cdf_grad(x);
+    }
+}
+
+/// y = ln Phi(x), finite far into the lower tail.
+pub(super) fn normal_lcdf_forward(y: &mut [f32], x: &[f32]) {
+    y.iter_mut()
+        .zip(x)
+        .for_each(|(y, &x)| *y = special::normal_lcdf(x));
+}
+
+/// dx += dout * phi(x) / Phi(x).
+pub(super) fn normal_lcdf_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
+    for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
+        *d += g * special::normal_lcdf_grad(x);
+    }
+}
