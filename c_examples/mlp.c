@@ -103,7 +103,7 @@ int main(void) {
     const size_t x_shape[2] = {ROWS, D_IN};
     float first_loss = 0.0f, loss = 0.0f;
     uint64_t high_water_step3 = 0, high_water_last = 0;
-    ag_memory_figures mem;
+    ag_memory_stats_t mem;
     for (int step = 1; step <= STEPS; step++) {
         CALL(ag_reset(ctx));
         ag_tensor x, h, a, logits, l;

@@ -60,6 +60,21 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#if defined(__GNUC__) || defined(__clang__)
+#define AG_DEPRECATED(note) __attribute__((deprecated(note)))
+#elif defined(_MSC_VER)
+#define AG_DEPRECATED(note) __declspec(deprecated(note))
+#else
+#define AG_DEPRECATED(note)
+#endif
+
+// Deprecated: use ag_memory_stats_t (the old name of ag_memory_stats's
+// struct; removed in 0.2).
+#if defined(__GNUC__) || defined(__clang__)
+typedef struct ag_memory_stats_t ag_memory_figures AG_DEPRECATED("use ag_memory_stats_t");
+#else
+typedef struct ag_memory_stats_t ag_memory_figures;
+#endif
 
 // Most dimensions a tensor can have.
 #define AG_MAX_DIMS 6
@@ -115,14 +130,14 @@
 // of AG_MAX_PARAM_NAME + 1 chars holds any name.
 #define AG_MAX_PARAM_NAME 255
 
-// ag_context_set_recompute policy: no segment is recomputed; every
+// ag_set_recompute policy: no segment is recomputed; every
 // activation is kept (the default).
 #define AG_RECOMPUTE_NONE 0
 
-// ag_context_set_recompute policy: every segment is recomputed.
+// ag_set_recompute policy: every segment is recomputed.
 #define AG_RECOMPUTE_ALL 1
 
-// ag_context_set_recompute policy: under the arena cap (ag_set_arena_limit),
+// ag_set_recompute policy: under the arena cap (ag_set_arena_limit),
 // the fewest segments that make an iteration fit, the largest saving first,
 // chosen from the sizes measured in the previous iteration that reached
 // backward (every segment in the first one, when nothing is measured yet);
@@ -145,7 +160,7 @@ typedef int32_t ag_status;
 
 // A context's memory figures (ag_memory_stats in C, Context::memory_stats
 // in Rust).
-typedef struct ag_memory_figures {
+typedef struct ag_memory_stats_t {
   // Arena bytes handed out in the current iteration.
   uint64_t arena_used_bytes;
   // Bytes the arena holds from the system (its chunks).
@@ -182,7 +197,7 @@ typedef struct ag_memory_figures {
   // else from the last iteration that reached backward (0 before one).
   uint64_t arena_need_none_bytes;
   uint64_t arena_need_all_bytes;
-} ag_memory_figures;
+} ag_memory_stats_t;
 
 // A tensor handle, passed by value. Activation handles die at the next
 // ag_reset; parameter handles (generation 0) live as long as the context.
@@ -246,10 +261,16 @@ typedef struct ag_runtime {
 // A shape whose element count overflows or exceeds 2^31 elements.
 #define AG_STATUS_TOO_LARGE -8
 
-// The op would exceed the arena cap (see ag_set_arena_limit).
+// The arena (this iteration's activations) is full: the op would pass the
+// cap set by ag_set_arena_limit, or, with no cap, the system refused the
+// arena more memory (the message says which). Nothing else returns it; the
+// context stays usable after ag_reset. Compare ALLOCATION_FAILED.
 #define AG_STATUS_OUT_OF_MEMORY -9
 
-// A persistent allocation (parameter, optimizer state, checkpoint) failed.
+// The system ran out of memory outside the arena: a parameter, optimizer
+// state, the gradient block, a checkpoint or file buffer, or the growth of
+// the tensor table or tape. The arena cap plays no part (that is
+// OUT_OF_MEMORY).
 #define AG_STATUS_ALLOCATION_FAILED -10
 
 // A token id or target outside [0, n).
@@ -334,9 +355,9 @@ ag_status ag_set_grad_enabled(struct ag_context *ctx, bool enabled);
 // Errors: none of its own.
 ag_status ag_set_arena_limit(struct ag_context *ctx, size_t bytes);
 
-// Writes the context's memory figures (ag_memory_figures) to `*out`.
+// Writes the context's memory figures (an ag_memory_stats_t) to `*out`.
 // Errors: NULL_ARGUMENT (out).
-ag_status ag_memory_stats(struct ag_context *ctx, struct ag_memory_figures *out);
+ag_status ag_memory_stats(struct ag_context *ctx, struct ag_memory_stats_t *out);
 
 // Creates a trainable parameter of shape `shape[0..ndim]`, initialised from
 // `init` (numel floats, copied) or zeros when `init` is NULL. Parameters
@@ -952,11 +973,16 @@ ag_status ag_param_set_weight_decay(struct ag_context *ctx, struct ag_tensor p, 
 // gradients are bit-identical under every policy; ag_memory_stats reports
 // the segments recomputed and the arena bytes saved.
 // Errors: INVALID_ARGUMENT (an unknown policy).
-ag_status ag_context_set_recompute(struct ag_context *ctx, uint32_t policy);
+ag_status ag_set_recompute(struct ag_context *ctx, uint32_t policy);
+
+// Deprecated: use ag_set_recompute (this old name, kept until 0.2, calls
+// it; failures name set_recompute).
+// Errors: as ag_set_recompute: INVALID_ARGUMENT (an unknown policy).
+AG_DEPRECATED("use ag_set_recompute") ag_status ag_context_set_recompute(struct ag_context *ctx, uint32_t policy);
 
 // Starts a segment: a stretch of ops (typically one transformer block)
 // that may be recomputed during backward instead of keeping its internal
-// activations, as ag_context_set_recompute decides. Close it with
+// activations, as ag_set_recompute decides. Close it with
 // ag_segment_end before the next ag_segment_begin and before ag_backward.
 // Errors: SEQUENCE (a segment is already open: segments do not nest),
 // ALLOCATION_FAILED (the segment list could not grow).

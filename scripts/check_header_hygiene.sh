@@ -16,7 +16,7 @@ cat > "$tmp/stub.c" <<'STUB'
 int main(void) {
     ag_context *ctx = 0;
     ag_tensor t = {0, 0, 0};
-    ag_memory_figures mf;
+    ag_memory_stats_t mf;
     (void)t;
     (void)mf;
     (void)ag_status_str(AG_STATUS_OK);

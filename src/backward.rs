@@ -41,7 +41,7 @@ impl Context {
         plan.prepare(self, id);
         let region = match plan.total() {
             0 => None,
-            n => match self.alloc_for_overwrite::<f32>(OP, n) {
+            n => match self.alloc_scratchable::<f32>(OP, n) {
                 Ok(r) => Some(r),
                 Err(err) => {
                     self.put_plan(plan);

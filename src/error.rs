@@ -49,14 +49,16 @@ pub enum Error {
     InvalidArgument { op: &'static str, what: String },
     /// A shape whose element count overflows or exceeds the per-tensor cap.
     TooLarge { op: &'static str, what: String },
-    /// The arena cap would be exceeded by this op.
+    /// The arena cannot hold this op's result: it would pass the cap, or
+    /// (no cap: `limit == usize::MAX`) the system refused the arena a chunk.
     OutOfMemory {
         op: &'static str,
         needed: usize,
         used: usize,
         limit: usize,
     },
-    /// A persistent (parameter, optimizer, checkpoint) allocation failed.
+    /// The system refused memory outside the arena (parameters, optimizer
+    /// state, gradients, buffers, table or tape growth).
     AllocationFailed { op: &'static str, bytes: usize },
     /// A token id or target outside `[0, n)`.
     IndexOutOfRange {

@@ -174,9 +174,17 @@ impl Context {
         Ok(())
     }
 
-    /// Steps taken by the optimizer.
-    pub fn optimizer_steps(&self) -> u64 {
+    /// How many updates the optimizer has made (each successful
+    /// [`optimizer_step`](Self::optimizer_step) adds one).
+    pub fn optimizer_step_count(&self) -> u64 {
         self.optimizer_state().map_or(0, |o| o.step)
+    }
+
+    /// Deprecated: use [`optimizer_step_count`](Self::optimizer_step_count)
+    /// (one letter away from `optimizer_step`, which takes a step).
+    #[deprecated(note = "use optimizer_step_count")]
+    pub fn optimizer_steps(&self) -> u64 {
+        self.optimizer_step_count()
     }
 
     /// Global L2 norm of all parameter gradients, in f64.

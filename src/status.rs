@@ -25,9 +25,15 @@ pub const AG_STATUS_SHAPE_MISMATCH: ag_status = -6;
 pub const AG_STATUS_INVALID_ARGUMENT: ag_status = -7;
 /// A shape whose element count overflows or exceeds 2^31 elements.
 pub const AG_STATUS_TOO_LARGE: ag_status = -8;
-/// The op would exceed the arena cap (see ag_set_arena_limit).
+/// The arena (this iteration's activations) is full: the op would pass the
+/// cap set by ag_set_arena_limit, or, with no cap, the system refused the
+/// arena more memory (the message says which). Nothing else returns it; the
+/// context stays usable after ag_reset. Compare ALLOCATION_FAILED.
 pub const AG_STATUS_OUT_OF_MEMORY: ag_status = -9;
-/// A persistent allocation (parameter, optimizer state, checkpoint) failed.
+/// The system ran out of memory outside the arena: a parameter, optimizer
+/// state, the gradient block, a checkpoint or file buffer, or the growth of
+/// the tensor table or tape. The arena cap plays no part (that is
+/// OUT_OF_MEMORY).
 pub const AG_STATUS_ALLOCATION_FAILED: ag_status = -10;
 /// A token id or target outside [0, n).
 pub const AG_STATUS_INDEX_OUT_OF_RANGE: ag_status = -11;

@@ -110,6 +110,13 @@ fn header_functions() -> Vec<Function> {
         // Declarations follow the last brace (struct bodies, extern "C" {).
         let decl = stmt.rsplit(['{', '}']).next().unwrap_or("");
         let decl = decl.split_whitespace().collect::<Vec<_>>().join(" ");
+        // A deprecated alias's declaration starts with AG_DEPRECATED("...").
+        let decl = match decl.strip_prefix("AG_DEPRECATED(") {
+            Some(r) => r
+                .split_once(") ")
+                .map_or(String::new(), |(_, d)| d.to_string()),
+            None => decl,
+        };
         let (Some(open), Some(close)) = (decl.find('('), decl.rfind(')')) else {
             continue;
         };

@@ -112,7 +112,7 @@ fn load_changes_values_only() {
     .unwrap();
     c.safetensors_load_bytes(&bytes).unwrap();
     assert_eq!(all_bits(&c), all_bits(&src));
-    assert_eq!(c.optimizer_steps(), 0);
+    assert_eq!(c.optimizer_step_count(), 0);
 }
 
 /// A tensor as (name, shape, values), owned.

@@ -79,6 +79,11 @@ fn docs() -> BTreeMap<String, Doc> {
                 comment.push(' ');
                 continue;
             }
+            // A deprecated alias's declaration starts with AG_DEPRECATED("...").
+            let line = match line.strip_prefix("AG_DEPRECATED(") {
+                Some(r) => r.split_once(") ").map_or(line, |(_, decl)| decl),
+                None => line,
+            };
             if let Some(rest) = line.strip_prefix("ag_status ag_") {
                 let name = format!("ag_{}", &rest[..rest.find('(').unwrap()]);
                 let clause = comment
@@ -340,6 +345,8 @@ fn call(name: &str, ctx: *mut ag_context, fx: &Fx, env: &Env, a: Args) -> ag_sta
             let mut r = arenagrad::ffi::ag_runtime::default();
             ag_runtime_info(ctx, if a.null { null_mut() } else { &mut r })
         }
+        "ag_set_recompute" => ag_set_recompute(ctx, n.min(u32::MAX as usize) as u32),
+        #[allow(deprecated)]
         "ag_context_set_recompute" => {
             ag_context_set_recompute(ctx, n.min(u32::MAX as usize) as u32)
         }
@@ -991,7 +998,7 @@ fn targeted_cases(env: &Env) -> Vec<(&'static str, String)> {
     // cap that leaves no room.
     let fx = Fx::new();
     let c = fx.ctx;
-    ok(ag_context_set_recompute(c, AG_RECOMPUTE_ALL));
+    ok(ag_set_recompute(c, AG_RECOMPUTE_ALL));
     ok(ag_segment_begin(c));
     let st = ag_segment_begin(c);
     check("ag_segment_begin", st, "SEQUENCE", c);

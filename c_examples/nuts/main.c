@@ -67,7 +67,7 @@ static int soak(model *m, long n) {
     rng_seed(&r, 7);
     long warm = n / 100 > 1000 ? n / 100 : 1000;
     long rss0 = 0;
-    ag_memory_figures f0 = {0}, f1;
+    ag_memory_stats_t f0 = {0}, f1;
     for (long i = 0; i < n + warm; i++) {
         for (int k = 0; k < m->dim; k++) q[k] = 0.5 * rng_normal(&r);
         model_logp_grad(m, q, g);

@@ -36,8 +36,8 @@ int arena_budget(struct trainer *tr, uint64_t rng)
     if (cfg->arena_limit_mb > 0) {
         st = ag_set_arena_limit(ctx, 0);
         if (st != AG_STATUS_OK) return report(tr, "ag_set_arena_limit", st);
-        st = ag_context_set_recompute(ctx, AG_RECOMPUTE_ALL);
-        if (st != AG_STATUS_OK) return report(tr, "ag_context_set_recompute", st);
+        st = ag_set_recompute(ctx, AG_RECOMPUTE_ALL);
+        if (st != AG_STATUS_OK) return report(tr, "ag_set_recompute", st);
         get_batch(tr->data->tokens, tr->data->n_train, tr->B, tr->T, &rng, tr->ids, tr->targets);
         ag_tensor loss;
         const char *what = "ag_reset";
@@ -59,7 +59,7 @@ int arena_budget(struct trainer *tr, uint64_t rng)
             st = ag_reset(ctx);
         }
         if (st != AG_STATUS_OK) return report(tr, what, st);
-        ag_memory_figures mem;
+        ag_memory_stats_t mem;
         st = ag_memory_stats(ctx, &mem);
         if (st != AG_STATUS_OK) return report(tr, "ag_memory_stats", st);
         const uint64_t cap = (uint64_t)cfg->arena_limit_mb << 20;
@@ -86,7 +86,7 @@ int arena_budget(struct trainer *tr, uint64_t rng)
         st = ag_set_arena_limit(ctx, (size_t)cap);
         if (st != AG_STATUS_OK) return report(tr, "ag_set_arena_limit", st);
     }
-    st = ag_context_set_recompute(ctx, (uint32_t)policy);
-    if (st != AG_STATUS_OK) return report(tr, "ag_context_set_recompute", st);
+    st = ag_set_recompute(ctx, (uint32_t)policy);
+    if (st != AG_STATUS_OK) return report(tr, "ag_set_recompute", st);
     return 0;
 }

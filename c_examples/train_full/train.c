@@ -221,7 +221,7 @@ struct run_state {
     float bad_loss;         /* the loss that diverged */
     bool bad_is_val;        /* the validation loss diverged (after the update) */
     enum outcome outcome;
-    ag_memory_figures mem;
+    ag_memory_stats_t mem;
     double train_ms;        /* wall time of the loop */
 };
 

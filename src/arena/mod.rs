@@ -185,7 +185,7 @@ pub struct Storage {
     /// any iteration (the size its chunk is consolidated to).
     main_used: usize,
     main_high_water: usize,
-    /// Padded bytes of every routable allocation (`alloc_for_overwrite`) this
+    /// Padded bytes of every routable allocation (`alloc_scratchable`) this
     /// iteration, wherever it went: the context measures segments with it.
     routable: usize,
     scratch: Scratch,
@@ -258,25 +258,22 @@ impl Storage {
     /// itself only needs buffers it overwrites, see below).
     #[cfg(test)]
     pub fn alloc<T: Plain>(&mut self, op: &'static str, len: usize) -> Result<Buf<T>> {
-        let b = self.alloc_for_overwrite::<T>(op, len)?;
+        let b = self.alloc_scratchable::<T>(op, len)?;
         // SAFETY: b is a fresh buffer of len elements owned by this arena;
         // zero is a valid bit pattern for every Plain type.
         unsafe { std::ptr::write_bytes(b.ptr.as_ptr(), 0, len) };
         Ok(b)
     }
 
-    /// Allocates an arena buffer of `len` elements whose contents are
-    /// unspecified (whatever an earlier iteration left there; NaN with
-    /// `debug-arena`): for outputs the caller writes completely before
-    /// anything reads them. Skips the zero fill that `alloc` pays. Between
-    /// [`scratch_begin`](Self::scratch_begin) and `scratch_end` the buffer
-    /// comes from the scratch region: only for values the op can compute
-    /// again from its inputs.
-    pub fn alloc_for_overwrite<T: Plain>(
-        &mut self,
-        op: &'static str,
-        len: usize,
-    ) -> Result<Buf<T>> {
+    /// Allocates an arena buffer of `len` elements that may be routed to the
+    /// scratch region (hence the name): between
+    /// [`scratch_begin`](Self::scratch_begin) and `scratch_end` it comes
+    /// from there, so only for values the op can compute again from its
+    /// inputs. Its contents are unspecified (whatever an earlier iteration
+    /// left there; NaN with `debug-arena`): for outputs the caller writes
+    /// completely before anything reads them. Skips the zero fill that
+    /// `alloc` pays.
+    pub fn alloc_scratchable<T: Plain>(&mut self, op: &'static str, len: usize) -> Result<Buf<T>> {
         let bytes = padded_bytes::<T>(len).ok_or_else(|| Error::TooLarge {
             op,
             what: format!("{len} elements do not fit in memory"),
@@ -290,7 +287,7 @@ impl Storage {
         Ok(b)
     }
 
-    /// Like [`alloc_for_overwrite`](Self::alloc_for_overwrite), always from
+    /// Like [`alloc_scratchable`](Self::alloc_scratchable), always from
     /// the bump arena: for values that cannot be recomputed (copies of
     /// caller data, random masks) and for a segment's outputs.
     pub fn alloc_main<T: Plain>(&mut self, op: &'static str, len: usize) -> Result<Buf<T>> {

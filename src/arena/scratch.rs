@@ -106,7 +106,7 @@ impl Storage {
         })
     }
 
-    /// Padded bytes of every `alloc_for_overwrite` this iteration.
+    /// Padded bytes of every `alloc_scratchable` this iteration.
     pub fn routable_bytes(&self) -> usize {
         self.routable
     }

@@ -3,16 +3,16 @@ use super::*;
 #[test]
 fn scratch_passes_share_one_region_counted_once() {
     let mut s = Storage::new();
-    let a = s.alloc_for_overwrite::<f32>("t", 10).unwrap(); // 64 B
+    let a = s.alloc_scratchable::<f32>("t", 10).unwrap(); // 64 B
     s.scratch_begin();
-    let x = s.alloc_for_overwrite::<f32>("t", 100).unwrap(); // 448 B
-    let y = s.alloc_for_overwrite::<f32>("t", 16).unwrap(); // 64 B
+    let x = s.alloc_scratchable::<f32>("t", 100).unwrap(); // 448 B
+    let y = s.alloc_scratchable::<f32>("t", 16).unwrap(); // 64 B
     s.scratch_end();
     assert!(s.in_scratch(x) && s.in_scratch(y) && !s.in_scratch(a));
     assert_eq!(s.stats().used, 64 + 512);
     // A second pass starts over at the region's start.
     s.scratch_begin();
-    let z = s.alloc_for_overwrite::<f32>("t", 100).unwrap();
+    let z = s.alloc_scratchable::<f32>("t", 100).unwrap();
     s.scratch_end();
     assert_eq!(z.ptr, x.ptr);
     assert_eq!(s.stats().used, 64 + 512, "the region is counted once");
@@ -21,14 +21,14 @@ fn scratch_passes_share_one_region_counted_once() {
     // no more.
     s.set_limit(Some(576));
     s.scratch_begin();
-    s.alloc_for_overwrite::<f32>("t", 112).unwrap(); // 448 B
-    let e = s.alloc_for_overwrite::<f32>("t", 32).unwrap_err(); // 128 more
+    s.alloc_scratchable::<f32>("t", 112).unwrap(); // 448 B
+    let e = s.alloc_scratchable::<f32>("t", 32).unwrap_err(); // 128 more
     assert!(matches!(e, Error::OutOfMemory { .. }), "{e:?}");
     s.scratch_end();
     assert_eq!(s.stats().used, 576);
     s.set_limit(None);
     // Outside a pass, allocations come from the arena again.
-    let b = s.alloc_for_overwrite::<f32>("t", 1).unwrap();
+    let b = s.alloc_scratchable::<f32>("t", 1).unwrap();
     assert!(!s.in_scratch(b));
     s.reset();
     assert_eq!(s.stats().used, 0);
@@ -38,8 +38,8 @@ fn scratch_passes_share_one_region_counted_once() {
 fn scratch_grown_in_a_warmup_pass_is_one_chunk_after_reset() {
     let mut s = Storage::new();
     s.scratch_begin();
-    s.alloc_for_overwrite::<f32>("t", 200_000).unwrap(); // 800,000 B
-    let b = s.alloc_for_overwrite::<f32>("t", 100).unwrap(); // new chunk
+    s.alloc_scratchable::<f32>("t", 200_000).unwrap(); // 800,000 B
+    let b = s.alloc_scratchable::<f32>("t", 100).unwrap(); // new chunk
     s.access_one(b).fill(1.0);
     s.scratch_end();
     assert_eq!(s.scratch.chunks.len(), 2);
@@ -48,8 +48,8 @@ fn scratch_grown_in_a_warmup_pass_is_one_chunk_after_reset() {
     assert_eq!(s.scratch.chunks.len(), 1);
     assert_eq!(s.scratch.chunks[0].layout.size(), 800_000 + 448);
     s.scratch_begin();
-    s.alloc_for_overwrite::<f32>("t", 200_000).unwrap();
-    s.alloc_for_overwrite::<f32>("t", 100).unwrap();
+    s.alloc_scratchable::<f32>("t", 200_000).unwrap();
+    s.alloc_scratchable::<f32>("t", 100).unwrap();
     s.scratch_end();
     assert_eq!(s.scratch.chunks.len(), 1, "the steady state fits");
     assert_eq!(s.stats().used, 800_000 + 448);
@@ -164,7 +164,7 @@ fn recycled(s: &mut Storage, overwrite: bool) -> Buf<f32> {
         s.reset();
     }
     if overwrite {
-        s.alloc_for_overwrite::<f32>("t", 1000).unwrap()
+        s.alloc_scratchable::<f32>("t", 1000).unwrap()
     } else {
         s.alloc::<f32>("t", 1000).unwrap()
     }
@@ -195,7 +195,7 @@ fn overwrite_alloc_skips_the_fill() {
 #[test]
 fn debug_arena_unwritten_buffers_read_as_nan() {
     let mut s = Storage::new();
-    let fresh = s.alloc_for_overwrite::<f32>("t", 100).unwrap();
+    let fresh = s.alloc_scratchable::<f32>("t", 100).unwrap();
     assert!(s.read(fresh).iter().all(|x| x.is_nan()));
     s.reset();
     let a = recycled(&mut s, true);
@@ -206,7 +206,7 @@ fn debug_arena_unwritten_buffers_read_as_nan() {
         s.alloc::<f32>("t", 1000).unwrap();
     }
     s.reset();
-    let b = s.alloc_for_overwrite::<f32>("t", 20_000).unwrap();
+    let b = s.alloc_scratchable::<f32>("t", 20_000).unwrap();
     assert!(s.read(b).iter().all(|x| x.is_nan()));
 }
 

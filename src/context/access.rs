@@ -5,7 +5,7 @@
 //! table, tape or pool whole, so every module outside `context` reaches
 //! memory through the checks of [`Storage`](crate::arena::Storage).
 
-use super::{Context, Entry};
+use super::{Context, TensorEntry};
 use crate::arena::{ArenaStats, Buf, Plain, Slices};
 use crate::error::Result;
 use crate::optim::Optimizer;
@@ -16,12 +16,12 @@ use crate::tape::Node;
 
 impl Context {
     /// One table row, borrowed (for values that borrow from it).
-    pub(crate) fn entry_ref(&self, id: u32) -> &Entry {
+    pub(crate) fn entry_ref(&self, id: u32) -> &TensorEntry {
         &self.table[id as usize]
     }
 
     /// One table row, to update its gradient slot, flags or buffer.
-    pub(crate) fn entry_mut(&mut self, id: u32) -> &mut Entry {
+    pub(crate) fn entry_mut(&mut self, id: u32) -> &mut TensorEntry {
         &mut self.table[id as usize]
     }
 
@@ -89,12 +89,12 @@ impl Context {
 
     /// An arena buffer the caller overwrites whole; inside a recomputed
     /// segment it comes from the scratch region.
-    pub(crate) fn alloc_for_overwrite<T: Plain>(
+    pub(crate) fn alloc_scratchable<T: Plain>(
         &mut self,
         op: &'static str,
         len: usize,
     ) -> Result<Buf<T>> {
-        self.store.alloc_for_overwrite(op, len)
+        self.store.alloc_scratchable(op, len)
     }
 
     /// A persistent allocation point that fault injection may fail.

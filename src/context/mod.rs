@@ -31,7 +31,7 @@ pub struct Tensor {
 
 /// One row of the tensor table (plain data; the buffers live in Storage).
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Entry {
+pub(crate) struct TensorEntry {
     pub shape: Shape,
     pub data: Buf,
     /// Gradient buffer: persistent for parameters; for activations, a slot
@@ -115,7 +115,7 @@ fn next_context_id() -> u32 {
 pub struct Context {
     id: u32,
     store: Storage,
-    table: Vec<Entry>,
+    table: Vec<TensorEntry>,
     tape: Vec<Node>,
     /// Table rows 0..n_params are the parameters, in creation order.
     n_params: usize,
@@ -266,7 +266,7 @@ impl Context {
             .try_reserve(1)
             .map_err(|_| Error::AllocationFailed {
                 op,
-                bytes: size_of::<Entry>(),
+                bytes: size_of::<TensorEntry>(),
             })?;
         let keep = self.store.persistent_blocks();
         let data = self.store.alloc_persistent(op, shape.numel())?;
@@ -279,7 +279,7 @@ impl Context {
         if let Some(v) = init {
             self.store.access_one(data).copy_from_slice(v);
         }
-        self.table.push(Entry {
+        self.table.push(TensorEntry {
             shape,
             data,
             grad: None,
@@ -407,7 +407,7 @@ impl Context {
     /// Why a tensor has no gradient to read, with advice that works for
     /// that case: a constant never has one, an activation has one only
     /// after backward, and only if it was retained before.
-    fn no_grad_reason(&self, e: Entry) -> String {
+    fn no_grad_reason(&self, e: TensorEntry) -> String {
         let s = e.shape;
         if !e.requires_grad {
             format!(
@@ -553,7 +553,7 @@ impl Context {
         Ok(t.index)
     }
 
-    pub(crate) fn entry(&self, id: u32) -> Entry {
+    pub(crate) fn entry(&self, id: u32) -> TensorEntry {
         self.table[id as usize]
     }
 
@@ -576,11 +576,11 @@ impl Context {
         // unless grad mode is off (then nothing is replayed at all, and a
         // segment's internal tensors die with it).
         let data = if requires_grad || !self.grad_enabled {
-            self.store.alloc_for_overwrite::<f32>(op, shape.numel())?
+            self.store.alloc_scratchable::<f32>(op, shape.numel())?
         } else {
             self.store.alloc_main::<f32>(op, shape.numel())?
         };
-        self.table.push(Entry {
+        self.table.push(TensorEntry {
             shape,
             data,
             grad: None,
@@ -604,7 +604,7 @@ impl Context {
         } else {
             None
         };
-        self.table.push(Entry {
+        self.table.push(TensorEntry {
             shape,
             data: b.data,
             grad,
@@ -628,7 +628,7 @@ impl Context {
             .try_reserve(1)
             .map_err(|_| Error::AllocationFailed {
                 op,
-                bytes: size_of::<Entry>(),
+                bytes: size_of::<TensorEntry>(),
             })?;
         self.tape
             .try_reserve(1)

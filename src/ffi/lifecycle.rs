@@ -18,8 +18,8 @@ pub extern "C" fn ag_status_str(status: ag_status) -> *const c_char {
         AG_STATUS_SHAPE_MISMATCH => b"shape mismatch\0",
         AG_STATUS_INVALID_ARGUMENT => b"invalid argument\0",
         AG_STATUS_TOO_LARGE => b"tensor too large\0",
-        AG_STATUS_OUT_OF_MEMORY => b"arena limit exceeded\0",
-        AG_STATUS_ALLOCATION_FAILED => b"allocation failed\0",
+        AG_STATUS_OUT_OF_MEMORY => b"arena full (cap reached, or no memory for the arena)\0",
+        AG_STATUS_ALLOCATION_FAILED => b"out of memory outside the arena\0",
         AG_STATUS_INDEX_OUT_OF_RANGE => b"index out of range\0",
         AG_STATUS_NOT_SCALAR => b"backward needs a scalar\0",
         AG_STATUS_SEQUENCE => b"call out of sequence\0",
@@ -134,7 +134,7 @@ pub extern "C" fn ag_set_arena_limit(ctx: *mut ag_context, bytes: usize) -> ag_s
     })
 }
 
-/// Writes the context's memory figures (ag_memory_figures) to `*out`.
+/// Writes the context's memory figures (an ag_memory_stats_t) to `*out`.
 /// Errors: NULL_ARGUMENT (out).
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_memory_stats(ctx: *mut ag_context, out: *mut MemoryStats) -> ag_status {

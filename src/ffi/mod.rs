@@ -152,7 +152,7 @@ pub struct ag_context {
 /// A live context: the token a C caller holds, the context's address, and
 /// the thread that last claimed it for a call (current while its busy flag
 /// is set).
-struct Entry {
+struct LiveContext {
     token: usize,
     addr: usize,
     owner: Option<ThreadKey>,
@@ -163,10 +163,10 @@ struct Entry {
 /// context stays detectably dead even when the allocator hands its memory
 /// to a new context. Bounded by the number of contexts alive at once
 /// (entries are removed at free).
-static REGISTRY: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
+static REGISTRY: Mutex<Vec<LiveContext>> = Mutex::new(Vec::new());
 static NEXT_TOKEN: AtomicUsize = AtomicUsize::new(1);
 
-fn registry() -> std::sync::MutexGuard<'static, Vec<Entry>> {
+fn registry() -> std::sync::MutexGuard<'static, Vec<LiveContext>> {
     // A panic never happens while the lock is held, but stay usable anyway.
     REGISTRY.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -330,7 +330,7 @@ pub(crate) fn context_new() -> *mut ag_context {
         .wrapping_mul(64)
         .max(64);
     install_panic_hook();
-    registry().push(Entry {
+    registry().push(LiveContext {
         token,
         addr,
         owner: None,

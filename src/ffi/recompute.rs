@@ -1,15 +1,16 @@
 //! Recomputation segments: ag_segment_begin, ag_segment_end and the
-//! ag_context_set_recompute policy.
+//! ag_set_recompute policy (ag_context_set_recompute is its deprecated
+//! old name).
 
 use super::*;
 use crate::recompute::RecomputePolicy;
 
-/// ag_context_set_recompute policy: no segment is recomputed; every
+/// ag_set_recompute policy: no segment is recomputed; every
 /// activation is kept (the default).
 pub const AG_RECOMPUTE_NONE: u32 = 0;
-/// ag_context_set_recompute policy: every segment is recomputed.
+/// ag_set_recompute policy: every segment is recomputed.
 pub const AG_RECOMPUTE_ALL: u32 = 1;
-/// ag_context_set_recompute policy: under the arena cap (ag_set_arena_limit),
+/// ag_set_recompute policy: under the arena cap (ag_set_arena_limit),
 /// the fewest segments that make an iteration fit, the largest saving first,
 /// chosen from the sizes measured in the previous iteration that reached
 /// backward (every segment in the first one, when nothing is measured yet);
@@ -23,15 +24,15 @@ pub const AG_RECOMPUTE_AUTO: u32 = 2;
 /// the segments recomputed and the arena bytes saved.
 /// Errors: INVALID_ARGUMENT (an unknown policy).
 #[unsafe(no_mangle)]
-pub extern "C" fn ag_context_set_recompute(ctx: *mut ag_context, policy: u32) -> ag_status {
-    guard("ag_context_set_recompute", ctx, |c| {
+pub extern "C" fn ag_set_recompute(ctx: *mut ag_context, policy: u32) -> ag_status {
+    guard("ag_set_recompute", ctx, |c| {
         let p = match policy {
             AG_RECOMPUTE_NONE => RecomputePolicy::None,
             AG_RECOMPUTE_ALL => RecomputePolicy::All,
             AG_RECOMPUTE_AUTO => RecomputePolicy::Auto,
             _ => {
                 return Err(Error::InvalidArgument {
-                    op: "context_set_recompute",
+                    op: "set_recompute",
                     what: format!(
                         "policy {policy} is not AG_RECOMPUTE_NONE (0), AG_RECOMPUTE_ALL (1) or AG_RECOMPUTE_AUTO (2)"
                     ),
@@ -43,9 +44,18 @@ pub extern "C" fn ag_context_set_recompute(ctx: *mut ag_context, policy: u32) ->
     })
 }
 
+/// Deprecated: use ag_set_recompute (this old name, kept until 0.2, calls
+/// it; failures name set_recompute).
+/// Errors: as ag_set_recompute: INVALID_ARGUMENT (an unknown policy).
+#[deprecated(note = "use ag_set_recompute")]
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_context_set_recompute(ctx: *mut ag_context, policy: u32) -> ag_status {
+    ag_set_recompute(ctx, policy)
+}
+
 /// Starts a segment: a stretch of ops (typically one transformer block)
 /// that may be recomputed during backward instead of keeping its internal
-/// activations, as ag_context_set_recompute decides. Close it with
+/// activations, as ag_set_recompute decides. Close it with
 /// ag_segment_end before the next ag_segment_begin and before ag_backward.
 /// Errors: SEQUENCE (a segment is already open: segments do not nest),
 /// ALLOCATION_FAILED (the segment list could not grow).

@@ -140,7 +140,7 @@ impl Context {
         let extra = if tracks { 2 * t * t } else { 0 };
         // Written completely: the probabilities by the forward pass, the
         // scratch by backward's first product (beta = 0) before it is read.
-        let probs = self.alloc_for_overwrite::<f32>(OP, probs_shape.numel() + extra)?;
+        let probs = self.alloc_scratchable::<f32>(OP, probs_shape.numel() + extra)?;
         let out = self.push_output(OP, Shape::from_valid(&[b, t, c]), tracks)?;
         let op = Op::Attention {
             qkv: iq,

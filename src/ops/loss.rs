@@ -191,8 +191,7 @@ impl Context {
             .iter_mut()
             .zip(targets)
             .for_each(|(d, &s)| *d = s as u32);
-        let probs =
-            self.alloc_for_overwrite::<f32>(OP, if tracks { el.shape.numel() } else { 1 })?;
+        let probs = self.alloc_scratchable::<f32>(OP, if tracks { el.shape.numel() } else { 1 })?;
         let out = self.push_output(OP, Shape::scalar(), tracks)?;
         let op = Op::CrossEntropy {
             logits: il,

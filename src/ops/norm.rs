@@ -115,8 +115,8 @@ impl Context {
         }
         let tracks = self.tracks(&[ix, iw, ib]);
         let rows = ex.shape.rows();
-        let mean = self.alloc_for_overwrite::<f32>(OP, rows)?;
-        let rstd = self.alloc_for_overwrite::<f32>(OP, rows)?;
+        let mean = self.alloc_scratchable::<f32>(OP, rows)?;
+        let rstd = self.alloc_scratchable::<f32>(OP, rows)?;
         let out = self.push_output(OP, ex.shape, tracks)?;
         let op = Op::LayerNorm {
             x: ix,

@@ -368,7 +368,7 @@ static void test_null_context(void) {
     float f[4] = {0};
     uint8_t u[4] = {0};
     size_t nd = 0;
-    ag_memory_figures mf;
+    ag_memory_stats_t mf;
     const ag_status NA = AG_STATUS_NULL_ARGUMENT;
     CHECK_STATUS(ag_context_new(NULL), NA);
     CHECK_STATUS(ag_reset(none), NA);
@@ -712,7 +712,7 @@ static bool case_output_too_large(ag_context *c, const model *m, bool bad, int s
     CHECK_OK(ag_tensor_new(c, (const size_t[]){1, OTL_ROWS, 3}, 3, qkv_data, &qkv));
     if (!bad) return true;
 
-    ag_memory_figures before, after;
+    ag_memory_stats_t before, after;
     memset(&before, 0, sizeof before);
     memset(&after, 0xff, sizeof after);
     CHECK_OK(ag_memory_stats(c, &before));
@@ -788,7 +788,7 @@ static void test_element_cap(void) {
               AG_STATUS_TOO_LARGE, "ag_param_new", "too large");
     CHECK(same_tensor(p, SENTINEL_TENSOR));
     CHECK_OK(ag_test_fail_allocation(c, 0, false, &counted));
-    ag_memory_figures mf;
+    ag_memory_stats_t mf;
     CHECK_OK(ag_memory_stats(c, &mf));
     CHECK(mf.param_count == 0 && mf.param_bytes == 0);
     /* Nothing half-made: a normal parameter and an optimizer still work. */
@@ -1104,7 +1104,7 @@ static bool case_lr_clip(ag_context *c, const model *m, bool bad, int sub) {
 
 static bool case_arena_limit(ag_context *c, const model *m, bool bad, int sub) {
     if (sub > 2) return false;
-    ag_memory_figures mf;
+    ag_memory_stats_t mf;
     if (sub == 0) { /* the very first op fails */
         if (bad) {
             CHECK_OK(ag_set_arena_limit(c, 64));
@@ -1318,7 +1318,7 @@ static void check_dead_context(ag_context *dead) {
     CHECK_STATUS(ag_reset(dead), AG_STATUS_INVALID_CONTEXT);
     CHECK_STATUS(ag_zero_grad(dead), AG_STATUS_INVALID_CONTEXT);
     CHECK_STATUS(ag_set_grad_enabled(dead, true), AG_STATUS_INVALID_CONTEXT);
-    ag_memory_figures mf;
+    ag_memory_stats_t mf;
     memset(&mf, 0x77, sizeof mf);
     CHECK_STATUS(ag_memory_stats(dead, &mf), AG_STATUS_INVALID_CONTEXT);
     CHECK(mf.resets == 0x7777777777777777ull);
@@ -1363,7 +1363,7 @@ static void check_tokens_never_reused(ag_context *dead) {
         CHECK(copy == dead);
         /* The new contexts are intact: a still has its parameter, fresh
          * state, an empty last error. */
-        ag_memory_figures mf;
+        ag_memory_stats_t mf;
         CHECK_OK(ag_memory_stats(a, &mf));
         CHECK(mf.param_count == 1 && mf.resets == 0);
         float v[3] = {0};
@@ -1532,7 +1532,7 @@ static bool case_lifecycle(ag_context *c, const model *m, bool bad, int sub) {
         CHECK_ERR(victim, ag_test_panic(victim), AG_STATUS_PANIC, "ag_test_panic", "panic", "poisoned");
         CHECK_ERR(victim, ag_reset(victim), AG_STATUS_POISONED, "ag_reset", "poisoned");
         CHECK_ERR(victim, ag_test_panic(victim), AG_STATUS_POISONED, "ag_test_panic", "poisoned");
-        ag_memory_figures mf;
+        ag_memory_stats_t mf;
         CHECK_ERR(victim, ag_memory_stats(victim, &mf), AG_STATUS_POISONED, "ag_memory_stats");
         CHECK_ERR(victim, ag_tensor_new(victim, (const size_t[]){1}, 1, pattern, &o), AG_STATUS_POISONED, "ag_tensor_new");
         CHECK_ERR(victim, ag_add(victim, vm.w, vm.w, &o), AG_STATUS_POISONED, "ag_add");
@@ -1615,6 +1615,31 @@ static void test_runtime_info(void) {
     ag_context_free(&c);
 }
 
+/* The deprecated spellings (kept until 0.2) still work: the old function
+ * forwards to the new one (failures name the new one), the old type name
+ * is the same struct. The header marks both deprecated, hence the pragma:
+ * this section is the one place that uses them on purpose. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static void test_deprecated_aliases(void) {
+    check_begin("deprecated aliases");
+    ag_context *c = NULL;
+    REQUIRE(ag_context_new(&c) == AG_STATUS_OK);
+    CHECK_OK(ag_context_set_recompute(c, AG_RECOMPUTE_ALL));
+    CHECK_ERR(c, ag_context_set_recompute(c, 7), AG_STATUS_INVALID_ARGUMENT, "set_recompute",
+              "policy 7");
+    CHECK(strstr(ag_context_last_error(c), "context_set") == NULL);
+    CHECK_STATUS(ag_context_set_recompute(NULL, AG_RECOMPUTE_NONE), AG_STATUS_NULL_ARGUMENT);
+    ag_memory_figures old;
+    ag_memory_stats_t now;
+    CHECK(sizeof old == sizeof now);
+    CHECK_OK(ag_memory_stats(c, &old));
+    CHECK_OK(ag_memory_stats(c, &now));
+    CHECK(memcmp(&old, &now, sizeof now) == 0);
+    ag_context_free(&c);
+}
+#pragma GCC diagnostic pop
+
 /* ------------------------------------------------------------------------ */
 /* Set-up: temporary folder and checkpoint files                            */
 /* ------------------------------------------------------------------------ */
@@ -1674,6 +1699,7 @@ int main(void) {
     setup_files();
     test_status_str();
     test_runtime_info();
+    test_deprecated_aliases();
     test_null_context();
     test_optimizer_without_params();
     run_cases("null pointers", case_null_ptrs, true);

@@ -77,7 +77,7 @@ static void test_row(int op) {
     memset(&again, 0, sizeof again);
     memset(&seg, 0, sizeof seg);
     CHECK(run(c, op, p, false, &plain));
-    CHECK_OK(ag_context_set_recompute(c, AG_RECOMPUTE_ALL));
+    CHECK_OK(ag_set_recompute(c, AG_RECOMPUTE_ALL));
     CHECK(run(c, op, p, true, &seg));
     /* Twice: the second recomputed iteration reuses the warm scratch. */
     CHECK(run(c, op, p, true, &again));

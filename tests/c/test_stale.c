@@ -123,7 +123,7 @@ static void test_every_call(void) {
     for (int op = 0; op < OP_COUNT; op++) {
         if (in_loop(op)) expect_valid(op, o1.arg[op], "valid call in iteration 1");
     }
-    ag_memory_figures mf;
+    ag_memory_stats_t mf;
     CHECK_OK(ag_memory_stats(ctx, &mf));
     const uint64_t gen1 = mf.generation;
     CHECK(o1.x.generation == gen1);
@@ -189,7 +189,7 @@ static void test_many_resets(void) {
     CHECK_OK(ag_param_write(ctx, p_w, w0, 6));
     CHECK_OK(ag_reset(ctx));
     ag_tensor first = MK(2, 3), prev = first;
-    ag_memory_figures mf;
+    ag_memory_stats_t mf;
     CHECK_OK(ag_memory_stats(ctx, &mf));
     const uint64_t resets0 = mf.resets, gen0 = mf.generation;
     for (int i = 0; i < 1000; i++) {

@@ -150,7 +150,7 @@ static void test_busy_deterministic(void) {
     CHECK(started);
 
     /* Wait until thread A is inside the call. Before that, OK is fine. */
-    ag_memory_figures mf;
+    ag_memory_stats_t mf;
     ag_status st = AG_STATUS_OK;
     int others = 0, tries = 0;
     while (started && tries++ < 20000) {
@@ -307,7 +307,7 @@ static void *matmul_thread(void *arg) {
 
 static void *hammer_thread(void *arg) {
     stress *s = arg;
-    ag_memory_figures mf;
+    ag_memory_stats_t mf;
     while (!atomic_load(&s->done)) {
         ag_status st = ag_memory_stats(s->ctx, &mf);
         s->b_calls++;
@@ -364,7 +364,7 @@ static void test_stress(void) {
            "(%ld OK, %ld BUSY)\n",
            s.a_iters, s.a_busy, s.b_calls, s.b_ok, s.b_busy);
     /* Afterwards the context is fine. */
-    ag_memory_figures mf;
+    ag_memory_stats_t mf;
     CHECK_OK(ag_memory_stats(s.ctx, &mf));
     CHECK(mf.resets == ITERS);
     CHECK_OK(ag_context_free(&s.ctx));

@@ -282,7 +282,7 @@ static void test_grad_mode_off(void) {
     REQUIRE_OK(forward(c, &m, &l));
     CHECK_OK(ag_tensor_item(c, l, &loss_off));
     CHECK(memcmp(&loss_on, &loss_off, sizeof loss_on) == 0); /* same forward values */
-    ag_memory_figures mf;
+    ag_memory_stats_t mf;
     CHECK_OK(ag_memory_stats(c, &mf));
     CHECK(mf.tape_len == 0);
     CHECK_OK(ag_backward(c, l)); /* nothing recorded: a no-op */
@@ -324,7 +324,7 @@ static void test_memory_stats(void) {
     model m;
     ag_context *c = new_model(&m, V, 1);
     REQUIRE(c != NULL);
-    ag_memory_figures mf, at3;
+    ag_memory_stats_t mf, at3;
     memset(&at3, 0, sizeof at3);
     CHECK_OK(ag_memory_stats(c, &mf));
     CHECK(mf.param_count == NP);

@@ -32,6 +32,7 @@ pub const WITHOUT_A_NULL_CONTEXT_STATUS: [(&str, &str); 6] = [
 /// Calls every function that takes a context with a NULL one, `p` and `q`
 /// as tensor arguments; returns (function, status). Asserts that no
 /// out-parameter was written.
+#[allow(deprecated)] // also calls the deprecated aliases
 pub fn calls_with_a_null_context(p: ag_tensor, q: ag_tensor) -> Vec<(&'static str, ag_status)> {
     let n = null_mut::<ag_context>();
     let shape = [2usize, 2];
@@ -63,6 +64,7 @@ pub fn calls_with_a_null_context(p: ag_tensor, q: ag_tensor) -> Vec<(&'static st
             "ag_runtime_info",
             ag_runtime_info(n, &mut ag_runtime::default()),
         ),
+        ("ag_set_recompute", ag_set_recompute(n, AG_RECOMPUTE_ALL)),
         (
             "ag_context_set_recompute",
             ag_context_set_recompute(n, AG_RECOMPUTE_ALL),

@@ -246,7 +246,7 @@ pub const FUNCTIONS: &[(&str, u8)] = &[
     ("ag_safetensors_save", SAFETENSORS_SAVE_LOAD),
     ("ag_safetensors_load", SAFETENSORS_SAVE_LOAD),
     ("ag_param_set_weight_decay", PARAM_SET_WEIGHT_DECAY),
-    ("ag_context_set_recompute", SET_RECOMPUTE),
+    ("ag_set_recompute", SET_RECOMPUTE),
     ("ag_segment_begin", SEGMENT_BEGIN),
     ("ag_segment_end", SEGMENT_END),
 ];

@@ -251,8 +251,8 @@ impl FfiOps<'_> {
             _ => self.input.u32(),
         };
         let pre = self.pre(t, &[]);
-        let st = ag_context_set_recompute(self.ptr(t), policy);
-        self.post("ag_context_set_recompute", t, &pre, st);
+        let st = ag_set_recompute(self.ptr(t), policy);
+        self.post("ag_set_recompute", t, &pre, st);
         if pre.live.is_some() {
             let known = policy <= AG_RECOMPUTE_AUTO;
             assert_eq!(
