@@ -96,37 +96,7 @@ fi
 
 # Per-step losses (log.csv) and parameters (safetensors) of two runs.
 compare() { # LOG_A LOG_B ST_A ST_B STEPS TOL
-    python3 - "$@" <<'EOF'
-import json, struct, sys
-
-def losses(path):
-    rows = [l.split(",") for l in open(path).read().splitlines()[1:]]
-    return {int(r[0]): float(r[2]) for r in rows}
-
-def tensors(path):
-    b = open(path, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    head = json.loads(b[8:8 + n])
-    data = b[8 + n:]
-    out = {}
-    for k, v in head.items():
-        if k == "__metadata__":
-            continue
-        s, e = v["data_offsets"]
-        out[k] = struct.unpack("<%df" % ((e - s) // 4), data[s:e])
-    return out
-
-la, lb = losses(sys.argv[1]), losses(sys.argv[2])
-steps, tol = int(sys.argv[5]), float(sys.argv[6])
-assert sorted(la) == list(range(1, steps + 1)), "one process: %d log rows" % len(la)
-assert sorted(lb) == sorted(la), "two hosts: steps %s" % sorted(lb)
-rel = max(abs(la[s] - lb[s]) / abs(la[s]) for s in la)
-ta, tb = tensors(sys.argv[3]), tensors(sys.argv[4])
-assert sorted(ta) == sorted(tb)
-dp = max(abs(x - y) for k in ta for x, y in zip(ta[k], tb[k]))
-print("losses within %.2e relative (%d steps), parameters within %.2e" % (rel, steps, dp))
-assert rel <= tol, "losses differ by %.3e relative (limit %g)" % (rel, tol)
-EOF
+    python3 scripts/compare_runs.py "$@" - "two hosts"
 }
 
 # --- tiny, bytes ---------------------------------------------------------------

@@ -79,38 +79,9 @@ if [ $rc1 != 0 ] || [ $rc2 != 0 ]; then
     show "$work/one.out"
     show "$work/two.out"
 else
-    if python3 - "$work/one/log.csv" "$work/two/log.csv" "$work/one.safetensors" \
-        "$work/two.safetensors" >"$work/cmp.out" 2>&1 <<'EOF'; then
-import json, struct, sys
-
-def losses(path):
-    rows = [l.split(",") for l in open(path).read().splitlines()[1:]]
-    return {int(r[0]): float(r[2]) for r in rows}
-
-def tensors(path):
-    b = open(path, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    head = json.loads(b[8:8 + n])
-    data = b[8 + n:]
-    out = {}
-    for k, v in head.items():
-        if k == "__metadata__":
-            continue
-        s, e = v["data_offsets"]
-        out[k] = struct.unpack("<%df" % ((e - s) // 4), data[s:e])
-    return out
-
-la, lb = losses(sys.argv[1]), losses(sys.argv[2])
-assert sorted(la) == list(range(1, 21)), "one process: %d log rows" % len(la)
-assert sorted(lb) == sorted(la), "mpirun: steps %s" % sorted(lb)
-rel = max(abs(la[s] - lb[s]) / abs(la[s]) for s in la)
-ta, tb = tensors(sys.argv[3]), tensors(sys.argv[4])
-assert sorted(ta) == sorted(tb)
-dp = max(abs(x - y) for k in ta for x, y in zip(ta[k], tb[k]))
-print("losses within %.2e relative (20 steps), parameters within %.2e" % (rel, dp))
-assert rel <= 1e-5, "losses differ by %.3e relative" % rel
-assert dp <= 1e-4, "parameters differ by %.3e" % dp
-EOF
+    if python3 scripts/compare_runs.py "$work/one/log.csv" "$work/two/log.csv" \
+        "$work/one.safetensors" "$work/two.safetensors" 20 1e-5 1e-4 mpirun \
+        >"$work/cmp.out" 2>&1; then
         ok "equivalence: mpirun -np $NP vs one process, $(cat "$work/cmp.out")"
     else
         bad "equivalence" "$(tail -n 1 "$work/cmp.out")"
