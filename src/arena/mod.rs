@@ -181,8 +181,9 @@ pub struct Storage {
     grads_len: usize,
     grads_cap: usize,
     pub fault: FaultInjection,
-    /// Bytes handed out by the bump arena this iteration, and the most in
-    /// any iteration (the size its chunk is consolidated to).
+    /// Bytes the bump arena consumed this iteration (each buffer's padded
+    /// size plus its canary), and the most in any iteration (the size its
+    /// chunk is consolidated to, plus one alignment of slack).
     main_used: usize,
     main_high_water: usize,
     /// Padded bytes of every routable allocation (`alloc_scratchable`) this
@@ -319,7 +320,7 @@ impl Storage {
             })?;
         self.used += bytes;
         self.high_water = self.high_water.max(self.used);
-        self.main_used += bytes;
+        self.main_used += bytes + CANARY;
         self.main_high_water = self.main_high_water.max(self.main_used);
         let start = raw.as_ptr().addr();
         let inside = self
@@ -357,7 +358,11 @@ impl Storage {
         if chunks > 1 {
             // The chunk set changes: whatever was filled may be freed.
             self.filled = None;
-            let want = self.main_high_water.min(self.limit);
+            // Buffers are ALIGN-sized and ALIGN-aligned, but the chunk's end
+            // (where the bump starts) may not be: the first buffer can lose
+            // up to ALIGN - 1 bytes. Without this slack whether the
+            // iteration fits depended on the address malloc returned.
+            let want = (self.main_high_water + ALIGN).min(self.limit);
             let limit = self.bump.allocation_limit();
             if let Ok(b) = Bump::try_with_capacity(want) {
                 self.bump = b;
