@@ -41,7 +41,7 @@ C_TESTS_ASAN := $(patsubst tests/c/%.c,$(BUILD)/asan/%,$(wildcard tests/c/test_*
 TRAIN_FULL_SRC := $(wildcard c_examples/train_full/*.c)
 EXAMPLES     := $(patsubst c_examples/%.c,$(BUILD)/%,$(wildcard c_examples/*.c)) $(BUILD)/train_full
 
-.PHONY: all help deps build header examples test test-interop test-rust test-c test-consumer doc lint train data soak valgrind bench bench-deps bench-mpi fuzz torture tsan miri install uninstall clean
+.PHONY: all help deps build header examples test test-interop test-rust test-c test-alloc test-consumer doc lint train data soak valgrind bench bench-deps bench-mpi fuzz torture tsan miri install uninstall clean
 
 all: build examples
 
@@ -173,6 +173,18 @@ test-c: $(LIB_HOOKS) $(C_TESTS) $(C_TESTS_ASAN)
 	@set -e; for t in $(C_TESTS_ASAN); do echo "== asan $$t"; ASAN_OPTIONS=detect_leaks=1 $$t; done
 	@set -e; for t in $(C_TESTS); do echo "== valgrind $$t"; OPENBLAS_NUM_THREADS=1 $(VALGRIND) $$t; done
 
+## test-alloc: zero C allocator calls per steady-state step, counted on every
+## thread (OpenBLAS's and libc's too) by an LD_PRELOAD malloc counter
+ALLOC_COUNTER := $(BUILD)/tests/libmalloc_count.so
+test-alloc: $(BUILD)/tests/alloc_steady $(ALLOC_COUNTER)
+	@if [ "$$(uname -s)" = Linux ]; then \
+		LD_PRELOAD=$(abspath $(ALLOC_COUNTER)) $(BUILD)/tests/alloc_steady; \
+	else echo "test-alloc: needs Linux (LD_PRELOAD, glibc): skipped"; fi
+
+$(ALLOC_COUNTER): tests/c/malloc_count.c
+	@mkdir -p $(BUILD)/tests
+	$(CC) $(CFLAGS) -fPIC -shared $< -o $@
+
 ## test-consumer: install into a temporary prefix, build and run a program with pkg-config and CMake
 test-consumer: $(LIB)
 	@bash scripts/test_consumer.sh
@@ -182,7 +194,7 @@ doc:
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps
 
 ## test: everything CI runs (see .ci/run)
-test: $(DEPS_STAMP) lint test-rust doc examples test-c test-consumer
+test: $(DEPS_STAMP) lint test-rust doc examples test-c test-alloc test-consumer
 	@bash scripts/test_examples.sh
 	@bash scripts/test_mpi.sh
 	@$(MAKE) --no-print-directory test-nuts

@@ -1,0 +1,313 @@
+/*
+ * alloc_steady.c: a steady-state step calls the C allocator zero times, on
+ * every thread, including OpenBLAS's and libc's own calls.
+ *
+ * Run with tests/c/malloc_count.c preloaded (`make test-alloc`; run bare, the
+ * program re-executes itself with LD_PRELOAD set to the libmalloc_count.so
+ * beside it). Each case makes a few warm-up iterations, then turns counting
+ * on for N more and requires a count of zero:
+ *   1. train_full's GPT (embeddings, pre-LayerNorm attention and MLP blocks
+ *      as segments, tied logits, cross-entropy, backward, clipping, AdamW
+ *      with a changing learning rate), tiny preset, no recompute;
+ *   2. the same with every block recomputed;
+ *   3. the small preset with two threads: products, attention, GELU and
+ *      AdamW large enough to be split with the worker thread, and OpenBLAS
+ *      called from both threads;
+ *   4. a posterior's gradient loop (eight schools, non-centred): write the
+ *      position, zero the gradient, build log p, backward, read the
+ *      gradient, reset.
+ * On failure it prints the call stack of the first counted call.
+ */
+#define _GNU_SOURCE
+
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+
+typedef void (*enable_fn)(int);
+typedef unsigned long (*calls_fn)(void);
+typedef int (*first_fn)(void **, int);
+
+static enable_fn agmc_enable;
+static calls_fn agmc_calls;
+static first_fn agmc_first;
+
+/* Looks up the counter's functions; false if it is not preloaded. */
+static bool find_counter(void) {
+    void *e = dlsym(RTLD_DEFAULT, "agmc_enable");
+    void *c = dlsym(RTLD_DEFAULT, "agmc_calls");
+    void *f = dlsym(RTLD_DEFAULT, "agmc_first");
+    if (e == NULL || c == NULL || f == NULL) return false;
+    /* memcpy: ISO C has no cast from an object pointer to a function one. */
+    memcpy(&agmc_enable, &e, sizeof e);
+    memcpy(&agmc_calls, &c, sizeof c);
+    memcpy(&agmc_first, &f, sizeof f);
+    return true;
+}
+
+/* Re-executes this program with the counter beside it preloaded. */
+static int reexec_with_counter(char **argv) {
+    char self[PATH_MAX], lib[PATH_MAX + 32];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0 || getenv("AGMC_REEXEC") != NULL) {
+        fprintf(stderr, "alloc_steady: the malloc counter is not loaded; run it with "
+                        "LD_PRELOAD=.../libmalloc_count.so (make test-alloc)\n");
+        return 1;
+    }
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    *slash = '\0';
+    snprintf(lib, sizeof lib, "%s/libmalloc_count.so", self);
+    *slash = '/';
+    setenv("LD_PRELOAD", lib, 1);
+    setenv("AGMC_REEXEC", "1", 1);
+    execv(self, argv);
+    perror("alloc_steady: execv");
+    return 1;
+}
+
+/* Counts the calls made by `iters` calls of `step`, after `warm` uncounted
+ * ones; prints the first call's stack if any. */
+static unsigned long counted(const char *name, ag_status (*step)(void *, int), void *arg, int warm,
+                             int iters) {
+    for (int i = 0; i < warm; i++) {
+        if (step(arg, i) != AG_STATUS_OK) return ULONG_MAX;
+    }
+    agmc_enable(1);
+    ag_status st = AG_STATUS_OK;
+    for (int i = 0; i < iters && st == AG_STATUS_OK; i++) st = step(arg, warm + i);
+    agmc_enable(0);
+    unsigned long n = agmc_calls();
+    printf("%-32s %d iterations after %d of warm-up: %lu allocator calls\n", name, iters, warm, n);
+    if (st != AG_STATUS_OK) return ULONG_MAX;
+    if (n != 0) {
+        void *frames[48];
+        int d = agmc_first(frames, 48);
+        fprintf(stderr, "  first call from:\n");
+        backtrace_symbols_fd(frames, d, 2);
+    }
+    return n;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The GPT of train_full                                                    */
+/* ------------------------------------------------------------------------ */
+
+#define MAX_L 4
+#define VOCAB 65
+
+typedef struct block {
+    ag_tensor ln1_w, ln1_b, w_qkv, b_qkv, w_proj, b_proj, ln2_w, ln2_b, w_fc, b_fc, w_fc2, b_fc2;
+} block;
+
+typedef struct gpt {
+    ag_context *ctx;
+    size_t L, NH, C, T, B;
+    ag_tensor wte, wpe, lnf_w, lnf_b;
+    block blocks[MAX_L];
+    int32_t *ids, *targets;
+    uint64_t rng;
+    float loss;
+} gpt;
+
+static uint32_t next_u32(uint64_t *s) {
+    *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (uint32_t)(*s >> 33);
+}
+
+static ag_status new_param(gpt *g, size_t d0, size_t d1, int kind, float *scratch,
+                           ag_tensor *out) {
+    size_t n = d0 * (d1 == 0 ? 1 : d1);
+    for (size_t i = 0; i < n; i++) {
+        float u = (float)next_u32(&g->rng) / 2147483648.0f - 1.0f;
+        scratch[i] = kind == 0 ? 0.035f * u : kind == 1 ? 1.0f : 0.0f;
+    }
+    size_t shape[2] = {d0, d1};
+    ag_status st = ag_param_new(g->ctx, shape, d1 == 0 ? 1 : 2, scratch, out);
+    if (st != AG_STATUS_OK) return st;
+    return ag_param_set_weight_decay(g->ctx, *out, d1 != 0);
+}
+
+#define TRY(x) do { ag_status st_ = (x); if (st_ != AG_STATUS_OK) return st_; } while (0)
+
+static ag_status gpt_build(gpt *g, float *scratch) {
+    size_t C = g->C;
+    TRY(new_param(g, VOCAB, C, 0, scratch, &g->wte));
+    TRY(new_param(g, g->T, C, 0, scratch, &g->wpe));
+    for (size_t l = 0; l < g->L; l++) {
+        block *b = &g->blocks[l];
+        TRY(new_param(g, C, 0, 1, scratch, &b->ln1_w));
+        TRY(new_param(g, C, 0, 2, scratch, &b->ln1_b));
+        TRY(new_param(g, C, 3 * C, 0, scratch, &b->w_qkv));
+        TRY(new_param(g, 3 * C, 0, 2, scratch, &b->b_qkv));
+        TRY(new_param(g, C, C, 0, scratch, &b->w_proj));
+        TRY(new_param(g, C, 0, 2, scratch, &b->b_proj));
+        TRY(new_param(g, C, 0, 1, scratch, &b->ln2_w));
+        TRY(new_param(g, C, 0, 2, scratch, &b->ln2_b));
+        TRY(new_param(g, C, 4 * C, 0, scratch, &b->w_fc));
+        TRY(new_param(g, 4 * C, 0, 2, scratch, &b->b_fc));
+        TRY(new_param(g, 4 * C, C, 0, scratch, &b->w_fc2));
+        TRY(new_param(g, C, 0, 2, scratch, &b->b_fc2));
+    }
+    TRY(new_param(g, C, 0, 1, scratch, &g->lnf_w));
+    TRY(new_param(g, C, 0, 2, scratch, &g->lnf_b));
+    return ag_optimizer_adamw(g->ctx, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f);
+}
+
+/* One training iteration, as train_full makes it. */
+static ag_status gpt_step(void *arg, int iter) {
+    gpt *g = arg;
+    ag_context *ctx = g->ctx;
+    size_t B = g->B, T = g->T, C = g->C;
+    for (size_t i = 0; i < B * T; i++) {
+        g->ids[i] = (int32_t)(next_u32(&g->rng) % VOCAB);
+        g->targets[i] = (int32_t)(next_u32(&g->rng) % VOCAB);
+    }
+    ag_tensor x, h, a, tok, logits, loss;
+    TRY(ag_reset(ctx));
+    TRY(ag_embedding(ctx, g->wte, g->ids, B * T, &tok));
+    TRY(ag_reshape(ctx, tok, (size_t[]){B, T, C}, 3, &tok));
+    TRY(ag_add(ctx, tok, g->wpe, &x));
+    for (size_t l = 0; l < g->L; l++) {
+        const block *b = &g->blocks[l];
+        TRY(ag_segment_begin(ctx));
+        TRY(ag_layernorm(ctx, x, b->ln1_w, b->ln1_b, &h));
+        TRY(ag_linear(ctx, h, b->w_qkv, &b->b_qkv, &h));
+        TRY(ag_attention(ctx, h, g->NH, &a));
+        TRY(ag_linear(ctx, a, b->w_proj, &b->b_proj, &a));
+        TRY(ag_add(ctx, x, a, &x));
+        TRY(ag_layernorm(ctx, x, b->ln2_w, b->ln2_b, &h));
+        TRY(ag_linear(ctx, h, b->w_fc, &b->b_fc, &h));
+        TRY(ag_gelu(ctx, h, &h));
+        TRY(ag_linear(ctx, h, b->w_fc2, &b->b_fc2, &h));
+        TRY(ag_add(ctx, x, h, &x));
+        TRY(ag_segment_end(ctx, x));
+    }
+    TRY(ag_layernorm(ctx, x, g->lnf_w, g->lnf_b, &x));
+    TRY(ag_reshape(ctx, x, (size_t[]){B * T, C}, 2, &x));
+    TRY(ag_matmul(ctx, x, g->wte, false, true, &logits));
+    TRY(ag_cross_entropy(ctx, logits, g->targets, B * T, &loss));
+    TRY(ag_tensor_item(ctx, loss, &g->loss));
+    TRY(ag_backward(ctx, loss));
+    float norm;
+    TRY(ag_clip_grad_norm(ctx, 1.0f, &norm));
+    TRY(ag_optimizer_set_lr(ctx, 1e-3f / (float)(1 + iter)));
+    TRY(ag_optimizer_step(ctx));
+    ag_memory_stats_t mem;
+    TRY(ag_memory_stats(ctx, &mem));
+    return ag_zero_grad(ctx);
+}
+
+static void gpt_case(const char *name, size_t L, size_t NH, size_t C, size_t T, size_t B,
+                     uint32_t recompute, int warm, int iters) {
+    check_begin(name);
+    gpt g = {.L = L, .NH = NH, .C = C, .T = T, .B = B, .rng = 42};
+    g.ids = malloc(B * T * sizeof(int32_t));
+    g.targets = malloc(B * T * sizeof(int32_t));
+    float *scratch = malloc(VOCAB * 4 * C * C * sizeof(float));
+    REQUIRE(g.ids != NULL && g.targets != NULL && scratch != NULL);
+    REQUIRE_OK(ag_context_new(&g.ctx));
+    check_set_ctx(g.ctx);
+    CHECK_OK(gpt_build(&g, scratch));
+    CHECK_OK(ag_set_recompute(g.ctx, recompute));
+    ag_runtime rt;
+    if (ag_runtime_info(g.ctx, &rt) == AG_STATUS_OK) {
+        printf("%s: GEMM %s %s %s (%s), element-wise %s\n", name, rt.gemm_library,
+               rt.gemm_version, rt.gemm_kernels, rt.gemm_note, rt.simd);
+    }
+    CHECK(counted(name, gpt_step, &g, warm, iters) == 0);
+    CHECK(isfinite(g.loss) && g.loss > 0.0f);
+    if (L * C >= 256) CHECK(ag_runtime_info(g.ctx, &rt) == AG_STATUS_OK && rt.threads == 2);
+    CHECK_OK(ag_context_free(&g.ctx));
+    check_set_ctx(NULL);
+    free(g.ids);
+    free(g.targets);
+    free(scratch);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Eight schools                                                            */
+/* ------------------------------------------------------------------------ */
+
+typedef struct posterior {
+    ag_context *ctx;
+    ag_tensor q;
+    float lp;
+    uint64_t rng;
+} posterior;
+
+static ag_status schools_eval(void *arg, int iter) {
+    static const float y[8] = {28, 8, -3, 7, -1, 1, 18, 12};
+    static const float sigma[8] = {15, 10, 16, 11, 9, 11, 10, 18};
+    posterior *p = arg;
+    ag_context *c = p->ctx;
+    float q[10], grad[10];
+    for (int i = 0; i < 10; i++) q[i] = (float)next_u32(&p->rng) / 2147483648.0f - 1.0f;
+    (void)iter;
+    ag_tensor one, ty, ts, th, mu, lt, tau, t[16];
+    float unit = 1.0f;
+    TRY(ag_param_write(c, p->q, q, 10));
+    TRY(ag_zero_grad(c));
+    TRY(ag_tensor_new(c, (size_t[]){1}, 1, &unit, &one));
+    TRY(ag_tensor_new(c, (size_t[]){8}, 1, y, &ty));
+    TRY(ag_tensor_new(c, (size_t[]){8}, 1, sigma, &ts));
+    TRY(ag_slice(c, p->q, 0, 0, 8, &th));
+    TRY(ag_slice(c, p->q, 0, 8, 1, &mu));
+    TRY(ag_slice(c, p->q, 0, 9, 1, &lt));
+    TRY(ag_exp(c, lt, &tau));
+    TRY(ag_mul(c, th, tau, &t[0]));
+    TRY(ag_add(c, t[0], mu, &t[1]));                 /* theta */
+    TRY(ag_sub(c, ty, t[1], &t[2]));
+    TRY(ag_div(c, t[2], ts, &t[3]));                 /* z */
+    TRY(ag_mul(c, t[3], t[3], &t[4]));
+    TRY(ag_mul(c, th, th, &t[5]));
+    TRY(ag_add(c, t[4], t[5], &t[6]));
+    TRY(ag_sum(c, t[6], &t[7]));
+    TRY(ag_scale(c, t[7], -0.5f, &t[8]));
+    TRY(ag_mul(c, mu, mu, &t[9]));
+    TRY(ag_scale(c, t[9], -1.0f / 50.0f, &t[10]));  /* mu ~ normal(0, 5) */
+    TRY(ag_mul(c, tau, tau, &t[11]));
+    TRY(ag_scale(c, t[11], 1.0f / 25.0f, &t[12]));
+    TRY(ag_add(c, t[12], one, &t[12]));
+    TRY(ag_log(c, t[12], &t[13]));                  /* tau ~ cauchy(0, 5) */
+    TRY(ag_sub(c, t[8], t[13], &t[14]));
+    TRY(ag_add(c, t[14], t[10], &t[15]));
+    TRY(ag_add(c, t[15], lt, &t[15]));              /* + log tau */
+    TRY(ag_tensor_item(c, t[15], &p->lp));
+    TRY(ag_backward(c, t[15]));
+    TRY(ag_tensor_read_grad(c, p->q, grad, 10));
+    return ag_reset(c);
+}
+
+static void schools_case(int warm, int iters) {
+    const char *name = "eight schools gradient";
+    check_begin(name);
+    posterior p = {.rng = 7};
+    REQUIRE_OK(ag_context_new(&p.ctx));
+    check_set_ctx(p.ctx);
+    CHECK_OK(ag_param_new(p.ctx, (size_t[]){10}, 1, NULL, &p.q));
+    CHECK(counted(name, schools_eval, &p, warm, iters) == 0);
+    CHECK(isfinite(p.lp));
+    CHECK_OK(ag_context_free(&p.ctx));
+    check_set_ctx(NULL);
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    if (!find_counter()) return reexec_with_counter(argv);
+    /* The worker thread and OpenBLAS on two threads, whatever the caller's
+     * environment says. */
+    setenv("AG_NUM_THREADS", "2", 1);
+    gpt_case("gpt tiny", 1, 2, 32, 32, 8, AG_RECOMPUTE_NONE, 3, 30);
+    gpt_case("gpt tiny, every block recomputed", 1, 2, 32, 32, 8, AG_RECOMPUTE_ALL, 3, 30);
+    gpt_case("gpt small, two threads", 4, 4, 128, 64, 16, AG_RECOMPUTE_NONE, 3, 5);
+    schools_case(50, 2000);
+    return check_summary();
+}
