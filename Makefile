@@ -41,7 +41,7 @@ C_TESTS_ASAN := $(patsubst tests/c/%.c,$(BUILD)/asan/%,$(wildcard tests/c/test_*
 TRAIN_FULL_SRC := $(wildcard c_examples/train_full/*.c)
 EXAMPLES     := $(patsubst c_examples/%.c,$(BUILD)/%,$(wildcard c_examples/*.c)) $(BUILD)/train_full
 
-.PHONY: all help deps build header examples test test-interop test-rust test-c test-alloc test-consumer doc lint train data soak valgrind bench bench-deps bench-mpi fuzz torture tsan miri install uninstall clean
+.PHONY: all help deps build header examples test bench-gemm test-interop test-rust test-c test-alloc test-consumer doc lint train data soak valgrind bench bench-deps bench-mpi fuzz torture tsan miri install uninstall clean
 
 all: build examples
 
@@ -233,6 +233,11 @@ bench: $(LIB)
 bench-deps:
 	test -x target/bench-venv/bin/python || python3 -m venv target/bench-venv
 	target/bench-venv/bin/pip install --quiet torch numpy
+
+## bench-gemm: the system OpenBLAS vs PyPI's scipy-openblas32 on one small and
+## one medium step's products (printed; the wheel goes to target/)
+bench-gemm:
+	@bash scripts/gemm_candidates.sh $(BENCH_GEMM_REPS)
 
 ## test-interop: train_full's --export folder loads in Hugging Face transformers
 ## (torch + transformers from PyPI into target/interop, ~3.0 GB once) and gives
