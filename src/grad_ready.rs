@@ -208,9 +208,11 @@ impl Context {
         bucket_bytes: usize,
         callback: Option<GradReadyFn>,
     ) -> Result<()> {
+        const OP: &str = "set_grad_ready_callback";
         let n = self.param_count();
+        self.fault_point(OP, n.saturating_mul(24))?;
         let mut ready = self.take_grad_ready();
-        let reserved = ready.reserve("set_grad_ready_callback", n);
+        let reserved = ready.reserve(OP, n);
         if reserved.is_ok() {
             ready.callback = callback;
             ready.bucket_floats = bucket_bytes.div_ceil(4).max(1);

@@ -99,6 +99,7 @@ mod recompute;
 mod rng;
 pub mod safetensors_io;
 pub mod shape;
+mod shard;
 mod simd;
 mod special;
 pub mod status;

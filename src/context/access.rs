@@ -227,6 +227,15 @@ impl Context {
         &mut self.recompute
     }
 
+    /// The range set by optimizer_shard, as (first, end).
+    pub(crate) fn pending_shard(&self) -> Option<(usize, usize)> {
+        self.pending_shard
+    }
+
+    pub(crate) fn set_pending_shard(&mut self, first: usize, len: usize) {
+        self.pending_shard = Some((first, first + len));
+    }
+
     /// Takes the gradient-ready bookkeeping for a walk (put it back after).
     pub(crate) fn take_grad_ready(&mut self) -> GradReady {
         std::mem::take(&mut self.grad_ready)

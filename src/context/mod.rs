@@ -142,6 +142,8 @@ pub struct Context {
     recompute: Recompute,
     /// The gradient-ready callback and its buckets.
     grad_ready: GradReady,
+    /// The float range the next optimizer keeps state for (None: all).
+    pending_shard: Option<(usize, usize)>,
 }
 
 impl Default for Context {
@@ -173,6 +175,7 @@ impl Context {
             pool_failed: crate::pool::disabled_by_env(),
             recompute: Default::default(),
             grad_ready: GradReady::default(),
+            pending_shard: None,
         }
         .with_single_threaded_blas()
     }
