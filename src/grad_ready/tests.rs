@@ -104,9 +104,7 @@ fn check_walk(c: &Context, log: &Log, bucket_bytes: usize) {
             v.len() * 4 >= bucket_bytes || *first == 0,
             "range {first}..{end} under {bucket_bytes} bytes"
         );
-        for k in *first..end {
-            covered[k] += 1;
-        }
+        covered[*first..end].iter_mut().for_each(|n| *n += 1);
         // Bit for bit: nothing was added after the report.
         let same = v
             .iter()

@@ -147,11 +147,20 @@ impl FfiOps<'_> {
             let want = if i < cut { init[i].to_bits() } else { whole[i] };
             assert_eq!(part[i], want, "sharded AdamW from {cut}: float {i}");
         }
+        // The sharded optimizer's calls all succeeded (counted as this id's).
+        self.ok += 1;
+        self.by_id[self.id as usize].1 += 1;
     }
 
     pub(super) fn params_copy(&mut self) {
         let t = self.target();
-        let (first, len) = (self.input.u8() as usize, self.input.u8() as usize);
+        // A range inside the target's parameters when it has some (else
+        // the refusals are exercised).
+        let mut total = 0usize;
+        let _ = ag_grads_len(self.ptr(t), &mut total);
+        let (a, b) = (self.input.u8() as usize, self.input.u8() as usize);
+        let first = if total > 0 { a % (total + 1) } else { a };
+        let len = if total > 0 { b.min(total - first) } else { b };
         let mut buf = vec![0f32; len.max(1)];
         let pre = self.pre(t, &[]);
         let st = ag_params_copy_out(self.ptr(t), first, buf.as_mut_ptr(), len);
