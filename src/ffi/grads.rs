@@ -123,10 +123,10 @@ impl CGradReady {
     }
 }
 
-/// Asks every later ag_backward to call `fn(user_data, first, count)` as
+/// Asks every later ag_backward to call `callback(user_data, first, count)` as
 /// soon as a bucket of the gradient block holds its final value for that
 /// backward, so the caller can start reducing it (an MPI_Iallreduce) while
-/// backward differentiates the rest; `fn` NULL removes the callback.
+/// backward differentiates the rest; `callback` NULL removes it.
 /// Buckets: runs of whole parameters from the end of the block backwards,
 /// each at least `bucket_bytes` long (the one at offset 0 may be shorter; 0:
 /// one parameter per bucket). A parameter is final once the walk passed
@@ -139,9 +139,10 @@ impl CGradReady {
 /// The callback runs inside ag_backward, on its thread: it must not call
 /// into this context (BUSY) and must not write floats outside the ranges
 /// reported so far; its writes must be complete before the next call that
-/// reads gradients (ag_clip_grad_norm, ag_optimizer_step, ...). `fn` and
-/// `user_data` must stay valid until the callback is replaced or removed or
-/// the context is freed; the library never frees `user_data`.
+/// reads or adds to gradients (ag_clip_grad_norm, ag_optimizer_step,
+/// ag_backward, ...). `callback` and `user_data` must stay valid until the
+/// callback is replaced or removed or the context is freed; the library
+/// never frees `user_data`.
 /// Errors: ALLOCATION_FAILED (the bucket table; the old callback stays).
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_set_grad_ready_callback(
