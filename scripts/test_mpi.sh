@@ -19,6 +19,8 @@
 #                same log and a byte-identical checkpoint
 #   bad batch    a batch that does not split over the ranks: exit 2, a clear
 #                message, nothing trained
+#   bad flags    --zero 1 with --out (no sharded checkpoints yet) and an
+#                unknown --allreduce mode: exit 2, a clear message
 #   rank error   a failure on rank 0 only (an unreadable --resume) ends every
 #                rank with its exit status (3) instead of hanging
 #   rank 0 reads rank 1 runs in a folder without the files: a relative
@@ -171,6 +173,18 @@ if [ $rc = 2 ] && grep -q 'multiple of the number of ranks (batch 7, 2 ranks)' "
 else
     bad "bad batch" "exit $rc"
     show "$work/odd.out"
+fi
+run_mpi "${ARGS[@]}" --iters 5 --zero 1 --out "$work/zout" >"$work/zout.out" 2>&1
+rc=$?
+"$MPI" --allreduce bogus >"$work/bogus.out" 2>&1
+rcb=$?
+if [ $rc = 2 ] && grep -q -- '--zero 1 .* drop --out, --save and --resume' "$work/zout.out" &&
+    [ ! -e "$work/zout" ] && [ $rcb = 2 ] && grep -q "unknown mode 'bogus'" "$work/bogus.out"; then
+    ok "bad flags: --zero 1 with --out, --allreduce bogus: exit 2 with a clear message"
+else
+    bad "bad flags" "exit $rc / $rcb"
+    show "$work/zout.out"
+    show "$work/bogus.out"
 fi
 t0=$(date +%s)
 run_mpi "${ARGS[@]}" --iters 5 --resume "$work/missing.ckpt" >"$work/noresume.out" 2>&1
