@@ -210,6 +210,13 @@ typedef struct ag_tensor {
   uint64_t generation;
 } ag_tensor;
 
+// A gradient-ready callback (see ag_set_grad_ready_callback): `count > 0`:
+// floats `first .. first + count` of the gradient block (ag_grads_buffer)
+// are final for the running ag_backward; `count == 0`: a tick (the walk
+// passed one more op; nothing new is final), for a caller whose transport
+// must be driven while backward runs (e.g. MPI_Test).
+typedef void (*ag_grad_ready_fn)(void *user_data, size_t first, size_t count);
+
 // What ag_runtime_info reports. Each text field is a NUL-terminated
 // string, cut to fit AG_RUNTIME_TEXT bytes.
 typedef struct ag_runtime {
@@ -482,7 +489,8 @@ ag_status ag_clip_grad_norm(struct ag_context *ctx, float max_norm, float *norm_
 // points to is replaced (the temporary file is made next to that file) and
 // the link is kept. Errors: NULL_ARGUMENT (path, or user when user_len >
 // 0), INVALID_ARGUMENT (path empty or not UTF-8, user_len above
-// AG_MAX_USER_BYTES), ALLOCATION_FAILED (the file's buffer), IO.
+// AG_MAX_USER_BYTES), ALLOCATION_FAILED (the file's buffer), IO,
+// SEQUENCE (the optimizer is sharded: ag_optimizer_shard).
 ag_status ag_checkpoint_save(struct ag_context *ctx, const char *path, const uint8_t *user, size_t user_len);
 
 // Loads a checkpoint saved by ag_checkpoint_save into this context's
@@ -575,6 +583,29 @@ ag_status ag_grads_copy_out(struct ag_context *ctx, float *dst, size_t len);
 // Errors: NULL_ARGUMENT (src when len > 0), INVALID_ARGUMENT (len differs
 // from the gradient count; nothing changes).
 ag_status ag_grads_copy_in(struct ag_context *ctx, const float *src, size_t len);
+
+// Asks every later ag_backward to call `callback(user_data, first, count)` as
+// soon as a bucket of the gradient block holds its final value for that
+// backward, so the caller can start reducing it (an MPI_Iallreduce) while
+// backward differentiates the rest; `callback` NULL removes it.
+// Buckets: runs of whole parameters from the end of the block backwards,
+// each at least `bucket_bytes` long (the one at offset 0 may be shorter; 0:
+// one parameter per bucket). A parameter is final once the walk passed
+// the first op reading it; every successful ag_backward reports each
+// non-empty bucket exactly once (also with recomputed segments, and once
+// per micro-batch when gradients accumulate: the values then include the
+// earlier micro-batches), in the order they become final, plus a tick
+// (`count` 0) after every recorded op. Gradients of a failed ag_backward
+// are never reported.
+// The callback runs inside ag_backward, on its thread: it must not call
+// into this context (BUSY) and must not write floats outside the ranges
+// reported so far; its writes must be complete before the next call that
+// reads or adds to gradients (ag_clip_grad_norm, ag_optimizer_step,
+// ag_backward, ...). `callback` and `user_data` must stay valid until the
+// callback is replaced or removed or the context is freed; the library
+// never frees `user_data`.
+// Errors: ALLOCATION_FAILED (the bucket table; the old callback stays).
+ag_status ag_set_grad_ready_callback(struct ag_context *ctx, ag_grad_ready_fn callback, void *user_data, size_t bucket_bytes);
 
 // Overwrites parameter `p` with values drawn according to `kind` (an
 // AG_INIT_* value) with arguments `a` and `b` (see each AG_INIT_* for what
@@ -1010,6 +1041,35 @@ ag_status ag_segment_end(struct ag_context *ctx, struct ag_tensor output);
 // set OPENBLAS_CORETYPE (honoured) or AG_BLAS_CORE (`asis`, or a family).
 // Errors: NULL_ARGUMENT (out).
 ag_status ag_runtime_info(struct ag_context *ctx, struct ag_runtime *out);
+
+// Makes the optimizer created next (ag_optimizer_adamw or
+// ag_optimizer_sgd) keep state for, and update, only floats `first ..
+// first + count` of the flat parameter layout: the gradient block's
+// (ag_grads_buffer), parameter after parameter in creation order; the
+// range may cut through a parameter. Each float's update depends only on
+// that float, so a process that steps its shard and then receives the
+// other shards (ag_params_copy_in) holds the unsharded optimizer's bits,
+// with the state (ag_memory_stats' optimizer_bytes) of its shard only.
+// Call it after the last parameter is made; a later call replaces the
+// range. ag_checkpoint_save refuses a sharded optimizer (SEQUENCE), and
+// loading a checkpoint into one is refused (CHECKPOINT_MISMATCH).
+// Errors: INVALID_ARGUMENT (the range passes the parameters' float
+// count), SEQUENCE (the optimizer exists).
+ag_status ag_optimizer_shard(struct ag_context *ctx, size_t first, size_t count);
+
+// Copies floats `first .. first + count` of the flat parameter layout
+// (see ag_optimizer_shard) to `dst[0..count]` (`dst` may be NULL when
+// `count` is 0).
+// Errors: NULL_ARGUMENT (dst when count > 0), INVALID_ARGUMENT (the range
+// passes the parameters' float count; nothing is written).
+ag_status ag_params_copy_out(struct ag_context *ctx, size_t first, float *dst, size_t count);
+
+// Overwrites floats `first .. first + count` of the flat parameter layout
+// (see ag_optimizer_shard) with `src[0..count]` (`src` may be NULL when
+// `count` is 0), e.g. the shards other processes updated.
+// Errors: NULL_ARGUMENT (src when count > 0), INVALID_ARGUMENT (the range
+// passes the parameters' float count; nothing changes).
+ag_status ag_params_copy_in(struct ag_context *ctx, size_t first, const float *src, size_t count);
 
 #ifdef __cplusplus
 }  // extern "C"

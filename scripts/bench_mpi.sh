@@ -7,10 +7,14 @@
 # netns`) what it costs between two hosts over TCP: one rank in each of two
 # network namespaces joined by a veth pair (scripts/hosts_lib.sh), at the
 # veth's full speed and shaped with tc tbf (BENCH_MPI_RATES, default
-# "full 1gbit"). `make bench-mpi`; BENCH_MPI_ITERS (default 60) steps per run.
+# "full 1gbit"): blocking against overlapped all-reduce (BENCH_MPI_REPS
+# interleaved runs each, default 3; buckets of BENCH_MPI_BUCKET_KB, default
+# 256) with the share of communication the overlap hid, and the AdamW state
+# per rank with --zero 1. `make bench-mpi`; BENCH_MPI_ITERS (default 70)
+# steps per run, the first 10 left out of the medians.
 set -u
 cd "$(dirname "$0")/.."
-ITERS=${BENCH_MPI_ITERS:-60}
+ITERS=${BENCH_MPI_ITERS:-70}
 PRESET=${BENCH_MPI_PRESET:-small}
 if ! command -v mpirun >/dev/null 2>&1 || [ ! -x build/train_full_mpi ]; then
     echo "bench-mpi: needs mpirun and build/train_full_mpi (make deps examples)"
@@ -53,38 +57,77 @@ for n in (2, 4, 8):
     print("    %d ranks, ring all-reduce: %.2f MB sent per rank per step; costs 10%% of a %.1f ms step below %.2f Gbit/s" % (n, moved / 1e6, ms, gbit))
 PY
 
-# --- two hosts over TCP (blocking all-reduce after backward) ------------------
+# --- two hosts over TCP: blocking vs overlapped all-reduce, ZeRO-1 ----------
 why=$(hosts_missing)
 if [ -n "$why" ]; then
     echo "  two hosts over TCP: $why: skipped"
     exit 0
 fi
 hosts_up "$work" || { echo "  two hosts over TCP: $HOSTS_WHY"; exit 1; }
-echo "  two hosts (network namespaces, veth, --mca btl tcp,self), 2 ranks x 1 thread, blocking all-reduce:"
-printf '    %-10s %10s %14s %10s %14s %12s\n' "link" "ms/step" "all-reduce ms" "wait ms" "veth MB/step" "Gbit/s (ar)"
+REPS=${BENCH_MPI_REPS:-3}
+BUCKET=${BENCH_MPI_BUCKET_KB:-256}
+echo "  two hosts (network namespaces, veth, --mca btl tcp,self), 2 ranks x 1 thread, $REPS runs"
+echo "  per mode interleaved (compute, blocking, overlapped, ...), medians of the runs' medians"
+echo "  [min..max]; overlapped buckets of $BUCKET KiB; all-reduce ms = the reduction after"
+echo "  backward (blocking) or what is left of it after backward (overlapped); wait ms = waiting"
+echo "  for the slower rank before the blocking all-reduce:"
+printf '    %-7s %-10s %22s %16s %10s %13s\n' "link" "mode" "ms/step" "all-reduce ms" "wait ms" "veth MB/step"
 DATA_ABS=$(realpath "$DATA")
 HARGS=("${ARGS[@]}")
 HARGS[3]=$DATA_ABS
-# "compute": the same run without the gradient all-reduce (the step time
-# the communication adds to; TRAIN_FULL_MPI_SKIP_REDUCE, replicas drift).
-for rate in compute ${BENCH_MPI_RATES:-full 1gbit}; do
-    skip=()
-    if [ "$rate" = compute ]; then skip=(-x TRAIN_FULL_MPI_SKIP_REDUCE=1); hosts_rate ""
-    elif [ "$rate" = full ]; then hosts_rate ""
-    else hosts_rate "$rate" || { echo "    $rate: tc tbf failed"; continue; }; fi
+# One run: MODE (compute: no gradient all-reduce, TRAIN_FULL_MPI_SKIP_REDUCE,
+# the replicas drift; blocking; overlap; zero: overlapped with --zero 1).
+hrun() { # RATE MODE REP
+    local extra=() env=()
+    case $2 in
+    compute) env=(-x TRAIN_FULL_MPI_SKIP_REDUCE=1) ;;
+    blocking) extra=(--allreduce blocking) ;;
+    overlap) extra=(--allreduce overlap --bucket-kb "$BUCKET") ;;
+    zero) extra=(--allreduce overlap --bucket-kb "$BUCKET" --zero 1) ;;
+    esac
+    local f=$work/h_$1_$2_$3.out
     read -r tx0 _ <<<"$(hosts_bytes)"
-    HOSTS_TIMEOUT=900 hosts_mpirun -x AG_NUM_THREADS=1 -x OPENBLAS_NUM_THREADS=1 "${skip[@]}" \
-        "$(realpath build/train_full_mpi)" "${HARGS[@]}" >"$work/h_$rate.out" 2>&1 ||
-        { echo "    $rate: run failed"; tail -n 5 "$work/h_$rate.out"; continue; }
+    HOSTS_TIMEOUT=900 hosts_mpirun -x AG_NUM_THREADS=1 -x OPENBLAS_NUM_THREADS=1 "${env[@]}" \
+        "$(realpath build/train_full_mpi)" "${HARGS[@]}" "${extra[@]}" >"$f" 2>&1 ||
+        { echo "    $1 $2: run failed"; tail -n 5 "$f"; return 1; }
     read -r tx1 _ <<<"$(hosts_bytes)"
-    f=$work/h_$rate.out
-    python3 - "$rate" "$(field "$f" ms_per_step)" "$(dfield "$f" allreduce_ms_per_step)" \
-        "$(dfield "$f" wait_ms_per_step)" "$((tx1 - tx0))" "$ITERS" "$(field "$f" params)" <<'PY'
-import sys
-rate, ms, ar, wait, tx, iters, params = sys.argv[1:]
-ms, ar, wait, tx, iters, params = float(ms), float(ar), float(wait), int(tx), int(iters), int(params)
-gbit = "%.2f" % (params * 4 * 8 / (ar / 1000) / 1e9) if ar > 0 and rate != "compute" else "-"
-print("    %-10s %10.2f %14.2f %10.2f %14.2f %12s" % (rate, ms, ar, wait, tx / iters / 1e6, gbit))
+    echo "$(field "$f" ms_per_step) $(dfield "$f" allreduce_ms_per_step) $(dfield "$f" wait_ms_per_step) $((tx1 - tx0))" >>"$work/h_$1_$2.txt"
+}
+for rate in ${BENCH_MPI_RATES:-full 1gbit}; do
+    if [ "$rate" = full ]; then hosts_rate ""; else hosts_rate "$rate" || { echo "    $rate: tc tbf failed"; continue; }; fi
+    for rep in $(seq "$REPS"); do
+        for mode in compute blocking overlap; do hrun "$rate" "$mode" "$rep"; done
+    done
+    python3 - "$rate" "$ITERS" "$work" <<'PY'
+import statistics, sys
+rate, iters, work = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+med, ar = {}, {}
+for mode in ("compute", "blocking", "overlap"):
+    try:
+        rows = [[float(x or 0) for x in l.split()] for l in open("%s/h_%s_%s.txt" % (work, rate, mode))]
+    except OSError:
+        continue
+    cols = list(zip(*rows))
+    m = [statistics.median(c) for c in cols]
+    med[mode], ar[mode] = m[0], m[1] + m[2]
+    a = "-" if mode == "compute" else "%.2f" % m[1]
+    wt = "-" if mode != "blocking" else "%.2f" % m[2]
+    print("    %-7s %-10s %8.2f [%5.2f..%5.2f] %16s %10s %13.2f" % (
+        rate, mode, m[0], min(cols[0]), max(cols[0]), a, wt, m[3] / iters / 1e6))
+if len(med) == 3 and med["blocking"] > med["compute"]:
+    hidden = 1 - (med["overlap"] - med["compute"]) / (med["blocking"] - med["compute"])
+    print("    %-7s hidden communication 1 - (overlapped - compute) / (blocking - compute) = %.0f%%" % (rate, 100 * hidden))
+if "blocking" in ar and "overlap" in ar and ar["blocking"] > 0:
+    # Less sensitive to the step time's noise on a shared machine: the
+    # communication each path leaves after backward (waits included).
+    print("    %-7s communication left after backward: %.2f ms overlapped vs %.2f ms blocking (%.0f%% hidden)" % (
+        rate, ar["overlap"], ar["blocking"], 100 * (1 - ar["overlap"] / ar["blocking"])))
 PY
 done
+# ZeRO-1: the AdamW state each rank keeps, and the step with the all-gather.
+hosts_rate ""
+hrun full zero 1 && {
+    f=$work/h_full_zero_1.out
+    echo "  --zero 1 (full link): $(grep '^zero ' "$f" | cut -d' ' -f2-), $(field "$f" ms_per_step) ms/step"
+}
 hosts_rate ""

@@ -15,6 +15,10 @@
 #               bit-identical (rank checkpoints equal)
 #   bytes       the veth byte counters grew by at least the bytes reduced
 #               (gradient floats x 4 x steps) in each direction
+#   overlap     the tiny run all-reduces 16 KiB buckets during backward: its
+#               rank checkpoints equal a --allreduce blocking run's, bit for bit
+#   zero        --zero 1: AdamW state per rank halved, parameters after 20
+#               steps bit-identical to the unsharded run
 #   small       4 steps of the small preset against 1 process: within 1e-5
 #   init-from   --init-from across the hosts == 1 process (first loss 1e-6)
 #   resume      10 steps + --resume to 20 across the hosts == 20 in one go
@@ -104,7 +108,7 @@ timeout 120 "$ONE" "${ARGS[@]}" --iters 20 --out "$A/one" --export "$A/one.safet
 rc1=$?
 read -r tx0 rx0 <<<"$(hosts_bytes)"
 TRAIN_FULL_RANK_EXPORT="$S/tiny" run2 -x TRAIN_FULL_RANK_EXPORT "$MPI" "${ARGS[@]}" --iters 20 \
-    --out "$A/two" >"$work/two.out" 2>&1
+    --bucket-kb 16 --out "$A/two" >"$work/two.out" 2>&1
 rc2=$?
 read -r tx1 rx1 <<<"$(hosts_bytes)"
 if [ $rc1 != 0 ] || [ $rc2 != 0 ]; then
@@ -134,6 +138,34 @@ else
     else
         bad "bytes" "veth tx $dtx rx $drx, reduced $need"
     fi
+fi
+
+# --- overlap, zero ----------------------------------------------------------------
+# The tiny run all-reduced 16 KiB buckets during backward; the blocking
+# all-reduce and --zero 1 across the hosts must give the same bits.
+TRAIN_FULL_RANK_EXPORT="$S/blk" run2 -x TRAIN_FULL_RANK_EXPORT "$MPI" "${ARGS[@]}" --iters 20 \
+    --allreduce blocking >"$work/blk.out" 2>&1
+rc=$?
+if [ $rc = 0 ] && grep -q '^dist ranks=2 allreduce=overlap ' "$work/two.out" &&
+    cmp -s "$S/blk.rank0.ckpt" "$S/tiny.rank0.ckpt" && cmp -s "$S/blk.rank1.ckpt" "$S/tiny.rank1.ckpt"; then
+    ok "overlap: buckets all-reduced during backward across the hosts == blocking, bit for bit"
+else
+    bad "overlap" "exit $rc, or the rank checkpoints differ"
+    show "$work/blk.out"
+fi
+TRAIN_FULL_RANK_EXPORT="$S/zero" run2 -x TRAIN_FULL_RANK_EXPORT "$MPI" "${ARGS[@]}" --iters 20 \
+    --zero 1 --bucket-kb 16 >"$work/zero.out" 2>&1
+rc=$?
+zline=$(grep '^zero stage=1 ' "$work/zero.out")
+zrank=$(tr ' ' '\n' <<<"$zline" | sed -n 's/^adamw_state_bytes_per_rank=//p')
+zfull=$(tr ' ' '\n' <<<"$zline" | sed -n 's/^unsharded_bytes=//p')
+if [ $rc = 0 ] && [ -n "$zrank" ] && [ $((zrank * 2)) -le $((zfull + 4096)) ] &&
+    cmp -s "$S/zero.rank0.safetensors" "$S/tiny.rank0.safetensors" &&
+    cmp -s "$S/zero.rank1.safetensors" "$S/tiny.rank0.safetensors"; then
+    ok "zero: --zero 1 across the hosts, AdamW state $zrank bytes per rank (unsharded $zfull), parameters bit-identical after 20 steps"
+else
+    bad "zero" "exit $rc; '$zline'; or the parameters differ"
+    show "$work/zero.out"
 fi
 
 # --- small ----------------------------------------------------------------------

@@ -11,10 +11,16 @@
 #                bit-identical (each rank writes them with
 #                TRAIN_FULL_RANK_EXPORT)
 #   files        only rank 0 writes (its run folder; no file from rank 1)
+#   overlap      the default all-reduce of 16 KiB buckets during backward
+#                == --allreduce blocking, bit for bit (rank checkpoints)
+#   zero         --zero 1: AdamW state per rank halved (printed), parameters
+#                after 20 steps bit-identical to the unsharded run
 #   resume       under MPI, 10 steps + --resume to 20 == 20 in one go: the
 #                same log and a byte-identical checkpoint
 #   bad batch    a batch that does not split over the ranks: exit 2, a clear
 #                message, nothing trained
+#   bad flags    --zero 1 with --out (no sharded checkpoints yet) and an
+#                unknown --allreduce mode: exit 2, a clear message
 #   rank error   a failure on rank 0 only (an unreadable --resume) ends every
 #                rank with its exit status (3) instead of hanging
 #   rank 0 reads rank 1 runs in a folder without the files: a relative
@@ -72,7 +78,7 @@ rc1=$?
 # From an empty folder: a stray relative write by any rank would land there.
 mkdir -p "$work/cwd"
 (cd "$work/cwd" && TRAIN_FULL_RANK_EXPORT="$work/ranks" run_mpi "${ARGS[@]}" --iters 20 \
-    --out "$work/two" --export "$work/two.safetensors") >"$work/two.out" 2>&1
+    --bucket-kb 16 --out "$work/two" --export "$work/two.safetensors") >"$work/two.out" 2>&1
 rc2=$?
 if [ $rc1 != 0 ] || [ $rc2 != 0 ]; then
     bad "equivalence" "exit statuses $rc1 (one process) / $rc2 (mpirun)"
@@ -106,6 +112,37 @@ else
     fi
 fi
 
+# --- overlapped vs blocking all-reduce, ZeRO-1 ------------------------------------
+# The run above all-reduced 16 KiB buckets during backward (the default
+# mode); the blocking all-reduce and --zero 1 must give the same bits.
+TRAIN_FULL_RANK_EXPORT="$work/blk" run_mpi "${ARGS[@]}" --iters 20 --allreduce blocking \
+    >"$work/blk.out" 2>&1
+rc=$?
+if [ $rc = 0 ] && grep -q '^dist ranks=2 allreduce=overlap ' "$work/two.out" &&
+    grep -q '^dist ranks=2 allreduce=blocking ' "$work/blk.out" &&
+    cmp -s "$work/blk.rank0.ckpt" "$work/ranks.rank0.ckpt" &&
+    cmp -s "$work/blk.rank1.ckpt" "$work/ranks.rank1.ckpt"; then
+    ok "overlap: all-reduce of 16 KiB buckets during backward == blocking all-reduce, bit for bit (parameters, AdamW moments)"
+else
+    bad "overlap" "exit $rc, or the rank checkpoints differ"
+    show "$work/blk.out"
+fi
+TRAIN_FULL_RANK_EXPORT="$work/zero" run_mpi "${ARGS[@]}" --iters 20 --zero 1 --bucket-kb 16 \
+    >"$work/zero.out" 2>&1
+rc=$?
+zline=$(grep '^zero stage=1 ' "$work/zero.out")
+zrank=$(tr ' ' '\n' <<<"$zline" | sed -n 's/^adamw_state_bytes_per_rank=//p')
+zfull=$(tr ' ' '\n' <<<"$zline" | sed -n 's/^unsharded_bytes=//p')
+# Halved, up to each moment buffer's 64-byte padding (2 x 64 per parameter).
+if [ $rc = 0 ] && [ -n "$zrank" ] && [ $((zrank * 2)) -le $((zfull + 4096)) ] &&
+    cmp -s "$work/zero.rank0.safetensors" "$work/ranks.rank0.safetensors" &&
+    cmp -s "$work/zero.rank1.safetensors" "$work/ranks.rank1.safetensors"; then
+    ok "zero: --zero 1 AdamW state $zrank bytes per rank (unsharded $zfull), parameters after 20 steps bit-identical"
+else
+    bad "zero" "exit $rc; '$zline'; or the parameters differ"
+    show "$work/zero.out"
+fi
+
 # --- resume under MPI ------------------------------------------------------------
 run_mpi "${ARGS[@]}" --iters 10 --out "$work/split" >"$work/split1.out" 2>&1
 rca=$?
@@ -136,6 +173,18 @@ if [ $rc = 2 ] && grep -q 'multiple of the number of ranks (batch 7, 2 ranks)' "
 else
     bad "bad batch" "exit $rc"
     show "$work/odd.out"
+fi
+run_mpi "${ARGS[@]}" --iters 5 --zero 1 --out "$work/zout" >"$work/zout.out" 2>&1
+rc=$?
+"$MPI" --allreduce bogus >"$work/bogus.out" 2>&1
+rcb=$?
+if [ $rc = 2 ] && grep -q -- '--zero 1 .* drop --out, --save and --resume' "$work/zout.out" &&
+    [ ! -e "$work/zout" ] && [ $rcb = 2 ] && grep -q "unknown mode 'bogus'" "$work/bogus.out"; then
+    ok "bad flags: --zero 1 with --out, --allreduce bogus: exit 2 with a clear message"
+else
+    bad "bad flags" "exit $rc / $rcb"
+    show "$work/zout.out"
+    show "$work/bogus.out"
 fi
 t0=$(date +%s)
 run_mpi "${ARGS[@]}" --iters 5 --resume "$work/missing.ckpt" >"$work/noresume.out" 2>&1

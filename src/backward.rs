@@ -33,6 +33,7 @@ impl Context {
         self.check_no_open_segment(OP)?;
         if !e.requires_grad {
             self.set_backward_done();
+            self.grad_ready_all();
             return Ok(());
         }
         // Activation gradients get slots of one planned region, allocated
@@ -72,18 +73,19 @@ impl Context {
             self.access_one(g)[0] += 1.0;
         }
         self.mark_flow(id);
+        self.grad_ready_start(n);
         let mut segments = self.rc().segments_len();
         for i in (0..n).rev() {
             self.mark_births(&plan, &mut born, i);
             self.replay_before(&mut segments, i);
             let node = self.node(i);
-            if !self.entry(node.out).flow {
-                continue;
+            if self.entry(node.out).flow {
+                crate::ops::dispatch::backward(self, node.op, node.out);
+                for &input in node.op.inputs().as_slice() {
+                    self.mark_flow(input);
+                }
             }
-            crate::ops::dispatch::backward(self, node.op, node.out);
-            for &input in node.op.inputs().as_slice() {
-                self.mark_flow(input);
-            }
+            self.grad_ready_passed(i);
         }
         self.put_plan(plan);
         // The region's slots are reused: only retained gradients stay, and

@@ -97,6 +97,15 @@ impl Context {
     /// Serialises parameters, optimizer state and `user` bytes.
     pub fn checkpoint_bytes(&mut self, user: &[u8]) -> Result<Vec<u8>> {
         const OP: &str = "checkpoint_save";
+        if self
+            .optimizer_state()
+            .is_some_and(|o| o.sharded(self.grads_len()))
+        {
+            return Err(Error::Sequence {
+                op: OP,
+                what: "the optimizer keeps state for a shard of the parameters only (ag_optimizer_shard): gather the run's state in one unsharded context to save it".into(),
+            });
+        }
         let moments = self.optimizer_state().map_or(0, |o| {
             o.state.first().map_or(0, |s| s.iter().flatten().count())
         });
@@ -233,6 +242,14 @@ impl Context {
                     ),
                 });
             }
+        }
+        if self
+            .optimizer_state()
+            .is_some_and(|o| o.sharded(self.grads_len()))
+        {
+            return Err(Error::CheckpointMismatch {
+                what: "the model's optimizer keeps state for a shard of the parameters only (ag_optimizer_shard); load the checkpoint into an unsharded context".into(),
+            });
         }
         let want = kind_code(self.optimizer_state().map(|o| o.kind)).0;
         let have_moments = self.optimizer_state().map_or(0, |o| {

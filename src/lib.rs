@@ -86,6 +86,7 @@ pub mod error;
 #[doc(hidden)]
 pub mod ffi;
 mod fs;
+mod grad_ready;
 mod grads;
 mod init;
 mod kernels;
@@ -98,6 +99,7 @@ mod recompute;
 mod rng;
 pub mod safetensors_io;
 pub mod shape;
+mod shard;
 mod simd;
 mod special;
 pub mod status;
@@ -107,6 +109,7 @@ pub mod trace;
 
 pub use context::{Context, MemoryStats, Tensor};
 pub use error::{Error, Result};
+pub use grad_ready::{GradEvent, GradReadyFn};
 pub use init::Init;
 pub use ops::norm::LAYERNORM_EPS;
 pub use optim::OptimizerKind;

@@ -2,7 +2,7 @@
 //! plus global-norm gradient clipping. State is allocated once, when the
 //! optimizer is created; a step allocates nothing.
 
-use crate::arena::Buf;
+use crate::arena::{Buf, Storage};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::simd;
@@ -29,8 +29,13 @@ pub enum OptimizerKind {
 
 pub(crate) struct Optimizer {
     pub kind: OptimizerKind,
-    /// Per parameter: [first moment, second moment] (SGD uses only the first).
+    /// Per parameter: [first moment, second moment] (SGD uses only the first),
+    /// each covering the parameter's floats inside `shard` (None outside).
     pub state: Vec<[Option<Buf>; 2]>,
+    /// The floats `first..end` of the flat parameter layout this optimizer
+    /// updates and keeps state for: all of them unless
+    /// [`Context::optimizer_shard`] said otherwise.
+    pub shard: (usize, usize),
     pub step: u64,
     pub bytes: usize,
 }
@@ -39,6 +44,19 @@ impl Optimizer {
     pub fn state_bytes(&self) -> usize {
         self.bytes
     }
+
+    /// Whether the state covers only part of the parameters.
+    pub fn sharded(&self, total: usize) -> bool {
+        self.shard != (0, total)
+    }
+}
+
+/// The part `lo..hi` of a parameter at `offset` with `n` floats inside
+/// `shard` (lo == hi when they do not meet).
+fn overlap(shard: (usize, usize), offset: usize, n: usize) -> (usize, usize) {
+    let lo = shard.0.clamp(offset, offset + n) - offset;
+    let hi = shard.1.clamp(offset, offset + n) - offset;
+    (lo, hi.max(lo))
 }
 
 fn check(op: &'static str, name: &str, v: f32, ok: bool, want: &str) -> Result<()> {
@@ -131,13 +149,22 @@ impl Context {
                 op: OP,
                 bytes: self.param_count() * 48,
             })?;
+        let total = self.grads_len();
+        let shard = self.pending_shard().unwrap_or((0, total));
         let keep = self.persistent_blocks();
         let before = self.persistent_bytes();
+        let mut offset = 0;
         for i in 0..self.param_count() {
             let n = self.entry(i as u32).shape.numel();
+            let (lo, hi) = overlap(shard, offset, n);
+            offset += n;
             let mut s = [None, None];
+            if hi == lo {
+                state.push(s);
+                continue;
+            }
             for slot in s.iter_mut().take(moments) {
-                match self.alloc_persistent(OP, n) {
+                match self.alloc_persistent(OP, hi - lo) {
                     Ok(b) => *slot = Some(b),
                     Err(e) => {
                         self.truncate_persistent(keep);
@@ -154,6 +181,7 @@ impl Context {
         self.set_optimizer_state(Some(Optimizer {
             kind,
             state,
+            shard,
             step: 0,
             bytes,
         }));
@@ -262,11 +290,19 @@ impl Context {
             return Ok(());
         };
         opt.step += 1;
-        let (t, kind) = (opt.step, opt.kind);
+        let (t, kind, shard) = (opt.step, opt.kind, opt.shard);
+        let mut offset = 0;
         for i in 0..self.param_count() {
             let (Some(g), p) = (self.entry(i as u32).grad, self.entry(i as u32).data) else {
                 continue;
             };
+            // This shard's part of the parameter (all of it, unsharded).
+            let (lo, hi) = overlap(shard, offset, p.len());
+            offset += p.len();
+            if hi == lo {
+                continue;
+            }
+            let (p, g) = (Storage::sub(p, lo, hi - lo), Storage::sub(g, lo, hi - lo));
             let [m, v] = self.optimizer_state().map_or([None, None], |o| o.state[i]);
             let decay = self.registry().decay(i);
             match kind {

@@ -17,7 +17,7 @@
 mod common;
 
 use arenagrad::ffi::*;
-use arenagrad::{Context, MemoryStats, OptimizerKind, RecomputePolicy, Tensor};
+use arenagrad::{Context, GradEvent, MemoryStats, OptimizerKind, RecomputePolicy, Tensor};
 use common::ffi::ok;
 use common::gpt::{Gpt, GptConfig, Rng, sample_batch, vocabulary};
 use common::text::{generated_text, shakespeare_tiny};
@@ -541,6 +541,31 @@ fn gpt_segments_allocate_nothing_after_warmup_in_every_mode() {
     }
 }
 
+/// A gradient-ready callback, as a data-parallel caller registers to start
+/// its all-reduce per bucket during backward (here with every block
+/// recomputed), adds no allocation; it sees every gradient float once per
+/// backward.
+fn grad_ready_callback_allocates_nothing_after_warmup() {
+    let mut run = GptRun::new("tiny");
+    run.gpt.segments = true;
+    run.ctx.set_recompute(RecomputePolicy::All);
+    let floats = std::sync::Arc::new(AtomicU64::new(0));
+    let seen = floats.clone();
+    run.ctx
+        .set_grad_ready(
+            4096,
+            Some(Box::new(move |e: GradEvent<'_>| {
+                if let GradEvent::Ready { grads, .. } = e {
+                    seen.fetch_add(grads.len() as u64, Ordering::SeqCst);
+                }
+            })),
+        )
+        .unwrap();
+    run.train("gpt tiny, grad-ready callback, recompute all", 60);
+    let n = run.ctx.grads_len() as u64;
+    assert_eq!(floats.load(Ordering::SeqCst), 60 * n);
+}
+
 /// Validation (a loss without backward) and sampling (forwards of [1, t]
 /// for growing t) with grad mode off allocate nothing once warmed up, and
 /// training resumes afterwards without allocating either.
@@ -688,7 +713,7 @@ fn fresh_inference_context_allocates_nothing_after_first_forward() {
 
 /// Every section in turn (see the module docs for why there is no harness).
 fn main() {
-    let sections: [(&str, fn()); 8] = [
+    let sections: [(&str, fn()); 9] = [
         ("the_counter_counts", the_counter_counts),
         (
             "mlp_training_step_allocates_nothing_after_warmup",
@@ -709,6 +734,10 @@ fn main() {
         (
             "gpt_segments_allocate_nothing_after_warmup_in_every_mode",
             gpt_segments_allocate_nothing_after_warmup_in_every_mode,
+        ),
+        (
+            "grad_ready_callback_allocates_nothing_after_warmup",
+            grad_ready_callback_allocates_nothing_after_warmup,
         ),
         (
             "gpt_validation_and_sampling_allocate_nothing_after_first_call",

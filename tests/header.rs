@@ -104,7 +104,10 @@ fn public_header_names_are_prefixed() {
         // `typedef struct ag_x {`, `typedef int32_t ag_status;`, `} ag_x;`
         let type_name = if let Some(rest) = t.strip_prefix("typedef ") {
             let words: Vec<&str> = rest.trim_end_matches(';').split_whitespace().collect();
+            // A function pointer type: `typedef void (*ag_x)(...);`.
+            let pointer = rest.split_once("(*").and_then(|(_, r)| r.split_once(')'));
             match words.as_slice() {
+                _ if pointer.is_some() => pointer.map(|(name, _)| name),
                 [.., name, "{"] => Some(*name),
                 [.., name] => Some(*name),
                 [] => None,

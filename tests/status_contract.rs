@@ -43,6 +43,9 @@ fn status_names() -> BTreeMap<ag_status, String> {
         .collect()
 }
 
+/// A gradient-ready callback that does nothing.
+unsafe extern "C" fn grad_ready_noop(_: *mut std::ffi::c_void, _: usize, _: usize) {}
+
 fn read(rel: &str) -> String {
     std::fs::read_to_string(format!("{}/{rel}", env!("CARGO_MANIFEST_DIR"))).unwrap()
 }
@@ -448,7 +451,16 @@ fn call(name: &str, ctx: *mut ag_context, fx: &Fx, env: &Env, a: Args) -> ag_sta
                 if a.handle == 1 { null_mut() } else { &mut one },
             )
         }
+        "ag_set_grad_ready_callback" => ag_set_grad_ready_callback(
+            ctx,
+            if a.null { None } else { Some(grad_ready_noop) },
+            null_mut(),
+            n,
+        ),
         "ag_grads_copy_out" => ag_grads_copy_out(ctx, pm(f.as_mut_ptr()), n),
+        "ag_optimizer_shard" => ag_optimizer_shard(ctx, a.handle, n),
+        "ag_params_copy_out" => ag_params_copy_out(ctx, a.handle, pm(f.as_mut_ptr()), n),
+        "ag_params_copy_in" => ag_params_copy_in(ctx, a.handle, p(f.as_ptr()), n),
         "ag_grads_copy_in" => ag_grads_copy_in(ctx, p(f.as_ptr()), n),
         "ag_test_panic" => ag_test_panic(ctx),
         "ag_test_fail_allocation" => ag_test_fail_allocation(ctx, n as u64, a.null, &mut counted),
@@ -1045,6 +1057,8 @@ fn targeted_cases(env: &Env) -> Vec<(&'static str, String)> {
     check("ag_param_new_named", st, "ALLOCATION_FAILED", ctx);
     let st = ag_safetensors_load(ctx, st_path.as_ptr());
     check("ag_safetensors_load", st, "ALLOCATION_FAILED", ctx);
+    let st = ag_set_grad_ready_callback(ctx, Some(grad_ready_noop), null_mut(), 0);
+    check("ag_set_grad_ready_callback", st, "ALLOCATION_FAILED", ctx);
     ok(ag_context_free(&mut ctx));
 
     // Checkpoints: a missing folder, an empty path, user bytes (the
@@ -1139,6 +1153,31 @@ fn targeted_cases(env: &Env) -> Vec<(&'static str, String)> {
     check("ag_checkpoint_load", st, "CHECKPOINT_MISMATCH", c);
     let st = ag_checkpoint_peek(c, good.as_ptr(), u.as_mut_ptr(), 4, &mut n);
     check("ag_checkpoint_peek", st, "CHECKPOINT_MISMATCH", c);
+
+    // Sharded optimizer state: ranges past the parameters, a shard after
+    // the optimizer, NULL arrays, a sharded optimizer's checkpoint.
+    let st = ag_optimizer_shard(c, 0, 1);
+    check("ag_optimizer_shard", st, "SEQUENCE", c);
+    let mut sh = null_mut();
+    ok(ag_context_new(&mut sh));
+    ok(ag_param_new(sh, [4usize].as_ptr(), 1, null(), &mut out));
+    let st = ag_optimizer_shard(sh, 3, 2);
+    check("ag_optimizer_shard", st, "INVALID_ARGUMENT", sh);
+    let mut four = [0f32; 4];
+    let st = ag_params_copy_out(sh, 1, four.as_mut_ptr(), 4);
+    check("ag_params_copy_out", st, "INVALID_ARGUMENT", sh);
+    let st = ag_params_copy_in(sh, usize::MAX, four.as_ptr(), 2);
+    check("ag_params_copy_in", st, "INVALID_ARGUMENT", sh);
+    let st = ag_params_copy_out(sh, 0, null_mut(), 2);
+    check("ag_params_copy_out", st, "NULL_ARGUMENT", sh);
+    let st = ag_params_copy_in(sh, 0, null(), 2);
+    check("ag_params_copy_in", st, "NULL_ARGUMENT", sh);
+    ok(ag_optimizer_shard(sh, 0, 2));
+    ok(ag_optimizer_adamw(sh, 1e-3, 0.9, 0.999, 1e-8, 0.0));
+    let sharded = CString::new(env.dir.join("sharded.ckpt").to_str().unwrap()).unwrap();
+    let st = ag_checkpoint_save(sh, sharded.as_ptr(), null(), 0);
+    check("ag_checkpoint_save", st, "SEQUENCE", sh);
+    ok(ag_context_free(&mut sh));
     seen
 }
 

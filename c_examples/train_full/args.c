@@ -146,6 +146,8 @@ int parse_args(int argc, char **argv, struct config *cfg, char *err, size_t errl
     bool min_lr_given = false;
     cfg->iters = 2000;
     cfg->accum = 1;
+    cfg->overlap = true;
+    cfg->bucket_kb = 1024;
     cfg->lr = 1e-3f;
     cfg->schedule = SCHEDULE_CONSTANT;
     cfg->seed = 1337;
@@ -238,6 +240,22 @@ int parse_args(int argc, char **argv, struct config *cfg, char *err, size_t errl
             VALUE("--accum", v);
             if (!parse_long("--accum", v, 1, MAX_ACCUM, &cfg->accum, err, errlen))
                 return EXIT_USAGE;
+        } else if (IS("--allreduce")) {
+            VALUE("--allreduce", v);
+            if (strcmp(v, "overlap") == 0) cfg->overlap = true;
+            else if (strcmp(v, "blocking") == 0) cfg->overlap = false;
+            else {
+                snprintf(err, errlen,
+                         "--allreduce: unknown mode '%s' (choose overlap or blocking)", v);
+                return EXIT_USAGE;
+            }
+        } else if (IS("--bucket-kb")) {
+            VALUE("--bucket-kb", v);
+            if (!parse_long("--bucket-kb", v, 0, 1L << 20, &cfg->bucket_kb, err, errlen))
+                return EXIT_USAGE;
+        } else if (IS("--zero")) {
+            VALUE("--zero", v);
+            if (!parse_long("--zero", v, 0, 1, &cfg->zero, err, errlen)) return EXIT_USAGE;
         } else if (IS("--lr")) {
             VALUE("--lr", v);
             if (!parse_float("--lr", v, false, &cfg->lr, err, errlen)) return EXIT_USAGE;
@@ -435,6 +453,15 @@ void usage(FILE *f)
             "\n");
     /* Two strings: C11 compilers need only take 4095 bytes in one. */
     fprintf(f,
+            "Data-parallel (train_full_mpi under mpirun; no effect in one process):\n"
+            "  --allreduce M       overlap (default): each bucket of gradients is all-reduced\n"
+            "                      as soon as backward made it final, while backward goes\n"
+            "                      on; blocking: one all-reduce after backward (same bits)\n"
+            "  --bucket-kb K       smallest overlapped bucket, KiB (1024; 0: per parameter)\n"
+            "  --zero 1            ZeRO stage 1: each rank keeps the AdamW moments of its\n"
+            "                      slice of the parameters only and updates that slice;\n"
+            "                      parameters are then all-gathered (same bits as 0)\n"
+            "\n"
             "Run folder and checkpoints:\n"
             "  --out DIR           run folder: ckpt.bin (latest, written atomically at every\n"
             "                      evaluation and at the end), best.bin (best validation\n"

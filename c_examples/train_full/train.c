@@ -253,9 +253,14 @@ static int setup(struct trainer *tr)
         }
         fprintf(tr->info, "init: parameters from %s\n", cfg->init_from);
     }
+    st = dist_before_optimizer(ctx, cfg);
+    if (st != AG_STATUS_OK) return report(tr, "ag_optimizer_shard", st);
     /* The decay applies to the parameters model_build flagged: the matrices. */
     st = ag_optimizer_adamw(ctx, cfg->lr, 0.9f, 0.999f, 1e-8f, cfg->weight_decay);
     if (st != AG_STATUS_OK) return report(tr, "ag_optimizer_adamw", st);
+    st = dist_after_optimizer(ctx, cfg);
+    if (st != AG_STATUS_OK) return report(tr, "the overlapped all-reduce's set-up", st);
+    if (cfg->zero == 1) dist_zero_report(tr->info, ctx);
     if (cfg->arena_limit_mb > 0) {
         st = ag_set_arena_limit(ctx, (size_t)cfg->arena_limit_mb << 20);
         if (st != AG_STATUS_OK) return report(tr, "ag_set_arena_limit", st);
@@ -389,6 +394,10 @@ static ag_status train_step(struct trainer *tr, struct run_state *r, uint64_t st
             st = ag_scale(ctx, loss, inv_accum, &loss);
         }
         if (st == AG_STATUS_OK) {
+            *what = "ag_grads_buffer";
+            st = dist_before_backward(ctx, m == cfg->accum - 1);
+        }
+        if (st == AG_STATUS_OK) {
             *what = "ag_backward";
             st = ag_backward(ctx, loss);
         }
@@ -419,6 +428,14 @@ static ag_status train_step(struct trainer *tr, struct run_state *r, uint64_t st
         if (st == AG_STATUS_OK) {
             *what = "ag_optimizer_step";
             st = ag_optimizer_step(ctx);
+        }
+        if (st == AG_STATUS_OK || st == AG_STATUS_NON_FINITE) {
+            /* Every rank took (or skipped) the step on its slice alike. */
+            ag_status gathered = dist_after_step(ctx);
+            if (gathered != AG_STATUS_OK) {
+                *what = "the parameter all-gather";
+                st = gathered;
+            }
         }
         if (st == AG_STATUS_NON_FINITE) {
             /* The library skipped the update; parameters are unchanged. */

@@ -87,6 +87,9 @@ struct config {
     int recompute;       /* AG_RECOMPUTE_*; -1: AUTO with --arena-limit-mb, else NONE */
     bool sample_only;
     bool help;
+    bool overlap;        /* MPI: all-reduce each gradient bucket during backward (default) */
+    long bucket_kb;      /* MPI: smallest bucket of the overlapped all-reduce, KiB */
+    long zero;           /* MPI: 1: each rank keeps AdamW moments of its slice only (ZeRO-1) */
 };
 
 int parse_args(int argc, char **argv, struct config *cfg, char *err, size_t errlen);
@@ -318,6 +321,16 @@ bool dist_root(void);                   /* rank 0: evaluates, logs, writes, samp
 int dist_check_config(const struct config *cfg); /* 0, or EXIT_USAGE */
 /* Sums the gradients and the loss over the ranks and divides by their number. */
 ag_status dist_average(ag_context *ctx, float *loss);
+/* After the optimizer exists: registers the overlapped all-reduce. */
+ag_status dist_after_optimizer(ag_context *ctx, const struct config *cfg);
+/* Before each ag_backward: `last` is the step's last micro-batch (its
+   buckets are all-reduced as backward makes them final). */
+ag_status dist_before_backward(ag_context *ctx, bool last);
+/* --zero 1: before the optimizer, shard it; after each step, all-gather the
+   parameters; the AdamW state figures (every rank calls it). */
+ag_status dist_before_optimizer(ag_context *ctx, const struct config *cfg);
+ag_status dist_after_step(ag_context *ctx);
+void dist_zero_report(FILE *f, ag_context *ctx);
 int dist_stop_signal(void);             /* the first stop signal of any rank, on every rank */
 void dist_barrier(void);
 void dist_bcast_double(double *v);      /* rank 0's value to every rank */

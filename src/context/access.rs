@@ -8,6 +8,7 @@
 use super::{Context, TensorEntry};
 use crate::arena::{ArenaStats, Buf, Plain, Slices};
 use crate::error::Result;
+use crate::grad_ready::GradReady;
 use crate::optim::Optimizer;
 use crate::plan::GradPlan;
 use crate::pool::Pool;
@@ -224,6 +225,28 @@ impl Context {
 
     pub(crate) fn rc_mut(&mut self) -> &mut Recompute {
         &mut self.recompute
+    }
+
+    /// The range set by optimizer_shard, as (first, end).
+    pub(crate) fn pending_shard(&self) -> Option<(usize, usize)> {
+        self.pending_shard
+    }
+
+    pub(crate) fn set_pending_shard(&mut self, first: usize, len: usize) {
+        self.pending_shard = Some((first, first + len));
+    }
+
+    /// Takes the gradient-ready bookkeeping for a walk (put it back after).
+    pub(crate) fn take_grad_ready(&mut self) -> GradReady {
+        std::mem::take(&mut self.grad_ready)
+    }
+
+    pub(crate) fn put_grad_ready(&mut self, ready: GradReady) {
+        self.grad_ready = ready;
+    }
+
+    pub(crate) fn grad_ready(&self) -> &GradReady {
+        &self.grad_ready
     }
 
     /// Takes the gradient plan for a backward (put it back after).

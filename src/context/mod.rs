@@ -3,6 +3,7 @@
 
 use crate::arena::{Buf, Storage};
 use crate::error::{Error, Result};
+use crate::grad_ready::GradReady;
 use crate::ops::Op;
 use crate::optim::Optimizer;
 use crate::params::ParamRegistry;
@@ -139,6 +140,10 @@ pub struct Context {
     pool_failed: bool,
     /// Recomputation segments, policy and measurements.
     recompute: Recompute,
+    /// The gradient-ready callback and its buckets.
+    grad_ready: GradReady,
+    /// The float range the next optimizer keeps state for (None: all).
+    pending_shard: Option<(usize, usize)>,
 }
 
 impl Default for Context {
@@ -169,6 +174,8 @@ impl Context {
             // AG_NUM_THREADS=1: never start the worker.
             pool_failed: crate::pool::disabled_by_env(),
             recompute: Default::default(),
+            grad_ready: GradReady::default(),
+            pending_shard: None,
         }
         .with_single_threaded_blas()
     }
@@ -268,6 +275,7 @@ impl Context {
                 op,
                 bytes: size_of::<TensorEntry>(),
             })?;
+        self.grad_ready.reserve(op, self.n_params + 1)?;
         let keep = self.store.persistent_blocks();
         let data = self.store.alloc_persistent(op, shape.numel())?;
         // The gradient goes at the end of the one gradient block (which may

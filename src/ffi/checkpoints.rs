@@ -34,7 +34,8 @@ pub(super) fn path_arg(func: &'static str, path: *const c_char) -> Result<PathBu
 /// points to is replaced (the temporary file is made next to that file) and
 /// the link is kept. Errors: NULL_ARGUMENT (path, or user when user_len >
 /// 0), INVALID_ARGUMENT (path empty or not UTF-8, user_len above
-/// AG_MAX_USER_BYTES), ALLOCATION_FAILED (the file's buffer), IO.
+/// AG_MAX_USER_BYTES), ALLOCATION_FAILED (the file's buffer), IO,
+/// SEQUENCE (the optimizer is sharded: ag_optimizer_shard).
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_checkpoint_save(
     ctx: *mut ag_context,

@@ -5,6 +5,8 @@
 
 use super::*;
 use crate::grads::check_grads_len;
+use crate::{GradEvent, GradReadyFn};
+use std::ffi::c_void;
 
 /// Writes the number of gradient floats to `*len`: the sum of every
 /// parameter's element count (0 before the first parameter), the length
@@ -87,5 +89,73 @@ pub extern "C" fn ag_grads_copy_in(ctx: *mut ag_context, src: *const f32, len: u
     guard(F, ctx, |c| {
         check_grads_len(F, "src", len, c.grads_len())?;
         c.grads_copy_in(slice_in(F, "src", src, len)?)
+    })
+}
+
+/// A gradient-ready callback (see ag_set_grad_ready_callback): `count > 0`:
+/// floats `first .. first + count` of the gradient block (ag_grads_buffer)
+/// are final for the running ag_backward; `count == 0`: a tick (the walk
+/// passed one more op; nothing new is final), for a caller whose transport
+/// must be driven while backward runs (e.g. MPI_Test).
+pub type ag_grad_ready_fn =
+    Option<unsafe extern "C" fn(user_data: *mut c_void, first: usize, count: usize)>;
+
+/// The C callback and its argument, carried by the context.
+struct CGradReady {
+    f: unsafe extern "C" fn(*mut c_void, usize, usize),
+    user_data: *mut c_void,
+}
+
+// SAFETY: the context, and so this callback, is used by one thread at a
+// time (the registry's busy flag); ag_set_grad_ready_callback's contract
+// makes `user_data` valid on whichever thread calls ag_backward.
+unsafe impl Send for CGradReady {}
+
+impl CGradReady {
+    fn call(&self, e: GradEvent<'_>) {
+        let (first, count) = match e {
+            GradEvent::Ready { first, grads } => (first, grads.len()),
+            GradEvent::Tick => (0, 0),
+        };
+        // SAFETY: the caller registered `f` with this `user_data` and keeps
+        // both valid while the callback is set (the header's contract).
+        unsafe { (self.f)(self.user_data, first, count) }
+    }
+}
+
+/// Asks every later ag_backward to call `callback(user_data, first, count)` as
+/// soon as a bucket of the gradient block holds its final value for that
+/// backward, so the caller can start reducing it (an MPI_Iallreduce) while
+/// backward differentiates the rest; `callback` NULL removes it.
+/// Buckets: runs of whole parameters from the end of the block backwards,
+/// each at least `bucket_bytes` long (the one at offset 0 may be shorter; 0:
+/// one parameter per bucket). A parameter is final once the walk passed
+/// the first op reading it; every successful ag_backward reports each
+/// non-empty bucket exactly once (also with recomputed segments, and once
+/// per micro-batch when gradients accumulate: the values then include the
+/// earlier micro-batches), in the order they become final, plus a tick
+/// (`count` 0) after every recorded op. Gradients of a failed ag_backward
+/// are never reported.
+/// The callback runs inside ag_backward, on its thread: it must not call
+/// into this context (BUSY) and must not write floats outside the ranges
+/// reported so far; its writes must be complete before the next call that
+/// reads or adds to gradients (ag_clip_grad_norm, ag_optimizer_step,
+/// ag_backward, ...). `callback` and `user_data` must stay valid until the
+/// callback is replaced or removed or the context is freed; the library
+/// never frees `user_data`.
+/// Errors: ALLOCATION_FAILED (the bucket table; the old callback stays).
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_set_grad_ready_callback(
+    ctx: *mut ag_context,
+    callback: ag_grad_ready_fn,
+    user_data: *mut c_void,
+    bucket_bytes: usize,
+) -> ag_status {
+    guard("ag_set_grad_ready_callback", ctx, |c| {
+        let cb = callback.map(|f| {
+            let w = CGradReady { f, user_data };
+            Box::new(move |e: GradEvent<'_>| w.call(e)) as GradReadyFn
+        });
+        c.set_grad_ready(bucket_bytes, cb)
     })
 }

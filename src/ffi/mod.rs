@@ -37,6 +37,7 @@ mod params;
 mod pointers;
 mod recompute;
 mod runtime;
+mod shard;
 #[cfg(feature = "test-hooks")]
 mod test_hooks;
 
@@ -49,6 +50,7 @@ pub use params::*;
 pub(crate) use pointers::{need, slice_in, slice_out, write_out};
 pub use recompute::*;
 pub use runtime::*;
+pub use shard::*;
 pub use tensors::*;
 #[cfg(feature = "test-hooks")]
 pub use test_hooks::*;

@@ -376,6 +376,10 @@ static void test_null_context(void) {
     CHECK_STATUS(ag_set_arena_limit(none, 1024), NA);
     CHECK_STATUS(ag_memory_stats(none, &mf), NA);
     CHECK_STATUS(ag_runtime_info(none, &(ag_runtime){0}), NA);
+    CHECK_STATUS(ag_set_grad_ready_callback(none, NULL, NULL, 0), NA);
+    CHECK_STATUS(ag_optimizer_shard(none, 0, 0), NA);
+    CHECK_STATUS(ag_params_copy_out(none, 0, NULL, 0), NA);
+    CHECK_STATUS(ag_params_copy_in(none, 0, NULL, 0), NA);
     CHECK_STATUS(ag_param_new(none, (const size_t[]){2}, 1, NULL, &out), NA);
     CHECK_STATUS(ag_tensor_new(none, (const size_t[]){2}, 1, f, &out), NA);
     CHECK_STATUS(ag_zero_grad(none), NA);

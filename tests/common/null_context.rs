@@ -144,6 +144,19 @@ pub fn calls_with_a_null_context(p: ag_tensor, q: ag_tensor) -> Vec<(&'static st
         ),
         ("ag_grads_len", ag_grads_len(n, &mut numel)),
         ("ag_grads_buffer", ag_grads_buffer(n, &mut gptr, &mut numel)),
+        ("ag_optimizer_shard", ag_optimizer_shard(n, 0, 0)),
+        (
+            "ag_params_copy_out",
+            ag_params_copy_out(n, 0, std::ptr::null_mut(), 0),
+        ),
+        (
+            "ag_params_copy_in",
+            ag_params_copy_in(n, 0, std::ptr::null(), 0),
+        ),
+        (
+            "ag_set_grad_ready_callback",
+            ag_set_grad_ready_callback(n, None, std::ptr::null_mut(), 0),
+        ),
         (
             "ag_grads_copy_out",
             ag_grads_copy_out(n, buf.as_mut_ptr(), 4),

@@ -138,6 +138,18 @@ ids! {
     NORMAL_CDF = 0x6e;
     NORMAL_LCDF = 0x6f;
     LOGSUMEXP_AXIS = 0x70;
+
+    // Data-parallel training (training.rs).
+    /// ag_set_grad_ready_callback: set (bucket size from the input) or
+    /// remove; later backward calls report through it.
+    GRAD_READY = 0x90;
+    /// ag_optimizer_shard on the target with a range past its parameters
+    /// (or after its optimizer); a sharded AdamW on a context of its own,
+    /// checked against an unsharded one.
+    OPTIMIZER_SHARD = 0x91;
+    /// ag_params_copy_out of a range from the input, then ag_params_copy_in
+    /// of the same floats (the parameters do not change).
+    PARAMS_COPY = 0x92;
 }
 
 /// The call a byte of the input names: itself when it is an id, else the
@@ -188,6 +200,10 @@ pub const FUNCTIONS: &[(&str, u8)] = &[
     ("ag_checkpoint_peek_bytes", CHECKPOINT_SAVE_LOAD_PEEK),
     ("ag_grads_len", GRADS_BLOCK),
     ("ag_grads_buffer", GRADS_BLOCK),
+    ("ag_set_grad_ready_callback", GRAD_READY),
+    ("ag_optimizer_shard", OPTIMIZER_SHARD),
+    ("ag_params_copy_out", PARAMS_COPY),
+    ("ag_params_copy_in", PARAMS_COPY),
     ("ag_grads_copy_out", GRADS_BLOCK),
     ("ag_grads_copy_in", GRADS_BLOCK),
     ("ag_param_init", PARAM_INIT),

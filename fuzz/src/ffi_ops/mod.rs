@@ -264,6 +264,9 @@ impl<'a> FfiOps<'a> {
             ids::LAST_ERROR => self.last_error_of_any(),
             ids::FORGED_CONTEXT => self.forged_context(),
             ids::RUNTIME_INFO => self.runtime_info(),
+            ids::GRAD_READY => self.grad_ready(),
+            ids::OPTIMIZER_SHARD => self.optimizer_shard(),
+            ids::PARAMS_COPY => self.params_copy(),
             _ => {}
         }
     }

@@ -19,6 +19,15 @@ fn check_accepted_hyper_parameters(func: &str, lr: f32, beta1_or_momentum: f32, 
     );
 }
 
+/// Floats reported final by gradient-ready callbacks (any context).
+static READY_FLOATS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// The fuzzer's gradient-ready callback: it only counts (it may not call
+/// into the context, which is busy in backward).
+unsafe extern "C" fn count_ready(_: *mut std::ffi::c_void, _first: usize, count: usize) {
+    READY_FLOATS.fetch_add(count, std::sync::atomic::Ordering::Relaxed);
+}
+
 impl FfiOps<'_> {
     pub(super) fn backward(&mut self) {
         let t = self.target();
@@ -68,6 +77,101 @@ impl FfiOps<'_> {
                 "zero_grad left a gradient"
             );
         }
+    }
+
+    /// Sets a gradient-ready callback (bucket size 0, 64 B or 1 MiB) or
+    /// removes it; the backward calls that follow report through it.
+    pub(super) fn grad_ready(&mut self) {
+        let t = self.target();
+        let pre = self.pre(t, &[]);
+        let mode = self.input.u8();
+        let cb: ag_grad_ready_fn = if mode & 3 == 3 {
+            None
+        } else {
+            Some(count_ready)
+        };
+        let bytes = [0usize, 64, 1 << 20, 0][(mode & 3) as usize];
+        let st = ag_set_grad_ready_callback(self.ptr(t), cb, null_mut(), bytes);
+        self.post("ag_set_grad_ready_callback", t, &pre, st);
+        if st != AG_STATUS_ALLOCATION_FAILED {
+            self.must_succeed("ag_set_grad_ready_callback", t, st);
+        }
+    }
+
+    pub(super) fn optimizer_shard(&mut self) {
+        let t = self.target();
+        let pre = self.pre(t, &[]);
+        let st = ag_optimizer_shard(self.ptr(t), usize::MAX, 1);
+        self.post("ag_optimizer_shard", t, &pre, st);
+        if matches!(t, Target::Live(_)) {
+            assert!(
+                st == AG_STATUS_INVALID_ARGUMENT || st == AG_STATUS_SEQUENCE,
+                "ag_optimizer_shard past the parameters: {st}"
+            );
+        }
+        // A context of its own: AdamW on floats [cut, 6) of one parameter
+        // moves them as the unsharded optimizer does, and nothing else.
+        let cut = (self.input.u8() % 7) as usize;
+        let step = |first: usize, len: usize| -> [u32; 6] {
+            let mut c = null_mut();
+            assert_eq!(ag_context_new(&mut c), AG_STATUS_OK);
+            let mut p = ag_tensor {
+                index: 0,
+                context: 0,
+                generation: 0,
+            };
+            let init = [0.5f32, -1.0, 2.0, 0.25, -0.75, 1.5];
+            assert_eq!(
+                ag_param_new(c, [6usize].as_ptr(), 1, init.as_ptr(), &mut p),
+                AG_STATUS_OK
+            );
+            assert_eq!(ag_optimizer_shard(c, first, len), AG_STATUS_OK);
+            assert_eq!(
+                ag_optimizer_adamw(c, 0.1, 0.9, 0.999, 1e-8, 0.0),
+                AG_STATUS_OK
+            );
+            let g = [1.0f32, -2.0, 3.0, -4.0, 5.0, -6.0];
+            assert_eq!(ag_grads_copy_in(c, g.as_ptr(), 6), AG_STATUS_OK);
+            assert_eq!(ag_optimizer_step(c), AG_STATUS_OK);
+            let mut v = [0f32; 6];
+            assert_eq!(ag_params_copy_out(c, 0, v.as_mut_ptr(), 6), AG_STATUS_OK);
+            ag_context_free(&mut c);
+            v.map(f32::to_bits)
+        };
+        let (whole, part, init) = (
+            step(0, 6),
+            step(cut, 6 - cut),
+            [0.5f32, -1.0, 2.0, 0.25, -0.75, 1.5],
+        );
+        for i in 0..6 {
+            let want = if i < cut { init[i].to_bits() } else { whole[i] };
+            assert_eq!(part[i], want, "sharded AdamW from {cut}: float {i}");
+        }
+        // The sharded optimizer's calls all succeeded (counted as this id's).
+        self.ok += 1;
+        self.by_id[self.id as usize].1 += 1;
+    }
+
+    pub(super) fn params_copy(&mut self) {
+        let t = self.target();
+        // A range inside the target's parameters when it has some (else
+        // the refusals are exercised).
+        let mut total = 0usize;
+        let _ = ag_grads_len(self.ptr(t), &mut total);
+        let (a, b) = (self.input.u8() as usize, self.input.u8() as usize);
+        let first = if total > 0 { a % (total + 1) } else { a };
+        let len = if total > 0 { b.min(total - first) } else { b };
+        let mut buf = vec![0f32; len.max(1)];
+        let pre = self.pre(t, &[]);
+        let st = ag_params_copy_out(self.ptr(t), first, buf.as_mut_ptr(), len);
+        self.post("ag_params_copy_out", t, &pre, st);
+        if st != AG_STATUS_OK {
+            return;
+        }
+        let pre = self.pre(t, &[]);
+        let st = ag_params_copy_in(self.ptr(t), first, buf.as_ptr(), len);
+        self.post("ag_params_copy_in", t, &pre, st);
+        self.must_succeed("ag_params_copy_in", t, st);
     }
 
     pub(super) fn set_grad_enabled(&mut self) {
