@@ -105,7 +105,7 @@ mod tape;
 #[cfg(feature = "trace")]
 pub mod trace;
 
-pub use context::{Context, MemoryStats, Tensor};
+pub use context::{Context, MemoryStats, Step, Tensor};
 pub use error::{Error, Result};
 pub use init::Init;
 pub use ops::norm::LAYERNORM_EPS;

@@ -14,6 +14,9 @@ use crate::tape::Node;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 mod access;
+mod capture;
+
+pub use capture::Step;
 
 /// A tensor handle: a small value, never a pointer. Activation handles carry
 /// the generation (iteration) they were made in and die at the next reset;
@@ -139,6 +142,8 @@ pub struct Context {
     pool_failed: bool,
     /// Recomputation segments, policy and measurements.
     recompute: Recompute,
+    /// Captured steps, an open capture, and input slots.
+    capture: capture::Captures,
 }
 
 impl Default for Context {
@@ -169,6 +174,7 @@ impl Context {
             // AG_NUM_THREADS=1: never start the worker.
             pool_failed: crate::pool::disabled_by_env(),
             recompute: Default::default(),
+            capture: Default::default(),
         }
         .with_single_threaded_blas()
     }
@@ -196,12 +202,18 @@ impl Context {
     /// gradients and optimizer state are untouched. Never allocates once the
     /// arena has grown to the iteration's high-water mark.
     pub fn reset(&mut self) {
+        self.abandon_capture();
+        if self.park_resident() {
+            self.resets += 1;
+            return;
+        }
         let (used, scratch) = (self.store.stats().used, self.store.scratch_bytes());
         self.recompute
             .end_iteration(self.backward_done, used, scratch);
         self.tape.clear();
         self.table.truncate(self.n_params);
         self.store.reset();
+        self.capture.clear_inputs();
         self.backward_done = false;
         self.resets += 1;
     }
@@ -531,7 +543,7 @@ impl Context {
         }
         if t.generation != self.store.epoch() {
             // A generation from the future cannot come from this context.
-            if t.generation > self.store.epoch() {
+            if t.generation > self.store.top_epoch() {
                 return Err(Error::InvalidHandle { op, index: t.index });
             }
             return Err(Error::StaleHandle {
@@ -618,6 +630,7 @@ impl Context {
     }
 
     fn reserve_slot(&mut self, op: &'static str) -> Result<()> {
+        self.check_not_resident(op)?;
         if self.table.len() >= (u32::MAX - 1) as usize {
             return Err(Error::TooLarge {
                 op,
@@ -641,6 +654,7 @@ impl Context {
     /// Records `op` as the producer of `out` when `out` needs a gradient
     /// (capacity was reserved by push_output, so this never allocates).
     pub(crate) fn record(&mut self, op: Op, out: u32) {
+        self.capture.log(op, out);
         if !self.table[out as usize].requires_grad {
             return;
         }
