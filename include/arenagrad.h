@@ -234,6 +234,18 @@ typedef struct ag_runtime {
   uint32_t threads;
 } ag_runtime;
 
+// A captured step (ag_capture_end), passed by value. It is valid until
+// ag_step_free or ag_context_free; a freed step's handle is refused
+// (AG_STATUS_STALE_HANDLE). An all-zero ag_step is "no step".
+typedef struct ag_step {
+  // Slot in the context's list of steps.
+  uint32_t index;
+  // Id of the context that captured the step.
+  uint32_t context;
+  // The generation the step's tensors carry.
+  uint64_t generation;
+} ag_step;
+
 // Success.
 #define AG_STATUS_OK 0
 
@@ -1010,6 +1022,66 @@ ag_status ag_segment_end(struct ag_context *ctx, struct ag_tensor output);
 // set OPENBLAS_CORETYPE (honoured) or AG_BLAS_CORE (`asis`, or a family).
 // Errors: NULL_ARGUMENT (out).
 ag_status ag_runtime_info(struct ag_context *ctx, struct ag_runtime *out);
+
+// Starts capturing a step: ends the current iteration (as ag_reset
+// does), then records the next one, an ordinary forward and ag_backward,
+// until ag_capture_end. Data that changes between replays goes into input
+// slots (ag_input_new) made inside the capture. ag_reset before
+// ag_capture_end abandons the capture.
+// Errors: SEQUENCE (a capture is already open).
+ag_status ag_capture_begin(struct ag_context *ctx);
+
+// Ends the capture: `loss` is the tensor ag_backward ran from in it. On
+// success `*out` receives the step, which is the current iteration: its
+// handles (loss, logits, input slots) stay readable, and after each
+// ag_replay they read that replay's values. No op can be added to the
+// step's graph (SEQUENCE until ag_reset). On failure the capture stays
+// open.
+// Errors: NULL_ARGUMENT (out), SEQUENCE (no capture is open, or no
+// ag_backward from loss since ag_capture_begin), STALE_HANDLE,
+// WRONG_CONTEXT, INVALID_HANDLE (loss), INVALID_ARGUMENT (the graph has a
+// dropout op, whose mask a replay would reuse), ALLOCATION_FAILED.
+ag_status ag_capture_end(struct ag_context *ctx, struct ag_tensor loss, struct ag_step *out);
+
+// Runs captured step `step` again: its recorded forward and backward
+// kernels on the current parameters and input slots, into the same
+// memory, with no per-op checks; parameter gradients accumulate as with
+// ag_backward, bit for bit. Ends the current iteration first unless it is
+// the step's. Afterwards the step's handles read this replay's values. A
+// refused replay changes nothing.
+// Errors: STALE_HANDLE (the step was freed), WRONG_CONTEXT,
+// INVALID_HANDLE, SEQUENCE (a capture is open, or a parameter was added
+// since the capture), OUT_OF_MEMORY (the arena cap is below the step's
+// bytes).
+ag_status ag_replay(struct ag_context *ctx, struct ag_step step);
+
+// Frees the step `*step` (its memory and records) and zeroes `*step`; its
+// handles and its tensors' handles are refused from now on. Ends the
+// current iteration if it is the step's. NULL or an all-zero step does
+// nothing.
+// Errors: STALE_HANDLE (already freed), WRONG_CONTEXT, INVALID_HANDLE.
+ag_status ag_step_free(struct ag_context *ctx, struct ag_step *step);
+
+// Makes an input slot of shape `shape[0..ndim]`: a constant of the
+// current iteration (no gradient), zero-filled, whose values
+// ag_input_write sets. Made inside a capture, it is the step's: write it
+// before each ag_replay.
+// Errors: NULL_ARGUMENT (out or shape), SHAPE_MISMATCH (ndim outside
+// 1..AG_MAX_DIMS, a zero dimension), OUT_OF_MEMORY, SEQUENCE (a captured
+// step is the current iteration).
+ag_status ag_input_new(struct ag_context *ctx, const size_t *shape, size_t ndim, struct ag_tensor *out);
+
+// Copies `len` floats from `data` into input slot `t` (len must equal its
+// element count); a constant made by ag_tensor_new may be rewritten the
+// same way. A slot of a captured step that is not the current
+// iteration makes the step current first (ending the current iteration,
+// as ag_reset does), so the next ag_replay reads the new values.
+// Errors: NULL_ARGUMENT (data, when len > 0), STALE_HANDLE, WRONG_CONTEXT,
+// INVALID_HANDLE, INVALID_ARGUMENT (t is neither an input slot nor made by ag_tensor_new, or len
+// differs from its element count), SEQUENCE (the slot's step cannot be
+// replayed: a capture is open, or a parameter was added since),
+// OUT_OF_MEMORY (the arena cap is below the slot's step's bytes).
+ag_status ag_input_write(struct ag_context *ctx, struct ag_tensor t, const float *data, size_t len);
 
 #ifdef __cplusplus
 }  // extern "C"

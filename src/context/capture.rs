@@ -52,11 +52,11 @@
 //! All checks come before anything changes, so a refused replay leaves the
 //! context as it was.
 //!
-//! Input slots ([`Context::input_new`]) are constants whose buffer the
-//! caller rewrites ([`Context::input_write`]) between replays; they never
-//! change shape. Values an op copies from the caller when it is recorded
-//! (`tensor` data, embedding ids, cross-entropy targets) are part of the
-//! step and stay as captured.
+//! Input slots ([`Context::input_new`]) and constants made by
+//! [`Context::tensor`] are data no op computes: the caller rewrites them
+//! ([`Context::input_write`]) between replays, at their captured shape.
+//! Values an op copies from the caller when it is recorded (embedding ids,
+//! cross-entropy targets) are part of the step and stay as captured.
 //!
 //! # Not supported yet
 //! * Dropout: its mask is drawn from the seed when the op is recorded, so a
@@ -126,7 +126,7 @@ pub(crate) struct Captures {
     recording: Option<Box<Recording>>,
     /// During a replay's backward: use the step's region, plan nothing.
     replaying: Option<Option<Buf>>,
-    /// Input slots of the current iteration (table rows).
+    /// Data tensors (input slots, constants) of the current iteration.
     inputs: Vec<u32>,
 }
 
@@ -190,14 +190,17 @@ impl Context {
     /// [`capture_begin`]: Self::capture_begin
     pub fn capture_end(&mut self, loss: Tensor) -> Result<Step> {
         const OP: &str = "capture_end";
+        let id = self.resolve(OP, loss)?;
         let Some(rec) = self.capture.recording.as_ref() else {
             return Err(Error::Sequence {
                 op: OP,
                 what: "no capture is open (call ag_capture_begin first)".into(),
             });
         };
-        let id = self.resolve(OP, loss)?;
-        let ran_backward = self.backward_done && rec.loss == Some(id);
+        // A loss that needs no gradient has no planned backward: its
+        // backward only marks the iteration done.
+        let no_grad = rec.loss.is_none() && !self.table[id as usize].requires_grad;
+        let ran_backward = self.backward_done && (rec.loss == Some(id) || no_grad);
         if !ran_backward {
             return Err(Error::Sequence {
                 op: OP,
@@ -237,6 +240,18 @@ impl Context {
             });
         }
         let n_params = self.n_params;
+        // The step's copies of the rows and the tape (the forward log and
+        // the memory move into it as they are).
+        let n_rows = self.table.len() - n_params;
+        let bytes = size_of::<TensorEntry>() * n_rows + size_of::<Node>() * self.tape.len();
+        self.fault_point(OP, bytes)?;
+        let failed = |_| Error::AllocationFailed { op: OP, bytes };
+        let mut rows = Vec::new();
+        rows.try_reserve_exact(n_rows).map_err(failed)?;
+        rows.extend_from_slice(&self.table[n_params..]);
+        let mut tape = Vec::new();
+        tape.try_reserve_exact(self.tape.len()).map_err(failed)?;
+        tape.extend_from_slice(&self.tape);
         let Some(rec) = self.capture.recording.take() else {
             return Err(Error::Sequence {
                 op: OP,
@@ -249,8 +264,8 @@ impl Context {
             // Resident from the start: the parked eager memory and plan.
             act: rec.act,
             plan: rec.plan,
-            rows: self.table[n_params..].to_vec(),
-            tape: self.tape.clone(),
+            rows,
+            tape,
             log: rec.log,
             segments: self.recompute.segments_snapshot().to_vec(),
             inputs: self.capture.inputs.clone(),
@@ -489,12 +504,7 @@ impl Context {
     pub fn input_new(&mut self, shape: &[usize]) -> Result<Tensor> {
         const OP: &str = "input_new";
         let shape = crate::shape::Shape::new(OP, shape)?;
-        if self.capture.inputs.try_reserve(1).is_err() {
-            return Err(Error::AllocationFailed {
-                op: OP,
-                bytes: size_of::<u32>(),
-            });
-        }
+        self.reserve_input(OP)?;
         // Kept out of any recomputed segment's scratch: it is not computed.
         self.reserve_slot(OP)?;
         let data = self.store.alloc_main::<f32>(OP, shape.numel())?;
@@ -510,11 +520,29 @@ impl Context {
             unzeroed: false,
         });
         let id = self.table.len() as u32 - 1;
-        self.capture.inputs.push(id);
+        self.note_input(id);
         Ok(self.handle(id))
     }
 
-    /// Writes `data` (numel values) into input slot `t`. A slot of a
+    /// Room to note one more data tensor of this iteration.
+    pub(crate) fn reserve_input(&mut self, op: &'static str) -> Result<()> {
+        self.capture
+            .inputs
+            .try_reserve(1)
+            .map_err(|_| Error::AllocationFailed {
+                op,
+                bytes: size_of::<u32>(),
+            })
+    }
+
+    /// Notes table row `id` as a data tensor ([`tensor`](Self::tensor) or
+    /// an input slot): [`input_write`](Self::input_write) may rewrite it.
+    pub(crate) fn note_input(&mut self, id: u32) {
+        self.capture.inputs.push(id);
+    }
+
+    /// Writes `data` (numel values) into input slot `t` (or a constant made
+    /// by [`tensor`](Self::tensor): both are data no op computes). A slot of a
     /// captured step that is not the current iteration makes it current
     /// first (ending the current iteration, as reset does), so the next
     /// replay reads the new values.
@@ -560,7 +588,7 @@ impl Context {
             return Err(Error::InvalidArgument {
                 op,
                 what: format!(
-                    "tensor {} is not an input slot (make one with ag_input_new)",
+                    "tensor {} is not an input slot (make one with ag_input_new, or ag_tensor_new)",
                     t.index
                 ),
             });

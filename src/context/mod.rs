@@ -348,9 +348,11 @@ impl Context {
                 ),
             });
         }
+        self.reserve_input(OP)?;
         let id = self.push_output(OP, shape, false)?;
         let buf = self.table[id as usize].data;
         self.store.access_one(buf).copy_from_slice(data);
+        self.note_input(id);
         Ok(self.handle(id))
     }
 

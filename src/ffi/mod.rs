@@ -37,9 +37,12 @@ mod params;
 mod pointers;
 mod recompute;
 mod runtime;
+
+mod capture;
 #[cfg(feature = "test-hooks")]
 mod test_hooks;
 
+pub use capture::*;
 pub use checkpoints::*;
 pub use grads::*;
 pub use init::*;

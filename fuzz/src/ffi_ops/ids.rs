@@ -138,6 +138,12 @@ ids! {
     NORMAL_CDF = 0x6e;
     NORMAL_LCDF = 0x6f;
     LOGSUMEXP_AXIS = 0x70;
+
+    // Capture and replay (capture.rs).
+    /// ag_capture_begin .. ag_capture_end, replays, ag_step_free.
+    CAPTURE_REPLAY = 0x80;
+    /// ag_replay and ag_step_free with a forged step handle.
+    STEP_FORGED = 0x81;
 }
 
 /// The call a byte of the input names: itself when it is an id, else the
@@ -249,4 +255,10 @@ pub const FUNCTIONS: &[(&str, u8)] = &[
     ("ag_set_recompute", SET_RECOMPUTE),
     ("ag_segment_begin", SEGMENT_BEGIN),
     ("ag_segment_end", SEGMENT_END),
+    ("ag_capture_begin", CAPTURE_REPLAY),
+    ("ag_capture_end", CAPTURE_REPLAY),
+    ("ag_replay", CAPTURE_REPLAY),
+    ("ag_step_free", CAPTURE_REPLAY),
+    ("ag_input_new", CAPTURE_REPLAY),
+    ("ag_input_write", CAPTURE_REPLAY),
 ];

@@ -10,6 +10,7 @@
 //! parameters, initialisers, safetensors, segments).
 
 mod args;
+mod capture;
 mod check;
 pub mod ids;
 mod lifecycle;
@@ -264,6 +265,9 @@ impl<'a> FfiOps<'a> {
             ids::LAST_ERROR => self.last_error_of_any(),
             ids::FORGED_CONTEXT => self.forged_context(),
             ids::RUNTIME_INFO => self.runtime_info(),
+
+            ids::CAPTURE_REPLAY => self.capture_replay(),
+            ids::STEP_FORGED => self.step_forged(),
             _ => {}
         }
     }
