@@ -18,7 +18,8 @@
  *   bench replay model=scalar_chain ops=2000 eager_ns_per_op=... replay_ns_per_op=... speedup=...
  *   bench replay model=eight_schools ops=... eager_us_per_grad=... replay_us_per_grad=... ...
  * (ns per recorded forward op, forward and backward together). `--model
- * NAME` runs one model, `--reps N` sets the repetitions; other arguments
+ * NAME` runs one model, `--reps N` sets the repetitions, `--replay-only`
+ * times replays alone (for profiling); other arguments
  * are ignored (BENCH_ARGS is shared with the other benches).
  */
 #define _POSIX_C_SOURCE 200809L
@@ -140,13 +141,14 @@ static bool same(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; }
 /* Times `batch` calls of f, alternating with g, `reps` times: medians
  * (and ranges) of both, in ns per call. */
 typedef void (*bench_fn)(int i);
+static bool replay_only; /* --replay-only: time the replays alone (profiling) */
 static void ab(bench_fn f, bench_fn g, int reps, int batch, double out[6]) {
     double *ta = malloc(sizeof(double) * (size_t)reps), *tb = malloc(sizeof(double) * (size_t)reps);
     if (ta == NULL || tb == NULL) exit(1);
     for (int i = 0; i < batch; i++) { f(i); g(i); } /* warm-up */
     for (int r = 0; r < reps; r++) {
         double t0 = now_ns();
-        for (int i = 0; i < batch; i++) f(i);
+        for (int i = 0; i < batch && !replay_only; i++) f(i);
         double t1 = now_ns();
         for (int i = 0; i < batch; i++) g(i);
         double t2 = now_ns();
@@ -326,6 +328,7 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--quick")) quick = true;
         else if (!strcmp(argv[i], "--model") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--replay-only")) replay_only = true;
     }
     if (reps < 1) reps = quick ? 5 : 21;
     int rc = 0;
