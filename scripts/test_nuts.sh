@@ -55,7 +55,22 @@ for data in "$dir"/*.data; do
         fail=1
     fi
 done
+# The replayed gradient (the default) against the eager one (--no-capture):
+# the same draws, byte for byte, on every posterior.
+for data in "$dir"/*.data; do
+    name=$(basename "$data" .data)
+    build/nuts "$data" --chains 2 --warmup 200 --draws 50 --seed 5 --quiet --csv "$out/$name-replay.csv" > /dev/null
+    build/nuts "$data" --chains 2 --warmup 200 --draws 50 --seed 5 --quiet --csv "$out/$name-eager.csv" \
+        --no-capture > /dev/null
+    if cmp -s "$out/$name-replay.csv" "$out/$name-eager.csv"; then
+        echo "test-nuts: $name replay = eager: passed"
+    else
+        echo "test-nuts: $name replay = eager: FAILED (draws differ)"
+        fail=1
+    fi
+done
 build/nuts "$dir/eight_schools-eight_schools_noncentered.data" --soak "$evals"
+build/nuts "$dir/eight_schools-eight_schools_noncentered.data" --soak "$evals" --no-capture
 if [ "$mode" = long ]; then
     build/nuts "$dir/kidiq-kidscore_momiq.data" --soak "$evals"
     AG_POSTERIOR_EVALS=$evals cargo test --release --test posterior_steady_state
