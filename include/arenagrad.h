@@ -1083,6 +1083,20 @@ ag_status ag_input_new(struct ag_context *ctx, const size_t *shape, size_t ndim,
 // OUT_OF_MEMORY (the arena cap is below the slot's step's bytes).
 ag_status ag_input_write(struct ag_context *ctx, struct ag_tensor t, const float *data, size_t len);
 
+// Rewrites id buffer `k` of captured step `step` with `len` ids from
+// `ids`: the step's embedding ids and cross-entropy targets, numbered from
+// 0 in the order ag_embedding and ag_cross_entropy were called during the
+// capture. The ids are checked as those ops check them; len must equal
+// the buffer's length. Like ag_input_write, makes the step the current
+// iteration, so the next ag_replay reads the new ids.
+// Errors: NULL_ARGUMENT (ids, when len > 0), STALE_HANDLE (the step was
+// freed), WRONG_CONTEXT, INVALID_HANDLE, INVALID_ARGUMENT (the step has
+// no buffer k, or len differs from its length), INDEX_OUT_OF_RANGE (an id
+// outside [0, V) of its op), SEQUENCE (a capture is open, or a parameter
+// was added since the capture), OUT_OF_MEMORY (the arena cap is below the
+// step's bytes).
+ag_status ag_input_write_ids(struct ag_context *ctx, struct ag_step step, size_t k, const int32_t *ids, size_t len);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

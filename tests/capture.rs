@@ -301,3 +301,71 @@ fn capture_sequence_errors() {
     assert_eq!(ctx.item(loss).unwrap(), 11.0);
     assert_eq!(ctx.step_count(), 0);
 }
+
+#[test]
+fn replayed_ids_and_targets_match_eager() {
+    const V: usize = 11;
+    const C: usize = 6;
+    const N: usize = 5;
+    let mk = || {
+        let mut ctx = Context::new();
+        let wte = ctx.param(&[V, C], Some(&init(V * C, 7))).unwrap();
+        let head = ctx.param(&[C, V], Some(&init(C * V, 8))).unwrap();
+        (ctx, wte, head)
+    };
+    let graph = |ctx: &mut Context, wte, head, ids: &[i32], targets: &[i32]| {
+        let x = ctx.embedding(wte, ids).unwrap();
+        let x = ctx.tanh(x).unwrap();
+        let logits = ctx.matmul(x, head, false, false).unwrap();
+        ctx.cross_entropy(logits, targets).unwrap()
+    };
+    let batch = |k: i32| -> (Vec<i32>, Vec<i32>) {
+        (
+            (0..N as i32).map(|i| (i * 3 + k) % V as i32).collect(),
+            (0..N as i32)
+                .map(|i| (i * 5 + 2 * k + 1) % V as i32)
+                .collect(),
+        )
+    };
+    let (mut eager, ew, eh) = mk();
+    let (mut rep, rw, rh) = mk();
+    let (ids, targets) = batch(0);
+    rep.capture_begin().unwrap();
+    let loss = graph(&mut rep, rw, rh, &ids, &targets);
+    rep.backward(loss).unwrap();
+    let step = rep.capture_end(loss).unwrap();
+    for k in 1..5 {
+        let (ids, targets) = batch(k);
+        eager.reset();
+        eager.zero_grad();
+        let le = graph(&mut eager, ew, eh, &ids, &targets);
+        eager.backward(le).unwrap();
+        rep.input_write_ids(step, 0, &ids).unwrap();
+        rep.input_write_ids(step, 1, &targets).unwrap();
+        rep.zero_grad();
+        rep.replay(step).unwrap();
+        let (a, b) = (eager.item(le).unwrap(), rep.item(loss).unwrap());
+        assert_eq!(a.to_bits(), b.to_bits(), "loss at batch {k}");
+        for (pe, pr) in [(ew, rw), (eh, rh)] {
+            let (mut ge, mut gr) = (vec![0.0; V * C], vec![0.0; V * C]);
+            eager.read_grad(pe, &mut ge).unwrap();
+            rep.read_grad(pr, &mut gr).unwrap();
+            assert!(ge.iter().zip(&gr).all(|(x, y)| x.to_bits() == y.to_bits()));
+        }
+    }
+    // Refusals: no such buffer, a wrong length, an id out of range.
+    assert!(matches!(
+        rep.input_write_ids(step, 2, &ids),
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert!(matches!(
+        rep.input_write_ids(step, 0, &ids[..2]),
+        Err(Error::InvalidArgument { .. })
+    ));
+    let mut bad = ids.clone();
+    bad[3] = V as i32;
+    assert!(matches!(
+        rep.input_write_ids(step, 1, &bad),
+        Err(Error::IndexOutOfRange { position: 3, .. })
+    ));
+}

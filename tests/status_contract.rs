@@ -376,6 +376,13 @@ fn call(name: &str, ctx: *mut ag_context, fx: &Fx, env: &Env, a: Args) -> ag_sta
         }
         "ag_input_new" => ag_input_new(ctx, shape.as_ptr(), n, o),
         "ag_input_write" => ag_input_write(ctx, t, p(f.as_ptr()), n),
+        "ag_input_write_ids" => ag_input_write_ids(
+            ctx,
+            step_arg(fx, env, a),
+            0,
+            if a.null { null() } else { ids.as_ptr() },
+            n,
+        ),
         "ag_param_new" => ag_param_new(ctx, shape.as_ptr(), n, p(f.as_ptr()), o),
         "ag_param_write" => ag_param_write(ctx, t, p(f.as_ptr()), n),
         "ag_param_init" => {
@@ -1251,8 +1258,35 @@ fn targeted_cases(env: &Env) -> Vec<(&'static str, String)> {
     check("ag_input_write", st, "SEQUENCE", c2);
     let st = ag_replay(c2, s2);
     check("ag_replay", st, "SEQUENCE", c2);
+    let st = ag_input_write_ids(c2, s2, 0, [0i32; 1].as_ptr(), 1);
+    check("ag_input_write_ids", st, "SEQUENCE", c2);
     ok(ag_step_free(c2, &mut s2));
     assert_eq!(s2, ag_step::default(), "ag_step_free zeroes the handle");
+
+    // Id buffers of a step: embedding ids and cross-entropy targets.
+    let fx3 = Fx::new();
+    let c3 = fx3.ctx;
+    ok(ag_capture_begin(c3));
+    let (mut e, mut lg) = (zero(), zero());
+    ok(ag_embedding(c3, fx3.w, [0i32, 3].as_ptr(), 2, &mut e));
+    ok(ag_cross_entropy(c3, e, [1i32, 2].as_ptr(), 2, &mut lg));
+    ok(ag_backward(c3, lg));
+    let mut s3 = ag_step::default();
+    ok(ag_capture_end(c3, lg, &mut s3));
+    ok(ag_input_write_ids(c3, s3, 0, [1i32, 2].as_ptr(), 2));
+    let st = ag_input_write_ids(c3, s3, 0, [1i32, 4].as_ptr(), 2);
+    check("ag_input_write_ids", st, "INDEX_OUT_OF_RANGE", c3);
+    let st = ag_input_write_ids(c3, s3, 1, [1i32, 3].as_ptr(), 2);
+    check("ag_input_write_ids", st, "INDEX_OUT_OF_RANGE", c3);
+    let st = ag_input_write_ids(c3, s3, 2, [1i32, 2].as_ptr(), 2);
+    check("ag_input_write_ids", st, "INVALID_ARGUMENT", c3);
+    let st = ag_input_write_ids(c3, s3, 1, [1i32].as_ptr(), 1);
+    check("ag_input_write_ids", st, "INVALID_ARGUMENT", c3);
+    ok(ag_reset(c3));
+    ok(ag_set_arena_limit(c3, 64));
+    let st = ag_input_write_ids(c3, s3, 0, [1i32, 2].as_ptr(), 2);
+    check("ag_input_write_ids", st, "OUT_OF_MEMORY", c3);
+    ok(ag_set_arena_limit(c3, 0));
     seen
 }
 

@@ -576,6 +576,65 @@ impl Context {
         Ok(())
     }
 
+    /// Rewrites the `k`-th id buffer of captured step `s` (its embedding
+    /// ids and cross-entropy targets, numbered from 0 in the order the ops
+    /// were recorded) with `ids`, checked as the op checks them. Makes the
+    /// step the current iteration, as [`input_write`](Self::input_write)
+    /// does. INVALID_ARGUMENT (no such buffer, or a length other than
+    /// its), INDEX_OUT_OF_RANGE, and the refusals of a replay.
+    pub fn input_write_ids(&mut self, s: Step, k: usize, ids: &[i32]) -> Result<()> {
+        const OP: &str = "input_write_ids";
+        let idx = self.resolve_step(OP, s)?;
+        self.check_replayable(OP, idx)?;
+        let Some(step) = self.capture.steps[idx].as_ref() else {
+            return Err(Error::InvalidHandle {
+                op: OP,
+                index: s.index,
+            });
+        };
+        let n_params = self.n_params;
+        let shape = |id: u32| match (id as usize).checked_sub(n_params) {
+            None => self.table[id as usize].shape,
+            Some(i) => step.rows[i].shape,
+        };
+        // (buffer, bound, op name) of every id buffer, in log order.
+        let buffers = step.log.iter().filter_map(|n| match n.op {
+            Op::Embedding { w, ids } => Some((ids, shape(w).dims()[0], "embedding")),
+            Op::CrossEntropy {
+                logits, targets, ..
+            } => {
+                let d = shape(logits);
+                Some((targets, d.dims()[d.ndim() - 1], "cross_entropy"))
+            }
+            _ => None,
+        });
+        let count = buffers.clone().count();
+        let Some((buf, bound, name)) = buffers.clone().nth(k) else {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                what: format!(
+                    "the step has {count} id buffers (embedding ids, cross-entropy targets); there is no buffer {k}"
+                ),
+            });
+        };
+        if ids.len() != buf.len() {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                what: format!(
+                    "{} ids given; id buffer {k} ({name}) holds {}",
+                    ids.len(),
+                    buf.len()
+                ),
+            });
+        }
+        crate::ops::embedding::check_ids(OP, ids, bound)?;
+        self.make_resident(idx);
+        for (d, &v) in self.store.access_one(buf).iter_mut().zip(ids) {
+            *d = v as u32;
+        }
+        Ok(())
+    }
+
     fn check_input(
         &self,
         op: &'static str,

@@ -157,3 +157,30 @@ pub extern "C" fn ag_input_write(
         c.input_write(t.into(), d)
     })
 }
+
+/// Rewrites id buffer `k` of captured step `step` with `len` ids from
+/// `ids`: the step's embedding ids and cross-entropy targets, numbered from
+/// 0 in the order ag_embedding and ag_cross_entropy were called during the
+/// capture. The ids are checked as those ops check them; len must equal
+/// the buffer's length. Like ag_input_write, makes the step the current
+/// iteration, so the next ag_replay reads the new ids.
+/// Errors: NULL_ARGUMENT (ids, when len > 0), STALE_HANDLE (the step was
+/// freed), WRONG_CONTEXT, INVALID_HANDLE, INVALID_ARGUMENT (the step has
+/// no buffer k, or len differs from its length), INDEX_OUT_OF_RANGE (an id
+/// outside [0, V) of its op), SEQUENCE (a capture is open, or a parameter
+/// was added since the capture), OUT_OF_MEMORY (the arena cap is below the
+/// step's bytes).
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_input_write_ids(
+    ctx: *mut ag_context,
+    step: ag_step,
+    k: usize,
+    ids: *const i32,
+    len: usize,
+) -> ag_status {
+    const F: &str = "ag_input_write_ids";
+    guard(F, ctx, |c| {
+        let d = slice_in(F, "ids", ids, len)?;
+        c.input_write_ids(step.into(), k, d)
+    })
+}

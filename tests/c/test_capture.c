@@ -226,7 +226,56 @@ static void test_bad_input(void) {
     CHECK_OK(ag_context_free(&o.c));
 }
 
+/* Token ids and targets of a captured step (ag_input_write_ids) against
+ * the eager path, and what bad ids get. */
+static void test_ids(void) {
+    check_begin("id buffers of a step");
+    enum { V = 7, N = 4 };
+    ag_context *c[2] = {NULL, NULL};
+    ag_tensor w[2], loss[2], e;
+    float wv[V * V];
+    for (int i = 0; i < V * V; i++) wv[i] = init_value(i, 5) * 10.0f;
+    for (int k = 0; k < 2; k++) {
+        REQUIRE_OK(ag_context_new(&c[k]));
+        REQUIRE_OK(ag_param_new(c[k], (const size_t[]){V, V}, 2, wv, &w[k]));
+    }
+    ag_step step = {0, 0, 0};
+    int ids[N] = {0, 1, 2, 3}, tg[N] = {1, 2, 3, 4};
+    check_set_ctx(c[1]);
+    REQUIRE_OK(ag_capture_begin(c[1]));
+    REQUIRE_OK(ag_embedding(c[1], w[1], ids, N, &e));
+    REQUIRE_OK(ag_cross_entropy(c[1], e, tg, N, &loss[1]));
+    REQUIRE_OK(ag_backward(c[1], loss[1]));
+    REQUIRE_OK(ag_capture_end(c[1], loss[1], &step));
+    for (int b = 1; b < 4; b++) {
+        for (int i = 0; i < N; i++) ids[i] = (i * 3 + b) % V, tg[i] = (i * 5 + b) % V;
+        check_set_ctx(c[0]);
+        CHECK_OK(ag_reset(c[0]));
+        CHECK_OK(ag_embedding(c[0], w[0], ids, N, &e));
+        CHECK_OK(ag_cross_entropy(c[0], e, tg, N, &loss[0]));
+        check_set_ctx(c[1]);
+        CHECK_OK(ag_input_write_ids(c[1], step, 0, ids, N));
+        CHECK_OK(ag_input_write_ids(c[1], step, 1, tg, N));
+        CHECK_OK(ag_replay(c[1], step));
+        float a = NAN, r = NAN;
+        CHECK_OK(ag_tensor_item(c[0], loss[0], &a));
+        CHECK_OK(ag_tensor_item(c[1], loss[1], &r));
+        CHECK(memcmp(&a, &r, sizeof a) == 0);
+    }
+    ids[2] = V;
+    CHECK_ERR(c[1], ag_input_write_ids(c[1], step, 0, ids, N), AG_STATUS_INDEX_OUT_OF_RANGE,
+              "input_write_ids: ");
+    CHECK_ERR(c[1], ag_input_write_ids(c[1], step, 2, ids, N), AG_STATUS_INVALID_ARGUMENT,
+              "input_write_ids: ", "no buffer 2");
+    CHECK_ERR(c[1], ag_input_write_ids(c[1], step, 1, tg, 2), AG_STATUS_INVALID_ARGUMENT,
+              "input_write_ids: ", "holds 4");
+    CHECK_STATUS(ag_input_write_ids(c[1], step, 0, NULL, N), AG_STATUS_NULL_ARGUMENT);
+    CHECK_OK(ag_context_free(&c[0]));
+    CHECK_OK(ag_context_free(&c[1]));
+}
+
 int main(void) {
+    test_ids();
     test_bit_identical(false);
     test_bit_identical(true);
     test_bad_input();

@@ -65,6 +65,11 @@ impl FfiOps<'_> {
                     "replay of the captured values"
                 );
             }
+            // The step has no id buffer (no embedding, no cross-entropy).
+            let ids = [0i32; 2];
+            let st = ag_input_write_ids(c, step, self.input.u8() as usize % 2, ids.as_ptr(), 2);
+            self.post("ag_input_write_ids", t, &pre, st);
+            assert_eq!(st, AG_STATUS_INVALID_ARGUMENT);
             let mut copy = step;
             let st = ag_step_free(c, &mut step);
             self.post("ag_step_free", t, &pre, st);

@@ -261,4 +261,5 @@ pub const FUNCTIONS: &[(&str, u8)] = &[
     ("ag_step_free", CAPTURE_REPLAY),
     ("ag_input_new", CAPTURE_REPLAY),
     ("ag_input_write", CAPTURE_REPLAY),
+    ("ag_input_write_ids", CAPTURE_REPLAY),
 ];
