@@ -55,18 +55,27 @@
 //! Input slots ([`Context::input_new`]) and constants made by
 //! [`Context::tensor`] are data no op computes: the caller rewrites them
 //! ([`Context::input_write`]) between replays, at their captured shape.
-//! Values an op copies from the caller when it is recorded (embedding ids,
-//! cross-entropy targets) are part of the step and stay as captured.
+//! The integer data an op copies when it is recorded (embedding ids,
+//! cross-entropy targets) sits in the step's id buffers, numbered in
+//! recording order; [`Context::input_write_ids`] rewrites one, checked as
+//! the op checks its ids.
+//!
+//! # Costs
+//! A step holds its activation memory for as long as it lives, beside the
+//! eager arena (which evaluation or sampling between replays keep using):
+//! memory is the step's high-water plus the eager one's. Switching between
+//! the step and an eager iteration copies the step's table rows and tape
+//! back (no allocation once both have run).
 //!
 //! # Not supported yet
 //! * Dropout: its mask is drawn from the seed when the op is recorded, so a
 //!   replay would reuse the captured mask; `capture_end` refuses a step with
 //!   a dropout op (INVALID_ARGUMENT).
-//! * Integer input slots (token ids, targets): those are copied when the op
-//!   is recorded, so a step replays the captured ones.
 //! * Ops after a replay on the replayed graph (refused, see residency), and
 //!   grad mode changes between capture and replay (a replay always runs the
 //!   captured forward and backward).
+//! * Shapes that change (another batch size, a shorter sequence): capture
+//!   another step for each shape.
 
 use super::{Context, Tensor, TensorEntry};
 use crate::arena::{Activations, Buf, Storage};
