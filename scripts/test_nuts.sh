@@ -69,6 +69,17 @@ for data in "$dir"/*.data; do
         fail=1
     fi
 done
+# ADVI's replayed step against --no-capture: the same output, byte for byte.
+for name in wells-logistic eight_schools-eight_schools_noncentered; do
+    build/advi "$dir/$name.data" --iters 300 > "$out/$name-advi-replay.txt"
+    build/advi "$dir/$name.data" --iters 300 --no-capture > "$out/$name-advi-eager.txt"
+    if cmp -s "$out/$name-advi-replay.txt" "$out/$name-advi-eager.txt"; then
+        echo "test-nuts: $name ADVI replay = eager: passed"
+    else
+        echo "test-nuts: $name ADVI replay = eager: FAILED"
+        fail=1
+    fi
+done
 build/nuts "$dir/eight_schools-eight_schools_noncentered.data" --soak "$evals"
 build/nuts "$dir/eight_schools-eight_schools_noncentered.data" --soak "$evals" --no-capture
 if [ "$mode" = long ]; then
