@@ -44,7 +44,9 @@
  *   and every function that makes a tensor may also return
  *   AG_STATUS_ALLOCATION_FAILED when the system cannot grow the context's
  *   tensor table or tape (only while they grow to their steady size), or
- *   AG_STATUS_TOO_LARGE past 2^32 - 2 tensors in one iteration.
+ *   AG_STATUS_TOO_LARGE past 2^32 - 2 tensors in one iteration, or
+ *   AG_STATUS_SEQUENCE while the current iteration is a captured step (after
+ *   ag_capture_end or ag_replay its graph cannot grow: call ag_reset first).
  *   A caught panic prints nothing: its message goes to
  *   ag_context_last_error. Set the environment variable AG_PRINT_PANICS=1
  *   to also print it (with a backtrace when RUST_BACKTRACE=1).

@@ -4,7 +4,8 @@
 //! "Errors:" list; its conventions block adds the statuses any function
 //! taking a context may return (NULL_ARGUMENT, INVALID_CONTEXT, BUSY,
 //! POISONED, PANIC) and, for functions that make a tensor, ALLOCATION_FAILED
-//! and TOO_LARGE from the tensor table. This file parses those lists and
+//! and TOO_LARGE from the tensor table and SEQUENCE while a captured step is
+//! the current iteration. This file parses those lists and
 //! * calls every function over a catalogue of bad inputs (NULL pointers,
 //!   zero, stale, foreign and forged handles, wrong and impossible lengths,
 //!   NaN hyper-parameters, missing files) on a fresh context each time, and
@@ -27,7 +28,7 @@ const COMMON: &[&str] = &[
     "POISONED",
     "PANIC",
 ];
-const TENSOR_MAKER: &[&str] = &["ALLOCATION_FAILED", "TOO_LARGE"];
+const TENSOR_MAKER: &[&str] = &["ALLOCATION_FAILED", "TOO_LARGE", "SEQUENCE"];
 
 fn status_names() -> BTreeMap<ag_status, String> {
     let header = read("include/arenagrad.h");
@@ -1221,6 +1222,11 @@ fn targeted_cases(env: &Env) -> Vec<(&'static str, String)> {
     let mut out = zero();
     let st = ag_input_new(c, [3].as_ptr(), 1, &mut out);
     check("ag_input_new", st, "SEQUENCE", c);
+    // Any op: the captured step's graph cannot grow (the conventions).
+    let st = ag_add(c, l, l, &mut out);
+    check("ag_add", st, "SEQUENCE", c);
+    let st = ag_tensor_new(c, [1].as_ptr(), 1, [1.0f32].as_ptr(), &mut out);
+    check("ag_tensor_new", st, "SEQUENCE", c);
     // Another capture open: the first step waits.
     let (x2, l2) = capture(true);
     let st = ag_replay(c, step);
