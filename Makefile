@@ -227,6 +227,8 @@ valgrind: examples
 bench: $(LIB)
 	$(CARGO) run --release --features trace --example bench -- $(BENCH_ARGS)
 	@$(MAKE) --no-print-directory $(BUILD)/bench_eager && $(BUILD)/bench_eager $(BENCH_ARGS)
+	@$(MAKE) --no-print-directory $(BUILD)/bench_replay && $(BUILD)/bench_replay $(BENCH_ARGS)
+	@$(MAKE) --no-print-directory $(BUILD)/train_full && bash scripts/bench_replay_gpt.sh $(BENCH_ARGS)
 
 ## bench-deps: PyTorch (from PyPI, several GB with its CUDA wheels) in
 ## target/bench-venv, so `make bench` prints its ratios to PyTorch's step

@@ -44,7 +44,9 @@
  *   and every function that makes a tensor may also return
  *   AG_STATUS_ALLOCATION_FAILED when the system cannot grow the context's
  *   tensor table or tape (only while they grow to their steady size), or
- *   AG_STATUS_TOO_LARGE past 2^32 - 2 tensors in one iteration.
+ *   AG_STATUS_TOO_LARGE past 2^32 - 2 tensors in one iteration, or
+ *   AG_STATUS_SEQUENCE while the current iteration is a captured step (after
+ *   ag_capture_end or ag_replay its graph cannot grow: call ag_reset first).
  *   A caught panic prints nothing: its message goes to
  *   ag_context_last_error. Set the environment variable AG_PRINT_PANICS=1
  *   to also print it (with a backtrace when RUST_BACKTRACE=1).
@@ -209,6 +211,18 @@ typedef struct ag_tensor {
   // Iteration generation, 0 for parameters.
   uint64_t generation;
 } ag_tensor;
+
+// A captured step (ag_capture_end), passed by value. It is valid until
+// ag_step_free or ag_context_free; a freed step's handle is refused
+// (AG_STATUS_STALE_HANDLE). An all-zero ag_step is "no step".
+typedef struct ag_step {
+  // Slot in the context's list of steps.
+  uint32_t index;
+  // Id of the context that captured the step.
+  uint32_t context;
+  // The generation the step's tensors carry.
+  uint64_t generation;
+} ag_step;
 
 // A gradient-ready callback (see ag_set_grad_ready_callback): `count > 0`:
 // floats `first .. first + count` of the gradient block (ag_grads_buffer)
@@ -478,6 +492,80 @@ ag_status ag_optimizer_step(struct ag_context *ctx);
 // Errors: INVALID_ARGUMENT (max_norm <= 0, NaN or infinity), NON_FINITE
 // (the norm is NaN or infinite; nothing is scaled).
 ag_status ag_clip_grad_norm(struct ag_context *ctx, float max_norm, float *norm_out);
+
+// Starts capturing a step: ends the current iteration (as ag_reset
+// does), then records the next one, an ordinary forward and ag_backward,
+// until ag_capture_end. Data that changes between replays goes into input
+// slots (ag_input_new) made inside the capture. ag_reset before
+// ag_capture_end abandons the capture.
+// Errors: SEQUENCE (a capture is already open).
+ag_status ag_capture_begin(struct ag_context *ctx);
+
+// Ends the capture: `loss` is the tensor ag_backward ran from in it. On
+// success `*out` receives the step, which is the current iteration: its
+// handles (loss, logits, input slots) stay readable, and after each
+// ag_replay they read that replay's values. No op can be added to the
+// step's graph (SEQUENCE until ag_reset). On failure the capture stays
+// open.
+// Errors: NULL_ARGUMENT (out), SEQUENCE (no capture is open, or no
+// ag_backward from loss since ag_capture_begin), STALE_HANDLE,
+// WRONG_CONTEXT, INVALID_HANDLE (loss), INVALID_ARGUMENT (the graph has a
+// dropout op, whose mask a replay would reuse), ALLOCATION_FAILED.
+ag_status ag_capture_end(struct ag_context *ctx, struct ag_tensor loss, struct ag_step *out);
+
+// Runs captured step `step` again: its recorded forward and backward
+// kernels on the current parameters and input slots, into the same
+// memory, with no per-op checks; parameter gradients accumulate as with
+// ag_backward, bit for bit. Ends the current iteration first unless it is
+// the step's. Afterwards the step's handles read this replay's values. A
+// refused replay changes nothing.
+// Errors: STALE_HANDLE (the step was freed), WRONG_CONTEXT,
+// INVALID_HANDLE, SEQUENCE (a capture is open, or a parameter was added
+// since the capture), OUT_OF_MEMORY (the arena cap is below the step's
+// bytes).
+ag_status ag_replay(struct ag_context *ctx, struct ag_step step);
+
+// Frees the step `*step` (its memory and records) and zeroes `*step`; its
+// handles and its tensors' handles are refused from now on. Ends the
+// current iteration if it is the step's. NULL or an all-zero step does
+// nothing.
+// Errors: STALE_HANDLE (already freed), WRONG_CONTEXT, INVALID_HANDLE.
+ag_status ag_step_free(struct ag_context *ctx, struct ag_step *step);
+
+// Makes an input slot of shape `shape[0..ndim]`: a constant of the
+// current iteration (no gradient), zero-filled, whose values
+// ag_input_write sets. Made inside a capture, it is the step's: write it
+// before each ag_replay.
+// Errors: NULL_ARGUMENT (out or shape), SHAPE_MISMATCH (ndim outside
+// 1..AG_MAX_DIMS, a zero dimension), OUT_OF_MEMORY, SEQUENCE (a captured
+// step is the current iteration).
+ag_status ag_input_new(struct ag_context *ctx, const size_t *shape, size_t ndim, struct ag_tensor *out);
+
+// Copies `len` floats from `data` into input slot `t` (len must equal its
+// element count); a constant made by ag_tensor_new may be rewritten the
+// same way. A slot of a captured step that is not the current
+// iteration makes the step current first (ending the current iteration,
+// as ag_reset does), so the next ag_replay reads the new values.
+// Errors: NULL_ARGUMENT (data, when len > 0), STALE_HANDLE, WRONG_CONTEXT,
+// INVALID_HANDLE, INVALID_ARGUMENT (t is neither an input slot nor made by ag_tensor_new, or len
+// differs from its element count), SEQUENCE (the slot's step cannot be
+// replayed: a capture is open, or a parameter was added since),
+// OUT_OF_MEMORY (the arena cap is below the slot's step's bytes).
+ag_status ag_input_write(struct ag_context *ctx, struct ag_tensor t, const float *data, size_t len);
+
+// Rewrites id buffer `k` of captured step `step` with `len` ids from
+// `ids`: the step's embedding ids and cross-entropy targets, numbered from
+// 0 in the order ag_embedding and ag_cross_entropy were called during the
+// capture. The ids are checked as those ops check them; len must equal
+// the buffer's length. Like ag_input_write, makes the step the current
+// iteration, so the next ag_replay reads the new ids.
+// Errors: NULL_ARGUMENT (ids, when len > 0), STALE_HANDLE (the step was
+// freed), WRONG_CONTEXT, INVALID_HANDLE, INVALID_ARGUMENT (the step has
+// no buffer k, or len differs from its length), INDEX_OUT_OF_RANGE (an id
+// outside [0, V) of its op), SEQUENCE (a capture is open, or a parameter
+// was added since the capture), OUT_OF_MEMORY (the arena cap is below the
+// step's bytes).
+ag_status ag_input_write_ids(struct ag_context *ctx, struct ag_step step, size_t k, const int32_t *ids, size_t len);
 
 // Saves parameters, optimizer state and `user[0..user_len]` (opaque bytes,
 // e.g. RNG state, at most AG_MAX_USER_BYTES; NULL allowed when user_len is

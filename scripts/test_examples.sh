@@ -10,6 +10,9 @@
 #   mlp-io      build/mlp_io: named parameters, MSE training, listing, safetensors
 #               export and a bit-exact reload into a fresh context (exit 0)
 #   converge    train_full tiny, 300 steps: loss < 0.75 ln V, summary well formed
+#   capture     the replayed step (default) == --no-capture: the same per-step
+#               losses and gradient norms, bit for bit, plain, with --accum 2
+#               and with --recompute all
 #   no-alloc    malloc calls (LD_PRELOAD counter) do not grow with steps, evals, samples
 #   cli-*       bad arguments and data: exit 2, a message naming the flag, no training
 #   resume      100 steps + --resume to 200 == 200 in one go: same per-step
@@ -182,6 +185,24 @@ else
     bad "converge" "train_full exited $?"
     show "$work/converge.err"
 fi
+
+# --- capture: replaying the captured micro-batch == building it every step --
+capture_ok=1
+for opts in "" "--accum 2" "--recompute all"; do
+    # shellcheck disable=SC2086
+    tiny --iters 40 --eval-every 20 --log-every 1 --sample-chars 0 $opts --out "$work/cap-r" \
+        >"$work/cap-r.out" 2>&1 &&
+        # shellcheck disable=SC2086
+        tiny --iters 40 --eval-every 20 --log-every 1 --sample-chars 0 $opts --out "$work/cap-e" \
+            --no-capture >"$work/cap-e.out" 2>&1 || { capture_ok=0; bad "capture" "train_full failed ($opts)"; break; }
+    if ! cmp -s <(cut -d, -f1-5 "$work/cap-r/log.csv") <(cut -d, -f1-5 "$work/cap-e/log.csv"); then
+        capture_ok=0
+        bad "capture" "replayed and eager losses differ ($opts)"
+        break
+    fi
+    rm -rf "$work/cap-r" "$work/cap-e"
+done
+[ "$capture_ok" = 1 ] && ok "capture (40 steps, replay == --no-capture: plain, --accum 2, --recompute all)"
 
 # --- no allocation per step: malloc counts do not grow with the step count --
 # An LD_PRELOAD counter over malloc/calloc/realloc/posix_memalign/

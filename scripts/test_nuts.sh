@@ -55,7 +55,33 @@ for data in "$dir"/*.data; do
         fail=1
     fi
 done
+# The replayed gradient (the default) against the eager one (--no-capture):
+# the same draws, byte for byte, on every posterior.
+for data in "$dir"/*.data; do
+    name=$(basename "$data" .data)
+    build/nuts "$data" --chains 2 --warmup 200 --draws 50 --seed 5 --quiet --csv "$out/$name-replay.csv" > /dev/null
+    build/nuts "$data" --chains 2 --warmup 200 --draws 50 --seed 5 --quiet --csv "$out/$name-eager.csv" \
+        --no-capture > /dev/null
+    if cmp -s "$out/$name-replay.csv" "$out/$name-eager.csv"; then
+        echo "test-nuts: $name replay = eager: passed"
+    else
+        echo "test-nuts: $name replay = eager: FAILED (draws differ)"
+        fail=1
+    fi
+done
+# ADVI's replayed step against --no-capture: the same output, byte for byte.
+for name in wells-logistic eight_schools-eight_schools_noncentered; do
+    build/advi "$dir/$name.data" --iters 300 > "$out/$name-advi-replay.txt"
+    build/advi "$dir/$name.data" --iters 300 --no-capture > "$out/$name-advi-eager.txt"
+    if cmp -s "$out/$name-advi-replay.txt" "$out/$name-advi-eager.txt"; then
+        echo "test-nuts: $name ADVI replay = eager: passed"
+    else
+        echo "test-nuts: $name ADVI replay = eager: FAILED"
+        fail=1
+    fi
+done
 build/nuts "$dir/eight_schools-eight_schools_noncentered.data" --soak "$evals"
+build/nuts "$dir/eight_schools-eight_schools_noncentered.data" --soak "$evals" --no-capture
 if [ "$mode" = long ]; then
     build/nuts "$dir/kidiq-kidscore_momiq.data" --soak "$evals"
     AG_POSTERIOR_EVALS=$evals cargo test --release --test posterior_steady_state

@@ -39,16 +39,12 @@ impl Context {
         // Activation gradients get slots of one planned region, allocated
         // before anything is written (an arena cap fails here, cleanly).
         let mut plan = self.take_plan();
-        plan.prepare(self, id);
-        let region = match plan.total() {
-            0 => None,
-            n => match self.alloc_scratchable::<f32>(OP, n) {
-                Ok(r) => Some(r),
-                Err(err) => {
-                    self.put_plan(plan);
-                    return Err(err);
-                }
-            },
+        let region = match self.grad_region(OP, &mut plan, id) {
+            Ok(r) => r,
+            Err(err) => {
+                self.put_plan(plan);
+                return Err(err);
+            }
         };
         if let Some(region) = region {
             for (t, offset, len) in plan.slots() {

@@ -107,7 +107,7 @@ mod tape;
 #[cfg(feature = "trace")]
 pub mod trace;
 
-pub use context::{Context, MemoryStats, Tensor};
+pub use context::{Context, MemoryStats, Step, Tensor};
 pub use error::{Error, Result};
 pub use grad_ready::{GradEvent, GradReadyFn};
 pub use init::Init;

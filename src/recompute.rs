@@ -209,6 +209,20 @@ impl Recompute {
         self.needed = needed;
     }
 
+    /// This iteration's ended segments (a captured step keeps a copy).
+    pub(crate) fn segments_snapshot(&self) -> &[Segment] {
+        &self.segments
+    }
+
+    /// Makes `segments` this iteration's (a captured step's, when it
+    /// becomes the current iteration; none when it stops being it), with
+    /// no segment open. Measurements are left alone.
+    pub(crate) fn set_segments(&mut self, segments: &[Segment]) {
+        self.segments.clear();
+        self.segments.extend_from_slice(segments);
+        self.open = None;
+    }
+
     /// The segment whose internal tensors include table row `id`, if that
     /// row is not one of its outputs.
     pub(crate) fn sealed(&self, id: u32) -> Option<usize> {
@@ -247,6 +261,7 @@ impl Context {
     /// [`set_recompute`]: Self::set_recompute
     pub fn segment_begin(&mut self) -> Result<()> {
         const OP: &str = "segment_begin";
+        self.check_not_resident(OP)?;
         if self.rc().open.is_some() {
             return Err(Error::Sequence {
                 op: OP,

@@ -4,7 +4,8 @@
 //! "Errors:" list; its conventions block adds the statuses any function
 //! taking a context may return (NULL_ARGUMENT, INVALID_CONTEXT, BUSY,
 //! POISONED, PANIC) and, for functions that make a tensor, ALLOCATION_FAILED
-//! and TOO_LARGE from the tensor table. This file parses those lists and
+//! and TOO_LARGE from the tensor table and SEQUENCE while a captured step is
+//! the current iteration. This file parses those lists and
 //! * calls every function over a catalogue of bad inputs (NULL pointers,
 //!   zero, stale, foreign and forged handles, wrong and impossible lengths,
 //!   NaN hyper-parameters, missing files) on a fresh context each time, and
@@ -27,7 +28,7 @@ const COMMON: &[&str] = &[
     "POISONED",
     "PANIC",
 ];
-const TENSOR_MAKER: &[&str] = &["ALLOCATION_FAILED", "TOO_LARGE"];
+const TENSOR_MAKER: &[&str] = &["ALLOCATION_FAILED", "TOO_LARGE", "SEQUENCE"];
 
 fn status_names() -> BTreeMap<ag_status, String> {
     let header = read("include/arenagrad.h");
@@ -362,6 +363,30 @@ fn call(name: &str, ctx: *mut ag_context, fx: &Fx, env: &Env, a: Args) -> ag_sta
             }
             ag_segment_end(ctx, t)
         }
+        "ag_capture_begin" => ag_capture_begin(ctx),
+        "ag_capture_end" => {
+            // n != 0: a capture is open (the fixture's handles are then
+            // stale: capture_begin ends the iteration).
+            if n != 0 {
+                ag_capture_begin(ctx);
+            }
+            let mut s = ag_step::default();
+            ag_capture_end(ctx, t, if a.null { null_mut() } else { &mut s })
+        }
+        "ag_replay" => ag_replay(ctx, step_arg(fx, env, a)),
+        "ag_step_free" => {
+            let mut s = step_arg(fx, env, a);
+            ag_step_free(ctx, if a.null { null_mut() } else { &mut s })
+        }
+        "ag_input_new" => ag_input_new(ctx, shape.as_ptr(), n, o),
+        "ag_input_write" => ag_input_write(ctx, t, p(f.as_ptr()), n),
+        "ag_input_write_ids" => ag_input_write_ids(
+            ctx,
+            step_arg(fx, env, a),
+            0,
+            if a.null { null() } else { ids.as_ptr() },
+            n,
+        ),
         "ag_param_new" => ag_param_new(ctx, shape.as_ptr(), n, p(f.as_ptr()), o),
         "ag_param_write" => ag_param_write(ctx, t, p(f.as_ptr()), n),
         "ag_param_init" => {
@@ -575,6 +600,30 @@ fn call(name: &str, ctx: *mut ag_context, fx: &Fx, env: &Env, a: Args) -> ag_sta
         "ag_mse_loss" => ag_mse_loss(ctx, t, u, o),
         "ag_clamp" => ag_clamp(ctx, t, -1.0, if n == 0 { -2.0 } else { fl }, o),
         other => panic!("no call for {other}: add it to call()"),
+    }
+}
+
+/// A step handle of the kind `a.handle` picks: another context's, an
+/// all-zero one, one with a past generation (freed), or a forged one.
+fn step_arg(fx: &Fx, env: &Env, a: Args) -> ag_step {
+    let id = fx.w.context;
+    match a.handle {
+        5 => ag_step {
+            index: 0,
+            context: env.foreign.w.context,
+            generation: 1,
+        },
+        6 => ag_step::default(),
+        4 => ag_step {
+            index: 0,
+            context: id,
+            generation: 1,
+        },
+        _ => ag_step {
+            index: 77,
+            context: id,
+            generation: 99,
+        },
     }
 }
 
@@ -1178,6 +1227,110 @@ fn targeted_cases(env: &Env) -> Vec<(&'static str, String)> {
     let st = ag_checkpoint_save(sh, sharded.as_ptr(), null(), 0);
     check("ag_checkpoint_save", st, "SEQUENCE", sh);
     ok(ag_context_free(&mut sh));
+    // Capture and replay: the sequence, the dropout refusal, a failed
+    // allocation of the step's records, and the arena cap.
+    let fx = Fx::new();
+    let c = fx.ctx;
+    let capture = |dropout: bool| {
+        ok(ag_capture_begin(c));
+        let (mut x, mut y, mut l) = (zero(), zero(), zero());
+        ok(ag_input_new(c, [3].as_ptr(), 1, &mut x));
+        ok(ag_mul(c, x, fx.b, &mut y));
+        if dropout {
+            let y0 = y;
+            ok(ag_dropout(c, y0, 0.5, 1, &mut y));
+        }
+        ok(ag_sum(c, y, &mut l));
+        ok(ag_backward(c, l));
+        (x, l)
+    };
+    let mut step = ag_step::default();
+    let (_, l) = capture(false);
+    let st = ag_capture_begin(c);
+    check("ag_capture_begin", st, "SEQUENCE", c);
+    let st = ag_replay(c, step);
+    check("ag_replay", st, "INVALID_HANDLE", c);
+    ok(ag_test_fail_allocation(c, 1, true, null_mut()));
+    let st = ag_capture_end(c, l, &mut step);
+    check("ag_capture_end", st, "ALLOCATION_FAILED", c);
+    ok(ag_test_fail_allocation(c, 0, false, null_mut()));
+    ok(ag_capture_end(c, l, &mut step));
+    let st = ag_capture_end(c, l, &mut step);
+    check("ag_capture_end", st, "SEQUENCE", c);
+    let mut out = zero();
+    let st = ag_input_new(c, [3].as_ptr(), 1, &mut out);
+    check("ag_input_new", st, "SEQUENCE", c);
+    // Any op: the captured step's graph cannot grow (the conventions).
+    let st = ag_add(c, l, l, &mut out);
+    check("ag_add", st, "SEQUENCE", c);
+    let st = ag_tensor_new(c, [1].as_ptr(), 1, [1.0f32].as_ptr(), &mut out);
+    check("ag_tensor_new", st, "SEQUENCE", c);
+    // Another capture open: the first step waits.
+    let (x2, l2) = capture(true);
+    let st = ag_replay(c, step);
+    check("ag_replay", st, "SEQUENCE", c);
+    let mut s3 = ag_step::default();
+    let st = ag_capture_end(c, l2, &mut s3);
+    check("ag_capture_end", st, "INVALID_ARGUMENT", c);
+    assert_eq!(s3, ag_step::default(), "a refused call wrote its out-param");
+    let _ = x2;
+    ok(ag_reset(c));
+    // The cap below the step's bytes, then a parameter added since.
+    ok(ag_set_arena_limit(c, 64));
+    let st = ag_replay(c, step);
+    check("ag_replay", st, "OUT_OF_MEMORY", c);
+    ok(ag_set_arena_limit(c, 0));
+    ok(ag_replay(c, step));
+    let fx2 = Fx::new();
+    let c2 = fx2.ctx;
+    ok(ag_capture_begin(c2));
+    let (mut xi, mut y, mut l) = (zero(), zero(), zero());
+    ok(ag_input_new(c2, [3].as_ptr(), 1, &mut xi));
+    ok(ag_mul(c2, xi, fx2.b, &mut y));
+    ok(ag_sum(c2, y, &mut l));
+    ok(ag_backward(c2, l));
+    let mut s2 = ag_step::default();
+    ok(ag_capture_end(c2, l, &mut s2));
+    ok(ag_reset(c2));
+    ok(ag_set_arena_limit(c2, 64));
+    let st = ag_input_write(c2, xi, [1.0f32; 3].as_ptr(), 3);
+    check("ag_input_write", st, "OUT_OF_MEMORY", c2);
+    ok(ag_set_arena_limit(c2, 0));
+    let mut pw = zero();
+    ok(ag_param_new(c2, [2].as_ptr(), 1, null(), &mut pw));
+    let st = ag_input_write(c2, xi, [1.0f32; 3].as_ptr(), 3);
+    check("ag_input_write", st, "SEQUENCE", c2);
+    let st = ag_replay(c2, s2);
+    check("ag_replay", st, "SEQUENCE", c2);
+    let st = ag_input_write_ids(c2, s2, 0, [0i32; 1].as_ptr(), 1);
+    check("ag_input_write_ids", st, "SEQUENCE", c2);
+    ok(ag_step_free(c2, &mut s2));
+    assert_eq!(s2, ag_step::default(), "ag_step_free zeroes the handle");
+
+    // Id buffers of a step: embedding ids and cross-entropy targets.
+    let fx3 = Fx::new();
+    let c3 = fx3.ctx;
+    ok(ag_capture_begin(c3));
+    let (mut e, mut lg) = (zero(), zero());
+    ok(ag_embedding(c3, fx3.w, [0i32, 3].as_ptr(), 2, &mut e));
+    ok(ag_cross_entropy(c3, e, [1i32, 2].as_ptr(), 2, &mut lg));
+    ok(ag_backward(c3, lg));
+    let mut s3 = ag_step::default();
+    ok(ag_capture_end(c3, lg, &mut s3));
+    ok(ag_input_write_ids(c3, s3, 0, [1i32, 2].as_ptr(), 2));
+    let st = ag_input_write_ids(c3, s3, 0, [1i32, 4].as_ptr(), 2);
+    check("ag_input_write_ids", st, "INDEX_OUT_OF_RANGE", c3);
+    let st = ag_input_write_ids(c3, s3, 1, [1i32, 3].as_ptr(), 2);
+    check("ag_input_write_ids", st, "INDEX_OUT_OF_RANGE", c3);
+    let st = ag_input_write_ids(c3, s3, 2, [1i32, 2].as_ptr(), 2);
+    check("ag_input_write_ids", st, "INVALID_ARGUMENT", c3);
+    let st = ag_input_write_ids(c3, s3, 1, [1i32].as_ptr(), 1);
+    check("ag_input_write_ids", st, "INVALID_ARGUMENT", c3);
+    ok(ag_reset(c3));
+    ok(ag_set_arena_limit(c3, 64));
+    let st = ag_input_write_ids(c3, s3, 0, [1i32, 2].as_ptr(), 2);
+    check("ag_input_write_ids", st, "OUT_OF_MEMORY", c3);
+    ok(ag_set_arena_limit(c3, 0));
     seen
 }
 

@@ -26,7 +26,11 @@
  * the iterates over the last quarter (Polyak averaging).
  *
  *   advi MODEL.data [--iters 2000] [--samples 4] [--lr 0.05] [--seed 1]
- *        [--nuts | --ref REF] [--check-means SD]
+ *        [--nuts | --ref REF] [--check-means SD] [--no-capture]
+ *
+ * The first step's graph is captured and every later step replays it with
+ * the new draws written into its eps constant (ag_input_write, ag_replay):
+ * the same steps bit for bit; --no-capture builds the graph every step.
  *
  * Prints the ELBO (estimated from 200 draws, up to log p's constant) as it
  * goes, then each reported quantity's mean and sd (4,000 draws from q,
@@ -49,6 +53,7 @@ static model m;
 static double elbo(const double *mv, const double *om, rng_t *r, int draws) {
     int d = m.dim;
     float *eps = malloc(sizeof(float) * (size_t)d);
+    CALL(ag_reset(m.ctx)); /* ends a replayed step's iteration too */
     CALL(ag_set_grad_enabled(m.ctx, false));
     double s = 0;
     for (int k = 0; k < draws; k++) {
@@ -176,17 +181,18 @@ static int find_mode(double *q, double *sd) {
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: advi MODEL.data [--iters N] [--samples S] [--lr LR] [--seed N] [--nuts] "
-                        "[--ref REF] [--check-means SD]\n");
+                        "[--ref REF] [--check-means SD] [--no-capture]\n");
         return 2;
     }
     int iters = 2000, S = 4;
     double lr = 0.05, check = -1;
     uint64_t seed = 1;
-    int with_nuts = 0;
+    int with_nuts = 0, capture = 1;
     const char *ref = NULL;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
         if (!strcmp(a, "--nuts")) { with_nuts = 1; continue; }
+        if (!strcmp(a, "--no-capture")) { capture = 0; continue; }
         i++;
         if (!strcmp(a, "--iters")) iters = atoi(v);
         else if (!strcmp(a, "--samples")) S = atoi(v);
@@ -223,6 +229,8 @@ int main(int argc, char **argv) {
     double *avg_mu = calloc((size_t)d, sizeof(double)), *avg_om = calloc((size_t)d, sizeof(double));
     float tmp[NUTS_MAX_NAMES], tmo[NUTS_MAX_NAMES];
     int avg_n = 0, skipped = 0;
+    ag_step step = {0, 0, 0};
+    ag_tensor eps_t = {0, 0, 0}; /* the captured step's eps [S, d] */
     printf("%s: mean-field ADVI, %d steps of %d draws, AdamW lr %g\n", m.name, iters, S, lr);
     if (newton >= 0)
         printf("  start: the mode after %d Newton steps, sds from the Hessian's diagonal; ELBO %.3f\n", newton,
@@ -237,33 +245,43 @@ int main(int argc, char **argv) {
         for (int s = 0; s < S; s++)
             for (int i = 0; i < d; i++)
                 eps[s * d + i] = s >= S / 2 + S % 2 ? -eps[(s - S / 2) * d + i] : (float)rng_normal(&r);
-        size_t es[2] = {(size_t)S, (size_t)d}, row[1] = {(size_t)d};
-        ag_tensor e, eom, u, z, total = {0, 0, 0}, lp, zi, zr, loss, ent, mean_lp, c0, c1;
-        CALL(ag_tensor_new(m.ctx, es, 2, eps, &e));
-        CALL(ag_tensor_new(m.ctx, shape, 1, q0f, &c0));
-        CALL(ag_tensor_new(m.ctx, shape, 1, s0f, &c1));
-        CALL(ag_exp(m.ctx, ot, &eom));
-        CALL(ag_mul(m.ctx, e, eom, &u));
-        CALL(ag_add(m.ctx, u, mt, &u));
-        CALL(ag_mul(m.ctx, u, c1, &z));
-        CALL(ag_add(m.ctx, z, c0, &z)); /* z = q0 + s0 (mt + e^ot eps) */
-        for (int s = 0; s < S; s++) {
-            CALL(ag_slice(m.ctx, z, 0, (size_t)s, 1, &zi));
-            CALL(ag_reshape(m.ctx, zi, row, 1, &zr));
-            lp = model_logp(&m, zr);
-            if (s == 0) total = lp;
-            else CALL(ag_add(m.ctx, total, lp, &total));
+        if (capture && step.context != 0) {
+            CALL(ag_input_write(m.ctx, eps_t, eps, (size_t)S * (size_t)d));
+            CALL(ag_replay(m.ctx, step));
+        } else {
+            if (capture) CALL(ag_capture_begin(m.ctx));
+            size_t es[2] = {(size_t)S, (size_t)d}, row[1] = {(size_t)d};
+            ag_tensor e, eom, u, z, total = {0, 0, 0}, lp, zi, zr, loss, ent, mean_lp, c0, c1;
+            CALL(ag_tensor_new(m.ctx, es, 2, eps, &e));
+            CALL(ag_tensor_new(m.ctx, shape, 1, q0f, &c0));
+            CALL(ag_tensor_new(m.ctx, shape, 1, s0f, &c1));
+            CALL(ag_exp(m.ctx, ot, &eom));
+            CALL(ag_mul(m.ctx, e, eom, &u));
+            CALL(ag_add(m.ctx, u, mt, &u));
+            CALL(ag_mul(m.ctx, u, c1, &z));
+            CALL(ag_add(m.ctx, z, c0, &z)); /* z = q0 + s0 (mt + e^ot eps) */
+            for (int s = 0; s < S; s++) {
+                CALL(ag_slice(m.ctx, z, 0, (size_t)s, 1, &zi));
+                CALL(ag_reshape(m.ctx, zi, row, 1, &zr));
+                lp = model_logp(&m, zr);
+                if (s == 0) total = lp;
+                else CALL(ag_add(m.ctx, total, lp, &total));
+            }
+            CALL(ag_scale(m.ctx, total, 1.0f / S, &mean_lp));
+            CALL(ag_sum(m.ctx, ot, &ent));
+            CALL(ag_add(m.ctx, mean_lp, ent, &loss));
+            CALL(ag_scale(m.ctx, loss, -1.0f, &loss));
+            CALL(ag_backward(m.ctx, loss));
+            if (capture) {
+                CALL(ag_capture_end(m.ctx, loss, &step));
+                eps_t = e;
+            }
         }
-        CALL(ag_scale(m.ctx, total, 1.0f / S, &mean_lp));
-        CALL(ag_sum(m.ctx, ot, &ent));
-        CALL(ag_add(m.ctx, mean_lp, ent, &loss));
-        CALL(ag_scale(m.ctx, loss, -1.0f, &loss));
-        CALL(ag_backward(m.ctx, loss));
         ag_status st = ag_optimizer_step(m.ctx);
         if (st == AG_STATUS_NON_FINITE) skipped++; /* a draw far in a tail: skip it */
         else CALL(st);
         CALL(ag_zero_grad(m.ctx));
-        CALL(ag_reset(m.ctx));
+        if (!capture) CALL(ag_reset(m.ctx)); /* a captured step stays current */
         int report = (it + 1) % (iters / 10) == 0;
         if (it >= iters - iters / 4 || report) {
             CALL(ag_tensor_read(m.ctx, mt, tmp, (size_t)d));

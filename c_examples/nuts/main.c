@@ -2,9 +2,13 @@
  * main.c: build/nuts, the command line (see README.md here).
  *
  *   nuts MODEL.data [--chains 4] [--warmup 1000] [--draws 1000] [--seed 1234]
- *        [--max-depth 10] [--csv FILE] [--check REF] [--quiet]
+ *        [--max-depth 10] [--csv FILE] [--check REF] [--quiet] [--no-capture]
  *   nuts MODEL.data --grad-bench N     time N gradient evaluations
  *   nuts MODEL.data --soak N           N gradient evaluations, RSS and arena flat
+ *
+ * The first gradient evaluation is captured and every later one replays it
+ * (ag_replay, bit-identical to building the graph each time); --no-capture
+ * builds the graph eagerly at every evaluation.
  *
  * --check REF compares with a posteriordb reference summary (quantity, mean,
  * sd, mcse_mean): each mean within 4 sqrt(mcse^2 + mcse_ref^2) + 0.05 sd_ref,
@@ -37,7 +41,7 @@ static long rss_kib(void) {
 static int usage(void) {
     fprintf(stderr,
             "usage: nuts MODEL.data [--chains N] [--warmup N] [--draws N] [--seed N] [--max-depth N]\n"
-            "            [--csv FILE] [--check REF] [--quiet] | --grad-bench N | --soak N\n");
+            "            [--csv FILE] [--check REF] [--quiet] [--no-capture] | --grad-bench N | --soak N\n");
     return 2;
 }
 
@@ -103,10 +107,12 @@ int main(int argc, char **argv) {
     nuts_default_config(&c);
     const char *csv = NULL, *check = NULL;
     long bench = 0, soak_n = 0;
+    bool capture = true;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--quiet")) { c.quiet = true; continue; }
+        if (!strcmp(a, "--no-capture")) { capture = false; continue; }
         if (!v) return usage();
         i++;
         if (!strcmp(a, "--chains")) c.chains = atoi(v);
@@ -126,6 +132,7 @@ int main(int argc, char **argv) {
     }
     model m;
     model_load(&m, argv[1]);
+    m.capture = capture;
     if (bench) return grad_bench(&m, bench);
     if (soak_n) return soak(&m, soak_n);
 

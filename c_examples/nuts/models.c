@@ -226,17 +226,35 @@ ag_tensor model_logp(model *m, ag_tensor q) {
     return build_logistic(m, q, one);
 }
 
+/* With m->capture, the first evaluation is captured (ag_capture_begin ..
+ * ag_capture_end) and every later one replays it (ag_replay): the same
+ * kernels on the new position, without building the graph again, and
+ * bit-identical to the eager path. A replay always runs backward; where
+ * log p is not finite its gradient is ignored, as the eager path never
+ * computes it. */
 double model_logp_grad(model *m, const double *q, double *g) {
     float qf[NUTS_MAX_NAMES], gf[NUTS_MAX_NAMES];
     for (int i = 0; i < m->dim; i++) qf[i] = (float)q[i];
     CALL(ag_param_write(m->ctx, m->q, qf, (size_t)m->dim));
     CALL(ag_zero_grad(m->ctx));
-    ag_tensor lp = model_logp(m, m->q);
+    bool replay = m->capture && m->step.context != 0;
+    ag_tensor lp = m->step_lp;
+    if (replay) {
+        CALL(ag_replay(m->ctx, m->step));
+    } else {
+        if (m->capture) CALL(ag_capture_begin(m->ctx));
+        lp = model_logp(m, m->q);
+    }
     float v;
     CALL(ag_tensor_item(m->ctx, lp, &v));
     double out = v;
-    if (isfinite(v)) {
+    if (m->capture && !replay) {
         CALL(ag_backward(m->ctx, lp));
+        CALL(ag_capture_end(m->ctx, lp, &m->step));
+        m->step_lp = lp;
+    }
+    if (isfinite(v)) {
+        if (!m->capture) CALL(ag_backward(m->ctx, lp));
         CALL(ag_tensor_read_grad(m->ctx, m->q, gf, (size_t)m->dim));
         for (int i = 0; i < m->dim; i++) {
             if (!isfinite(gf[i])) out = -INFINITY;
@@ -245,7 +263,8 @@ double model_logp_grad(model *m, const double *q, double *g) {
     } else {
         out = -INFINITY;
     }
-    CALL(ag_reset(m->ctx));
+    /* A captured step stays the current iteration between replays. */
+    if (!m->capture) CALL(ag_reset(m->ctx));
     m->evals++;
     return out;
 }

@@ -35,6 +35,9 @@ typedef struct model {
     ag_context *ctx;
     ag_tensor q;        /* the parameter holding the position */
     uint64_t evals;     /* gradient evaluations so far */
+    int capture;        /* 1: capture the first gradient evaluation, replay it after */
+    ag_step step;       /* the captured evaluation (all zero until captured) */
+    ag_tensor step_lp;  /* its log density */
 } model;
 
 /* models.c */

@@ -329,6 +329,9 @@ int parse_args(int argc, char **argv, struct config *cfg, char *err, size_t errl
         } else if (IS("--sample-only")) {
             NO_VALUE("--sample-only");
             cfg->sample_only = true;
+        } else if (IS("--no-capture")) {
+            NO_VALUE("--no-capture");
+            cfg->no_capture = true;
         } else if (IS("--data") || IS("--save") || IS("--resume") || IS("--out")) {
             char flag[16];
             snprintf(flag, sizeof flag, "%.*s", (int)name_len, arg);
@@ -450,6 +453,8 @@ void usage(FILE *f)
             "                      their activations during backward instead of keeping\n"
             "                      them (auto: the fewest that fit under --arena-limit-mb;\n"
             "                      the default with a cap, else none)\n"
+            "  --no-capture        build every step's graph eagerly (default: capture the\n"
+            "                      first micro-batch, then replay it with new batches)\n"
             "\n");
     /* Two strings: C11 compilers need only take 4095 bytes in one. */
     fprintf(f,

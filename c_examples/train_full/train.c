@@ -378,8 +378,28 @@ static ag_status train_step(struct trainer *tr, struct run_state *r, uint64_t st
         get_batch(d->tokens, d->n_train, tr->B, tr->T, &r->s.rng, tr->ids, tr->targets);
         ag_tensor loss;
         float v = 0.0f;
-        *what = "ag_reset";
-        st = ag_reset(ctx);
+        const bool capture = !cfg->no_capture;
+        if (capture && tr->step.context != 0) {
+            /* Replay the captured micro-batch on this batch: its id
+             * buffers are the token ids (0) and the targets (1). */
+            const size_t n = rows * tr->T;
+            *what = "ag_input_write_ids";
+            st = ag_input_write_ids(ctx, tr->step, 0, tr->ids + row0 * tr->T, n);
+            if (st == AG_STATUS_OK)
+                st = ag_input_write_ids(ctx, tr->step, 1, tr->targets + row0 * tr->T, n);
+            if (st == AG_STATUS_OK) {
+                *what = "ag_replay";
+                st = ag_replay(ctx, tr->step);
+            }
+            if (st == AG_STATUS_OK) {
+                *what = "ag_tensor_item";
+                st = ag_tensor_item(ctx, tr->step_loss, &v);
+            }
+            loss_sum += v;
+            continue;
+        }
+        *what = capture ? "ag_capture_begin" : "ag_reset";
+        st = capture ? ag_capture_begin(ctx) : ag_reset(ctx);
         if (st == AG_STATUS_OK) {
             *what = "forward";
             st = model_forward(ctx, &tr->model, tr->ids + row0 * tr->T,
@@ -389,9 +409,10 @@ static ag_status train_step(struct trainer *tr, struct run_state *r, uint64_t st
             *what = "ag_tensor_item";
             st = ag_tensor_item(ctx, loss, &v);
         }
+        ag_tensor scaled = loss;
         if (st == AG_STATUS_OK && cfg->accum > 1) {
             *what = "ag_scale";
-            st = ag_scale(ctx, loss, inv_accum, &loss);
+            st = ag_scale(ctx, loss, inv_accum, &scaled);
         }
         if (st == AG_STATUS_OK) {
             *what = "ag_grads_buffer";
@@ -399,7 +420,23 @@ static ag_status train_step(struct trainer *tr, struct run_state *r, uint64_t st
         }
         if (st == AG_STATUS_OK) {
             *what = "ag_backward";
-            st = ag_backward(ctx, loss);
+            st = ag_backward(ctx, scaled);
+        }
+        if (st == AG_STATUS_OK && capture) {
+            *what = "ag_capture_end";
+            st = ag_capture_end(ctx, scaled, &tr->step);
+            tr->step_loss = loss;
+            /* The step keeps memory of its own; the eager arena, which
+             * evaluation and sampling use, grows now rather than at the
+             * first evaluation, so memory is flat from the first steps. */
+            *what = "warming the evaluation arena";
+            ag_tensor unused;
+            if (st == AG_STATUS_OK) st = ag_set_grad_enabled(ctx, false);
+            if (st == AG_STATUS_OK) st = ag_reset(ctx);
+            if (st == AG_STATUS_OK)
+                st = model_forward(ctx, &tr->model, tr->ids, tr->targets, tr->B, tr->T, NULL, &unused);
+            if (st == AG_STATUS_OK) st = ag_reset(ctx);
+            if (st == AG_STATUS_OK) st = ag_set_grad_enabled(ctx, true);
         }
         loss_sum += v;
     }

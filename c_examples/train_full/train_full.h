@@ -86,6 +86,7 @@ struct config {
     long arena_limit_mb; /* 0: no cap */
     int recompute;       /* AG_RECOMPUTE_*; -1: AUTO with --arena-limit-mb, else NONE */
     bool sample_only;
+    bool no_capture;     /* --no-capture: build every micro-batch's graph eagerly */
     bool help;
     bool overlap;        /* MPI: all-reduce each gradient bucket during backward (default) */
     long bucket_kb;      /* MPI: smallest bucket of the overlapped all-reduce, KiB */
@@ -290,6 +291,8 @@ struct trainer {
     bool tty;         /* stdout is a terminal: one updating progress line */
     bool line_open;   /* that line is drawn and not yet ended */
     FILE *info;       /* where progress and notes go (stderr for --sample-only) */
+    ag_step step;     /* the captured micro-batch step (all zero until captured) */
+    ag_tensor step_loss; /* its unscaled loss */
 };
 
 /* The first SIGINT or SIGTERM (0 if none), set by the handler in main.c. */

@@ -159,6 +159,34 @@ struct Canary {
 }
 
 pub struct Storage {
+    /// The current iteration's activation memory. A captured step owns one
+    /// of its own and swaps it in to replay (see [`Storage::swap_activations`]).
+    act: Activations,
+    high_water: usize,
+    /// Arena cap in bytes; usize::MAX when unlimited.
+    limit: usize,
+    /// Current arena epoch, >= 1: a reset moves it to a fresh one, a
+    /// captured step's replay back to that step's own.
+    epoch: u64,
+    /// The largest epoch ever issued: every reset takes the next one, so an
+    /// epoch (hence a captured step's) is never issued twice.
+    top_epoch: u64,
+    persistent: Vec<PersistentBlock>,
+    persistent_bytes: usize,
+    /// The parameter gradients: `grads_len` floats in use out of
+    /// `grads_cap` (None until the first parameter).
+    grads: Option<PersistentBlock>,
+    grads_len: usize,
+    grads_cap: usize,
+    pub fault: FaultInjection,
+}
+
+/// Activation memory: the bump arena, the recompute scratch region and
+/// their counters. Its buffers carry the epoch they were made in, and are
+/// reachable only while this memory is the storage's current one with that
+/// epoch (a parked `Activations` is never read or written).
+#[derive(Default)]
+pub struct Activations {
     #[cfg(feature = "debug-arena")]
     canaries: Vec<Canary>,
     bump: Bump,
@@ -168,19 +196,6 @@ pub struct Storage {
     filled: Option<(usize, usize)>,
     /// Bytes handed out this iteration (sizes padded to ALIGN).
     used: usize,
-    high_water: usize,
-    /// Arena cap in bytes; usize::MAX when unlimited.
-    limit: usize,
-    /// Current arena epoch, >= 1; bumped by every reset.
-    epoch: u64,
-    persistent: Vec<PersistentBlock>,
-    persistent_bytes: usize,
-    /// The parameter gradients: `grads_len` floats in use out of
-    /// `grads_cap` (None until the first parameter).
-    grads: Option<PersistentBlock>,
-    grads_len: usize,
-    grads_cap: usize,
-    pub fault: FaultInjection,
     /// Bytes the bump arena consumed this iteration (each buffer's padded
     /// size plus its canary), and the most in any iteration (the size its
     /// chunk is consolidated to, plus one alignment of slack).
@@ -234,24 +249,17 @@ impl Default for Storage {
 impl Storage {
     pub fn new() -> Storage {
         Storage {
-            #[cfg(feature = "debug-arena")]
-            canaries: Vec::new(),
-            bump: Bump::new(),
-            filled: None,
-            used: 0,
+            act: Activations::default(),
             high_water: 0,
             limit: usize::MAX,
             epoch: 1,
+            top_epoch: 1,
             persistent: Vec::new(),
             persistent_bytes: 0,
             grads: None,
             grads_len: 0,
             grads_cap: 0,
             fault: FaultInjection::default(),
-            main_used: 0,
-            main_high_water: 0,
-            routable: 0,
-            scratch: Scratch::default(),
         }
     }
 
@@ -279,12 +287,12 @@ impl Storage {
             op,
             what: format!("{len} elements do not fit in memory"),
         })?;
-        let b = if self.scratch.on {
+        let b = if self.act.scratch.on {
             self.alloc_scratch(op, len, bytes)?
         } else {
             self.alloc_main(op, len)?
         };
-        self.routable += bytes;
+        self.act.routable += bytes;
         Ok(b)
     }
 
@@ -296,11 +304,11 @@ impl Storage {
             op,
             what: format!("{len} elements do not fit in memory"),
         })?;
-        if bytes > self.limit.saturating_sub(self.used) {
+        if bytes > self.limit.saturating_sub(self.act.used) {
             return Err(Error::OutOfMemory {
                 op,
                 needed: bytes,
-                used: self.used,
+                used: self.act.used,
                 limit: self.limit,
             });
         }
@@ -310,20 +318,22 @@ impl Storage {
                 what: format!("{bytes} bytes"),
             })?;
         let raw = self
+            .act
             .bump
             .try_alloc_layout(layout)
             .map_err(|_| Error::OutOfMemory {
                 op,
                 needed: bytes,
-                used: self.used,
+                used: self.act.used,
                 limit: self.limit,
             })?;
-        self.used += bytes;
-        self.high_water = self.high_water.max(self.used);
-        self.main_used += bytes + CANARY;
-        self.main_high_water = self.main_high_water.max(self.main_used);
+        self.act.used += bytes;
+        self.high_water = self.high_water.max(self.act.used);
+        self.act.main_used += bytes + CANARY;
+        self.act.main_high_water = self.act.main_high_water.max(self.act.main_used);
         let start = raw.as_ptr().addr();
         let inside = self
+            .act
             .filled
             .is_some_and(|(lo, hi)| lo <= start && start + bytes <= hi);
         if !inside {
@@ -348,35 +358,30 @@ impl Storage {
     pub fn reset(&mut self) {
         #[cfg(feature = "debug-arena")]
         let overrun = self.check_and_poison();
-        self.epoch = self.epoch.wrapping_add(1);
-        if self.epoch == 0 {
-            // Epoch 0 marks persistent buffers; skip it on wrap (after 2^64
-            // resets, i.e. never in practice).
-            self.epoch = 1;
-        }
-        let chunks = self.bump.iter_allocated_chunks().count();
+        self.fresh_epoch();
+        let chunks = self.act.bump.iter_allocated_chunks().count();
         if chunks > 1 {
             // The chunk set changes: whatever was filled may be freed.
-            self.filled = None;
+            self.act.filled = None;
             // Buffers are ALIGN-sized and ALIGN-aligned, but the chunk's end
             // (where the bump starts) may not be: the first buffer can lose
             // up to ALIGN - 1 bytes. Without this slack whether the
             // iteration fits depended on the address malloc returned.
-            let want = (self.main_high_water + ALIGN).min(self.limit);
-            let limit = self.bump.allocation_limit();
+            let want = (self.act.main_high_water + ALIGN).min(self.limit);
+            let limit = self.act.bump.allocation_limit();
             if let Ok(b) = Bump::try_with_capacity(want) {
-                self.bump = b;
+                self.act.bump = b;
             } else {
-                self.bump.reset();
+                self.act.bump.reset();
             }
-            self.bump.set_allocation_limit(limit);
+            self.act.bump.set_allocation_limit(limit);
         } else {
-            self.bump.reset();
+            self.act.bump.reset();
         }
         self.fill_chunk();
-        self.used = 0;
-        self.main_used = 0;
-        self.routable = 0;
+        self.act.used = 0;
+        self.act.main_used = 0;
+        self.act.routable = 0;
         self.reset_scratch();
         #[cfg(feature = "debug-arena")]
         if let Some(msg) = overrun {
@@ -389,20 +394,20 @@ impl Storage {
     /// address range. Borrows the whole free space of the chunk for a moment
     /// to learn where it is, then resets the bump pointer again.
     fn fill_chunk(&mut self) {
-        let cap = self.bump.chunk_capacity();
+        let cap = self.act.bump.chunk_capacity();
         let whole = Layout::from_size_align(cap, 1).ok().filter(|_| cap > 0);
-        let Some(raw) = whole.and_then(|l| self.bump.try_alloc_layout(l).ok()) else {
-            self.filled = None;
+        let Some(raw) = whole.and_then(|l| self.act.bump.try_alloc_layout(l).ok()) else {
+            self.act.filled = None;
             return;
         };
         let range = (raw.as_ptr().addr(), raw.as_ptr().addr() + cap);
-        if self.filled != Some(range) {
+        if self.act.filled != Some(range) {
             // SAFETY: raw..raw+cap is the free space of the current chunk,
             // just handed to us exclusively; no Buf of this epoch exists.
             unsafe { std::ptr::write_bytes(raw.as_ptr(), FILL_BYTE, cap) };
-            self.filled = Some(range);
+            self.act.filled = Some(range);
         }
-        self.bump.reset();
+        self.act.bump.reset();
     }
 
     /// debug-arena: fills the bytes after a buffer's end (its padding plus
@@ -424,7 +429,7 @@ impl Storage {
                 total - data_bytes,
             )
         };
-        self.canaries.push(Canary {
+        self.act.canaries.push(Canary {
             op,
             raw,
             data_bytes,
@@ -438,7 +443,7 @@ impl Storage {
     #[cfg(feature = "debug-arena")]
     fn check_and_poison(&mut self) -> Option<String> {
         let mut first = None;
-        for c in self.canaries.drain(..) {
+        for c in self.act.canaries.drain(..) {
             // SAFETY: the block is still owned by the bump arena (not reset
             // yet) and no slice into it is alive (&mut self).
             let block = unsafe { std::slice::from_raw_parts_mut(c.raw.as_ptr(), c.total) };
@@ -462,25 +467,64 @@ impl Storage {
         // the backstop on what the arena reserves from the system (whole
         // chunks, with footers and halving chunk sizes: allow 2x + 64 KiB).
         let backstop = limit.map(|l| l.saturating_mul(2).saturating_add(1 << 16));
-        self.bump
-            .set_allocation_limit(backstop.map(|l| l.max(self.bump.allocated_bytes())));
+        self.act
+            .bump
+            .set_allocation_limit(backstop.map(|l| l.max(self.act.bump.allocated_bytes())));
     }
 
     pub fn epoch(&self) -> u64 {
         self.epoch
     }
 
+    /// The largest epoch issued so far (a handle's generation above it
+    /// cannot come from this storage).
+    pub fn top_epoch(&self) -> u64 {
+        self.top_epoch
+    }
+
+    /// Moves to an epoch never issued before: every arena Buf made so far
+    /// becomes unusable until its own epoch is restored with its memory.
+    pub fn fresh_epoch(&mut self) {
+        self.top_epoch = self.top_epoch.wrapping_add(1);
+        if self.top_epoch == 0 {
+            // Epoch 0 marks persistent buffers; skip it on wrap (after 2^64
+            // resets, i.e. never in practice).
+            self.top_epoch = 1;
+        }
+        self.epoch = self.top_epoch;
+    }
+
+    /// Exchanges the current activation memory with `other` and makes
+    /// `epoch` current. A captured step parks the eager memory here while
+    /// its own (whose Bufs carry `epoch`) is current, and swaps back with a
+    /// fresh epoch. Sound because a Buf is usable only under its own epoch,
+    /// and an epoch is only ever restored together with the memory its Bufs
+    /// point into (the step's, which it owns until dropped).
+    pub fn swap_activations(&mut self, other: &mut Activations, epoch: u64) {
+        std::mem::swap(&mut self.act, other);
+        self.epoch = epoch;
+        let limit = (self.limit != usize::MAX).then_some(self.limit);
+        self.set_limit(limit);
+    }
+
+    /// An empty activation memory (a step's before its capture).
+    pub fn empty_activations() -> Activations {
+        Activations::default()
+    }
+
     /// Test hook: start the epoch counter near its limit to exercise the wrap.
     #[cfg(any(test, feature = "test-hooks"))]
     pub fn set_epoch_for_test(&mut self, epoch: u64) {
         self.epoch = epoch.max(1);
+        self.top_epoch = self.epoch;
     }
 
     pub fn stats(&self) -> ArenaStats {
         ArenaStats {
-            used: self.used,
-            reserved: self.bump.allocated_bytes()
+            used: self.act.used,
+            reserved: self.act.bump.allocated_bytes()
                 + self
+                    .act
                     .scratch
                     .chunks
                     .iter()

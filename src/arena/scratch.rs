@@ -17,15 +17,15 @@ impl Storage {
         let oom = |s: &Self| Error::OutOfMemory {
             op,
             needed: bytes,
-            used: s.used,
+            used: s.act.used,
             limit: s.limit,
         };
-        let pass = self.scratch.pass + bytes;
-        let grow = pass.saturating_sub(self.scratch.counted);
-        if grow > self.limit.saturating_sub(self.used) {
+        let pass = self.act.scratch.pass + bytes;
+        let grow = pass.saturating_sub(self.act.scratch.counted);
+        if grow > self.limit.saturating_sub(self.act.used) {
             return Err(oom(self));
         }
-        let sc = &mut self.scratch;
+        let sc = &mut self.act.scratch;
         let fits = |c: &PersistentBlock, off: usize| off + bytes <= c.layout.size();
         let mut at = None;
         if sc.chunk < sc.chunks.len() && fits(&sc.chunks[sc.chunk], sc.offset) {
@@ -39,7 +39,7 @@ impl Storage {
                 let have: usize = sc.chunks.iter().map(|c| c.layout.size()).sum();
                 let size = bytes.max(have).max(MIN_SCRATCH_CHUNK);
                 let layout = Layout::from_size_align(size, ALIGN).map_err(|_| oom(self))?;
-                if self.scratch.chunks.try_reserve(1).is_err() {
+                if self.act.scratch.chunks.try_reserve(1).is_err() {
                     return Err(oom(self));
                 }
                 // SAFETY: layout has a non-zero size (at least MIN_SCRATCH_CHUNK).
@@ -52,17 +52,20 @@ impl Storage {
                 unsafe {
                     std::ptr::write_bytes(ptr.as_ptr(), FILL_BYTE, size)
                 };
-                self.scratch.chunks.push(PersistentBlock { ptr, layout });
-                (self.scratch.chunks.len() - 1, 0)
+                self.act
+                    .scratch
+                    .chunks
+                    .push(PersistentBlock { ptr, layout });
+                (self.act.scratch.chunks.len() - 1, 0)
             }
         };
-        let sc = &mut self.scratch;
+        let sc = &mut self.act.scratch;
         sc.chunk = chunk;
         sc.offset = offset + bytes;
         sc.pass = pass;
         sc.counted += grow;
-        self.used += grow;
-        self.high_water = self.high_water.max(self.used);
+        self.act.used += grow;
+        self.high_water = self.high_water.max(self.act.used);
         // SAFETY: offset + bytes <= the chunk's size (checked or just made),
         // so the pointer stays inside the block, which is ALIGN-aligned as
         // are offsets (sums of padded sizes).
@@ -79,7 +82,7 @@ impl Storage {
     /// previous pass are overwritten by this one's (with `debug-arena` they
     /// are poisoned with NaN first, so a read of them shows).
     pub fn scratch_begin(&mut self) {
-        let sc = &mut self.scratch;
+        let sc = &mut self.act.scratch;
         sc.chunk = 0;
         sc.offset = 0;
         sc.pass = 0;
@@ -94,13 +97,13 @@ impl Storage {
 
     /// Ends the pass: allocations go to the bump arena again.
     pub fn scratch_end(&mut self) {
-        self.scratch.on = false;
+        self.act.scratch.on = false;
     }
 
     /// Whether `b` lies in the scratch region.
     pub fn in_scratch<T>(&self, b: Buf<T>) -> bool {
         let (start, _) = b.range();
-        self.scratch.chunks.iter().any(|c| {
+        self.act.scratch.chunks.iter().any(|c| {
             let lo = c.ptr.as_ptr().addr();
             lo <= start && start < lo + c.layout.size()
         })
@@ -108,12 +111,12 @@ impl Storage {
 
     /// Padded bytes of every `alloc_scratchable` this iteration.
     pub fn routable_bytes(&self) -> usize {
-        self.routable
+        self.act.routable
     }
 
     /// The bytes `used` counts for the scratch region this iteration.
     pub fn scratch_bytes(&self) -> usize {
-        self.scratch.counted
+        self.act.scratch.counted
     }
 
     /// Padded size of `len` elements of T, as the arena counts it.
@@ -126,7 +129,7 @@ impl Storage {
     /// state makes no system allocation (if that allocation fails, the old
     /// chunks stay and serve as they did).
     pub(super) fn reset_scratch(&mut self) {
-        let sc = &mut self.scratch;
+        let sc = &mut self.act.scratch;
         let want = sc.counted;
         sc.chunk = 0;
         sc.offset = 0;

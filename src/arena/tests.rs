@@ -42,16 +42,16 @@ fn scratch_grown_in_a_warmup_pass_is_one_chunk_after_reset() {
     let b = s.alloc_scratchable::<f32>("t", 100).unwrap(); // new chunk
     s.access_one(b).fill(1.0);
     s.scratch_end();
-    assert_eq!(s.scratch.chunks.len(), 2);
+    assert_eq!(s.act.scratch.chunks.len(), 2);
     assert_eq!(s.stats().used, 800_000 + 448);
     s.reset();
-    assert_eq!(s.scratch.chunks.len(), 1);
-    assert_eq!(s.scratch.chunks[0].layout.size(), 800_000 + 448);
+    assert_eq!(s.act.scratch.chunks.len(), 1);
+    assert_eq!(s.act.scratch.chunks[0].layout.size(), 800_000 + 448);
     s.scratch_begin();
     s.alloc_scratchable::<f32>("t", 200_000).unwrap();
     s.alloc_scratchable::<f32>("t", 100).unwrap();
     s.scratch_end();
-    assert_eq!(s.scratch.chunks.len(), 1, "the steady state fits");
+    assert_eq!(s.act.scratch.chunks.len(), 1, "the steady state fits");
     assert_eq!(s.stats().used, 800_000 + 448);
 }
 
@@ -120,7 +120,7 @@ fn persistent_survives_reset_and_single_chunk_after_warmup() {
         s.reset();
     }
     assert_eq!(s.read(p)[99], 1.0);
-    assert_eq!(s.bump.iter_allocated_chunks().count(), 1);
+    assert_eq!(s.act.bump.iter_allocated_chunks().count(), 1);
     assert!(s.stats().reserved >= s.stats().high_water);
 }
 
@@ -141,7 +141,7 @@ fn consolidated_chunk_fits_at_any_address() {
             for _ in 0..buffers {
                 s.alloc::<f32>("t", 8).unwrap();
             }
-            let chunks = s.bump.iter_allocated_chunks().count();
+            let chunks = s.act.bump.iter_allocated_chunks().count();
             if iteration > 0 {
                 assert_eq!(
                     chunks, 1,
@@ -212,9 +212,12 @@ fn alloc_zeroes_recycled_memory() {
 #[test]
 fn overwrite_alloc_skips_the_fill() {
     let mut s = Storage::new();
-    assert!(s.filled.is_none());
+    assert!(s.act.filled.is_none());
     let a = recycled(&mut s, true);
-    assert!(s.filled.is_some(), "the warm chunk is recorded as filled");
+    assert!(
+        s.act.filled.is_some(),
+        "the warm chunk is recorded as filled"
+    );
     assert!(s.read(a).iter().all(|&x| x == 7.0));
 }
 

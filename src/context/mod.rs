@@ -15,6 +15,12 @@ use crate::tape::Node;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 mod access;
+mod capture;
+mod stats;
+
+pub use stats::MemoryStats;
+
+pub use capture::Step;
 
 /// A tensor handle: a small value, never a pointer. Activation handles carry
 /// the generation (iteration) they were made in and die at the next reset;
@@ -53,49 +59,6 @@ pub(crate) struct TensorEntry {
     /// The first access zeroes it, unless the kernel asked to overwrite it
     /// whole ([`Context::grad_to_overwrite`]): then no fill is wasted.
     pub unzeroed: bool,
-}
-
-/// A context's memory figures (ag_memory_stats in C, Context::memory_stats
-/// in Rust).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct MemoryStats {
-    /// Arena bytes handed out in the current iteration.
-    pub arena_used_bytes: u64,
-    /// Bytes the arena holds from the system (its chunks).
-    pub arena_reserved_bytes: u64,
-    /// Largest `arena_used_bytes` seen in any iteration.
-    pub arena_high_water_bytes: u64,
-    /// Arena cap in bytes, 0 when unlimited.
-    pub arena_limit_bytes: u64,
-    /// Ops recorded on the tape this iteration, and the tape's capacity.
-    pub tape_len: u64,
-    pub tape_capacity: u64,
-    /// Live tensors (parameters included) and the table's capacity.
-    pub live_tensors: u64,
-    pub table_capacity: u64,
-    /// Number of parameters and bytes of parameter values plus gradients.
-    pub param_count: u64,
-    pub param_bytes: u64,
-    /// Bytes of optimizer state (moments).
-    pub optimizer_bytes: u64,
-    /// Resets since the context was created.
-    pub resets: u64,
-    /// Current activation generation.
-    pub generation: u64,
-    /// Segments ended this iteration, and how many of them are recomputed.
-    pub segments: u64,
-    pub recomputed_segments: u64,
-    /// Arena bytes recomputation keeps out of this iteration: the buffers
-    /// of the recomputed segments less their outputs' copies and the
-    /// scratch region they share.
-    pub recompute_saved_bytes: u64,
-    /// The arena bytes an iteration of this graph needs with no segment
-    /// recomputed, and with every segment recomputed (the smallest arena
-    /// cap it can train under): from this iteration once its backward ran,
-    /// else from the last iteration that reached backward (0 before one).
-    pub arena_need_none_bytes: u64,
-    pub arena_need_all_bytes: u64,
 }
 
 static NEXT_CONTEXT_ID: AtomicU32 = AtomicU32::new(1);
@@ -144,6 +107,8 @@ pub struct Context {
     grad_ready: GradReady,
     /// The float range the next optimizer keeps state for (None: all).
     pending_shard: Option<(usize, usize)>,
+    /// Captured steps, an open capture, and input slots.
+    capture: capture::Captures,
 }
 
 impl Default for Context {
@@ -176,6 +141,7 @@ impl Context {
             recompute: Default::default(),
             grad_ready: GradReady::default(),
             pending_shard: None,
+            capture: Default::default(),
         }
         .with_single_threaded_blas()
     }
@@ -203,12 +169,18 @@ impl Context {
     /// gradients and optimizer state are untouched. Never allocates once the
     /// arena has grown to the iteration's high-water mark.
     pub fn reset(&mut self) {
+        self.abandon_capture();
+        if self.park_resident() {
+            self.resets += 1;
+            return;
+        }
         let (used, scratch) = (self.store.stats().used, self.store.scratch_bytes());
         self.recompute
             .end_iteration(self.backward_done, used, scratch);
         self.tape.clear();
         self.table.truncate(self.n_params);
         self.store.reset();
+        self.capture.clear_inputs();
         self.backward_done = false;
         self.resets += 1;
     }
@@ -227,32 +199,6 @@ impl Context {
     /// the cap fails with [`Error::OutOfMemory`] and changes nothing.
     pub fn set_arena_limit(&mut self, limit: Option<usize>) {
         self.store.set_limit(limit);
-    }
-
-    pub fn memory_stats(&self) -> MemoryStats {
-        let a = self.store.stats();
-        let r = self.recompute_stats();
-        let opt = self.optimizer.as_ref().map_or(0, |o| o.state_bytes());
-        MemoryStats {
-            arena_used_bytes: a.used as u64,
-            arena_reserved_bytes: a.reserved as u64,
-            arena_high_water_bytes: a.high_water as u64,
-            arena_limit_bytes: a.limit as u64,
-            tape_len: self.tape.len() as u64,
-            tape_capacity: self.tape.capacity() as u64,
-            live_tensors: self.table.len() as u64,
-            table_capacity: self.table.capacity() as u64,
-            param_count: self.n_params as u64,
-            param_bytes: (self.store.persistent_bytes() - opt) as u64,
-            optimizer_bytes: opt as u64,
-            resets: self.resets,
-            generation: self.generation(),
-            segments: r.segments as u64,
-            recomputed_segments: r.recomputed as u64,
-            recompute_saved_bytes: r.saved as u64,
-            arena_need_none_bytes: r.need_none as u64,
-            arena_need_all_bytes: r.need_all as u64,
-        }
     }
 
     /// Number of parameters (in creation order, indices 0..count).
@@ -344,9 +290,11 @@ impl Context {
                 ),
             });
         }
+        self.reserve_input(OP)?;
         let id = self.push_output(OP, shape, false)?;
         let buf = self.table[id as usize].data;
         self.store.access_one(buf).copy_from_slice(data);
+        self.note_input(id);
         Ok(self.handle(id))
     }
 
@@ -539,7 +487,7 @@ impl Context {
         }
         if t.generation != self.store.epoch() {
             // A generation from the future cannot come from this context.
-            if t.generation > self.store.epoch() {
+            if t.generation > self.store.top_epoch() {
                 return Err(Error::InvalidHandle { op, index: t.index });
             }
             return Err(Error::StaleHandle {
@@ -626,6 +574,7 @@ impl Context {
     }
 
     fn reserve_slot(&mut self, op: &'static str) -> Result<()> {
+        self.check_not_resident(op)?;
         if self.table.len() >= (u32::MAX - 1) as usize {
             return Err(Error::TooLarge {
                 op,
@@ -649,6 +598,7 @@ impl Context {
     /// Records `op` as the producer of `out` when `out` needs a gradient
     /// (capacity was reserved by push_output, so this never allocates).
     pub(crate) fn record(&mut self, op: Op, out: u32) {
+        self.capture.log(op, out);
         if !self.table[out as usize].requires_grad {
             return;
         }

@@ -29,6 +29,7 @@ mod tensors;
 
 mod training;
 
+mod capture;
 mod checkpoints;
 mod grads;
 mod init;
@@ -41,6 +42,7 @@ mod shard;
 #[cfg(feature = "test-hooks")]
 mod test_hooks;
 
+pub use capture::*;
 pub use checkpoints::*;
 pub use grads::*;
 pub use init::*;

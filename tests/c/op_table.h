@@ -37,6 +37,7 @@ typedef struct op_scratch {
     float item;
     float src[8];
     char name[16];
+    ag_step step;
 } op_scratch;
 
 static inline void op_scratch_init(op_scratch *s) {

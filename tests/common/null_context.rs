@@ -54,6 +54,12 @@ pub fn calls_with_a_null_context(p: ag_tensor, q: ag_tensor) -> Vec<(&'static st
     let mut gptr = null_mut::<f32>();
     let mut user = [9u8; 4];
     let mut name = [9 as std::ffi::c_char; 8];
+    let step_sentinel = ag_step {
+        index: 7,
+        context: 9,
+        generation: 11,
+    };
+    let mut st = step_sentinel;
     let path = CString::new("/tmp/never-written.ckpt").unwrap();
     let mut calls: Vec<(&str, ag_status)> = vec![
         ("ag_reset", ag_reset(n)),
@@ -70,6 +76,16 @@ pub fn calls_with_a_null_context(p: ag_tensor, q: ag_tensor) -> Vec<(&'static st
             ag_context_set_recompute(n, AG_RECOMPUTE_ALL),
         ),
         ("ag_segment_begin", ag_segment_begin(n)),
+        ("ag_capture_begin", ag_capture_begin(n)),
+        ("ag_capture_end", ag_capture_end(n, p, &mut st)),
+        ("ag_replay", ag_replay(n, st)),
+        ("ag_step_free", ag_step_free(n, &mut st)),
+        ("ag_input_new", ag_input_new(n, shape.as_ptr(), 2, &mut o)),
+        ("ag_input_write", ag_input_write(n, p, data.as_ptr(), 4)),
+        (
+            "ag_input_write_ids",
+            ag_input_write_ids(n, st, 0, ids.as_ptr(), 2),
+        ),
         ("ag_segment_end", ag_segment_end(n, p)),
         (
             "ag_param_new",
@@ -222,6 +238,7 @@ pub fn calls_with_a_null_context(p: ag_tensor, q: ag_tensor) -> Vec<(&'static st
     ];
     calls.extend(test_hook_calls());
     assert_eq!(o, sentinel);
+    assert_eq!(st, step_sentinel);
     assert_eq!(s.resets, 77);
     assert_eq!(
         (dims, nd, numel, f, buf, user, ulen),

@@ -150,6 +150,11 @@ ids! {
     /// ag_params_copy_out of a range from the input, then ag_params_copy_in
     /// of the same floats (the parameters do not change).
     PARAMS_COPY = 0x92;
+    // Capture and replay (capture.rs).
+    /// ag_capture_begin .. ag_capture_end, replays, ag_step_free.
+    CAPTURE_REPLAY = 0x80;
+    /// ag_replay and ag_step_free with a forged step handle.
+    STEP_FORGED = 0x81;
 }
 
 /// The call a byte of the input names: itself when it is an id, else the
@@ -265,4 +270,11 @@ pub const FUNCTIONS: &[(&str, u8)] = &[
     ("ag_set_recompute", SET_RECOMPUTE),
     ("ag_segment_begin", SEGMENT_BEGIN),
     ("ag_segment_end", SEGMENT_END),
+    ("ag_capture_begin", CAPTURE_REPLAY),
+    ("ag_capture_end", CAPTURE_REPLAY),
+    ("ag_replay", CAPTURE_REPLAY),
+    ("ag_step_free", CAPTURE_REPLAY),
+    ("ag_input_new", CAPTURE_REPLAY),
+    ("ag_input_write", CAPTURE_REPLAY),
+    ("ag_input_write_ids", CAPTURE_REPLAY),
 ];

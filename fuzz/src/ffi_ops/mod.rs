@@ -10,6 +10,7 @@
 //! parameters, initialisers, safetensors, segments).
 
 mod args;
+mod capture;
 mod check;
 pub mod ids;
 mod lifecycle;
@@ -267,6 +268,8 @@ impl<'a> FfiOps<'a> {
             ids::GRAD_READY => self.grad_ready(),
             ids::OPTIMIZER_SHARD => self.optimizer_shard(),
             ids::PARAMS_COPY => self.params_copy(),
+            ids::CAPTURE_REPLAY => self.capture_replay(),
+            ids::STEP_FORGED => self.step_forged(),
             _ => {}
         }
     }

@@ -1,0 +1,339 @@
+/*
+ * bench_replay.c: a captured step replayed (ag_capture_begin/end,
+ * ag_replay) against the eager path it was captured from, through
+ * include/arenagrad.h alone (run by `make bench`; `--quick` for a short
+ * run). The models are bench_eager.c's:
+ *
+ * (a) scalar_chain: 2,000 one-element ops (a tanh recursion over 250
+ *     steps, 4 parameters); one iteration is zero_grad, forward and
+ *     backward (or one replay), the loss and the four gradients read.
+ * (b) eight_schools: the non-centred eight-schools log density and its
+ *     gradient (10 parameters), with the position written into the
+ *     parameter before each evaluation, as a sampler does.
+ *
+ * Before timing, the replayed loss and gradients are compared bit for bit
+ * with the eager ones at several positions; a mismatch exits 1. Eager and
+ * replay batches alternate within each repetition (the machine may be
+ * shared); the figures are medians. Output, one line per model:
+ *   bench replay model=scalar_chain ops=2000 eager_ns_per_op=... replay_ns_per_op=... speedup=...
+ *   bench replay model=eight_schools ops=... eager_us_per_grad=... replay_us_per_grad=... ...
+ * (ns per recorded forward op, forward and backward together). `--model
+ * NAME` runs one model, `--reps N` sets the repetitions, `--replay-only`
+ * times replays alone (for profiling); other arguments
+ * are ignored (BENCH_ARGS is shared with the other benches).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "arenagrad.h"
+
+static ag_context *ctx;
+
+static void check(ag_status st, const char *what) {
+    if (st != AG_STATUS_OK) {
+        fprintf(stderr, "bench_replay: %s failed: %s: %s\n", what, ag_status_str(st),
+                ag_context_last_error(ctx));
+        exit(1);
+    }
+}
+#define CALL(x) check((x), #x)
+
+static double now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* ---- (a) the scalar chain ---- */
+
+#define T_STEPS 250
+#define N_PARAMS 4
+static const double init[N_PARAMS] = {0.7, 0.5, 0.1, 0.3}; /* a, b, c, s */
+static float xs[T_STEPS];
+static ag_tensor p[N_PARAMS];
+static long ops; /* ops recorded by the last forward */
+
+static ag_tensor op2(ag_status (*f)(ag_context *, ag_tensor, ag_tensor, ag_tensor *), ag_tensor x,
+                     ag_tensor y) {
+    ag_tensor t;
+    check(f(ctx, x, y, &t), "binary op");
+    ops++;
+    return t;
+}
+
+static ag_tensor op1(ag_status (*f)(ag_context *, ag_tensor, ag_tensor *), ag_tensor x) {
+    ag_tensor t;
+    check(f(ctx, x, &t), "unary op");
+    ops++;
+    return t;
+}
+
+static ag_tensor scale(ag_tensor x, float s) {
+    ag_tensor t;
+    CALL(ag_scale(ctx, x, s, &t));
+    ops++;
+    return t;
+}
+
+/* the loss L(a, b, c, s); h_0 = c */
+static ag_tensor chain_forward(void) {
+    ag_tensor a = p[0], b = p[1], c = p[2], s = p[3], h = c, acc = {0, 0, 0};
+    ops = 0;
+    for (int t = 0; t < T_STEPS; t++) {
+        ag_tensor z = op2(ag_add, op2(ag_add, op2(ag_mul, a, h), scale(b, xs[t])), c);
+        h = op1(ag_tanh, z);
+        ag_tensor e = op1(ag_exp, op2(ag_mul, s, h));
+        acc = t == 0 ? e : op2(ag_add, acc, e);
+    }
+    return scale(acc, 1.0f / T_STEPS);
+}
+
+/* One eager evaluation: the loss, the gradients into g[0..n). */
+static float chain_eager(float g[N_PARAMS]) {
+    CALL(ag_reset(ctx)); /* ends the previous iteration (a replayed step's too) */
+    CALL(ag_zero_grad(ctx));
+    ag_tensor loss = chain_forward();
+    float v;
+    CALL(ag_tensor_item(ctx, loss, &v));
+    CALL(ag_backward(ctx, loss));
+    for (int k = 0; k < N_PARAMS; k++) CALL(ag_tensor_read_grad(ctx, p[k], &g[k], 1));
+    return v;
+}
+
+static ag_step step;
+static ag_tensor step_loss;
+
+/* Captures one iteration of `forward` (whose loss it returns). */
+static void capture(ag_tensor (*forward)(void)) {
+    CALL(ag_capture_begin(ctx));
+    CALL(ag_zero_grad(ctx));
+    step_loss = forward();
+    CALL(ag_backward(ctx, step_loss));
+    CALL(ag_capture_end(ctx, step_loss, &step));
+}
+
+static float chain_replay(float g[N_PARAMS]) {
+    CALL(ag_zero_grad(ctx));
+    CALL(ag_replay(ctx, step));
+    float v;
+    CALL(ag_tensor_item(ctx, step_loss, &v));
+    for (int k = 0; k < N_PARAMS; k++) CALL(ag_tensor_read_grad(ctx, p[k], &g[k], 1));
+    return v;
+}
+
+static bool same(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; }
+
+/* Times `batch` calls of f, alternating with g, `reps` times: medians
+ * (and ranges) of both, in ns per call. */
+typedef void (*bench_fn)(int i);
+static bool replay_only; /* --replay-only: time the replays alone (profiling) */
+static void ab(bench_fn f, bench_fn g, int reps, int batch, double out[6]) {
+    double *ta = malloc(sizeof(double) * (size_t)reps), *tb = malloc(sizeof(double) * (size_t)reps);
+    if (ta == NULL || tb == NULL) exit(1);
+    for (int i = 0; i < batch; i++) { f(i); g(i); } /* warm-up */
+    for (int r = 0; r < reps; r++) {
+        double t0 = now_ns();
+        for (int i = 0; i < batch && !replay_only; i++) f(i);
+        double t1 = now_ns();
+        for (int i = 0; i < batch; i++) g(i);
+        double t2 = now_ns();
+        ta[r] = (t1 - t0) / batch;
+        tb[r] = (t2 - t1) / batch;
+    }
+    double *t[2] = {ta, tb};
+    for (int k = 0; k < 2; k++) {
+        double lo = t[k][0], hi = t[k][0];
+        for (int r = 1; r < reps; r++) { lo = fmin(lo, t[k][r]); hi = fmax(hi, t[k][r]); }
+        out[3 * k] = median(t[k], reps);
+        out[3 * k + 1] = lo;
+        out[3 * k + 2] = hi;
+    }
+    free(ta);
+    free(tb);
+}
+
+static float gbuf[16];
+static void chain_eager_i(int i) { (void)i; chain_eager(gbuf); }
+static void chain_replay_i(int i) { (void)i; chain_replay(gbuf); }
+
+static int bench_chain(int reps, int batch) {
+    for (int t = 0; t < T_STEPS; t++) xs[t] = (float)sin(0.1 * t) + 0.3f * (float)cos(0.37 * t);
+    CALL(ag_context_new(&ctx));
+    size_t one[1] = {1};
+    for (int k = 0; k < N_PARAMS; k++) {
+        float v = (float)init[k];
+        CALL(ag_param_new(ctx, one, 1, &v, &p[k]));
+    }
+    capture(chain_forward);
+    long n_ops = ops;
+    /* Bit for bit against eager, at the initial and at moved parameters. */
+    for (int trial = 0; trial < 3; trial++) {
+        float ge[N_PARAMS], gr[N_PARAMS];
+        float le = chain_eager(ge), lr = chain_replay(gr);
+        bool ok = same(le, lr);
+        for (int k = 0; k < N_PARAMS; k++) ok = ok && same(ge[k], gr[k]);
+        if (!ok) {
+            fprintf(stderr, "bench_replay: scalar_chain replay differs from eager (trial %d): loss %.9g vs %.9g\n",
+                    trial, lr, le);
+            return 1;
+        }
+        CALL(ag_reset(ctx));
+        for (int k = 0; k < N_PARAMS; k++) {
+            float v = (float)init[k] + 0.05f * (float)(trial + 1) * (float)(k + 1);
+            CALL(ag_param_write(ctx, p[k], &v, 1));
+        }
+    }
+    double r[6];
+    ab(chain_eager_i, chain_replay_i, reps, batch, r);
+    printf("bench replay model=scalar_chain ops=%ld eager_ns_per_op=%.1f replay_ns_per_op=%.1f "
+           "replay_ns_per_op_min=%.1f replay_ns_per_op_max=%.1f speedup=%.2f reps=%d batch=%d\n",
+           n_ops, r[0] / n_ops, r[3] / n_ops, r[4] / n_ops, r[5] / n_ops, r[0] / r[3], reps, batch);
+    printf("scalar chain replayed: %.1f ns per op (eager %.1f; range %.1f-%.1f), %.2fx, bit-identical\n",
+           r[3] / n_ops, r[0] / n_ops, r[4] / n_ops, r[5] / n_ops, r[0] / r[3]);
+    CALL(ag_step_free(ctx, &step));
+    ag_context_free(&ctx);
+    return 0;
+}
+
+/* ---- (b) eight schools, non-centred ---- */
+
+#define J 8
+static const float es_y[J] = {28, 8, -3, 7, -1, 1, 18, 12};
+static const float es_sigma[J] = {15, 10, 16, 11, 9, 11, 10, 18};
+static ag_tensor q;
+
+static ag_tensor slice(ag_tensor x, size_t start, size_t len) {
+    ag_tensor t;
+    CALL(ag_slice(ctx, x, 0, start, len, &t));
+    ops++;
+    return t;
+}
+
+static ag_tensor constant(const float *v, size_t n) {
+    size_t shape[1] = {n};
+    ag_tensor t;
+    CALL(ag_tensor_new(ctx, shape, 1, v, &t));
+    ops++;
+    return t;
+}
+
+static ag_tensor sumsq(ag_tensor v, float s) {
+    return scale(op1(ag_sum, op2(ag_mul, v, v)), s);
+}
+
+/* log p(theta_trans, mu, log tau), as models.c writes it */
+static ag_tensor eight_schools_logp(void) {
+    static const float onev = 1.0f;
+    ops = 0;
+    ag_tensor one = constant(&onev, 1);
+    ag_tensor tt = slice(q, 0, J), mu = slice(q, J, 1), ltau = slice(q, J + 1, 1);
+    ag_tensor tau = op1(ag_exp, ltau);
+    ag_tensor theta = op2(ag_add, op2(ag_mul, tt, tau), mu);
+    ag_tensor r = op2(ag_sub, constant(es_y, J), theta);
+    ag_tensor z = op2(ag_div, r, constant(es_sigma, J));
+    ag_tensor lp = op2(ag_add, sumsq(z, -0.5f), sumsq(tt, -0.5f));
+    lp = op2(ag_add, lp, sumsq(mu, -1.0f / 50.0f));
+    /* log(1 + tau^2 / 25): the half-Cauchy(0, 5) prior; + log tau: Jacobian */
+    ag_tensor c = op1(ag_log, op2(ag_add, scale(op1(ag_exp, scale(ltau, 2.0f)), 1.0f / 25.0f), one));
+    return op2(ag_add, op2(ag_sub, lp, c), ltau);
+}
+
+static float es_pos[J + 2];
+
+static float eight_schools_eager(const float *pos, float *g) {
+    CALL(ag_reset(ctx)); /* ends the previous iteration (a replayed step's too) */
+    CALL(ag_param_write(ctx, q, pos, J + 2));
+    CALL(ag_zero_grad(ctx));
+    ag_tensor lp = eight_schools_logp();
+    float v;
+    CALL(ag_tensor_item(ctx, lp, &v));
+    CALL(ag_backward(ctx, lp));
+    CALL(ag_tensor_read_grad(ctx, q, g, J + 2));
+    return v;
+}
+
+static float eight_schools_replay(const float *pos, float *g) {
+    CALL(ag_param_write(ctx, q, pos, J + 2));
+    CALL(ag_zero_grad(ctx));
+    CALL(ag_replay(ctx, step));
+    float v;
+    CALL(ag_tensor_item(ctx, step_loss, &v));
+    CALL(ag_tensor_read_grad(ctx, q, g, J + 2));
+    return v;
+}
+
+static void es_eager_i(int i) {
+    es_pos[i % (J + 2)] += 1e-6f; /* a moving position, as in a sampler */
+    eight_schools_eager(es_pos, gbuf);
+}
+static void es_replay_i(int i) {
+    es_pos[i % (J + 2)] -= 1e-6f;
+    eight_schools_replay(es_pos, gbuf);
+}
+
+static int bench_eight_schools(int reps, int batch) {
+    CALL(ag_context_new(&ctx));
+    size_t shape[1] = {J + 2};
+    CALL(ag_param_new(ctx, shape, 1, NULL, &q));
+    for (int i = 0; i < J + 2; i++) es_pos[i] = 0.1f * (float)(i - 4);
+    CALL(ag_param_write(ctx, q, es_pos, J + 2));
+    capture(eight_schools_logp);
+    long n_ops = ops;
+    for (int trial = 0; trial < 4; trial++) {
+        float pos[J + 2], ge[J + 2], gr[J + 2];
+        for (int i = 0; i < J + 2; i++) pos[i] = 0.3f * (float)sin(1.7 * (i + 1) * (trial + 1));
+        float le = eight_schools_eager(pos, ge), lr = eight_schools_replay(pos, gr);
+        bool ok = same(le, lr);
+        for (int k = 0; k < J + 2; k++) ok = ok && same(ge[k], gr[k]);
+        if (!ok) {
+            fprintf(stderr, "bench_replay: eight_schools replay differs from eager (trial %d): %.9g vs %.9g\n",
+                    trial, lr, le);
+            return 1;
+        }
+    }
+    double r[6];
+    ab(es_eager_i, es_replay_i, reps, batch, r);
+    printf("bench replay model=eight_schools ops=%ld eager_us_per_grad=%.3f replay_us_per_grad=%.3f "
+           "replay_us_per_grad_min=%.3f replay_us_per_grad_max=%.3f eager_ns_per_op=%.1f replay_ns_per_op=%.1f "
+           "speedup=%.2f reps=%d batch=%d\n",
+           n_ops, r[0] / 1e3, r[3] / 1e3, r[4] / 1e3, r[5] / 1e3, r[0] / n_ops, r[3] / n_ops, r[0] / r[3],
+           reps, batch);
+    printf("eight schools replayed: %.3f us per gradient (eager %.3f; range %.3f-%.3f), %.2fx, bit-identical\n",
+           r[3] / 1e3, r[0] / 1e3, r[4] / 1e3, r[5] / 1e3, r[0] / r[3]);
+    CALL(ag_step_free(ctx, &step));
+    ag_context_free(&ctx);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    bool quick = false;
+    const char *only = NULL;
+    int reps = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) quick = true;
+        else if (!strcmp(argv[i], "--model") && i + 1 < argc) only = argv[++i];
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--replay-only")) replay_only = true;
+    }
+    if (reps < 1) reps = quick ? 5 : 21;
+    int rc = 0;
+    if (!only || !strcmp(only, "scalar_chain")) rc = bench_chain(reps, quick ? 5 : 40);
+    if (rc == 0 && (!only || !strcmp(only, "eight_schools")))
+        rc = bench_eight_schools(reps, quick ? 500 : 5000);
+    return rc;
+}

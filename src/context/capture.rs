@@ -1,0 +1,677 @@
+//! Capture a step once, replay it many times.
+//!
+//! A loop that builds the same graph every iteration pays, per op, for the
+//! C boundary, handle checks, shape construction and the gradient plan's
+//! cache check before the kernel runs. [`Context::capture_begin`] and
+//! [`Context::capture_end`] record one ordinary iteration (an eager forward
+//! and `backward(loss)`); [`Context::replay`] then runs only its kernels
+//! again, on the current parameters and input slots.
+//!
+//! # What a recorded step stores
+//! * Its own activation memory ([`Activations`]: the bump arena and the
+//!   recompute scratch region the capture allocated from), and the epoch
+//!   (generation) the capture ran under. The step owns that memory until it
+//!   is freed, so every buffer of the captured iteration (outputs, values
+//!   saved for backward, copies of caller data, input slots, the planned
+//!   gradient region) stays where it was: a replay writes the same bytes at
+//!   the same addresses and allocates nothing.
+//! * The forward log: every op run in the iteration, in order, as its `Copy`
+//!   tape record, including ops on constants that the tape leaves out
+//!   because they need no gradient (an op on an input slot must run again).
+//! * The table rows and the tape as they stood after the capture's
+//!   backward, its recomputation segments, the gradient plan it solved, the
+//!   gradient region and the loss row.
+//! * The parameter count and the arena bytes the step uses.
+//!
+//! # Residency
+//! A step is *resident* when its memory, rows and epoch are the context's
+//! current iteration: right after `capture_end`, and after each replay. Its
+//! handles (loss, logits, input slots) carry its epoch, so they read the
+//! values of the last replay exactly as the eager handles of an iteration
+//! do. The eager memory is parked in the step meanwhile. `reset` (or any
+//! call that starts another iteration) parks the step again and moves to an
+//! epoch never issued before; epochs only grow, so a step's handles are
+//! refused (STALE_HANDLE) whenever it is not resident, and for ever once it
+//! is freed. While a step is resident no op can be added to its graph
+//! (SEQUENCE: call reset first), so the recorded step never changes.
+//!
+//! # What replay checks, and why that is enough
+//! Replay runs kernels without validating their operands: the ops were
+//! validated when captured, their operands are rows of the step's own table
+//! and buffers of its own memory, and none of those can change after
+//! capture. What can change is outside the step, and is checked:
+//! * the step handle (context, slot, epoch): freed or foreign steps are
+//!   refused (STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE);
+//! * the parameters: a parameter added since capture moves the parameter
+//!   gradients and shifts table rows (SEQUENCE); parameter values and
+//!   gradients themselves live in persistent buffers the rows name by id;
+//! * the arena cap: lowered below the step's bytes, OUT_OF_MEMORY (the step
+//!   holds that memory anyway, but the cap is the caller's promise);
+//! * the sequence: not while a capture is open.
+//!
+//! All checks come before anything changes, so a refused replay leaves the
+//! context as it was.
+//!
+//! Input slots ([`Context::input_new`]) and constants made by
+//! [`Context::tensor`] are data no op computes: the caller rewrites them
+//! ([`Context::input_write`]) between replays, at their captured shape.
+//! The integer data an op copies when it is recorded (embedding ids,
+//! cross-entropy targets) sits in the step's id buffers, numbered in
+//! recording order; [`Context::input_write_ids`] rewrites one, checked as
+//! the op checks its ids.
+//!
+//! # Costs
+//! A step holds its activation memory for as long as it lives, beside the
+//! eager arena (which evaluation or sampling between replays keep using):
+//! memory is the step's high-water plus the eager one's. Switching between
+//! the step and an eager iteration copies the step's table rows and tape
+//! back (no allocation once both have run).
+//!
+//! # Not supported yet
+//! * Dropout: its mask is drawn from the seed when the op is recorded, so a
+//!   replay would reuse the captured mask; `capture_end` refuses a step with
+//!   a dropout op (INVALID_ARGUMENT).
+//! * Ops after a replay on the replayed graph (refused, see residency), and
+//!   grad mode changes between capture and replay (a replay always runs the
+//!   captured forward and backward).
+//! * Shapes that change (another batch size, a shorter sequence): capture
+//!   another step for each shape.
+
+use super::{Context, Tensor, TensorEntry};
+use crate::arena::{Activations, Buf, Storage};
+use crate::error::{Error, Result};
+use crate::ops::Op;
+use crate::plan::GradPlan;
+use crate::recompute::Segment;
+use crate::tape::Node;
+
+/// A captured step's handle: a small value, like a tensor handle.
+/// `generation` is the step's epoch, unique within its context.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Step {
+    /// Slot in the context's step list.
+    pub index: u32,
+    /// Id of the context that captured the step.
+    pub context: u32,
+    /// The epoch the step was captured under.
+    pub generation: u64,
+}
+
+/// One recorded step (see the module docs).
+struct Recorded {
+    epoch: u64,
+    /// Not resident: the step's memory. Resident: the parked eager memory.
+    act: Activations,
+    /// Likewise: the step's gradient plan, or the parked eager one.
+    plan: GradPlan,
+    rows: Vec<TensorEntry>,
+    tape: Vec<Node>,
+    log: Vec<Node>,
+    segments: Vec<Segment>,
+    inputs: Vec<u32>,
+    region: Option<Buf>,
+    loss: u32,
+    n_params: usize,
+    need: usize,
+}
+
+/// A capture in progress: the parked eager memory and plan, and the log.
+struct Recording {
+    act: Activations,
+    plan: GradPlan,
+    log: Vec<Node>,
+    /// The log could not grow: capture_end reports it.
+    log_failed: bool,
+    region: Option<Buf>,
+    loss: Option<u32>,
+}
+
+/// A context's captured steps and capture state.
+#[derive(Default)]
+pub(crate) struct Captures {
+    steps: Vec<Option<Box<Recorded>>>,
+    resident: Option<usize>,
+    recording: Option<Box<Recording>>,
+    /// During a replay's backward: use the step's region, plan nothing.
+    replaying: Option<Option<Buf>>,
+    /// Data tensors (input slots, constants) of the current iteration.
+    inputs: Vec<u32>,
+}
+
+impl Captures {
+    pub(crate) fn clear_inputs(&mut self) {
+        self.inputs.clear();
+    }
+
+    /// Appends an op to the capture's log (no-op outside a capture).
+    pub(crate) fn log(&mut self, op: Op, out: u32) {
+        if let Some(r) = self.recording.as_mut() {
+            if r.log.try_reserve(1).is_err() {
+                r.log_failed = true;
+                return;
+            }
+            r.log.push(Node { op, out });
+        }
+    }
+}
+
+impl Context {
+    /// Starts capturing: ends the current iteration (as [`reset`] does)
+    /// and records the next one (ops and one backward) into a step's own
+    /// memory until [`capture_end`]. SEQUENCE if a capture is open.
+    ///
+    /// [`reset`]: Self::reset
+    /// [`capture_end`]: Self::capture_end
+    pub fn capture_begin(&mut self) -> Result<()> {
+        const OP: &str = "capture_begin";
+        if self.capture.recording.is_some() {
+            return Err(Error::Sequence {
+                op: OP,
+                what: "a capture is already open (call ag_capture_end first)".into(),
+            });
+        }
+        let rec = Box::new(Recording {
+            act: Storage::empty_activations(),
+            plan: GradPlan::default(),
+            log: Vec::new(),
+            log_failed: false,
+            region: None,
+            loss: None,
+        });
+        self.reset();
+        let mut rec = rec;
+        let epoch = self.store.epoch();
+        self.store.swap_activations(&mut rec.act, epoch);
+        std::mem::swap(&mut self.plan, &mut rec.plan);
+        self.capture.recording = Some(rec);
+        Ok(())
+    }
+
+    /// Ends the capture opened by [`capture_begin`]: `loss` must be the
+    /// tensor `backward` ran from in this iteration. The step becomes
+    /// resident (its handles stay valid) and is returned. SEQUENCE without
+    /// an open capture or a backward from `loss`; INVALID_ARGUMENT for a
+    /// graph replay cannot reproduce (dropout); ALLOCATION_FAILED if the
+    /// step's records cannot be stored. On error the capture stays open
+    /// (reset abandons it).
+    ///
+    /// [`capture_begin`]: Self::capture_begin
+    pub fn capture_end(&mut self, loss: Tensor) -> Result<Step> {
+        const OP: &str = "capture_end";
+        let id = self.resolve(OP, loss)?;
+        let Some(rec) = self.capture.recording.as_ref() else {
+            return Err(Error::Sequence {
+                op: OP,
+                what: "no capture is open (call ag_capture_begin first)".into(),
+            });
+        };
+        // A loss that needs no gradient has no planned backward: its
+        // backward only marks the iteration done.
+        let no_grad = rec.loss.is_none() && !self.table[id as usize].requires_grad;
+        let ran_backward = self.backward_done && (rec.loss == Some(id) || no_grad);
+        if !ran_backward {
+            return Err(Error::Sequence {
+                op: OP,
+                what: "ag_backward has not run from this loss since ag_capture_begin (a step is a forward and its backward)".into(),
+            });
+        }
+        if rec.log_failed {
+            return Err(Error::AllocationFailed {
+                op: OP,
+                bytes: size_of::<Node>() * (rec.log.len() + 1),
+            });
+        }
+        if rec.log.iter().any(|n| matches!(n.op, Op::Dropout { .. })) {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                what: "the graph has a dropout op: its mask is drawn when recorded, so a replay would reuse it (capture without dropout)".into(),
+            });
+        }
+        let slot = match self.capture.steps.iter().position(|s| s.is_none()) {
+            Some(k) => k,
+            None => {
+                self.capture
+                    .steps
+                    .try_reserve(1)
+                    .map_err(|_| Error::AllocationFailed {
+                        op: OP,
+                        bytes: size_of::<usize>(),
+                    })?;
+                self.capture.steps.push(None);
+                self.capture.steps.len() - 1
+            }
+        };
+        if slot > u32::MAX as usize {
+            return Err(Error::TooLarge {
+                op: OP,
+                what: "too many captured steps".into(),
+            });
+        }
+        let n_params = self.n_params;
+        // The step's copies of the rows and the tape (the forward log and
+        // the memory move into it as they are).
+        let n_rows = self.table.len() - n_params;
+        let bytes = size_of::<TensorEntry>() * n_rows + size_of::<Node>() * self.tape.len();
+        self.fault_point(OP, bytes)?;
+        let failed = |_| Error::AllocationFailed { op: OP, bytes };
+        let mut rows = Vec::new();
+        rows.try_reserve_exact(n_rows).map_err(failed)?;
+        rows.extend_from_slice(&self.table[n_params..]);
+        let mut tape = Vec::new();
+        tape.try_reserve_exact(self.tape.len()).map_err(failed)?;
+        tape.extend_from_slice(&self.tape);
+        let Some(rec) = self.capture.recording.take() else {
+            return Err(Error::Sequence {
+                op: OP,
+                what: "no capture is open".into(),
+            });
+        };
+        let rec = *rec;
+        let step = Recorded {
+            epoch: self.store.epoch(),
+            // Resident from the start: the parked eager memory and plan.
+            act: rec.act,
+            plan: rec.plan,
+            rows,
+            tape,
+            log: rec.log,
+            segments: self.recompute.segments_snapshot().to_vec(),
+            inputs: self.capture.inputs.clone(),
+            region: rec.region,
+            loss: id,
+            n_params,
+            need: self.store.stats().used,
+        };
+        let handle = Step {
+            index: slot as u32,
+            context: self.id,
+            generation: step.epoch,
+        };
+        self.capture.steps[slot] = Some(Box::new(step));
+        self.capture.resident = Some(slot);
+        Ok(handle)
+    }
+
+    /// Checks a step handle and returns its slot.
+    fn resolve_step(&self, op: &'static str, s: Step) -> Result<usize> {
+        if s.context == 0 {
+            return Err(Error::InvalidHandle { op, index: s.index });
+        }
+        if s.context != self.id {
+            return Err(Error::WrongContext {
+                op,
+                handle_context: s.context,
+                context: self.id,
+            });
+        }
+        match self.capture.steps.get(s.index as usize) {
+            Some(Some(r)) if r.epoch == s.generation => Ok(s.index as usize),
+            _ if s.generation == 0 || s.generation > self.store.top_epoch() => {
+                Err(Error::InvalidHandle { op, index: s.index })
+            }
+            _ => Err(Error::StaleHandle {
+                op,
+                generation: s.generation,
+                current: self.store.epoch(),
+            }),
+        }
+    }
+
+    /// Runs captured step `s` again: its forward, then its backward from
+    /// its loss, on the current parameters and input slots; parameter
+    /// gradients accumulate as in the eager backward. Ends the current
+    /// iteration first unless it is this step's. Afterwards the step is
+    /// resident: its handles read this replay's values. Refusals change
+    /// nothing: INVALID_HANDLE, WRONG_CONTEXT, STALE_HANDLE (freed step),
+    /// SEQUENCE (a capture is open, or a parameter was added since the
+    /// capture), OUT_OF_MEMORY (arena cap below the step's bytes).
+    pub fn replay(&mut self, s: Step) -> Result<()> {
+        const OP: &str = "replay";
+        let k = self.resolve_step(OP, s)?;
+        self.check_replayable(OP, k)?;
+        self.make_resident(k);
+        let Some(step) = self.capture.steps[k].as_ref() else {
+            return Ok(());
+        };
+        let (region, loss) = (step.region, step.loss);
+        // The log is read by index: no copy, no borrow across the kernels.
+        let n = step.log.len();
+        for i in 0..n {
+            let node = match self.capture.steps[k].as_ref() {
+                Some(step) => step.log[i],
+                None => return Ok(()),
+            };
+            crate::ops::dispatch::forward(self, node.op, node.out);
+        }
+        self.backward_done = false;
+        self.capture.replaying = Some(region);
+        let handle = self.handle(loss);
+        let result = self.backward(handle);
+        self.capture.replaying = None;
+        result
+    }
+
+    /// The checks of a replay (and of writing a step's input): nothing
+    /// has changed yet when one fails.
+    fn check_replayable(&self, op: &'static str, k: usize) -> Result<()> {
+        if self.capture.recording.is_some() {
+            return Err(Error::Sequence {
+                op,
+                what: "a capture is open (call ag_capture_end first)".into(),
+            });
+        }
+        let Some(step) = self.capture.steps[k].as_ref() else {
+            return Err(Error::InvalidHandle {
+                op,
+                index: k as u32,
+            });
+        };
+        if step.n_params != self.n_params {
+            return Err(Error::Sequence {
+                op,
+                what: format!(
+                    "the step was captured with {} parameters and the context has {} now: capture it again",
+                    step.n_params, self.n_params
+                ),
+            });
+        }
+        let limit = self.store.stats().limit;
+        if limit != 0 && step.need > limit {
+            return Err(Error::OutOfMemory {
+                op,
+                needed: step.need,
+                used: 0,
+                limit,
+            });
+        }
+        Ok(())
+    }
+
+    /// Makes step `k` the current iteration (nothing to do if it is).
+    fn make_resident(&mut self, k: usize) {
+        if self.capture.resident == Some(k) {
+            return;
+        }
+        self.reset();
+        let n_params = self.n_params;
+        let Some(step) = self.capture.steps[k].as_mut() else {
+            return;
+        };
+        self.store.swap_activations(&mut step.act, step.epoch);
+        std::mem::swap(&mut self.plan, &mut step.plan);
+        self.table.truncate(n_params);
+        // Capacity grows the first time only (the table and tape keep it).
+        self.table.extend_from_slice(&step.rows);
+        self.tape.clear();
+        self.tape.extend_from_slice(&step.tape);
+        self.recompute.set_segments(&step.segments);
+        self.capture.inputs.clear();
+        self.capture.inputs.extend_from_slice(&step.inputs);
+        self.backward_done = true;
+        self.capture.resident = Some(k);
+        // Views of parameters share their (possibly moved) gradients.
+        self.bind_param_grads();
+    }
+
+    /// Parks the resident step again (called by reset): the eager memory
+    /// comes back under an epoch never issued before.
+    pub(crate) fn park_resident(&mut self) -> bool {
+        let Some(k) = self.capture.resident.take() else {
+            return false;
+        };
+        if let Some(step) = self.capture.steps[k].as_mut() {
+            let epoch = step.epoch;
+            self.store.swap_activations(&mut step.act, epoch);
+            std::mem::swap(&mut self.plan, &mut step.plan);
+        }
+        self.store.fresh_epoch();
+        self.recompute.set_segments(&[]);
+        self.capture.inputs.clear();
+        self.tape.clear();
+        self.table.truncate(self.n_params);
+        self.backward_done = false;
+        true
+    }
+
+    /// Abandons an open capture (called by reset): the eager memory and
+    /// plan come back, the capture's memory is freed.
+    pub(crate) fn abandon_capture(&mut self) {
+        if let Some(mut rec) = self.capture.recording.take() {
+            let epoch = self.store.epoch();
+            self.store.swap_activations(&mut rec.act, epoch);
+            std::mem::swap(&mut self.plan, &mut rec.plan);
+            // Nothing of the abandoned iteration is measured.
+            self.recompute.set_segments(&[]);
+            self.backward_done = false;
+        }
+    }
+
+    /// Frees captured step `s`; its handles are refused from now on. Ends
+    /// the current iteration if it is this step's. INVALID_HANDLE,
+    /// WRONG_CONTEXT, STALE_HANDLE (already freed).
+    pub fn step_free(&mut self, s: Step) -> Result<()> {
+        const OP: &str = "step_free";
+        let k = self.resolve_step(OP, s)?;
+        if self.capture.resident == Some(k) {
+            self.reset();
+        }
+        self.capture.steps[k] = None;
+        Ok(())
+    }
+
+    /// Number of live captured steps.
+    pub fn step_count(&self) -> usize {
+        self.capture.steps.iter().filter(|s| s.is_some()).count()
+    }
+
+    /// The region backward's activation gradients use: planned and
+    /// allocated (the eager path; a capture keeps it), or during a replay
+    /// the step's, with its plan already in place.
+    pub(crate) fn grad_region(
+        &mut self,
+        op: &'static str,
+        plan: &mut GradPlan,
+        loss: u32,
+    ) -> Result<Option<Buf>> {
+        if let Some(region) = self.capture.replaying {
+            return Ok(region);
+        }
+        plan.prepare(self, loss);
+        let region = match plan.total() {
+            0 => None,
+            n => Some(self.alloc_scratchable::<f32>(op, n)?),
+        };
+        if let Some(rec) = self.capture.recording.as_mut() {
+            rec.region = region;
+            rec.loss = Some(loss);
+        }
+        Ok(region)
+    }
+
+    /// SEQUENCE while a captured step is the current iteration: its graph
+    /// cannot grow.
+    pub(crate) fn check_not_resident(&self, op: &'static str) -> Result<()> {
+        match self.capture.resident {
+            Some(k) => Err(Error::Sequence {
+                op,
+                what: format!(
+                    "the current iteration is captured step {k} (replayed or just captured); its graph cannot grow: call ag_reset first"
+                ),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    // ---- input slots ------------------------------------------------------
+
+    /// An input slot of `shape`: a constant of this iteration, zero-filled,
+    /// whose values the caller sets with [`input_write`] (before each
+    /// replay, when made in a capture).
+    ///
+    /// [`input_write`]: Self::input_write
+    pub fn input_new(&mut self, shape: &[usize]) -> Result<Tensor> {
+        const OP: &str = "input_new";
+        let shape = crate::shape::Shape::new(OP, shape)?;
+        self.reserve_input(OP)?;
+        // Kept out of any recomputed segment's scratch: it is not computed.
+        self.reserve_slot(OP)?;
+        let data = self.store.alloc_main::<f32>(OP, shape.numel())?;
+        self.store.access_one(data).fill(0.0);
+        self.table.push(TensorEntry {
+            shape,
+            data,
+            grad: None,
+            requires_grad: false,
+            retain: false,
+            view_of: None,
+            flow: false,
+            unzeroed: false,
+        });
+        let id = self.table.len() as u32 - 1;
+        self.note_input(id);
+        Ok(self.handle(id))
+    }
+
+    /// Room to note one more data tensor of this iteration.
+    pub(crate) fn reserve_input(&mut self, op: &'static str) -> Result<()> {
+        self.capture
+            .inputs
+            .try_reserve(1)
+            .map_err(|_| Error::AllocationFailed {
+                op,
+                bytes: size_of::<u32>(),
+            })
+    }
+
+    /// Notes table row `id` as a data tensor ([`tensor`](Self::tensor) or
+    /// an input slot): [`input_write`](Self::input_write) may rewrite it.
+    pub(crate) fn note_input(&mut self, id: u32) {
+        self.capture.inputs.push(id);
+    }
+
+    /// Writes `data` (numel values) into input slot `t` (or a constant made
+    /// by [`tensor`](Self::tensor): both are data no op computes). A slot of a
+    /// captured step that is not the current iteration makes it current
+    /// first (ending the current iteration, as reset does), so the next
+    /// replay reads the new values.
+    pub fn input_write(&mut self, t: Tensor, data: &[f32]) -> Result<()> {
+        const OP: &str = "input_write";
+        if t.context == self.id
+            && t.generation != self.store.epoch()
+            && let Some(k) = self
+                .capture
+                .steps
+                .iter()
+                .position(|s| s.as_ref().is_some_and(|s| s.epoch == t.generation))
+        {
+            self.check_replayable(OP, k)?;
+            let Some(step) = self.capture.steps[k].as_ref() else {
+                return Err(Error::InvalidHandle {
+                    op: OP,
+                    index: t.index,
+                });
+            };
+            let row = (t.index as usize)
+                .checked_sub(self.n_params)
+                .and_then(|i| step.rows.get(i));
+            self.check_input(OP, &step.inputs, row, t, data)?;
+            self.make_resident(k);
+        }
+        let id = self.resolve(OP, t)?;
+        let e = self.table[id as usize];
+        self.check_input(OP, &self.capture.inputs, Some(&e), t, data)?;
+        self.store.access_one(e.data).copy_from_slice(data);
+        Ok(())
+    }
+
+    /// Rewrites the `k`-th id buffer of captured step `s` (its embedding
+    /// ids and cross-entropy targets, numbered from 0 in the order the ops
+    /// were recorded) with `ids`, checked as the op checks them. Makes the
+    /// step the current iteration, as [`input_write`](Self::input_write)
+    /// does. INVALID_ARGUMENT (no such buffer, or a length other than
+    /// its), INDEX_OUT_OF_RANGE, and the refusals of a replay.
+    pub fn input_write_ids(&mut self, s: Step, k: usize, ids: &[i32]) -> Result<()> {
+        const OP: &str = "input_write_ids";
+        let idx = self.resolve_step(OP, s)?;
+        self.check_replayable(OP, idx)?;
+        let Some(step) = self.capture.steps[idx].as_ref() else {
+            return Err(Error::InvalidHandle {
+                op: OP,
+                index: s.index,
+            });
+        };
+        let n_params = self.n_params;
+        let shape = |id: u32| match (id as usize).checked_sub(n_params) {
+            None => self.table[id as usize].shape,
+            Some(i) => step.rows[i].shape,
+        };
+        // (buffer, bound, op name) of every id buffer, in log order.
+        let buffers = step.log.iter().filter_map(|n| match n.op {
+            Op::Embedding { w, ids } => Some((ids, shape(w).dims()[0], "embedding")),
+            Op::CrossEntropy {
+                logits, targets, ..
+            } => {
+                let d = shape(logits);
+                Some((targets, d.dims()[d.ndim() - 1], "cross_entropy"))
+            }
+            _ => None,
+        });
+        let count = buffers.clone().count();
+        let Some((buf, bound, name)) = buffers.clone().nth(k) else {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                what: format!(
+                    "the step has {count} id buffers (embedding ids, cross-entropy targets); there is no buffer {k}"
+                ),
+            });
+        };
+        if ids.len() != buf.len() {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                what: format!(
+                    "{} ids given; id buffer {k} ({name}) holds {}",
+                    ids.len(),
+                    buf.len()
+                ),
+            });
+        }
+        crate::ops::embedding::check_ids(OP, ids, bound)?;
+        self.make_resident(idx);
+        for (d, &v) in self.store.access_one(buf).iter_mut().zip(ids) {
+            *d = v as u32;
+        }
+        Ok(())
+    }
+
+    fn check_input(
+        &self,
+        op: &'static str,
+        inputs: &[u32],
+        row: Option<&TensorEntry>,
+        t: Tensor,
+        data: &[f32],
+    ) -> Result<()> {
+        let Some(e) = row.filter(|_| inputs.contains(&t.index)) else {
+            return Err(Error::InvalidArgument {
+                op,
+                what: format!(
+                    "tensor {} is not an input slot (make one with ag_input_new, or ag_tensor_new)",
+                    t.index
+                ),
+            });
+        };
+        if data.len() != e.shape.numel() {
+            return Err(Error::InvalidArgument {
+                op,
+                what: format!(
+                    "data has {} values but input slot shape {} needs {}",
+                    data.len(),
+                    e.shape,
+                    e.shape.numel()
+                ),
+            });
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,170 @@
+//! A replayed step makes no system allocation after the first replay, and
+//! neither does switching between the step and eager iterations once both
+//! have run: a counting `#[global_allocator]` (no libtest harness, whose
+//! threads allocate) counts every allocator call on every thread over
+//! AG_REPLAYS replays (default 20,000; set 1,000,000 for a soak) with a new
+//! input written before each and an optimizer step after, then over
+//! alternating eager iterations and replays. The model has a product large
+//! enough for the worker thread and a recomputed segment. RSS must not move
+//! by more than 1 MiB (allocator noise), and the arena figures not at all.
+
+use arenagrad::{Context, OptimizerKind, RecomputePolicy};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static CALLS: AtomicU64 = AtomicU64::new(0);
+
+struct CountingAlloc;
+
+fn bump() {
+    if COUNTING.load(Ordering::SeqCst) {
+        CALLS.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+// SAFETY: every call is forwarded unchanged to `System`; the bookkeeping
+// only touches atomics, which never allocate.
+unsafe impl GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        bump();
+        // SAFETY: forwarded with the caller's (valid) layout.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        bump();
+        // SAFETY: as above.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        bump();
+        // SAFETY: ptr/layout come from this allocator (i.e. from System).
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        bump();
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: CountingAlloc = CountingAlloc;
+
+fn rss_kib() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    s.split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0)
+        * 4
+}
+
+const B: usize = 32;
+const D: usize = 256;
+const H: usize = 256;
+
+fn fill(buf: &mut [f32], k: u64) {
+    for (i, v) in buf.iter_mut().enumerate() {
+        *v = ((i as u64 * 31 + k * 17) % 97) as f32 / 97.0 - 0.5;
+    }
+}
+
+fn main() {
+    let replays: u64 = std::env::var("AG_REPLAYS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000);
+    let mut ctx = Context::new();
+    ctx.set_recompute(RecomputePolicy::All);
+    let w1 = ctx.param(&[D, H], None).unwrap();
+    let w2 = ctx.param(&[H, 1], None).unwrap();
+    let mut init = vec![0.0f32; D * H];
+    fill(&mut init, 99);
+    ctx.param_write(w1, &init).unwrap();
+    ctx.param_write(w2, &init[..H]).unwrap();
+    ctx.optimizer(OptimizerKind::Sgd {
+        lr: 1e-4,
+        momentum: 0.9,
+        weight_decay: 0.0,
+    })
+    .unwrap();
+    let mut x = vec![0.0f32; B * D];
+    let mut y = vec![0.0f32; B];
+
+    // The graph; `input` makes its two inputs.
+    let graph = |ctx: &mut Context, xt, yt| {
+        ctx.segment_begin().unwrap();
+        let a = ctx.matmul(xt, w1, false, false).unwrap();
+        let h = ctx.tanh(a).unwrap();
+        ctx.segment_end(&[h]).unwrap();
+        let p = ctx.matmul(h, w2, false, false).unwrap();
+        ctx.mse_loss(p, yt).unwrap()
+    };
+
+    ctx.capture_begin().unwrap();
+    let xi = ctx.input_new(&[B, D]).unwrap();
+    let yi = ctx.input_new(&[B, 1]).unwrap();
+    let loss = graph(&mut ctx, xi, yi);
+    ctx.backward(loss).unwrap();
+    let step = ctx.capture_end(loss).unwrap();
+
+    let replay = |ctx: &mut Context, k: u64, x: &mut [f32], y: &mut [f32]| {
+        fill(x, k);
+        fill(y, k + 1);
+        ctx.input_write(xi, x).unwrap();
+        ctx.input_write(yi, y).unwrap();
+        ctx.zero_grad();
+        ctx.replay(step).unwrap();
+        let l = ctx.item(loss).unwrap();
+        ctx.optimizer_step().unwrap();
+        l
+    };
+    let eager = |ctx: &mut Context, x: &[f32], y: &[f32]| {
+        ctx.reset();
+        let xt = ctx.tensor(&[B, D], x).unwrap();
+        let yt = ctx.tensor(&[B, 1], y).unwrap();
+        ctx.zero_grad();
+        let l = graph(ctx, xt, yt);
+        ctx.backward(l).unwrap();
+        ctx.optimizer_step().unwrap();
+    };
+
+    // Warm-up: the first replay, and both directions of the switch.
+    for k in 0..3 {
+        replay(&mut ctx, k, &mut x, &mut y);
+        eager(&mut ctx, &x, &y);
+    }
+    replay(&mut ctx, 3, &mut x, &mut y);
+    let stats = ctx.memory_stats();
+    let rss0 = rss_kib();
+
+    COUNTING.store(true, Ordering::SeqCst);
+    let mut sum = 0.0f32;
+    for k in 0..replays {
+        sum += replay(&mut ctx, k, &mut x, &mut y);
+    }
+    let pure = CALLS.swap(0, Ordering::SeqCst);
+    for k in 0..replays / 20 {
+        eager(&mut ctx, &x, &y);
+        sum += replay(&mut ctx, k, &mut x, &mut y);
+    }
+    let mixed = CALLS.load(Ordering::SeqCst);
+    COUNTING.store(false, Ordering::SeqCst);
+    let rss1 = rss_kib();
+
+    let after = ctx.memory_stats();
+    println!(
+        "capture_steady_state: {replays} replays, {pure} allocator calls; {} mixed, {mixed} calls; rss {rss0} -> {rss1} KiB; loss sum {sum}",
+        replays / 20
+    );
+    assert!(sum.is_finite());
+    assert_eq!(pure, 0, "replays called the system allocator");
+    assert_eq!(mixed, 0, "eager iterations between replays allocated");
+    assert!(rss1 <= rss0 + 1024, "RSS grew from {rss0} to {rss1} KiB");
+    assert_eq!(stats.arena_used_bytes, after.arena_used_bytes);
+    assert_eq!(stats.arena_reserved_bytes, after.arena_reserved_bytes);
+    assert_eq!(stats.tape_len, after.tape_len);
+    assert_eq!(stats.live_tensors, after.live_tensors);
+    println!("1 passed, 0 failed");
+}
