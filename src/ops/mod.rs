@@ -267,6 +267,7 @@ pub(crate) struct Inputs {
 }
 
 impl Inputs {
+    #[inline]
     fn of(ids: &[u32]) -> Inputs {
         let mut arr = [u32::MAX; MAX_INPUTS];
         arr[..ids.len()].copy_from_slice(ids);
@@ -276,6 +277,7 @@ impl Inputs {
         }
     }
 
+    #[inline]
     pub(crate) fn as_slice(&self) -> &[u32] {
         &self.ids[..self.n as usize]
     }
@@ -323,6 +325,8 @@ impl Op {
     }
 
     /// The tensors this op reads, i.e. those its backward sends gradient to.
+    /// Inlined: the gradient plan and the backward walk ask it of every op.
+    #[inline]
     pub(crate) fn inputs(&self) -> Inputs {
         match *self {
             Op::Binary { a, b, .. } | Op::Matmul { a, b, .. } | Op::Bmm { a, b, .. } => {

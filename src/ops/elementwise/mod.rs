@@ -14,6 +14,20 @@ use crate::simd;
 mod special_fns;
 use special_fns::*;
 
+/// Up to this many elements a kernel runs on the baseline path: the
+/// dispatch to the wide instruction sets costs more than the work (a
+/// scalar model's ops are one element each). The results are the same
+/// bits: these kernels use only IEEE operations and libm calls, no fused
+/// or approximate instructions that differ between instruction sets.
+const SMALL: usize = 8;
+
+/// `simd::dispatch!($e)`, or `$e` directly when `$n` is at most [`SMALL`].
+macro_rules! run_kernel {
+    ($n:expr, $e:expr) => {
+        if $n <= SMALL { $e } else { simd::dispatch!($e) }
+    };
+}
+
 /// Calls `row(o, a, sa, b, sb, len)` for every innermost row of `out`: the
 /// row starts at `o` in the output and at `a`/`b` in the operands, which
 /// advance by `sa`/`sb` (0 or 1) per element.
@@ -494,6 +508,18 @@ fn binary_kernel(
     sa: Shape,
     sb: Shape,
 ) {
+    if let ([o], [x], [y]) = (&mut *o, x, y) {
+        // One element each (a scalar model's op).
+        *o = match f {
+            BinaryFn::Add => x + y,
+            BinaryFn::Sub => x - y,
+            BinaryFn::Mul => x * y,
+            BinaryFn::Div => x / y,
+            BinaryFn::Max => max_of(*x, *y),
+            BinaryFn::Min => min_of(*x, *y),
+        };
+        return;
+    }
     simd::dispatch!(match f {
         BinaryFn::Add => binary_forward(o, x, y, shape, sa, sb, |p, q| p + q),
         BinaryFn::Sub => binary_forward(o, x, y, shape, sa, sb, |p, q| p - q),
@@ -523,7 +549,7 @@ pub(crate) fn forward_unary(ctx: &mut Context, out: u32, x: u32, f: UnaryFn) {
                 || simd::dispatch!(unary_forward(f, y0, x0)),
             );
         }
-        None => simd::dispatch!(unary_forward(f, y, x)),
+        None => run_kernel!(x.len(), unary_forward(f, y, x)),
     }
 }
 
@@ -573,7 +599,7 @@ pub(crate) fn backward_unary(ctx: &mut Context, out: u32, x: u32, f: UnaryFn) {
                 || simd::dispatch!(unary_backward(f, assign, d0, g0, x0, y0)),
             );
         }
-        None => simd::dispatch!(unary_backward(f, assign, dx, dout, x, y)),
+        None => run_kernel!(x.len(), unary_backward(f, assign, dx, dout, x, y)),
     }
 }
 
@@ -612,8 +638,9 @@ pub(crate) fn backward_binary(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: 
             (Some((da, fa)), Some((db, fb))) if !da.overlaps(&db) => {
                 let par = ctx.want_pool(so.numel() * 16);
                 let (pool, [da, db], [g]) = ctx.access_on(par, [da, db], [dout]);
-                let mut run_a = || simd::dispatch!(add_scaled_into(da, g, 1.0, fa));
-                let mut run_b = || simd::dispatch!(add_scaled_into(db, g, sign, fb));
+                let n = g.len();
+                let mut run_a = || run_kernel!(n, add_scaled_into(da, g, 1.0, fa));
+                let mut run_b = || run_kernel!(n, add_scaled_into(db, g, sign, fb));
                 match pool {
                     Some(pool) => pool.join(run_b, run_a),
                     None => {
@@ -626,7 +653,7 @@ pub(crate) fn backward_binary(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: 
                 for (grad, s) in [(ga, 1.0), (gb, sign)] {
                     if let Some((d, fresh)) = grad {
                         let ([d], [g]) = ctx.access([d], [dout]);
-                        simd::dispatch!(add_scaled_into(d, g, s, fresh));
+                        run_kernel!(g.len(), add_scaled_into(d, g, s, fresh));
                     }
                 }
             }
@@ -638,37 +665,43 @@ pub(crate) fn backward_binary(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: 
     if let Some(da) = ctx.grad_of(ia) {
         let ([da], [dout, a, b]) = ctx.access([da], [dout, ea.data, eb.data]);
         let (sa, sb) = (ea.shape, eb.shape);
-        simd::dispatch!(match f {
-            BinaryFn::Add | BinaryFn::Sub => {
-                binary_backward_into(da, dout, a, b, so, sa, sb, |g, _, _| g)
+        run_kernel!(
+            dout.len(),
+            match f {
+                BinaryFn::Add | BinaryFn::Sub => {
+                    binary_backward_into(da, dout, a, b, so, sa, sb, |g, _, _| g)
+                }
+                BinaryFn::Mul => binary_backward_into(da, dout, a, b, so, sa, sb, |g, _, y| g * y),
+                BinaryFn::Div => binary_backward_into(da, dout, a, b, so, sa, sb, |g, _, y| g / y),
+                BinaryFn::Max => binary_backward_into(da, dout, a, b, so, sa, sb, |g, x, y| {
+                    if takes_a_max(x, y) { g } else { 0.0 }
+                }),
+                BinaryFn::Min => binary_backward_into(da, dout, a, b, so, sa, sb, |g, x, y| {
+                    if takes_a_min(x, y) { g } else { 0.0 }
+                }),
             }
-            BinaryFn::Mul => binary_backward_into(da, dout, a, b, so, sa, sb, |g, _, y| g * y),
-            BinaryFn::Div => binary_backward_into(da, dout, a, b, so, sa, sb, |g, _, y| g / y),
-            BinaryFn::Max => binary_backward_into(da, dout, a, b, so, sa, sb, |g, x, y| {
-                if takes_a_max(x, y) { g } else { 0.0 }
-            }),
-            BinaryFn::Min => binary_backward_into(da, dout, a, b, so, sa, sb, |g, x, y| {
-                if takes_a_min(x, y) { g } else { 0.0 }
-            }),
-        });
+        );
     }
     if let Some(db) = ctx.grad_of(ib) {
         let ([db], [dout, a, b]) = ctx.access([db], [dout, ea.data, eb.data]);
         let (sa, sb) = (ea.shape, eb.shape);
-        simd::dispatch!(match f {
-            BinaryFn::Add => binary_backward_into(db, dout, b, a, so, sb, sa, |g, _, _| g),
-            BinaryFn::Sub => binary_backward_into(db, dout, b, a, so, sb, sa, |g, _, _| -g),
-            BinaryFn::Mul => binary_backward_into(db, dout, b, a, so, sb, sa, |g, _, x| g * x),
-            BinaryFn::Div => {
-                binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| -g * x / (y * y))
+        run_kernel!(
+            dout.len(),
+            match f {
+                BinaryFn::Add => binary_backward_into(db, dout, b, a, so, sb, sa, |g, _, _| g),
+                BinaryFn::Sub => binary_backward_into(db, dout, b, a, so, sb, sa, |g, _, _| -g),
+                BinaryFn::Mul => binary_backward_into(db, dout, b, a, so, sb, sa, |g, _, x| g * x),
+                BinaryFn::Div => {
+                    binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| -g * x / (y * y))
+                }
+                BinaryFn::Max => binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| {
+                    if takes_a_max(x, y) { 0.0 } else { g }
+                }),
+                BinaryFn::Min => binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| {
+                    if takes_a_min(x, y) { 0.0 } else { g }
+                }),
             }
-            BinaryFn::Max => binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| {
-                if takes_a_max(x, y) { 0.0 } else { g }
-            }),
-            BinaryFn::Min => binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| {
-                if takes_a_min(x, y) { 0.0 } else { g }
-            }),
-        });
+        );
     }
 }
 
