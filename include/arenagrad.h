@@ -323,7 +323,8 @@ const char *ag_version(void);
 uint32_t ag_version_number(void);
 
 // Creates a context and writes it to `*out`. Free it with ag_context_free.
-// Errors: NULL_ARGUMENT (out is NULL).
+// Errors: NULL_ARGUMENT (out is NULL), OUT_OF_MEMORY (2^22 contexts are
+// alive already).
 ag_status ag_context_new(struct ag_context **out);
 
 // Frees the context `*ctx` and sets `*ctx` to NULL. `ctx == NULL` or
