@@ -635,6 +635,15 @@ ag_status ag_maximum(struct ag_context *ctx, struct ag_tensor a, struct ag_tenso
 // TOO_LARGE, OUT_OF_MEMORY.
 ag_status ag_minimum(struct ag_context *ctx, struct ag_tensor a, struct ag_tensor b, struct ag_tensor *out);
 
+// out = a where cond is not zero, else b, element-wise; cond, a and b
+// broadcast together as the operands of ag_add do (cond is usually a 0/1
+// mask; NaN counts as true, -0.0 as false). The gradient goes to a where
+// cond is true and to b where it is false; cond gets none.
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// SHAPE_MISMATCH (the three shapes do not broadcast), TOO_LARGE,
+// OUT_OF_MEMORY.
+ag_status ag_where(struct ag_context *ctx, struct ag_tensor cond, struct ag_tensor a, struct ag_tensor b, struct ag_tensor *out);
+
 // out = -x.
 // Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
 // OUT_OF_MEMORY.

@@ -195,6 +195,8 @@ pub(crate) enum Op {
     Pow { x: u32, p: f32 },
     /// x limited to [lo, hi].
     Clamp { x: u32, lo: f32, hi: f32 },
+    /// a where cond is not zero, else b, with broadcasting.
+    Where { cond: u32, a: u32, b: u32 },
     /// Sum (or mean) of all elements.
     Reduce { x: u32, mean: bool },
     /// Sum (or mean) along `axis`.
@@ -314,6 +316,7 @@ impl Op {
             | Op::Embedding { .. } => r(false, false),
             Op::Pow { .. }
             | Op::Clamp { .. }
+            | Op::Where { .. }
             | Op::LogSumExpAxis { .. }
             | Op::Matmul { .. }
             | Op::Bmm { .. }
@@ -338,6 +341,9 @@ impl Op {
                 None => Inputs::of(&[x, w]),
             },
             Op::LayerNorm { x, w, b, .. } => Inputs::of(&[x, w, b]),
+            // cond gets no gradient, but its backward reads it (a replay
+            // must recompute it).
+            Op::Where { cond, a, b } => Inputs::of(&[cond, a, b]),
             Op::Scale { x, .. }
             | Op::Unary { x, .. }
             | Op::Pow { x, .. }

@@ -138,6 +138,7 @@ ids! {
     NORMAL_CDF = 0x6e;
     NORMAL_LCDF = 0x6f;
     LOGSUMEXP_AXIS = 0x70;
+    WHERE = 0x71;
 }
 
 /// The call a byte of the input names: itself when it is an id, else the
@@ -215,6 +216,7 @@ pub const FUNCTIONS: &[(&str, u8)] = &[
     ("ag_sqrt", SQRT),
     ("ag_abs", ABS),
     ("ag_clamp", CLAMP),
+    ("ag_where", WHERE),
     ("ag_pow", POW),
     ("ag_gelu", GELU),
     ("ag_sum", SUM),

@@ -1,6 +1,7 @@
 //! Element-wise ops: add/sub/mul/div/maximum/minimum with numpy broadcasting (the smaller
 //! operand is read with stride 0, never tiled; the loops in `broadcast.rs`),
-//! scale, and unary maps. Each
+//! scale, unary maps, and the
+//! select `where` (in `select.rs`). Each
 //! unary function has its `<f>_forward` / `<f>_backward` kernels below (the
 //! special functions' in `special_fns.rs`), and one arm in each of
 //! `unary_forward` / `unary_backward`.
@@ -13,8 +14,10 @@ use crate::shape::Shape;
 use crate::simd;
 
 mod broadcast;
+mod select;
 mod special_fns;
 use broadcast::{binary_backward_into, binary_forward};
+pub(crate) use select::{backward_where, forward_where};
 use special_fns::*;
 
 /// Up to this many elements a kernel runs on the baseline path: the
