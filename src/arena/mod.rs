@@ -274,6 +274,7 @@ impl Storage {
     /// left there; NaN with `debug-arena`): for outputs the caller writes
     /// completely before anything reads them. Skips the zero fill that
     /// `alloc` pays.
+    #[inline]
     pub fn alloc_scratchable<T: Plain>(&mut self, op: &'static str, len: usize) -> Result<Buf<T>> {
         let bytes = padded_bytes::<T>(len).ok_or_else(|| Error::TooLarge {
             op,
@@ -291,6 +292,9 @@ impl Storage {
     /// Like [`alloc_scratchable`](Self::alloc_scratchable), always from
     /// the bump arena: for values that cannot be recomputed (copies of
     /// caller data, random masks) and for a segment's outputs.
+    // Inlined whole: a Result<Buf> returned through memory and reloaded
+    // with wider loads stalled every op's output allocation.
+    #[inline(always)]
     pub fn alloc_main<T: Plain>(&mut self, op: &'static str, len: usize) -> Result<Buf<T>> {
         let bytes = padded_bytes::<T>(len).ok_or_else(|| Error::TooLarge {
             op,
