@@ -14,9 +14,11 @@ use crate::shape::Shape;
 use crate::simd;
 
 mod broadcast;
+mod scalar;
 mod select;
 mod special_fns;
 use broadcast::{binary_backward_into, binary_forward};
+use scalar::{backward_binary_one, binary_kernel_one};
 pub(crate) use select::{backward_where, forward_where};
 use special_fns::*;
 
@@ -387,6 +389,13 @@ pub(crate) fn gelu_backward<const ASSIGN: bool>(dx: &mut [f32], dout: &[f32], x:
 }
 
 pub(crate) fn forward_binary(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: BinaryFn) {
+    let (da, db, dout) = (ctx.entry(ia).data, ctx.entry(ib).data, ctx.entry(out).data);
+    if dout.len() == 1 {
+        // One element each (a scalar model's op): no shapes to copy around.
+        let ([o], [x, y]) = ctx.access([dout], [da, db]);
+        binary_kernel_one(f, o, x, y);
+        return;
+    }
     let (ea, eb, eo) = (ctx.entry(ia), ctx.entry(ib), ctx.entry(out));
     // Equal shapes (a residual add): the halves are independent.
     let par = ea.shape == eb.shape && ctx.want_pool(eo.shape.numel() * 16);
@@ -413,16 +422,8 @@ fn binary_kernel(
     sa: Shape,
     sb: Shape,
 ) {
-    if let ([o], [x], [y]) = (&mut *o, x, y) {
-        // One element each (a scalar model's op).
-        *o = match f {
-            BinaryFn::Add => x + y,
-            BinaryFn::Sub => x - y,
-            BinaryFn::Mul => x * y,
-            BinaryFn::Div => x / y,
-            BinaryFn::Max => max_of(*x, *y),
-            BinaryFn::Min => min_of(*x, *y),
-        };
+    if o.len() == 1 {
+        binary_kernel_one(f, o, x, y);
         return;
     }
     simd::dispatch!(match f {
@@ -530,6 +531,10 @@ pub(crate) fn backward_binary(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: 
     let Some(dout) = ctx.grad_out(out) else {
         return;
     };
+    if dout.len() == 1 {
+        backward_binary_one(ctx, dout, out, ia, ib, f);
+        return;
+    }
     let (ea, eb, eo) = (ctx.entry(ia), ctx.entry(ib), ctx.entry(out));
     let so = eo.shape;
     // Equal shapes (a residual add or sub): da += g and db += ±g, each
