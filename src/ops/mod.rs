@@ -329,7 +329,7 @@ impl Op {
 
     /// The tensors this op reads, i.e. those its backward sends gradient to.
     /// Inlined: the gradient plan and the backward walk ask it of every op.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn inputs(&self) -> Inputs {
         match *self {
             Op::Binary { a, b, .. } | Op::Matmul { a, b, .. } | Op::Bmm { a, b, .. } => {

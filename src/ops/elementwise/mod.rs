@@ -443,6 +443,13 @@ pub(crate) fn forward_scale(ctx: &mut Context, out: u32, x: u32, s: f32) {
 }
 
 pub(crate) fn forward_unary(ctx: &mut Context, out: u32, x: u32, f: UnaryFn) {
+    let (vx, vy) = (ctx.entry(x).data, ctx.entry(out).data);
+    if vy.len() == 1 {
+        // One element: no shapes or pool to consult.
+        let ([y], [x]) = ctx.access([vy], [vx]);
+        unary_forward(f, y, x);
+        return;
+    }
     let (ex, eo) = (ctx.entry(x), ctx.entry(out));
     let par = f == UnaryFn::Gelu && ctx.want_pool(ex.shape.numel() * 16);
     let (pool, [y], [x]) = ctx.access_on(par, [eo.data], [ex.data]);
@@ -486,12 +493,21 @@ pub(crate) fn backward_unary(ctx: &mut Context, out: u32, x: u32, f: UnaryFn) {
     let Some((dx, fresh)) = ctx.grad_to_overwrite(x) else {
         return;
     };
-    let (ex, eo) = (ctx.entry(x), ctx.entry(out));
-    let par = f == UnaryFn::Gelu && ctx.want_pool(ex.shape.numel() * 16);
-    let (pool, [dx], [dout, x, y]) = ctx.access_on(par, [dx], [dout, ex.data, eo.data]);
     // GELU (an MLP's, on the largest activation) writes a newborn gradient
     // with `=`; the rest zero it and add.
     let assign = fresh && f == UnaryFn::Gelu;
+    if dout.len() == 1 {
+        let (vx, vy) = (ctx.entry(x).data, ctx.entry(out).data);
+        let ([dx], [dout, x, y]) = ctx.access([dx], [dout, vx, vy]);
+        if fresh && !assign {
+            dx.fill(0.0);
+        }
+        unary_backward(f, assign, dx, dout, x, y);
+        return;
+    }
+    let (ex, eo) = (ctx.entry(x), ctx.entry(out));
+    let par = f == UnaryFn::Gelu && ctx.want_pool(ex.shape.numel() * 16);
+    let (pool, [dx], [dout, x, y]) = ctx.access_on(par, [dx], [dout, ex.data, eo.data]);
     if fresh && !assign {
         dx.fill(0.0);
     }
