@@ -499,6 +499,10 @@ impl Storage {
         }
     }
 
+    // Inlined with the access functions below: their buffer arrays then
+    // stay in registers (passed through memory, every kernel call paid
+    // store-forwarding stalls reloading them).
+    #[inline(always)]
     fn check_live<T>(&self, b: &Buf<T>) {
         // A stale Buf here is an internal bug (handles are checked first);
         // refuse loudly rather than read recycled memory.
@@ -527,6 +531,7 @@ impl Storage {
     /// `W` writable and `R` read-only slices at once, plus read-only id
     /// slices. Panics if a writable buffer overlaps any other buffer of the
     /// call (reads may overlap each other).
+    #[inline(always)]
     pub fn access<const W: usize, const R: usize>(
         &mut self,
         w: [Buf; W],
@@ -537,6 +542,7 @@ impl Storage {
     }
 
     /// Like [`access`](Self::access), with `I` read-only u32 buffers.
+    #[inline(always)]
     pub fn access_ids<const W: usize, const R: usize, const I: usize>(
         &mut self,
         w: [Buf; W],
