@@ -344,7 +344,8 @@ const char *ag_version(void);
 uint32_t ag_version_number(void);
 
 // Creates a context and writes it to `*out`. Free it with ag_context_free.
-// Errors: NULL_ARGUMENT (out is NULL).
+// Errors: NULL_ARGUMENT (out is NULL), OUT_OF_MEMORY (2^22 contexts are
+// alive already).
 ag_status ag_context_new(struct ag_context **out);
 
 // Frees the context `*ctx` and sets `*ctx` to NULL. `ctx == NULL` or
@@ -752,6 +753,15 @@ ag_status ag_maximum(struct ag_context *ctx, struct ag_tensor a, struct ag_tenso
 // NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH,
 // TOO_LARGE, OUT_OF_MEMORY.
 ag_status ag_minimum(struct ag_context *ctx, struct ag_tensor a, struct ag_tensor b, struct ag_tensor *out);
+
+// out = a where cond is not zero, else b, element-wise; cond, a and b
+// broadcast together as the operands of ag_add do (cond is usually a 0/1
+// mask; NaN counts as true, -0.0 as false). The gradient goes to a where
+// cond is true and to b where it is false; cond gets none.
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// SHAPE_MISMATCH (the three shapes do not broadcast), TOO_LARGE,
+// OUT_OF_MEMORY.
+ag_status ag_where(struct ag_context *ctx, struct ag_tensor cond, struct ag_tensor a, struct ag_tensor b, struct ag_tensor *out);
 
 // out = -x.
 // Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,

@@ -126,6 +126,11 @@ def main():
           ["alpha"] + [f"beta[{k}]" for k in range(1, K + 1)] + ["sigma"],
           [(y[t], 1, *[y[t - k] for k in range(1, K + 1)]) for t in range(K, d["T"])], repo)
 
+    # Two-component normal mixture, ordered means (needs logsumexp).
+    d = data("low_dim_gauss_mix")
+    write("low_dim_gauss_mix-low_dim_gauss_mix", "mixture2", {},
+          ["mu[1]", "mu[2]", "sigma[1]", "sigma[2]", "theta"], [(y,) for y in d["y"]], repo)
+
     # Logistic regression on the arsenic wells survey (no reference draws):
     # switched ~ bernoulli_logit(b1 + b2 dist / 100 + b3 arsenic), b ~ normal(0, 10).
     d = data("wells_data")

@@ -10,10 +10,30 @@ pub const MAX_DIMS: usize = 6;
 pub const MAX_ELEMENTS: usize = i32::MAX as usize;
 
 /// A tensor shape, stored inline so table entries and tape records stay `Copy`.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+/// Dimensions past `ndim` are always 1 (every constructor fills them so).
+#[derive(Clone, Copy)]
 pub struct Shape {
     dims: [usize; MAX_DIMS],
     ndim: u8,
+}
+
+// Every op compares shapes, most of them of rank 1 or 2: comparing the
+// used dimensions only is a few loads, where the derived comparison of the
+// whole array was a call to memcmp. Equal by this rule means equal arrays,
+// since the unused dimensions are all 1.
+impl PartialEq for Shape {
+    #[inline]
+    fn eq(&self, o: &Shape) -> bool {
+        self.ndim == o.ndim && (0..self.ndim as usize).all(|i| self.dims[i] == o.dims[i])
+    }
+}
+
+impl Eq for Shape {}
+
+impl std::hash::Hash for Shape {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.dims().hash(h);
+    }
 }
 
 impl Shape {
@@ -104,6 +124,10 @@ impl Shape {
 
     /// Numpy-style broadcast of two shapes (right-aligned, size 1 stretches).
     pub(crate) fn broadcast(op: &'static str, a: Shape, b: Shape) -> Result<Shape> {
+        if a == b {
+            // Already a valid shape (the common case of every scalar op).
+            return Ok(a);
+        }
         let n = a.ndim().max(b.ndim());
         let mut out = [1usize; MAX_DIMS];
         for i in 0..n {

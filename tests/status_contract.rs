@@ -596,6 +596,7 @@ fn call(name: &str, ctx: *mut ag_context, fx: &Fx, env: &Env, a: Args) -> ag_sta
         "ag_abs" => ag_abs(ctx, t, o),
         "ag_maximum" => ag_maximum(ctx, t, u, o),
         "ag_minimum" => ag_minimum(ctx, u, t, o),
+        "ag_where" => ag_where(ctx, u, t, t, o),
         "ag_log_softmax" => ag_log_softmax(ctx, t, o),
         "ag_mse_loss" => ag_mse_loss(ctx, t, u, o),
         "ag_clamp" => ag_clamp(ctx, t, -1.0, if n == 0 { -2.0 } else { fl }, o),

@@ -18,6 +18,15 @@
  *  logistic: rows are (y in {0, 1}, x_1..x_d); y ~ bernoulli_logit(X beta),
  *    log p = sum(y eta - softplus(eta)) + beta prior, with
  *    softplus(eta) = relu(eta) + log(1 + exp(-|eta|)) (no overflow).
+ *  mixture2: rows are (y); y ~ theta normal(mu_1, sigma_1) + (1 - theta)
+ *    normal(mu_2, sigma_2) with mu ordered, mu ~ normal(0, 2), sigma ~
+ *    half-normal(0, 2), theta ~ beta(5, 5) (posteriordb's
+ *    low_dim_gauss_mix); q = (mu_1, log(mu_2 - mu_1), log sigma, logit theta),
+ *    log p = sum_n logsumexp_k(log w_k - log sigma_k - (y_n - mu_k)^2 / (2 sigma_k^2))
+ *            - |mu|^2 / 8 - |sigma|^2 / 8 + 5 log theta + 5 log(1 - theta)
+ *            + log(mu_2 - mu_1) + sum log sigma   (Jacobians; beta's 4 + logit's 1),
+ *    with w = (theta, 1 - theta), log theta = log_sigmoid(logit theta);
+ *    reported: mu[1], mu[2], sigma[1], sigma[2], theta.
  * Constants of the densities are dropped: NUTS needs log p up to a constant.
  */
 #include <math.h>
@@ -68,7 +77,7 @@ void model_load(model *m, const char *path) {
                 strcpy(m->names[m->n_out++], t);
             }
         } else if (!strcmp(key, "rows")) {
-            if (fscanf(f, "%d %d", &m->rows, &m->cols) != 2 || m->rows < 1 || m->cols < 2)
+            if (fscanf(f, "%d %d", &m->rows, &m->cols) != 2 || m->rows < 1 || m->cols < 1)
                 die(path, "bad rows line");
             break;
         } else {
@@ -78,7 +87,7 @@ void model_load(model *m, const char *path) {
     int n = m->rows, c = m->cols;
     m->d = c - 1;
     m->y = malloc(sizeof(float) * n);
-    m->x = malloc(sizeof(float) * n * m->d);
+    m->x = malloc(sizeof(float) * n * (m->d > 0 ? m->d : 1));
     for (int i = 0; i < n; i++)
         for (int j = 0; j < c; j++) {
             double v;
@@ -98,6 +107,9 @@ void model_load(model *m, const char *path) {
     } else if (!strcmp(m->kind, "logistic")) {
         m->dim = m->d;
         if (m->n_out != m->dim) die(path, "logistic: names must be the coefficients");
+    } else if (!strcmp(m->kind, "mixture2")) {
+        m->dim = 5;
+        if (m->n_out != 5) die(path, "mixture2: names must be mu[1..2], sigma[1..2], theta");
     } else {
         die(path, "unknown model kind");
     }
@@ -218,11 +230,51 @@ static ag_tensor build_logistic(model *m, ag_tensor q, ag_tensor one) {
     return beta_prior(m, lp, q);
 }
 
+static ag_tensor unary(model *m, ag_status (*f)(ag_context *, ag_tensor, ag_tensor *), ag_tensor x) {
+    ag_tensor t;
+    CALL(f(m->ctx, x, &t));
+    return t;
+}
+
+static ag_tensor build_mixture2(model *m, ag_tensor q) {
+    size_t n = (size_t)m->rows;
+    ag_tensor mu1 = slice(m, q, 0, 1), gap = slice(m, q, 1, 1), ls = slice(m, q, 2, 2);
+    ag_tensor lt = slice(m, q, 4, 1), t, r, z, lpk, lse, lp;
+    ag_tensor pair[2];
+    /* mu = (mu_1, mu_1 + e^gap): ordered by construction */
+    pair[0] = mu1;
+    pair[1] = add(m, mu1, unary(m, ag_exp, gap));
+    ag_tensor mu, lw, sigma = unary(m, ag_exp, ls);
+    CALL(ag_concat(m->ctx, pair, 2, 0, &mu));
+    /* log w = (log theta, log(1 - theta)) = log_sigmoid(+-logit theta) */
+    pair[0] = unary(m, ag_log_sigmoid, lt);
+    pair[1] = unary(m, ag_log_sigmoid, unary(m, ag_neg, lt));
+    CALL(ag_concat(m->ctx, pair, 2, 0, &lw));
+    /* [n, 1] - [2] -> [n, 2]: each point against each component */
+    CALL(ag_sub(m->ctx, constant(m, m->y, n, 1), mu, &r));
+    CALL(ag_div(m->ctx, r, sigma, &z));
+    CALL(ag_sub(m->ctx, lw, ls, &t));
+    CALL(ag_mul(m->ctx, z, z, &r));
+    CALL(ag_scale(m->ctx, r, -0.5f, &z));
+    lpk = add(m, z, t);
+    CALL(ag_logsumexp_axis(m->ctx, lpk, 1, false, &lse));
+    CALL(ag_sum(m->ctx, lse, &lp));
+    lp = add(m, lp, sumsq(m, mu, -1.0f / 8.0f));
+    lp = add(m, lp, sumsq(m, sigma, -1.0f / 8.0f));
+    CALL(ag_sum(m->ctx, lw, &t));
+    CALL(ag_scale(m->ctx, t, 5.0f, &r));
+    lp = add(m, lp, r);
+    CALL(ag_sum(m->ctx, ls, &t));
+    lp = add(m, lp, t);
+    return add(m, lp, gap);
+}
+
 ag_tensor model_logp(model *m, ag_tensor q) {
     float onev = 1.0f;
     ag_tensor one = constant(m, &onev, 1, 0);
     if (!strcmp(m->kind, "eight_schools")) return build_eight_schools(m, q, one);
     if (!strcmp(m->kind, "linreg")) return build_linreg(m, q, one);
+    if (!strcmp(m->kind, "mixture2")) return build_mixture2(m, q);
     return build_logistic(m, q, one);
 }
 
@@ -279,6 +331,12 @@ void model_constrain(const model *m, const double *q, double *out) {
     } else if (!strcmp(m->kind, "linreg")) {
         for (int j = 0; j < m->d; j++) out[j] = q[j];
         out[m->d] = exp(q[m->d]);
+    } else if (!strcmp(m->kind, "mixture2")) {
+        out[0] = q[0];
+        out[1] = q[0] + exp(q[1]);
+        out[2] = exp(q[2]);
+        out[3] = exp(q[3]);
+        out[4] = 1.0 / (1.0 + exp(-q[4]));
     } else {
         for (int j = 0; j < m->d; j++) out[j] = q[j];
     }

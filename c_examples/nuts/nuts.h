@@ -19,7 +19,7 @@
 #define NUTS_MAX_NAMES 64
 
 typedef struct model {
-    char kind[32];      /* eight_schools, linreg, logistic */
+    char kind[32];      /* eight_schools, linreg, logistic, mixture2 */
     char name[128];     /* file stem, e.g. kidiq-kidscore_momiq */
     int rows, cols;     /* data table */
     float *y;           /* [rows] response (linreg, logistic) */

@@ -282,6 +282,7 @@ impl Storage {
     /// left there; NaN with `debug-arena`): for outputs the caller writes
     /// completely before anything reads them. Skips the zero fill that
     /// `alloc` pays.
+    #[inline]
     pub fn alloc_scratchable<T: Plain>(&mut self, op: &'static str, len: usize) -> Result<Buf<T>> {
         let bytes = padded_bytes::<T>(len).ok_or_else(|| Error::TooLarge {
             op,
@@ -299,6 +300,9 @@ impl Storage {
     /// Like [`alloc_scratchable`](Self::alloc_scratchable), always from
     /// the bump arena: for values that cannot be recomputed (copies of
     /// caller data, random masks) and for a segment's outputs.
+    // Inlined whole: a Result<Buf> returned through memory and reloaded
+    // with wider loads stalled every op's output allocation.
+    #[inline(always)]
     pub fn alloc_main<T: Plain>(&mut self, op: &'static str, len: usize) -> Result<Buf<T>> {
         let bytes = padded_bytes::<T>(len).ok_or_else(|| Error::TooLarge {
             op,
@@ -539,6 +543,10 @@ impl Storage {
         }
     }
 
+    // Inlined with the access functions below: their buffer arrays then
+    // stay in registers (passed through memory, every kernel call paid
+    // store-forwarding stalls reloading them).
+    #[inline(always)]
     fn check_live<T>(&self, b: &Buf<T>) {
         // A stale Buf here is an internal bug (handles are checked first);
         // refuse loudly rather than read recycled memory.
@@ -567,6 +575,7 @@ impl Storage {
     /// `W` writable and `R` read-only slices at once, plus read-only id
     /// slices. Panics if a writable buffer overlaps any other buffer of the
     /// call (reads may overlap each other).
+    #[inline(always)]
     pub fn access<const W: usize, const R: usize>(
         &mut self,
         w: [Buf; W],
@@ -577,6 +586,7 @@ impl Storage {
     }
 
     /// Like [`access`](Self::access), with `I` read-only u32 buffers.
+    #[inline(always)]
     pub fn access_ids<const W: usize, const R: usize, const I: usize>(
         &mut self,
         w: [Buf; W],

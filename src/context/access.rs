@@ -44,6 +44,7 @@ impl Context {
     // ---- checked access to buffers (see arena::Storage) --------------------
 
     /// `W` writable and `R` read-only slices of one kernel call.
+    #[inline(always)]
     pub(crate) fn access<const W: usize, const R: usize>(
         &mut self,
         w: [Buf; W],
@@ -53,6 +54,7 @@ impl Context {
     }
 
     /// Like [`access`](Self::access), with `I` read-only id buffers.
+    #[inline(always)]
     pub(crate) fn access_ids<const W: usize, const R: usize, const I: usize>(
         &mut self,
         w: [Buf; W],
@@ -64,6 +66,7 @@ impl Context {
 
     /// Like [`access`](Self::access), with the worker thread when `par`
     /// (the caller asked [`want_pool`](Self::want_pool) first).
+    #[inline(always)]
     pub(crate) fn access_on<const W: usize, const R: usize>(
         &mut self,
         par: bool,

@@ -51,18 +51,20 @@ pub extern "C" fn ag_version_number() -> u32 {
 }
 
 /// Creates a context and writes it to `*out`. Free it with ag_context_free.
-/// Errors: NULL_ARGUMENT (out is NULL).
+/// Errors: NULL_ARGUMENT (out is NULL), OUT_OF_MEMORY (2^22 contexts are
+/// alive already).
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_context_new(out: *mut *mut ag_context) -> ag_status {
     if out.is_null() {
         return AG_STATUS_NULL_ARGUMENT;
     }
     match catch_unwind(context_new) {
-        Ok(p) => {
+        Ok(Some(p)) => {
             // SAFETY: non-NULL out-pointer supplied by the caller.
             unsafe { out.write(p) };
             AG_STATUS_OK
         }
+        Ok(None) => AG_STATUS_OUT_OF_MEMORY,
         Err(_) => AG_STATUS_PANIC,
     }
 }

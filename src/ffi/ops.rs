@@ -97,6 +97,25 @@ pub extern "C" fn ag_minimum(
 ) -> ag_status {
     op("ag_minimum", ctx, out, |c| c.minimum(a.into(), b.into()))
 }
+/// out = a where cond is not zero, else b, element-wise; cond, a and b
+/// broadcast together as the operands of ag_add do (cond is usually a 0/1
+/// mask; NaN counts as true, -0.0 as false). The gradient goes to a where
+/// cond is true and to b where it is false; cond gets none.
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// SHAPE_MISMATCH (the three shapes do not broadcast), TOO_LARGE,
+/// OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_where(
+    ctx: *mut ag_context,
+    cond: ag_tensor,
+    a: ag_tensor,
+    b: ag_tensor,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_where", ctx, out, |c| {
+        c.select(cond.into(), a.into(), b.into())
+    })
+}
 /// out = -x.
 /// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
 /// OUT_OF_MEMORY.

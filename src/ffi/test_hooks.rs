@@ -41,5 +41,5 @@ pub extern "C" fn ag_test_fail_allocation(
 /// Number of live contexts (for tests of the registry's bound).
 /// Rust only.
 pub fn live_contexts() -> usize {
-    registry().len()
+    registry().live.len()
 }

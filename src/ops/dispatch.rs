@@ -32,6 +32,7 @@ pub(crate) fn forward(ctx: &mut Context, op: Op, out: u32) {
         Op::Unary { x, f } => elementwise::forward_unary(ctx, out, x, f),
         Op::Pow { x, p } => elementwise::forward_pow(ctx, out, x, p),
         Op::Clamp { x, lo, hi } => elementwise::forward_clamp(ctx, out, x, lo, hi),
+        Op::Where { cond, a, b } => elementwise::forward_where(ctx, out, cond, a, b),
         Op::Reduce { x, mean } => reduce::forward_reduce(ctx, out, x, mean),
         Op::ReduceAxis { x, axis, mean } => {
             reduce::forward_reduce_axis(ctx, out, x, axis as usize, mean)
@@ -91,6 +92,7 @@ pub(crate) fn backward(ctx: &mut Context, op: Op, out: u32) {
         Op::Unary { x, f } => elementwise::backward_unary(ctx, out, x, f),
         Op::Pow { x, p } => elementwise::backward_pow(ctx, out, x, p),
         Op::Clamp { x, lo, hi } => elementwise::backward_clamp(ctx, out, x, lo, hi),
+        Op::Where { cond, a, b } => elementwise::backward_where(ctx, out, cond, a, b),
         Op::Reduce { x, mean } => reduce::backward_reduce(ctx, out, x, mean),
         Op::ReduceAxis { x, axis, mean } => {
             reduce::backward_reduce_axis(ctx, out, x, axis as usize, mean)
@@ -166,6 +168,7 @@ impl OpTimer {
             Op::Scale { .. } => "scale",
             Op::Pow { .. } => "pow",
             Op::Clamp { .. } => "clamp",
+            Op::Where { .. } => "where",
             Op::Reduce { .. } => "reduce",
             Op::ReduceAxis { .. } => "reduce_axis",
             Op::LogSumExpAxis { .. } => "logsumexp_axis",

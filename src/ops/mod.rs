@@ -195,6 +195,8 @@ pub(crate) enum Op {
     Pow { x: u32, p: f32 },
     /// x limited to [lo, hi].
     Clamp { x: u32, lo: f32, hi: f32 },
+    /// a where cond is not zero, else b, with broadcasting.
+    Where { cond: u32, a: u32, b: u32 },
     /// Sum (or mean) of all elements.
     Reduce { x: u32, mean: bool },
     /// Sum (or mean) along `axis`.
@@ -267,6 +269,7 @@ pub(crate) struct Inputs {
 }
 
 impl Inputs {
+    #[inline]
     fn of(ids: &[u32]) -> Inputs {
         let mut arr = [u32::MAX; MAX_INPUTS];
         arr[..ids.len()].copy_from_slice(ids);
@@ -276,6 +279,7 @@ impl Inputs {
         }
     }
 
+    #[inline]
     pub(crate) fn as_slice(&self) -> &[u32] {
         &self.ids[..self.n as usize]
     }
@@ -312,6 +316,7 @@ impl Op {
             | Op::Embedding { .. } => r(false, false),
             Op::Pow { .. }
             | Op::Clamp { .. }
+            | Op::Where { .. }
             | Op::LogSumExpAxis { .. }
             | Op::Matmul { .. }
             | Op::Bmm { .. }
@@ -323,6 +328,8 @@ impl Op {
     }
 
     /// The tensors this op reads, i.e. those its backward sends gradient to.
+    /// Inlined: the gradient plan and the backward walk ask it of every op.
+    #[inline(always)]
     pub(crate) fn inputs(&self) -> Inputs {
         match *self {
             Op::Binary { a, b, .. } | Op::Matmul { a, b, .. } | Op::Bmm { a, b, .. } => {
@@ -334,6 +341,9 @@ impl Op {
                 None => Inputs::of(&[x, w]),
             },
             Op::LayerNorm { x, w, b, .. } => Inputs::of(&[x, w, b]),
+            // cond gets no gradient, but its backward reads it (a replay
+            // must recompute it).
+            Op::Where { cond, a, b } => Inputs::of(&[cond, a, b]),
             Op::Scale { x, .. }
             | Op::Unary { x, .. }
             | Op::Pow { x, .. }

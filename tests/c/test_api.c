@@ -630,6 +630,11 @@ static bool case_shape_mismatch(ag_context *c, const model *m, bool bad, int sub
         if (bad) CHECK_ERR(c, ag_logsumexp_axis(c, x, -3, true, &o), SM, "logsumexp_axis", "axis -3", "[2,3]");
         break;
     }
+    case 27: { /* a mask that broadcasts with neither operand */
+        ag_tensor cond = MK(c, 4), x = MK(c, 2, 3);
+        if (bad) CHECK_ERR(c, ag_where(c, cond, x, x, &o), SM, "where", "[4]", "[2,3]");
+        break;
+    }
     default: return false;
     }
     CHECK(same_tensor(o, SENTINEL_TENSOR));

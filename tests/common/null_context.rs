@@ -233,6 +233,7 @@ pub fn calls_with_a_null_context(p: ag_tensor, q: ag_tensor) -> Vec<(&'static st
         ("ag_maximum", ag_maximum(n, p, p, &mut o)),
         ("ag_minimum", ag_minimum(n, p, p, &mut o)),
         ("ag_clamp", ag_clamp(n, p, 0.0, 1.0, &mut o)),
+        ("ag_where", ag_where(n, p, p, q, &mut o)),
         ("ag_log_softmax", ag_log_softmax(n, p, &mut o)),
         ("ag_mse_loss", ag_mse_loss(n, p, p, &mut o)),
     ];

@@ -138,6 +138,13 @@ ids! {
     NORMAL_CDF = 0x6e;
     NORMAL_LCDF = 0x6f;
     LOGSUMEXP_AXIS = 0x70;
+    WHERE = 0x71;
+
+    // Capture and replay (capture.rs).
+    /// ag_capture_begin .. ag_capture_end, replays, ag_step_free.
+    CAPTURE_REPLAY = 0x80;
+    /// ag_replay and ag_step_free with a forged step handle.
+    STEP_FORGED = 0x81;
 
     // Data-parallel training (training.rs).
     /// ag_set_grad_ready_callback: set (bucket size from the input) or
@@ -150,11 +157,6 @@ ids! {
     /// ag_params_copy_out of a range from the input, then ag_params_copy_in
     /// of the same floats (the parameters do not change).
     PARAMS_COPY = 0x92;
-    // Capture and replay (capture.rs).
-    /// ag_capture_begin .. ag_capture_end, replays, ag_step_free.
-    CAPTURE_REPLAY = 0x80;
-    /// ag_replay and ag_step_free with a forged step handle.
-    STEP_FORGED = 0x81;
 }
 
 /// The call a byte of the input names: itself when it is an id, else the
@@ -236,6 +238,7 @@ pub const FUNCTIONS: &[(&str, u8)] = &[
     ("ag_sqrt", SQRT),
     ("ag_abs", ABS),
     ("ag_clamp", CLAMP),
+    ("ag_where", WHERE),
     ("ag_pow", POW),
     ("ag_gelu", GELU),
     ("ag_sum", SUM),

@@ -225,6 +225,7 @@ impl<'a> FfiOps<'a> {
             ids::MAXIMUM => self.binary("ag_maximum", ag_maximum),
             ids::MINIMUM => self.binary("ag_minimum", ag_minimum),
             ids::CLAMP => self.clamp_op(),
+            ids::WHERE => self.where_op(),
             ids::LOG_SOFTMAX => self.unary("ag_log_softmax", ag_log_softmax),
             ids::MSE_LOSS => self.binary("ag_mse_loss", ag_mse_loss),
             ids::CONCAT => self.concat(),

@@ -28,6 +28,16 @@ impl FfiOps<'_> {
         self.op(name, t, &[a, b], |c, o| f(c, a, b, o));
     }
 
+    pub(super) fn where_op(&mut self) {
+        let t = self.target();
+        let cond = self.handle();
+        let a = self.handle();
+        let b = self.handle();
+        self.op("ag_where", t, &[cond, a, b], |c, o| {
+            ag_where(c, cond, a, b, o)
+        });
+    }
+
     pub(super) fn layernorm(&mut self) {
         let t = self.target();
         let x = self.handle();

@@ -1,5 +1,7 @@
 //! Element-wise ops: add/sub/mul/div/maximum/minimum with numpy broadcasting (the smaller
-//! operand is read with stride 0, never tiled), scale, and unary maps. Each
+//! operand is read with stride 0, never tiled; the loops in `broadcast.rs`),
+//! scale, unary maps, and the
+//! select `where` (in `select.rs`). Each
 //! unary function has its `<f>_forward` / `<f>_backward` kernels below (the
 //! special functions' in `special_fns.rs`), and one arm in each of
 //! `unary_forward` / `unary_backward`.
@@ -8,111 +10,30 @@ use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
 use crate::kernels::fastmath;
 use crate::ops::{BinaryFn, Op, UnaryFn};
-use crate::shape::{MAX_DIMS, Shape};
+use crate::shape::Shape;
 use crate::simd;
 
+mod broadcast;
+mod scalar;
+mod select;
 mod special_fns;
+use broadcast::{binary_backward_into, binary_forward};
+use scalar::{backward_binary_one, binary_kernel_one};
+pub(crate) use select::{backward_where, forward_where};
 use special_fns::*;
 
-/// Calls `row(o, a, sa, b, sb, len)` for every innermost row of `out`: the
-/// row starts at `o` in the output and at `a`/`b` in the operands, which
-/// advance by `sa`/`sb` (0 or 1) per element.
-#[inline(always)]
-fn for_each_row(
-    out: Shape,
-    a: Shape,
-    b: Shape,
-    mut row: impl FnMut(usize, usize, usize, usize, usize, usize),
-) {
-    let nd = out.ndim();
-    let (sa, sb) = (a.broadcast_strides(&out), b.broadcast_strides(&out));
-    let len = out.last();
-    let rows = out.rows();
-    let mut idx = [0usize; MAX_DIMS];
-    let (mut ao, mut bo) = (0usize, 0usize);
-    for r in 0..rows {
-        row(r * len, ao, sa[nd - 1], bo, sb[nd - 1], len);
-        // Odometer over the outer dimensions.
-        for d in (0..nd.saturating_sub(1)).rev() {
-            idx[d] += 1;
-            ao += sa[d];
-            bo += sb[d];
-            if idx[d] < out.dims()[d] {
-                break;
-            }
-            ao -= sa[d] * idx[d];
-            bo -= sb[d] * idx[d];
-            idx[d] = 0;
-        }
-    }
-}
+/// Up to this many elements a kernel runs on the baseline path: the
+/// dispatch to the wide instruction sets costs more than the work (a
+/// scalar model's ops are one element each). The results are the same
+/// bits: these kernels use only IEEE operations and libm calls, no fused
+/// or approximate instructions that differ between instruction sets.
+const SMALL: usize = 8;
 
-/// out = f(a, b) elementwise with broadcasting. a, b, out: broadcast shapes.
-#[inline(always)]
-fn binary_forward(
-    out: &mut [f32],
-    a: &[f32],
-    b: &[f32],
-    so: Shape,
-    sa: Shape,
-    sb: Shape,
-    f: impl Fn(f32, f32) -> f32,
-) {
-    if sa == sb {
-        for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
-            *o = f(x, y);
-        }
-        return;
-    }
-    for_each_row(so, sa, sb, |o, ao, sta, bo, stb, len| {
-        let out = &mut out[o..o + len];
-        // The innermost stride of each operand is 1 (it varies) or 0 (it
-        // is broadcast along the row).
-        match (sta == 1, stb == 1) {
-            (true, true) => out
-                .iter_mut()
-                .zip(&a[ao..ao + len])
-                .zip(&b[bo..bo + len])
-                .for_each(|((o, &x), &y)| *o = f(x, y)),
-            (true, false) => out
-                .iter_mut()
-                .zip(&a[ao..ao + len])
-                .for_each(|(o, &x)| *o = f(x, b[bo])),
-            (false, true) => out
-                .iter_mut()
-                .zip(&b[bo..bo + len])
-                .for_each(|(o, &y)| *o = f(a[ao], y)),
-            (false, false) => out.iter_mut().for_each(|o| *o = f(a[ao], b[bo])),
-        }
-    });
-}
-
-/// dx += g(dout, x, y) reduced onto x's (possibly broadcast) shape, where x is
-/// the operand being differentiated and y the other one.
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-fn binary_backward_into(
-    dx: &mut [f32],
-    dout: &[f32],
-    x: &[f32],
-    y: &[f32],
-    so: Shape,
-    sx: Shape,
-    sy: Shape,
-    g: impl Fn(f32, f32, f32) -> f32,
-) {
-    if sx == so && sy == so {
-        for (((d, &go), &xv), &yv) in dx.iter_mut().zip(dout).zip(x).zip(y) {
-            *d += g(go, xv, yv);
-        }
-        return;
-    }
-    for_each_row(so, sx, sy, |o, xo, stx, yo, sty, len| {
-        for j in 0..len {
-            let (xi, yi) = (xo + j * stx, yo + j * sty);
-            dx[xi] += g(dout[o + j], x[xi], y[yi]);
-        }
-    });
+/// `simd::dispatch!($e)`, or `$e` directly when `$n` is at most [`SMALL`].
+macro_rules! run_kernel {
+    ($n:expr, $e:expr) => {
+        if $n <= SMALL { $e } else { simd::dispatch!($e) }
+    };
 }
 
 /// dst += s * src, or dst = s * src with `assign`, element by element
@@ -468,6 +389,13 @@ pub(crate) fn gelu_backward<const ASSIGN: bool>(dx: &mut [f32], dout: &[f32], x:
 }
 
 pub(crate) fn forward_binary(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: BinaryFn) {
+    let (da, db, dout) = (ctx.entry(ia).data, ctx.entry(ib).data, ctx.entry(out).data);
+    if dout.len() == 1 {
+        // One element each (a scalar model's op): no shapes to copy around.
+        let ([o], [x, y]) = ctx.access([dout], [da, db]);
+        binary_kernel_one(f, o, x, y);
+        return;
+    }
     let (ea, eb, eo) = (ctx.entry(ia), ctx.entry(ib), ctx.entry(out));
     // Equal shapes (a residual add): the halves are independent.
     let par = ea.shape == eb.shape && ctx.want_pool(eo.shape.numel() * 16);
@@ -494,6 +422,10 @@ fn binary_kernel(
     sa: Shape,
     sb: Shape,
 ) {
+    if o.len() == 1 {
+        binary_kernel_one(f, o, x, y);
+        return;
+    }
     simd::dispatch!(match f {
         BinaryFn::Add => binary_forward(o, x, y, shape, sa, sb, |p, q| p + q),
         BinaryFn::Sub => binary_forward(o, x, y, shape, sa, sb, |p, q| p - q),
@@ -511,6 +443,13 @@ pub(crate) fn forward_scale(ctx: &mut Context, out: u32, x: u32, s: f32) {
 }
 
 pub(crate) fn forward_unary(ctx: &mut Context, out: u32, x: u32, f: UnaryFn) {
+    let (vx, vy) = (ctx.entry(x).data, ctx.entry(out).data);
+    if vy.len() == 1 {
+        // One element: no shapes or pool to consult.
+        let ([y], [x]) = ctx.access([vy], [vx]);
+        unary_forward(f, y, x);
+        return;
+    }
     let (ex, eo) = (ctx.entry(x), ctx.entry(out));
     let par = f == UnaryFn::Gelu && ctx.want_pool(ex.shape.numel() * 16);
     let (pool, [y], [x]) = ctx.access_on(par, [eo.data], [ex.data]);
@@ -523,7 +462,7 @@ pub(crate) fn forward_unary(ctx: &mut Context, out: u32, x: u32, f: UnaryFn) {
                 || simd::dispatch!(unary_forward(f, y0, x0)),
             );
         }
-        None => simd::dispatch!(unary_forward(f, y, x)),
+        None => run_kernel!(x.len(), unary_forward(f, y, x)),
     }
 }
 
@@ -554,12 +493,21 @@ pub(crate) fn backward_unary(ctx: &mut Context, out: u32, x: u32, f: UnaryFn) {
     let Some((dx, fresh)) = ctx.grad_to_overwrite(x) else {
         return;
     };
-    let (ex, eo) = (ctx.entry(x), ctx.entry(out));
-    let par = f == UnaryFn::Gelu && ctx.want_pool(ex.shape.numel() * 16);
-    let (pool, [dx], [dout, x, y]) = ctx.access_on(par, [dx], [dout, ex.data, eo.data]);
     // GELU (an MLP's, on the largest activation) writes a newborn gradient
     // with `=`; the rest zero it and add.
     let assign = fresh && f == UnaryFn::Gelu;
+    if dout.len() == 1 {
+        let (vx, vy) = (ctx.entry(x).data, ctx.entry(out).data);
+        let ([dx], [dout, x, y]) = ctx.access([dx], [dout, vx, vy]);
+        if fresh && !assign {
+            dx.fill(0.0);
+        }
+        unary_backward(f, assign, dx, dout, x, y);
+        return;
+    }
+    let (ex, eo) = (ctx.entry(x), ctx.entry(out));
+    let par = f == UnaryFn::Gelu && ctx.want_pool(ex.shape.numel() * 16);
+    let (pool, [dx], [dout, x, y]) = ctx.access_on(par, [dx], [dout, ex.data, eo.data]);
     if fresh && !assign {
         dx.fill(0.0);
     }
@@ -573,7 +521,7 @@ pub(crate) fn backward_unary(ctx: &mut Context, out: u32, x: u32, f: UnaryFn) {
                 || simd::dispatch!(unary_backward(f, assign, d0, g0, x0, y0)),
             );
         }
-        None => simd::dispatch!(unary_backward(f, assign, dx, dout, x, y)),
+        None => run_kernel!(x.len(), unary_backward(f, assign, dx, dout, x, y)),
     }
 }
 
@@ -599,6 +547,10 @@ pub(crate) fn backward_binary(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: 
     let Some(dout) = ctx.grad_out(out) else {
         return;
     };
+    if dout.len() == 1 {
+        backward_binary_one(ctx, dout, out, ia, ib, f);
+        return;
+    }
     let (ea, eb, eo) = (ctx.entry(ia), ctx.entry(ib), ctx.entry(out));
     let so = eo.shape;
     // Equal shapes (a residual add or sub): da += g and db += ±g, each
@@ -612,8 +564,9 @@ pub(crate) fn backward_binary(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: 
             (Some((da, fa)), Some((db, fb))) if !da.overlaps(&db) => {
                 let par = ctx.want_pool(so.numel() * 16);
                 let (pool, [da, db], [g]) = ctx.access_on(par, [da, db], [dout]);
-                let mut run_a = || simd::dispatch!(add_scaled_into(da, g, 1.0, fa));
-                let mut run_b = || simd::dispatch!(add_scaled_into(db, g, sign, fb));
+                let n = g.len();
+                let mut run_a = || run_kernel!(n, add_scaled_into(da, g, 1.0, fa));
+                let mut run_b = || run_kernel!(n, add_scaled_into(db, g, sign, fb));
                 match pool {
                     Some(pool) => pool.join(run_b, run_a),
                     None => {
@@ -626,7 +579,7 @@ pub(crate) fn backward_binary(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: 
                 for (grad, s) in [(ga, 1.0), (gb, sign)] {
                     if let Some((d, fresh)) = grad {
                         let ([d], [g]) = ctx.access([d], [dout]);
-                        simd::dispatch!(add_scaled_into(d, g, s, fresh));
+                        run_kernel!(g.len(), add_scaled_into(d, g, s, fresh));
                     }
                 }
             }
@@ -638,37 +591,43 @@ pub(crate) fn backward_binary(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: 
     if let Some(da) = ctx.grad_of(ia) {
         let ([da], [dout, a, b]) = ctx.access([da], [dout, ea.data, eb.data]);
         let (sa, sb) = (ea.shape, eb.shape);
-        simd::dispatch!(match f {
-            BinaryFn::Add | BinaryFn::Sub => {
-                binary_backward_into(da, dout, a, b, so, sa, sb, |g, _, _| g)
+        run_kernel!(
+            dout.len(),
+            match f {
+                BinaryFn::Add | BinaryFn::Sub => {
+                    binary_backward_into(da, dout, a, b, so, sa, sb, |g, _, _| g)
+                }
+                BinaryFn::Mul => binary_backward_into(da, dout, a, b, so, sa, sb, |g, _, y| g * y),
+                BinaryFn::Div => binary_backward_into(da, dout, a, b, so, sa, sb, |g, _, y| g / y),
+                BinaryFn::Max => binary_backward_into(da, dout, a, b, so, sa, sb, |g, x, y| {
+                    if takes_a_max(x, y) { g } else { 0.0 }
+                }),
+                BinaryFn::Min => binary_backward_into(da, dout, a, b, so, sa, sb, |g, x, y| {
+                    if takes_a_min(x, y) { g } else { 0.0 }
+                }),
             }
-            BinaryFn::Mul => binary_backward_into(da, dout, a, b, so, sa, sb, |g, _, y| g * y),
-            BinaryFn::Div => binary_backward_into(da, dout, a, b, so, sa, sb, |g, _, y| g / y),
-            BinaryFn::Max => binary_backward_into(da, dout, a, b, so, sa, sb, |g, x, y| {
-                if takes_a_max(x, y) { g } else { 0.0 }
-            }),
-            BinaryFn::Min => binary_backward_into(da, dout, a, b, so, sa, sb, |g, x, y| {
-                if takes_a_min(x, y) { g } else { 0.0 }
-            }),
-        });
+        );
     }
     if let Some(db) = ctx.grad_of(ib) {
         let ([db], [dout, a, b]) = ctx.access([db], [dout, ea.data, eb.data]);
         let (sa, sb) = (ea.shape, eb.shape);
-        simd::dispatch!(match f {
-            BinaryFn::Add => binary_backward_into(db, dout, b, a, so, sb, sa, |g, _, _| g),
-            BinaryFn::Sub => binary_backward_into(db, dout, b, a, so, sb, sa, |g, _, _| -g),
-            BinaryFn::Mul => binary_backward_into(db, dout, b, a, so, sb, sa, |g, _, x| g * x),
-            BinaryFn::Div => {
-                binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| -g * x / (y * y))
+        run_kernel!(
+            dout.len(),
+            match f {
+                BinaryFn::Add => binary_backward_into(db, dout, b, a, so, sb, sa, |g, _, _| g),
+                BinaryFn::Sub => binary_backward_into(db, dout, b, a, so, sb, sa, |g, _, _| -g),
+                BinaryFn::Mul => binary_backward_into(db, dout, b, a, so, sb, sa, |g, _, x| g * x),
+                BinaryFn::Div => {
+                    binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| -g * x / (y * y))
+                }
+                BinaryFn::Max => binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| {
+                    if takes_a_max(x, y) { 0.0 } else { g }
+                }),
+                BinaryFn::Min => binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| {
+                    if takes_a_min(x, y) { 0.0 } else { g }
+                }),
             }
-            BinaryFn::Max => binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| {
-                if takes_a_max(x, y) { 0.0 } else { g }
-            }),
-            BinaryFn::Min => binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| {
-                if takes_a_min(x, y) { 0.0 } else { g }
-            }),
-        });
+        );
     }
 }
 

@@ -1,0 +1,105 @@
+//! The broadcasting loops of the binary ops: the smaller operand is read
+//! with stride 0 along the axes it is stretched over, never tiled.
+
+use crate::shape::{MAX_DIMS, Shape};
+
+/// Calls `row(o, a, sa, b, sb, len)` for every innermost row of `out`: the
+/// row starts at `o` in the output and at `a`/`b` in the operands, which
+/// advance by `sa`/`sb` (0 or 1) per element.
+#[inline(always)]
+fn for_each_row(
+    out: Shape,
+    a: Shape,
+    b: Shape,
+    mut row: impl FnMut(usize, usize, usize, usize, usize, usize),
+) {
+    let nd = out.ndim();
+    let (sa, sb) = (a.broadcast_strides(&out), b.broadcast_strides(&out));
+    let len = out.last();
+    let rows = out.rows();
+    let mut idx = [0usize; MAX_DIMS];
+    let (mut ao, mut bo) = (0usize, 0usize);
+    for r in 0..rows {
+        row(r * len, ao, sa[nd - 1], bo, sb[nd - 1], len);
+        // Odometer over the outer dimensions.
+        for d in (0..nd.saturating_sub(1)).rev() {
+            idx[d] += 1;
+            ao += sa[d];
+            bo += sb[d];
+            if idx[d] < out.dims()[d] {
+                break;
+            }
+            ao -= sa[d] * idx[d];
+            bo -= sb[d] * idx[d];
+            idx[d] = 0;
+        }
+    }
+}
+
+/// out = f(a, b) elementwise with broadcasting. a, b, out: broadcast shapes.
+#[inline(always)]
+pub(super) fn binary_forward(
+    out: &mut [f32],
+    a: &[f32],
+    b: &[f32],
+    so: Shape,
+    sa: Shape,
+    sb: Shape,
+    f: impl Fn(f32, f32) -> f32,
+) {
+    if sa == sb {
+        for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+            *o = f(x, y);
+        }
+        return;
+    }
+    for_each_row(so, sa, sb, |o, ao, sta, bo, stb, len| {
+        let out = &mut out[o..o + len];
+        // The innermost stride of each operand is 1 (it varies) or 0 (it
+        // is broadcast along the row).
+        match (sta == 1, stb == 1) {
+            (true, true) => out
+                .iter_mut()
+                .zip(&a[ao..ao + len])
+                .zip(&b[bo..bo + len])
+                .for_each(|((o, &x), &y)| *o = f(x, y)),
+            (true, false) => out
+                .iter_mut()
+                .zip(&a[ao..ao + len])
+                .for_each(|(o, &x)| *o = f(x, b[bo])),
+            (false, true) => out
+                .iter_mut()
+                .zip(&b[bo..bo + len])
+                .for_each(|(o, &y)| *o = f(a[ao], y)),
+            (false, false) => out.iter_mut().for_each(|o| *o = f(a[ao], b[bo])),
+        }
+    });
+}
+
+/// dx += g(dout, x, y) reduced onto x's (possibly broadcast) shape, where x is
+/// the operand being differentiated and y the other one.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub(super) fn binary_backward_into(
+    dx: &mut [f32],
+    dout: &[f32],
+    x: &[f32],
+    y: &[f32],
+    so: Shape,
+    sx: Shape,
+    sy: Shape,
+    g: impl Fn(f32, f32, f32) -> f32,
+) {
+    if sx == so && sy == so {
+        for (((d, &go), &xv), &yv) in dx.iter_mut().zip(dout).zip(x).zip(y) {
+            *d += g(go, xv, yv);
+        }
+        return;
+    }
+    for_each_row(so, sx, sy, |o, xo, stx, yo, sty, len| {
+        for j in 0..len {
+            let (xi, yi) = (xo + j * stx, yo + j * sty);
+            dx[xi] += g(dout[o + j], x[xi], y[yi]);
+        }
+    });
+}

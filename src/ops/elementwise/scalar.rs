@@ -1,0 +1,163 @@
+//! One-element binary ops (a scalar model's every op): the same arithmetic,
+//! in the same order, as the general kernels of `mod.rs` (so the same
+//! bits), without their shape handling and SIMD dispatch.
+
+use super::{add_scaled_into, max_of, min_of, takes_a_max, takes_a_min};
+use crate::arena::Buf;
+use crate::context::Context;
+use crate::ops::BinaryFn;
+
+/// The forward kernel of a binary op on one element: the same arithmetic
+/// as the loops of `binary_kernel`, without the dispatch.
+#[inline(always)]
+pub(super) fn binary_kernel_one(f: BinaryFn, o: &mut [f32], x: &[f32], y: &[f32]) {
+    let (x, y) = (x[0], y[0]);
+    o[0] = match f {
+        BinaryFn::Add => x + y,
+        BinaryFn::Sub => x - y,
+        BinaryFn::Mul => x * y,
+        BinaryFn::Div => x / y,
+        BinaryFn::Max => max_of(x, y),
+        BinaryFn::Min => min_of(x, y),
+    };
+}
+
+/// `backward_binary` when every operand has one element: the same
+/// arithmetic, in the same order, as the general path (so the same bits),
+/// without its shape handling and dispatch.
+pub(super) fn backward_binary_one(
+    ctx: &mut Context,
+    dout: Buf,
+    out: u32,
+    ia: u32,
+    ib: u32,
+    f: BinaryFn,
+) {
+    let so = ctx.entry(out).shape;
+    let same = ctx.entry(ia).shape == so && ctx.entry(ib).shape == so;
+    if matches!(f, BinaryFn::Add | BinaryFn::Sub) && same {
+        let sign = if f == BinaryFn::Sub { -1.0 } else { 1.0 };
+        // a's write first: if a and b share a gradient, a's is the newborn one.
+        let (ga, gb) = (ctx.grad_to_overwrite(ia), ctx.grad_to_overwrite(ib));
+        for (grad, s) in [(ga, 1.0), (gb, sign)] {
+            if let Some((d, fresh)) = grad {
+                let ([d], [g]) = ctx.access([d], [dout]);
+                add_scaled_into(d, g, s, fresh);
+            }
+        }
+        return;
+    }
+    let (va, vb) = (ctx.entry(ia).data, ctx.entry(ib).data);
+    // One operand at a time, as the general path (a and b may be one tensor).
+    if let Some(da) = ctx.grad_of(ia) {
+        let ([da], [g, a, b]) = ctx.access([da], [dout, va, vb]);
+        let (g, a, b) = (g[0], a[0], b[0]);
+        da[0] += match f {
+            BinaryFn::Add | BinaryFn::Sub => g,
+            BinaryFn::Mul => g * b,
+            BinaryFn::Div => g / b,
+            BinaryFn::Max => {
+                if takes_a_max(a, b) {
+                    g
+                } else {
+                    0.0
+                }
+            }
+            BinaryFn::Min => {
+                if takes_a_min(a, b) {
+                    g
+                } else {
+                    0.0
+                }
+            }
+        };
+    }
+    if let Some(db) = ctx.grad_of(ib) {
+        let ([db], [g, a, b]) = ctx.access([db], [dout, va, vb]);
+        let (g, a, b) = (g[0], a[0], b[0]);
+        db[0] += match f {
+            BinaryFn::Add => g,
+            BinaryFn::Sub => -g,
+            BinaryFn::Mul => g * a,
+            BinaryFn::Div => -g * a / (b * b),
+            BinaryFn::Max => {
+                if takes_a_max(a, b) {
+                    0.0
+                } else {
+                    g
+                }
+            }
+            BinaryFn::Min => {
+                if takes_a_min(a, b) {
+                    0.0
+                } else {
+                    g
+                }
+            }
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::context::Context;
+    use crate::ops::BinaryFn;
+
+    /// y = f(a, b) over `n` copies of (a, b) (one tensor on both sides
+    /// when `same`), L = sum(y * w); returns y[0], dL/da[0], dL/db[0].
+    fn run(f: BinaryFn, a: f32, b: f32, w: f32, n: usize, same: bool) -> [f32; 3] {
+        let mut c = Context::new();
+        let pa = c.param(&[n], Some(&vec![a; n])).unwrap();
+        let pb = if same {
+            pa
+        } else {
+            c.param(&[n], Some(&vec![b; n])).unwrap()
+        };
+        let y = match f {
+            BinaryFn::Add => c.add(pa, pb),
+            BinaryFn::Sub => c.sub(pa, pb),
+            BinaryFn::Mul => c.mul(pa, pb),
+            BinaryFn::Div => c.div(pa, pb),
+            BinaryFn::Max => c.maximum(pa, pb),
+            BinaryFn::Min => c.minimum(pa, pb),
+        }
+        .unwrap();
+        let wt = c.tensor(&[n], &vec![w; n]).unwrap();
+        let yw = c.mul(y, wt).unwrap();
+        let loss = c.sum(yw).unwrap();
+        c.backward(loss).unwrap();
+        let (mut v, mut ga, mut gb) = (vec![0.0; n], vec![0.0; n], vec![0.0; n]);
+        c.read(y, &mut v).unwrap();
+        c.read_grad(pa, &mut ga).unwrap();
+        c.read_grad(pb, &mut gb).unwrap();
+        [v[0], ga[0], gb[0]]
+    }
+
+    /// The one-element path gives the bits of the general path (two
+    /// elements), signed zeros, infinities, NaN and ties included.
+    #[test]
+    fn one_element_path_is_bit_identical() {
+        let vals = [0.0, -0.0, 1.5, -2.25, 3.0e-39, f32::INFINITY, f32::NAN, 7.0];
+        let fs = [
+            BinaryFn::Add,
+            BinaryFn::Sub,
+            BinaryFn::Mul,
+            BinaryFn::Div,
+            BinaryFn::Max,
+            BinaryFn::Min,
+        ];
+        for f in fs {
+            for &a in &vals {
+                for &b in &vals {
+                    for w in [1.0, -0.0, -3.5] {
+                        for same in [false, true] {
+                            let one = run(f, a, b, w, 1, same).map(f32::to_bits);
+                            let two = run(f, a, b, w, 2, same).map(f32::to_bits);
+                            assert_eq!(one, two, "{f:?}({a}, {b}) w {w} same {same}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
