@@ -77,6 +77,7 @@
 //! * Shapes that change (another batch size, a shorter sequence): capture
 //!   another step for each shape.
 
+use super::replay_program::Program;
 use super::{Context, Tensor, TensorEntry};
 use crate::arena::{Activations, Buf, Storage};
 use crate::error::{Error, Result};
@@ -114,6 +115,8 @@ struct Recorded {
     loss: u32,
     n_params: usize,
     need: usize,
+    /// The fast path of a replay, when the step has one.
+    program: Option<Box<Program>>,
 }
 
 /// A capture in progress: the parked eager memory and plan, and the log.
@@ -140,6 +143,11 @@ pub(crate) struct Captures {
 }
 
 impl Captures {
+    /// Step `k`'s replay program slot (see `replay_program`).
+    pub(super) fn program(&mut self, k: usize) -> Option<&mut Option<Box<Program>>> {
+        self.steps.get_mut(k)?.as_mut().map(|s| &mut s.program)
+    }
+
     pub(crate) fn clear_inputs(&mut self) {
         self.inputs.clear();
     }
@@ -268,6 +276,7 @@ impl Context {
             });
         };
         let rec = *rec;
+        let program = Program::build(self, &rec.log, rec.region, id);
         let step = Recorded {
             epoch: self.store.epoch(),
             // Resident from the start: the parked eager memory and plan.
@@ -282,6 +291,7 @@ impl Context {
             loss: id,
             n_params,
             need: self.store.stats().used,
+            program,
         };
         let handle = Step {
             index: slot as u32,
@@ -331,6 +341,9 @@ impl Context {
         let k = self.resolve_step(OP, s)?;
         self.check_replayable(OP, k)?;
         self.make_resident(k);
+        if self.replay_program(k) {
+            return Ok(());
+        }
         let Some(step) = self.capture.steps[k].as_ref() else {
             return Ok(());
         };

@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 mod access;
 mod capture;
+mod replay_program;
 mod stats;
 
 pub use stats::MemoryStats;

@@ -14,7 +14,7 @@ use crate::shape::Shape;
 use crate::simd;
 
 mod broadcast;
-mod scalar;
+pub(crate) mod scalar;
 mod select;
 mod special_fns;
 use broadcast::{binary_backward_into, binary_forward};

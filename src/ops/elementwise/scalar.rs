@@ -2,10 +2,13 @@
 //! in the same order, as the general kernels of `mod.rs` (so the same
 //! bits), without their shape handling and SIMD dispatch.
 
-use super::{add_scaled_into, max_of, min_of, takes_a_max, takes_a_min};
+use super::{
+    add_scaled_into, clamp_backward, clamp_forward, max_of, min_of, pow_backward, pow_forward,
+    scale_backward, scale_forward, takes_a_max, takes_a_min, unary_backward, unary_forward,
+};
 use crate::arena::Buf;
 use crate::context::Context;
-use crate::ops::BinaryFn;
+use crate::ops::{BinaryFn, UnaryFn};
 
 /// The forward kernel of a binary op on one element: the same arithmetic
 /// as the loops of `binary_kernel`, without the dispatch.
@@ -51,51 +54,113 @@ pub(super) fn backward_binary_one(
     // One operand at a time, as the general path (a and b may be one tensor).
     if let Some(da) = ctx.grad_of(ia) {
         let ([da], [g, a, b]) = ctx.access([da], [dout, va, vb]);
-        let (g, a, b) = (g[0], a[0], b[0]);
-        da[0] += match f {
-            BinaryFn::Add | BinaryFn::Sub => g,
-            BinaryFn::Mul => g * b,
-            BinaryFn::Div => g / b,
-            BinaryFn::Max => {
-                if takes_a_max(a, b) {
-                    g
-                } else {
-                    0.0
-                }
-            }
-            BinaryFn::Min => {
-                if takes_a_min(a, b) {
-                    g
-                } else {
-                    0.0
-                }
-            }
-        };
+        da[0] += grad_a(f, g[0], a[0], b[0]);
     }
     if let Some(db) = ctx.grad_of(ib) {
         let ([db], [g, a, b]) = ctx.access([db], [dout, va, vb]);
-        let (g, a, b) = (g[0], a[0], b[0]);
-        db[0] += match f {
-            BinaryFn::Add => g,
-            BinaryFn::Sub => -g,
-            BinaryFn::Mul => g * a,
-            BinaryFn::Div => -g * a / (b * b),
-            BinaryFn::Max => {
-                if takes_a_max(a, b) {
-                    0.0
-                } else {
-                    g
-                }
-            }
-            BinaryFn::Min => {
-                if takes_a_min(a, b) {
-                    0.0
-                } else {
-                    g
-                }
-            }
-        };
+        db[0] += grad_b(f, g[0], a[0], b[0]);
     }
+}
+
+/// What a one-element binary op adds to its first operand's gradient.
+#[inline(always)]
+pub(crate) fn grad_a(f: BinaryFn, g: f32, a: f32, b: f32) -> f32 {
+    match f {
+        BinaryFn::Add | BinaryFn::Sub => g,
+        BinaryFn::Mul => g * b,
+        BinaryFn::Div => g / b,
+        BinaryFn::Max => {
+            if takes_a_max(a, b) {
+                g
+            } else {
+                0.0
+            }
+        }
+        BinaryFn::Min => {
+            if takes_a_min(a, b) {
+                g
+            } else {
+                0.0
+            }
+        }
+    }
+}
+
+/// What a one-element binary op adds to its second operand's gradient.
+#[inline(always)]
+pub(crate) fn grad_b(f: BinaryFn, g: f32, a: f32, b: f32) -> f32 {
+    match f {
+        BinaryFn::Add => g,
+        BinaryFn::Sub => -g,
+        BinaryFn::Mul => g * a,
+        BinaryFn::Div => -g * a / (b * b),
+        BinaryFn::Max => {
+            if takes_a_max(a, b) {
+                0.0
+            } else {
+                g
+            }
+        }
+        BinaryFn::Min => {
+            if takes_a_min(a, b) {
+                0.0
+            } else {
+                g
+            }
+        }
+    }
+}
+
+/// A one-element op of a replay program (`context::replay_program`), with
+/// its constants.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum OneOp {
+    Binary(BinaryFn),
+    Unary(UnaryFn),
+    Scale(f32),
+    Pow(f32),
+    Clamp(f32, f32),
+}
+
+/// The output of `op` on one element (`y` is read by binary ops only):
+/// the kernels the eager forward runs on one-element slices.
+#[inline(always)]
+pub(crate) fn forward_one(op: OneOp, x: f32, y: f32) -> f32 {
+    let mut o = [0.0];
+    match op {
+        OneOp::Binary(f) => binary_kernel_one(f, &mut o, &[x], &[y]),
+        OneOp::Unary(f) => unary_forward(f, &mut o, &[x]),
+        OneOp::Scale(s) => scale_forward(&mut o, &[x], s),
+        OneOp::Pow(p) => pow_forward(&mut o, &[x], p),
+        OneOp::Clamp(lo, hi) => clamp_forward(&mut o, &[x], lo, hi),
+    }
+    o[0]
+}
+
+/// `d` after `add_scaled_into` on one element.
+#[inline(always)]
+pub(crate) fn add_scaled_one(d: f32, g: f32, s: f32, assign: bool) -> f32 {
+    let mut o = [d];
+    add_scaled_into(&mut o, &[g], s, assign);
+    o[0]
+}
+
+/// `dx` after the backward kernel of a unary, scale, pow or clamp op on
+/// one element (input `x`, output `y`, output gradient `g`): the kernels
+/// the eager backward runs on one-element slices. `assign` for a unary op
+/// as `backward_unary` decides it.
+#[inline(always)]
+pub(crate) fn backward_one(op: OneOp, assign: bool, dx: f32, g: f32, x: f32, y: f32) -> f32 {
+    let mut d = [dx];
+    match op {
+        // Binary ops have their own paths (grad_a, grad_b, add_scaled_one).
+        OneOp::Binary(_) => {}
+        OneOp::Unary(f) => unary_backward(f, assign, &mut d, &[g], &[x], &[y]),
+        OneOp::Scale(s) => scale_backward(&mut d, &[g], s),
+        OneOp::Pow(p) => pow_backward(&mut d, &[g], &[x], p),
+        OneOp::Clamp(lo, hi) => clamp_backward(&mut d, &[g], &[x], lo, hi),
+    }
+    d[0]
 }
 
 #[cfg(test)]
