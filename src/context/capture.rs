@@ -51,6 +51,8 @@
 //!
 //! All checks come before anything changes, so a refused replay leaves the
 //! context as it was.
+//! A step of one-element ops replays through a program resolved at capture
+//! end (see `replay_program`): the same kernels, without the walk.
 //!
 //! Input slots ([`Context::input_new`]) and constants made by
 //! [`Context::tensor`] are data no op computes: the caller rewrites them

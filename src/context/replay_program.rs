@@ -20,7 +20,8 @@
 //! Anything else takes the ordinary path: a step with another op, a view,
 //! a retained activation gradient or a recomputed segment, a loss that
 //! needs no gradient; and any replay while a gradient-ready callback is
-//! set (the ordinary walk fires it) or a recompute segment is open.
+//! set (the ordinary walk fires it) or a recompute segment is open, and
+//! every replay in a build with op timing (feature `trace`).
 //!
 //! Buffers are reached through [`Storage`]'s checked accessors (live epoch
 //! per access), so no unsafe code is needed. Parameter buffers are read
@@ -96,6 +97,10 @@ impl Program {
         region: Option<Buf>,
         loss: u32,
     ) -> Option<Box<Program>> {
+        // Op timing (feature `trace`) lives in the dispatch: keep it whole.
+        if cfg!(feature = "trace") {
+            return None;
+        }
         let region = region?;
         let rows = &ctx.table;
         let n_params = ctx.n_params;
