@@ -7,6 +7,8 @@
 //! alternating eager iterations and replays. The model has a product large
 //! enough for the worker thread and a recomputed segment. RSS must not move
 //! by more than 1 MiB (allocator noise), and the arena figures not at all.
+//! A scalar model (one-element ops: its replay runs the step's program,
+//! not the walk) is counted the same way.
 
 use arenagrad::{Context, OptimizerKind, RecomputePolicy};
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -166,5 +168,44 @@ fn main() {
     assert_eq!(stats.arena_reserved_bytes, after.arena_reserved_bytes);
     assert_eq!(stats.tape_len, after.tape_len);
     assert_eq!(stats.live_tensors, after.live_tensors);
+    scalar_program(replays);
     println!("1 passed, 0 failed");
+}
+
+/// A one-element model's replays (the program's path) allocate nothing.
+fn scalar_program(replays: u64) {
+    let mut ctx = Context::new();
+    let a = ctx.param(&[1], Some(&[0.7])).unwrap();
+    let b = ctx.param(&[1], Some(&[0.2])).unwrap();
+    ctx.capture_begin().unwrap();
+    let x = ctx.input_new(&[1]).unwrap();
+    let mut h = x;
+    for _ in 0..50 {
+        let z = ctx.mul(a, h).unwrap();
+        let z = ctx.add(z, b).unwrap();
+        h = ctx.tanh(z).unwrap();
+    }
+    let loss = ctx.mul(h, h).unwrap();
+    ctx.backward(loss).unwrap();
+    let step = ctx.capture_end(loss).unwrap();
+    let run = |ctx: &mut Context, k: u64| {
+        ctx.input_write(x, &[(k % 13) as f32 / 13.0 - 0.5]).unwrap();
+        ctx.zero_grad();
+        ctx.replay(step).unwrap();
+        ctx.item(loss).unwrap()
+    };
+    run(&mut ctx, 0);
+    COUNTING.store(true, Ordering::SeqCst);
+    let mut sum = 0.0f32;
+    for k in 0..replays {
+        sum += run(&mut ctx, k);
+    }
+    COUNTING.store(false, Ordering::SeqCst);
+    let calls = CALLS.swap(0, Ordering::SeqCst);
+    println!("capture_steady_state: scalar program, {replays} replays, {calls} allocator calls");
+    assert!(sum.is_finite());
+    assert_eq!(
+        calls, 0,
+        "a scalar step's replays called the system allocator"
+    );
 }
