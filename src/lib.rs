@@ -96,6 +96,7 @@ mod params;
 mod plan;
 mod pool;
 mod recompute;
+mod replay;
 mod rng;
 pub mod safetensors_io;
 pub mod shape;

@@ -330,35 +330,35 @@ impl Context {
         }
     }
 
-    /// Runs captured step `s` again: its forward, then its backward from
-    /// its loss, on the current parameters and input slots; parameter
-    /// gradients accumulate as in the eager backward. Ends the current
-    /// iteration first unless it is this step's. Afterwards the step is
-    /// resident: its handles read this replay's values. Refusals change
-    /// nothing: INVALID_HANDLE, WRONG_CONTEXT, STALE_HANDLE (freed step),
-    /// SEQUENCE (a capture is open, or a parameter was added since the
-    /// capture), OUT_OF_MEMORY (arena cap below the step's bytes).
-    pub fn replay(&mut self, s: Step) -> Result<()> {
-        const OP: &str = "replay";
-        let k = self.resolve_step(OP, s)?;
-        self.check_replayable(OP, k)?;
+    /// Opens a replay of step `s` (or a write of its inputs): the checks,
+    /// then the step becomes the resident iteration. Its index.
+    pub(crate) fn replay_open(&mut self, op: &'static str, s: Step) -> Result<usize> {
+        let k = self.resolve_step(op, s)?;
+        self.check_replayable(op, k)?;
         self.make_resident(k);
-        if self.replay_program(k) {
-            return Ok(());
-        }
+        Ok(k)
+    }
+
+    /// The length of resident step `k`'s forward log.
+    pub(crate) fn replay_log_len(&self, k: usize) -> usize {
+        self.capture.steps[k]
+            .as_ref()
+            .map_or(0, |step| step.log.len())
+    }
+
+    /// Entry `i` of step `k`'s forward log (read by index: no borrow
+    /// across the kernels).
+    pub(crate) fn replay_log_node(&self, k: usize, i: usize) -> Option<Node> {
+        self.capture.steps[k].as_ref().map(|step| step.log[i])
+    }
+
+    /// The ordinary backward of resident step `k`, into its planned region
+    /// (the forward log has run).
+    pub(crate) fn replay_backward(&mut self, k: usize) -> Result<()> {
         let Some(step) = self.capture.steps[k].as_ref() else {
             return Ok(());
         };
         let (region, loss) = (step.region, step.loss);
-        // The log is read by index: no copy, no borrow across the kernels.
-        let n = step.log.len();
-        for i in 0..n {
-            let node = match self.capture.steps[k].as_ref() {
-                Some(step) => step.log[i],
-                None => return Ok(()),
-            };
-            crate::ops::dispatch::forward(self, node.op, node.out);
-        }
         self.backward_done = false;
         self.capture.replaying = Some(region);
         let handle = self.handle(loss);
@@ -651,7 +651,7 @@ impl Context {
                 ),
             });
         }
-        crate::ops::embedding::check_ids(OP, ids, bound)?;
+        crate::ops::check_ids(OP, ids, bound)?;
         self.make_resident(idx);
         for (d, &v) in self.store.access_one(buf).iter_mut().zip(ids) {
             *d = v as u32;

@@ -22,6 +22,7 @@ mod stats;
 pub use stats::MemoryStats;
 
 pub use capture::Step;
+pub(crate) use replay_program::OneKernels;
 
 /// A tensor handle: a small value, never a pointer. Activation handles carry
 /// the generation (iteration) they were made in and die at the next reset;

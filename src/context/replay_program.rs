@@ -30,10 +30,23 @@
 
 use super::Context;
 use crate::arena::{Buf, Storage};
-use crate::ops::elementwise::scalar::{
-    OneOp, add_scaled_one, backward_one, forward_one, grad_a, grad_b,
-};
-use crate::ops::{BinaryFn, Op, UnaryFn};
+use crate::ops::{BinaryFn, OneOp, Op, UnaryFn};
+
+/// The one-element kernels a program runs, given by the caller
+/// (`ops::elementwise::scalar::ScalarKernels`, the ones the eager paths
+/// run): the context's modules do not import the ops, which import them.
+pub(crate) trait OneKernels {
+    /// The output of `op` on one element (`y` read by binary ops only).
+    fn forward(op: OneOp, x: f32, y: f32) -> f32;
+    /// `dx` after the backward kernel of a unary, scale, pow or clamp op.
+    fn backward(op: OneOp, assign: bool, dx: f32, g: f32, x: f32, y: f32) -> f32;
+    /// `d` after `add_scaled_into` on one element.
+    fn add_scaled(d: f32, g: f32, s: f32, assign: bool) -> f32;
+    /// What a binary op adds to its first operand's gradient.
+    fn grad_a(f: BinaryFn, g: f32, a: f32, b: f32) -> f32;
+    /// What a binary op adds to its second operand's gradient.
+    fn grad_b(f: BinaryFn, g: f32, a: f32, b: f32) -> f32;
+}
 use crate::tape::Node;
 
 /// One recorded op: its kind and table rows (`b` is `a` for one-input ops).
@@ -218,7 +231,7 @@ impl Program {
     }
 
     /// One op's backward, as its eager one-element path.
-    fn backward(&mut self, ctx: &mut Context, s: Step1) {
+    fn backward<K: OneKernels>(&mut self, ctx: &mut Context, s: Step1) {
         let data = |ctx: &Context, id: u32| ctx.store.read(ctx.table[id as usize].data)[0];
         match s.op {
             OneOp::Binary(f) => {
@@ -232,18 +245,18 @@ impl Program {
                         if let Some((d, fresh)) = grad {
                             let g = ctx.store.read(dout)[0];
                             let d = &mut ctx.store.access_one(d)[0];
-                            *d = add_scaled_one(*d, g, k, fresh);
+                            *d = K::add_scaled(*d, g, k, fresh);
                         }
                     }
                     return;
                 }
                 if let Some(da) = self.grad_of(ctx, s.a) {
                     let (g, a, b) = (ctx.store.read(dout)[0], data(ctx, s.a), data(ctx, s.b));
-                    ctx.store.access_one(da)[0] += grad_a(f, g, a, b);
+                    ctx.store.access_one(da)[0] += K::grad_a(f, g, a, b);
                 }
                 if let Some(db) = self.grad_of(ctx, s.b) {
                     let (g, a, b) = (ctx.store.read(dout)[0], data(ctx, s.a), data(ctx, s.b));
-                    ctx.store.access_one(db)[0] += grad_b(f, g, a, b);
+                    ctx.store.access_one(db)[0] += K::grad_b(f, g, a, b);
                 }
             }
             OneOp::Unary(f) => {
@@ -259,7 +272,7 @@ impl Program {
                 if fresh && !assign {
                     *d = 0.0;
                 }
-                *d = backward_one(s.op, assign, *d, g, x, y);
+                *d = K::backward(s.op, assign, *d, g, x, y);
             }
             OneOp::Scale(_) | OneOp::Pow(_) | OneOp::Clamp(..) => {
                 // Both looked up, in this order, as the eager path does.
@@ -269,17 +282,17 @@ impl Program {
                 };
                 let (g, x) = (ctx.store.read(dout)[0], data(ctx, s.a));
                 let d = &mut ctx.store.access_one(dx)[0];
-                *d = backward_one(s.op, false, *d, g, x, x);
+                *d = K::backward(s.op, false, *d, g, x, x);
             }
         }
     }
 
     /// The step's forward and its backward from the loss.
-    fn run(&mut self, ctx: &mut Context) {
+    fn run<K: OneKernels>(&mut self, ctx: &mut Context) {
         for s in &self.fwd {
             let x = ctx.store.read(ctx.table[s.a as usize].data)[0];
             let y = ctx.store.read(ctx.table[s.b as usize].data)[0];
-            let v = forward_one(s.op, x, y);
+            let v = K::forward(s.op, x, y);
             ctx.store.access_one(ctx.table[s.out as usize].data)[0] = v;
         }
         let n_params = self.n_params;
@@ -300,7 +313,7 @@ impl Program {
             self.mark_births(&mut born, i);
             let s = self.bwd[i as usize];
             if s.runs {
-                self.backward(ctx, s);
+                self.backward::<K>(ctx, s);
             }
         }
         // As the walk's end: parameters' slots settled, marks cleared.
@@ -317,14 +330,14 @@ impl Context {
     /// Replays resident step `k` through its program, if it has one and no
     /// gradient-ready callback or open recompute segment asks for the
     /// ordinary path; false (nothing done) otherwise.
-    pub(super) fn replay_program(&mut self, k: usize) -> bool {
+    pub(crate) fn replay_program<K: OneKernels>(&mut self, k: usize) -> bool {
         if !self.grad_ready().idle() || self.check_no_open_segment("replay").is_err() {
             return false;
         }
         let Some(mut program) = self.capture.program(k).and_then(Option::take) else {
             return false;
         };
-        program.run(self);
+        program.run::<K>(self);
         if let Some(slot) = self.capture.program(k) {
             *slot = Some(program);
         }

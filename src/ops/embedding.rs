@@ -7,19 +7,6 @@ use crate::error::{Error, Result};
 use crate::ops::Op;
 use crate::shape::Shape;
 
-/// Validates every id before anything is gathered.
-pub(crate) fn check_ids(op: &'static str, ids: &[i32], bound: usize) -> Result<()> {
-    match ids.iter().position(|&t| t < 0 || t as usize >= bound) {
-        Some(position) => Err(Error::IndexOutOfRange {
-            op,
-            position,
-            value: ids[position] as i64,
-            bound,
-        }),
-        None => Ok(()),
-    }
-}
-
 /// out[i, :] = weight[ids[i], :]. weight: `[V, C]`, out: `[N, C]`.
 fn embedding_forward(out: &mut [f32], weight: &[f32], ids: &[u32], c: usize) {
     for (row, &id) in out.chunks_exact_mut(c).zip(ids) {
@@ -54,7 +41,7 @@ impl Context {
             });
         }
         let (v, c) = (ew.shape.dims()[0], ew.shape.dims()[1]);
-        check_ids(OP, ids, v)?;
+        super::check_ids(OP, ids, v)?;
         let oshape = Shape::new(OP, &[ids.len(), c])?;
         let tracks = self.tracks(&[iw]);
         let ids_buf = self.alloc_main::<u32>(OP, ids.len())?;

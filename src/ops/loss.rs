@@ -9,7 +9,7 @@ use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
 use crate::kernels::fastmath;
 use crate::ops::Op;
-use crate::ops::embedding::check_ids;
+use crate::ops::check_ids;
 use crate::shape::Shape;
 use crate::simd;
 

@@ -53,6 +53,7 @@ pub(crate) mod dispatch;
 pub(crate) mod gradcheck;
 
 use crate::arena::Buf;
+use crate::error::{Error, Result};
 use crate::shape::MAX_DIMS;
 
 /// The element-wise binary functions.
@@ -362,4 +363,28 @@ impl Op {
             Op::Attention { qkv, .. } => Inputs::of(&[qkv]),
         }
     }
+}
+
+/// Validates every id before anything is gathered.
+pub(crate) fn check_ids(op: &'static str, ids: &[i32], bound: usize) -> Result<()> {
+    match ids.iter().position(|&t| t < 0 || t as usize >= bound) {
+        Some(position) => Err(Error::IndexOutOfRange {
+            op,
+            position,
+            value: ids[position] as i64,
+            bound,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// A one-element op of a replay program (`context::replay_program`), with
+/// its constants.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum OneOp {
+    Binary(BinaryFn),
+    Unary(UnaryFn),
+    Scale(f32),
+    Pow(f32),
+    Clamp(f32, f32),
 }

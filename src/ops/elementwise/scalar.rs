@@ -8,7 +8,8 @@ use super::{
 };
 use crate::arena::Buf;
 use crate::context::Context;
-use crate::ops::{BinaryFn, UnaryFn};
+use crate::context::OneKernels;
+use crate::ops::{BinaryFn, OneOp};
 
 /// The forward kernel of a binary op on one element: the same arithmetic
 /// as the loops of `binary_kernel`, without the dispatch.
@@ -111,17 +112,6 @@ pub(crate) fn grad_b(f: BinaryFn, g: f32, a: f32, b: f32) -> f32 {
     }
 }
 
-/// A one-element op of a replay program (`context::replay_program`), with
-/// its constants.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum OneOp {
-    Binary(BinaryFn),
-    Unary(UnaryFn),
-    Scale(f32),
-    Pow(f32),
-    Clamp(f32, f32),
-}
-
 /// The output of `op` on one element (`y` is read by binary ops only):
 /// the kernels the eager forward runs on one-element slices.
 #[inline(always)]
@@ -161,6 +151,33 @@ pub(crate) fn backward_one(op: OneOp, assign: bool, dx: f32, g: f32, x: f32, y: 
         OneOp::Clamp(lo, hi) => clamp_backward(&mut d, &[g], &[x], lo, hi),
     }
     d[0]
+}
+
+/// The one-element kernels, for replay programs
+/// (`context::replay_program`, which does not import ops).
+pub(crate) struct ScalarKernels;
+
+impl OneKernels for ScalarKernels {
+    #[inline(always)]
+    fn forward(op: OneOp, x: f32, y: f32) -> f32 {
+        forward_one(op, x, y)
+    }
+    #[inline(always)]
+    fn backward(op: OneOp, assign: bool, dx: f32, g: f32, x: f32, y: f32) -> f32 {
+        backward_one(op, assign, dx, g, x, y)
+    }
+    #[inline(always)]
+    fn add_scaled(d: f32, g: f32, s: f32, assign: bool) -> f32 {
+        add_scaled_one(d, g, s, assign)
+    }
+    #[inline(always)]
+    fn grad_a(f: BinaryFn, g: f32, a: f32, b: f32) -> f32 {
+        grad_a(f, g, a, b)
+    }
+    #[inline(always)]
+    fn grad_b(f: BinaryFn, g: f32, a: f32, b: f32) -> f32 {
+        grad_b(f, g, a, b)
+    }
 }
 
 #[cfg(test)]
