@@ -18,8 +18,9 @@ impl Context {
     /// Makes the optimizer created next keep state for, and update, only
     /// floats `first..first + len` of the flat parameter layout (of the
     /// parameters that exist now). Call it after the last parameter and
-    /// before the optimizer; a later call replaces the range. Checkpoints
-    /// of a sharded optimizer are refused (gather the state first).
+    /// before the optimizer; a later call replaces the range. A sharded
+    /// optimizer's checkpoint is written from gathered moments
+    /// ([`Context::checkpoint_bytes_gathered`]); loading keeps its slice.
     pub fn optimizer_shard(&mut self, first: usize, len: usize) -> Result<()> {
         const OP: &str = "optimizer_shard";
         if self.has_optimizer() {
