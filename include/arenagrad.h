@@ -579,8 +579,23 @@ ag_status ag_input_write_ids(struct ag_context *ctx, struct ag_step step, size_t
 // the link is kept. Errors: NULL_ARGUMENT (path, or user when user_len >
 // 0), INVALID_ARGUMENT (path empty or not UTF-8, user_len above
 // AG_MAX_USER_BYTES), ALLOCATION_FAILED (the file's buffer), IO,
-// SEQUENCE (the optimizer is sharded: ag_optimizer_shard).
+// SEQUENCE (the optimizer is sharded, see ag_optimizer_shard: save with
+// ag_checkpoint_save_gathered).
 ag_status ag_checkpoint_save(struct ag_context *ctx, const char *path, const uint8_t *user, size_t user_len);
+
+// Like ag_checkpoint_save, with the optimizer moments taken from
+// `moments[0..moments_len]` instead of the context: every float's first
+// moment in the flat parameter layout (see ag_optimizer_shard), then every
+// float's second, as many moments as the optimizer keeps (AdamW 2, SGD
+// with momentum 1, else 0), so moments_len is that times ag_grads_len.
+// The processes of a sharded run gather their slices
+// (ag_optimizer_state_copy_out) to one of them, which writes the same
+// file the unsharded run writes; it loads into any sharding.
+// Errors: NULL_ARGUMENT (path, user when user_len > 0, moments when
+// moments_len > 0), INVALID_ARGUMENT (path empty or not UTF-8, user_len
+// above AG_MAX_USER_BYTES, moments_len not the optimizer's moment floats),
+// ALLOCATION_FAILED (the file's buffer), IO.
+ag_status ag_checkpoint_save_gathered(struct ag_context *ctx, const char *path, const uint8_t *user, size_t user_len, const float *moments, size_t moments_len);
 
 // Loads a checkpoint saved by ag_checkpoint_save into this context's
 // parameters and optimizer (same shapes, same optimizer kind). Parameter
@@ -590,7 +605,8 @@ ag_status ag_checkpoint_save(struct ag_context *ctx, const char *path, const uin
 // included: to start an optimizer from saved weights, load a checkpoint
 // saved without one before creating it. The file is validated completely
 // first: on any error nothing changes. Its user bytes go to
-// `user_out[0..cap]`, their count to `*user_len`.
+// `user_out[0..cap]`, their count to `*user_len`. A sharded optimizer (see
+// ag_optimizer_shard) keeps the moments of its shard.
 // Errors: NULL_ARGUMENT (path, user_len, or user_out when the checkpoint
 // carries user bytes), INVALID_ARGUMENT (path empty or not UTF-8, user
 // bytes do not fit in cap), IO, CHECKPOINT_CORRUPT, CHECKPOINT_MISMATCH
@@ -1149,8 +1165,10 @@ ag_status ag_runtime_info(struct ag_context *ctx, struct ag_runtime *out);
 // other shards (ag_params_copy_in) holds the unsharded optimizer's bits,
 // with the state (ag_memory_stats' optimizer_bytes) of its shard only.
 // Call it after the last parameter is made; a later call replaces the
-// range. ag_checkpoint_save refuses a sharded optimizer (SEQUENCE), and
-// loading a checkpoint into one is refused (CHECKPOINT_MISMATCH).
+// range. ag_checkpoint_save refuses a sharded optimizer (SEQUENCE): gather
+// the moments (ag_optimizer_state_copy_out) and write the unsharded file
+// with ag_checkpoint_save_gathered. Loading a checkpoint into a sharded
+// optimizer keeps the moments of its shard.
 // Errors: INVALID_ARGUMENT (the range passes the parameters' float
 // count), SEQUENCE (the optimizer exists).
 ag_status ag_optimizer_shard(struct ag_context *ctx, size_t first, size_t count);
@@ -1168,6 +1186,25 @@ ag_status ag_params_copy_out(struct ag_context *ctx, size_t first, float *dst, s
 // Errors: NULL_ARGUMENT (src when count > 0), INVALID_ARGUMENT (the range
 // passes the parameters' float count; nothing changes).
 ag_status ag_params_copy_in(struct ag_context *ctx, size_t first, const float *src, size_t count);
+
+// Copies moment `which` (0: first moment, 1: second; SGD with momentum
+// keeps only 0) of floats `first .. first + count` of the flat parameter
+// layout (see ag_optimizer_shard) to `dst[0..count]` (`dst` may be NULL
+// when `count` is 0). The range must lie inside the optimizer's shard (any
+// range of an unsharded one): the processes of a sharded run gather their
+// slices this way for ag_checkpoint_save_gathered.
+// Errors: NULL_ARGUMENT (dst when count > 0), INVALID_ARGUMENT (which is
+// not a moment the optimizer keeps, or the range passes its shard; nothing
+// is written), SEQUENCE (the context has no optimizer).
+ag_status ag_optimizer_state_copy_out(struct ag_context *ctx, uint32_t which, size_t first, float *dst, size_t count);
+
+// Overwrites moment `which` (as in ag_optimizer_state_copy_out) of floats
+// `first .. first + count` with `src[0..count]` (`src` may be NULL when
+// `count` is 0). The range must lie inside the optimizer's shard.
+// Errors: NULL_ARGUMENT (src when count > 0), INVALID_ARGUMENT (which is
+// not a moment the optimizer keeps, or the range passes its shard; nothing
+// changes), SEQUENCE (the context has no optimizer).
+ag_status ag_optimizer_state_copy_in(struct ag_context *ctx, uint32_t which, size_t first, const float *src, size_t count);
 
 #ifdef __cplusplus
 }  // extern "C"

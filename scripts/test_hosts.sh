@@ -18,7 +18,9 @@
 #   overlap     the tiny run all-reduces 16 KiB buckets during backward: its
 #               rank checkpoints equal a --allreduce blocking run's, bit for bit
 #   zero        --zero 1: AdamW state per rank halved, parameters after 20
-#               steps bit-identical to the unsharded run
+#               steps bit-identical to the unsharded run, and its step-20
+#               checkpoint (moments gathered to rank 0 over TCP) the
+#               unsharded run's byte for byte
 #   small       4 steps of the small preset against 1 process: within 1e-5
 #   init-from   --init-from across the hosts == 1 process (first loss 1e-6)
 #   resume      10 steps + --resume to 20 across the hosts == 20 in one go
@@ -154,17 +156,18 @@ else
     show "$work/blk.out"
 fi
 TRAIN_FULL_RANK_EXPORT="$S/zero" run2 -x TRAIN_FULL_RANK_EXPORT "$MPI" "${ARGS[@]}" --iters 20 \
-    --zero 1 --bucket-kb 16 >"$work/zero.out" 2>&1
+    --zero 1 --bucket-kb 16 --out "$A/zero" >"$work/zero.out" 2>&1
 rc=$?
 zline=$(grep '^zero stage=1 ' "$work/zero.out")
 zrank=$(tr ' ' '\n' <<<"$zline" | sed -n 's/^adamw_state_bytes_per_rank=//p')
 zfull=$(tr ' ' '\n' <<<"$zline" | sed -n 's/^unsharded_bytes=//p')
 if [ $rc = 0 ] && [ -n "$zrank" ] && [ $((zrank * 2)) -le $((zfull + 4096)) ] &&
     cmp -s "$S/zero.rank0.safetensors" "$S/tiny.rank0.safetensors" &&
-    cmp -s "$S/zero.rank1.safetensors" "$S/tiny.rank0.safetensors"; then
-    ok "zero: --zero 1 across the hosts, AdamW state $zrank bytes per rank (unsharded $zfull), parameters bit-identical after 20 steps"
+    cmp -s "$S/zero.rank1.safetensors" "$S/tiny.rank0.safetensors" &&
+    cmp -s "$A/zero/ckpt.bin" "$A/two/ckpt.bin"; then
+    ok "zero: --zero 1 across the hosts, AdamW state $zrank bytes per rank (unsharded $zfull), parameters bit-identical after 20 steps, checkpoint == unsharded run's (cmp)"
 else
-    bad "zero" "exit $rc; '$zline'; or the parameters differ"
+    bad "zero" "exit $rc; '$zline'; or the parameters or checkpoints differ"
     show "$work/zero.out"
 fi
 

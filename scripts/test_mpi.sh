@@ -17,10 +17,16 @@
 #                after 20 steps bit-identical to the unsharded run
 #   resume       under MPI, 10 steps + --resume to 20 == 20 in one go: the
 #                same log and a byte-identical checkpoint
+#   zero ckpt    --zero 1 checkpoints gather to rank 0: at step 10 the
+#                file is the unsharded 2-rank run's byte for byte; --resume
+#                from it with --zero 1 on 2 ranks == the straight run (log,
+#                step-20 checkpoint bytes); 1 process resumes from it, and
+#                --zero 1 on 2 ranks resumes from a 1-process file, both
+#                within the equivalence tolerances of the straight runs
 #   bad batch    a batch that does not split over the ranks: exit 2, a clear
 #                message, nothing trained
-#   bad flags    --zero 1 with --out (no sharded checkpoints yet) and an
-#                unknown --allreduce mode: exit 2, a clear message
+#   bad flags    --zero 2 and an unknown --allreduce mode: exit 2, a clear
+#                message
 #   rank error   a failure on rank 0 only (an unreadable --resume) ends every
 #                rank with its exit status (3) instead of hanging
 #   rank 0 reads rank 1 runs in a folder without the files: a relative
@@ -164,6 +170,43 @@ else
     ok "resume: under mpirun, 10 steps + --resume to 20 == 20 in one go (log, checkpoint bytes)"
 fi
 
+# --- ZeRO-1 checkpoints -----------------------------------------------------------
+# Rank 0 gathers every rank's slice of the AdamW moments and writes the file
+# the unsharded run writes; every rank loads it and keeps its slice.
+run_mpi "${ARGS[@]}" --iters 10 --zero 1 --out "$work/zsplit" >"$work/zsplit1.out" 2>&1
+rca=$?
+cp "$work/zsplit/ckpt.bin" "$work/zstep10.bin" 2>/dev/null
+cp -r "$work/zsplit" "$work/zone" 2>/dev/null # the step-10 run folder, for one process
+run_mpi "${ARGS[@]}" --iters 20 --zero 1 --resume "$work/zsplit/ckpt.bin" >"$work/zsplit2.out" 2>&1
+rcb=$?
+"$ONE" "${ARGS[@]}" --iters 20 --resume "$work/zone/ckpt.bin" --export "$work/zone.safetensors" \
+    >"$work/zone.out" 2>&1
+rcc=$?
+"$ONE" "${ARGS[@]}" --iters 10 --out "$work/zback" >"$work/zback1.out" 2>&1
+rcd=$?
+run_mpi "${ARGS[@]}" --iters 20 --zero 1 --resume "$work/zback/ckpt.bin" \
+    --export "$work/zback.safetensors" >"$work/zback2.out" 2>&1
+rce=$?
+if [ "$rca$rcb$rcc$rcd$rce" != 00000 ]; then
+    bad "zero ckpt" "exit statuses $rca $rcb $rcc $rcd $rce"
+    for f in zsplit1 zsplit2 zone zback1 zback2; do show "$work/$f.out" 4; done
+elif ! cmp -s "$work/zstep10.bin" "$work/step10.bin"; then
+    bad "zero ckpt" "the --zero 1 step-10 checkpoint differs from the unsharded run's"
+elif ! cmp -s <(cut -d, -f1-5 "$work/two/log.csv") <(cut -d, -f1-5 "$work/zsplit/log.csv") ||
+    ! cmp -s "$work/two/ckpt.bin" "$work/zsplit/ckpt.bin"; then
+    bad "zero ckpt" "--zero 1 --resume to 20 differs from the straight run (log or checkpoint)"
+elif ! python3 scripts/compare_runs.py "$work/two/log.csv" "$work/zone/log.csv" \
+    "$work/two.safetensors" "$work/zone.safetensors" 20 1e-5 1e-4 "one process" \
+    >"$work/zcmp1.out" 2>&1; then
+    bad "zero ckpt" "one process from the --zero 1 file: $(tail -n 1 "$work/zcmp1.out")"
+elif ! python3 scripts/compare_runs.py "$work/one/log.csv" "$work/zback/log.csv" \
+    "$work/one.safetensors" "$work/zback.safetensors" 20 1e-5 1e-4 "--zero 1" \
+    >"$work/zcmp2.out" 2>&1; then
+    bad "zero ckpt" "--zero 1 from a one-process file: $(tail -n 1 "$work/zcmp2.out")"
+else
+    ok "zero ckpt: --zero 1 step-10 file == unsharded 2-rank file (cmp); --zero 1 --resume to 20 == straight (log, checkpoint bytes); 1 process from it: $(cat "$work/zcmp1.out"); --zero 1 from a 1-process file: $(cat "$work/zcmp2.out")"
+fi
+
 # --- bad input, a failure on one rank -------------------------------------------
 run_mpi "${ARGS[@]}" --iters 5 --batch 7 >"$work/odd.out" 2>&1
 rc=$?
@@ -174,13 +217,13 @@ else
     bad "bad batch" "exit $rc"
     show "$work/odd.out"
 fi
-run_mpi "${ARGS[@]}" --iters 5 --zero 1 --out "$work/zout" >"$work/zout.out" 2>&1
+run_mpi "${ARGS[@]}" --iters 5 --zero 2 --out "$work/zout" >"$work/zout.out" 2>&1
 rc=$?
 "$MPI" --allreduce bogus >"$work/bogus.out" 2>&1
 rcb=$?
-if [ $rc = 2 ] && grep -q -- '--zero 1 .* drop --out, --save and --resume' "$work/zout.out" &&
+if [ $rc = 2 ] && grep -q -- '--zero' "$work/zout.out" &&
     [ ! -e "$work/zout" ] && [ $rcb = 2 ] && grep -q "unknown mode 'bogus'" "$work/bogus.out"; then
-    ok "bad flags: --zero 1 with --out, --allreduce bogus: exit 2 with a clear message"
+    ok "bad flags: --zero 2, --allreduce bogus: exit 2 with a clear message"
 else
     bad "bad flags" "exit $rc / $rcb"
     show "$work/zout.out"

@@ -14,6 +14,7 @@
 //! writes a temporary file in the same folder, fsyncs it, renames it over
 //! the target and fsyncs the folder, so a crash leaves the old file intact.
 
+use crate::arena::Buf;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::fs::{io, write_atomic};
@@ -96,36 +97,63 @@ fn kind_code(k: Option<OptimizerKind>) -> (u32, [f32; 5]) {
 impl Context {
     /// Serialises parameters, optimizer state and `user` bytes.
     pub fn checkpoint_bytes(&mut self, user: &[u8]) -> Result<Vec<u8>> {
-        const OP: &str = "checkpoint_save";
-        if self
-            .optimizer_state()
-            .is_some_and(|o| o.sharded(self.grads_len()))
-        {
-            return Err(Error::Sequence {
+        self.checkpoint_bytes_from("checkpoint_save", user, None)
+    }
+
+    /// Like [`Context::checkpoint_bytes`], with the optimizer's moments
+    /// taken from `gathered` instead of the context: every float's first
+    /// moment in the flat parameter layout, then every float's second (as
+    /// many as the optimizer keeps). A sharded optimizer's processes gather
+    /// their slices (see [`Context::optimizer_state_copy_out`]) and one of
+    /// them writes the file the unsharded run would write.
+    pub fn checkpoint_bytes_gathered(&mut self, user: &[u8], gathered: &[f32]) -> Result<Vec<u8>> {
+        const OP: &str = "checkpoint_save_gathered";
+        let want = self.optimizer_moments() * self.grads_len();
+        if gathered.len() != want {
+            return Err(Error::InvalidArgument {
                 op: OP,
-                what: "the optimizer keeps state for a shard of the parameters only (ag_optimizer_shard): gather the run's state in one unsharded context to save it".into(),
+                what: format!(
+                    "{} gathered moment floats, the optimizer keeps {} moments of {} floats",
+                    gathered.len(),
+                    self.optimizer_moments(),
+                    self.grads_len()
+                ),
             });
         }
-        let moments = self.optimizer_state().map_or(0, |o| {
-            o.state.first().map_or(0, |s| s.iter().flatten().count())
-        });
+        self.checkpoint_bytes_from(OP, user, Some(gathered))
+    }
+
+    fn checkpoint_bytes_from(
+        &mut self,
+        op: &'static str,
+        user: &[u8],
+        gathered: Option<&[f32]>,
+    ) -> Result<Vec<u8>> {
+        if gathered.is_none()
+            && self
+                .optimizer_state()
+                .is_some_and(|o| o.sharded(self.grads_len()))
+        {
+            return Err(Error::Sequence {
+                op,
+                what: "the optimizer keeps state for a shard of the parameters only (ag_optimizer_shard): gather its moments and save with ag_checkpoint_save_gathered".into(),
+            });
+        }
+        let moments = self.optimizer_moments();
         let floats: usize = (0..self.param_count())
             .map(|i| self.entry(i as u32).shape.numel() * (1 + moments))
             .sum();
         if user.len() > MAX_USER_BYTES {
             return Err(Error::InvalidArgument {
-                op: OP,
+                op,
                 what: format!("{} user bytes (at most {MAX_USER_BYTES})", user.len()),
             });
         }
         let size = 64 + self.param_count() * 56 + floats * 4 + user.len();
-        self.fault_point(OP, size)?;
+        self.fault_point(op, size)?;
         let mut out = Vec::new();
         out.try_reserve_exact(size)
-            .map_err(|_| Error::AllocationFailed {
-                op: OP,
-                bytes: size,
-            })?;
+            .map_err(|_| Error::AllocationFailed { op, bytes: size })?;
         let opt = self.optimizer_state();
         let (code, hp) = kind_code(opt.map(|o| o.kind));
         out.extend_from_slice(MAGIC);
@@ -144,17 +172,26 @@ impl Context {
                 .iter()
                 .for_each(|&d| out.extend_from_slice(&(d as u64).to_le_bytes()));
         }
+        let (total, mut offset) = (self.grads_len(), 0);
+        let put = |out: &mut Vec<u8>, v: &[f32]| {
+            v.iter()
+                .for_each(|x| out.extend_from_slice(&x.to_le_bytes()))
+        };
         for i in 0..self.param_count() {
-            let mut bufs = [Some(self.entry(i as u32).data), None, None];
-            if let Some(o) = opt {
-                bufs[1] = o.state[i][0];
-                bufs[2] = o.state[i][1];
-            }
-            for b in bufs.into_iter().flatten() {
-                self.read_only(b)
+            let data = self.entry(i as u32).data;
+            put(&mut out, self.read_only(data));
+            let n = data.len();
+            match (gathered, opt) {
+                (Some(g), _) => {
+                    (0..moments).for_each(|k| put(&mut out, &g[k * total + offset..][..n]))
+                }
+                (None, Some(o)) => o.state[i]
                     .iter()
-                    .for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
+                    .flatten()
+                    .for_each(|&b| put(&mut out, self.read_only(b))),
+                (None, None) => {}
             }
+            offset += n;
         }
         out.extend_from_slice(user);
         let crc = crc32fast::hash(&out);
@@ -243,18 +280,8 @@ impl Context {
                 });
             }
         }
-        if self
-            .optimizer_state()
-            .is_some_and(|o| o.sharded(self.grads_len()))
-        {
-            return Err(Error::CheckpointMismatch {
-                what: "the model's optimizer keeps state for a shard of the parameters only (ag_optimizer_shard); load the checkpoint into an unsharded context".into(),
-            });
-        }
         let want = kind_code(self.optimizer_state().map(|o| o.kind)).0;
-        let have_moments = self.optimizer_state().map_or(0, |o| {
-            o.state.first().map_or(0, |s| s.iter().flatten().count())
-        });
+        let have_moments = self.optimizer_moments();
         // Both sides must agree, "no optimizer" included: a checkpoint without
         // optimizer state loaded into a context with one would keep that
         // context's moments and step count beside the loaded weights, and
@@ -298,18 +325,28 @@ impl Context {
         } = staged;
         let mut pos = payload_start;
         let n_params = self.param_count();
-        for i in 0..n_params {
-            let mut bufs = [Some(self.entry(i as u32).data), None, None];
-            if let Some(o) = self.optimizer_state().filter(|_| moments > 0) {
-                bufs[1] = o.state[i][0];
-                bufs[2] = o.state[i][1];
+        let put = |c: &mut Context, b: Buf, src: &[u8]| {
+            for (d, s) in c.access_one(b).iter_mut().zip(src.chunks_exact(4)) {
+                *d = f32::from_le_bytes([s[0], s[1], s[2], s[3]]);
             }
-            for b in bufs.into_iter().flatten() {
-                let src = &bytes[pos..pos + b.len() * 4];
-                pos += b.len() * 4;
-                for (d, s) in self.access_one(b).iter_mut().zip(src.chunks_exact(4)) {
-                    *d = f32::from_le_bytes([s[0], s[1], s[2], s[3]]);
+        };
+        // A sharded optimizer keeps the part of each moment inside its
+        // shard: its buffer starts `lo` floats into the parameter.
+        let shard = self.optimizer_state().map_or((0, 0), |o| o.shard);
+        let mut offset = 0;
+        for i in 0..n_params {
+            let data = self.entry(i as u32).data;
+            let n = data.len();
+            put(self, data, &bytes[pos..pos + n * 4]);
+            pos += n * 4;
+            let lo = shard.0.clamp(offset, offset + n) - offset;
+            offset += n;
+            for k in 0..moments {
+                let b = self.optimizer_state().and_then(|o| o.state[i][k]);
+                if let Some(b) = b {
+                    put(self, b, &bytes[pos + lo * 4..pos + (lo + b.len()) * 4]);
                 }
+                pos += n * 4;
             }
         }
         if let Some(o) = self.optimizer_state_mut() {
@@ -329,6 +366,18 @@ impl Context {
         const OP: &str = "checkpoint_save";
         let bytes = self.checkpoint_bytes(user)?;
         write_atomic(OP, path, &bytes, "checkpoint")
+    }
+
+    /// Like [`Context::checkpoint_save`], with the moments from `gathered`
+    /// (see [`Context::checkpoint_bytes_gathered`]).
+    pub fn checkpoint_save_gathered(
+        &mut self,
+        path: &Path,
+        user: &[u8],
+        gathered: &[f32],
+    ) -> Result<()> {
+        let bytes = self.checkpoint_bytes_gathered(user, gathered)?;
+        write_atomic("checkpoint_save_gathered", path, &bytes, "checkpoint")
     }
 
     /// Reads and loads a checkpoint file; returns its user bytes.

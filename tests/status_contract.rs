@@ -486,6 +486,15 @@ fn call(name: &str, ctx: *mut ag_context, fx: &Fx, env: &Env, a: Args) -> ag_sta
         "ag_optimizer_shard" => ag_optimizer_shard(ctx, a.handle, n),
         "ag_params_copy_out" => ag_params_copy_out(ctx, a.handle, pm(f.as_mut_ptr()), n),
         "ag_params_copy_in" => ag_params_copy_in(ctx, a.handle, p(f.as_ptr()), n),
+        "ag_optimizer_state_copy_out" => {
+            ag_optimizer_state_copy_out(ctx, a.handle as u32 % 3, a.handle, pm(f.as_mut_ptr()), n)
+        }
+        "ag_optimizer_state_copy_in" => {
+            ag_optimizer_state_copy_in(ctx, a.handle as u32 % 3, a.handle, p(f.as_ptr()), n)
+        }
+        "ag_checkpoint_save_gathered" => {
+            ag_checkpoint_save_gathered(ctx, pp, ub, n, p(f.as_ptr()), a.handle)
+        }
         "ag_grads_copy_in" => ag_grads_copy_in(ctx, p(f.as_ptr()), n),
         "ag_test_panic" => ag_test_panic(ctx),
         "ag_test_fail_allocation" => ag_test_fail_allocation(ctx, n as u64, a.null, &mut counted),
@@ -1227,6 +1236,44 @@ fn targeted_cases(env: &Env) -> Vec<(&'static str, String)> {
     let sharded = CString::new(env.dir.join("sharded.ckpt").to_str().unwrap()).unwrap();
     let st = ag_checkpoint_save(sh, sharded.as_ptr(), null(), 0);
     check("ag_checkpoint_save", st, "SEQUENCE", sh);
+    // Moments: outside the shard, a third moment, NULL, no optimizer; a
+    // gathered save with the wrong count or NULL moments.
+    let st = ag_optimizer_state_copy_out(sh, 0, 1, four.as_mut_ptr(), 2);
+    check("ag_optimizer_state_copy_out", st, "INVALID_ARGUMENT", sh);
+    let st = ag_optimizer_state_copy_in(sh, 2, 0, four.as_ptr(), 1);
+    check("ag_optimizer_state_copy_in", st, "INVALID_ARGUMENT", sh);
+    let st = ag_optimizer_state_copy_out(sh, 1, 0, null_mut(), 2);
+    check("ag_optimizer_state_copy_out", st, "NULL_ARGUMENT", sh);
+    let st = ag_optimizer_state_copy_in(sh, 1, 0, null(), 2);
+    check("ag_optimizer_state_copy_in", st, "NULL_ARGUMENT", sh);
+    let st = ag_checkpoint_save_gathered(sh, sharded.as_ptr(), null(), 0, four.as_ptr(), 4);
+    check("ag_checkpoint_save_gathered", st, "INVALID_ARGUMENT", sh);
+    let st = ag_checkpoint_save_gathered(sh, sharded.as_ptr(), null(), 0, null(), 8);
+    check("ag_checkpoint_save_gathered", st, "NULL_ARGUMENT", sh);
+    let st = ag_checkpoint_save_gathered(sh, null(), null(), 0, null(), 0);
+    check("ag_checkpoint_save_gathered", st, "NULL_ARGUMENT", sh);
+    let eight = [0.5f32; 8];
+    ok(ag_checkpoint_save_gathered(
+        sh,
+        sharded.as_ptr(),
+        null(),
+        0,
+        eight.as_ptr(),
+        8,
+    ));
+    let missing = CString::new(env.dir.join("missing/g.ckpt").to_str().unwrap()).unwrap();
+    let st = ag_checkpoint_save_gathered(sh, missing.as_ptr(), null(), 0, eight.as_ptr(), 8);
+    check("ag_checkpoint_save_gathered", st, "IO", sh);
+    let mut none = null_mut();
+    ok(ag_context_new(&mut none));
+    ok(ag_param_new(none, [4usize].as_ptr(), 1, null(), &mut out));
+    let st = ag_optimizer_state_copy_out(none, 0, 0, four.as_mut_ptr(), 1);
+    check("ag_optimizer_state_copy_out", st, "SEQUENCE", none);
+    let st = ag_optimizer_state_copy_in(none, 0, 0, four.as_ptr(), 1);
+    check("ag_optimizer_state_copy_in", st, "SEQUENCE", none);
+    let st = ag_checkpoint_save_gathered(none, sharded.as_ptr(), null(), 0, four.as_ptr(), 1);
+    check("ag_checkpoint_save_gathered", st, "INVALID_ARGUMENT", none);
+    ok(ag_context_free(&mut none));
     ok(ag_context_free(&mut sh));
     // Capture and replay: the sequence, the dropout refusal, a failed
     // allocation of the step's records, and the arena cap.

@@ -242,12 +242,28 @@ ag_status dist_after_optimizer(ag_context *ctx, const struct config *cfg)
  * the other slices. The gradients are still all-reduced whole, so the clip
  * norm is summed over the same values in the same order on every rank, and
  * AdamW updates each float from that float alone: the parameters are the
- * unsharded run's bits. Checkpoints of a sharded optimizer are refused by
- * the library, so --zero 1 runs without them (dist_check_config).
+ * unsharded run's bits.
+ *
+ * Checkpoints: before rank 0 saves, every rank copies its slice of both
+ * moments out (ag_optimizer_state_copy_out) and MPI_Gatherv brings them to
+ * rank 0 in the unsharded layout; ag_checkpoint_save_gathered writes the
+ * very file an unsharded run writes at that step, so any loader reads it.
+ * The library takes the gathered moments instead of rank 0 building an
+ * unsharded optimizer: that would need a second model and a way to set the
+ * step count, only to copy the same floats once more. Loading needs
+ * nothing new: every rank gets the bytes (dist_checkpoint_load) and the
+ * library keeps the moments of the rank's shard.
  */
 static float *g_pbuf;       /* every parameter float, for the all-gather */
+static float *g_mbuf;       /* rank 0, when saving: both moments of every float */
 static int *g_counts, *g_displs;
 static size_t g_first, g_count, g_total;
+
+/* Whether the run writes checkpoints (a --resume continues in its folder). */
+static bool writes_checkpoints(const struct config *cfg)
+{
+    return cfg->out != NULL || cfg->save != NULL || cfg->resume != NULL;
+}
 
 ag_status dist_before_optimizer(ag_context *ctx, const struct config *cfg)
 {
@@ -268,7 +284,36 @@ ag_status dist_before_optimizer(ag_context *ctx, const struct config *cfg)
     }
     g_first = (size_t)g_displs[g_rank];
     g_count = (size_t)g_counts[g_rank];
+    if (g_rank == 0 && writes_checkpoints(cfg)) {
+        g_mbuf = malloc(2 * g_total * sizeof *g_mbuf); /* before the loop: it makes no malloc */
+        if (g_mbuf == NULL) return AG_STATUS_OUT_OF_MEMORY;
+    }
     return ag_optimizer_shard(ctx, g_first, g_count);
+}
+
+ag_status dist_zero_gather(ag_context *ctx, const struct config *cfg)
+{
+    if (!g_zero || !writes_checkpoints(cfg)) return AG_STATUS_OK;
+    for (unsigned which = 0; which < 2; which++) {
+        /* Rank 0 copies its slice in place; the others send theirs from g_pbuf. */
+        float *mine = g_rank == 0 ? g_mbuf + which * g_total : g_pbuf;
+        ag_status st = ag_optimizer_state_copy_out(ctx, which, g_first, mine + g_first, g_count);
+        if (st != AG_STATUS_OK) return st;
+        if (g_rank == 0)
+            MPI_Gatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, mine, g_counts, g_displs, MPI_FLOAT,
+                        0, MPI_COMM_WORLD);
+        else
+            MPI_Gatherv(mine + g_first, (int)g_count, MPI_FLOAT, NULL, NULL, NULL, MPI_FLOAT, 0,
+                        MPI_COMM_WORLD);
+    }
+    return AG_STATUS_OK;
+}
+
+ag_status dist_checkpoint_save(ag_context *ctx, const char *path, const uint8_t *user,
+                               size_t len)
+{
+    if (!g_zero) return ag_checkpoint_save(ctx, path, user, len);
+    return ag_checkpoint_save_gathered(ctx, path, user, len, g_mbuf, 2 * g_total);
 }
 
 ag_status dist_after_step(ag_context *ctx)
@@ -530,6 +575,19 @@ void dist_zero_report(FILE *f, ag_context *ctx)
     (void)ctx;
 }
 
+ag_status dist_zero_gather(ag_context *ctx, const struct config *cfg)
+{
+    (void)ctx;
+    (void)cfg;
+    return AG_STATUS_OK;
+}
+
+ag_status dist_checkpoint_save(ag_context *ctx, const char *path, const uint8_t *user,
+                               size_t len)
+{
+    return ag_checkpoint_save(ctx, path, user, len);
+}
+
 int dist_stop_signal(void) { return (int)g_stop_signal; }
 
 void dist_barrier(void) {}
@@ -566,9 +624,6 @@ int dist_check_config(const struct config *cfg)
     const char *why = NULL;
     if (cfg->batch % g_world != 0) why = "--batch must be a multiple of the number of ranks";
     else if (cfg->sample_only) why = "--sample-only runs on one process: run it without mpirun";
-    else if (cfg->zero == 1 && (cfg->out != NULL || cfg->save != NULL || cfg->resume != NULL))
-        why = "--zero 1 keeps each rank's optimizer state apart and writes no checkpoint yet: "
-              "drop --out, --save and --resume (--export still works)";
     if (why == NULL) return 0;
     if (g_rank == 0)
         fprintf(stderr, "train_full: %s (batch %d, %d ranks)\n", why, cfg->batch, g_world);

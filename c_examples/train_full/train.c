@@ -115,7 +115,7 @@ static int save(struct trainer *tr, const struct train_state *s, const char *pat
 {
     uint8_t blob[STATE_BLOB_MAX];
     size_t len = state_write(blob, tr->cfg, tr->data, s);
-    ag_status st = ag_checkpoint_save(tr->ctx, path, blob, len);
+    ag_status st = dist_checkpoint_save(tr->ctx, path, blob, len);
     if (st != AG_STATUS_OK) {
         char where[PATH_CAP + 64];
         snprintf(where, sizeof where, "step %" PRIu64 ": writing %s", s->step, path);
@@ -591,6 +591,8 @@ static int checkpoint_step(struct trainer *tr, struct run_state *r, uint64_t ste
 {
     const struct run_paths *paths = tr->paths;
     struct train_state *s = &r->s;
+    ag_status st = dist_zero_gather(tr->ctx, tr->cfg); /* every rank, before rank 0 saves */
+    if (st != AG_STATUS_OK) return report(tr, "gathering the optimizer state", st);
     bool best = r->val_loss < s->best_val;
     if (best) {
         s->best_val = r->val_loss;
@@ -651,6 +653,9 @@ static int train_loop(struct trainer *tr, struct run_state *r)
         }
     }
     end_line(tr);
+    /* The final checkpoint is rank 0's alone: gather the moments while every rank is here. */
+    ag_status st = dist_zero_gather(tr->ctx, cfg);
+    if (st != AG_STATUS_OK) return report(tr, "gathering the optimizer state", st);
     dist_watchdog_stop(); /* from here rank 0 works alone while the others finish */
     dist_debug_export(tr->ctx);
     r->train_ms = now_ms() - t_start;

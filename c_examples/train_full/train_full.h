@@ -334,6 +334,12 @@ ag_status dist_before_backward(ag_context *ctx, bool last);
 ag_status dist_before_optimizer(ag_context *ctx, const struct config *cfg);
 ag_status dist_after_step(ag_context *ctx);
 void dist_zero_report(FILE *f, ag_context *ctx);
+/* --zero 1 with checkpoints: every rank calls dist_zero_gather before rank 0
+   saves (it gathers the AdamW moments to rank 0); dist_checkpoint_save then
+   writes the file the unsharded run writes. */
+ag_status dist_zero_gather(ag_context *ctx, const struct config *cfg);
+ag_status dist_checkpoint_save(ag_context *ctx, const char *path, const uint8_t *user,
+                               size_t len);
 int dist_stop_signal(void);             /* the first stop signal of any rank, on every rank */
 void dist_barrier(void);
 void dist_bcast_double(double *v);      /* rank 0's value to every rank */

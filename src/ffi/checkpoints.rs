@@ -35,7 +35,8 @@ pub(super) fn path_arg(func: &'static str, path: *const c_char) -> Result<PathBu
 /// the link is kept. Errors: NULL_ARGUMENT (path, or user when user_len >
 /// 0), INVALID_ARGUMENT (path empty or not UTF-8, user_len above
 /// AG_MAX_USER_BYTES), ALLOCATION_FAILED (the file's buffer), IO,
-/// SEQUENCE (the optimizer is sharded: ag_optimizer_shard).
+/// SEQUENCE (the optimizer is sharded, see ag_optimizer_shard: save with
+/// ag_checkpoint_save_gathered).
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_checkpoint_save(
     ctx: *mut ag_context,
@@ -48,6 +49,36 @@ pub extern "C" fn ag_checkpoint_save(
         let p = path_arg(F, path)?;
         let u = slice_in(F, "user", user, user_len)?;
         c.checkpoint_save(&p, u)
+    })
+}
+
+/// Like ag_checkpoint_save, with the optimizer moments taken from
+/// `moments[0..moments_len]` instead of the context: every float's first
+/// moment in the flat parameter layout (see ag_optimizer_shard), then every
+/// float's second, as many moments as the optimizer keeps (AdamW 2, SGD
+/// with momentum 1, else 0), so moments_len is that times ag_grads_len.
+/// The processes of a sharded run gather their slices
+/// (ag_optimizer_state_copy_out) to one of them, which writes the same
+/// file the unsharded run writes; it loads into any sharding.
+/// Errors: NULL_ARGUMENT (path, user when user_len > 0, moments when
+/// moments_len > 0), INVALID_ARGUMENT (path empty or not UTF-8, user_len
+/// above AG_MAX_USER_BYTES, moments_len not the optimizer's moment floats),
+/// ALLOCATION_FAILED (the file's buffer), IO.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_checkpoint_save_gathered(
+    ctx: *mut ag_context,
+    path: *const c_char,
+    user: *const u8,
+    user_len: usize,
+    moments: *const f32,
+    moments_len: usize,
+) -> ag_status {
+    const F: &str = "ag_checkpoint_save_gathered";
+    guard(F, ctx, |c| {
+        let p = path_arg(F, path)?;
+        let u = slice_in(F, "user", user, user_len)?;
+        let m = slice_in(F, "moments", moments, moments_len)?;
+        c.checkpoint_save_gathered(&p, u, m)
     })
 }
 
@@ -96,7 +127,8 @@ fn load_staged(
 /// included: to start an optimizer from saved weights, load a checkpoint
 /// saved without one before creating it. The file is validated completely
 /// first: on any error nothing changes. Its user bytes go to
-/// `user_out[0..cap]`, their count to `*user_len`.
+/// `user_out[0..cap]`, their count to `*user_len`. A sharded optimizer (see
+/// ag_optimizer_shard) keeps the moments of its shard.
 /// Errors: NULL_ARGUMENT (path, user_len, or user_out when the checkpoint
 /// carries user bytes), INVALID_ARGUMENT (path empty or not UTF-8, user
 /// bytes do not fit in cap), IO, CHECKPOINT_CORRUPT, CHECKPOINT_MISMATCH

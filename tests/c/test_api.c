@@ -380,6 +380,9 @@ static void test_null_context(void) {
     CHECK_STATUS(ag_optimizer_shard(none, 0, 0), NA);
     CHECK_STATUS(ag_params_copy_out(none, 0, NULL, 0), NA);
     CHECK_STATUS(ag_params_copy_in(none, 0, NULL, 0), NA);
+    CHECK_STATUS(ag_optimizer_state_copy_out(none, 0, 0, NULL, 0), NA);
+    CHECK_STATUS(ag_optimizer_state_copy_in(none, 0, 0, NULL, 0), NA);
+    CHECK_STATUS(ag_checkpoint_save_gathered(none, "x", NULL, 0, NULL, 0), NA);
     CHECK_STATUS(ag_param_new(none, (const size_t[]){2}, 1, NULL, &out), NA);
     CHECK_STATUS(ag_tensor_new(none, (const size_t[]){2}, 1, f, &out), NA);
     CHECK_STATUS(ag_zero_grad(none), NA);

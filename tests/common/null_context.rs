@@ -170,6 +170,18 @@ pub fn calls_with_a_null_context(p: ag_tensor, q: ag_tensor) -> Vec<(&'static st
             ag_params_copy_in(n, 0, std::ptr::null(), 0),
         ),
         (
+            "ag_optimizer_state_copy_out",
+            ag_optimizer_state_copy_out(n, 0, 0, std::ptr::null_mut(), 0),
+        ),
+        (
+            "ag_optimizer_state_copy_in",
+            ag_optimizer_state_copy_in(n, 0, 0, std::ptr::null(), 0),
+        ),
+        (
+            "ag_checkpoint_save_gathered",
+            ag_checkpoint_save_gathered(n, path.as_ptr(), std::ptr::null(), 0, std::ptr::null(), 0),
+        ),
+        (
             "ag_set_grad_ready_callback",
             ag_set_grad_ready_callback(n, None, std::ptr::null_mut(), 0),
         ),

@@ -157,6 +157,11 @@ ids! {
     /// ag_params_copy_out of a range from the input, then ag_params_copy_in
     /// of the same floats (the parameters do not change).
     PARAMS_COPY = 0x92;
+    /// ag_optimizer_state_copy_out of a moment and range from the input,
+    /// ag_optimizer_state_copy_in of the same floats, then
+    /// ag_checkpoint_save_gathered of the target's moments (or a wrong
+    /// count).
+    OPTIMIZER_STATE = 0x93;
 }
 
 /// The call a byte of the input names: itself when it is an id, else the
@@ -211,6 +216,9 @@ pub const FUNCTIONS: &[(&str, u8)] = &[
     ("ag_optimizer_shard", OPTIMIZER_SHARD),
     ("ag_params_copy_out", PARAMS_COPY),
     ("ag_params_copy_in", PARAMS_COPY),
+    ("ag_optimizer_state_copy_out", OPTIMIZER_STATE),
+    ("ag_optimizer_state_copy_in", OPTIMIZER_STATE),
+    ("ag_checkpoint_save_gathered", OPTIMIZER_STATE),
     ("ag_grads_copy_out", GRADS_BLOCK),
     ("ag_grads_copy_in", GRADS_BLOCK),
     ("ag_param_init", PARAM_INIT),

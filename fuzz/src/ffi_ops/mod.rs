@@ -269,6 +269,7 @@ impl<'a> FfiOps<'a> {
             ids::GRAD_READY => self.grad_ready(),
             ids::OPTIMIZER_SHARD => self.optimizer_shard(),
             ids::PARAMS_COPY => self.params_copy(),
+            ids::OPTIMIZER_STATE => self.optimizer_state(),
             ids::CAPTURE_REPLAY => self.capture_replay(),
             ids::STEP_FORGED => self.step_forged(),
             _ => {}

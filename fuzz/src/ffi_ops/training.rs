@@ -4,7 +4,8 @@
 use super::{ARENA_CAP, FfiOps, Target, last_error};
 use arenagrad::MemoryStats;
 use arenagrad::ffi::*;
-use std::ptr::null_mut;
+use std::ffi::CString;
+use std::ptr::{null, null_mut};
 
 /// An optimizer was made: its hyper-parameters must have been valid.
 fn check_accepted_hyper_parameters(func: &str, lr: f32, beta1_or_momentum: f32, wd: f32) {
@@ -172,6 +173,40 @@ impl FfiOps<'_> {
         let st = ag_params_copy_in(self.ptr(t), first, buf.as_ptr(), len);
         self.post("ag_params_copy_in", t, &pre, st);
         self.must_succeed("ag_params_copy_in", t, st);
+    }
+
+    pub(super) fn optimizer_state(&mut self) {
+        let t = self.target();
+        let mut total = 0usize;
+        let _ = ag_grads_len(self.ptr(t), &mut total);
+        let (w, a, b) = (
+            self.input.u8(),
+            self.input.u8() as usize,
+            self.input.u8() as usize,
+        );
+        let which = u32::from(w % 3); // 2 is never a moment
+        let first = if total > 0 { a % (total + 1) } else { a };
+        let len = if total > 0 { b.min(total - first) } else { b };
+        let mut buf = vec![0f32; len.max(1)];
+        let pre = self.pre(t, &[]);
+        let st = ag_optimizer_state_copy_out(self.ptr(t), which, first, buf.as_mut_ptr(), len);
+        self.post("ag_optimizer_state_copy_out", t, &pre, st);
+        if st == AG_STATUS_OK {
+            let pre = self.pre(t, &[]);
+            let st = ag_optimizer_state_copy_in(self.ptr(t), which, first, buf.as_ptr(), len);
+            self.post("ag_optimizer_state_copy_in", t, &pre, st);
+            self.must_succeed("ag_optimizer_state_copy_in", t, st);
+        }
+        // Both moments of every float when bit 3 of the input is clear (a
+        // count an SGD optimizer refuses), else one float short.
+        let n = (2 * total).saturating_sub(usize::from(w & 8 != 0));
+        let moments = vec![0.25f32; n.max(1)];
+        let _ = std::fs::create_dir_all(&self.dir);
+        let path = CString::new(self.dir.join("g.ckpt").to_string_lossy().as_bytes()).unwrap();
+        let pre = self.pre(t, &[]);
+        let st =
+            ag_checkpoint_save_gathered(self.ptr(t), path.as_ptr(), null(), 0, moments.as_ptr(), n);
+        self.post("ag_checkpoint_save_gathered", t, &pre, st);
     }
 
     pub(super) fn set_grad_enabled(&mut self) {
