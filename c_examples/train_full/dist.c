@@ -68,6 +68,8 @@ static bool g_zero = false;    /* --zero 1 in effect (ZeRO stage 1) */
 #define MAX_SAMPLES 8192
 static float g_reduce_ms[MAX_SAMPLES], g_wait_ms[MAX_SAMPLES];
 static size_t g_samples = 0;
+/* Steps whose all-reduce ran during backward (the overlapped path). */
+static uint64_t g_overlapped_steps = 0;
 
 int dist_rank(void) { return g_rank; }
 int dist_world(void) { return g_world; }
@@ -361,6 +363,7 @@ ag_status dist_average(ag_context *ctx, float *loss)
     if (g_ov.active) {
         /* What backward did not hide: the rest of the reductions. */
         g_ov.active = false;
+        g_overlapped_steps++;
         if (g_ov.started != n) {
             fprintf(stderr, "train_full: rank %d: backward reported %zu of %zu gradients\n",
                     g_rank, g_ov.started, n);
@@ -643,9 +646,10 @@ void dist_report(FILE *f, double ms_per_step)
     double wait = median(g_wait_ms, g_samples);
     fprintf(f,
             "dist ranks=%d allreduce=%s allreduce_ms_per_step=%.4f allreduce_share=%.4f "
-            "wait_ms_per_step=%.4f\n",
+            "wait_ms_per_step=%.4f overlapped_steps=%llu\n",
             g_world, g_overlap ? "overlap" : "blocking", ms,
-            ms_per_step > 0.0 ? ms / ms_per_step : 0.0, wait);
+            ms_per_step > 0.0 ? ms / ms_per_step : 0.0, wait,
+            (unsigned long long)g_overlapped_steps);
 }
 
 void dist_debug_export(ag_context *ctx)

@@ -388,6 +388,12 @@ static ag_status train_step(struct trainer *tr, struct run_state *r, uint64_t st
             if (st == AG_STATUS_OK)
                 st = ag_input_write_ids(ctx, tr->step, 1, tr->targets + row0 * tr->T, n);
             if (st == AG_STATUS_OK) {
+                /* The replay's backward reports gradient buckets as the
+                 * eager one does: arm the overlapped all-reduce for it. */
+                *what = "ag_grads_buffer";
+                st = dist_before_backward(ctx, m == cfg->accum - 1);
+            }
+            if (st == AG_STATUS_OK) {
                 *what = "ag_replay";
                 st = ag_replay(ctx, tr->step);
             }
