@@ -92,6 +92,9 @@ $(BUILD)/%: c_examples/%.c $(LIB) include/arenagrad.h
 	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS) $< $(LIB) $(LIBS) -o $@
 
+# The benches share their models ($< stays the program's .c).
+$(BUILD)/bench_eager $(BUILD)/bench_replay: c_examples/bench_models.h
+
 C_TEST_DEPS  := $(C_TEST_HEADERS) tests/c/arenagrad_test_hooks.h $(LIB_HOOKS) include/arenagrad.h
 
 # train_full: one program from the units in c_examples/train_full/.

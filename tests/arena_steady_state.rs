@@ -18,10 +18,10 @@ mod common;
 
 use arenagrad::ffi::*;
 use arenagrad::{Context, GradEvent, MemoryStats, OptimizerKind, RecomputePolicy, Tensor};
+use common::counting_alloc::{ALLOCS, COUNTING, CountingAlloc, DEALLOCS, REALLOCS};
 use common::ffi::ok;
 use common::gpt::{Gpt, GptConfig, Rng, sample_batch, vocabulary};
 use common::text::{generated_text, shakespeare_tiny};
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 // ---- the counting allocator ----------------------------------------------
@@ -42,44 +42,6 @@ impl Counts {
         self.alloc += o.alloc;
         self.realloc += o.realloc;
         self.dealloc += o.dealloc;
-    }
-}
-
-static COUNTING: AtomicBool = AtomicBool::new(false);
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-static REALLOCS: AtomicU64 = AtomicU64::new(0);
-static DEALLOCS: AtomicU64 = AtomicU64::new(0);
-
-fn bump(counter: &AtomicU64) {
-    if COUNTING.load(Ordering::SeqCst) {
-        counter.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-struct CountingAlloc;
-
-// SAFETY: every call is forwarded unchanged to `System`; the bookkeeping
-// only touches atomics, which never allocate.
-unsafe impl GlobalAlloc for CountingAlloc {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        bump(&ALLOCS);
-        // SAFETY: forwarded with the caller's (valid) layout.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        bump(&ALLOCS);
-        // SAFETY: as above.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        bump(&REALLOCS);
-        // SAFETY: ptr/layout come from this allocator (i.e. from System).
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        bump(&DEALLOCS);
-        // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
     }
 }
 

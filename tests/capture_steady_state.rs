@@ -10,45 +10,10 @@
 //! A scalar model (one-element ops: its replay runs the step's program,
 //! not the walk) is counted the same way.
 
+mod common;
+
 use arenagrad::{Context, OptimizerKind, RecomputePolicy};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-
-static COUNTING: AtomicBool = AtomicBool::new(false);
-static CALLS: AtomicU64 = AtomicU64::new(0);
-
-struct CountingAlloc;
-
-fn bump() {
-    if COUNTING.load(Ordering::SeqCst) {
-        CALLS.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-// SAFETY: every call is forwarded unchanged to `System`; the bookkeeping
-// only touches atomics, which never allocate.
-unsafe impl GlobalAlloc for CountingAlloc {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        bump();
-        // SAFETY: forwarded with the caller's (valid) layout.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        bump();
-        // SAFETY: as above.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        bump();
-        // SAFETY: ptr/layout come from this allocator (i.e. from System).
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        bump();
-        // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+use common::counting_alloc::{CountingAlloc, count, take_calls};
 
 #[global_allocator]
 static GLOBAL: CountingAlloc = CountingAlloc;
@@ -141,18 +106,18 @@ fn main() {
     let stats = ctx.memory_stats();
     let rss0 = rss_kib();
 
-    COUNTING.store(true, Ordering::SeqCst);
+    count(true);
     let mut sum = 0.0f32;
     for k in 0..replays {
         sum += replay(&mut ctx, k, &mut x, &mut y);
     }
-    let pure = CALLS.swap(0, Ordering::SeqCst);
+    let pure = take_calls();
     for k in 0..replays / 20 {
         eager(&mut ctx, &x, &y);
         sum += replay(&mut ctx, k, &mut x, &mut y);
     }
-    let mixed = CALLS.load(Ordering::SeqCst);
-    COUNTING.store(false, Ordering::SeqCst);
+    let mixed = common::counting_alloc::calls();
+    count(false);
     let rss1 = rss_kib();
 
     let after = ctx.memory_stats();
@@ -195,13 +160,13 @@ fn scalar_program(replays: u64) {
         ctx.item(loss).unwrap()
     };
     run(&mut ctx, 0);
-    COUNTING.store(true, Ordering::SeqCst);
+    count(true);
     let mut sum = 0.0f32;
     for k in 0..replays {
         sum += run(&mut ctx, k);
     }
-    COUNTING.store(false, Ordering::SeqCst);
-    let calls = CALLS.swap(0, Ordering::SeqCst);
+    count(false);
+    let calls = take_calls();
     println!("capture_steady_state: scalar program, {replays} replays, {calls} allocator calls");
     assert!(sum.is_finite());
     assert_eq!(

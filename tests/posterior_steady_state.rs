@@ -15,45 +15,8 @@ mod common;
 
 use arenagrad::MemoryStats;
 use arenagrad::ffi::*;
+use common::counting_alloc::{CountingAlloc, calls, count};
 use common::ffi::ok;
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-
-static COUNTING: AtomicBool = AtomicBool::new(false);
-static CALLS: AtomicU64 = AtomicU64::new(0);
-
-struct CountingAlloc;
-
-fn bump() {
-    if COUNTING.load(Ordering::SeqCst) {
-        CALLS.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-// SAFETY: every call is forwarded unchanged to `System`; the bookkeeping
-// only touches atomics, which never allocate.
-unsafe impl GlobalAlloc for CountingAlloc {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        bump();
-        // SAFETY: forwarded with the caller's (valid) layout.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        bump();
-        // SAFETY: as above.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        bump();
-        // SAFETY: ptr/layout come from this allocator (i.e. from System).
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        bump();
-        // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
 
 #[global_allocator]
 static GLOBAL: CountingAlloc = CountingAlloc;
@@ -214,14 +177,14 @@ fn main() {
         }
     }
     let (f0, rss0) = (p.figures(), rss_kib());
-    let before = CALLS.load(Ordering::SeqCst);
-    COUNTING.store(true, Ordering::SeqCst);
+    let before = calls();
+    count(true);
     let mut sum = 0.0f64;
     for i in 0..evals {
         sum += p.logp_grad(&position(2_000 + i % 10_000), &mut g) as f64;
     }
-    COUNTING.store(false, Ordering::SeqCst);
-    let calls = CALLS.load(Ordering::SeqCst) - before;
+    count(false);
+    let calls = calls() - before;
     let (f1, rss1) = (p.figures(), rss_kib());
     eprintln!(
         "posterior_steady_state: {evals} eight-schools gradients: {calls} allocator calls; RSS {rss0} -> {rss1} KiB; \

@@ -2,6 +2,7 @@
 //! declares `mod common;` and uses the parts it needs.
 #![allow(dead_code)]
 
+pub mod counting_alloc;
 pub mod ffi;
 pub mod gpt;
 pub mod null_context;

@@ -1,0 +1,136 @@
+/*
+ * bench_models.h: what bench_eager.c and bench_replay.c share, so that
+ * both time the same graphs: the context and its error check, timing
+ * helpers, and the two models built through include/arenagrad.h: (a) the
+ * scalar chain, a tanh recursion of one-element ops, and (b) the
+ * non-centred eight-schools log density. Each program defines BENCH_NAME
+ * (its name in error messages) before including it.
+ */
+#ifndef BENCH_MODELS_H
+#define BENCH_MODELS_H
+
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "arenagrad.h"
+
+static ag_context *ctx;
+
+static void check(ag_status st, const char *what) {
+    if (st != AG_STATUS_OK) {
+        fprintf(stderr, BENCH_NAME ": %s failed: %s: %s\n", what, ag_status_str(st),
+                ag_context_last_error(ctx));
+        exit(1);
+    }
+}
+#define CALL(x) check((x), #x)
+
+static double now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* ---- (a) the scalar chain ---- */
+
+#define T_STEPS 250
+#define N_PARAMS 4
+static const double init[N_PARAMS] = {0.7, 0.5, 0.1, 0.3}; /* a, b, c, s */
+static float xs[T_STEPS];
+static ag_tensor p[N_PARAMS];
+static long ops; /* ops recorded by the last forward */
+
+static ag_tensor op2(ag_status (*f)(ag_context *, ag_tensor, ag_tensor, ag_tensor *), ag_tensor x,
+                     ag_tensor y) {
+    ag_tensor t;
+    check(f(ctx, x, y, &t), "binary op");
+    ops++;
+    return t;
+}
+
+static ag_tensor op1(ag_status (*f)(ag_context *, ag_tensor, ag_tensor *), ag_tensor x) {
+    ag_tensor t;
+    check(f(ctx, x, &t), "unary op");
+    ops++;
+    return t;
+}
+
+static ag_tensor scale(ag_tensor x, float s) {
+    ag_tensor t;
+    CALL(ag_scale(ctx, x, s, &t));
+    ops++;
+    return t;
+}
+
+/* the loss L(a, b, c, s); h_0 = c */
+static ag_tensor chain_forward(void) {
+    ag_tensor a = p[0], b = p[1], c = p[2], s = p[3], h = c, acc = {0, 0, 0};
+    ops = 0;
+    for (int t = 0; t < T_STEPS; t++) {
+        ag_tensor z = op2(ag_add, op2(ag_add, op2(ag_mul, a, h), scale(b, xs[t])), c);
+        h = op1(ag_tanh, z);
+        ag_tensor e = op1(ag_exp, op2(ag_mul, s, h));
+        acc = t == 0 ? e : op2(ag_add, acc, e);
+    }
+    return scale(acc, 1.0f / T_STEPS);
+}
+
+/* ---- (b) eight schools, non-centred ---- */
+
+#define J 8
+static const float es_y[J] = {28, 8, -3, 7, -1, 1, 18, 12};
+static const float es_sigma[J] = {15, 10, 16, 11, 9, 11, 10, 18};
+static ag_tensor q;
+
+static ag_tensor slice(ag_tensor x, size_t start, size_t len) {
+    ag_tensor t;
+    CALL(ag_slice(ctx, x, 0, start, len, &t));
+    ops++;
+    return t;
+}
+
+static ag_tensor constant(const float *v, size_t n) {
+    size_t shape[1] = {n};
+    ag_tensor t;
+    CALL(ag_tensor_new(ctx, shape, 1, v, &t));
+    ops++;
+    return t;
+}
+
+static ag_tensor sumsq(ag_tensor v, float s) {
+    return scale(op1(ag_sum, op2(ag_mul, v, v)), s);
+}
+
+/* log p(theta_trans, mu, log tau), as models.c writes it */
+static ag_tensor eight_schools_logp(void) {
+    static const float onev = 1.0f;
+    ops = 0;
+    ag_tensor one = constant(&onev, 1);
+    ag_tensor tt = slice(q, 0, J), mu = slice(q, J, 1), ltau = slice(q, J + 1, 1);
+    ag_tensor tau = op1(ag_exp, ltau);
+    ag_tensor theta = op2(ag_add, op2(ag_mul, tt, tau), mu);
+    ag_tensor r = op2(ag_sub, constant(es_y, J), theta);
+    ag_tensor z = op2(ag_div, r, constant(es_sigma, J));
+    ag_tensor lp = op2(ag_add, sumsq(z, -0.5f), sumsq(tt, -0.5f));
+    lp = op2(ag_add, lp, sumsq(mu, -1.0f / 50.0f));
+    /* log(1 + tau^2 / 25): the half-Cauchy(0, 5) prior; + log tau: Jacobian */
+    ag_tensor c = op1(ag_log, op2(ag_add, scale(op1(ag_exp, scale(ltau, 2.0f)), 1.0f / 25.0f), one));
+    return op2(ag_add, op2(ag_sub, lp, c), ltau);
+}
+
+#endif
