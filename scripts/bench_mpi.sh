@@ -24,7 +24,8 @@ if [ -f data/shakespeare.txt ]; then DATA=data/shakespeare.txt; else DATA=../sha
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 work=$(mktemp -d "${TMPDIR:-/tmp}/bench_mpi.XXXXXX")
 . scripts/hosts_lib.sh
-trap 'hosts_down; rm -rf "$work"' EXIT
+# Main shell only: bash runs an inherited EXIT trap in a subshell killed at fork.
+trap 'if [ "$BASHPID" = "$$" ]; then hosts_down; rm -rf "$work"; fi' EXIT
 ARGS=(--preset "$PRESET" --data "$DATA" --iters "$ITERS" --eval-every 1000000 --eval-iters 1
       --sample-chars 0 --log-every 1000000)
 field() { grep '^summary ' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }

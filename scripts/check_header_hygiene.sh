@@ -9,7 +9,8 @@ header="$root/include/arenagrad.h"
 CC=${CC:-gcc}
 CXX=${CXX:-g++}
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+# Main shell only: bash runs an inherited EXIT trap in a subshell killed at fork.
+trap 'if [ "$BASHPID" = "$$" ]; then rm -rf "$tmp"; fi' EXIT
 cat > "$tmp/stub.c" <<'STUB'
 #include "arenagrad.h"
 #include "arenagrad.h"

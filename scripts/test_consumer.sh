@@ -28,7 +28,8 @@ bad() { echo "FAIL $1: $2"; fail=$((fail + 1)); }
 show() { tail -n "${2:-15}" "$1" | sed 's/^/    | /'; }
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/test_consumer.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+# Main shell only: bash runs an inherited EXIT trap in a subshell killed at fork.
+trap 'if [ "$BASHPID" = "$$" ]; then rm -rf "$work"; fi' EXIT
 prefix=$work/prefix
 version=$(sed -n '/^\[package\]/,/^\[/s/^version *= *"\([^"]*\)".*/\1/p' Cargo.toml | head -n 1)
 major=${version%%.*}

@@ -63,7 +63,8 @@ cleanup() {
     done
     rm -rf "$work"
 }
-trap cleanup EXIT
+# Main shell only: bash runs an inherited EXIT trap in a subshell killed at fork.
+trap 'if [ "$BASHPID" = "$$" ]; then cleanup; fi' EXIT
 
 ok() { echo "PASS $1"; pass=$((pass + 1)); }
 bad() {

@@ -62,7 +62,8 @@ cleanup() {
     hosts_down
     [ -n "${KEEP_WORK:-}" ] || rm -rf "$work"
 }
-trap cleanup EXIT
+# Main shell only: bash runs an inherited EXIT trap in a subshell killed at fork.
+trap 'if [ "$BASHPID" = "$$" ]; then cleanup; fi' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 

@@ -23,7 +23,8 @@ if ! "$venv/bin/python" -c 'import torch, transformers' 2>/dev/null; then
     "$venv/bin/pip" install --quiet torch transformers
 fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/test_interop.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+# Main shell only: bash runs an inherited EXIT trap in a subshell killed at fork.
+trap 'if [ "$BASHPID" = "$$" ]; then rm -rf "$work"; fi' EXIT
 mkdir -p "$work/hf"
 build/train_full --preset tiny --iters 500 --lr 1e-2 --eval-every 500 --sample-chars 0 --data "$data" \
     --export "$work/hf/model.safetensors" >"$work/train.out"

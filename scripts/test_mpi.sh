@@ -42,7 +42,8 @@ pass=0
 fail=0
 t_start=$(date +%s)
 work=$(mktemp -d "${TMPDIR:-/tmp}/test_mpi.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+# Main shell only: bash runs an inherited EXIT trap in a subshell killed at fork.
+trap 'if [ "$BASHPID" = "$$" ]; then rm -rf "$work"; fi' EXIT
 
 ok() { echo "PASS $1"; pass=$((pass + 1)); }
 bad() {

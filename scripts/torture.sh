@@ -28,7 +28,8 @@ cleanup() {
   if [ "$mounted" = 1 ]; then umount "$MNT" 2>/dev/null || true; fi
   rm -rf "$WORK"
 }
-trap cleanup EXIT
+# Main shell only: bash runs an inherited EXIT trap in a subshell killed at fork.
+trap 'if [ "$BASHPID" = "$$" ]; then cleanup; fi' EXIT
 
 "$BIN" corrupt "$FLIPS"
 "$BIN" kill "$WORK/kill" "$TRIALS"

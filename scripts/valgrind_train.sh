@@ -31,7 +31,8 @@ export OPENBLAS_NUM_THREADS=1
 # run ~25x slower under it than its SandyBridge (AVX, no FMA) ones.
 export OPENBLAS_CORETYPE=SandyBridge
 work=$(mktemp -d "${TMPDIR:-/tmp}/valgrind_train.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+# Main shell only: bash runs an inherited EXIT trap in a subshell killed at fork.
+trap 'if [ "$BASHPID" = "$$" ]; then rm -rf "$work"; fi' EXIT
 half=$((iters / 2))
 log_every=$(((iters + 19) / 20))
 # The flags of `make test`'s valgrind runs, minus --quiet so that the
