@@ -601,7 +601,9 @@ wait_exit() {
 }
 for sig in INT TERM; do
     want=$([ $sig = INT ] && echo 130 || echo 143)
-    rm -rf "$work/sig"
+    # The last round's sig.out holds the pattern wait_for looks for: without
+    # removing it, the signal could reach the child before it ran train_full.
+    rm -rf "$work/sig" "$work/sig.out" "$work/sig.err" "$work/sig2.out"
     # Started directly (not through a shell function) so that $! is train_full.
     OPENBLAS_NUM_THREADS=1 "$TRAIN" --preset tiny --data "$DATA" --iters 1000000 --eval-every 100 \
         --out "$work/sig" >"$work/sig.out" 2>"$work/sig.err" &
@@ -632,6 +634,7 @@ for sig in INT TERM; do
 done
 # A second signal exits at once: SIGTERM then SIGINT during a small-preset
 # step gives 130 (the immediate exit), not 143 (the orderly one), and no summary.
+rm -f "$work/sig3.out" "$work/sig3.err"
 OPENBLAS_NUM_THREADS=1 "$TRAIN" --preset small --data "$DATA" --iters 1000000 \
     >"$work/sig3.out" 2>"$work/sig3.err" &
 pid=$!
