@@ -29,6 +29,13 @@ pub enum Error {
     },
     /// A handle whose index is out of range or otherwise malformed.
     InvalidHandle { op: &'static str, index: u32 },
+    /// A captured step's handle (ag_step) that cannot be used: its own
+    /// variant so the message talks about steps, not tensors.
+    BadStep {
+        op: &'static str,
+        index: u32,
+        why: StepProblem,
+    },
     /// A handle to a tensor made inside a segment that has ended and did not
     /// list it as an output: its memory may hold another segment's values.
     SegmentInternal {
@@ -120,6 +127,23 @@ impl fmt::Display for Error {
                 "{op}: tensor handle belongs to context {handle_context}, not to context {context}"
             ),
             InvalidHandle { op, index } => write!(f, "{op}: invalid tensor handle (index {index})"),
+            BadStep { op, index, why } => match why {
+                StepProblem::Freed => write!(
+                    f,
+                    "{op}: step {index} was freed (ag_step_free); capture it again"
+                ),
+                StepProblem::WrongContext {
+                    handle_context,
+                    context,
+                } => write!(
+                    f,
+                    "{op}: step handle belongs to context {handle_context}, not to context {context}"
+                ),
+                StepProblem::Invalid => write!(
+                    f,
+                    "{op}: invalid step handle (index {index}); steps come from ag_capture_end"
+                ),
+            },
             SegmentInternal { op, index, segment } => write!(
                 f,
                 "{op}: tensor {index} is internal to segment {segment}, which has ended: its memory is reused by recomputation (list it among the outputs of ag_segment_end to keep it)"
@@ -190,6 +214,17 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// Why a step handle was refused (see [`Error::BadStep`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepProblem {
+    /// ag_step_free released it (or it never existed in this slot).
+    Freed,
+    /// Minted by another context.
+    WrongContext { handle_context: u32, context: u32 },
+    /// Zeroed, or an index or generation no step ever had.
+    Invalid,
+}
+
 impl Error {
     /// The single Error -> C status mapping (codes are defined in `status`).
     pub fn status(&self) -> ag_status {
@@ -200,6 +235,11 @@ impl Error {
             StaleHandle { .. } | SegmentInternal { .. } => AG_STATUS_STALE_HANDLE,
             WrongContext { .. } => AG_STATUS_WRONG_CONTEXT,
             InvalidHandle { .. } => AG_STATUS_INVALID_HANDLE,
+            BadStep { why, .. } => match why {
+                StepProblem::Freed => AG_STATUS_STALE_HANDLE,
+                StepProblem::WrongContext { .. } => AG_STATUS_WRONG_CONTEXT,
+                StepProblem::Invalid => AG_STATUS_INVALID_HANDLE,
+            },
             ShapeMismatch { .. } | BadShape { .. } => AG_STATUS_SHAPE_MISMATCH,
             InvalidArgument { .. } => AG_STATUS_INVALID_ARGUMENT,
             TooLarge { .. } => AG_STATUS_TOO_LARGE,

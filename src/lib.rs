@@ -109,7 +109,7 @@ mod tape;
 pub mod trace;
 
 pub use context::{Context, MemoryStats, Step, Tensor};
-pub use error::{Error, Result};
+pub use error::{Error, Result, StepProblem};
 pub use grad_ready::{GradEvent, GradReadyFn};
 pub use init::Init;
 pub use ops::norm::LAYERNORM_EPS;

@@ -5,7 +5,7 @@
 //! threads, with and without recomputation segments. Then the refusals:
 //! each leaves the context as it was.
 
-use arenagrad::{Context, Error, OptimizerKind, RecomputePolicy, Tensor};
+use arenagrad::{Context, Error, OptimizerKind, RecomputePolicy, StepProblem, Tensor};
 
 const B: usize = 64;
 const D: usize = 256;
@@ -211,11 +211,19 @@ fn handles_follow_the_step_through_eager_iterations() {
     ctx.add(t, t).unwrap();
     // A freed step and its handles are refused for good.
     ctx.step_free(step).unwrap();
-    assert!(matches!(ctx.replay(step), Err(Error::StaleHandle { .. })));
-    assert!(matches!(
-        ctx.step_free(step),
-        Err(Error::StaleHandle { .. })
-    ));
+    let freed = |r: Result<(), Error>| {
+        matches!(
+            r,
+            Err(Error::BadStep {
+                why: StepProblem::Freed,
+                ..
+            })
+        )
+    };
+    assert!(freed(ctx.replay(step)));
+    assert!(freed(ctx.step_free(step)));
+    let msg = ctx.replay(step).unwrap_err().to_string();
+    assert!(msg.contains("was freed"), "{msg}");
     assert!(matches!(
         ctx.input_write(x, &[0.0; 3]),
         Err(Error::StaleHandle { .. })
@@ -231,14 +239,20 @@ fn refusals_change_nothing() {
     let (mut other, ..) = small();
     assert!(matches!(
         other.replay(step),
-        Err(Error::WrongContext { .. })
+        Err(Error::BadStep {
+            why: StepProblem::WrongContext { .. },
+            ..
+        })
     ));
     // A garbage handle.
     let mut forged = step;
     forged.generation += 1000;
     assert!(matches!(
         ctx.replay(forged),
-        Err(Error::InvalidHandle { .. })
+        Err(Error::BadStep {
+            why: StepProblem::Invalid,
+            ..
+        })
     ));
     // An arena cap below the step's bytes.
     ctx.set_arena_limit(Some(64));

@@ -82,7 +82,7 @@
 use super::replay_program::Program;
 use super::{Context, Tensor, TensorEntry};
 use crate::arena::{Activations, Buf, Storage};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StepProblem};
 use crate::ops::Op;
 use crate::plan::GradPlan;
 use crate::recompute::Segment;
@@ -307,26 +307,26 @@ impl Context {
 
     /// Checks a step handle and returns its slot.
     fn resolve_step(&self, op: &'static str, s: Step) -> Result<usize> {
+        let bad = |why| Error::BadStep {
+            op,
+            index: s.index,
+            why,
+        };
         if s.context == 0 {
-            return Err(Error::InvalidHandle { op, index: s.index });
+            return Err(bad(StepProblem::Invalid));
         }
         if s.context != self.id {
-            return Err(Error::WrongContext {
-                op,
+            return Err(bad(StepProblem::WrongContext {
                 handle_context: s.context,
                 context: self.id,
-            });
+            }));
         }
         match self.capture.steps.get(s.index as usize) {
             Some(Some(r)) if r.epoch == s.generation => Ok(s.index as usize),
             _ if s.generation == 0 || s.generation > self.store.top_epoch() => {
-                Err(Error::InvalidHandle { op, index: s.index })
+                Err(bad(StepProblem::Invalid))
             }
-            _ => Err(Error::StaleHandle {
-                op,
-                generation: s.generation,
-                current: self.store.epoch(),
-            }),
+            _ => Err(bad(StepProblem::Freed)),
         }
     }
 
@@ -377,9 +377,10 @@ impl Context {
             });
         }
         let Some(step) = self.capture.steps[k].as_ref() else {
-            return Err(Error::InvalidHandle {
+            return Err(Error::BadStep {
                 op,
                 index: k as u32,
+                why: StepProblem::Invalid,
             });
         };
         if step.n_params != self.n_params {
@@ -611,9 +612,10 @@ impl Context {
         let idx = self.resolve_step(OP, s)?;
         self.check_replayable(OP, idx)?;
         let Some(step) = self.capture.steps[idx].as_ref() else {
-            return Err(Error::InvalidHandle {
+            return Err(Error::BadStep {
                 op: OP,
                 index: s.index,
+                why: StepProblem::Invalid,
             });
         };
         let n_params = self.n_params;

@@ -186,8 +186,8 @@ static void test_bad_input(void) {
     REQUIRE_OK(ag_backward(o.c, ol));
     REQUIRE_OK(ag_capture_end(o.c, ol, &other));
     check_set_ctx(c);
-    CHECK_ERR(c, ag_replay(c, other), AG_STATUS_WRONG_CONTEXT, "replay: ", "belongs to context");
-    CHECK_ERR(c, ag_replay(c, (ag_step){0, 0, 0}), AG_STATUS_INVALID_HANDLE, "replay: ");
+    CHECK_ERR(c, ag_replay(c, other), AG_STATUS_WRONG_CONTEXT, "replay: ", "step handle belongs to context");
+    CHECK_ERR(c, ag_replay(c, (ag_step){0, 0, 0}), AG_STATUS_INVALID_HANDLE, "replay: ", "invalid step handle");
     CHECK_ERR(c, ag_replay(c, (ag_step){step.index, step.context, UINT64_MAX}),
               AG_STATUS_INVALID_HANDLE, "replay: ");
     /* A lowered cap, then a parameter added (no optimizer yet): refused,
@@ -217,7 +217,7 @@ static void test_bad_input(void) {
     /* Freed: refused for good; freeing NULL or a zeroed step does nothing. */
     ag_step copy = step;
     CHECK_OK(ag_step_free(c, &step));
-    CHECK_ERR(c, ag_replay(c, copy), AG_STATUS_STALE_HANDLE, "replay: ");
+    CHECK_ERR(c, ag_replay(c, copy), AG_STATUS_STALE_HANDLE, "replay: ", "was freed");
     CHECK_ERR(c, ag_step_free(c, &copy), AG_STATUS_STALE_HANDLE, "step_free: ");
     CHECK_OK(ag_step_free(c, &step));
     CHECK_OK(ag_step_free(c, NULL));
