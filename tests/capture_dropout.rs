@@ -237,6 +237,13 @@ fn read(c: &Context, t: Tensor) -> Vec<u32> {
 fn kept_seed_keeps_the_mask_and_a_new_seed_changes_it() {
     let (mut c, w, s, out, step) = small();
     let captured = read(&c, out);
+    // The step is resident: its graph cannot grow, and the refusal
+    // allocates nothing in its memory.
+    let used = c.memory_stats().arena_used_bytes;
+    let e = c.dropout_seeded(w, 0.5, s).unwrap_err();
+    assert!(matches!(e, Error::Sequence { .. }), "{e:?}");
+    assert!(e.to_string().starts_with("dropout_seeded:"), "{e}");
+    assert_eq!(c.memory_stats().arena_used_bytes, used);
     // Replays without writing the seed: the very same mask.
     for _ in 0..3 {
         c.replay(step).unwrap();

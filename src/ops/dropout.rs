@@ -6,6 +6,11 @@
 //! counter-based hash (SplitMix64's mixer), so a seed gives the same mask
 //! whatever the thread count or the order elements are visited in, and a
 //! caller replays a step exactly by passing the same seed.
+//!
+//! `dropout` takes the seed by value and draws the mask once, when the op
+//! is recorded. `dropout_seeded` reads the seed from a data tensor (an input
+//! slot) whenever its forward runs, so a captured step replays with the
+//! seed written before each replay, as it does with a new batch.
 
 use crate::arena::Buf;
 use crate::context::{Context, Tensor};
@@ -130,6 +135,8 @@ impl Context {
         const OP: &str = "dropout_seeded";
         let ix = self.resolve(OP, x)?;
         let is = self.resolve(OP, seed)?;
+        // Before any allocation: a resident step's memory stays as captured.
+        self.check_not_resident(OP)?;
         if !(0.0..1.0).contains(&p) {
             return Err(Error::InvalidArgument {
                 op: OP,
