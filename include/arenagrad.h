@@ -510,8 +510,9 @@ ag_status ag_capture_begin(struct ag_context *ctx);
 // open.
 // Errors: NULL_ARGUMENT (out), SEQUENCE (no capture is open, or no
 // ag_backward from loss since ag_capture_begin), STALE_HANDLE,
-// WRONG_CONTEXT, INVALID_HANDLE (loss), INVALID_ARGUMENT (the graph has a
-// dropout op, whose mask a replay would reuse), ALLOCATION_FAILED.
+// WRONG_CONTEXT, INVALID_HANDLE (loss), INVALID_ARGUMENT (the graph has an
+// ag_dropout op, whose mask a replay would reuse: use ag_dropout_seeded),
+// ALLOCATION_FAILED.
 ag_status ag_capture_end(struct ag_context *ctx, struct ag_tensor loss, struct ag_step *out);
 
 // Runs captured step `step` again: its recorded forward and backward
@@ -553,6 +554,31 @@ ag_status ag_input_new(struct ag_context *ctx, const size_t *shape, size_t ndim,
 // replayed: a capture is open, or a parameter was added since),
 // OUT_OF_MEMORY (the arena cap is below the slot's step's bytes).
 ag_status ag_input_write(struct ag_context *ctx, struct ag_tensor t, const float *data, size_t len);
+
+// Writes the 64-bit `value` into seed tensor `seed` (an input slot of
+// shape [4], see ag_dropout_seeded), as four 16-bit limbs, least
+// significant first. Like ag_input_write, a seed of a captured step that
+// is not the current iteration makes the step current first, so the next
+// ag_replay draws its dropout masks from `value`.
+// Errors: STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, INVALID_ARGUMENT
+// (seed is neither an input slot nor made by ag_tensor_new, or its shape
+// is not [4]), SEQUENCE (the seed's step cannot be replayed: a capture is
+// open, or a parameter was added since), OUT_OF_MEMORY (the arena cap is
+// below the seed's step's bytes).
+ag_status ag_seed_write(struct ag_context *ctx, struct ag_tensor seed, uint64_t value);
+
+// Inverted dropout as ag_dropout, with the seed read from tensor `seed`
+// each time the op's forward runs (eager, ag_replay, recomputation):
+// an input slot of shape [4] (ag_input_new) set with ag_seed_write. In a
+// captured step, ag_seed_write a new seed before each ag_replay for a new
+// mask; a seed left as it was gives the same mask again. A seed value
+// gives the same mask as ag_dropout with that seed, eager or replayed.
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE
+// (x or seed), INVALID_ARGUMENT (p is NaN or outside [0, 1); seed is not
+// an input slot or ag_tensor_new constant, or its values are not a seed
+// written by ag_seed_write), SHAPE_MISMATCH (seed's shape is not [4]),
+// OUT_OF_MEMORY.
+ag_status ag_dropout_seeded(struct ag_context *ctx, struct ag_tensor x, float p, struct ag_tensor seed, struct ag_tensor *out);
 
 // Rewrites id buffer `k` of captured step `step` with `len` ids from
 // `ids`: the step's embedding ids and cross-entropy targets, numbered from

@@ -11,8 +11,9 @@
 //! again through the forward dispatch, into the very buffers of the first
 //! run, and its backward follows. The replay runs the same kernels on the
 //! same inputs (the segment's inputs live outside the scratch region, and
-//! values an op cannot recompute — token ids, targets, dropout masks — are
-//! kept in the arena), so every replayed value, and hence every gradient,
+//! values an op cannot recompute — token ids, targets, dropout masks of a
+//! seed passed by value — are kept in the arena; a seeded dropout redraws
+//! its mask from its seed slot), so every replayed value, and every gradient,
 //! is bit-identical to a run without recomputation. The replay runs only
 //! the ops whose values some backward reads (directly, or through an op that
 //! is replayed): in a transformer block the two products whose only

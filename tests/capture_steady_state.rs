@@ -5,7 +5,8 @@
 //! AG_REPLAYS replays (default 20,000; set 1,000,000 for a soak) with a new
 //! input written before each and an optimizer step after, then over
 //! alternating eager iterations and replays. The model has a product large
-//! enough for the worker thread and a recomputed segment. RSS must not move
+//! enough for the worker thread and a recomputed segment with a seeded
+//! dropout (a new seed written before each replay). RSS must not move
 //! by more than 1 MiB (allocator noise), and the arena figures not at all.
 //! A scalar model (one-element ops: its replay runs the step's program,
 //! not the walk) is counted the same way.
@@ -59,11 +60,12 @@ fn main() {
     let mut x = vec![0.0f32; B * D];
     let mut y = vec![0.0f32; B];
 
-    // The graph; `input` makes its two inputs.
-    let graph = |ctx: &mut Context, xt, yt| {
+    // The graph, from its two inputs and a dropout seed slot.
+    let graph = |ctx: &mut Context, xt, yt, seed| {
         ctx.segment_begin().unwrap();
         let a = ctx.matmul(xt, w1, false, false).unwrap();
         let h = ctx.tanh(a).unwrap();
+        let h = ctx.dropout_seeded(h, 0.1, seed).unwrap();
         ctx.segment_end(&[h]).unwrap();
         let p = ctx.matmul(h, w2, false, false).unwrap();
         ctx.mse_loss(p, yt).unwrap()
@@ -72,7 +74,8 @@ fn main() {
     ctx.capture_begin().unwrap();
     let xi = ctx.input_new(&[B, D]).unwrap();
     let yi = ctx.input_new(&[B, 1]).unwrap();
-    let loss = graph(&mut ctx, xi, yi);
+    let si = ctx.input_new(&[4]).unwrap();
+    let loss = graph(&mut ctx, xi, yi, si);
     ctx.backward(loss).unwrap();
     let step = ctx.capture_end(loss).unwrap();
 
@@ -81,6 +84,7 @@ fn main() {
         fill(y, k + 1);
         ctx.input_write(xi, x).unwrap();
         ctx.input_write(yi, y).unwrap();
+        ctx.seed_write(si, k).unwrap();
         ctx.zero_grad();
         ctx.replay(step).unwrap();
         let l = ctx.item(loss).unwrap();
@@ -91,8 +95,10 @@ fn main() {
         ctx.reset();
         let xt = ctx.tensor(&[B, D], x).unwrap();
         let yt = ctx.tensor(&[B, 1], y).unwrap();
+        let st = ctx.input_new(&[4]).unwrap();
+        ctx.seed_write(st, 7).unwrap();
         ctx.zero_grad();
-        let l = graph(ctx, xt, yt);
+        let l = graph(ctx, xt, yt, st);
         ctx.backward(l).unwrap();
         ctx.optimizer_step().unwrap();
     };

@@ -380,6 +380,12 @@ fn call(name: &str, ctx: *mut ag_context, fx: &Fx, env: &Env, a: Args) -> ag_sta
         }
         "ag_input_new" => ag_input_new(ctx, shape.as_ptr(), n, o),
         "ag_input_write" => ag_input_write(ctx, t, p(f.as_ptr()), n),
+        // Any handle as the seed: none of the fixture's has shape [4].
+        "ag_seed_write" => ag_seed_write(ctx, t, n as u64),
+        "ag_dropout_seeded" => {
+            let p = if n == usize::MAX { f32::NAN } else { 0.5 };
+            ag_dropout_seeded(ctx, fx.h, p, t, o)
+        }
         "ag_input_write_ids" => ag_input_write_ids(
             ctx,
             step_arg(fx, env, a),
@@ -1354,6 +1360,54 @@ fn targeted_cases(env: &Env) -> Vec<(&'static str, String)> {
     check("ag_input_write_ids", st, "SEQUENCE", c2);
     ok(ag_step_free(c2, &mut s2));
     assert_eq!(s2, ag_step::default(), "ag_step_free zeroes the handle");
+
+    // Seeded dropout: a step's seed under the refusals of a replay, and an
+    // eager op past the arena cap.
+    let fx4 = Fx::new();
+    let c4 = fx4.ctx;
+    ok(ag_capture_begin(c4));
+    let (mut sd, mut y, mut l) = (zero(), zero(), zero());
+    ok(ag_input_new(c4, [4].as_ptr(), 1, &mut sd));
+    ok(ag_seed_write(c4, sd, u64::MAX));
+    ok(ag_dropout_seeded(c4, fx4.w, 0.5, sd, &mut y));
+    ok(ag_sum(c4, y, &mut l));
+    ok(ag_backward(c4, l));
+    let mut s4 = ag_step::default();
+    ok(ag_capture_end(c4, l, &mut s4));
+    ok(ag_reset(c4));
+    ok(ag_set_arena_limit(c4, 64));
+    let st = ag_seed_write(c4, sd, 1);
+    check("ag_seed_write", st, "OUT_OF_MEMORY", c4);
+    ok(ag_set_arena_limit(c4, 0));
+    ok(ag_seed_write(c4, sd, 2));
+    ok(ag_replay(c4, s4));
+    ok(ag_reset(c4));
+    let mut pw = zero();
+    ok(ag_param_new(c4, [2].as_ptr(), 1, null(), &mut pw));
+    let st = ag_seed_write(c4, sd, 3);
+    check("ag_seed_write", st, "SEQUENCE", c4);
+    let mut se = zero();
+    ok(ag_input_new(c4, [4].as_ptr(), 1, &mut se));
+    ok(ag_seed_write(c4, se, 3));
+    let mut col = zero();
+    ok(ag_tensor_new(
+        c4,
+        [1 << 16].as_ptr(),
+        1,
+        vec![0.5f32; 1 << 16].as_ptr(),
+        &mut col,
+    ));
+    let mut ms = arenagrad::MemoryStats::default();
+    ok(ag_memory_stats(c4, &mut ms));
+    ok(ag_set_arena_limit(c4, ms.arena_used_bytes as usize + 64));
+    let st = ag_dropout_seeded(c4, col, 0.5, se, &mut out);
+    check("ag_dropout_seeded", st, "OUT_OF_MEMORY", c4);
+    ok(ag_set_arena_limit(c4, 0));
+    // A computed tensor as the seed: not data.
+    let mut sc = zero();
+    ok(ag_scale(c4, se, 1.0, &mut sc));
+    let st = ag_dropout_seeded(c4, col, 0.5, sc, &mut out);
+    check("ag_dropout_seeded", st, "INVALID_ARGUMENT", c4);
 
     // Id buffers of a step: embedding ids and cross-entropy targets.
     let fx3 = Fx::new();

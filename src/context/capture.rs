@@ -70,9 +70,9 @@
 //! back (no allocation once both have run).
 //!
 //! # Not supported yet
-//! * Dropout: its mask is drawn from the seed when the op is recorded, so a
-//!   replay would reuse the captured mask; `capture_end` refuses a step with
-//!   a dropout op (INVALID_ARGUMENT).
+//! * `dropout` (seed by value): its mask is drawn when recorded, so a replay
+//!   would reuse it; `capture_end` refuses it (INVALID_ARGUMENT). Use
+//!   `dropout_seeded`, whose seed is data (`seed_write`) like a batch.
 //! * Ops after a replay on the replayed graph (refused, see residency), and
 //!   grad mode changes between capture and replay (a replay always runs the
 //!   captured forward and backward).
@@ -202,9 +202,9 @@ impl Context {
     /// tensor `backward` ran from in this iteration. The step becomes
     /// resident (its handles stay valid) and is returned. SEQUENCE without
     /// an open capture or a backward from `loss`; INVALID_ARGUMENT for a
-    /// graph replay cannot reproduce (dropout); ALLOCATION_FAILED if the
-    /// step's records cannot be stored. On error the capture stays open
-    /// (reset abandons it).
+    /// graph replay cannot reproduce (`dropout`, not `dropout_seeded`);
+    /// ALLOCATION_FAILED if the step's records cannot be stored. On error
+    /// the capture stays open (reset abandons it).
     ///
     /// [`capture_begin`]: Self::capture_begin
     pub fn capture_end(&mut self, loss: Tensor) -> Result<Step> {
@@ -235,7 +235,7 @@ impl Context {
         if rec.log.iter().any(|n| matches!(n.op, Op::Dropout { .. })) {
             return Err(Error::InvalidArgument {
                 op: OP,
-                what: "the graph has a dropout op: its mask is drawn when recorded, so a replay would reuse it (capture without dropout)".into(),
+                what: "the graph has an ag_dropout op: its mask is drawn from a seed passed by value, so a replay would reuse it (use ag_dropout_seeded, whose seed is an input slot written before each replay)".into(),
             });
         }
         let slot = match self.capture.steps.iter().position(|s| s.is_none()) {
@@ -572,7 +572,11 @@ impl Context {
     /// first (ending the current iteration, as reset does), so the next
     /// replay reads the new values.
     pub fn input_write(&mut self, t: Tensor, data: &[f32]) -> Result<()> {
-        const OP: &str = "input_write";
+        self.write_data("input_write", t, data)
+    }
+
+    /// [`input_write`](Self::input_write) for `op` (named in errors).
+    pub(crate) fn write_data(&mut self, op: &'static str, t: Tensor, data: &[f32]) -> Result<()> {
         if t.context == self.id
             && t.generation != self.store.epoch()
             && let Some(k) = self
@@ -581,24 +585,26 @@ impl Context {
                 .iter()
                 .position(|s| s.as_ref().is_some_and(|s| s.epoch == t.generation))
         {
-            self.check_replayable(OP, k)?;
+            self.check_replayable(op, k)?;
             let Some(step) = self.capture.steps[k].as_ref() else {
-                return Err(Error::InvalidHandle {
-                    op: OP,
-                    index: t.index,
-                });
+                return Err(Error::InvalidHandle { op, index: t.index });
             };
             let row = (t.index as usize)
                 .checked_sub(self.n_params)
                 .and_then(|i| step.rows.get(i));
-            self.check_input(OP, &step.inputs, row, t, data)?;
+            self.check_input(op, &step.inputs, row, t, data)?;
             self.make_resident(k);
         }
-        let id = self.resolve(OP, t)?;
+        let id = self.resolve(op, t)?;
         let e = self.table[id as usize];
-        self.check_input(OP, &self.capture.inputs, Some(&e), t, data)?;
+        self.check_input(op, &self.capture.inputs, Some(&e), t, data)?;
         self.store.access_one(e.data).copy_from_slice(data);
         Ok(())
+    }
+
+    /// Row `id` is data (input slot, constant): nothing recomputes it.
+    pub(crate) fn is_data(&self, id: u32) -> bool {
+        self.capture.inputs.contains(&id)
     }
 
     /// Rewrites the `k`-th id buffer of captured step `s` (its embedding

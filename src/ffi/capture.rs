@@ -1,6 +1,7 @@
 //! Capture and replay: ag_capture_begin, ag_capture_end, ag_replay,
 //! ag_step_free, and the input slots a replay reads (ag_input_new,
-//! ag_input_write).
+//! ag_input_write, ag_seed_write), and ag_dropout_seeded, the dropout a
+//! replay can redraw.
 
 use super::*;
 use crate::context::Step;
@@ -58,8 +59,9 @@ pub extern "C" fn ag_capture_begin(ctx: *mut ag_context) -> ag_status {
 /// open.
 /// Errors: NULL_ARGUMENT (out), SEQUENCE (no capture is open, or no
 /// ag_backward from loss since ag_capture_begin), STALE_HANDLE,
-/// WRONG_CONTEXT, INVALID_HANDLE (loss), INVALID_ARGUMENT (the graph has a
-/// dropout op, whose mask a replay would reuse), ALLOCATION_FAILED.
+/// WRONG_CONTEXT, INVALID_HANDLE (loss), INVALID_ARGUMENT (the graph has an
+/// ag_dropout op, whose mask a replay would reuse: use ag_dropout_seeded),
+/// ALLOCATION_FAILED.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_capture_end(
     ctx: *mut ag_context,
@@ -155,6 +157,48 @@ pub extern "C" fn ag_input_write(
     guard(F, ctx, |c| {
         let d = slice_in(F, "data", data, len)?;
         c.input_write(t.into(), d)
+    })
+}
+
+/// Writes the 64-bit `value` into seed tensor `seed` (an input slot of
+/// shape [4], see ag_dropout_seeded), as four 16-bit limbs, least
+/// significant first. Like ag_input_write, a seed of a captured step that
+/// is not the current iteration makes the step current first, so the next
+/// ag_replay draws its dropout masks from `value`.
+/// Errors: STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, INVALID_ARGUMENT
+/// (seed is neither an input slot nor made by ag_tensor_new, or its shape
+/// is not [4]), SEQUENCE (the seed's step cannot be replayed: a capture is
+/// open, or a parameter was added since), OUT_OF_MEMORY (the arena cap is
+/// below the seed's step's bytes).
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_seed_write(ctx: *mut ag_context, seed: ag_tensor, value: u64) -> ag_status {
+    guard("ag_seed_write", ctx, |c| c.seed_write(seed.into(), value))
+}
+
+/// Inverted dropout as ag_dropout, with the seed read from tensor `seed`
+/// each time the op's forward runs (eager, ag_replay, recomputation):
+/// an input slot of shape [4] (ag_input_new) set with ag_seed_write. In a
+/// captured step, ag_seed_write a new seed before each ag_replay for a new
+/// mask; a seed left as it was gives the same mask again. A seed value
+/// gives the same mask as ag_dropout with that seed, eager or replayed.
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE
+/// (x or seed), INVALID_ARGUMENT (p is NaN or outside [0, 1); seed is not
+/// an input slot or ag_tensor_new constant, or its values are not a seed
+/// written by ag_seed_write), SHAPE_MISMATCH (seed's shape is not [4]),
+/// OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_dropout_seeded(
+    ctx: *mut ag_context,
+    x: ag_tensor,
+    p: f32,
+    seed: ag_tensor,
+    out: *mut ag_tensor,
+) -> ag_status {
+    const F: &str = "ag_dropout_seeded";
+    guard(F, ctx, |c| {
+        need(F, "out", out)?;
+        let t = c.dropout_seeded(x.into(), p, seed.into())?;
+        write_out(F, "out", out, t.into())
     })
 }
 

@@ -46,6 +46,9 @@ pub(crate) fn forward(ctx: &mut Context, op: Op, out: u32) {
             shape_ops::forward_slice(ctx, out, x, axis as usize, start as usize)
         }
         Op::Dropout { x, scale } => dropout::forward_dropout(ctx, out, x, scale),
+        Op::DropoutSeeded { x, seed, p, scale } => {
+            dropout::forward_dropout_seeded(ctx, out, x, seed, p, scale)
+        }
         Op::Matmul {
             a,
             b,
@@ -107,7 +110,9 @@ pub(crate) fn backward(ctx: &mut Context, op: Op, out: u32) {
         Op::Slice { x, axis, start } => {
             shape_ops::backward_slice(ctx, out, x, axis as usize, start as usize)
         }
-        Op::Dropout { x, scale } => dropout::backward_dropout(ctx, out, x, scale),
+        Op::Dropout { x, scale } | Op::DropoutSeeded { x, scale, .. } => {
+            dropout::backward_dropout(ctx, out, x, scale)
+        }
         Op::Matmul {
             a,
             b,
@@ -176,6 +181,7 @@ impl OpTimer {
             Op::Concat { .. } => "concat",
             Op::Slice { .. } => "slice",
             Op::Dropout { .. } => "dropout",
+            Op::DropoutSeeded { .. } => "dropout_seeded",
             Op::Matmul { .. } => "matmul",
             Op::Bmm { .. } => "bmm",
             Op::Linear { .. } => "linear",

@@ -6,6 +6,11 @@
 //! counter-based hash (SplitMix64's mixer), so a seed gives the same mask
 //! whatever the thread count or the order elements are visited in, and a
 //! caller replays a step exactly by passing the same seed.
+//!
+//! `dropout` takes the seed by value and draws the mask once, when the op
+//! is recorded. `dropout_seeded` reads the seed from a data tensor (an input
+//! slot) whenever its forward runs, so a captured step replays with the
+//! seed written before each replay, as it does with a new batch.
 
 use crate::arena::Buf;
 use crate::context::{Context, Tensor};
@@ -34,6 +39,42 @@ fn dropout_mask(scale: &mut [f32], p: f32, seed: u64) {
             0.0
         };
     }
+}
+
+/// Elements of a seed tensor: the seed's four 16-bit limbs, least
+/// significant first, each stored as an exact integer in f32.
+///
+/// Why a tensor, and why limbs: a replayed step reads only its own memory,
+/// so a seed that must change between replays has to live in a data tensor
+/// the caller rewrites (an input slot), exactly like a batch. Tensors hold
+/// f32, which is exact for integers below 2^24, so the u64 is split into
+/// 16-bit limbs rather than type-punned: the slot reads back as ordinary
+/// numbers, copies never disturb it, and [`seed_from_limbs`] is total (any
+/// f32 decodes to some seed, so a replay needs no check).
+pub(crate) const SEED_LEN: usize = 4;
+
+/// The limbs of `seed` (see [`SEED_LEN`]).
+pub(crate) fn seed_limbs(seed: u64) -> [f32; SEED_LEN] {
+    std::array::from_fn(|i| ((seed >> (16 * i)) & 0xffff) as f32)
+}
+
+/// The seed whose limbs are `v`. Total: each limb is taken as
+/// `(v as u64) & 0xffff` (saturating; NaN is 0), so a slot overwritten with
+/// arbitrary floats still gives a deterministic mask. The recording function
+/// checks that the limbs are exact, so eager use never relies on that.
+pub(crate) fn seed_from_limbs(v: &[f32]) -> u64 {
+    v.iter()
+        .take(SEED_LEN)
+        .enumerate()
+        .fold(0, |acc, (i, &l)| acc | (((l as u64) & 0xffff) << (16 * i)))
+}
+
+/// Where the limbs of a seed tensor are not integers in [0, 65536): the
+/// first bad position and its value.
+fn bad_limb(v: &[f32]) -> Option<(usize, f32)> {
+    v.iter()
+        .position(|&l| !(0.0..65536.0).contains(&l) || l.fract() != 0.0)
+        .map(|i| (i, v[i]))
 }
 
 /// y = x * scale. x, y, scale: `[N]`.
@@ -80,6 +121,117 @@ impl Context {
         dropout_mask(self.access_one(scale), p, seed);
         Ok(self.run(Op::Dropout { x: ix, scale }, out))
     }
+}
+
+impl Context {
+    /// Inverted dropout like [`dropout`](Self::dropout), with the seed read
+    /// from `seed`, a data tensor of [`SEED_LEN`] limbs (an input slot or a
+    /// constant; see [`seed_write`](Self::seed_write)), each time the op's
+    /// forward runs. A captured step therefore draws a fresh mask from
+    /// whatever seed was written before each replay, a recomputed segment
+    /// draws the same mask again from the same seed, and the result for a
+    /// seed value does not depend on the path (eager, replayed, recomputed).
+    pub fn dropout_seeded(&mut self, x: Tensor, p: f32, seed: Tensor) -> Result<Tensor> {
+        const OP: &str = "dropout_seeded";
+        let ix = self.resolve(OP, x)?;
+        let is = self.resolve(OP, seed)?;
+        // Before any allocation: a resident step's memory stays as captured.
+        self.check_not_resident(OP)?;
+        if !(0.0..1.0).contains(&p) {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                what: format!("p = {p} is outside [0, 1)"),
+            });
+        }
+        let (ex, es) = (self.entry(ix), self.entry(is));
+        if es.shape.dims() != [SEED_LEN] {
+            return Err(Error::BadShape {
+                op: OP,
+                what: format!(
+                    "seed has shape {} (x {}) but a seed tensor has shape [{SEED_LEN}] (make it with ag_input_new, write it with ag_seed_write)",
+                    es.shape, ex.shape
+                ),
+            });
+        }
+        if !self.is_data(is) {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                what: format!(
+                    "seed (tensor {}) is computed or a parameter; it must be data the caller writes (ag_input_new, ag_tensor_new)",
+                    seed.index
+                ),
+            });
+        }
+        if let Some((i, v)) = bad_limb(self.access_one(es.data)) {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                what: format!(
+                    "seed element {i} is {v}; a seed holds four 16-bit limbs, integers in [0, 65536) (write it with ag_seed_write)"
+                ),
+            });
+        }
+        if !self.grad_enabled() {
+            let out = self.push_view(OP, ix, ex.shape)?;
+            return Ok(self.handle(out));
+        }
+        let tracks = self.tracks(&[ix]);
+        // Drawn again by every forward run, so (unlike `dropout`'s mask)
+        // it may sit in a recomputed segment's scratch: its replay redraws
+        // it from the seed, which is data and lives outside the scratch.
+        let scale = if tracks {
+            self.alloc_scratchable::<f32>(OP, ex.shape.numel())?
+        } else {
+            self.alloc_main::<f32>(OP, ex.shape.numel())?
+        };
+        let out = self.push_output(OP, ex.shape, tracks)?;
+        Ok(self.run(
+            Op::DropoutSeeded {
+                x: ix,
+                seed: is,
+                p,
+                scale,
+            },
+            out,
+        ))
+    }
+
+    /// Writes `value` into seed tensor `seed` (its [`SEED_LEN`] limbs), as
+    /// [`input_write`](Self::input_write) writes data: a seed of a captured
+    /// step that is not the current iteration makes it current first.
+    pub fn seed_write(&mut self, seed: Tensor, value: u64) -> Result<()> {
+        const OP: &str = "seed_write";
+        // A seed of the current iteration: its shape, named plainly (a
+        // captured step's seed is checked by the write as any slot).
+        if let Ok(id) = self.resolve(OP, seed)
+            && self.entry(id).shape.dims() != [SEED_LEN]
+        {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                what: format!(
+                    "tensor {} has shape {}; a seed tensor has shape [{SEED_LEN}]",
+                    seed.index,
+                    self.entry(id).shape
+                ),
+            });
+        }
+        self.write_data(OP, seed, &seed_limbs(value))
+    }
+}
+
+pub(crate) fn forward_dropout_seeded(
+    ctx: &mut Context,
+    out: u32,
+    x: u32,
+    seed: u32,
+    p: f32,
+    scale: Buf,
+) {
+    let value = {
+        let es = ctx.entry(seed);
+        seed_from_limbs(ctx.access_one(es.data))
+    };
+    dropout_mask(ctx.access_one(scale), p, value);
+    forward_dropout(ctx, out, x, scale);
 }
 
 pub(crate) fn forward_dropout(ctx: &mut Context, out: u32, x: u32, scale: Buf) {
@@ -189,6 +341,166 @@ mod tests {
             |c, x| {
                 let m = c.mul(x[0], x[1])?;
                 c.dropout(m, 0.5, 99)
+            },
+        );
+    }
+
+    /// A seed tensor holding `value`, in the current iteration.
+    fn seed(c: &mut crate::Context, value: u64) -> crate::Tensor {
+        let s = c.input_new(&[super::SEED_LEN]).unwrap();
+        c.seed_write(s, value).unwrap();
+        s
+    }
+
+    #[test]
+    fn seed_limbs_round_trip_exactly() {
+        for v in [0, 1, 0xffff, 0x1_0000, 0xdead_beef_0bad_f00d, u64::MAX] {
+            let l = super::seed_limbs(v);
+            assert!(super::bad_limb(&l).is_none());
+            assert_eq!(super::seed_from_limbs(&l), v);
+        }
+        // Total on any floats: a deterministic seed, no panic.
+        let odd = [f32::NAN, -3.0, 1e30, 0.5];
+        assert_eq!(
+            super::seed_from_limbs(&odd),
+            super::seed_from_limbs(&odd),
+            "deterministic"
+        );
+    }
+
+    #[test]
+    fn seeded_mask_is_the_by_value_mask_of_the_slot_value() {
+        let mut c = crate::Context::new();
+        let x: Vec<f32> = (0..777).map(|i| i as f32 * 0.25 - 3.0).collect();
+        for (p, v) in [(0.5f32, 7u64), (0.1, u64::MAX), (0.9, 0x1234_5678_9abc)] {
+            let want = run(&mut c, &x, p, v);
+            let t = c.tensor(&[x.len()], &x).unwrap();
+            let s = seed(&mut c, v);
+            let y = c.dropout_seeded(t, p, s).unwrap();
+            let mut got = vec![0.0; x.len()];
+            c.read(y, &mut got).unwrap();
+            assert_eq!(bits(&got), bits(&want), "p {p} seed {v:#x}");
+            // The slot is read when the op runs: a new value, a new mask.
+            c.seed_write(s, v ^ 1).unwrap();
+            let y2 = c.dropout_seeded(t, p, s).unwrap();
+            c.read(y2, &mut got).unwrap();
+            assert_ne!(bits(&got), bits(&want), "p {p}: seed rewritten");
+            c.reset();
+        }
+    }
+
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|v| v.to_bits()).collect()
+    }
+
+    #[test]
+    fn seeded_bad_inputs_name_the_op_and_shapes() {
+        let mut c = crate::Context::new();
+        let p4 = c.param(&[4], Some(&[0.0; 4])).unwrap();
+        let x = c.tensor(&[2, 3], &[1.0; 6]).unwrap();
+        let s = seed(&mut c, 5);
+        let err = |c: &mut crate::Context, x, p, s| c.dropout_seeded(x, p, s).unwrap_err();
+        let before = c.memory_stats().arena_used_bytes;
+        for p in [1.0, -0.1, f32::NAN] {
+            let e = err(&mut c, x, p, s).to_string();
+            assert!(
+                e.contains("dropout_seeded: p =") && e.contains("[0, 1)"),
+                "{e}"
+            );
+        }
+        assert_eq!(
+            c.memory_stats().arena_used_bytes,
+            before,
+            "nothing allocated"
+        );
+        // Wrong shape: a [3] slot, a [2, 2] slot.
+        for shape in [&[3][..], &[2, 2]] {
+            let bad = c.input_new(shape).unwrap();
+            let e = err(&mut c, x, 0.5, bad);
+            assert!(matches!(e, crate::Error::BadShape { .. }), "{e:?}");
+            let m = e.to_string();
+            assert!(
+                m.contains("dropout_seeded: seed has shape")
+                    && m.contains("(x [2,3])")
+                    && m.contains("shape [4]"),
+                "{m}"
+            );
+            let e = c.seed_write(bad, 1).unwrap_err().to_string();
+            assert!(
+                e.contains("seed_write: tensor") && e.contains("shape [4]"),
+                "{e}"
+            );
+        }
+        // Not data: a computed tensor, a parameter of shape [4].
+        let computed = c.scale(s, 1.0).unwrap();
+        for t in [computed, p4] {
+            let e = err(&mut c, x, 0.5, t);
+            assert!(matches!(e, crate::Error::InvalidArgument { .. }), "{e:?}");
+            assert!(
+                e.to_string().contains("must be data the caller writes"),
+                "{e}"
+            );
+        }
+        // Values that are not limbs (the f32 analog of a wrong dtype).
+        for v in [
+            [0.5, 0.0, 0.0, 0.0],
+            [0.0, -1.0, 0.0, 0.0],
+            [0.0, 0.0, 65536.0, 0.0],
+        ] {
+            c.input_write(s, &v).unwrap();
+            let e = err(&mut c, x, 0.5, s).to_string();
+            assert!(
+                e.contains("dropout_seeded: seed element") && e.contains("16-bit limbs"),
+                "{e}"
+            );
+        }
+        let before = c.memory_stats().arena_used_bytes;
+        let _ = err(&mut c, x, 0.5, s);
+        assert_eq!(
+            c.memory_stats().arena_used_bytes,
+            before,
+            "nothing allocated"
+        );
+        // A stale seed (or x) handle from the last iteration.
+        c.seed_write(s, 5).unwrap();
+        c.reset();
+        let x2 = c.tensor(&[2, 3], &[1.0; 6]).unwrap();
+        let e = err(&mut c, x2, 0.5, s);
+        assert!(matches!(e, crate::Error::StaleHandle { .. }), "{e:?}");
+        assert!(matches!(
+            c.seed_write(s, 1),
+            Err(crate::Error::StaleHandle { .. })
+        ));
+    }
+
+    #[test]
+    fn seeded_grad_off_is_an_identity_view() {
+        let mut c = crate::Context::new();
+        let w = c.param(&[3], Some(&[1.0, -2.0, 3.0])).unwrap();
+        let s = seed(&mut c, 3);
+        c.set_grad_enabled(false);
+        let before = c.memory_stats();
+        let y = c.dropout_seeded(w, 0.9, s).unwrap();
+        assert_eq!(c.memory_stats().tape_len, before.tape_len);
+        let mut v = [0.0; 3];
+        c.read(y, &mut v).unwrap();
+        assert_eq!(v, [1.0, -2.0, 3.0]);
+    }
+
+    #[test]
+    fn gradcheck_dropout_seeded() {
+        for p in [0.0, 0.3, 0.6] {
+            gradcheck(Check::new("dropout_seeded", &[&[3, 7]]), |c, x| {
+                let s = seed(c, 1234);
+                c.dropout_seeded(x[0], p, s)
+            });
+        }
+        gradcheck(
+            Check::new("dropout_seeded of a product", &[&[4, 5], &[4, 5]]),
+            |c, x| {
+                let m = c.mul(x[0], x[1])?;
+                let s = seed(c, u64::MAX - 3);
+                c.dropout_seeded(m, 0.5, s)
             },
         );
     }

@@ -15,7 +15,7 @@
 //! replay of a recomputed segment during backward run the very same kernels
 //! on the same inputs, so the replayed values are bit-identical. Whatever an
 //! op cannot recompute from its inputs (token ids, targets, a dropout mask
-//! drawn from a seed) is stored in a buffer the record names, outside any
+//! drawn from a seed passed by value) is stored in a buffer the record names, outside any
 //! recomputed region.
 //!
 //! # Adding an op
@@ -218,6 +218,14 @@ pub(crate) enum Op {
     /// Inverted dropout; `scale` holds, per element, 0 (dropped) or
     /// 1 / (1 - p) (kept).
     Dropout { x: u32, scale: Buf },
+    /// Inverted dropout whose mask every forward run draws into `scale`
+    /// from the seed held by data tensor `seed` (read then, not recorded).
+    DropoutSeeded {
+        x: u32,
+        seed: u32,
+        p: f32,
+        scale: Buf,
+    },
     /// op(a) @ op(b), 2-D.
     Matmul {
         a: u32,
@@ -323,7 +331,11 @@ impl Op {
             | Op::Bmm { .. }
             | Op::Linear { .. }
             | Op::MseLoss { .. } => r(true, false),
-            Op::LogSoftmax { .. } | Op::Softmax { .. } | Op::CrossEntropy { .. } => r(false, true),
+            // The mask is redrawn by the forward (it may sit in scratch).
+            Op::LogSoftmax { .. }
+            | Op::Softmax { .. }
+            | Op::CrossEntropy { .. }
+            | Op::DropoutSeeded { .. } => r(false, true),
             Op::LayerNorm { .. } | Op::Attention { .. } => r(true, true),
         }
     }
@@ -345,6 +357,8 @@ impl Op {
             // cond gets no gradient, but its backward reads it (a replay
             // must recompute it).
             Op::Where { cond, a, b } => Inputs::of(&[cond, a, b]),
+            // The seed gets no gradient; it is data, read by the forward.
+            Op::DropoutSeeded { x, seed, .. } => Inputs::of(&[x, seed]),
             Op::Scale { x, .. }
             | Op::Unary { x, .. }
             | Op::Pow { x, .. }

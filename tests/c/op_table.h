@@ -89,6 +89,16 @@ static const op_info OPS[OP_COUNT] = {
 #undef AG_HANDLE_FN
 };
 
+/* A seed slot of this iteration holding `v`, for ag_dropout_seeded's row
+ * (its seed is data, not a tensor argument the tables vary): an all-zero
+ * handle when the context refuses the slot, so the op then reports the
+ * context's own error. */
+static inline ag_tensor op_seed(ag_context *c, uint64_t v) {
+    ag_tensor s = {0, 0, 0};
+    if (ag_input_new(c, (const size_t[]){4}, 1, &s) == AG_STATUS_OK) (void)ag_seed_write(c, s, v);
+    return s;
+}
+
 /* Element count of a row's argument shape. */
 static inline size_t op_numel(int op, int pos) {
     size_t n = 1;

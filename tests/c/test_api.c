@@ -1192,6 +1192,39 @@ static bool case_invalid_args(ag_context *c, const model *m, bool bad, int sub) 
     return true;
 }
 
+/* ag_dropout_seeded and ag_seed_write: what a bad seed or p gets. */
+static bool case_seeded_dropout(ag_context *c, const model *m, bool bad, int sub) {
+    ag_tensor o = SENTINEL_TENSOR, seed = SENTINEL_TENSOR, cseed = SENTINEL_TENSOR;
+    const ag_status IA = AG_STATUS_INVALID_ARGUMENT;
+    CHECK_OK(ag_reset(c));
+    ag_tensor old = SENTINEL_TENSOR;
+    CHECK_OK(ag_input_new(c, (const size_t[]){4}, 1, &old));
+    CHECK_OK(ag_reset(c));
+    ag_tensor x = MK(c, 2, 3);
+    ag_tensor s3 = MK(c, 3);
+    ag_tensor junk = MK(c, 4); /* pattern values: not 16-bit limbs */
+    CHECK_OK(ag_input_new(c, (const size_t[]){4}, 1, &seed));
+    CHECK_OK(ag_seed_write(c, seed, 0x0123456789abcdefull));
+    CHECK_OK(ag_scale(c, seed, 1.0f, &cseed));
+    switch (sub) {
+    case 0: if (bad) CHECK_ERR(c, ag_dropout_seeded(c, x, 1.0f, seed, &o), IA, "dropout_seeded: p = 1", "[0, 1)"); break;
+    case 1: if (bad) CHECK_ERR(c, ag_dropout_seeded(c, x, NAN, seed, &o), IA, "dropout_seeded: p = NaN"); break;
+    case 2: if (bad) CHECK_ERR(c, ag_dropout_seeded(c, x, -0.5f, seed, &o), IA, "dropout_seeded: p = -0.5"); break;
+    case 3: if (bad) CHECK_ERR(c, ag_dropout_seeded(c, x, 0.5f, s3, &o), AG_STATUS_SHAPE_MISMATCH, "dropout_seeded: seed has shape [3]", "(x [2,3])", "shape [4]"); break;
+    case 4: if (bad) CHECK_ERR(c, ag_dropout_seeded(c, x, 0.5f, junk, &o), IA, "dropout_seeded: seed element 0", "16-bit limbs", "ag_seed_write"); break;
+    case 5: if (bad) CHECK_ERR(c, ag_dropout_seeded(c, x, 0.5f, cseed, &o), IA, "dropout_seeded: seed", "computed or a parameter"); break;
+    case 6: if (bad) CHECK_ERR(c, ag_dropout_seeded(c, x, 0.5f, old, &o), AG_STATUS_STALE_HANDLE, "dropout_seeded: ", "stale"); break;
+    case 7: if (bad) CHECK_ERR(c, ag_dropout_seeded(c, x, 0.5f, seed, NULL), AG_STATUS_NULL_ARGUMENT, "ag_dropout_seeded", "`out`"); break;
+    case 8: if (bad) CHECK_ERR(c, ag_seed_write(c, x, 7), IA, "seed_write: tensor", "[2,3]", "shape [4]"); break;
+    case 9: if (bad) CHECK_ERR(c, ag_seed_write(c, m->w, 7), IA, "seed_write: tensor", "[4,3]"); break;
+    case 10: if (bad) CHECK_ERR(c, ag_seed_write(c, cseed, 7), IA, "seed_write", "not an input slot"); break;
+    case 11: if (bad) CHECK_ERR(c, ag_seed_write(c, old, 7), AG_STATUS_STALE_HANDLE, "seed_write: ", "stale"); break;
+    default: return false;
+    }
+    CHECK(same_tensor(o, SENTINEL_TENSOR));
+    return true;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Checkpoints                                                               */
 /* ------------------------------------------------------------------------ */
@@ -1727,6 +1760,7 @@ int main(void) {
     run_cases("lr and clip", case_lr_clip, true);
     run_cases("arena limit", case_arena_limit, true);
     run_cases("invalid arguments", case_invalid_args, true);
+    run_cases("seeded dropout", case_seeded_dropout, true);
     run_cases("checkpoint", case_checkpoint, true);
     run_cases("lifecycle", case_lifecycle, true);
     run_cases("gradient block", case_grads, true);

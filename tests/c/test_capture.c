@@ -9,7 +9,8 @@
  * captured batch diverges at the first step). Then what bad input gets:
  * freed, foreign and forged steps, a lowered arena cap, a parameter added
  * since the capture, ops on a replayed graph, NULL pointers; each refusal
- * names the function and changes nothing.
+ * names the function and changes nothing. Dropout whose seed is an input
+ * slot, rewritten before each replay, against the eager path.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -274,8 +275,70 @@ static void test_ids(void) {
     CHECK_OK(ag_context_free(&c[1]));
 }
 
+/* ag_dropout_seeded in a captured step: with a new seed written before
+ * each replay, the loss and the gradient match the eager path with that
+ * seed bit for bit; a replay that keeps the seed keeps them. */
+static void test_seeded_dropout(void) {
+    check_begin("seeded dropout in a step");
+    enum { N = 64 };
+    ag_context *c[2] = {NULL, NULL};
+    ag_tensor w[2], loss[2], seed = {0, 0, 0}, d, sq;
+    float wv[N], g[2][N];
+    for (int i = 0; i < N; i++) wv[i] = init_value(i, 9) * 10.0f;
+    for (int k = 0; k < 2; k++) {
+        REQUIRE_OK(ag_context_new(&c[k]));
+        REQUIRE_OK(ag_param_new(c[k], (const size_t[]){N}, 1, wv, &w[k]));
+    }
+    /* loss = sum(dropout(w)^2) on both; c[1] captures it. */
+    ag_step step = {0, 0, 0};
+    check_set_ctx(c[1]);
+    REQUIRE_OK(ag_capture_begin(c[1]));
+    REQUIRE_OK(ag_input_new(c[1], (const size_t[]){4}, 1, &seed));
+    REQUIRE_OK(ag_seed_write(c[1], seed, 1));
+    REQUIRE_OK(ag_dropout_seeded(c[1], w[1], 0.5f, seed, &d));
+    REQUIRE_OK(ag_mul(c[1], d, d, &sq));
+    REQUIRE_OK(ag_sum(c[1], sq, &loss[1]));
+    REQUIRE_OK(ag_backward(c[1], loss[1]));
+    REQUIRE_OK(ag_capture_end(c[1], loss[1], &step));
+    float prev = NAN;
+    for (uint64_t b = 2; b < 6; b++) {
+        const uint64_t v = b * 0x9e3779b97f4a7c15ull;
+        ag_tensor s0 = {0, 0, 0};
+        check_set_ctx(c[0]);
+        CHECK_OK(ag_reset(c[0]));
+        CHECK_OK(ag_zero_grad(c[0]));
+        CHECK_OK(ag_input_new(c[0], (const size_t[]){4}, 1, &s0));
+        CHECK_OK(ag_seed_write(c[0], s0, v));
+        CHECK_OK(ag_dropout_seeded(c[0], w[0], 0.5f, s0, &d));
+        CHECK_OK(ag_mul(c[0], d, d, &sq));
+        CHECK_OK(ag_sum(c[0], sq, &loss[0]));
+        CHECK_OK(ag_backward(c[0], loss[0]));
+        check_set_ctx(c[1]);
+        CHECK_OK(ag_zero_grad(c[1]));
+        CHECK_OK(ag_seed_write(c[1], seed, v));
+        CHECK_OK(ag_replay(c[1], step));
+        float a = NAN, r = NAN;
+        CHECK_OK(ag_tensor_item(c[0], loss[0], &a));
+        CHECK_OK(ag_tensor_item(c[1], loss[1], &r));
+        CHECK(memcmp(&a, &r, sizeof a) == 0);
+        CHECK(memcmp(&r, &prev, sizeof r) != 0); /* a new seed, a new mask */
+        for (int k = 0; k < 2; k++) CHECK_OK(ag_tensor_read_grad(c[k], w[k], g[k], N));
+        CHECK(memcmp(g[0], g[1], sizeof g[0]) == 0);
+        /* The seed kept: the same loss again. */
+        CHECK_OK(ag_zero_grad(c[1]));
+        CHECK_OK(ag_replay(c[1], step));
+        float again = NAN;
+        CHECK_OK(ag_tensor_item(c[1], loss[1], &again));
+        CHECK(memcmp(&again, &r, sizeof r) == 0);
+        prev = r;
+    }
+    CHECK_OK(ag_context_free(&c[0]));
+    CHECK_OK(ag_context_free(&c[1]));
+}
+
 int main(void) {
     test_ids();
+    test_seeded_dropout();
     test_bit_identical(false);
     test_bit_identical(true);
     test_bad_input();

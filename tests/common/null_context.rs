@@ -82,6 +82,8 @@ pub fn calls_with_a_null_context(p: ag_tensor, q: ag_tensor) -> Vec<(&'static st
         ("ag_step_free", ag_step_free(n, &mut st)),
         ("ag_input_new", ag_input_new(n, shape.as_ptr(), 2, &mut o)),
         ("ag_input_write", ag_input_write(n, p, data.as_ptr(), 4)),
+        ("ag_seed_write", ag_seed_write(n, p, 7)),
+        ("ag_dropout_seeded", ag_dropout_seeded(n, p, 0.5, q, &mut o)),
         (
             "ag_input_write_ids",
             ag_input_write_ids(n, st, 0, ids.as_ptr(), 2),

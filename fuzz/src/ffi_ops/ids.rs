@@ -145,6 +145,13 @@ ids! {
     CAPTURE_REPLAY = 0x80;
     /// ag_replay and ag_step_free with a forged step handle.
     STEP_FORGED = 0x81;
+    /// ag_input_new [4] and ag_seed_write of a value from the input (or
+    /// ag_seed_write on a fuzzed handle), then ag_dropout_seeded of a fuzzed
+    /// x and p with that seed (or a fuzzed seed handle).
+    DROPOUT_SEEDED = 0x82;
+    /// A captured step with ag_dropout_seeded: replays that keep the seed
+    /// keep the loss bits, a new seed and back gives them again.
+    SEEDED_CAPTURE = 0x83;
 
     // Data-parallel training (training.rs).
     /// ag_set_grad_ready_callback: set (bucket size from the input) or
@@ -288,4 +295,6 @@ pub const FUNCTIONS: &[(&str, u8)] = &[
     ("ag_input_new", CAPTURE_REPLAY),
     ("ag_input_write", CAPTURE_REPLAY),
     ("ag_input_write_ids", CAPTURE_REPLAY),
+    ("ag_seed_write", DROPOUT_SEEDED),
+    ("ag_dropout_seeded", DROPOUT_SEEDED),
 ];

@@ -272,6 +272,8 @@ impl<'a> FfiOps<'a> {
             ids::OPTIMIZER_STATE => self.optimizer_state(),
             ids::CAPTURE_REPLAY => self.capture_replay(),
             ids::STEP_FORGED => self.step_forged(),
+            ids::DROPOUT_SEEDED => self.dropout_seeded(),
+            ids::SEEDED_CAPTURE => self.seeded_capture(),
             _ => {}
         }
     }
