@@ -164,6 +164,20 @@ fn broadcast(so: Shape, sa: Shape, sb: Shape) -> Bcast {
     out
 }
 
+/// `body(f)` with `f` a constant in each arm: the element kernels' match
+/// on it then folds away inside the loops.
+#[inline(always)]
+fn with_fn(f: BinaryFn, mut body: impl FnMut(BinaryFn)) {
+    match f {
+        BinaryFn::Add => body(BinaryFn::Add),
+        BinaryFn::Sub => body(BinaryFn::Sub),
+        BinaryFn::Mul => body(BinaryFn::Mul),
+        BinaryFn::Div => body(BinaryFn::Div),
+        BinaryFn::Max => body(BinaryFn::Max),
+        BinaryFn::Min => body(BinaryFn::Min),
+    }
+}
+
 /// A vector of `n` copies of `v`, or None if it cannot be allocated.
 fn filled<T: Clone>(n: usize, v: T) -> Option<Vec<T>> {
     let mut out = Vec::new();
@@ -366,10 +380,12 @@ impl Program {
                 let m = &bcast[k as usize];
                 let (a, b) = (load(ctx, data(ctx, s.a)), load(ctx, data(ctx, s.b)));
                 let o = ctx.store.access_one(data(ctx, s.out));
-                for i in 0..m.n as usize {
-                    let (x, y) = (a[m.ia[i] as usize], b[m.ib[i] as usize]);
-                    o[i] = K::forward(OneOp::Binary(f), x, y);
-                }
+                with_fn(f, |f| {
+                    for i in 0..m.n as usize {
+                        let (x, y) = (a[m.ia[i] as usize], b[m.ib[i] as usize]);
+                        o[i] = K::forward(OneOp::Binary(f), x, y);
+                    }
+                });
             }
             Kind::Sum(mean) => {
                 let v = K::sum(ctx.store.read(data(ctx, s.a)), mean);
@@ -412,10 +428,12 @@ impl Program {
                 load(ctx, data(ctx, s.b)),
             );
             let d = ctx.store.access_one(da);
-            for o in 0..m.n as usize {
-                let (i, j) = (m.ia[o] as usize, m.ib[o] as usize);
-                d[i] += K::grad_a(f, g[o], a[i], b[j]);
-            }
+            with_fn(f, |f| {
+                for o in 0..m.n as usize {
+                    let (i, j) = (m.ia[o] as usize, m.ib[o] as usize);
+                    d[i] += K::grad_a(f, g[o], a[i], b[j]);
+                }
+            });
         }
         if let Some(db) = self.grad_of(ctx, s.b) {
             let (g, a, b) = (
@@ -424,10 +442,12 @@ impl Program {
                 load(ctx, data(ctx, s.b)),
             );
             let d = ctx.store.access_one(db);
-            for o in 0..m.n as usize {
-                let (i, j) = (m.ia[o] as usize, m.ib[o] as usize);
-                d[j] += K::grad_b(f, g[o], a[i], b[j]);
-            }
+            with_fn(f, |f| {
+                for o in 0..m.n as usize {
+                    let (i, j) = (m.ia[o] as usize, m.ib[o] as usize);
+                    d[j] += K::grad_b(f, g[o], a[i], b[j]);
+                }
+            });
         }
     }
 
