@@ -65,8 +65,8 @@ pub(crate) trait OneKernels {
 }
 use crate::tape::Node;
 
-/// The most elements of an element-wise op a program runs (its operands
-/// are copied to the stack); larger ones take the ordinary path.
+/// The most elements of an element-wise op a program runs (its
+/// broadcast indices are bytes); larger ones take the ordinary path.
 pub(crate) const MAXN: usize = 16;
 
 /// What a recorded op does, resolved at capture.
@@ -184,15 +184,6 @@ fn filled<T: Clone>(n: usize, v: T) -> Option<Vec<T>> {
     out.try_reserve_exact(n).ok()?;
     out.resize(n, v);
     Some(out)
-}
-
-/// Up to [`MAXN`] values of `b`, copied to the stack.
-#[inline(always)]
-fn load(ctx: &Context, b: Buf) -> [f32; MAXN] {
-    let mut v = [0.0; MAXN];
-    let src = ctx.store.read(b);
-    v[..src.len()].copy_from_slice(src);
-    v
 }
 
 impl Program {
@@ -317,6 +308,7 @@ impl Program {
     // The walk's gradient accessors, as `Context::grad_out`, `grad_of` and
     // `grad_to_overwrite` (no views: a row is its own root).
 
+    #[inline(always)]
     fn settle(&mut self, ctx: &mut Context, id: u32) {
         if std::mem::take(&mut self.unzeroed[id as usize])
             && let Some(g) = self.grads[id as usize]
@@ -325,6 +317,7 @@ impl Program {
         }
     }
 
+    #[inline(always)]
     fn grad_out(&mut self, ctx: &mut Context, id: u32) -> Option<Buf> {
         self.settle(ctx, id);
         self.grads[id as usize]
@@ -370,16 +363,15 @@ impl Program {
                 ctx.store.access_one(data(ctx, s.out))[0] = v;
             }
             Kind::Map(op) => {
-                let x = load(ctx, data(ctx, s.a));
-                let y = ctx.store.access_one(data(ctx, s.out));
-                for (y, &x) in y.iter_mut().zip(&x) {
+                let ([y], [x]) = ctx.store.access([data(ctx, s.out)], [data(ctx, s.a)]);
+                for (y, &x) in y.iter_mut().zip(x) {
                     *y = K::forward(op, x, x);
                 }
             }
             Kind::Bin(f, k) => {
                 let m = &bcast[k as usize];
-                let (a, b) = (load(ctx, data(ctx, s.a)), load(ctx, data(ctx, s.b)));
-                let o = ctx.store.access_one(data(ctx, s.out));
+                let (o, a, b) = (data(ctx, s.out), data(ctx, s.a), data(ctx, s.b));
+                let ([o], [a, b]) = ctx.store.access([o], [a, b]);
                 with_fn(f, |f| {
                     for i in 0..m.n as usize {
                         let (x, y) = (a[m.ia[i] as usize], b[m.ib[i] as usize]);
@@ -411,9 +403,8 @@ impl Program {
             let (ga, gb) = (self.grad_to_overwrite(s.a), self.grad_to_overwrite(s.b));
             for (grad, k) in [(ga, 1.0), (gb, sign)] {
                 if let Some((d, fresh)) = grad {
-                    let g = load(ctx, dout);
-                    let d = ctx.store.access_one(d);
-                    for (d, &g) in d.iter_mut().zip(&g) {
+                    let ([d], [g]) = ctx.store.access([d], [dout]);
+                    for (d, &g) in d.iter_mut().zip(g) {
                         *d = K::add_scaled(*d, g, k, fresh);
                     }
                 }
@@ -421,13 +412,9 @@ impl Program {
             return;
         }
         let data = |ctx: &Context, id: u32| ctx.table[id as usize].data;
+        let (va, vb) = (data(ctx, s.a), data(ctx, s.b));
         if let Some(da) = self.grad_of(ctx, s.a) {
-            let (g, a, b) = (
-                load(ctx, dout),
-                load(ctx, data(ctx, s.a)),
-                load(ctx, data(ctx, s.b)),
-            );
-            let d = ctx.store.access_one(da);
+            let ([d], [g, a, b]) = ctx.store.access([da], [dout, va, vb]);
             with_fn(f, |f| {
                 for o in 0..m.n as usize {
                     let (i, j) = (m.ia[o] as usize, m.ib[o] as usize);
@@ -436,12 +423,7 @@ impl Program {
             });
         }
         if let Some(db) = self.grad_of(ctx, s.b) {
-            let (g, a, b) = (
-                load(ctx, dout),
-                load(ctx, data(ctx, s.a)),
-                load(ctx, data(ctx, s.b)),
-            );
-            let d = ctx.store.access_one(db);
+            let ([d], [g, a, b]) = ctx.store.access([db], [dout, va, vb]);
             with_fn(f, |f| {
                 for o in 0..m.n as usize {
                     let (i, j) = (m.ia[o] as usize, m.ib[o] as usize);
@@ -515,12 +497,8 @@ impl Program {
                     return;
                 };
                 let assign = fresh && f == UnaryFn::Gelu;
-                let (g, x, y) = (
-                    load(ctx, dout),
-                    load(ctx, buf(ctx, s.a)),
-                    load(ctx, buf(ctx, s.out)),
-                );
-                let d = ctx.store.access_one(dx);
+                let (x, y) = (buf(ctx, s.a), buf(ctx, s.out));
+                let ([d], [g, x, y]) = ctx.store.access([dx], [dout, x, y]);
                 if fresh && !assign {
                     d.fill(0.0);
                 }
@@ -533,8 +511,8 @@ impl Program {
                 else {
                     return;
                 };
-                let (g, x) = (load(ctx, dout), load(ctx, buf(ctx, s.a)));
-                let d = ctx.store.access_one(dx);
+                let x = buf(ctx, s.a);
+                let ([d], [g, x]) = ctx.store.access([dx], [dout, x]);
                 for (i, d) in d.iter_mut().enumerate() {
                     *d = K::backward(op, false, *d, g[i], x[i], x[i]);
                 }
