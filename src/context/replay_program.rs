@@ -323,6 +323,7 @@ impl Program {
         self.grads[id as usize]
     }
 
+    #[inline(always)]
     fn grad_of(&mut self, ctx: &mut Context, id: u32) -> Option<Buf> {
         if !self.needs[id as usize] {
             return None;
@@ -330,6 +331,7 @@ impl Program {
         self.grad_out(ctx, id)
     }
 
+    #[inline(always)]
     fn grad_to_overwrite(&mut self, id: u32) -> Option<(Buf, bool)> {
         if !self.needs[id as usize] {
             return None;
