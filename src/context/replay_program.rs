@@ -436,6 +436,7 @@ impl Program {
     }
 
     /// One op's backward, as its eager path.
+    #[inline(always)]
     fn backward<K: OneKernels>(&mut self, ctx: &mut Context, s: Step1) {
         let data = |ctx: &Context, id: u32| ctx.store.read(ctx.table[id as usize].data)[0];
         let buf = |ctx: &Context, id: u32| ctx.table[id as usize].data;
