@@ -418,18 +418,20 @@ impl Program {
         if let Some(da) = self.grad_of(ctx, s.a) {
             let ([d], [g, a, b]) = ctx.store.access([da], [dout, va, vb]);
             with_fn(f, |f| {
-                for o in 0..m.n as usize {
+                // dout has the output's m.n elements.
+                for (o, &g) in g.iter().enumerate() {
                     let (i, j) = (m.ia[o] as usize, m.ib[o] as usize);
-                    d[i] += K::grad_a(f, g[o], a[i], b[j]);
+                    d[i] += K::grad_a(f, g, a[i], b[j]);
                 }
             });
         }
         if let Some(db) = self.grad_of(ctx, s.b) {
             let ([d], [g, a, b]) = ctx.store.access([db], [dout, va, vb]);
             with_fn(f, |f| {
-                for o in 0..m.n as usize {
+                // dout has the output's m.n elements.
+                for (o, &g) in g.iter().enumerate() {
                     let (i, j) = (m.ia[o] as usize, m.ib[o] as usize);
-                    d[j] += K::grad_b(f, g[o], a[i], b[j]);
+                    d[j] += K::grad_b(f, g, a[i], b[j]);
                 }
             });
         }
