@@ -1,27 +1,34 @@
 //! A captured step's replay program: the fast path of [`Context::replay`]
-//! for a step made of one-element ops (a scalar model: every op a binary,
-//! unary, scale, pow or clamp op on one-element tensors).
+//! for a step made of small ops: one-element ops (a scalar model: binary,
+//! unary, scale, pow or clamp ops on one-element tensors), the same
+//! element-wise ops on a few elements (at most [`MAXN`], broadcasting
+//! included), sums and means over all elements, and slices.
 //!
 //! At capture end such a step's forward log and tape are resolved once
 //! into flat lists of (op, operand rows), and its backward walk into what
 //! the walk does that does not depend on values: which ops the loss's
 //! gradient reaches, where each planned gradient is born, every gradient
-//! slot's buffer and which rows need a gradient. A replay then runs the
-//! same kernels (the one-element kernels of `ops::elementwise::scalar`,
-//! which the eager paths also run) in the same order on the same buffers,
-//! and keeps the walk's only value-independent state that changes, the
-//! "born but not written" mark of each gradient slot, in its own list,
-//! updated exactly as `backward` updates the table's: so the values are
-//! the eager path's, bit for bit. What it skips is what capture already
-//! settled: op dispatch, shape compares, the overlap checks of a kernel's
-//! buffers (capture ran them on the same buffers) and the walk's flow and
-//! table bookkeeping.
+//! slot's buffer and which rows need a gradient. A binary op on several
+//! elements keeps, per output element, the element of each operand it
+//! reads (its broadcast, resolved once). A replay then runs the same
+//! kernels (the element kernels of `ops::elementwise::scalar`, the sum and
+//! slice kernels, which the eager paths also run) in the same order on the
+//! same buffers, element by element in the eager loops' order (so a
+//! broadcast operand's gradient sums in the same order), and keeps the
+//! walk's only value-independent state that changes, the "born but not
+//! written" mark of each gradient slot, in its own list, updated exactly
+//! as `backward` updates the table's: so the values are the eager path's,
+//! bit for bit. What it skips is what capture already settled: op
+//! dispatch, shape compares and broadcast strides, the overlap checks of a
+//! kernel's buffers (capture ran them on the same buffers) and the walk's
+//! flow and table bookkeeping.
 //!
-//! Anything else takes the ordinary path: a step with another op, a view,
-//! a retained activation gradient or a recomputed segment, a loss that
-//! needs no gradient; and any replay while a gradient-ready callback is
-//! set (the ordinary walk fires it) or a recompute segment is open, and
-//! every replay in a build with op timing (feature `trace`).
+//! Anything else takes the ordinary path: a step with another op or a
+//! larger element-wise op, a view, a retained activation gradient or a
+//! recomputed segment, a loss that needs no gradient; and any replay while
+//! a gradient-ready callback is set (the ordinary walk fires it) or a
+//! recompute segment is open, and every replay in a build with op timing
+//! (feature `trace`).
 //!
 //! Buffers are reached through [`Storage`]'s checked accessors (live epoch
 //! per access), so no unsafe code is needed. Parameter buffers are read
@@ -31,8 +38,9 @@
 use super::Context;
 use crate::arena::{Buf, Storage};
 use crate::ops::{BinaryFn, OneOp, Op, UnaryFn};
+use crate::shape::Shape;
 
-/// The one-element kernels a program runs, given by the caller
+/// The element kernels a program runs, given by the caller
 /// (`ops::elementwise::scalar::ScalarKernels`, the ones the eager paths
 /// run): the context's modules do not import the ops, which import them.
 pub(crate) trait OneKernels {
@@ -46,13 +54,41 @@ pub(crate) trait OneKernels {
     fn grad_a(f: BinaryFn, g: f32, a: f32, b: f32) -> f32;
     /// What a binary op adds to its second operand's gradient.
     fn grad_b(f: BinaryFn, g: f32, a: f32, b: f32) -> f32;
+    /// The sum (or mean) of `x`, as the eager reduce.
+    fn sum(x: &[f32], mean: bool) -> f32;
+    /// The eager reduce's backward: `dx += g` (or `g / N`).
+    fn sum_backward(dx: &mut [f32], g: f32, mean: bool);
+    /// The eager slice's forward: `y[o, ..] = x[o, off..off + len]`.
+    fn slice(y: &mut [f32], x: &[f32], row: usize, off: usize, len: usize);
+    /// The eager slice's backward: `dx[o, off..off + len] += dout[o, ..]`.
+    fn slice_backward(dx: &mut [f32], dout: &[f32], row: usize, off: usize, len: usize);
 }
 use crate::tape::Node;
+
+/// The most elements of an element-wise op a program runs (its
+/// broadcast indices are bytes); larger ones take the ordinary path.
+pub(crate) const MAXN: usize = 16;
+
+/// What a recorded op does, resolved at capture.
+#[derive(Clone, Copy)]
+enum Kind {
+    /// Every operand one element.
+    One(OneOp),
+    /// A unary, scale, pow or clamp op on up to [`MAXN`] elements.
+    Map(OneOp),
+    /// A binary op on up to [`MAXN`] output elements; its operands'
+    /// element indices are `Program::bcast[.2]`.
+    Bin(BinaryFn, u32),
+    /// Sum (false) or mean (true) of all elements.
+    Sum(bool),
+    /// A slice: rows of `row` input elements, `len` taken from `off`.
+    Slice { row: u32, off: u32, len: u32 },
+}
 
 /// One recorded op: its kind and table rows (`b` is `a` for one-input ops).
 #[derive(Clone, Copy)]
 struct Step1 {
-    op: OneOp,
+    op: Kind,
     out: u32,
     a: u32,
     b: u32,
@@ -62,11 +98,22 @@ struct Step1 {
     runs: bool,
 }
 
+/// A binary op's broadcast: per output element, the element of `a` and
+/// of `b` it reads, in output order.
+#[derive(Clone, Copy)]
+struct Bcast {
+    n: u8,
+    ia: [u8; MAXN],
+    ib: [u8; MAXN],
+}
+
 /// A step's program (see the module docs).
 pub(super) struct Program {
     fwd: Vec<Step1>,
     /// The tape, in tape order (walked in reverse).
     bwd: Vec<Step1>,
+    /// The broadcasts of the binary ops on several elements.
+    bcast: Vec<Bcast>,
     /// The plan's births in walk order: (position, row).
     births: Vec<(u32, u32)>,
     /// Gradient slot of every row (activations from the plan's region;
@@ -80,7 +127,7 @@ pub(super) struct Program {
     n_params: usize,
 }
 
-/// The kind and operand rows of an op the program covers.
+/// The kind and operand rows of an element-wise op the program covers.
 fn one_op(op: Op) -> Option<(OneOp, u32, u32)> {
     match op {
         Op::Binary { a, b, f } => Some((OneOp::Binary(f), a, b)),
@@ -89,6 +136,45 @@ fn one_op(op: Op) -> Option<(OneOp, u32, u32)> {
         Op::Pow { x, p } => Some((OneOp::Pow(p), x, x)),
         Op::Clamp { x, lo, hi } => Some((OneOp::Clamp(lo, hi), x, x)),
         _ => None,
+    }
+}
+
+/// Per element of `so`, the element of `sa` and of `sb` it reads (the
+/// strides of the eager broadcast loops); `so` has at most [`MAXN`].
+fn broadcast(so: Shape, sa: Shape, sb: Shape) -> Bcast {
+    let (ta, tb) = (sa.broadcast_strides(&so), sb.broadcast_strides(&so));
+    let dims = so.dims();
+    let mut out = Bcast {
+        n: so.numel() as u8,
+        ia: [0; MAXN],
+        ib: [0; MAXN],
+    };
+    for o in 0..so.numel() {
+        let (mut rest, mut ia, mut ib) = (o, 0, 0);
+        for d in (0..dims.len()).rev() {
+            let i = rest % dims[d];
+            rest /= dims[d];
+            ia += i * ta[d];
+            ib += i * tb[d];
+        }
+        // Both below MAXN (each operand has at most the output's elements).
+        out.ia[o] = ia as u8;
+        out.ib[o] = ib as u8;
+    }
+    out
+}
+
+/// `body(f)` with `f` a constant in each arm: the element kernels' match
+/// on it then folds away inside the loops.
+#[inline(always)]
+fn with_fn(f: BinaryFn, mut body: impl FnMut(BinaryFn)) {
+    match f {
+        BinaryFn::Add => body(BinaryFn::Add),
+        BinaryFn::Sub => body(BinaryFn::Sub),
+        BinaryFn::Mul => body(BinaryFn::Mul),
+        BinaryFn::Div => body(BinaryFn::Div),
+        BinaryFn::Max => body(BinaryFn::Max),
+        BinaryFn::Min => body(BinaryFn::Min),
     }
 }
 
@@ -126,14 +212,46 @@ impl Program {
         {
             return None;
         }
-        let numel = |id: u32| rows[id as usize].shape.numel();
-        let resolve = |n: &Node| {
-            let (op, a, b) = one_op(n.op)?;
-            if numel(n.out) != 1 || numel(a) != 1 || numel(b) != 1 {
-                return None;
-            }
-            let so = rows[n.out as usize].shape;
-            let same = rows[a as usize].shape == so && rows[b as usize].shape == so;
+        let shape = |id: u32| rows[id as usize].shape;
+        let mut bcast = Vec::new();
+        let mut resolve = |n: &Node| {
+            let so = shape(n.out);
+            let (op, a, b) = match n.op {
+                Op::Reduce { x, mean } => (Kind::Sum(mean), x, x),
+                Op::Slice { x, axis, start } => {
+                    let sx = shape(x);
+                    let dims = sx.dims();
+                    let axis = axis as usize;
+                    let inner: usize = dims[axis + 1..].iter().product();
+                    let len = so.dims()[axis] * inner;
+                    // Within MAX_ELEMENTS < 2^31: fits.
+                    let op = Kind::Slice {
+                        row: (dims[axis] * inner) as u32,
+                        off: (start as usize * inner) as u32,
+                        len: len as u32,
+                    };
+                    (op, x, x)
+                }
+                op => {
+                    let (op, a, b) = one_op(op)?;
+                    let n_out = so.numel();
+                    let kind = if n_out == 1 && shape(a).numel() == 1 && shape(b).numel() == 1 {
+                        Kind::One(op)
+                    } else if n_out > MAXN {
+                        return None;
+                    } else if let OneOp::Binary(f) = op {
+                        if bcast.try_reserve(1).is_err() {
+                            return None;
+                        }
+                        bcast.push(broadcast(so, shape(a), shape(b)));
+                        Kind::Bin(f, bcast.len() as u32 - 1)
+                    } else {
+                        Kind::Map(op)
+                    };
+                    (kind, a, b)
+                }
+            };
+            let same = shape(a) == so && shape(b) == so;
             Some(Step1 {
                 op,
                 out: n.out,
@@ -143,7 +261,7 @@ impl Program {
                 runs: false,
             })
         };
-        let list = |nodes: &[Node]| -> Option<Vec<Step1>> {
+        let mut list = |nodes: &[Node]| -> Option<Vec<Step1>> {
             let mut v = Vec::new();
             v.try_reserve_exact(nodes.len()).ok()?;
             for n in nodes {
@@ -177,6 +295,7 @@ impl Program {
         Some(Box::new(Program {
             fwd,
             bwd,
+            bcast,
             births,
             grads,
             needs,
@@ -189,6 +308,7 @@ impl Program {
     // The walk's gradient accessors, as `Context::grad_out`, `grad_of` and
     // `grad_to_overwrite` (no views: a row is its own root).
 
+    #[inline(always)]
     fn settle(&mut self, ctx: &mut Context, id: u32) {
         if std::mem::take(&mut self.unzeroed[id as usize])
             && let Some(g) = self.grads[id as usize]
@@ -197,11 +317,13 @@ impl Program {
         }
     }
 
+    #[inline(always)]
     fn grad_out(&mut self, ctx: &mut Context, id: u32) -> Option<Buf> {
         self.settle(ctx, id);
         self.grads[id as usize]
     }
 
+    #[inline(always)]
     fn grad_of(&mut self, ctx: &mut Context, id: u32) -> Option<Buf> {
         if !self.needs[id as usize] {
             return None;
@@ -209,6 +331,7 @@ impl Program {
         self.grad_out(ctx, id)
     }
 
+    #[inline(always)]
     fn grad_to_overwrite(&mut self, id: u32) -> Option<(Buf, bool)> {
         if !self.needs[id as usize] {
             return None;
@@ -230,11 +353,97 @@ impl Program {
         }
     }
 
-    /// One op's backward, as its eager one-element path.
+    /// One op's forward, as its eager path.
+    #[inline(always)]
+    fn forward<K: OneKernels>(ctx: &mut Context, bcast: &[Bcast], s: Step1) {
+        let data = |ctx: &Context, id: u32| ctx.table[id as usize].data;
+        match s.op {
+            Kind::One(op) => {
+                let x = ctx.store.read(data(ctx, s.a))[0];
+                let y = ctx.store.read(data(ctx, s.b))[0];
+                let v = K::forward(op, x, y);
+                ctx.store.access_one(data(ctx, s.out))[0] = v;
+            }
+            Kind::Map(op) => {
+                let ([y], [x]) = ctx.store.access([data(ctx, s.out)], [data(ctx, s.a)]);
+                for (y, &x) in y.iter_mut().zip(x) {
+                    *y = K::forward(op, x, x);
+                }
+            }
+            Kind::Bin(f, k) => {
+                let m = &bcast[k as usize];
+                let (o, a, b) = (data(ctx, s.out), data(ctx, s.a), data(ctx, s.b));
+                let ([o], [a, b]) = ctx.store.access([o], [a, b]);
+                with_fn(f, |f| {
+                    for i in 0..m.n as usize {
+                        let (x, y) = (a[m.ia[i] as usize], b[m.ib[i] as usize]);
+                        o[i] = K::forward(OneOp::Binary(f), x, y);
+                    }
+                });
+            }
+            Kind::Sum(mean) => {
+                let v = K::sum(ctx.store.read(data(ctx, s.a)), mean);
+                ctx.store.access_one(data(ctx, s.out))[0] = v;
+            }
+            Kind::Slice { row, off, len } => {
+                let (y, x) = (data(ctx, s.out), data(ctx, s.a));
+                let ([y], [x]) = ctx.store.access([y], [x]);
+                K::slice(y, x, row as usize, off as usize, len as usize);
+            }
+        }
+    }
+
+    /// The backward of a binary op on several elements, as the eager
+    /// broadcast loops: one operand at a time, in output order.
+    fn backward_bin<K: OneKernels>(&mut self, ctx: &mut Context, s: Step1, f: BinaryFn, k: u32) {
+        let m = self.bcast[k as usize];
+        let Some(dout) = self.grad_out(ctx, s.out) else {
+            return;
+        };
+        if matches!(f, BinaryFn::Add | BinaryFn::Sub) && s.same {
+            let sign = if f == BinaryFn::Sub { -1.0 } else { 1.0 };
+            let (ga, gb) = (self.grad_to_overwrite(s.a), self.grad_to_overwrite(s.b));
+            for (grad, k) in [(ga, 1.0), (gb, sign)] {
+                if let Some((d, fresh)) = grad {
+                    let ([d], [g]) = ctx.store.access([d], [dout]);
+                    for (d, &g) in d.iter_mut().zip(g) {
+                        *d = K::add_scaled(*d, g, k, fresh);
+                    }
+                }
+            }
+            return;
+        }
+        let data = |ctx: &Context, id: u32| ctx.table[id as usize].data;
+        let (va, vb) = (data(ctx, s.a), data(ctx, s.b));
+        if let Some(da) = self.grad_of(ctx, s.a) {
+            let ([d], [g, a, b]) = ctx.store.access([da], [dout, va, vb]);
+            with_fn(f, |f| {
+                // dout has the output's m.n elements.
+                for (o, &g) in g.iter().enumerate() {
+                    let (i, j) = (m.ia[o] as usize, m.ib[o] as usize);
+                    d[i] += K::grad_a(f, g, a[i], b[j]);
+                }
+            });
+        }
+        if let Some(db) = self.grad_of(ctx, s.b) {
+            let ([d], [g, a, b]) = ctx.store.access([db], [dout, va, vb]);
+            with_fn(f, |f| {
+                // dout has the output's m.n elements.
+                for (o, &g) in g.iter().enumerate() {
+                    let (i, j) = (m.ia[o] as usize, m.ib[o] as usize);
+                    d[j] += K::grad_b(f, g, a[i], b[j]);
+                }
+            });
+        }
+    }
+
+    /// One op's backward, as its eager path.
+    #[inline(always)]
     fn backward<K: OneKernels>(&mut self, ctx: &mut Context, s: Step1) {
         let data = |ctx: &Context, id: u32| ctx.store.read(ctx.table[id as usize].data)[0];
+        let buf = |ctx: &Context, id: u32| ctx.table[id as usize].data;
         match s.op {
-            OneOp::Binary(f) => {
+            Kind::One(OneOp::Binary(f)) => {
                 let Some(dout) = self.grad_out(ctx, s.out) else {
                     return;
                 };
@@ -259,7 +468,7 @@ impl Program {
                     ctx.store.access_one(db)[0] += K::grad_b(f, g, a, b);
                 }
             }
-            OneOp::Unary(f) => {
+            Kind::One(op @ OneOp::Unary(f)) => {
                 let Some(dout) = self.grad_out(ctx, s.out) else {
                     return;
                 };
@@ -272,28 +481,71 @@ impl Program {
                 if fresh && !assign {
                     *d = 0.0;
                 }
-                *d = K::backward(s.op, assign, *d, g, x, y);
+                *d = K::backward(op, assign, *d, g, x, y);
             }
-            OneOp::Scale(_) | OneOp::Pow(_) | OneOp::Clamp(..) => {
-                // Both looked up, in this order, as the eager path does.
+            Kind::One(op) => {
+                // Scale, pow, clamp. Both looked up, in this order, as the
+                // eager path does.
                 let (Some(dx), Some(dout)) = (self.grad_of(ctx, s.a), self.grad_out(ctx, s.out))
                 else {
                     return;
                 };
                 let (g, x) = (ctx.store.read(dout)[0], data(ctx, s.a));
                 let d = &mut ctx.store.access_one(dx)[0];
-                *d = K::backward(s.op, false, *d, g, x, x);
+                *d = K::backward(op, false, *d, g, x, x);
+            }
+            Kind::Map(op @ OneOp::Unary(f)) => {
+                let Some(dout) = self.grad_out(ctx, s.out) else {
+                    return;
+                };
+                let Some((dx, fresh)) = self.grad_to_overwrite(s.a) else {
+                    return;
+                };
+                let assign = fresh && f == UnaryFn::Gelu;
+                let (x, y) = (buf(ctx, s.a), buf(ctx, s.out));
+                let ([d], [g, x, y]) = ctx.store.access([dx], [dout, x, y]);
+                if fresh && !assign {
+                    d.fill(0.0);
+                }
+                for (i, d) in d.iter_mut().enumerate() {
+                    *d = K::backward(op, assign, *d, g[i], x[i], y[i]);
+                }
+            }
+            Kind::Map(op) => {
+                let (Some(dx), Some(dout)) = (self.grad_of(ctx, s.a), self.grad_out(ctx, s.out))
+                else {
+                    return;
+                };
+                let x = buf(ctx, s.a);
+                let ([d], [g, x]) = ctx.store.access([dx], [dout, x]);
+                for (i, d) in d.iter_mut().enumerate() {
+                    *d = K::backward(op, false, *d, g[i], x[i], x[i]);
+                }
+            }
+            Kind::Bin(f, k) => self.backward_bin::<K>(ctx, s, f, k),
+            Kind::Sum(mean) => {
+                let (Some(dx), Some(dout)) = (self.grad_of(ctx, s.a), self.grad_out(ctx, s.out))
+                else {
+                    return;
+                };
+                let g = ctx.store.read(dout)[0];
+                K::sum_backward(ctx.store.access_one(dx), g, mean);
+            }
+            Kind::Slice { row, off, len } => {
+                let (Some(dx), Some(dout)) = (self.grad_of(ctx, s.a), self.grad_out(ctx, s.out))
+                else {
+                    return;
+                };
+                let ([dx], [g]) = ctx.store.access([dx], [dout]);
+                K::slice_backward(dx, g, row as usize, off as usize, len as usize);
             }
         }
     }
 
     /// The step's forward and its backward from the loss.
     fn run<K: OneKernels>(&mut self, ctx: &mut Context) {
-        for s in &self.fwd {
-            let x = ctx.store.read(ctx.table[s.a as usize].data)[0];
-            let y = ctx.store.read(ctx.table[s.b as usize].data)[0];
-            let v = K::forward(s.op, x, y);
-            ctx.store.access_one(ctx.table[s.out as usize].data)[0] = v;
+        for &s in &self.fwd {
+            Self::forward::<K>(ctx, &self.bcast, s);
         }
         let n_params = self.n_params;
         for i in 0..n_params {
@@ -451,6 +703,212 @@ mod tests {
         }
     }
 
+    /// A model over parameters and one input slot, for [`same_bits`].
+    type Model = fn(&mut Context, &[Tensor], Tensor) -> Tensor;
+
+    /// The loss and every element of every parameter's gradient, as bits.
+    fn all_bits(c: &Context, p: &[Tensor], loss: Tensor) -> Vec<u32> {
+        let mut out = vec![c.item(loss).unwrap().to_bits()];
+        for &t in p {
+            let mut g = vec![0.0; c.numel(t).unwrap()];
+            c.read_grad(t, &mut g).unwrap();
+            out.extend(g.iter().map(|v| v.to_bits()));
+        }
+        out
+    }
+
+    /// Captures `model` once (it must get a program), then replays it
+    /// with new input values (and parameters moved by hand between
+    /// replays) beside the eager path, and asserts the same bits each time
+    /// (loss, every gradient element), on 1 and 2 threads, with and
+    /// without zero_grad between iterations; a replay that keeps a stale
+    /// input must differ.
+    fn same_bits(shapes: &[&[usize]], input: &[usize], model: Model) {
+        let n_in: usize = input.iter().product();
+        let value = |i: usize, k: usize, salt: f32| {
+            let t = (i * 7 + k * 3) as f32 * 0.37 + salt;
+            0.3 + 0.9 * t.sin()
+        };
+        for single_thread in [true, false] {
+            let (mut eager, mut rep) = (Context::new(), Context::new());
+            let mut pe = Vec::new();
+            let mut pr = Vec::new();
+            for (i, sh) in shapes.iter().enumerate() {
+                let n: usize = sh.iter().product();
+                let v: Vec<f32> = (0..n).map(|k| value(i, k, 0.1)).collect();
+                pe.push(eager.param(sh, Some(&v)).unwrap());
+                pr.push(rep.param(sh, Some(&v)).unwrap());
+            }
+            eager.pool_failed = single_thread;
+            rep.pool_failed = single_thread;
+            rep.capture_begin().unwrap();
+            let xi = rep.input_new(input).unwrap();
+            let x0: Vec<f32> = (0..n_in).map(|k| value(9, k, 0.0)).collect();
+            rep.input_write(xi, &x0).unwrap();
+            let loss_r = model(&mut rep, &pr, xi);
+            rep.backward(loss_r).unwrap();
+            let step = rep.capture_end(loss_r).unwrap();
+            assert!(rep.step_has_program(step), "no program");
+            eager.zero_grad();
+            rep.zero_grad();
+            for i in 0..6usize {
+                let xv: Vec<f32> = (0..n_in).map(|k| value(11 + i, k, 0.5)).collect();
+                if i % 3 != 2 {
+                    eager.zero_grad();
+                    rep.zero_grad();
+                }
+                if i == 3 {
+                    // Moved parameters, as an optimizer or sampler does.
+                    for (j, sh) in shapes.iter().enumerate() {
+                        let n: usize = sh.iter().product();
+                        let v: Vec<f32> = (0..n).map(|k| value(j, k, 1.3)).collect();
+                        eager.param_write(pe[j], &v).unwrap();
+                        rep.param_write(pr[j], &v).unwrap();
+                    }
+                }
+                eager.reset();
+                let xe = eager.tensor(input, &xv).unwrap();
+                let loss_e = model(&mut eager, &pe, xe);
+                eager.backward(loss_e).unwrap();
+                rep.input_write(xi, &xv).unwrap();
+                rep.replay(step).unwrap();
+                let (be, br) = (all_bits(&eager, &pe, loss_e), all_bits(&rep, &pr, loss_r));
+                assert_eq!(be, br, "replay {i} single {single_thread}");
+            }
+            rep.zero_grad();
+            rep.replay(step).unwrap();
+            let stale = all_bits(&rep, &pr, loss_r);
+            rep.zero_grad();
+            rep.input_write(xi, &vec![1.7; n_in]).unwrap();
+            rep.replay(step).unwrap();
+            assert_ne!(stale, all_bits(&rep, &pr, loss_r));
+        }
+    }
+
+    /// The non-centred eight-schools log density (`x`: y / sigma, 16
+    /// values, sliced in two), as the benchmark writes it: slices, a
+    /// broadcast mul and add on 8 elements, same-shape sub and div, sums.
+    #[test]
+    fn eight_schools_matches_eager() {
+        same_bits(&[&[10]], &[16], |c, p, x| {
+            let q = p[0];
+            let (tt, mu, ltau) = (
+                c.slice(q, 0, 0, 8).unwrap(),
+                c.slice(q, 0, 8, 1).unwrap(),
+                c.slice(q, 0, 9, 1).unwrap(),
+            );
+            let (y, sigma) = (c.slice(x, 0, 0, 8).unwrap(), c.slice(x, 0, 8, 8).unwrap());
+            let sigma = c.exp(sigma).unwrap(); // positive
+            let tau = c.exp(ltau).unwrap();
+            let theta = c.mul(tt, tau).unwrap();
+            let theta = c.add(theta, mu).unwrap();
+            let r = c.sub(y, theta).unwrap();
+            let z = c.div(r, sigma).unwrap();
+            let sumsq = |c: &mut Context, v: Tensor, s: f32| {
+                let v2 = c.mul(v, v).unwrap();
+                let t = c.sum(v2).unwrap();
+                c.scale(t, s).unwrap()
+            };
+            let a = sumsq(c, z, -0.5);
+            let b = sumsq(c, tt, -0.5);
+            let lp = c.add(a, b).unwrap();
+            let m = sumsq(c, mu, -0.02);
+            let lp = c.add(lp, m).unwrap();
+            let t2 = c.scale(ltau, 2.0).unwrap();
+            let e = c.exp(t2).unwrap();
+            let e = c.scale(e, 0.04).unwrap();
+            let one = c.tensor(&[1], &[1.0]).unwrap();
+            let e = c.add(e, one).unwrap();
+            let lc = c.log(e).unwrap();
+            let lp = c.sub(lp, lc).unwrap();
+            c.add(lp, ltau).unwrap()
+        });
+    }
+
+    /// Unary, scale, pow and clamp maps on several elements (every unary
+    /// function; gelu's newborn-gradient `=` path included), and a mean.
+    #[test]
+    fn maps_match_eager() {
+        same_bits(&[&[5], &[5]], &[5], |c, p, x| {
+            let h = c.mul(p[0], x).unwrap();
+            let mut acc = c.sum(h).unwrap();
+            let fs: [fn(&mut Context, Tensor) -> crate::Result<Tensor>; 10] = [
+                Context::exp,
+                Context::tanh,
+                Context::relu,
+                Context::sigmoid,
+                Context::abs,
+                Context::gelu,
+                Context::softplus,
+                Context::erf,
+                Context::lgamma,
+                Context::digamma,
+            ];
+            for f in fs {
+                let u = f(c, h).unwrap();
+                let s = c.mean(u).unwrap();
+                acc = c.add(acc, s).unwrap();
+            }
+            let e = c.exp(p[1]).unwrap(); // positive, for log, sqrt and pow
+            let l = c.log(e).unwrap();
+            let r = c.sqrt(e).unwrap();
+            let q = c.pow(e, 1.5).unwrap();
+            let k = c.clamp(h, -0.4, 0.4).unwrap();
+            let s = c.scale(k, -2.5).unwrap();
+            for t in [l, r, q, s] {
+                let t = c.sum(t).unwrap();
+                acc = c.add(acc, t).unwrap();
+            }
+            // gelu alone on a gradient born there: its `=` path.
+            let g = c.gelu(p[1]).unwrap();
+            let g = c.sum(g).unwrap();
+            c.add(acc, g).unwrap()
+        });
+    }
+
+    /// Binary ops on several elements: every function, same shapes,
+    /// broadcasts on both sides ([3, 1] with [4], [3, 4] with [1]), one
+    /// tensor on both sides (v * v, v + v), same-shape add and sub with
+    /// newborn gradients.
+    #[test]
+    fn binaries_match_eager() {
+        same_bits(&[&[3, 1], &[4], &[3, 4]], &[3, 4], |c, p, x| {
+            let (a, b, w) = (p[0], p[1], p[2]);
+            let ab = c.mul(a, b).unwrap(); // [3, 4] from [3, 1] and [4]
+            let d = c.div(x, ab).unwrap();
+            let s = c.sub(d, w).unwrap();
+            let t = c.add(s, x).unwrap();
+            let m = c.maximum(t, b).unwrap();
+            let n = c.minimum(a, m).unwrap();
+            let vv = c.mul(n, n).unwrap();
+            let v2 = c.add(vv, vv).unwrap();
+            let one = c.tensor(&[1], &[0.25]).unwrap();
+            let o = c.sub(one, v2).unwrap(); // [1] with [3, 4]
+            let bd = c.div(b, a).unwrap(); // [4] / [3, 1]
+            let z = c.add(o, bd).unwrap();
+            let y = c.sub(z, w).unwrap();
+            c.sum(y).unwrap()
+        });
+    }
+
+    /// Slices along the first and the last axis of a matrix, and of a
+    /// slice.
+    #[test]
+    fn slices_match_eager() {
+        same_bits(&[&[3, 4]], &[2, 4], |c, p, x| {
+            let w = p[0];
+            let rows = c.slice(w, 0, 1, 2).unwrap(); // [2, 4]
+            let cols = c.slice(w, 1, 1, 2).unwrap(); // [3, 2]
+            let inner = c.slice(cols, 0, 2, 1).unwrap(); // [1, 2]
+            let a = c.mul(rows, x).unwrap();
+            let b = c.tanh(inner).unwrap();
+            let (sa, sb) = (c.sum(a).unwrap(), c.sum(b).unwrap());
+            let sc = c.mean(cols).unwrap();
+            let t = c.add(sa, sb).unwrap();
+            c.sub(t, sc).unwrap()
+        });
+    }
+
     /// Events a gradient-ready callback saw: (first float, gradient bits)
     /// per ready bucket, `usize::MAX` per tick.
     type Seen = std::sync::Arc<std::sync::Mutex<Vec<(usize, Vec<u32>)>>>;
@@ -501,14 +959,24 @@ mod tests {
         assert_eq!(se, sr);
     }
 
-    /// A step with an op on more than one element has no program (its
-    /// replay is the ordinary one).
+    /// A step with an op the program does not cover (a sum along an
+    /// axis, an element-wise op on more than MAXN elements) has no program
+    /// (its replay is the ordinary one).
     #[test]
     fn other_steps_have_no_program() {
         let mut c = Context::new();
         let w = c.param(&[3], Some(&[1.0, 2.0, 3.0])).unwrap();
+        let n = super::MAXN + 1;
+        let v = c.param(&[n], Some(&vec![0.5; n])).unwrap();
         c.capture_begin().unwrap();
-        let t = c.tanh(w).unwrap();
+        let t = c.sum_axis(w, 0, false).unwrap();
+        let loss = c.sum(t).unwrap();
+        c.backward(loss).unwrap();
+        let step = c.capture_end(loss).unwrap();
+        assert!(!c.step_has_program(step));
+        c.replay(step).unwrap();
+        c.capture_begin().unwrap();
+        let t = c.tanh(v).unwrap();
         let loss = c.sum(t).unwrap();
         c.backward(loss).unwrap();
         let step = c.capture_end(loss).unwrap();

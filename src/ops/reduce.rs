@@ -189,7 +189,7 @@ fn axis_scale(mean: bool, n: usize) -> f32 {
 }
 
 /// sum(x) (or its mean), accumulated in f64. x: `[N]`.
-fn reduce_forward(x: &[f32], mean: bool) -> f32 {
+pub(crate) fn reduce_forward(x: &[f32], mean: bool) -> f32 {
     let s: f64 = x.iter().map(|&v| v as f64).sum();
     if mean {
         (s / x.len() as f64) as f32
@@ -199,7 +199,7 @@ fn reduce_forward(x: &[f32], mean: bool) -> f32 {
 }
 
 /// dx += dout (or dout / N for a mean). dx: `[N]`, dout: `[1]`.
-fn reduce_backward(dx: &mut [f32], dout: f32, mean: bool) {
+pub(crate) fn reduce_backward(dx: &mut [f32], dout: f32, mean: bool) {
     let s = if mean { 1.0 / dx.len() as f32 } else { 1.0 };
     let g = s * dout;
     dx.iter_mut().for_each(|d| *d += g);

@@ -261,14 +261,16 @@ fn concat_backward(dx: &mut [f32], dout: &[f32], row: usize, off: usize, len: us
 }
 
 /// y[o, ..] = x[o, off..off + len]. y: `[outer, len]`, x: `[outer, row]`.
-fn slice_forward(y: &mut [f32], x: &[f32], row: usize, off: usize, len: usize) {
+#[inline]
+pub(crate) fn slice_forward(y: &mut [f32], x: &[f32], row: usize, off: usize, len: usize) {
     for (yr, xr) in y.chunks_exact_mut(len).zip(x.chunks_exact(row)) {
         yr.copy_from_slice(&xr[off..off + len]);
     }
 }
 
 /// dx[o, off..off + len] += dout[o, ..]. dx: `[outer, row]`, dout: `[outer, len]`.
-fn slice_backward(dx: &mut [f32], dout: &[f32], row: usize, off: usize, len: usize) {
+#[inline]
+pub(crate) fn slice_backward(dx: &mut [f32], dout: &[f32], row: usize, off: usize, len: usize) {
     for (d, g) in dx.chunks_exact_mut(row).zip(dout.chunks_exact(len)) {
         d[off..off + len]
             .iter_mut()

@@ -178,6 +178,22 @@ impl OneKernels for ScalarKernels {
     fn grad_b(f: BinaryFn, g: f32, a: f32, b: f32) -> f32 {
         grad_b(f, g, a, b)
     }
+    #[inline(always)]
+    fn sum(x: &[f32], mean: bool) -> f32 {
+        crate::ops::reduce::reduce_forward(x, mean)
+    }
+    #[inline(always)]
+    fn sum_backward(dx: &mut [f32], g: f32, mean: bool) {
+        crate::ops::reduce::reduce_backward(dx, g, mean)
+    }
+    #[inline(always)]
+    fn slice(y: &mut [f32], x: &[f32], row: usize, off: usize, len: usize) {
+        crate::ops::shape_ops::slice_forward(y, x, row, off, len)
+    }
+    #[inline(always)]
+    fn slice_backward(dx: &mut [f32], dout: &[f32], row: usize, off: usize, len: usize) {
+        crate::ops::shape_ops::slice_backward(dx, dout, row, off, len)
+    }
 }
 
 #[cfg(test)]
