@@ -125,8 +125,9 @@ impl Context {
 
 impl Context {
     /// Inverted dropout like [`dropout`](Self::dropout), with the seed read
-    /// from `seed`, a data tensor of [`SEED_LEN`] limbs (an input slot or a
-    /// constant; see [`seed_write`](Self::seed_write)), each time the op's
+    /// from `seed`, a data tensor of shape `[4]` holding the seed's 16-bit
+    /// limbs (an input slot or a constant, written with
+    /// [`seed_write`](Self::seed_write)), each time the op's
     /// forward runs. A captured step therefore draws a fresh mask from
     /// whatever seed was written before each replay, a recomputed segment
     /// draws the same mask again from the same seed, and the result for a
@@ -195,7 +196,7 @@ impl Context {
         ))
     }
 
-    /// Writes `value` into seed tensor `seed` (its [`SEED_LEN`] limbs), as
+    /// Writes `value` into seed tensor `seed` (its four 16-bit limbs), as
     /// [`input_write`](Self::input_write) writes data: a seed of a captured
     /// step that is not the current iteration makes it current first.
     pub fn seed_write(&mut self, seed: Tensor, value: u64) -> Result<()> {
