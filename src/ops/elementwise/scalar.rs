@@ -37,19 +37,23 @@ pub(super) fn backward_binary_one(
     ib: u32,
     f: BinaryFn,
 ) {
-    let so = ctx.entry(out).shape;
-    let same = ctx.entry(ia).shape == so && ctx.entry(ib).shape == so;
-    if matches!(f, BinaryFn::Add | BinaryFn::Sub) && same {
-        let sign = if f == BinaryFn::Sub { -1.0 } else { 1.0 };
-        // a's write first: if a and b share a gradient, a's is the newborn one.
-        let (ga, gb) = (ctx.grad_to_overwrite(ia), ctx.grad_to_overwrite(ib));
-        for (grad, s) in [(ga, 1.0), (gb, sign)] {
-            if let Some((d, fresh)) = grad {
+    // Shapes matter to Add and Sub only (the general path's `=` write).
+    if matches!(f, BinaryFn::Add | BinaryFn::Sub) {
+        let so = ctx.entry_ref(out).shape;
+        if ctx.entry_ref(ia).shape == so && ctx.entry_ref(ib).shape == so {
+            let sign = if f == BinaryFn::Sub { -1.0 } else { 1.0 };
+            // a's write first: if a and b share a gradient, a's is the newborn one.
+            let (ga, gb) = (ctx.grad_to_overwrite(ia), ctx.grad_to_overwrite(ib));
+            if let Some((d, fresh)) = ga {
                 let ([d], [g]) = ctx.access([d], [dout]);
-                add_scaled_into(d, g, s, fresh);
+                d[0] = add_scaled_one(d[0], g[0], 1.0, fresh);
             }
+            if let Some((d, fresh)) = gb {
+                let ([d], [g]) = ctx.access([d], [dout]);
+                d[0] = add_scaled_one(d[0], g[0], sign, fresh);
+            }
+            return;
         }
-        return;
     }
     let (va, vb) = (ctx.entry(ia).data, ctx.entry(ib).data);
     // One operand at a time, as the general path (a and b may be one tensor).
