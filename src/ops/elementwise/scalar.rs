@@ -56,14 +56,18 @@ pub(super) fn backward_binary_one(
         }
     }
     let (va, vb) = (ctx.entry(ia).data, ctx.entry(ib).data);
-    // One operand at a time, as the general path (a and b may be one tensor).
-    if let Some(da) = ctx.grad_of(ia) {
+    // One operand at a time, as the general path (a and b may be one
+    // tensor). A newborn slot adds to 0.0, as the general path's zero fill
+    // then `+=` does, without the fill.
+    if let Some((da, fresh)) = ctx.grad_to_overwrite(ia) {
         let ([da], [g, a, b]) = ctx.access([da], [dout, va, vb]);
-        da[0] += grad_a(f, g[0], a[0], b[0]);
+        let d = if fresh { 0.0 } else { da[0] };
+        da[0] = d + grad_a(f, g[0], a[0], b[0]);
     }
-    if let Some(db) = ctx.grad_of(ib) {
+    if let Some((db, fresh)) = ctx.grad_to_overwrite(ib) {
         let ([db], [g, a, b]) = ctx.access([db], [dout, va, vb]);
-        db[0] += grad_b(f, g[0], a[0], b[0]);
+        let d = if fresh { 0.0 } else { db[0] };
+        db[0] = d + grad_b(f, g[0], a[0], b[0]);
     }
 }
 
