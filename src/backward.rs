@@ -71,32 +71,44 @@ impl Context {
         self.mark_flow(id);
         self.grad_ready_start(n);
         let mut segments = self.rc().segments_len();
+        // The callback cannot reach the context, so this holds for the walk.
+        let notify = !self.grad_ready().idle();
         for i in (0..n).rev() {
-            self.mark_births(&plan, &mut born, i);
-            self.replay_before(&mut segments, i);
+            if born < plan.births_len() {
+                self.mark_births(&plan, &mut born, i);
+            }
+            if segments > 0 {
+                self.replay_before(&mut segments, i);
+            }
             let node = self.node(i);
-            if self.entry(node.out).flow {
+            if self.entry_ref(node.out).flow {
                 crate::ops::dispatch::backward(self, node.op, node.out);
                 for &input in node.op.inputs().as_slice() {
                     self.mark_flow(input);
                 }
             }
-            self.grad_ready_passed(i);
+            if notify {
+                self.grad_ready_passed(i);
+            }
         }
         self.put_plan(plan);
         // The region's slots are reused: only retained gradients stay, and
         // one that nothing wrote is zero, not stale.
-        for i in 0..self.live_tensors() as u32 {
-            let e = self.entry(i);
-            let root = e.view_of.unwrap_or(i);
-            if i >= n_params && root >= n_params && !self.entry(root).retain {
+        for i in 0..n_params {
+            self.settle_grad(i);
+            self.entry_mut(i).flow = false;
+        }
+        for i in n_params..self.live_tensors() as u32 {
+            let root = self.entry_ref(i).view_of.unwrap_or(i);
+            if root >= n_params && !self.entry_ref(root).retain {
                 let row = self.entry_mut(i);
                 row.grad = None;
                 row.unzeroed = false;
+                row.flow = false;
             } else {
                 self.settle_grad(i);
+                self.entry_mut(i).flow = false;
             }
-            self.entry_mut(i).flow = false;
         }
         self.set_backward_done();
         self.set_grads_pending(true);

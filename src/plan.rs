@@ -91,25 +91,37 @@ impl GradPlan {
         self.lo.resize(rows, NONE);
         self.hi.clear();
         self.hi.resize(rows, NONE);
-        let root = |id: u32| ctx.entry(id).view_of.unwrap_or(id) as usize;
+        // Positions only grow: the first writer of `lo` and the last of
+        // `hi` win. A view's consumers are folded into its base below.
         for i in 0..n {
             let node = ctx.node(i);
             let out = node.out as usize;
-            self.lo[out] = self.lo[out].min(i);
+            if self.lo[out] == NONE {
+                self.lo[out] = i;
+            }
             for &x in node.op.inputs().as_slice() {
-                let r = root(x);
-                self.hi[r] = if self.hi[r] == NONE {
-                    i
-                } else {
-                    self.hi[r].max(i)
-                };
+                self.hi[x as usize] = i;
             }
         }
-        self.hi[root(loss)] = n;
+        let root = ctx.entry_ref(loss).view_of.unwrap_or(loss) as usize;
+        self.hi[root] = n;
+        // Rows in reverse, so every view (made after its base) is folded
+        // into its base before the base is reached. Each lifetime is
+        // compared with the cached one as it is made: while they match
+        // (every steady-state backward) nothing is copied.
+        let mut same = 0;
+        let mut differ = false;
         self.next.clear();
-        for id in n_params..rows {
-            let e = ctx.entry(id as u32);
-            if e.view_of.is_some() || !e.requires_grad {
+        for id in (n_params..rows).rev() {
+            let e = ctx.entry_ref(id as u32);
+            if let Some(r) = e.view_of {
+                let (h, r) = (self.hi[id], r as usize);
+                if h != NONE && (self.hi[r] == NONE || self.hi[r] < h) {
+                    self.hi[r] = h;
+                }
+                continue;
+            }
+            if !e.requires_grad {
                 continue;
             }
             let hi = if e.retain { n } else { self.hi[id] };
@@ -118,17 +130,31 @@ impl GradPlan {
                 continue;
             }
             let lo = if self.lo[id] == NONE { 0 } else { self.lo[id] };
-            self.next.push(Life {
+            let life = Life {
                 id: id as u32,
                 lo: lo.min(hi),
                 hi,
                 len: e.shape.numel(),
-            });
+            };
+            if !differ {
+                if self.lives.get(same) == Some(&life) {
+                    same += 1;
+                    continue;
+                }
+                differ = true;
+                self.next.extend_from_slice(&self.lives[..same]);
+            }
+            self.next.push(life);
         }
-        if self.next != self.lives {
-            std::mem::swap(&mut self.next, &mut self.lives);
-            self.solve();
+        if !differ && same == self.lives.len() {
+            return;
         }
+        if !differ {
+            // A prefix of the cached lifetimes: fewer gradients this time.
+            self.next.extend_from_slice(&self.lives[..same]);
+        }
+        std::mem::swap(&mut self.next, &mut self.lives);
+        self.solve();
     }
 
     /// Greedy by size: largest first, each at the lowest offset clear of
@@ -373,6 +399,39 @@ mod tests {
         c.retain_grad(h).unwrap();
         c.backward(loss).unwrap();
         assert_eq!(c.plan_solves(), 2);
+    }
+
+    /// A longer graph (views folded into their bases), then a shorter one:
+    /// each is planned again, and its gradients match a fresh context's.
+    #[test]
+    fn a_shorter_graph_is_planned_again() {
+        let grad = |c: &mut crate::Context, x: crate::Tensor, extra: bool| {
+            c.reset();
+            let mut h = x;
+            if extra {
+                h = c.tanh(h).unwrap();
+                h = c.reshape(h, &[6]).unwrap();
+            }
+            let [loss, ..] = chain(c, h);
+            c.zero_grad();
+            c.backward(loss).unwrap();
+            let mut g = [0.0f32; 6];
+            c.read_grad(x, &mut g).unwrap();
+            g
+        };
+        let mut c = crate::Context::new();
+        let x = c
+            .param(&[2, 3], Some(&[0.5, -0.1, 0.2, 0.3, -0.7, 0.9]))
+            .unwrap();
+        let long = grad(&mut c, x, true);
+        let short = grad(&mut c, x, false);
+        assert_eq!(c.plan_solves(), 2);
+        let mut fresh = crate::Context::new();
+        let y = fresh
+            .param(&[2, 3], Some(&[0.5, -0.1, 0.2, 0.3, -0.7, 0.9]))
+            .unwrap();
+        assert_eq!(short, grad(&mut fresh, y, false));
+        assert_eq!(long, grad(&mut fresh, y, true));
     }
 
     /// Under an arena cap that holds the forward pass but not the gradient

@@ -37,29 +37,37 @@ pub(super) fn backward_binary_one(
     ib: u32,
     f: BinaryFn,
 ) {
-    let so = ctx.entry(out).shape;
-    let same = ctx.entry(ia).shape == so && ctx.entry(ib).shape == so;
-    if matches!(f, BinaryFn::Add | BinaryFn::Sub) && same {
-        let sign = if f == BinaryFn::Sub { -1.0 } else { 1.0 };
-        // a's write first: if a and b share a gradient, a's is the newborn one.
-        let (ga, gb) = (ctx.grad_to_overwrite(ia), ctx.grad_to_overwrite(ib));
-        for (grad, s) in [(ga, 1.0), (gb, sign)] {
-            if let Some((d, fresh)) = grad {
+    // Shapes matter to Add and Sub only (the general path's `=` write).
+    if matches!(f, BinaryFn::Add | BinaryFn::Sub) {
+        let so = ctx.entry_ref(out).shape;
+        if ctx.entry_ref(ia).shape == so && ctx.entry_ref(ib).shape == so {
+            let sign = if f == BinaryFn::Sub { -1.0 } else { 1.0 };
+            // a's write first: if a and b share a gradient, a's is the newborn one.
+            let (ga, gb) = (ctx.grad_to_overwrite(ia), ctx.grad_to_overwrite(ib));
+            if let Some((d, fresh)) = ga {
                 let ([d], [g]) = ctx.access([d], [dout]);
-                add_scaled_into(d, g, s, fresh);
+                d[0] = add_scaled_one(d[0], g[0], 1.0, fresh);
             }
+            if let Some((d, fresh)) = gb {
+                let ([d], [g]) = ctx.access([d], [dout]);
+                d[0] = add_scaled_one(d[0], g[0], sign, fresh);
+            }
+            return;
         }
-        return;
     }
     let (va, vb) = (ctx.entry(ia).data, ctx.entry(ib).data);
-    // One operand at a time, as the general path (a and b may be one tensor).
-    if let Some(da) = ctx.grad_of(ia) {
+    // One operand at a time, as the general path (a and b may be one
+    // tensor). A newborn slot adds to 0.0, as the general path's zero fill
+    // then `+=` does, without the fill.
+    if let Some((da, fresh)) = ctx.grad_to_overwrite(ia) {
         let ([da], [g, a, b]) = ctx.access([da], [dout, va, vb]);
-        da[0] += grad_a(f, g[0], a[0], b[0]);
+        let d = if fresh { 0.0 } else { da[0] };
+        da[0] = d + grad_a(f, g[0], a[0], b[0]);
     }
-    if let Some(db) = ctx.grad_of(ib) {
+    if let Some((db, fresh)) = ctx.grad_to_overwrite(ib) {
         let ([db], [g, a, b]) = ctx.access([db], [dout, va, vb]);
-        db[0] += grad_b(f, g[0], a[0], b[0]);
+        let d = if fresh { 0.0 } else { db[0] };
+        db[0] = d + grad_b(f, g[0], a[0], b[0]);
     }
 }
 
