@@ -239,8 +239,9 @@ bench-deps:
 	test -x target/bench-venv/bin/python || python3 -m venv target/bench-venv
 	target/bench-venv/bin/pip install --quiet torch numpy
 
-## bench-gemm: the system OpenBLAS vs PyPI's scipy-openblas32 on one small and
-## one medium step's products (printed; the wheel goes to target/)
+## bench-gemm: the system OpenBLAS vs PyPI's scipy-openblas32, Intel MKL (when
+## installed) and Debian's BLIS on one small and one medium step's products
+## (printed; downloads go to target/)
 bench-gemm:
 	@bash scripts/gemm_candidates.sh $(BENCH_GEMM_REPS)
 

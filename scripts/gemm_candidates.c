@@ -1,5 +1,5 @@
 /*
- * gemm_candidates.c: two OpenBLAS builds side by side on the products of one
+ * gemm_candidates.c: two BLAS libraries side by side on the products of one
  * GPT training step (small and medium presets), as arenagrad makes them:
  * row-major, one BLAS thread per call, products of 4M+ multiply-adds with
  * 64+ rows as two row halves, the attention's per-head products.
@@ -7,7 +7,8 @@
  * Usage: [GEMM_A_CORETYPE=family] gemm_candidates THREADS REPS LIB_A PREFIX_A LIB_B PREFIX_B
  * e.g. libopenblas.so.0 "" libscipy_openblas.so scipy_ (the prefix goes in
  * front of cblas_sgemm, openblas_set_num_threads, openblas_get_corename and
- * openblas_get_config). Each library is loaded with dlopen (RTLD_LOCAL), so
+ * openblas_get_config; a library without them, such as MKL's libmkl_rt or
+ * BLIS, gets its own thread setter if it has one). Each library is loaded with dlopen (RTLD_LOCAL), so
  * two OpenBLAS copies live in one process. The whole step's products are
  * timed REPS times, the two libraries alternating (and which goes first
  * alternating too); then each product shape alone. Prints medians, ranges
@@ -120,6 +121,15 @@ static int find(void *h, const char *prefix, const char *name, void *fn, size_t 
     return 1;
 }
 
+/* Like find, but quiet and optional: 0 if absent. */
+static int find_optional(void *h, const char *name, void *fn, size_t size) {
+    void *p = dlsym(h, name);
+    if (p != NULL) memcpy(fn, &p, size);
+    return p != NULL;
+}
+
+/* The library's thread setter and description: OpenBLAS's (with the
+ * prefix), else MKL's or BLIS's thread setter and no description. */
 static int load(library *lib, const char *path, const char *prefix) {
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (h == NULL) {
@@ -127,10 +137,18 @@ static int load(library *lib, const char *path, const char *prefix) {
         return 0;
     }
     lib->path = path;
-    return find(h, prefix, "cblas_sgemm", &lib->sgemm, sizeof lib->sgemm) &&
-           find(h, prefix, "openblas_set_num_threads", &lib->set_threads, sizeof lib->set_threads) &&
-           find(h, prefix, "openblas_get_corename", &lib->corename, sizeof lib->corename) &&
-           find(h, prefix, "openblas_get_config", &lib->config, sizeof lib->config);
+    lib->set_threads = NULL;
+    lib->corename = lib->config = NULL;
+    if (!find(h, prefix, "cblas_sgemm", &lib->sgemm, sizeof lib->sgemm)) return 0;
+    char sym[128];
+    snprintf(sym, sizeof sym, "%sopenblas_set_num_threads", prefix);
+    if (find_optional(h, sym, &lib->set_threads, sizeof lib->set_threads)) {
+        return find(h, prefix, "openblas_get_corename", &lib->corename, sizeof lib->corename) &&
+               find(h, prefix, "openblas_get_config", &lib->config, sizeof lib->config);
+    }
+    if (!find_optional(h, "MKL_Set_Num_Threads", &lib->set_threads, sizeof lib->set_threads))
+        find_optional(h, "bli_thread_set_num_threads", &lib->set_threads, sizeof lib->set_threads);
+    return 1;
 }
 
 int main(int argc, char **argv) {
@@ -149,9 +167,11 @@ int main(int argc, char **argv) {
     if (core_a != NULL && core_a[0] != '\0') setenv("OPENBLAS_CORETYPE", core_a, 1);
     if (!load(&libs[0], argv[3], argv[4])) return 1;
     for (int l = 0; l < 2; l++) {
-        libs[l].set_threads(threads);
-        printf("%c: %s: %s, kernels %s, %d BLAS thread(s)\n", 'A' + l, libs[l].path,
-               libs[l].config(), libs[l].corename(), threads);
+        if (libs[l].set_threads != NULL) libs[l].set_threads(threads);
+        printf("%c: %s: %s, kernels %s, %d BLAS thread(s)%s\n", 'A' + l, libs[l].path,
+               libs[l].config ? libs[l].config() : "not OpenBLAS",
+               libs[l].corename ? libs[l].corename() : "its own", threads,
+               libs[l].set_threads ? "" : " (no thread setter found)");
     }
     size_t n = (size_t)2048 * 3072;
     A = malloc(n * sizeof *A);
