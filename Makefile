@@ -181,7 +181,8 @@ test-c: $(LIB_HOOKS) $(C_TESTS) $(C_TESTS_ASAN)
 ALLOC_COUNTER := $(BUILD)/tests/libmalloc_count.so
 test-alloc: $(BUILD)/tests/alloc_steady $(ALLOC_COUNTER)
 	@if [ "$$(uname -s)" = Linux ]; then \
-		LD_PRELOAD=$(abspath $(ALLOC_COUNTER)) $(BUILD)/tests/alloc_steady; \
+		LD_PRELOAD=$(abspath $(ALLOC_COUNTER)) $(BUILD)/tests/alloc_steady && \
+		AG_GEMM=openblas LD_PRELOAD=$(abspath $(ALLOC_COUNTER)) $(BUILD)/tests/alloc_steady; \
 	else echo "test-alloc: needs Linux (LD_PRELOAD, glibc): skipped"; fi
 
 $(ALLOC_COUNTER): tests/c/malloc_count.c

@@ -234,7 +234,8 @@ typedef void (*ag_grad_ready_fn)(void *user_data, size_t first, size_t count);
 // What ag_runtime_info reports. Each text field is a NUL-terminated
 // string, cut to fit AG_RUNTIME_TEXT bytes.
 typedef struct ag_runtime {
-  // The GEMM library: "OpenBLAS", "Accelerate", or "naive" (under Miri).
+  // The GEMM library: "OpenBLAS", "MKL", "Accelerate", or "naive"
+  // (under Miri).
   char gemm_library[AG_RUNTIME_TEXT];
   // Its version ("0.3.21"), empty if it does not report one.
   char gemm_version[AG_RUNTIME_TEXT];
@@ -1176,9 +1177,12 @@ ag_status ag_segment_end(struct ag_context *ctx, struct ag_tensor output);
 // Writes what runs underneath this context to `*out`: the GEMM library,
 // its version and kernel family, the element-wise kernels' instruction
 // set and the thread count. The GEMM's kernels are settled by the first
-// context of the process: a DYNAMIC_ARCH OpenBLAS that picked kernels below
-// what the CPU supports is switched to the CPU's family, unless the user
-// set OPENBLAS_CORETYPE (honoured) or AG_BLAS_CORE (`asis`, or a family).
+// context of the process: Intel MKL runs them where it is installed on an
+// Intel CPU (AG_GEMM=openblas or mkl forces a library; OPENBLAS_CORETYPE
+// or AG_BLAS_CORE set means OpenBLAS); a DYNAMIC_ARCH OpenBLAS that picked
+// kernels below what the CPU supports is switched to the CPU's family,
+// unless the user set OPENBLAS_CORETYPE (honoured) or AG_BLAS_CORE
+// (`asis`, or a family).
 // Errors: NULL_ARGUMENT (out).
 ag_status ag_runtime_info(struct ag_context *ctx, struct ag_runtime *out);
 

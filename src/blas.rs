@@ -8,13 +8,15 @@ extern crate accelerate_src as _;
 extern crate openblas_src as _;
 
 mod choice;
+#[cfg(all(target_os = "linux", not(miri)))]
+mod mkl;
 use std::sync::OnceLock;
 
 /// What GEMM runs in this process: settled once, before the library's
 /// first product (see [`gemm_info`]).
 #[derive(Clone, Debug, Default)]
 pub struct GemmInfo {
-    /// "OpenBLAS", "Accelerate", "naive" (under Miri).
+    /// "OpenBLAS", "MKL", "Accelerate", "naive" (under Miri).
     pub library: String,
     /// The library's version ("0.3.21"), empty if it does not say.
     pub version: String,
@@ -29,7 +31,11 @@ pub struct GemmInfo {
 static GEMM: OnceLock<GemmInfo> = OnceLock::new();
 
 /// The GEMM in use. The first call (made by the first context, and by
-/// [`sgemm`], before any product) runs `choice::decide` and, when a
+/// [`sgemm`], before any product) picks the library (`choice::backend`:
+/// Intel MKL where it is installed on an Intel CPU and the user set no
+/// OpenBLAS kernels, else OpenBLAS; `AG_GEMM=openblas|mkl` forces one).
+/// For OpenBLAS it runs
+/// `choice::decide` and, when a
 /// DYNAMIC_ARCH OpenBLAS picked kernels below what the CPU supports (an
 /// OpenBLAS older than the CPU falls back to its SSE3 kernels), switches it
 /// to the right family. `OPENBLAS_CORETYPE` set by the user is honoured;
@@ -180,10 +186,39 @@ mod openblas {
     }
 }
 
+/// MKL's sgemm, set once by `settle` when MKL runs the products.
+#[cfg(all(target_os = "linux", not(miri)))]
+static MKL_SGEMM: OnceLock<mkl::SgemmFn> = OnceLock::new();
+
 #[cfg(all(target_os = "linux", not(miri)))]
 fn settle() -> GemmInfo {
     use choice::Choice;
     let cpu = cpu();
+    let ag_gemm = std::env::var("AG_GEMM").ok();
+    let steers = ["OPENBLAS_CORETYPE", "AG_BLAS_CORE"]
+        .iter()
+        .any(|k| std::env::var_os(k).is_some());
+    let mut refused = None;
+    match choice::backend(&cpu, ag_gemm.as_deref(), steers, || mkl::load().is_some()) {
+        Ok(choice::Backend::Mkl) => {
+            if let Some(m) = mkl::load() {
+                let _ = MKL_SGEMM.set(m.sgemm);
+                return GemmInfo {
+                    library: "MKL".into(),
+                    version: m.version.clone(),
+                    kernels: String::new(),
+                    // Short: the C API's text fields hold 63 bytes.
+                    note: "MKL found; AG_GEMM=openblas for OpenBLAS".into(),
+                    cpu_isa: cpu.isa().name(),
+                };
+            }
+        }
+        Ok(choice::Backend::OpenBlas) => {}
+        Err(why) => {
+            eprintln!("arenagrad: {why}; running OpenBLAS");
+            refused = Some(why);
+        }
+    }
     let config = openblas::string(c"openblas_get_config").unwrap_or_default();
     // "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Prescott MAX_THREADS=64"
     let mut words = config.split_whitespace();
@@ -233,7 +268,10 @@ fn settle() -> GemmInfo {
         library,
         version,
         kernels: openblas::string(c"openblas_get_corename").unwrap_or_default(),
-        note,
+        note: match refused {
+            Some(why) => format!("{why}; {note}"),
+            None => note,
+        },
         cpu_isa: cpu.isa().name(),
     }
 }
@@ -401,6 +439,32 @@ fn sgemm_impl(g: Gemm, alpha: f32, a: &[f32], b: &[f32], beta: f32, c: &mut [f32
     // The kernels are settled before the first product (one atomic load
     // after that).
     gemm_info();
+    #[cfg(target_os = "linux")]
+    if let Some(&f) = MKL_SGEMM.get() {
+        let t = |x: bool| if x { 112 } else { 111 };
+        // SAFETY: as below (the same checked lengths and dimensions);
+        // 101 = row-major, 111/112 = no transpose/transpose in the CBLAS
+        // enums MKL shares.
+        unsafe {
+            f(
+                101,
+                t(g.trans_a),
+                t(g.trans_b),
+                g.m as i32,
+                g.n as i32,
+                g.k as i32,
+                alpha,
+                a.as_ptr(),
+                g.lda as i32,
+                b.as_ptr(),
+                g.ldb as i32,
+                beta,
+                c.as_mut_ptr(),
+                g.ldc as i32,
+            )
+        }
+        return;
+    }
     let t = |x: bool| {
         if x {
             Transpose::Ordinary
@@ -550,7 +614,11 @@ mod tests {
         let user_set = ["OPENBLAS_CORETYPE", "AG_BLAS_CORE"]
             .iter()
             .any(|k| std::env::var_os(k).is_some());
-        if cfg!(target_os = "linux") && !user_set && !info.note.contains("set OPENBLAS_CORETYPE") {
+        if cfg!(target_os = "linux")
+            && !user_set
+            && info.library == "OpenBLAS"
+            && !info.note.contains("set OPENBLAS_CORETYPE")
+        {
             let running = choice::core_isa(&info.kernels);
             let cpu = cpu();
             if cpu.best_core().is_some() {

@@ -12,7 +12,8 @@ pub const AG_RUNTIME_TEXT: usize = 64;
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct ag_runtime {
-    /// The GEMM library: "OpenBLAS", "Accelerate", or "naive" (under Miri).
+    /// The GEMM library: "OpenBLAS", "MKL", "Accelerate", or "naive"
+    /// (under Miri).
     pub gemm_library: [c_char; AG_RUNTIME_TEXT],
     /// Its version ("0.3.21"), empty if it does not report one.
     pub gemm_version: [c_char; AG_RUNTIME_TEXT],
@@ -64,9 +65,12 @@ fn text(s: &str) -> [c_char; AG_RUNTIME_TEXT] {
 /// Writes what runs underneath this context to `*out`: the GEMM library,
 /// its version and kernel family, the element-wise kernels' instruction
 /// set and the thread count. The GEMM's kernels are settled by the first
-/// context of the process: a DYNAMIC_ARCH OpenBLAS that picked kernels below
-/// what the CPU supports is switched to the CPU's family, unless the user
-/// set OPENBLAS_CORETYPE (honoured) or AG_BLAS_CORE (`asis`, or a family).
+/// context of the process: Intel MKL runs them where it is installed on an
+/// Intel CPU (AG_GEMM=openblas or mkl forces a library; OPENBLAS_CORETYPE
+/// or AG_BLAS_CORE set means OpenBLAS); a DYNAMIC_ARCH OpenBLAS that picked
+/// kernels below what the CPU supports is switched to the CPU's family,
+/// unless the user set OPENBLAS_CORETYPE (honoured) or AG_BLAS_CORE
+/// (`asis`, or a family).
 /// Errors: NULL_ARGUMENT (out).
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_runtime_info(ctx: *mut ag_context, out: *mut ag_runtime) -> ag_status {
