@@ -216,6 +216,7 @@ struct run_state {
     double window_ms, total_ms, last_draw, row_ms;
     size_t window_steps, row_ms_steps;
     long rss_warm;          /* RSS after WARMUP_STEPS steps, -1 before */
+    long anon_warm;         /* its anonymous part (see anon_kb) */
     double val_loss;        /* latest validation loss */
     uint64_t evaluated_at;  /* its step, UINT64_MAX if none */
     float bad_loss;         /* the loss that diverged */
@@ -519,6 +520,7 @@ static void record_step(struct trainer *tr, struct run_state *r, uint64_t step, 
 
     if (r->local == WARMUP_STEPS) {
         r->rss_warm = rss_kb();
+        r->anon_warm = anon_kb();
         end_line(tr);
         printf("memory step=%" PRIu64 " arena_high_water_bytes=%" PRIu64
                " arena_reserved_bytes=%" PRIu64 " tape_capacity=%" PRIu64 " rss_kb=%ld\n",
@@ -778,17 +780,18 @@ static int summary(struct trainer *tr, struct run_state *r)
         median = n % 2 ? tr->step_ms[skip + n / 2]
                        : 0.5 * ((double)tr->step_ms[skip + n / 2 - 1] + tr->step_ms[skip + n / 2]);
     }
-    long rss_end = rss_kb();
+    long rss_end = rss_kb(), anon_end = anon_kb();
     long rss_warm = r->rss_warm < 0 ? rss_end : r->rss_warm;
+    long anon_warm = r->rss_warm < 0 ? anon_end : r->anon_warm;
     ag_memory_stats(tr->ctx, &r->mem);
     dist_report(stdout, median);
     static const char *const status_names[] = {"done", "interrupted", "diverged"};
     printf("summary preset=%s iters=%" PRIu64 " loss=%.6f val_loss=%.6f ms_per_step=%.4f "
-           "tok_per_s=%.0f rss_warm_kb=%ld rss_end_kb=%ld arena_high_water_bytes=%" PRIu64
-           " params=%zu steps_run=%zu status=%s\n",
+           "tok_per_s=%.0f rss_warm_kb=%ld rss_end_kb=%ld anon_warm_kb=%ld anon_end_kb=%ld "
+           "arena_high_water_bytes=%" PRIu64 " params=%zu steps_run=%zu status=%s\n",
            cfg->preset, s->step, mean_loss, r->val_loss, median,
-           median > 0.0 ? r->tokens_per_step * 1000.0 / median : 0.0, rss_warm, rss_end,
-           r->mem.arena_high_water_bytes, tr->model.n_floats, local, status_names[r->outcome]);
+           median > 0.0 ? r->tokens_per_step * 1000.0 / median : 0.0, rss_warm, rss_end, anon_warm,
+           anon_end, r->mem.arena_high_water_bytes, tr->model.n_floats, local, status_names[r->outcome]);
     fflush(stdout);
     if (r->outcome == DIVERGED) return EXIT_DIVERGED;
     if (r->outcome == INTERRUPTED) return 128 + g_stop_signal;
@@ -813,6 +816,7 @@ int run(struct trainer *tr)
         },
         .saved_at = UINT64_MAX,
         .rss_warm = -1,
+        .anon_warm = -1,
         .val_loss = NAN,
         .evaluated_at = UINT64_MAX,
         .outcome = DONE,

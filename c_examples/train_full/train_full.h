@@ -109,6 +109,7 @@ enum { STREAM_INIT = 1, STREAM_TRAIN = 2, STREAM_EVAL = 3, STREAM_SAMPLE = 4 };
 uint64_t derive_seed(uint64_t seed, uint64_t stream);
 double now_ms(void);
 long rss_kb(void);
+long anon_kb(void);
 void format_duration(char *buf, size_t len, double ms);
 void sort_floats(float *a, size_t n);
 

@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
@@ -48,8 +49,9 @@ double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
-/* Resident set size in KiB from /proc/self/statm (open/read: no malloc). */
-long rss_kb(void)
+/* Resident pages from /proc/self/statm (open/read: no malloc): all of them,
+ * or the anonymous ones (resident minus file-backed and shared). */
+static long statm_kb(bool anonymous_only)
 {
     int fd = open("/proc/self/statm", O_RDONLY);
     if (fd < 0) return -1;
@@ -58,10 +60,25 @@ long rss_kb(void)
     close(fd);
     if (n <= 0) return -1;
     buf[n] = '\0';
-    unsigned long size = 0, resident = 0;
-    if (sscanf(buf, "%lu %lu", &size, &resident) != 2) return -1;
+    unsigned long size = 0, resident = 0, shared = 0;
+    if (sscanf(buf, "%lu %lu %lu", &size, &resident, &shared) != 3) return -1;
+    unsigned long pages = anonymous_only ? resident - (shared < resident ? shared : resident) : resident;
     long page = sysconf(_SC_PAGESIZE);
-    return (long)resident * (page > 0 ? page / 1024 : 4);
+    return (long)pages * (page > 0 ? page / 1024 : 4);
+}
+
+/* Resident set size in KiB. */
+long rss_kb(void)
+{
+    return statm_kb(false);
+}
+
+/* Anonymous resident memory in KiB: the heap, the arena and the stacks,
+ * without the pages of mapped libraries, which grow as new code first runs
+ * (a large BLAS pages in its kernels as new shapes appear). */
+long anon_kb(void)
+{
+    return statm_kb(true);
 }
 
 void format_duration(char *buf, size_t len, double ms)
