@@ -33,7 +33,7 @@ pub(crate) fn exp(x: f32) -> f32 {
 }
 
 /// tanh(x) = 1 - 2 / (e^{2x} + 1); absolute error about 2e-7 (relative
-/// error grows near 0, so the public tanh op keeps libm's; GELU uses this).
+/// error grows near 0, so the public tanh op uses `special::tanh`; GELU uses this).
 #[inline(always)]
 pub(crate) fn tanh(x: f32) -> f32 {
     1.0 - 2.0 / (exp(2.0 * x) + 1.0)

@@ -267,7 +267,9 @@ fn log_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
 
 /// y = tanh x.
 fn tanh_forward(y: &mut [f32], x: &[f32]) {
-    y.iter_mut().zip(x).for_each(|(y, &x)| *y = x.tanh());
+    y.iter_mut()
+        .zip(x)
+        .for_each(|(y, &x)| *y = crate::special::tanh(x));
 }
 
 /// dx += dout * (1 - y^2).
