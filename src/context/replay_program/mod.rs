@@ -107,6 +107,18 @@ struct Bcast {
     ib: [u8; MAXN],
 }
 
+/// A table row as the program reads it: the row's buffer and gradient
+/// slot (activations' from the plan's region), whether it needs a
+/// gradient, and the walk's "born, not written yet" mark. A quarter of
+/// the table's row, so a walk touches fewer cache lines.
+#[derive(Clone, Copy)]
+struct Row {
+    data: Buf,
+    grad: Option<Buf>,
+    needs: bool,
+    unzeroed: bool,
+}
+
 /// A step's program (see the module docs).
 pub(super) struct Program {
     fwd: Vec<Step1>,
@@ -116,13 +128,9 @@ pub(super) struct Program {
     bcast: Vec<Bcast>,
     /// The plan's births in walk order: (position, row).
     births: Vec<(u32, u32)>,
-    /// Gradient slot of every row (activations from the plan's region;
-    /// parameters refreshed from the table at each replay).
-    grads: Vec<Option<Buf>>,
-    /// Whether each row needs a gradient.
-    needs: Vec<bool>,
-    /// The walk's "born, not written yet" marks, by row.
-    unzeroed: Vec<bool>,
+    /// What the walk reads of every table row, dense (parameters'
+    /// refreshed from the table at each replay).
+    rows: Vec<Row>,
     loss: u32,
     n_params: usize,
 }
@@ -284,22 +292,23 @@ impl Program {
         let mut births = Vec::new();
         births.try_reserve_exact(ctx.plan.births_len()).ok()?;
         births.extend((0..ctx.plan.births_len()).map(|k| ctx.plan.birth(k)));
-        let mut grads = filled(rows.len(), None)?;
+        let mut dense = Vec::new();
+        dense.try_reserve_exact(rows.len()).ok()?;
+        dense.extend(rows.iter().map(|e| Row {
+            data: e.data,
+            grad: None,
+            needs: e.requires_grad,
+            unzeroed: false,
+        }));
         for (t, offset, len) in ctx.plan.slots() {
-            grads[t as usize] = Some(Storage::sub(region, offset, len));
-        }
-        let mut needs = filled(rows.len(), false)?;
-        for (n, e) in needs.iter_mut().zip(rows) {
-            *n = e.requires_grad;
+            dense[t as usize].grad = Some(Storage::sub(region, offset, len));
         }
         Some(Box::new(Program {
             fwd,
             bwd,
             bcast,
             births,
-            grads,
-            needs,
-            unzeroed: filled(rows.len(), false)?,
+            rows: dense,
             loss,
             n_params,
         }))
@@ -310,8 +319,9 @@ impl Program {
 
     #[inline(always)]
     fn settle(&mut self, ctx: &mut Context, id: u32) {
-        if std::mem::take(&mut self.unzeroed[id as usize])
-            && let Some(g) = self.grads[id as usize]
+        let row = &mut self.rows[id as usize];
+        if std::mem::take(&mut row.unzeroed)
+            && let Some(g) = row.grad
         {
             ctx.store.access_one(g).fill(0.0);
         }
@@ -320,12 +330,12 @@ impl Program {
     #[inline(always)]
     fn grad_out(&mut self, ctx: &mut Context, id: u32) -> Option<Buf> {
         self.settle(ctx, id);
-        self.grads[id as usize]
+        self.rows[id as usize].grad
     }
 
     #[inline(always)]
     fn grad_of(&mut self, ctx: &mut Context, id: u32) -> Option<Buf> {
-        if !self.needs[id as usize] {
+        if !self.rows[id as usize].needs {
             return None;
         }
         self.grad_out(ctx, id)
@@ -333,11 +343,12 @@ impl Program {
 
     #[inline(always)]
     fn grad_to_overwrite(&mut self, id: u32) -> Option<(Buf, bool)> {
-        if !self.needs[id as usize] {
+        let row = &mut self.rows[id as usize];
+        if !row.needs {
             return None;
         }
-        let fresh = std::mem::take(&mut self.unzeroed[id as usize]);
-        self.grads[id as usize].map(|g| (g, fresh))
+        let fresh = std::mem::take(&mut row.unzeroed);
+        row.grad.map(|g| (g, fresh))
     }
 
     /// As `Context::mark_births`.
@@ -346,8 +357,9 @@ impl Program {
             if pos < at {
                 break;
             }
-            if self.grads[t as usize].is_some() {
-                self.unzeroed[t as usize] = true;
+            let row = &mut self.rows[t as usize];
+            if row.grad.is_some() {
+                row.unzeroed = true;
             }
             *next += 1;
         }
@@ -355,24 +367,24 @@ impl Program {
 
     /// One op's forward, as its eager path.
     #[inline(always)]
-    fn forward<K: OneKernels>(ctx: &mut Context, bcast: &[Bcast], s: Step1) {
-        let data = |ctx: &Context, id: u32| ctx.table[id as usize].data;
+    fn forward<K: OneKernels>(ctx: &mut Context, rows: &[Row], bcast: &[Bcast], s: Step1) {
+        let data = |id: u32| rows[id as usize].data;
         match s.op {
             Kind::One(op) => {
-                let x = ctx.store.read(data(ctx, s.a))[0];
-                let y = ctx.store.read(data(ctx, s.b))[0];
+                let x = ctx.store.read(data(s.a))[0];
+                let y = ctx.store.read(data(s.b))[0];
                 let v = K::forward(op, x, y);
-                ctx.store.access_one(data(ctx, s.out))[0] = v;
+                ctx.store.access_one(data(s.out))[0] = v;
             }
             Kind::Map(op) => {
-                let ([y], [x]) = ctx.store.access([data(ctx, s.out)], [data(ctx, s.a)]);
+                let ([y], [x]) = ctx.store.access([data(s.out)], [data(s.a)]);
                 for (y, &x) in y.iter_mut().zip(x) {
                     *y = K::forward(op, x, x);
                 }
             }
             Kind::Bin(f, k) => {
                 let m = &bcast[k as usize];
-                let (o, a, b) = (data(ctx, s.out), data(ctx, s.a), data(ctx, s.b));
+                let (o, a, b) = (data(s.out), data(s.a), data(s.b));
                 let ([o], [a, b]) = ctx.store.access([o], [a, b]);
                 with_fn(f, |f| {
                     for i in 0..m.n as usize {
@@ -382,11 +394,11 @@ impl Program {
                 });
             }
             Kind::Sum(mean) => {
-                let v = K::sum(ctx.store.read(data(ctx, s.a)), mean);
-                ctx.store.access_one(data(ctx, s.out))[0] = v;
+                let v = K::sum(ctx.store.read(data(s.a)), mean);
+                ctx.store.access_one(data(s.out))[0] = v;
             }
             Kind::Slice { row, off, len } => {
-                let (y, x) = (data(ctx, s.out), data(ctx, s.a));
+                let (y, x) = (data(s.out), data(s.a));
                 let ([y], [x]) = ctx.store.access([y], [x]);
                 K::slice(y, x, row as usize, off as usize, len as usize);
             }
@@ -413,8 +425,7 @@ impl Program {
             }
             return;
         }
-        let data = |ctx: &Context, id: u32| ctx.table[id as usize].data;
-        let (va, vb) = (data(ctx, s.a), data(ctx, s.b));
+        let (va, vb) = (self.rows[s.a as usize].data, self.rows[s.b as usize].data);
         if let Some(da) = self.grad_of(ctx, s.a) {
             let ([d], [g, a, b]) = ctx.store.access([da], [dout, va, vb]);
             with_fn(f, |f| {
@@ -440,8 +451,8 @@ impl Program {
     /// One op's backward, as its eager path.
     #[inline(always)]
     fn backward<K: OneKernels>(&mut self, ctx: &mut Context, s: Step1) {
-        let data = |ctx: &Context, id: u32| ctx.store.read(ctx.table[id as usize].data)[0];
-        let buf = |ctx: &Context, id: u32| ctx.table[id as usize].data;
+        let buf = |p: &Self, id: u32| p.rows[id as usize].data;
+        let data = |p: &Self, ctx: &Context, id: u32| ctx.store.read(buf(p, id))[0];
         match s.op {
             Kind::One(OneOp::Binary(f)) => {
                 let Some(dout) = self.grad_out(ctx, s.out) else {
@@ -460,11 +471,19 @@ impl Program {
                     return;
                 }
                 if let Some(da) = self.grad_of(ctx, s.a) {
-                    let (g, a, b) = (ctx.store.read(dout)[0], data(ctx, s.a), data(ctx, s.b));
+                    let (g, a, b) = (
+                        ctx.store.read(dout)[0],
+                        data(self, ctx, s.a),
+                        data(self, ctx, s.b),
+                    );
                     ctx.store.access_one(da)[0] += K::grad_a(f, g, a, b);
                 }
                 if let Some(db) = self.grad_of(ctx, s.b) {
-                    let (g, a, b) = (ctx.store.read(dout)[0], data(ctx, s.a), data(ctx, s.b));
+                    let (g, a, b) = (
+                        ctx.store.read(dout)[0],
+                        data(self, ctx, s.a),
+                        data(self, ctx, s.b),
+                    );
                     ctx.store.access_one(db)[0] += K::grad_b(f, g, a, b);
                 }
             }
@@ -476,7 +495,11 @@ impl Program {
                     return;
                 };
                 let assign = fresh && f == UnaryFn::Gelu;
-                let (g, x, y) = (ctx.store.read(dout)[0], data(ctx, s.a), data(ctx, s.out));
+                let (g, x, y) = (
+                    ctx.store.read(dout)[0],
+                    data(self, ctx, s.a),
+                    data(self, ctx, s.out),
+                );
                 let d = &mut ctx.store.access_one(dx)[0];
                 if fresh && !assign {
                     *d = 0.0;
@@ -490,7 +513,7 @@ impl Program {
                 else {
                     return;
                 };
-                let (g, x) = (ctx.store.read(dout)[0], data(ctx, s.a));
+                let (g, x) = (ctx.store.read(dout)[0], data(self, ctx, s.a));
                 let d = &mut ctx.store.access_one(dx)[0];
                 *d = K::backward(op, false, *d, g, x, x);
             }
@@ -502,7 +525,7 @@ impl Program {
                     return;
                 };
                 let assign = fresh && f == UnaryFn::Gelu;
-                let (x, y) = (buf(ctx, s.a), buf(ctx, s.out));
+                let (x, y) = (buf(self, s.a), buf(self, s.out));
                 let ([d], [g, x, y]) = ctx.store.access([dx], [dout, x, y]);
                 if fresh && !assign {
                     d.fill(0.0);
@@ -516,7 +539,7 @@ impl Program {
                 else {
                     return;
                 };
-                let x = buf(ctx, s.a);
+                let x = buf(self, s.a);
                 let ([d], [g, x]) = ctx.store.access([dx], [dout, x]);
                 for (i, d) in d.iter_mut().enumerate() {
                     *d = K::backward(op, false, *d, g[i], x[i], x[i]);
@@ -545,16 +568,21 @@ impl Program {
     /// The step's forward and its backward from the loss.
     fn run<K: OneKernels>(&mut self, ctx: &mut Context) {
         for &s in &self.fwd {
-            Self::forward::<K>(ctx, &self.bcast, s);
+            Self::forward::<K>(ctx, &self.rows, &self.bcast, s);
         }
         let n_params = self.n_params;
-        for i in 0..n_params {
-            self.grads[i] = ctx.table[i].grad;
-            self.needs[i] = ctx.table[i].requires_grad;
-            self.unzeroed[i] = ctx.table[i].unzeroed;
+        for (row, e) in self.rows.iter_mut().zip(&ctx.table[..n_params]) {
+            *row = Row {
+                data: e.data,
+                grad: e.grad,
+                needs: e.requires_grad,
+                unzeroed: e.unzeroed,
+            };
         }
         // The previous walk left every activation's mark clear.
-        self.unzeroed[n_params..].fill(false);
+        for row in &mut self.rows[n_params..] {
+            row.unzeroed = false;
+        }
         let n = self.bwd.len() as u32;
         let mut born = 0;
         self.mark_births(&mut born, n);
