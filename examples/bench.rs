@@ -3,7 +3,8 @@
 //!
 //! Per preset (each in a child process so peak RSS is its own):
 //! step time with tokens/s and GFLOP/s, the matmul-only floor (the step's
-//! own sgemm calls replayed), GEMM efficiency = floor / step, a breakdown of
+//! own sgemm calls replayed, on two threads as the step splits them, and on
+//! one), GEMM efficiency = two-thread floor / step, a breakdown of
 //! the calling thread's wall time that adds up to 100% (the worker thread's
 //! busy time is reported beside it, not mixed in), memory figures.
 //! Then, per preset, arena high-water and step time with recomputation
@@ -358,7 +359,7 @@ fn run_preset(name: &str, steps: usize) {
     let flops: f64 = gemms.iter().map(|g| 2.0 * (g.m * g.n * g.k) as f64).sum();
 
     // Floor: replay this step's own GEMM shapes on warm buffers.
-    let floor_ms = replay(&gemms, if steps < 5 { 3 } else { 7 });
+    let (floor_1t_ms, floor_ms) = replay(&gemms, if steps < 5 { 3 } else { 7 });
     let st = ctx.memory_stats();
     let hw = st.arena_high_water_bytes;
     let tape_ns = tape_overhead_ns(20_000);
@@ -382,7 +383,7 @@ fn run_preset(name: &str, steps: usize) {
         flops / 1e9
     );
     println!(
-        "  matmul-only floor {floor_ms:.3} ms ({} sgemm calls, {:.1} GFLOP/s)   GEMM efficiency floor/step = {:.2}",
+        "  matmul-only floor {floor_ms:.3} ms on 2 threads, {floor_1t_ms:.3} on 1 ({} sgemm calls, {:.1} GFLOP/s on 2)   GEMM efficiency floor/step = {:.2}",
         gemms.len(),
         flops / (floor_ms * 1e-3) / 1e9,
         floor_ms / step_ms
@@ -498,10 +499,14 @@ fn recompute_figures(name: &str, steps: usize) {
     }
 }
 
-/// The matmul-only floor (ms): every recorded GEMM run on warm dense
-/// buffers, each timed alone (median of `reps`) with OpenBLAS on one thread
-/// and on two, keeping the faster: BLAS at its best on this machine.
-fn replay(gemms: &[Gemm], reps: usize) -> f64 {
+/// The matmul-only floors (ms): every recorded GEMM run on warm dense
+/// buffers, each timed alone (median of `reps`). The first is each
+/// product on one thread (the GEMM library's own threads at one or two,
+/// keeping the faster). The second also tries each product as the step
+/// runs it on two threads (split by rows across the worker when large),
+/// keeping the fastest: the products' share of a two-thread step at best,
+/// the floor that GEMM efficiency divides.
+fn replay(gemms: &[Gemm], reps: usize) -> (f64, f64) {
     let need = |rows: usize, cols: usize, ld: usize| (rows - 1) * ld + cols;
     let size = gemms
         .iter()
@@ -517,22 +522,31 @@ fn replay(gemms: &[Gemm], reps: usize) -> f64 {
     let a = vec![0.5f32; size];
     let b = vec![0.25f32; size];
     let mut c = vec![0.0f32; size];
+    let time = |run: &mut dyn FnMut()| {
+        run();
+        let mut runs: Vec<f64> = (0..reps)
+            .map(|_| {
+                let t0 = Instant::now();
+                run();
+                ms(t0.elapsed())
+            })
+            .collect();
+        median(&mut runs)
+    };
     let mut best = vec![f64::INFINITY; gemms.len()];
     for threads in [1, 2] {
         blas::set_blas_threads(threads);
         for (g, best) in gemms.iter().zip(best.iter_mut()) {
-            blas::sgemm(*g, 1.0, &a, &b, 1.0, &mut c);
-            let mut runs: Vec<f64> = (0..reps)
-                .map(|_| {
-                    let t0 = Instant::now();
-                    blas::sgemm(*g, 1.0, &a, &b, 1.0, &mut c);
-                    ms(t0.elapsed())
-                })
-                .collect();
-            *best = best.min(median(&mut runs));
+            *best = best.min(time(&mut || blas::sgemm(*g, 1.0, &a, &b, 1.0, &mut c)));
         }
     }
     blas::set_blas_threads(1);
+    let one_thread: f64 = best.iter().sum();
+    if let Some(split) = blas::SplitProducts::new() {
+        for (g, best) in gemms.iter().zip(best.iter_mut()) {
+            *best = best.min(time(&mut || split.sgemm(*g, 1.0, &a, &b, 1.0, &mut c)));
+        }
+    }
     if std::env::var_os("BENCH_SHAPES").is_some() {
         type Key = (bool, bool, usize, usize, usize);
         let mut groups: Vec<(Key, usize, f64)> = Vec::new();
@@ -556,7 +570,7 @@ fn replay(gemms: &[Gemm], reps: usize) -> f64 {
             );
         }
     }
-    best.iter().sum()
+    (one_thread, best.iter().sum())
 }
 
 /// ns per recorded op (record + forward + backward) on 1-element tensors.

@@ -378,6 +378,25 @@ pub(crate) fn sgemm_on(
     split_rows_of_c(pool, g, a, c, |g, a, c| sgemm(g, alpha, a, b, beta, c));
 }
 
+/// For benchmarks (feature `trace`): products run as the ops run them on
+/// two threads, split by rows across a worker when large ([`sgemm_on`]),
+/// so a bench can time a step's products as the step runs them.
+#[cfg(feature = "trace")]
+pub struct SplitProducts(crate::pool::Pool);
+
+#[cfg(feature = "trace")]
+impl SplitProducts {
+    /// None if the worker thread cannot be started.
+    pub fn new() -> Option<SplitProducts> {
+        crate::pool::Pool::new().map(SplitProducts)
+    }
+
+    /// `sgemm`, split as [`sgemm_on`] splits it.
+    pub fn sgemm(&self, g: Gemm, alpha: f32, a: &[f32], b: &[f32], beta: f32, c: &mut [f32]) {
+        sgemm_on(Some(&self.0), g, alpha, a, b, beta, c)
+    }
+}
+
 /// C = A @ B + bias (bias broadcast over the rows of C, which it first
 /// fills), split like [`sgemm_on`]: each thread fills the rows it then
 /// multiplies into, while they are still in its cache.
