@@ -81,6 +81,9 @@ struct Slot {
     done: bool,
     panicked: bool,
     shutdown: bool,
+    /// The worker runs its loop: the thread's own start-up (the standard
+    /// library allocates and frees its start record there) is over.
+    started: bool,
 }
 
 struct SendJob(Job);
@@ -124,6 +127,7 @@ impl Pool {
                 done: false,
                 panicked: false,
                 shutdown: false,
+                started: false,
             }),
             wake: Condvar::new(),
             finished: Condvar::new(),
@@ -135,6 +139,15 @@ impl Pool {
             .name(WORKER_NAME.into())
             .spawn(move || worker_loop(&s))
             .ok()?;
+        // Wait for the thread to start, so that its start-up allocations
+        // happen now, in the warm-up that made the pool, not whenever the
+        // scheduler first runs it (under load, in the middle of a step
+        // that must not allocate).
+        let mut s = lock(&shared.slot);
+        while !s.started {
+            s = shared.finished.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+        drop(s);
         Some(Pool {
             shared,
             worker: Some(worker),
@@ -204,6 +217,8 @@ impl Pool {
 
 fn worker_loop(shared: &Shared) {
     ON_WORKER.with(|w| w.set(true));
+    lock(&shared.slot).started = true;
+    shared.finished.notify_all();
     loop {
         // Poll first: the next kernel usually follows within microseconds.
         spin_until(&shared.posted);
