@@ -51,33 +51,26 @@ fn op_dims(rows: usize, cols: usize, trans: bool) -> (usize, usize) {
     if trans { (cols, rows) } else { (rows, cols) }
 }
 
-/// `sgemm_on`, or the whole product on this thread when `whole`.
-#[allow(clippy::too_many_arguments)]
-fn gemm(
-    pool: Option<&Pool>,
-    whole: bool,
-    g: Gemm,
-    alpha: f32,
-    a: &[f32],
-    b: &[f32],
-    beta: f32,
-    c: &mut [f32],
-) {
-    if whole {
-        crate::blas::sgemm(g, alpha, a, b, beta, c)
-    } else {
-        sgemm_on(pool, g, alpha, a, b, beta, c)
-    }
+/// A backward product: C += op(A) op(B) for the shape in `Gemm`.
+type Product<'f> = &'f dyn Fn(Gemm, &[f32], &[f32], &mut [f32]);
+
+/// dC += op(A) op(B), split like [`sgemm_on`] (across `pool` when given).
+fn split_on(pool: Option<&Pool>) -> impl Fn(Gemm, &[f32], &[f32], &mut [f32]) + Sync + '_ {
+    move |g, a, b, c| sgemm_on(pool, g, 1.0, a, b, 1.0, c)
+}
+
+/// dC += op(A) op(B), whole on this thread (another product runs beside
+/// it on the other).
+fn whole(g: Gemm, a: &[f32], b: &[f32], c: &mut [f32]) {
+    crate::blas::sgemm(g, 1.0, a, b, 1.0, c)
 }
 
 /// Gradients of C = op(A) op(B) (each of one batch item), accumulated:
-/// dA_stored += ..., dB_stored += ... . m, n, k as in the forward. Each
-/// product is split like [`sgemm_on`], or run whole on this thread when
-/// `whole` (the caller runs another product beside it).
+/// dA_stored += ..., dB_stored += ... . m, n, k as in the forward; each
+/// product through `product` ([`split_on`] or [`whole`]).
 #[allow(clippy::too_many_arguments)]
 fn matmul_backward(
-    pool: Option<&Pool>,
-    whole: bool,
+    product: Product<'_>,
     da: Option<&mut [f32]>,
     db: Option<&mut [f32]>,
     dc: &[f32],
@@ -92,58 +85,27 @@ fn matmul_backward(
     if let Some(da) = da {
         if ta {
             // A stored [k, m]: dA = op(B) @ dC^T.
-            gemm(
-                pool,
-                whole,
+            product(
                 Gemm {
                     ldc: m,
                     ..Gemm::dense(tb, true, k, m, n)
                 },
-                1.0,
                 b,
                 dc,
-                1.0,
                 da,
             );
         } else {
             // dA [m, k] = dC @ op(B)^T.
-            gemm(
-                pool,
-                whole,
-                Gemm::dense(false, !tb, m, k, n),
-                1.0,
-                dc,
-                b,
-                1.0,
-                da,
-            );
+            product(Gemm::dense(false, !tb, m, k, n), dc, b, da);
         }
     }
     if let Some(db) = db {
         if tb {
             // B stored [n, k]: dB = dC^T @ op(A).
-            gemm(
-                pool,
-                whole,
-                Gemm::dense(true, ta, n, k, m),
-                1.0,
-                dc,
-                a,
-                1.0,
-                db,
-            );
+            product(Gemm::dense(true, ta, n, k, m), dc, a, db);
         } else {
             // dB [k, n] = op(A)^T @ dC.
-            gemm(
-                pool,
-                whole,
-                Gemm::dense(!ta, false, k, n, m),
-                1.0,
-                a,
-                dc,
-                1.0,
-                db,
-            );
+            product(Gemm::dense(!ta, false, k, n, m), a, dc, db);
         }
     }
 }
@@ -341,15 +303,11 @@ pub(crate) fn backward_product(ctx: &mut Context, out: u32, ia: u32, ib: u32, ta
         && !da.overlaps(&db)
     {
         let (pool, [da, db], [dc, a, b]) = ctx.access_on(par, [da, db], [dout, ea.data, eb.data]);
-        let mut run_a = || matmul_backward(None, true, Some(da), None, dc, &[], b, ta, tb, m, n, k);
-        let mut run_b = || matmul_backward(None, true, None, Some(db), dc, a, &[], ta, tb, m, n, k);
-        match pool {
-            Some(pool) => pool.join(run_b, run_a),
-            None => {
-                run_a();
-                run_b();
-            }
-        }
+        side_by_side(
+            pool,
+            || matmul_backward(&whole, None, Some(db), dc, a, &[], ta, tb, m, n, k),
+            || matmul_backward(&whole, Some(da), None, dc, &[], b, ta, tb, m, n, k),
+        );
         return;
     }
     // One gradient at a time (a and b may be the same tensor).
@@ -358,8 +316,7 @@ pub(crate) fn backward_product(ctx: &mut Context, out: u32, ia: u32, ib: u32, ta
         for i in 0..batch {
             let (dc, b) = (&dc[i * m * n..][..m * n], &b[i * k * n..][..k * n]);
             matmul_backward(
-                pool,
-                false,
+                &split_on(pool),
                 Some(&mut da[i * m * k..][..m * k]),
                 None,
                 dc,
@@ -378,8 +335,7 @@ pub(crate) fn backward_product(ctx: &mut Context, out: u32, ia: u32, ib: u32, ta
         for i in 0..batch {
             let (dc, a) = (&dc[i * m * n..][..m * n], &a[i * m * k..][..m * k]);
             matmul_backward(
-                pool,
-                false,
+                &split_on(pool),
                 None,
                 Some(&mut db[i * k * n..][..k * n]),
                 dc,
@@ -428,8 +384,7 @@ pub(crate) fn backward_linear(ctx: &mut Context, out: u32, ix: u32, iw: u32, bia
     if let Some(dx) = gx {
         let (pool, [dx], [dc, w]) = ctx.access_on(par, [dx], [dout, ew.data]);
         matmul_backward(
-            pool,
-            false,
+            &split_on(pool),
             Some(dx),
             None,
             dc,
@@ -445,8 +400,7 @@ pub(crate) fn backward_linear(ctx: &mut Context, out: u32, ix: u32, iw: u32, bia
     if let Some(dw) = gw {
         let (pool, [dw], [dc, x]) = ctx.access_on(par, [dw], [dout, ex.data]);
         matmul_backward(
-            pool,
-            false,
+            &split_on(pool),
             None,
             Some(dw),
             dc,
@@ -491,34 +445,24 @@ fn linear_grads_side_by_side(
     w: &[f32],
     x: &[f32],
 ) {
-    let mut run_x = || {
-        crate::blas::sgemm(
-            Gemm::dense(false, true, d.rows, d.k, d.n),
-            1.0,
-            dc,
-            w,
-            1.0,
-            dx,
-        )
-    };
+    let run_x = || whole(Gemm::dense(false, true, d.rows, d.k, d.n), dc, w, dx);
     let run_w = || {
-        crate::blas::sgemm(
-            Gemm::dense(true, false, d.k, d.n, d.rows),
-            1.0,
-            x,
-            dc,
-            1.0,
-            dw,
-        );
+        whole(Gemm::dense(true, false, d.k, d.n, d.rows), x, dc, dw);
         if let Some(db) = db {
             fastmath::sum_rows_into_on(None, db, dc);
         }
     };
+    side_by_side(pool, run_w, run_x);
+}
+
+/// `there` on the pool's worker and `here` on this thread, or both here
+/// in turn (`here` first) without a pool.
+fn side_by_side(pool: Option<&Pool>, there: impl FnOnce() + Send, here: impl FnOnce()) {
     match pool {
-        Some(pool) => pool.join(run_w, run_x),
+        Some(pool) => pool.join(there, here),
         None => {
-            run_x();
-            run_w();
+            here();
+            there();
         }
     }
 }

@@ -113,9 +113,8 @@ fn linear_bias_gradient_is_accurately_summed() {
 
 /// A linear layer large enough for the worker: dX on one thread and
 /// dW with the bias sums on the other give the bits of the same whole
-/// products run in turn on one thread, and dW is within 1e-5 of a
-/// float64 X^T dY (k = 256 rows summed in f32: a few ulps of the
-/// largest partial sums).
+/// products run in turn on one thread, and dW is near a float64 X^T dY
+/// (see the bound below).
 #[test]
 #[cfg_attr(miri, ignore)] // no worker under Miri, and slow there
 fn linear_gradients_side_by_side_match_one_thread() {
