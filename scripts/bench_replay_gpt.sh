@@ -11,7 +11,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 TRAIN=build/train_full
 DATA=../shared/data/shakespeare_tiny.txt
-[ -f "$DATA" ] || DATA=data/shakespeare.txt
+if [ ! -f "$DATA" ]; then
+    # Without the shared corpus beside the clone: the generated one, as
+    # the other scripts do (data/shakespeare.txt exists only after make data).
+    make --no-print-directory build/corpus_small.txt >/dev/null || exit 1
+    DATA=build/corpus_small.txt
+fi
 pairs=5 tiny_iters=300 small_iters=40
 if [ "${1:-}" = --quick ]; then pairs=3 tiny_iters=60 small_iters=10; fi
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
