@@ -15,6 +15,9 @@ pub const MAX_ELEMENTS: usize = i32::MAX as usize;
 pub struct Shape {
     dims: [usize; MAX_DIMS],
     ndim: u8,
+    /// The element count, kept (in what was padding) because every op asks
+    /// for it; at most `MAX_ELEMENTS`, so it fits.
+    numel: u32,
 }
 
 // Every op compares shapes, most of them of rank 1 or 2: comparing the
@@ -67,6 +70,7 @@ impl Shape {
         let mut s = Shape {
             dims: [1; MAX_DIMS],
             ndim: dims.len() as u8,
+            numel: n as u32,
         };
         s.dims[..dims.len()].copy_from_slice(dims);
         Ok(s)
@@ -75,9 +79,13 @@ impl Shape {
     /// A shape known to be valid (used for internally derived shapes).
     pub(crate) fn from_valid(dims: &[usize]) -> Shape {
         debug_assert!(!dims.is_empty() && dims.len() <= MAX_DIMS);
+        let n: usize = dims.iter().product();
+        // Derived shapes are checked against MAX_ELEMENTS where derived.
+        let numel = u32::try_from(n).expect("derived shape has at most MAX_ELEMENTS elements");
         let mut s = Shape {
             dims: [1; MAX_DIMS],
             ndim: dims.len() as u8,
+            numel,
         };
         s.dims[..dims.len()].copy_from_slice(dims);
         s
@@ -95,8 +103,9 @@ impl Shape {
         self.ndim as usize
     }
 
+    #[inline(always)]
     pub fn numel(&self) -> usize {
-        self.dims().iter().product()
+        self.numel as usize
     }
 
     /// Size of the last dimension.
