@@ -94,7 +94,7 @@ impl GradPlan {
         // Positions only grow: the first writer of `lo` and the last of
         // `hi` win. A view's consumers are folded into its base below.
         for i in 0..n {
-            let node = ctx.node(i);
+            let node = ctx.node_ref(i);
             let out = node.out as usize;
             if self.lo[out] == NONE {
                 self.lo[out] = i;

@@ -26,7 +26,7 @@ impl Context {
             let Some(node) = self.replay_log_node(k, i) else {
                 return Ok(());
             };
-            crate::ops::dispatch::forward(self, node.op, node.out);
+            crate::ops::dispatch::forward(self, &node.op, node.out);
         }
         self.replay_backward(k)
     }

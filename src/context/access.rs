@@ -36,9 +36,19 @@ impl Context {
         self.tape.len()
     }
 
+    /// The output of the op recorded at tape position `i`.
+    pub(crate) fn node_out(&self, i: u32) -> u32 {
+        self.tape[i as usize].out
+    }
+
     /// The op recorded at tape position `i`.
     pub(crate) fn node(&self, i: u32) -> Node {
         self.tape[i as usize]
+    }
+
+    /// The same, borrowed: for readers that need a field or two.
+    pub(crate) fn node_ref(&self, i: u32) -> &Node {
+        &self.tape[i as usize]
     }
 
     // ---- checked access to buffers (see arena::Storage) --------------------

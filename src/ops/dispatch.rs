@@ -14,8 +14,9 @@ impl Context {
     /// Computes `op` into `out` through the forward dispatch and records it:
     /// the tail of every recording function, once its arguments are checked
     /// and its buffers allocated.
+    #[inline(always)]
     pub(crate) fn run(&mut self, op: Op, out: u32) -> Tensor {
-        forward(self, op, out);
+        forward(self, &op, out);
         self.record(op, out);
         self.handle(out)
     }
@@ -23,10 +24,10 @@ impl Context {
 
 /// Forward dispatch: writes the output of `op` (and the buffers it saves for
 /// backward) from its inputs. One arm per op, no wildcard.
-pub(crate) fn forward(ctx: &mut Context, op: Op, out: u32) {
+pub(crate) fn forward(ctx: &mut Context, op: &Op, out: u32) {
     #[cfg(feature = "trace")]
-    let _timer = OpTimer::new(op, false);
-    match op {
+    let _timer = OpTimer::new(*op, false);
+    match *op {
         Op::Binary { a, b, f } => elementwise::forward_binary(ctx, out, a, b, f),
         Op::Scale { x, s } => elementwise::forward_scale(ctx, out, x, s),
         Op::Unary { x, f } => elementwise::forward_unary(ctx, out, x, f),
@@ -86,10 +87,10 @@ pub(crate) fn forward(ctx: &mut Context, op: Op, out: u32) {
 
 /// Backward dispatch: accumulates the gradient of `out` into the gradients
 /// of the op's inputs. One arm per op, no wildcard.
-pub(crate) fn backward(ctx: &mut Context, op: Op, out: u32) {
+pub(crate) fn backward(ctx: &mut Context, op: &Op, out: u32) {
     #[cfg(feature = "trace")]
-    let _timer = OpTimer::new(op, true);
-    match op {
+    let _timer = OpTimer::new(*op, true);
+    match *op {
         Op::Binary { a, b, f } => elementwise::backward_binary(ctx, out, a, b, f),
         Op::Scale { x, s } => elementwise::backward_scale(ctx, out, x, s),
         Op::Unary { x, f } => elementwise::backward_unary(ctx, out, x, f),
