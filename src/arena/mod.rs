@@ -282,7 +282,7 @@ impl Storage {
     /// left there; NaN with `debug-arena`): for outputs the caller writes
     /// completely before anything reads them. Skips the zero fill that
     /// `alloc` pays.
-    #[inline]
+    #[inline(always)]
     pub fn alloc_scratchable<T: Plain>(&mut self, op: &'static str, len: usize) -> Result<Buf<T>> {
         let bytes = padded_bytes::<T>(len).ok_or_else(|| Error::TooLarge {
             op,

@@ -294,12 +294,14 @@ impl Context {
 
     /// Whether `id`'s gradient slot (its root's, for a view) is born but not
     /// yet written; clears the mark, as the caller now writes or zeroes it.
+    #[inline(always)]
     pub(crate) fn take_unzeroed(&mut self, id: u32) -> bool {
         let root = self.table[id as usize].view_of.unwrap_or(id) as usize;
         std::mem::take(&mut self.table[root].unzeroed)
     }
 
     /// Zeroes `id`'s gradient slot if it is born but not yet written.
+    #[inline(always)]
     pub(crate) fn settle_grad(&mut self, id: u32) {
         if self.take_unzeroed(id)
             && let Some(g) = self.table[id as usize].grad
@@ -309,6 +311,7 @@ impl Context {
     }
 
     /// The gradient buffer of an op's output during backward.
+    #[inline(always)]
     pub(crate) fn grad_out(&mut self, out: u32) -> Option<Buf> {
         self.settle_grad(out);
         self.table[out as usize].grad
@@ -316,25 +319,25 @@ impl Context {
 
     /// The gradient buffer of an input during backward, if it needs one;
     /// the kernel adds into it.
+    #[inline(always)]
     pub(crate) fn grad_of(&mut self, id: u32) -> Option<Buf> {
-        let e = self.table[id as usize];
-        if !e.requires_grad {
+        if !self.table[id as usize].requires_grad {
             return None;
         }
         self.settle_grad(id);
-        e.grad
+        self.table[id as usize].grad
     }
 
     /// Like [`grad_of`](Self::grad_of), for a kernel that can also write
     /// every element with `=`: with `true`, the slot is born here and holds
     /// stale values, and the kernel must overwrite all of it (no zero fill
     /// first); with `false`, it adds as usual.
+    #[inline(always)]
     pub(crate) fn grad_to_overwrite(&mut self, id: u32) -> Option<(Buf, bool)> {
-        let e = self.table[id as usize];
-        if !e.requires_grad {
+        if !self.table[id as usize].requires_grad {
             return None;
         }
         let fresh = self.take_unzeroed(id);
-        e.grad.map(|g| (g, fresh))
+        self.table[id as usize].grad.map(|g| (g, fresh))
     }
 }

@@ -150,11 +150,17 @@ impl Captures {
         self.steps.get_mut(k)?.as_mut().map(|s| &mut s.program)
     }
 
+    /// The captured step that is the current iteration, if any.
+    pub(super) fn resident(&self) -> Option<usize> {
+        self.resident
+    }
+
     pub(crate) fn clear_inputs(&mut self) {
         self.inputs.clear();
     }
 
-    /// Appends an op to the capture's log (no-op outside a capture).
+    /// Appends an op to the capture's log (no-op outside a capture); inline.
+    #[inline(always)]
     pub(crate) fn log(&mut self, op: Op, out: u32) {
         if let Some(r) = self.recording.as_mut() {
             if r.log.try_reserve(1).is_err() {
@@ -503,20 +509,6 @@ impl Context {
             rec.loss = Some(loss);
         }
         Ok(region)
-    }
-
-    /// SEQUENCE while a captured step is the current iteration: its graph
-    /// cannot grow.
-    pub(crate) fn check_not_resident(&self, op: &'static str) -> Result<()> {
-        match self.capture.resident {
-            Some(k) => Err(Error::Sequence {
-                op,
-                what: format!(
-                    "the current iteration is captured step {k} (replayed or just captured); its graph cannot grow: call ag_reset first"
-                ),
-            }),
-            None => Ok(()),
-        }
     }
 
     // ---- input slots ------------------------------------------------------

@@ -451,6 +451,7 @@ impl Context {
         self.pool.is_some()
     }
 
+    #[inline(always)]
     pub(crate) fn handle(&self, id: u32) -> Tensor {
         let generation = if (id as usize) < self.n_params {
             0
@@ -464,8 +465,32 @@ impl Context {
         }
     }
 
-    /// Checks a handle and returns its table index.
+    /// Checks a handle and returns its table index. Every op resolves
+    /// each input: the common valid handle is a few compares inline, and
+    /// anything else goes to [`resolve_checked`](Self::resolve_checked),
+    /// which finds the exact error.
+    #[inline(always)]
     pub(crate) fn resolve(&self, op: &'static str, t: Tensor) -> Result<u32> {
+        let idx = t.index as usize;
+        let valid = t.context == self.id
+            && if t.generation == 0 {
+                idx < self.n_params
+            } else {
+                t.generation == self.store.epoch()
+                    && idx >= self.n_params
+                    && idx < self.table.len()
+                    && self.recompute.segments_len() == 0
+            };
+        // A context id is never 0, so a valid handle's is not either.
+        if valid {
+            return Ok(t.index);
+        }
+        self.resolve_checked(op, t)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn resolve_checked(&self, op: &'static str, t: Tensor) -> Result<u32> {
         if t.context == 0 {
             // No context has id 0: a zeroed or garbage handle.
             return Err(Error::InvalidHandle { op, index: t.index });
@@ -575,6 +600,22 @@ impl Context {
         Ok(self.table.len() as u32 - 1)
     }
 
+    /// SEQUENCE while a captured step is the current iteration: its graph
+    /// cannot grow.
+    #[inline(always)]
+    pub(crate) fn check_not_resident(&self, op: &'static str) -> Result<()> {
+        match self.capture.resident() {
+            Some(k) => Err(Error::Sequence {
+                op,
+                what: format!(
+                    "the current iteration is captured step {k} (replayed or just captured); its graph cannot grow: call ag_reset first"
+                ),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    #[inline(always)]
     fn reserve_slot(&mut self, op: &'static str) -> Result<()> {
         self.check_not_resident(op)?;
         if self.table.len() >= (u32::MAX - 1) as usize {
@@ -583,22 +624,29 @@ impl Context {
                 what: "too many tensors in one iteration".into(),
             });
         }
-        self.table
-            .try_reserve(1)
-            .map_err(|_| Error::AllocationFailed {
-                op,
-                bytes: size_of::<TensorEntry>(),
-            })?;
-        self.tape
-            .try_reserve(1)
-            .map_err(|_| Error::AllocationFailed {
-                op,
-                bytes: size_of::<Node>(),
-            })
+        // Past warm-up both have room: two compares, no call.
+        if self.table.len() == self.table.capacity() {
+            self.table
+                .try_reserve(1)
+                .map_err(|_| Error::AllocationFailed {
+                    op,
+                    bytes: size_of::<TensorEntry>(),
+                })?;
+        }
+        if self.tape.len() == self.tape.capacity() {
+            self.tape
+                .try_reserve(1)
+                .map_err(|_| Error::AllocationFailed {
+                    op,
+                    bytes: size_of::<Node>(),
+                })?;
+        }
+        Ok(())
     }
 
     /// Records `op` as the producer of `out` when `out` needs a gradient
     /// (capacity was reserved by push_output, so this never allocates).
+    #[inline(always)]
     pub(crate) fn record(&mut self, op: Op, out: u32) {
         self.capture.log(op, out);
         if !self.table[out as usize].requires_grad {

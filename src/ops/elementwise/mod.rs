@@ -70,8 +70,13 @@ fn takes_a_min(a: f32, b: f32) -> bool {
 impl Context {
     fn binary(&mut self, f: BinaryFn, op: &'static str, a: Tensor, b: Tensor) -> Result<Tensor> {
         let (ia, ib) = (self.resolve(op, a)?, self.resolve(op, b)?);
-        let (ea, eb) = (self.entry(ia), self.entry(ib));
-        let shape = Shape::broadcast(op, ea.shape, eb.shape)?;
+        let (sa, sb) = (&self.entry_ref(ia).shape, &self.entry_ref(ib).shape);
+        // Equal shapes need no broadcast (most ops of a scalar model).
+        let shape = if sa == sb {
+            *sa
+        } else {
+            Shape::broadcast(op, *sa, *sb)?
+        };
         let tracks = self.tracks(&[ia, ib]);
         let out = self.push_output(op, shape, tracks)?;
         Ok(self.run(Op::Binary { a: ia, b: ib, f }, out))
