@@ -6,6 +6,7 @@
 //! special functions' in `special_fns.rs`), and one arm in each of
 //! `unary_forward` / `unary_backward`.
 
+use crate::arena::Buf;
 use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
 use crate::kernels::fastmath;
@@ -401,8 +402,14 @@ pub(crate) fn forward_binary(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: B
         // One element each (a scalar model's op): no shapes to copy around.
         let ([o], [x, y]) = ctx.access([dout], [da, db]);
         binary_kernel_one(f, o, x, y);
-        return;
+    } else {
+        forward_binary_many(ctx, out, ia, ib, f);
     }
+}
+
+/// The general path of [`forward_binary`] (see [`backward_binary_many`]).
+#[inline(never)]
+fn forward_binary_many(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: BinaryFn) {
     let (ea, eb, eo) = (ctx.entry(ia), ctx.entry(ib), ctx.entry(out));
     // Equal shapes (a residual add): the halves are independent.
     let par = ea.shape == eb.shape && ctx.want_pool(eo.shape.numel() * 16);
@@ -455,8 +462,14 @@ pub(crate) fn forward_unary(ctx: &mut Context, out: u32, x: u32, f: UnaryFn) {
         // One element: no shapes or pool to consult.
         let ([y], [x]) = ctx.access([vy], [vx]);
         unary_forward(f, y, x);
-        return;
+    } else {
+        forward_unary_many(ctx, out, x, f);
     }
+}
+
+/// The general path of [`forward_unary`] (see [`backward_binary_many`]).
+#[inline(never)]
+fn forward_unary_many(ctx: &mut Context, out: u32, x: u32, f: UnaryFn) {
     let (ex, eo) = (ctx.entry(x), ctx.entry(out));
     let par = f == UnaryFn::Gelu && ctx.want_pool(ex.shape.numel() * 16);
     let (pool, [y], [x]) = ctx.access_on(par, [eo.data], [ex.data]);
@@ -507,11 +520,25 @@ pub(crate) fn backward_unary(ctx: &mut Context, out: u32, x: u32, f: UnaryFn) {
         let (vx, vy) = (ctx.entry(x).data, ctx.entry(out).data);
         let ([dx], [dout, x, y]) = ctx.access([dx], [dout, vx, vy]);
         if fresh && !assign {
-            dx.fill(0.0);
+            dx[0] = 0.0;
         }
         unary_backward(f, assign, dx, dout, x, y);
-        return;
+    } else {
+        backward_unary_many(ctx, dout, (dx, fresh), out, x, f, assign);
     }
+}
+
+/// The general path of [`backward_unary`] (see [`backward_binary_many`]).
+#[inline(never)]
+fn backward_unary_many(
+    ctx: &mut Context,
+    dout: Buf,
+    (dx, fresh): (Buf, bool),
+    out: u32,
+    x: u32,
+    f: UnaryFn,
+    assign: bool,
+) {
     let (ex, eo) = (ctx.entry(x), ctx.entry(out));
     let par = f == UnaryFn::Gelu && ctx.want_pool(ex.shape.numel() * 16);
     let (pool, [dx], [dout, x, y]) = ctx.access_on(par, [dx], [dout, ex.data, eo.data]);
@@ -556,8 +583,15 @@ pub(crate) fn backward_binary(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: 
     };
     if dout.len() == 1 {
         backward_binary_one(ctx, dout, out, ia, ib, f);
-        return;
+    } else {
+        backward_binary_many(ctx, dout, out, ia, ib, f);
     }
+}
+
+/// The general path of [`backward_binary`], apart so that a scalar model's
+/// one-element ops do not pay its frame.
+#[inline(never)]
+fn backward_binary_many(ctx: &mut Context, dout: Buf, out: u32, ia: u32, ib: u32, f: BinaryFn) {
     let (ea, eb, eo) = (ctx.entry(ia), ctx.entry(ib), ctx.entry(out));
     let so = eo.shape;
     // Equal shapes (a residual add or sub): da += g and db += ±g, each
