@@ -85,9 +85,7 @@ impl Context {
             if self.entry_ref(self.node_out(i)).flow {
                 let node = self.node(i);
                 crate::ops::dispatch::backward(self, &node.op, node.out);
-                for &input in node.op.inputs().as_slice() {
-                    self.mark_flow(input);
-                }
+                node.op.for_each_input(|input| self.mark_flow(input));
             }
             if notify {
                 self.grad_ready_passed(i);

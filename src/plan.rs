@@ -99,9 +99,7 @@ impl GradPlan {
             if self.lo[out] == NONE {
                 self.lo[out] = i;
             }
-            for &x in node.op.inputs().as_slice() {
-                self.hi[x as usize] = i;
-            }
+            node.op.for_each_input(|x| self.hi[x as usize] = i);
         }
         let root = ctx.entry_ref(loss).view_of.unwrap_or(loss) as usize;
         self.hi[root] = n;

@@ -279,16 +279,6 @@ pub(crate) struct Inputs {
 
 impl Inputs {
     #[inline]
-    fn of(ids: &[u32]) -> Inputs {
-        let mut arr = [u32::MAX; MAX_INPUTS];
-        arr[..ids.len()].copy_from_slice(ids);
-        Inputs {
-            ids: arr,
-            n: ids.len() as u8,
-        }
-    }
-
-    #[inline]
     pub(crate) fn as_slice(&self) -> &[u32] {
         &self.ids[..self.n as usize]
     }
@@ -344,21 +334,54 @@ impl Op {
     /// Inlined: the gradient plan and the backward walk ask it of every op.
     #[inline(always)]
     pub(crate) fn inputs(&self) -> Inputs {
+        let (mut ids, mut n) = ([u32::MAX; MAX_INPUTS], 0);
+        self.for_each_input(|x| {
+            ids[n] = x;
+            n += 1;
+        });
+        Inputs { ids, n: n as u8 }
+    }
+
+    /// Calls `f` on each of [`inputs`](Self::inputs), in order, with no
+    /// array built: the form the per-op passes of backward use.
+    #[inline(always)]
+    pub(crate) fn for_each_input(&self, mut f: impl FnMut(u32)) {
         match *self {
-            Op::Binary { a, b, .. } | Op::Matmul { a, b, .. } | Op::Bmm { a, b, .. } => {
-                Inputs::of(&[a, b])
+            Op::Binary { a, b, .. }
+            | Op::Matmul { a, b, .. }
+            | Op::Bmm { a, b, .. }
+            | Op::MseLoss {
+                pred: a, target: b, ..
+            } => {
+                f(a);
+                f(b);
             }
-            Op::MseLoss { pred, target } => Inputs::of(&[pred, target]),
-            Op::Linear { x, w, bias } => match bias {
-                Some(b) => Inputs::of(&[x, w, b]),
-                None => Inputs::of(&[x, w]),
-            },
-            Op::LayerNorm { x, w, b, .. } => Inputs::of(&[x, w, b]),
+            Op::Linear { x, w, bias } => {
+                f(x);
+                f(w);
+                if let Some(b) = bias {
+                    f(b);
+                }
+            }
             // cond gets no gradient, but its backward reads it (a replay
             // must recompute it).
-            Op::Where { cond, a, b } => Inputs::of(&[cond, a, b]),
+            Op::LayerNorm {
+                x: a, w: b, b: c, ..
+            }
+            | Op::Where {
+                cond: a,
+                a: b,
+                b: c,
+            } => {
+                f(a);
+                f(b);
+                f(c);
+            }
             // The seed gets no gradient; it is data, read by the forward.
-            Op::DropoutSeeded { x, seed, .. } => Inputs::of(&[x, seed]),
+            Op::DropoutSeeded { x, seed, .. } => {
+                f(x);
+                f(seed);
+            }
             Op::Scale { x, .. }
             | Op::Unary { x, .. }
             | Op::Pow { x, .. }
@@ -370,11 +393,11 @@ impl Op {
             | Op::Softmax { x, .. }
             | Op::Slice { x, .. }
             | Op::Dropout { x, .. }
-            | Op::LogSoftmax { x } => Inputs::of(&[x]),
-            Op::Concat { xs, n, .. } => Inputs::of(&xs[..n as usize]),
-            Op::Embedding { w, .. } => Inputs::of(&[w]),
-            Op::CrossEntropy { logits, .. } => Inputs::of(&[logits]),
-            Op::Attention { qkv, .. } => Inputs::of(&[qkv]),
+            | Op::LogSoftmax { x }
+            | Op::Embedding { w: x, .. }
+            | Op::CrossEntropy { logits: x, .. }
+            | Op::Attention { qkv: x, .. } => f(x),
+            Op::Concat { xs, n, .. } => xs[..n as usize].iter().for_each(|&x| f(x)),
         }
     }
 }
