@@ -410,11 +410,13 @@ pub(crate) fn forward_binary(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: B
 /// The general path of [`forward_binary`] (see [`backward_binary_many`]).
 #[inline(never)]
 fn forward_binary_many(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: BinaryFn) {
-    let (ea, eb, eo) = (ctx.entry(ia), ctx.entry(ib), ctx.entry(out));
+    // Read once, as in backward_binary_many.
+    let (sa, va) = (ctx.entry_ref(ia).shape, ctx.entry_ref(ia).data);
+    let (sb, vb) = (ctx.entry_ref(ib).shape, ctx.entry_ref(ib).data);
+    let (shape, vo) = (ctx.entry_ref(out).shape, ctx.entry_ref(out).data);
     // Equal shapes (a residual add): the halves are independent.
-    let par = ea.shape == eb.shape && ctx.want_pool(eo.shape.numel() * 16);
-    let (pool, [o], [x, y]) = ctx.access_on(par, [eo.data], [ea.data, eb.data]);
-    let (shape, sa, sb) = (eo.shape, ea.shape, eb.shape);
+    let par = sa == sb && ctx.want_pool(shape.numel() * 16);
+    let (pool, [o], [x, y]) = ctx.access_on(par, [vo], [va, vb]);
     if let Some(pool) = pool {
         let h = o.len() / 2;
         let ((o0, o1), (x0, x1), (y0, y1)) = (o.split_at_mut(h), x.split_at(h), y.split_at(h));
@@ -592,12 +594,14 @@ pub(crate) fn backward_binary(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: 
 /// one-element ops do not pay its frame.
 #[inline(never)]
 fn backward_binary_many(ctx: &mut Context, dout: Buf, out: u32, ia: u32, ib: u32, f: BinaryFn) {
-    let (ea, eb, eo) = (ctx.entry(ia), ctx.entry(ib), ctx.entry(out));
-    let so = eo.shape;
+    // The three shapes and two buffers, read once (rows are 120 bytes).
+    let (sa, va) = (ctx.entry_ref(ia).shape, ctx.entry_ref(ia).data);
+    let (sb, vb) = (ctx.entry_ref(ib).shape, ctx.entry_ref(ib).data);
+    let so = ctx.entry_ref(out).shape;
     // Equal shapes (a residual add or sub): da += g and db += ±g, each
     // written with `=` where its slot is newborn, the two side by side on
     // two threads when they are separate buffers.
-    if matches!(f, BinaryFn::Add | BinaryFn::Sub) && ea.shape == so && eb.shape == so {
+    if matches!(f, BinaryFn::Add | BinaryFn::Sub) && sa == so && sb == so {
         let sign = if f == BinaryFn::Sub { -1.0 } else { 1.0 };
         // In this order: if a and b share a gradient, a's write comes first.
         let (ga, gb) = (ctx.grad_to_overwrite(ia), ctx.grad_to_overwrite(ib));
@@ -630,8 +634,7 @@ fn backward_binary_many(ctx: &mut Context, dout: Buf, out: u32, ia: u32, ib: u32
     // One operand at a time: if a and b are the same tensor, their grad
     // buffers are the same and must not be borrowed twice.
     if let Some(da) = ctx.grad_of(ia) {
-        let ([da], [dout, a, b]) = ctx.access([da], [dout, ea.data, eb.data]);
-        let (sa, sb) = (ea.shape, eb.shape);
+        let ([da], [dout, a, b]) = ctx.access([da], [dout, va, vb]);
         run_kernel!(
             dout.len(),
             match f {
@@ -650,8 +653,7 @@ fn backward_binary_many(ctx: &mut Context, dout: Buf, out: u32, ia: u32, ib: u32
         );
     }
     if let Some(db) = ctx.grad_of(ib) {
-        let ([db], [dout, a, b]) = ctx.access([db], [dout, ea.data, eb.data]);
-        let (sa, sb) = (ea.shape, eb.shape);
+        let ([db], [dout, a, b]) = ctx.access([db], [dout, va, vb]);
         run_kernel!(
             dout.len(),
             match f {
