@@ -240,6 +240,15 @@ fn padded_bytes<T>(len: usize) -> Option<usize> {
         .map(|b| b.max(ALIGN))
 }
 
+#[cold]
+#[inline(never)]
+fn too_many_elements(op: &'static str, len: usize) -> Error {
+    Error::TooLarge {
+        op,
+        what: format!("{len} elements do not fit in memory"),
+    }
+}
+
 impl Default for Storage {
     fn default() -> Self {
         Self::new()
@@ -284,10 +293,9 @@ impl Storage {
     /// `alloc` pays.
     #[inline(always)]
     pub fn alloc_scratchable<T: Plain>(&mut self, op: &'static str, len: usize) -> Result<Buf<T>> {
-        let bytes = padded_bytes::<T>(len).ok_or_else(|| Error::TooLarge {
-            op,
-            what: format!("{len} elements do not fit in memory"),
-        })?;
+        let Some(bytes) = padded_bytes::<T>(len) else {
+            return Err(too_many_elements(op, len));
+        };
         let b = if self.act.scratch.on {
             self.alloc_scratch(op, len, bytes)?
         } else {
@@ -304,33 +312,20 @@ impl Storage {
     // with wider loads stalled every op's output allocation.
     #[inline(always)]
     pub fn alloc_main<T: Plain>(&mut self, op: &'static str, len: usize) -> Result<Buf<T>> {
-        let bytes = padded_bytes::<T>(len).ok_or_else(|| Error::TooLarge {
-            op,
-            what: format!("{len} elements do not fit in memory"),
-        })?;
+        // The errors are built out of line: their formatting would
+        // otherwise widen the frame of every op that allocates.
+        let Some(bytes) = padded_bytes::<T>(len) else {
+            return Err(too_many_elements(op, len));
+        };
         if bytes > self.limit.saturating_sub(self.act.used) {
-            return Err(Error::OutOfMemory {
-                op,
-                needed: bytes,
-                used: self.act.used,
-                limit: self.limit,
-            });
+            return Err(self.out_of_memory(op, bytes));
         }
-        let layout =
-            Layout::from_size_align(bytes + CANARY, ALIGN).map_err(|_| Error::TooLarge {
-                op,
-                what: format!("{bytes} bytes"),
-            })?;
-        let raw = self
-            .act
-            .bump
-            .try_alloc_layout(layout)
-            .map_err(|_| Error::OutOfMemory {
-                op,
-                needed: bytes,
-                used: self.act.used,
-                limit: self.limit,
-            })?;
+        let Ok(layout) = Layout::from_size_align(bytes + CANARY, ALIGN) else {
+            return Err(too_many_elements(op, len));
+        };
+        let Ok(raw) = self.act.bump.try_alloc_layout(layout) else {
+            return Err(self.out_of_memory(op, bytes));
+        };
         self.act.used += bytes;
         self.high_water = self.high_water.max(self.act.used);
         self.act.main_used += bytes + CANARY;
@@ -540,6 +535,17 @@ impl Storage {
             } else {
                 self.limit
             },
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn out_of_memory(&self, op: &'static str, bytes: usize) -> Error {
+        Error::OutOfMemory {
+            op,
+            needed: bytes,
+            used: self.act.used,
+            limit: self.limit,
         }
     }
 
