@@ -53,10 +53,10 @@ impl Context {
         }
         let n_params = self.param_count() as u32;
         for i in n_params..self.live_tensors() as u32 {
-            if let Some(root) = self.entry(i).view_of
+            if let Some(root) = self.entry_ref(i).view_of
                 && root >= n_params
             {
-                self.entry_mut(i).grad = self.entry(root).grad;
+                self.entry_mut(i).grad = self.entry_ref(root).grad;
             }
         }
         // A slot holds an earlier gradient's values until its gradient is
@@ -99,8 +99,12 @@ impl Context {
             self.entry_mut(i).flow = false;
         }
         for i in n_params..self.live_tensors() as u32 {
-            let root = self.entry_ref(i).view_of.unwrap_or(i);
-            if root >= n_params && !self.entry_ref(root).retain {
+            let row = self.entry_ref(i);
+            let dropped = match row.view_of {
+                None => !row.retain,
+                Some(root) => root >= n_params && !self.entry_ref(root).retain,
+            };
+            if dropped {
                 let row = self.entry_mut(i);
                 row.grad = None;
                 row.unzeroed = false;
