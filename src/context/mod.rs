@@ -547,6 +547,7 @@ impl Context {
 
     /// Appends a fresh output of `shape` to the table. Its contents are
     /// unspecified (NaN with `debug-arena`): the op writes every element.
+    #[inline(always)]
     pub(crate) fn push_output(
         &mut self,
         op: &'static str,
