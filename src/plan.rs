@@ -91,18 +91,20 @@ impl GradPlan {
         self.lo.resize(rows, NONE);
         self.hi.clear();
         self.hi.resize(rows, NONE);
+        // Slices held for the whole pass: their lengths are loaded once.
+        let (lo, hi) = (&mut self.lo[..], &mut self.hi[..]);
         // Positions only grow: the first writer of `lo` and the last of
         // `hi` win. A view's consumers are folded into its base below.
         for i in 0..n {
             let node = ctx.node_ref(i);
             let out = node.out as usize;
-            if self.lo[out] == NONE {
-                self.lo[out] = i;
+            if lo[out] == NONE {
+                lo[out] = i;
             }
-            node.op.for_each_input(|x| self.hi[x as usize] = i);
+            node.op.for_each_input(|x| hi[x as usize] = i);
         }
         let root = ctx.entry_ref(loss).view_of.unwrap_or(loss) as usize;
-        self.hi[root] = n;
+        hi[root] = n;
         // Rows in reverse, so every view (made after its base) is folded
         // into its base before the base is reached. Each lifetime is
         // compared with the cached one as it is made: while they match
@@ -113,25 +115,25 @@ impl GradPlan {
         for id in (n_params..rows).rev() {
             let e = ctx.entry_ref(id as u32);
             if let Some(r) = e.view_of {
-                let (h, r) = (self.hi[id], r as usize);
-                if h != NONE && (self.hi[r] == NONE || self.hi[r] < h) {
-                    self.hi[r] = h;
+                let (h, r) = (hi[id], r as usize);
+                if h != NONE && (hi[r] == NONE || hi[r] < h) {
+                    hi[r] = h;
                 }
                 continue;
             }
             if !e.requires_grad {
                 continue;
             }
-            let hi = if e.retain { n } else { self.hi[id] };
-            if hi == NONE {
+            let last = if e.retain { n } else { hi[id] };
+            if last == NONE {
                 // Nothing ever writes this gradient: no memory for it.
                 continue;
             }
-            let lo = if self.lo[id] == NONE { 0 } else { self.lo[id] };
+            let first = if lo[id] == NONE { 0 } else { lo[id] };
             let life = Life {
                 id: id as u32,
-                lo: lo.min(hi),
-                hi,
+                lo: first.min(last),
+                hi: last,
                 len: e.shape.numel(),
             };
             if !differ {
