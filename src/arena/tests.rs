@@ -108,6 +108,56 @@ fn overlapping_write_is_refused() {
     let _ = s.access([a], [a]);
 }
 
+// access_ids checks every writable buffer against the writable ones after
+// it, the read-only ones and the id buffers: one test per kind of pair.
+#[test]
+#[should_panic(expected = "overlaps")]
+fn overlapping_writes_are_refused() {
+    let mut s = Storage::new();
+    let a = s.alloc::<f32>("t", 8).unwrap();
+    let (lo, hi) = (Storage::sub(a, 0, 5), Storage::sub(a, 4, 4));
+    let _ = s.access([lo, hi], []);
+}
+
+#[test]
+#[should_panic(expected = "overlaps")]
+fn write_overlapping_an_id_buffer_is_refused() {
+    let mut s = Storage::new();
+    let a = s.alloc::<f32>("t", 4).unwrap();
+    let ids = Buf::<u32> {
+        ptr: a.ptr.cast(),
+        len: 1,
+        epoch: a.epoch,
+    };
+    let _ = s.access_ids([a], [], [ids]);
+}
+
+#[test]
+#[should_panic(expected = "after reset")]
+fn stale_read_only_buf_in_a_kernel_call_is_refused() {
+    let mut s = Storage::new();
+    let _first = s.alloc::<f32>("t", 4).unwrap();
+    let old = s.alloc::<f32>("t", 4).unwrap();
+    s.reset();
+    // Takes _first's place, so it does not overlap `old`: liveness fails.
+    let new = s.alloc::<f32>("t", 4).unwrap();
+    let _ = s.access([new], [old]);
+}
+
+#[test]
+fn adjacent_and_shared_read_buffers_are_allowed() {
+    let mut s = Storage::new();
+    let a = s.alloc::<f32>("t", 8).unwrap();
+    let (lo, hi) = (Storage::sub(a, 0, 4), Storage::sub(a, 4, 4));
+    let b = s.alloc::<f32>("t", 4).unwrap();
+    // Two writes side by side, and one buffer read twice.
+    let ([x, y], [r1, r2]) = s.access([lo, hi], [b, b]);
+    x[3] = 1.0;
+    y[0] = 2.0;
+    assert_eq!(r1.len() + r2.len(), 8);
+    assert_eq!(s.read(a)[3..5], [1.0, 2.0]);
+}
+
 #[test]
 fn persistent_survives_reset_and_single_chunk_after_warmup() {
     let mut s = Storage::new();
