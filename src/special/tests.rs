@@ -541,8 +541,9 @@ fn logsumexp_handles_infinities_and_matches_f64() {
     assert!(worst <= 4 && worst_g <= 4, "{worst} {worst_g}");
 }
 
-/// Every float of each domain (stride AG_SWEEP_STRIDE, default 1): hours
-/// of CPU, run by `make special-sweep`, never by `make test`.
+/// Every float of each domain (stride AG_SWEEP_STRIDE, default 1): about
+/// two CPU-hours, run by `make special-sweep` (never by `make test`) on
+/// every core, each thread taking a slice of the bit patterns.
 #[test]
 #[ignore]
 fn special_sweep_every_float() {
@@ -550,24 +551,44 @@ fn special_sweep_every_float() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
     let mut failures = Vec::new();
     for case in cases() {
-        let pos = (1u32..0x7f80_0000)
-            .step_by(stride as usize)
-            .map(f32::from_bits);
-        let neg = (0x8000_0000u32..0xff80_0000)
-            .step_by(stride as usize)
-            .map(f32::from_bits);
-        let (w, at, n) = if case.positive {
-            worst(&case, pos)
-        } else {
-            let (a, b) = (worst(&case, pos), worst(&case, neg));
-            if a.0 >= b.0 {
-                (a.0, a.1, a.2 + b.2)
+        // Positive floats' bit patterns, then (off x > 0) the negative ones.
+        let ranges = [
+            Some(1u32..0x7f80_0000),
+            (!case.positive).then_some(0x8000_0000u32..0xff80_0000),
+        ];
+        let parts: Vec<(u64, f32, usize)> = std::thread::scope(|scope| {
+            let case = &case;
+            let jobs: Vec<_> = ranges
+                .iter()
+                .flatten()
+                .flat_map(|r| {
+                    // Slices whose starts keep the stride's grid.
+                    let step = (r.end - r.start).div_ceil(threads).div_ceil(stride) * stride;
+                    (0..threads).map(move |k| {
+                        let lo = r.start.saturating_add(k * step).min(r.end);
+                        lo..lo.saturating_add(step).min(r.end)
+                    })
+                })
+                .map(|slice| {
+                    scope.spawn(move || {
+                        let xs = slice.step_by(stride as usize).map(f32::from_bits);
+                        worst(case, xs)
+                    })
+                })
+                .collect();
+            jobs.into_iter().map(|j| j.join().unwrap()).collect()
+        });
+        let n = parts.iter().map(|p| p.2).sum::<usize>();
+        let (w, at) = parts.iter().fold((0, f32::NAN), |(w, at), p| {
+            if p.0 > w || at.is_nan() {
+                (p.0, p.1)
             } else {
-                (b.0, b.1, a.2 + b.2)
+                (w, at)
             }
-        };
+        });
         println!(
             "{:<13} every {stride}th float, {n} points: worst {w} ulps at {at:e}",
             case.name
