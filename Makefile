@@ -125,7 +125,8 @@ test-nuts: $(BUILD)/nuts $(BUILD)/advi
 nuts-long: $(BUILD)/nuts $(BUILD)/advi
 	@bash scripts/test_nuts.sh long
 
-## special-sweep: every float32 through each special function and derivative (hours)
+## special-sweep: every float32 through each special function and derivative
+## (about two CPU-hours, spread over every core)
 special-sweep:
 	$(CARGO) test --release --lib special_sweep -- --ignored --nocapture
 
