@@ -364,17 +364,29 @@ pub(crate) fn backward_linear(ctx: &mut Context, out: u32, ix: u32, iw: u32, bia
         && !dx.overlaps(&dw)
         && gb.is_none_or(|db| !db.overlaps(&dx) && !db.overlaps(&dw))
     {
-        // dX here, dW and the bias sums on the worker.
-        let run = |pool, dx, dw, db: Option<&mut [f32]>, dc, w, x| {
+        // dX here and dW on the worker; the bias sums go to whichever
+        // finishes first. dW's long inner dimension (the rows) makes it
+        // the slower one on most shapes, but not on all, nor under load.
+        // The same kernel sums them on either thread, so the bits do not
+        // depend on which.
+        let run = |pool, dx, dw, db: Option<&mut [f32]>, dc: &[f32], w, x| {
+            let bias = std::sync::Mutex::new(db);
+            let bias_sums = || {
+                let db = bias.lock().unwrap_or_else(|e| e.into_inner()).take();
+                if let Some(db) = db {
+                    fastmath::sum_rows_into_on(None, db, dc);
+                }
+            };
             side_by_side(
                 pool,
                 || {
                     matmul_backward(&whole, None, Some(dw), dc, x, &[], false, false, rows, n, k);
-                    if let Some(db) = db {
-                        fastmath::sum_rows_into_on(None, db, dc);
-                    }
+                    bias_sums();
                 },
-                || matmul_backward(&whole, Some(dx), None, dc, &[], w, false, false, rows, n, k),
+                || {
+                    matmul_backward(&whole, Some(dx), None, dc, &[], w, false, false, rows, n, k);
+                    bias_sums();
+                },
             )
         };
         match gb {
