@@ -138,8 +138,9 @@ impl Context {
         // pass's dP scratch, so backward never allocates.
         // Two scratches: one per thread when the batch is split.
         let extra = if tracks { 2 * t * t } else { 0 };
-        // Written completely: the probabilities by the forward pass, the
-        // scratch by backward's first product (beta = 0) before it is read.
+        // Written before read: the probabilities completely by the forward
+        // pass, the scratch's live entries by backward's first products
+        // (beta = 0; `causal_blocks` leaves the rest unread).
         let probs = self.alloc_scratchable::<f32>(OP, probs_shape.numel() + extra)?;
         let out = self.push_output(OP, Shape::from_valid(&[b, t, c]), tracks)?;
         let op = Op::Attention {
@@ -224,30 +225,64 @@ fn attention_forward(
         let base = bi * t * 3 * c;
         for h in 0..nh {
             let p = &mut probs[(bi * nh + h) * t * t..][..t * t];
-            // Raw scores; the scale is applied inside the softmax.
-            sgemm(
-                scores,
-                1.0,
-                &qkv[base + h * hs..],
-                &qkv[base + c + h * hs..],
-                0.0,
-                p,
-            );
+            // Raw scores of each block's rows against the keys they see;
+            // the scale is applied inside the softmax.
+            for (r0, r1) in causal_blocks(t) {
+                sgemm(
+                    Gemm {
+                        m: r1 - r0,
+                        n: r1,
+                        ..scores
+                    },
+                    1.0,
+                    &qkv[base + r0 * 3 * c + h * hs..],
+                    &qkv[base + c + h * hs..],
+                    0.0,
+                    &mut p[r0 * t..],
+                );
+            }
+            // Each row's own softmax, which also zeroes its masked columns
+            // (the blocks leave some of them unwritten).
             simd::dispatch!({
                 for (i, row) in p.chunks_exact_mut(t).enumerate() {
                     softmax_row(row, i + 1, scale);
                 }
             });
-            sgemm(
-                mix,
-                1.0,
-                p,
-                &qkv[base + 2 * c + h * hs..],
-                0.0,
-                &mut out[bi * t * c + h * hs..],
-            );
+            for (r0, r1) in causal_blocks(t) {
+                sgemm(
+                    Gemm {
+                        m: r1 - r0,
+                        k: r1,
+                        ..mix
+                    },
+                    1.0,
+                    &p[r0 * t..],
+                    &qkv[base + 2 * c + h * hs..],
+                    0.0,
+                    &mut out[(bi * t + r0) * c + h * hs..],
+                );
+            }
         }
     }
+}
+
+/// Query rows per block of [`causal_blocks`]. Against one block, on the
+/// GPT presets' heads (32 channels), 32 rows cut attention's backward time
+/// by 8-23% with MKL and 9-44% with OpenBLAS (T = 64 and 128), and its
+/// forward time by up to 7% and 38%; 16 and 64 rows gained less.
+const CAUSAL_BLOCK_ROWS: usize = 32;
+
+/// The query rows of a causal `[T, T]` attention in blocks, as (first,
+/// end) pairs. Rows r0..r1 see keys 0..r1 only, so each block's products
+/// stop at column r1 (or, transposed, start at row r0): the masked
+/// triangle above the diagonal is mostly never multiplied. Only exact
+/// zeros are skipped, after a row's last live term or before a column's
+/// first. Block edges are multiples of 8, so a row's dot product in dS
+/// (8 lanes, then a tail) groups its terms as over the whole row.
+fn causal_blocks(t: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..t)
+        .step_by(CAUSAL_BLOCK_ROWS)
+        .map(move |r0| (r0, (r0 + CAUSAL_BLOCK_ROWS).min(t)))
 }
 
 /// Accumulates dqkv (`[B, T, 3C]`) from dout (`[B, T, C]`); dp is `[T, T]` scratch.
@@ -305,38 +340,70 @@ fn attention_backward(
         ldb: 3 * c,
         ldc: 3 * c,
     };
+    // Row blocks (dP, dQ) stop at column r1; column blocks (dV, dK) of
+    // P^T and dS^T start at row j0, where column j0's live terms begin.
+    let row = |i: usize| i * 3 * c;
     for bi in 0..b {
         let base = bi * t * 3 * c;
         for h in 0..nh {
             let p = &probs[(bi * nh + h) * t * t..][..t * t];
             let dy = &dout[bi * t * c + h * hs..];
-            sgemm(d_probs, 1.0, dy, &qkv[base + 2 * c + h * hs..], 0.0, dp);
-            sgemm(d_v, 1.0, p, dy, 1.0, &mut dqkv[base + 2 * c + h * hs..]);
-            // dS = scale * P * (dP - rowsum(dP * P)), in place in dp.
+            for (r0, r1) in causal_blocks(t) {
+                let g = Gemm {
+                    m: r1 - r0,
+                    n: r1,
+                    ..d_probs
+                };
+                let v = &qkv[base + 2 * c + h * hs..];
+                sgemm(g, 1.0, &dy[r0 * c..], v, 0.0, &mut dp[r0 * t..]);
+            }
+            for (j0, j1) in causal_blocks(t) {
+                let g = Gemm {
+                    m: j1 - j0,
+                    k: t - j0,
+                    ..d_v
+                };
+                let dv = &mut dqkv[base + row(j0) + 2 * c + h * hs..];
+                sgemm(g, 1.0, &p[j0 * t + j0..], &dy[j0 * c..], 1.0, dv);
+            }
+            // dS = scale * P * (dP - rowsum(dP * P)), in place in dp, over
+            // the columns its block wrote (P is 0 on the rest of them).
             simd::dispatch!({
-                for (drow, prow) in dp.chunks_exact_mut(t).zip(p.chunks_exact(t)) {
-                    let dot = fastmath::dot(drow, prow);
-                    drow.iter_mut()
-                        .zip(prow)
-                        .for_each(|(g, &p)| *g = scale * p * (*g - dot));
+                for (r0, r1) in causal_blocks(t) {
+                    let rows = dp[r0 * t..r1 * t].chunks_exact_mut(t);
+                    for (drow, prow) in rows.zip(p[r0 * t..].chunks_exact(t)) {
+                        let (drow, prow) = (&mut drow[..r1], &prow[..r1]);
+                        let dot = fastmath::dot(drow, prow);
+                        drow.iter_mut()
+                            .zip(prow)
+                            .for_each(|(g, &p)| *g = scale * p * (*g - dot));
+                    }
                 }
             });
-            sgemm(
-                d_q,
-                1.0,
-                dp,
-                &qkv[base + c + h * hs..],
-                1.0,
-                &mut dqkv[base + h * hs..],
-            );
-            sgemm(
-                d_k,
-                1.0,
-                dp,
-                &qkv[base + h * hs..],
-                1.0,
-                &mut dqkv[base + c + h * hs..],
-            );
+            for (r0, r1) in causal_blocks(t) {
+                let g = Gemm {
+                    m: r1 - r0,
+                    k: r1,
+                    ..d_q
+                };
+                let (k, dq) = (
+                    &qkv[base + c + h * hs..],
+                    &mut dqkv[base + row(r0) + h * hs..],
+                );
+                sgemm(g, 1.0, &dp[r0 * t..], k, 1.0, dq);
+            }
+            for (j0, j1) in causal_blocks(t) {
+                let g = Gemm {
+                    m: j1 - j0,
+                    k: t - j0,
+                    ..d_k
+                };
+                let (q, dk) = (
+                    &qkv[base + row(j0) + h * hs..],
+                    &mut dqkv[base + row(j0) + c + h * hs..],
+                );
+                sgemm(g, 1.0, &dp[j0 * t + j0..], q, 1.0, dk);
+            }
         }
     }
 }
@@ -468,6 +535,95 @@ mod tests {
                 .zip(&want_grad)
                 .all(|(a, b)| a.to_bits() == b.to_bits())
         );
+    }
+
+    /// The blocked kernels against the same attention in f64, at lengths
+    /// that end on a partial block. The probabilities and the scratch
+    /// start as NaN, so an entry left unwritten, or read before it is
+    /// written, would show. Bound: the largest error is at most 2^-18 of
+    /// the array's largest magnitude (measured: 3.4e-7 of it at worst);
+    /// each f32 result sums up to T rounded terms, T eps = 70 x 2^-24 =
+    /// 4.2e-6 in the worst case, and random signs keep it near sqrt(T) eps.
+    #[test]
+    fn blocked_kernels_match_f64_reference() {
+        for (b, t, c, nh) in [(1, 70, 64, 2), (2, 64, 48, 3), (1, 33, 16, 1)] {
+            let hs = c / nh;
+            let mut rng = crate::ops::gradcheck::Lcg(5);
+            let qkv: Vec<f32> = (0..b * t * 3 * c).map(|_| rng.range(-2.0, 2.0)).collect();
+            let dy: Vec<f32> = (0..b * t * c).map(|_| rng.range(-1.0, 1.0)).collect();
+            let (mut out, mut probs) = (vec![0.0; b * t * c], vec![f32::NAN; b * nh * t * t]);
+            super::attention_forward(&mut out, &mut probs, &qkv, b, t, c, nh);
+            let (mut dqkv, mut dp) = (vec![0.0; b * t * 3 * c], vec![f32::NAN; t * t]);
+            super::attention_backward(&mut dqkv, &mut dp, &dy, &probs, &qkv, b, t, c, nh);
+
+            let at = |bi: usize, i: usize, part: usize, h: usize, d: usize| {
+                (bi * t + i) * 3 * c + part * c + h * hs + d
+            };
+            let scale = 1.0 / (hs as f64).sqrt();
+            let (mut want_out, mut want_dqkv) =
+                (vec![0.0f64; b * t * c], vec![0.0f64; b * t * 3 * c]);
+            for bi in 0..b {
+                for h in 0..nh {
+                    let x = |i, part, d| qkv[at(bi, i, part, h, d)] as f64;
+                    let g = |i: usize, d: usize| dy[(bi * t + i) * c + h * hs + d] as f64;
+                    let mut p = vec![0.0f64; t * t];
+                    for i in 0..t {
+                        let s: Vec<f64> = (0..=i)
+                            .map(|j| scale * (0..hs).map(|d| x(i, 0, d) * x(j, 1, d)).sum::<f64>())
+                            .collect();
+                        let top = s.iter().cloned().fold(f64::MIN, f64::max);
+                        let z: f64 = s.iter().map(|v| (v - top).exp()).sum();
+                        for j in 0..=i {
+                            p[i * t + j] = (s[j] - top).exp() / z;
+                        }
+                        for d in 0..hs {
+                            want_out[(bi * t + i) * c + h * hs + d] =
+                                (0..=i).map(|j| p[i * t + j] * x(j, 2, d)).sum();
+                        }
+                    }
+                    for i in 0..t {
+                        let dpr: Vec<f64> = (0..=i)
+                            .map(|j| (0..hs).map(|d| g(i, d) * x(j, 2, d)).sum())
+                            .collect();
+                        let dot: f64 = (0..=i).map(|j| dpr[j] * p[i * t + j]).sum();
+                        for j in 0..=i {
+                            let ds = scale * p[i * t + j] * (dpr[j] - dot);
+                            for d in 0..hs {
+                                want_dqkv[at(bi, i, 0, h, d)] += ds * x(j, 1, d);
+                                want_dqkv[at(bi, j, 1, h, d)] += ds * x(i, 0, d);
+                                want_dqkv[at(bi, j, 2, h, d)] += p[i * t + j] * g(i, d);
+                            }
+                        }
+                    }
+                    for i in 0..t {
+                        for j in 0..t {
+                            let got = probs[((bi * nh + h) * t + i) * t + j];
+                            if j > i {
+                                assert_eq!(got.to_bits(), 0, "masked prob ({i},{j}) t={t}");
+                            } else {
+                                assert!(
+                                    (got as f64 - p[i * t + j]).abs() <= 1e-6,
+                                    "prob ({i},{j})"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+            for (name, got, want) in [("out", &out, &want_out), ("dqkv", &dqkv, &want_dqkv)] {
+                let top = want.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+                // A NaN error (an unwritten entry read) becomes infinite:
+                // `max` would drop it.
+                let err = got.iter().zip(want.iter()).fold(0.0f64, |m, (g, w)| {
+                    let e = (*g as f64 - w).abs();
+                    m.max(if e.is_nan() { f64::INFINITY } else { e })
+                });
+                assert!(
+                    err <= top / 262_144.0,
+                    "{name} t={t}: error {err:e} of {top:e}"
+                );
+            }
+        }
     }
 
     /// The fused op equals the composition of split, bmm, causal softmax,
