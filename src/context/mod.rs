@@ -440,8 +440,7 @@ impl Context {
     /// weighted by their cost) is large enough to pay for a hand-off (a
     /// condvar wake-up, some microseconds); true if it can be used.
     pub(crate) fn want_pool(&mut self, work: usize) -> bool {
-        const MIN_WORK: usize = 1 << 21;
-        if work < MIN_WORK || self.pool_failed || cfg!(miri) {
+        if !Self::worth_two_threads(work) || self.pool_failed || cfg!(miri) {
             return false;
         }
         if self.pool.is_none() {
@@ -449,6 +448,12 @@ impl Context {
             self.pool_failed = self.pool.is_none();
         }
         self.pool.is_some()
+    }
+
+    /// Whether `work` is enough to split across the pool (whether or not
+    /// a pool runs): kernels whose bits depend on a split decide by this.
+    pub(crate) fn worth_two_threads(work: usize) -> bool {
+        work >= 1 << 21
     }
 
     #[inline(always)]

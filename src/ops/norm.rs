@@ -88,6 +88,53 @@ fn layernorm_backward_dw(
     });
 }
 
+/// Widest rows the one-pass backward takes: its two threads' f64 weight
+/// and bias sums (4 x 512 x 8 bytes) live on the calling thread's stack.
+const ONE_PASS_MAX_C: usize = 512;
+
+/// Rows per chunk of [`layernorm_backward_rows`]: their dx, then their
+/// terms of the weight and bias sums while the rows are still in L1.
+const ONE_PASS_CHUNK_ROWS: usize = 16;
+
+/// dx for a run of rows (as [`layernorm_backward_dx`]), and their terms of
+/// the weight and bias sums added in f64, row after row, to `acc` (`[2C]`:
+/// the weight's columns, then the bias's), the terms of
+/// [`layernorm_backward_dw`] and of `fastmath::sum_rows_into_on`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn layernorm_backward_rows(
+    dx: &mut [f32],
+    acc: &mut [f64],
+    dout: &[f32],
+    x: &[f32],
+    w: &[f32],
+    mean: &[f32],
+    rstd: &[f32],
+    c: usize,
+) {
+    let (acc_w, acc_b) = acc.split_at_mut(c);
+    let step = ONE_PASS_CHUNK_ROWS * c;
+    let chunks = dx
+        .chunks_mut(step)
+        .zip(dout.chunks(step))
+        .zip(x.chunks(step))
+        .zip(
+            mean.chunks(ONE_PASS_CHUNK_ROWS)
+                .zip(rstd.chunks(ONE_PASS_CHUNK_ROWS)),
+        );
+    for (((dx, g), x), (m, r)) in chunks {
+        layernorm_backward_dx(dx, g, x, w, m, r, c);
+        let rows = g.chunks_exact(c).zip(x.chunks_exact(c));
+        for ((gr, xr), (&mu, &rs)) in rows.zip(m.iter().zip(r)) {
+            let (mu, rs) = (mu as f64, rs as f64);
+            for (((aw, ab), &g), &xv) in acc_w.iter_mut().zip(acc_b.iter_mut()).zip(gr).zip(xr) {
+                *aw += g as f64 * ((xv as f64 - mu) * rs);
+                *ab += g as f64;
+            }
+        }
+    }
+}
+
 impl Context {
     /// LayerNorm over the last axis with weight and bias (eps 1e-5).
     /// x: `[..., C]`, w: `[C]`, b: `[C]` -> `[..., C]`.
@@ -174,7 +221,50 @@ pub(crate) fn backward_layernorm(
     let [ix, iw, ib] = inputs;
     let (ex, ew) = (ctx.entry(ix), ctx.entry(iw));
     let c = ex.shape.last();
-    if let Some(dx) = ctx.grad_of(ix) {
+    let (gx, gw, gb) = (ctx.grad_of(ix), ctx.grad_of(iw), ctx.grad_of(ib));
+    if let (Some(dx), Some(dw), Some(db)) = (gx, gw, gb)
+        && c <= ONE_PASS_MAX_C
+        && !dx.overlaps(&dw)
+        && !dx.overlaps(&db)
+        && !dw.overlaps(&db)
+    {
+        // One pass over dout and x instead of three.
+        let (rows, numel) = (ex.shape.rows(), ex.shape.numel());
+        let halves = rows >= 2 && Context::worth_two_threads(numel * 16);
+        let par = halves && ctx.want_pool(numel * 16);
+        let (pool, [dx, dw, db], [g, x, w, m, r]) =
+            ctx.access_on(par, [dx, dw, db], [dout, ex.data, ew.data, mean, rstd]);
+        let mut acc = [[0.0f64; 2 * ONE_PASS_MAX_C]; 2];
+        let [acc0, acc1] = acc.each_mut().map(|a| &mut a[..2 * c]);
+        let run = |dx: &mut [f32], acc: &mut [f64], g, x, m, r| {
+            simd::dispatch!(layernorm_backward_rows(dx, acc, g, x, w, m, r, c))
+        };
+        if halves {
+            // Two halves of the rows, each with its own sums, whether or
+            // not a second thread runs one: the bits do not depend on it.
+            let h = rows / 2;
+            let ((d0, d1), (g0, g1), (x0, x1)) =
+                (dx.split_at_mut(h * c), g.split_at(h * c), x.split_at(h * c));
+            let ((m0, m1), (r0, r1)) = (m.split_at(h), r.split_at(h));
+            match pool {
+                Some(pool) => pool.join(
+                    || run(d1, acc1, g1, x1, m1, r1),
+                    || run(d0, acc0, g0, x0, m0, r0),
+                ),
+                None => {
+                    run(d0, acc0, g0, x0, m0, r0);
+                    run(d1, acc1, g1, x1, m1, r1);
+                }
+            }
+        } else {
+            run(dx, acc0, g, x, m, r);
+        }
+        for (j, (o, &a)) in dw.iter_mut().chain(db.iter_mut()).zip(&*acc0).enumerate() {
+            *o = (*o as f64 + (a + acc1[j])) as f32;
+        }
+        return;
+    }
+    if let Some(dx) = gx {
         let rows = ex.shape.rows();
         let par = rows >= 2 && ctx.want_pool(ex.shape.numel() * 16);
         let (pool, [dx], [g, x, w, m, r]) =
@@ -196,13 +286,13 @@ pub(crate) fn backward_layernorm(
     // Weight and bias sums: each column is independent, so the columns
     // split across the pool.
     let par = ctx.want_pool(ex.shape.numel() * 16);
-    if let Some(dw) = ctx.grad_of(iw) {
+    if let Some(dw) = gw {
         let (pool, [dw], [g, x, m, r]) = ctx.access_on(par, [dw], [dout, ex.data, mean, rstd]);
         fastmath::split_columns(pool, dw, |dw, first| {
             simd::dispatch!(layernorm_backward_dw(dw, first, g, x, m, r, c))
         });
     }
-    if let Some(db) = ctx.grad_of(ib) {
+    if let Some(db) = gb {
         let (pool, [db], [g]) = ctx.access_on(par, [db], [dout]);
         fastmath::sum_rows_into_on(pool, db, g);
     }
@@ -269,6 +359,38 @@ mod tests {
                 .zip(&wdx)
                 .all(|(a, b)| a.to_bits() == b.to_bits())
         );
+        // The weight and bias sums: each half of the rows summed on its own,
+        // as one thread sums them, then the two halves added.
+        let (mut gdw, mut gdb) = (vec![0.0; c], vec![0.0; c]);
+        ctx.read_grad(pw, &mut gdw).unwrap();
+        ctx.read_grad(pb, &mut gdb).unwrap();
+        let ones = vec![1.0; rows * c];
+        let mut acc = [vec![0.0f64; 2 * c], vec![0.0f64; 2 * c]];
+        let h = rows / 2;
+        for (half, a) in acc.iter_mut().enumerate() {
+            let (rs, es) = (half * h, half * h + h);
+            let mut scratch = vec![0.0; h * c];
+            let (xs, gs) = (&x[rs * c..es * c], &ones[rs * c..es * c]);
+            super::layernorm_backward_rows(&mut scratch, a, gs, xs, &w, &m[rs..es], &r[rs..es], c);
+        }
+        let want: Vec<f32> = (0..2 * c).map(|j| (acc[0][j] + acc[1][j]) as f32).collect();
+        let got: Vec<f32> = gdw.iter().chain(&gdb).copied().collect();
+        assert!(
+            got.iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits())
+        );
+        // And within one unit of the last place of the three-pass kernels,
+        // which sum each column over all rows in one f64 sequence.
+        let (mut dw3, mut db3) = (vec![0.0; c], vec![0.0; c]);
+        super::layernorm_backward_dw(&mut dw3, 0, &ones, &x, &m, &r, c);
+        crate::kernels::fastmath::sum_rows_into_on(None, &mut db3, &ones);
+        for (a, b) in got.iter().zip(dw3.iter().chain(&db3)) {
+            assert!(
+                (a.to_bits() as i64 - b.to_bits() as i64).abs() <= 1,
+                "{a} vs {b}"
+            );
+        }
     }
 
     #[test]
@@ -285,18 +407,38 @@ mod tests {
     /// within half an ulp of exact.
     #[test]
     fn weight_and_bias_gradients_are_accurately_summed() {
-        use crate::ops::gradcheck::{Lcg, abs_errors, column_data};
+        use crate::ops::gradcheck::{Lcg, column_data};
         let (rows, c) = (2048, 64);
         let mut rng = Lcg(12);
         let (r, db_exact) = column_data(&mut rng, rows, c);
         let x: Vec<f32> = (0..rows * c).map(|_| rng.range(-2.0, 2.0)).collect();
         let w: Vec<f32> = (0..c).map(|_| rng.range(0.5, 1.5)).collect();
+        // x a constant: three passes (no dx); x a parameter: one pass.
+        for x_param in [false, true] {
+            check_sums(rows, c, &r, &db_exact, &x, &w, x_param);
+        }
+    }
+
+    fn check_sums(
+        rows: usize,
+        c: usize,
+        r: &[f32],
+        db_exact: &[f64],
+        x: &[f32],
+        w: &[f32],
+        x_param: bool,
+    ) {
+        use crate::ops::gradcheck::abs_errors;
         let mut ctx = crate::Context::new();
-        let pw = ctx.param(&[c], Some(&w)).unwrap();
+        let pw = ctx.param(&[c], Some(w)).unwrap();
         let pb = ctx.param(&[c], None).unwrap();
-        let xt = ctx.tensor(&[rows, c], &x).unwrap();
+        let xt = if x_param {
+            ctx.param(&[rows, c], Some(x)).unwrap()
+        } else {
+            ctx.tensor(&[rows, c], x).unwrap()
+        };
         let y = ctx.layernorm(xt, pw, pb).unwrap();
-        let rt = ctx.tensor(&[rows, c], &r).unwrap();
+        let rt = ctx.tensor(&[rows, c], r).unwrap();
         let yr = ctx.mul(y, rt).unwrap();
         let l = ctx.sum(yr).unwrap();
         ctx.backward(l).unwrap();
@@ -305,7 +447,7 @@ mod tests {
         ctx.read_grad(pb, &mut db).unwrap();
         // The forward kernel gives the mean and 1/std backward reuses.
         let (mut yv, mut mean, mut rstd) = (vec![0.0; rows * c], vec![0.0; rows], vec![0.0; rows]);
-        super::layernorm_forward(&mut yv, &mut mean, &mut rstd, &x, &w, &vec![0.0; c], c);
+        super::layernorm_forward(&mut yv, &mut mean, &mut rstd, x, w, &vec![0.0; c], c);
         let mut dw_exact = vec![0.0f64; c];
         for ((gr, xr), (&mu, &rs)) in r
             .chunks_exact(c)
@@ -317,12 +459,12 @@ mod tests {
             }
         }
         let mut ok = true;
-        for (name, got, exact) in [("dw", &dw, &dw_exact), ("db", &db, &db_exact)] {
+        for (name, got, exact) in [("dw", &dw[..], &dw_exact[..]), ("db", &db, db_exact)] {
             let rounded: Vec<f32> = exact.iter().map(|&s| s as f32).collect();
             let (got_rms, got_max) = abs_errors(got, exact);
             let (ref_rms, ref_max) = abs_errors(&rounded, exact);
             eprintln!(
-                "[layernorm {name}, {rows} rows] abs error rms/max: got {got_rms:.3e}/{got_max:.3e}, f64-accumulated {ref_rms:.3e}/{ref_max:.3e}"
+                "[layernorm {name}, {rows} rows, one pass: {x_param}] abs error rms/max: got {got_rms:.3e}/{got_max:.3e}, f64-accumulated {ref_rms:.3e}/{ref_max:.3e}"
             );
             ok &= got_rms <= 2.0 * ref_rms && got_max <= 2.0 * ref_max;
         }
