@@ -260,7 +260,10 @@ pub(crate) fn backward_layernorm(
             run(dx, acc0, g, x, m, r);
         }
         for (j, (o, &a)) in dw.iter_mut().chain(db.iter_mut()).zip(&*acc0).enumerate() {
-            *o = (*o as f64 + (a + acc1[j])) as f32;
+            // One run of rows adds nothing more (not even a zero, which
+            // would turn a sum of -0 into +0): the old sequence exactly.
+            let sum = if halves { a + acc1[j] } else { a };
+            *o = (*o as f64 + sum) as f32;
         }
         return;
     }
