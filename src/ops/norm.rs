@@ -67,6 +67,13 @@ fn layernorm_backward_dx(
     }
 }
 
+/// One row's term of the weight gradient, dout * (x - mean) * rstd, in
+/// f64. Both backward paths take it from here, so their sums agree.
+#[inline(always)]
+fn weight_term(g: f32, xv: f32, mu: f64, rs: f64) -> f64 {
+    g as f64 * ((xv as f64 - mu) * rs)
+}
+
 /// dw += sum_rows dout * norm, norm = (x - mean) * rstd, each term and the
 /// sum in f64 (see `fastmath::accumulate_cols_f64`).
 #[inline(always)]
@@ -83,7 +90,7 @@ fn layernorm_backward_dw(
         let (g, xr) = (&dout[r * c..][cols.clone()], &x[r * c..][cols]);
         let (mu, rs) = (mean[r] as f64, rstd[r] as f64);
         for ((a, &g), &xv) in acc.iter_mut().zip(g).zip(xr) {
-            *a += g as f64 * ((xv as f64 - mu) * rs);
+            *a += weight_term(g, xv, mu, rs);
         }
     });
 }
@@ -128,7 +135,7 @@ fn layernorm_backward_rows(
         for ((gr, xr), (&mu, &rs)) in rows.zip(m.iter().zip(r)) {
             let (mu, rs) = (mu as f64, rs as f64);
             for (((aw, ab), &g), &xv) in acc_w.iter_mut().zip(acc_b.iter_mut()).zip(gr).zip(xr) {
-                *aw += g as f64 * ((xv as f64 - mu) * rs);
+                *aw += weight_term(g, xv, mu, rs);
                 *ab += g as f64;
             }
         }
