@@ -16,11 +16,19 @@ enum Source {
     Generated,
 }
 
-/// The tiny Shakespeare corpus if present, else a generated text.
+/// The tiny Shakespeare corpus if present, else a generated text, said on
+/// stderr: the Shakespeare pins are then not checked. Under CI (`CI` set),
+/// where the corpus is always laid beside the repository, its absence fails.
 fn corpus() -> (Vec<u8>, Source) {
     match shakespeare_tiny() {
         Some(t) => (t, Source::Shakespeare),
-        None => (generated_text(200_000), Source::Generated),
+        None => {
+            let why = "../shared/data/shakespeare_tiny.txt is absent: \
+                       the Shakespeare pins are not checked, generated text instead";
+            assert!(std::env::var_os("CI").is_none(), "tiny_gpt: {why}");
+            eprintln!("tiny_gpt: {why}");
+            (generated_text(200_000), Source::Generated)
+        }
     }
 }
 
