@@ -41,7 +41,7 @@ C_TESTS_ASAN := $(patsubst tests/c/%.c,$(BUILD)/asan/%,$(wildcard tests/c/test_*
 TRAIN_FULL_SRC := $(wildcard c_examples/train_full/*.c)
 EXAMPLES     := $(patsubst c_examples/%.c,$(BUILD)/%,$(wildcard c_examples/*.c)) $(BUILD)/train_full
 
-.PHONY: all help deps build header examples test bench-gemm test-interop test-rust test-c test-alloc test-consumer doc lint train data soak valgrind bench bench-instructions bench-deps bench-mpi fuzz torture tsan miri install uninstall clean
+.PHONY: all help deps build header examples test bench-gemm bench-scaling test-interop test-rust test-c test-alloc test-consumer doc lint train data soak valgrind bench bench-instructions bench-deps bench-mpi fuzz torture tsan miri install uninstall clean
 
 all: build examples
 
@@ -234,6 +234,14 @@ bench: $(LIB)
 	@$(MAKE) --no-print-directory $(BUILD)/bench_eager && $(BUILD)/bench_eager $(BENCH_ARGS)
 	@$(MAKE) --no-print-directory $(BUILD)/bench_replay && $(BUILD)/bench_replay $(BENCH_ARGS)
 	@$(MAKE) --no-print-directory $(BUILD)/train_full && bash scripts/bench_replay_gpt.sh $(BENCH_ARGS)
+	@python3 scripts/bench_scaling.py --bench target/release/examples/bench $(filter --quick,$(BENCH_ARGS))
+
+## bench-scaling: ms per step at 1, 2, 4, 8 and all cores (small, medium, medium
+## at batch 64) beside PyTorch at the same thread counts (BENCH_PYTHON), and the
+## topology; runs on prebuilt binaries too (scripts/bench_scaling.py --help)
+bench-scaling:
+	$(CARGO) build --release --features trace --example bench
+	python3 scripts/bench_scaling.py --bench target/release/examples/bench $(SCALING_ARGS)
 
 ## bench-instructions: instructions per eager op (callgrind, steady state):
 ## the same figure on a quiet or a loaded host, for judging per-op changes

@@ -14,7 +14,8 @@
 //! kernel bandwidth against memcpy.
 //!
 //! `--quick` runs a very short form (used by `make test`); `--child
-//! <preset> <steps> --step-only` measures one preset's step alone.
+//! <preset> <steps> [--batch B] --step-only` measures one preset's step
+//! alone (`scripts/bench_scaling.py` runs it at each thread count).
 
 // Closures below return arenagrad::Result, whose Err carries shapes inline.
 #![allow(clippy::result_large_err)]
@@ -266,11 +267,15 @@ fn status_kb(key: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// Runs one preset in this process and prints its figures.
-fn run_preset(name: &str, steps: usize) {
+/// Runs one preset in this process and prints its figures; `batch`
+/// overrides the preset's batch (the scaling table's medium at batch 64).
+fn run_preset(name: &str, steps: usize, batch: Option<usize>) {
     let data = corpus();
     let (map, v) = vocabulary(&data);
-    let cfg = GptConfig::preset(name, v).expect("preset");
+    let mut cfg = GptConfig::preset(name, v).expect("preset");
+    if let Some(b) = batch {
+        cfg.batch = b;
+    }
     let mut ctx = Context::new();
     let gpt = Gpt::new(&mut ctx, cfg, 1).expect("model");
     Gpt::adamw(&mut ctx, 1e-3).expect("adamw");
@@ -802,7 +807,11 @@ fn main() {
     if let Some(i) = args.iter().position(|a| a == "--child") {
         let name = args.get(i + 1).map(String::as_str).unwrap_or("tiny");
         let steps = args.get(i + 2).and_then(|s| s.parse().ok()).unwrap_or(20);
-        run_preset(name, steps);
+        let batch = args
+            .iter()
+            .position(|a| a == "--batch")
+            .and_then(|j| args.get(j + 1)?.parse().ok());
+        run_preset(name, steps, batch);
         // `--step-only`: the step figures alone, for quick comparisons.
         if !args.iter().any(|a| a == "--step-only") {
             recompute_figures(name, steps.min(40));

@@ -9,10 +9,12 @@ PyTorch offers for this step on a CPU is timed (2 or 1 intra-op threads;
 attention written out or scaled_dot_product_attention; for-each or fused
 AdamW), and the fastest is reported as PyTorch's best.
 
-    python3 scripts/bench_torch.py PRESET [STEPS [CONFIG]]
+    python3 scripts/bench_torch.py PRESET [STEPS [CONFIG]] [--batch B]
 
 prints one line per configuration (only CONFIG's, when given) and, last,
-one machine-readable line:
+one machine-readable line. CONFIG may name any thread count
+(`16-threads+sdpa+fused-adamw`: the scaling table's runs); `--batch B`
+overrides the preset's batch:
     torch-best PRESET MS_PER_STEP CONFIG
 It exits 3 when torch is not installed, so `make bench` can say so.
 """
@@ -79,8 +81,9 @@ class Gpt(torch.nn.Module):
         return F.cross_entropy(logits.view(b * t, -1), targets.view(-1))
 
 
-def time_config(preset, steps, sdpa, fused):
+def time_config(preset, steps, sdpa, fused, batch=None):
     n_layer, n_head, c, t, b = PRESETS[preset]
+    b = batch or b
     torch.manual_seed(1)
     model = Gpt(n_layer, n_head, c, t, VOCAB, sdpa)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=fused, foreach=not fused)
@@ -100,23 +103,42 @@ def time_config(preset, steps, sdpa, fused):
     return statistics.median(times)
 
 
-def main():
-    if len(sys.argv) < 2 or sys.argv[1] not in PRESETS:
-        print(f"usage: {sys.argv[0]} {{{'|'.join(PRESETS)}}} [STEPS]", file=sys.stderr)
+def parse_config(name):
+    """(threads, sdpa, fused) of a name such as 16-threads+sdpa+fused-adamw."""
+    try:
+        threads, attn, adamw = name.split("+")
+        n = int(threads.removesuffix("-threads"))
+        assert n > 0 and attn in ("sdpa", "explicit-attention")
+        assert adamw in ("fused-adamw", "foreach-adamw")
+    except (ValueError, AssertionError):
+        print(f"bench_torch: unknown configuration {name!r}", file=sys.stderr)
         sys.exit(2)
-    preset = sys.argv[1]
-    steps = int(sys.argv[2]) if len(sys.argv) > 2 else 20
-    only = sys.argv[3] if len(sys.argv) > 3 else None
+    return n, attn == "sdpa", adamw == "fused-adamw"
+
+
+def main():
+    args = sys.argv[1:]
+    batch = None
+    if "--batch" in args:
+        i = args.index("--batch")
+        batch = int(args[i + 1])
+        del args[i : i + 2]
+    if not args or args[0] not in PRESETS:
+        print(f"usage: {sys.argv[0]} {{{'|'.join(PRESETS)}}} [STEPS [CONFIG]] [--batch B]", file=sys.stderr)
+        sys.exit(2)
+    preset = args[0]
+    steps = int(args[1]) if len(args) > 1 else 20
+    only = args[2] if len(args) > 2 else None
     best = None
     configs = [(th, sdpa, fused) for th in (2, 1) for sdpa in (False, True) for fused in (False, True)]
+    if only is not None:
+        configs = [parse_config(only)]
     for threads, sdpa, fused in configs:
         attn = "sdpa" if sdpa else "explicit-attention"
         name = f"{threads}-threads+{attn}+{'fused' if fused else 'foreach'}-adamw"
-        if only is not None and name != only:
-            continue
         torch.set_num_threads(threads)
         try:
-            ms = time_config(preset, steps, sdpa, fused)
+            ms = time_config(preset, steps, sdpa, fused, batch)
         except (RuntimeError, TypeError) as e:  # a configuration this torch lacks
             print(f"  torch {preset} {name}: unavailable ({e})")
             continue
