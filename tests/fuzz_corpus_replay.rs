@@ -101,6 +101,7 @@ fn ffi_ops_corpus_replays() {
 /// The `fuzz:` column of the one table of C functions
 /// (tests/common/c_functions.rs): each function's id, or why it has none.
 /// An id the alphabet does not define does not compile.
+#[allow(clippy::vec_init_then_push)] // see the comment in the macro
 fn table_fuzz_ids() -> Vec<(&'static str, Result<u8, &'static str>)> {
     macro_rules! c_functions {
         ($( $(#[$attr:meta])* $name:ident {
@@ -108,6 +109,7 @@ fn table_fuzz_ids() -> Vec<(&'static str, Result<u8, &'static str>)> {
             null: $null:ident($($null_cell:tt)*),
             contract: $contract:ident($($contract_cell:tt)*) $(,)?
         })*) => {{
+            // Pushed one by one: a row may carry #[cfg], which vec![] cannot.
             let mut rows = Vec::new();
             $( $(#[$attr])* rows.push((stringify!($name), fuzz_id!($fuzz $(($fuzz_why))?))); )*
             rows

@@ -20,6 +20,7 @@ pub struct CFunction {
 
 /// Every row of the table, in its order (the test hooks only in a
 /// `test-hooks` build).
+#[allow(clippy::vec_init_then_push)] // see the comment in the macro
 pub fn c_functions() -> Vec<CFunction> {
     macro_rules! c_functions {
         ($( $(#[$attr:meta])* $name:ident {
@@ -27,6 +28,7 @@ pub fn c_functions() -> Vec<CFunction> {
             null: $null:ident($($null_cell:tt)*),
             contract: $contract:ident($($contract_cell:tt)*) $(,)?
         })*) => {{
+            // Pushed one by one: a row may carry #[cfg], which vec![] cannot.
             let mut rows = Vec::new();
             $(
                 $(#[$attr])*

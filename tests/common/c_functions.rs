@@ -64,7 +64,8 @@
 //
 // A row may carry attributes (`#[cfg(feature = "test-hooks")]` for the
 // test hooks, which exist only in that build).
-c_functions! {    // src/ffi/lifecycle.rs
+c_functions! {
+    // src/ffi/lifecycle.rs
     ag_status_str {
         fuzz: STATUS_STR,
         null: none("takes no context"),
@@ -281,7 +282,14 @@ c_functions! {    // src/ffi/lifecycle.rs
     }
     ag_checkpoint_save_gathered {
         fuzz: OPTIMIZER_STATE,
-        null: call(ag_checkpoint_save_gathered(n, path.as_ptr(), std::ptr::null(), 0, std::ptr::null(), 0)),
+        null: call(ag_checkpoint_save_gathered(
+            n,
+            path.as_ptr(),
+            std::ptr::null(),
+            0,
+            std::ptr::null(),
+            0,
+        )),
         contract: call({
             ag_checkpoint_save_gathered(ctx, pp, ub, n, p(f.as_ptr()), a.handle)
         }),
@@ -847,12 +855,12 @@ c_functions! {    // src/ffi/lifecycle.rs
     ag_test_panic {
         fuzz: none("test hook, not in the public header that ids::FUNCTIONS covers"),
         null: call(ag_test_panic(n)),
-        contract: none("test hook, left out of the bad-input catalogue: ffi_contract and status_contract call it directly"),
+        contract: none("test hook, outside the catalogue: called directly by the tests"),
     }
     #[cfg(feature = "test-hooks")]
     ag_test_fail_allocation {
         fuzz: none("test hook, not in the public header that ids::FUNCTIONS covers"),
         null: call(ag_test_fail_allocation(n, 1, false, null_mut())),
-        contract: none("test hook, left out of the bad-input catalogue: status_contract's prepare() uses it"),
+        contract: none("test hook, outside the catalogue: prepare() uses it"),
     }
 }

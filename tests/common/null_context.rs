@@ -27,6 +27,7 @@ pub fn without_a_null_context_status() -> Vec<(&'static str, &'static str)> {
 /// as tensor arguments; returns (function, status). Asserts that no
 /// out-parameter was written.
 #[allow(deprecated)] // also calls the deprecated aliases
+#[allow(clippy::vec_init_then_push)] // see the comment in the macro
 pub fn calls_with_a_null_context(p: ag_tensor, q: ag_tensor) -> Vec<(&'static str, ag_status)> {
     let n = null_mut::<ag_context>();
     let shape = [2usize, 2];
@@ -63,6 +64,7 @@ pub fn calls_with_a_null_context(p: ag_tensor, q: ag_tensor) -> Vec<(&'static st
             null: $null:ident($($null_cell:tt)*),
             contract: $contract:ident($($contract_cell:tt)*) $(,)?
         })*) => {{
+            // Pushed one by one: a row may carry #[cfg], which vec![] cannot.
             let mut calls: Vec<(&'static str, ag_status)> = Vec::new();
             $( $(#[$attr])* null_call!(calls, $name, $null($($null_cell)*)); )*
             calls
