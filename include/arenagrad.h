@@ -841,6 +841,35 @@ ag_status ag_sigmoid(struct ag_context *ctx, struct ag_tensor x, struct ag_tenso
 // OUT_OF_MEMORY.
 ag_status ag_sqrt(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *out);
 
+// out = |x|. Gradient sign(x), with the subgradient 0 at x = 0.
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// OUT_OF_MEMORY.
+ag_status ag_abs(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *out);
+
+// out = x limited to [lo, hi] element-wise (NaN stays NaN; an infinite
+// bound leaves that side open). Gradient 1 strictly inside (lo < x < hi),
+// 0 outside and at the bounds.
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// INVALID_ARGUMENT (lo > hi, or a bound is NaN), OUT_OF_MEMORY.
+ag_status ag_clamp(struct ag_context *ctx, struct ag_tensor x, float lo, float hi, struct ag_tensor *out);
+
+// out = x^p element-wise for a finite scalar exponent p. As IEEE pow: a
+// negative x with a non-integer p gives NaN, 0^p is +inf for p < 0, and
+// x^0 is 1. Gradient p x^(p-1) (0 everywhere when p = 0).
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// INVALID_ARGUMENT (p is NaN or infinite), OUT_OF_MEMORY.
+ag_status ag_pow(struct ag_context *ctx, struct ag_tensor x, float p, struct ag_tensor *out);
+
+// GELU, tanh approximation (GPT-2).
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// OUT_OF_MEMORY.
+ag_status ag_gelu(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *out);
+
+// out = s * x.
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// OUT_OF_MEMORY.
+ag_status ag_scale(struct ag_context *ctx, struct ag_tensor x, float s, struct ag_tensor *out);
+
 // out = ln(1 + x), accurate for small x (NaN below -1, -inf at -1).
 // Gradient 1 / (1 + x).
 // Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
@@ -894,30 +923,6 @@ ag_status ag_normal_cdf(struct ag_context *ctx, struct ag_tensor x, struct ag_te
 // OUT_OF_MEMORY.
 ag_status ag_normal_lcdf(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *out);
 
-// out = |x|. Gradient sign(x), with the subgradient 0 at x = 0.
-// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
-// OUT_OF_MEMORY.
-ag_status ag_abs(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *out);
-
-// out = x limited to [lo, hi] element-wise (NaN stays NaN; an infinite
-// bound leaves that side open). Gradient 1 strictly inside (lo < x < hi),
-// 0 outside and at the bounds.
-// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
-// INVALID_ARGUMENT (lo > hi, or a bound is NaN), OUT_OF_MEMORY.
-ag_status ag_clamp(struct ag_context *ctx, struct ag_tensor x, float lo, float hi, struct ag_tensor *out);
-
-// out = x^p element-wise for a finite scalar exponent p. As IEEE pow: a
-// negative x with a non-integer p gives NaN, 0^p is +inf for p < 0, and
-// x^0 is 1. Gradient p x^(p-1) (0 everywhere when p = 0).
-// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
-// INVALID_ARGUMENT (p is NaN or infinite), OUT_OF_MEMORY.
-ag_status ag_pow(struct ag_context *ctx, struct ag_tensor x, float p, struct ag_tensor *out);
-
-// GELU, tanh approximation (GPT-2).
-// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
-// OUT_OF_MEMORY.
-ag_status ag_gelu(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *out);
-
 // Sum of all elements -> [1].
 // Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
 // OUT_OF_MEMORY.
@@ -927,11 +932,6 @@ ag_status ag_sum(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *o
 // Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
 // OUT_OF_MEMORY.
 ag_status ag_mean(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *out);
-
-// out = s * x.
-// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
-// OUT_OF_MEMORY.
-ag_status ag_scale(struct ag_context *ctx, struct ag_tensor x, float s, struct ag_tensor *out);
 
 // Sum along `axis` (negative counts from the end); `keepdim` keeps the
 // axis with size 1. Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
@@ -1001,6 +1001,13 @@ ag_status ag_matmul(struct ag_context *ctx, struct ag_tensor a, struct ag_tensor
 // more than 2^31 - 1 elements), OUT_OF_MEMORY.
 ag_status ag_bmm(struct ag_context *ctx, struct ag_tensor a, struct ag_tensor b, bool trans_a, bool trans_b, struct ag_tensor *out);
 
+// Fully connected layer x @ w + bias: x [..., K], w [K, N], bias [N]
+// (pass NULL for none) -> [..., N]. The bias add is fused into the GEMM.
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE (any of
+// x, w, *bias), SHAPE_MISMATCH, TOO_LARGE (the output has more than
+// 2^31 - 1 elements), OUT_OF_MEMORY.
+ag_status ag_linear(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor w, const struct ag_tensor *bias, struct ag_tensor *out);
+
 // Inverted dropout: each element of `x` is zeroed with probability `p`
 // (0 <= p < 1) and the others are scaled by 1 / (1 - p). The mask is a
 // function of `seed` and the element index only (same seed, same mask, on
@@ -1009,13 +1016,6 @@ ag_status ag_bmm(struct ag_context *ctx, struct ag_tensor a, struct ag_tensor b,
 // Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
 // INVALID_ARGUMENT (p is NaN or outside [0, 1)), OUT_OF_MEMORY.
 ag_status ag_dropout(struct ag_context *ctx, struct ag_tensor x, float p, uint64_t seed, struct ag_tensor *out);
-
-// Fully connected layer x @ w + bias: x [..., K], w [K, N], bias [N]
-// (pass NULL for none) -> [..., N]. The bias add is fused into the GEMM.
-// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE (any of
-// x, w, *bias), SHAPE_MISMATCH, TOO_LARGE (the output has more than
-// 2^31 - 1 elements), OUT_OF_MEMORY.
-ag_status ag_linear(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor w, const struct ag_tensor *bias, struct ag_tensor *out);
 
 // Rows of `weight` [V, C] picked by `ids[0..n]` -> [n, C]. Every id is
 // checked first: INDEX_OUT_OF_RANGE names the position and the value.

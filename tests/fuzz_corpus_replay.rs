@@ -98,9 +98,110 @@ fn ffi_ops_corpus_replays() {
     }
 }
 
-/// Deprecated aliases of renamed functions: they forward to the new name,
-/// whose id covers them, so they need no id of their own (kept until 0.2).
-const DEPRECATED_ALIASES: &[&str] = &["ag_context_set_recompute"];
+/// The `fuzz:` column of the one table of C functions
+/// (tests/common/c_functions.rs): each function's id, or why it has none.
+/// An id the alphabet does not define does not compile.
+#[allow(clippy::vec_init_then_push)] // see the comment in the macro
+fn table_fuzz_ids() -> Vec<(&'static str, Result<u8, &'static str>)> {
+    macro_rules! c_functions {
+        ($( $(#[$attr:meta])* $name:ident {
+            fuzz: $fuzz:ident $(($fuzz_why:literal))?,
+            null: $null:ident($($null_cell:tt)*),
+            contract: $contract:ident($($contract_cell:tt)*) $(,)?
+        })*) => {{
+            // Pushed one by one: a row may carry #[cfg], which vec![] cannot.
+            let mut rows = Vec::new();
+            $( $(#[$attr])* rows.push((stringify!($name), fuzz_id!($fuzz $(($fuzz_why))?))); )*
+            rows
+        }};
+    }
+    macro_rules! fuzz_id {
+        (none($why:literal)) => {
+            Err($why)
+        };
+        ($id:ident) => {
+            Ok(ids::$id)
+        };
+    }
+    include!("common/c_functions.rs")
+}
+
+/// The functions of the header the table gives no fuzz id: deprecated
+/// aliases of renamed functions, which forward to the new name whose id
+/// covers them (kept until 0.2). Asserts that the header declares each one
+/// deprecated, so `none` cannot excuse a function that needs an id.
+fn deprecated_aliases() -> Vec<&'static str> {
+    let header =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("include/arenagrad.h"))
+            .unwrap();
+    let aliases: Vec<&str> = table_fuzz_ids()
+        .into_iter()
+        .filter(|(name, id)| id.is_err() && !name.starts_with("ag_test_"))
+        .map(|(name, _)| name)
+        .collect();
+    for a in &aliases {
+        let deprecated = header
+            .lines()
+            .any(|l| l.starts_with("AG_DEPRECATED(") && l.contains(&format!(" {a}(")));
+        assert!(
+            deprecated,
+            "{a}: tests/common/c_functions.rs gives it no fuzz id, which only a \
+             deprecated alias may lack: give it an id in fuzz/src/ffi_ops/ids.rs"
+        );
+    }
+    aliases
+}
+
+/// ids::FUNCTIONS (which the fuzz crate keeps, since it builds on its own)
+/// says what the table's `fuzz:` column says, row for row.
+#[test]
+fn the_fuzz_alphabet_matches_the_c_function_table() {
+    let table = table_fuzz_ids();
+    assert!(table.len() >= 100, "only {} rows", table.len());
+    let name_of = |id: u8| {
+        ids::ALL
+            .iter()
+            .find(|&&(i, _)| i == id)
+            .map_or("an unknown id", |&(_, n)| n)
+    };
+    let mut problems = Vec::new();
+    for &(name, cell) in &table {
+        let listed: Vec<u8> = ids::FUNCTIONS
+            .iter()
+            .filter(|(n, _)| *n == name)
+            .map(|&(_, id)| id)
+            .collect();
+        match (cell, listed.as_slice()) {
+            (Ok(id), [got]) if *got == id => {}
+            (Ok(id), []) => problems.push(format!(
+                "{name}: the table gives it {}, ids::FUNCTIONS has no row for it",
+                name_of(id)
+            )),
+            (Ok(id), got) => problems.push(format!(
+                "{name}: the table gives it {}, ids::FUNCTIONS gives {:?}",
+                name_of(id),
+                got.iter().map(|&g| name_of(g)).collect::<Vec<_>>()
+            )),
+            (Err(_), []) => {}
+            (Err(why), _) => problems.push(format!(
+                "{name}: the table says it has no fuzz id ({why}), but ids::FUNCTIONS \
+                 lists it"
+            )),
+        }
+    }
+    for (n, _) in ids::FUNCTIONS {
+        if !table.iter().any(|(name, _)| name == n) {
+            problems.push(format!(
+                "{n}: in ids::FUNCTIONS but not in tests/common/c_functions.rs"
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "fuzz/src/ffi_ops/ids.rs and tests/common/c_functions.rs disagree:\n{}",
+        problems.join("\n")
+    );
+}
 
 /// The C functions the public header declares.
 fn header_functions() -> Vec<String> {
@@ -152,9 +253,10 @@ fn every_header_function_has_a_fuzz_id() {
                 && after != '_'
         })
     };
+    let aliases = deprecated_aliases();
     let mut missing = Vec::new();
     for f in &fns {
-        if DEPRECATED_ALIASES.contains(&f.as_str()) {
+        if aliases.contains(&f.as_str()) {
             continue;
         }
         match ids::FUNCTIONS.iter().find(|(n, _)| n == f) {
@@ -166,7 +268,7 @@ fn every_header_function_has_a_fuzz_id() {
             Some(_) => {}
         }
     }
-    for a in DEPRECATED_ALIASES {
+    for a in &aliases {
         if !fns.iter().any(|f| f == a) || ids::FUNCTIONS.iter().any(|(n, _)| n == a) {
             missing.push(format!(
                 "{a}: an alias must be in the header, not in ids::FUNCTIONS"

@@ -1,13 +1,16 @@
-//! The test tables that list C API functions by hand are checked against
-//! include/arenagrad.h, so a function added to the API cannot be forgotten
-//! in them:
+//! The one table of C functions (tests/common/c_functions.rs, whose top
+//! comment is the checklist for adding a C function) and the tables kept
+//! elsewhere are checked against include/arenagrad.h, so a function added
+//! to the API cannot be forgotten in them:
 //!
-//! * the NULL-context table (tests/common/null_context.rs, run by
-//!   tests/ffi_contract.rs) must call every function that takes a context;
+//! * the one table must have exactly one row per function of the header;
+//! * the NULL-context table (generated from the one table into
+//!   tests/common/null_context.rs, run by tests/ffi_contract.rs) must call
+//!   every function that takes a context;
 //! * the C op table (tests/c/ops.def, used by every C test that iterates
 //!   over functions) must have an `AG_OP` row for every op function and an
 //!   `AG_HANDLE_FN` row for every other function that takes a tensor handle,
-//!   and no row for anything else.
+//!   and no row for anything else (every row names a row of the one table).
 //!
 //! Definitions, on the header's declarations:
 //! * a function *takes a context* when its first parameter is
@@ -25,7 +28,8 @@
 mod common;
 
 use arenagrad::ffi::ag_tensor;
-use common::null_context::{WITHOUT_A_NULL_CONTEXT_STATUS, calls_with_a_null_context};
+use common::null_context::c_function_rows::{c_functions, rows_named};
+use common::null_context::{calls_with_a_null_context, without_a_null_context_status};
 use std::collections::BTreeSet;
 use std::path::Path;
 
@@ -191,6 +195,40 @@ fn the_header_parser_classifies_known_functions() {
     assert!(fns.len() >= 50, "only {} functions parsed", fns.len());
 }
 
+/// The one table has a row for each function of the header, once, and no
+/// row for anything else (the test hooks are not in the header).
+#[test]
+fn every_header_function_has_a_row_in_the_c_function_table() {
+    let fns = header_functions();
+    let rows = c_functions();
+    assert!(rows.len() >= 100, "only {} rows", rows.len());
+    let mut problems = Vec::new();
+    for f in fns.iter().filter(|f| !f.test_only()) {
+        match rows_named(&f.name).len() {
+            0 => problems.push(format!(
+                "{} has no row in tests/common/c_functions.rs (see the checklist at \
+                 its top)",
+                f.name
+            )),
+            1 => {}
+            k => problems.push(format!(
+                "{} has {k} rows in tests/common/c_functions.rs",
+                f.name
+            )),
+        }
+    }
+    for r in rows.iter().filter(|r| !r.name.starts_with("ag_test_")) {
+        if !fns.iter().any(|f| f.name == r.name) {
+            problems.push(format!(
+                "{} has a row in tests/common/c_functions.rs but is not in \
+                 include/arenagrad.h",
+                r.name
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
 #[test]
 fn every_function_is_in_the_null_context_table() {
     let fns = header_functions();
@@ -203,27 +241,32 @@ fn every_function_is_in_the_null_context_table() {
         .into_iter()
         .map(|(name, _)| name)
         .collect();
-    let exempt: BTreeSet<&str> = WITHOUT_A_NULL_CONTEXT_STATUS.iter().map(|e| e.0).collect();
+    let exempt: BTreeSet<&str> = without_a_null_context_status()
+        .iter()
+        .map(|e| e.0)
+        .collect();
     let mut problems = Vec::new();
     for f in fns.iter().filter(|f| !f.test_only()) {
         let name = f.name.as_str();
         if exempt.contains(name) {
             if f.takes_context() {
                 problems.push(format!(
-                    "{name} takes a context: it belongs in the NULL-context table, not in \
-                     WITHOUT_A_NULL_CONTEXT_STATUS"
+                    "{name} takes a context: its null: cell in tests/common/c_functions.rs \
+                     must be call(...), not none(...)"
                 ));
             }
         } else if !table.contains(name) {
             problems.push(format!(
-                "{name} is not called with a NULL context in tests/common/null_context.rs"
+                "{name} is not called with a NULL context: give it a row with a \
+                 null: call(...) cell in tests/common/c_functions.rs"
             ));
         }
     }
     for name in table.iter().chain(&exempt) {
         if !name.starts_with("ag_test_") && !fns.iter().any(|f| f.name == *name) {
             problems.push(format!(
-                "{name} is in tests/common/null_context.rs but not in the header"
+                "{name} is in the NULL-context table (tests/common/c_functions.rs) but \
+                 not in the header"
             ));
         }
     }
@@ -258,6 +301,12 @@ fn every_function_taking_a_tensor_has_a_row_in_ops_def() {
             }
         }
         for r in &seen {
+            if rows_named(r).is_empty() {
+                problems.push(format!(
+                    "{r} has an {kind} row in tests/c/ops.def but no row in \
+                     tests/common/c_functions.rs"
+                ));
+            }
             if !fns.iter().any(|f| f.name == *r && of_kind(f)) {
                 problems.push(format!(
                     "{r} has an {kind} row in tests/c/ops.def but is not such a function \

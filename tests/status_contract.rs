@@ -16,7 +16,11 @@
 //!   each documented status of each function was returned at least once by
 //!   the catalogue or a targeted case.
 
+#[path = "common/c_function_rows.rs"]
+mod c_function_rows;
+
 use arenagrad::ffi::*;
+use c_function_rows::rows_named;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{CStr, CString};
 use std::ptr::{null, null_mut};
@@ -279,6 +283,7 @@ impl Drop for Env {
 /// handles). Pointers are either NULL or buffers of BUF elements; lengths
 /// above BUF are only usize::MAX, which every function refuses before
 /// touching memory.
+#[allow(deprecated)] // also calls the deprecated aliases
 fn call(name: &str, ctx: *mut ag_context, fx: &Fx, env: &Env, a: Args) -> ag_status {
     let t = match a.handle {
         0 => fx.w,
@@ -307,7 +312,6 @@ fn call(name: &str, ctx: *mut ag_context, fx: &Fx, env: &Env, a: Args) -> ag_sta
     let mut one = 0usize;
     let mut v = 0f32;
     let mut stats = arenagrad::MemoryStats::default();
-    let mut counted = 0u64;
     let p = |x: *const f32| if a.null { null() } else { x };
     let pm = |x: *mut f32| if a.null { null_mut() } else { x };
     let o = if a.null {
@@ -340,283 +344,35 @@ fn call(name: &str, ctx: *mut ag_context, fx: &Fx, env: &Env, a: Args) -> ag_sta
     } else {
         n.min(env.ckpt.len())
     };
-    match name {
-        "ag_reset" => ag_reset(ctx),
-        "ag_set_grad_enabled" => ag_set_grad_enabled(ctx, a.null),
-        "ag_set_arena_limit" => ag_set_arena_limit(ctx, n),
-        "ag_memory_stats" => ag_memory_stats(ctx, if a.null { null_mut() } else { &mut stats }),
-        "ag_runtime_info" => {
-            let mut r = arenagrad::ffi::ag_runtime::default();
-            ag_runtime_info(ctx, if a.null { null_mut() } else { &mut r })
-        }
-        "ag_set_recompute" => ag_set_recompute(ctx, n.min(u32::MAX as usize) as u32),
-        #[allow(deprecated)]
-        "ag_context_set_recompute" => {
-            ag_context_set_recompute(ctx, n.min(u32::MAX as usize) as u32)
-        }
-        "ag_segment_begin" => ag_segment_begin(ctx),
-        "ag_segment_end" => {
-            // n == 0: no segment open; else one is opened first (it stays
-            // open when ending it fails).
-            if n != 0 {
-                ag_segment_begin(ctx);
+    // One arm per row of tests/common/c_functions.rs whose `contract:`
+    // cell is `call(...)`: a closure over the arguments above, run once.
+    macro_rules! c_functions {
+        ($( $(#[$attr:meta])* $name:ident {
+            fuzz: $fuzz:ident $(($fuzz_why:literal))?,
+            null: $null:ident($($null_cell:tt)*),
+            contract: $contract:ident($($contract_cell:tt)*) $(,)?
+        })*) => {
+            |which: &str| -> Option<ag_status> {
+                $( $(#[$attr])* contract_call!(which, $name, $contract($($contract_cell)*)); )*
+                None
             }
-            ag_segment_end(ctx, t)
-        }
-        "ag_capture_begin" => ag_capture_begin(ctx),
-        "ag_capture_end" => {
-            // n != 0: a capture is open (the fixture's handles are then
-            // stale: capture_begin ends the iteration).
-            if n != 0 {
-                ag_capture_begin(ctx);
-            }
-            let mut s = ag_step::default();
-            ag_capture_end(ctx, t, if a.null { null_mut() } else { &mut s })
-        }
-        "ag_replay" => ag_replay(ctx, step_arg(fx, env, a)),
-        "ag_step_free" => {
-            let mut s = step_arg(fx, env, a);
-            ag_step_free(ctx, if a.null { null_mut() } else { &mut s })
-        }
-        "ag_input_new" => ag_input_new(ctx, shape.as_ptr(), n, o),
-        "ag_input_write" => ag_input_write(ctx, t, p(f.as_ptr()), n),
-        // Any handle as the seed: none of the fixture's has shape [4].
-        "ag_seed_write" => ag_seed_write(ctx, t, n as u64),
-        "ag_dropout_seeded" => {
-            let p = if n == usize::MAX { f32::NAN } else { 0.5 };
-            ag_dropout_seeded(ctx, fx.h, p, t, o)
-        }
-        "ag_input_write_ids" => ag_input_write_ids(
-            ctx,
-            step_arg(fx, env, a),
-            0,
-            if a.null { null() } else { ids.as_ptr() },
-            n,
-        ),
-        "ag_param_new" => ag_param_new(ctx, shape.as_ptr(), n, p(f.as_ptr()), o),
-        "ag_param_write" => ag_param_write(ctx, t, p(f.as_ptr()), n),
-        "ag_param_init" => {
-            // n picks the kind: a normal, Xavier (refused for the 1-D
-            // bias), a uniform with a > b, or an unknown kind.
-            let kind = match n {
-                0 => AG_INIT_NORMAL,
-                1 => AG_INIT_XAVIER_UNIFORM,
-                3 => AG_INIT_UNIFORM,
-                _ => n.min(u32::MAX as usize) as u32,
-            };
-            let a = if kind == AG_INIT_XAVIER_UNIFORM {
-                1.0
-            } else {
-                0.0
-            };
-            let b = match kind {
-                AG_INIT_UNIFORM => -1.0,
-                AG_INIT_XAVIER_UNIFORM => 0.0,
-                _ => fl,
-            };
-            ag_param_init(ctx, t, kind, a, b, 7)
-        }
-        "ag_param_new_named" => {
-            // n == 2: the name of the fixture's second parameter.
-            let name = if n == 2 { c"param.1" } else { c"named" };
-            let np = if a.null { null() } else { name.as_ptr() };
-            ag_param_new_named(ctx, np, shape.as_ptr(), n, p(f.as_ptr()), o)
-        }
-        "ag_param_count" => ag_param_count(ctx, if a.null { null_mut() } else { &mut one }),
-        "ag_param_at" => ag_param_at(ctx, n, o),
-        "ag_param_set_weight_decay" => ag_param_set_weight_decay(ctx, t, a.null),
-        "ag_safetensors_save" | "ag_safetensors_load" => {
-            let sp = CString::new(
-                env.dir
-                    .join(if a.null { "missing/x.st" } else { "x.st" })
-                    .to_str()
-                    .unwrap(),
-            )
-            .unwrap();
-            let sp = if n == 0 { null() } else { sp.as_ptr() };
-            if name == "ag_safetensors_save" {
-                ag_safetensors_save(ctx, sp)
-            } else {
-                ag_safetensors_load(ctx, sp)
-            }
-        }
-        "ag_param_name" => {
-            let mut name = [0 as std::ffi::c_char; BUF];
-            let np = if a.null {
-                null_mut()
-            } else {
-                name.as_mut_ptr()
-            };
-            ag_param_name(ctx, t, np, n.min(BUF), &mut one)
-        }
-        "ag_tensor_new" => ag_tensor_new(ctx, shape.as_ptr(), n, p(f.as_ptr()), o),
-        "ag_tensor_shape" => ag_tensor_shape(
-            ctx,
-            t,
-            if a.null { null_mut() } else { sz.as_mut_ptr() },
-            &mut one,
-        ),
-        "ag_tensor_numel" => ag_tensor_numel(ctx, t, if a.null { null_mut() } else { &mut one }),
-        "ag_tensor_read" => ag_tensor_read(ctx, t, pm(f.as_mut_ptr()), n),
-        "ag_tensor_read_grad" => ag_tensor_read_grad(ctx, t, pm(f.as_mut_ptr()), n),
-        "ag_tensor_retain_grad" => ag_tensor_retain_grad(ctx, t),
-        "ag_tensor_item" => ag_tensor_item(ctx, t, if a.null { null_mut() } else { &mut v }),
-        "ag_backward" => ag_backward(ctx, t),
-        "ag_zero_grad" => ag_zero_grad(ctx),
-        "ag_optimizer_sgd" => ag_optimizer_sgd(ctx, fl, 0.5, 0.0),
-        "ag_optimizer_adamw" => ag_optimizer_adamw(ctx, fl, 0.9, 0.999, 1e-8, 0.0),
-        "ag_optimizer_set_lr" => ag_optimizer_set_lr(ctx, fl),
-        "ag_optimizer_step" => ag_optimizer_step(ctx),
-        "ag_clip_grad_norm" => ag_clip_grad_norm(ctx, fl, &mut v),
-        "ag_checkpoint_save" => ag_checkpoint_save(ctx, pp, ub, n),
-        "ag_checkpoint_load" => ag_checkpoint_load(ctx, pp, ub, n, ul),
-        "ag_checkpoint_load_bytes" => ag_checkpoint_load_bytes(ctx, data, dlen, ub, n, ul),
-        "ag_checkpoint_peek" => ag_checkpoint_peek(ctx, pp, ub, n, ul),
-        "ag_checkpoint_peek_bytes" => ag_checkpoint_peek_bytes(ctx, data, dlen, ub, n, ul),
-        "ag_grads_len" => ag_grads_len(ctx, if a.null { null_mut() } else { &mut one }),
-        "ag_grads_buffer" => {
-            let mut gp = null_mut::<f32>();
-            ag_grads_buffer(
-                ctx,
-                if a.null { null_mut() } else { &mut gp },
-                if a.handle == 1 { null_mut() } else { &mut one },
-            )
-        }
-        "ag_set_grad_ready_callback" => ag_set_grad_ready_callback(
-            ctx,
-            if a.null { None } else { Some(grad_ready_noop) },
-            null_mut(),
-            n,
-        ),
-        "ag_grads_copy_out" => ag_grads_copy_out(ctx, pm(f.as_mut_ptr()), n),
-        "ag_optimizer_shard" => ag_optimizer_shard(ctx, a.handle, n),
-        "ag_params_copy_out" => ag_params_copy_out(ctx, a.handle, pm(f.as_mut_ptr()), n),
-        "ag_params_copy_in" => ag_params_copy_in(ctx, a.handle, p(f.as_ptr()), n),
-        "ag_optimizer_state_copy_out" => {
-            ag_optimizer_state_copy_out(ctx, a.handle as u32 % 3, a.handle, pm(f.as_mut_ptr()), n)
-        }
-        "ag_optimizer_state_copy_in" => {
-            ag_optimizer_state_copy_in(ctx, a.handle as u32 % 3, a.handle, p(f.as_ptr()), n)
-        }
-        "ag_checkpoint_save_gathered" => {
-            ag_checkpoint_save_gathered(ctx, pp, ub, n, p(f.as_ptr()), a.handle)
-        }
-        "ag_grads_copy_in" => ag_grads_copy_in(ctx, p(f.as_ptr()), n),
-        "ag_test_panic" => ag_test_panic(ctx),
-        "ag_test_fail_allocation" => ag_test_fail_allocation(ctx, n as u64, a.null, &mut counted),
-        "ag_add" => ag_add(ctx, t, u, o),
-        "ag_sub" => ag_sub(ctx, u, t, o),
-        "ag_mul" => ag_mul(ctx, t, if a.handle == 8 { u } else { fx.w }, o),
-        "ag_div" => ag_div(ctx, if a.handle == 8 { u } else { fx.b }, t, o),
-        "ag_neg" => ag_neg(ctx, t, o),
-        "ag_exp" => ag_exp(ctx, t, o),
-        "ag_log" => ag_log(ctx, t, o),
-        "ag_tanh" => ag_tanh(ctx, t, o),
-        "ag_relu" => ag_relu(ctx, t, o),
-        "ag_sigmoid" => ag_sigmoid(ctx, t, o),
-        "ag_gelu" => ag_gelu(ctx, t, o),
-        "ag_sqrt" => ag_sqrt(ctx, t, o),
-        "ag_log1p" => ag_log1p(ctx, t, o),
-        "ag_lgamma" => ag_lgamma(ctx, t, o),
-        "ag_digamma" => ag_digamma(ctx, t, o),
-        "ag_expm1" => ag_expm1(ctx, t, o),
-        "ag_softplus" => ag_softplus(ctx, t, o),
-        "ag_log_sigmoid" => ag_log_sigmoid(ctx, t, o),
-        "ag_erf" => ag_erf(ctx, t, o),
-        "ag_normal_cdf" => ag_normal_cdf(ctx, t, o),
-        "ag_normal_lcdf" => ag_normal_lcdf(ctx, t, o),
-        "ag_sum" => ag_sum(ctx, t, o),
-        "ag_mean" => ag_mean(ctx, t, o),
-        "ag_scale" => ag_scale(ctx, t, fl, o),
-        "ag_sum_axis" => ag_sum_axis(ctx, t, n as i32, a.null, o),
-        "ag_logsumexp_axis" => ag_logsumexp_axis(ctx, t, n as i32, a.null, o),
-        "ag_mean_axis" => ag_mean_axis(ctx, t, n as i32 - 2, a.null, o),
-        "ag_reshape" => ag_reshape(
-            ctx,
-            t,
-            if a.null {
-                [1usize << 31, 2].as_ptr()
-            } else {
-                shape.as_ptr()
-            },
-            n,
-            o,
-        ),
-        "ag_permute" => ag_permute(ctx, t, [1usize, 0, 2, 3, 4, 5, 6, 7].as_ptr(), n, o),
-        "ag_transpose" => ag_transpose(ctx, t, n, 0, o),
-        "ag_concat" => {
-            // Two operands: t beside b, whose rank differs from every
-            // two-dimensional t (SHAPE_MISMATCH); one: t alone (OK).
-            let mut xs = [t; BUF];
-            xs[1] = fx.b;
-            ag_concat(ctx, if a.null { null() } else { xs.as_ptr() }, n, 0, o)
-        }
-        "ag_slice" => ag_slice(ctx, t, if n == 12 { 5 } else { 0 }, 0, n, o),
-        "ag_dropout" => {
-            let p = match n {
-                0 => 1.0,
-                usize::MAX => f32::NAN,
-                _ => 0.5,
-            };
-            ag_dropout(ctx, t, p, n as u64, o)
-        }
-        "ag_matmul" => ag_matmul(
-            ctx,
-            t,
-            if a.handle == 8 { u } else { fx.w },
-            a.null,
-            false,
-            o,
-        ),
-        "ag_bmm" => ag_bmm(
-            ctx,
-            t,
-            if a.handle == 8 { u } else { fx.w },
-            false,
-            a.null,
-            o,
-        ),
-        "ag_linear" => ag_linear(
-            ctx,
-            t,
-            if a.handle == 8 { u } else { fx.w },
-            if a.null { null() } else { &fx.b },
-            o,
-        ),
-        "ag_embedding" => {
-            let big_ids = [0i32; 1 << 16];
-            let (w, p, len) = match a.handle {
-                8 => (fx.row, big_ids.as_ptr(), big_ids.len()),
-                _ if a.null => (t, null(), n),
-                _ if n == 1 => (t, [4i32].as_ptr(), n),
-                _ => (t, ids.as_ptr(), n),
-            };
-            ag_embedding(ctx, w, p, len, o)
-        }
-        "ag_cross_entropy" => {
-            let targets = [3i32; BUF];
-            let p = if a.null {
-                null()
-            } else if n == 2 {
-                targets.as_ptr()
-            } else {
-                ids.as_ptr()
-            };
-            ag_cross_entropy(ctx, t, p, n, o)
-        }
-        "ag_layernorm" => ag_layernorm(ctx, t, fx.b, fx.b, o),
-        "ag_softmax" => ag_softmax(ctx, t, a.null, if n == 0 { f32::NAN } else { 1.0 }, o),
-        "ag_attention" => ag_attention(ctx, t, n, o),
-        "ag_pow" => ag_pow(ctx, t, if n == 0 { f32::NAN } else { 2.0 }, o),
-        "ag_abs" => ag_abs(ctx, t, o),
-        "ag_maximum" => ag_maximum(ctx, t, u, o),
-        "ag_minimum" => ag_minimum(ctx, u, t, o),
-        "ag_where" => ag_where(ctx, u, t, t, o),
-        "ag_log_softmax" => ag_log_softmax(ctx, t, o),
-        "ag_mse_loss" => ag_mse_loss(ctx, t, u, o),
-        "ag_clamp" => ag_clamp(ctx, t, -1.0, if n == 0 { -2.0 } else { fl }, o),
-        other => panic!("no call for {other}: add it to call()"),
+        };
     }
+    macro_rules! contract_call {
+        ($which:ident, $name:ident, call($call:expr)) => {
+            if $which == stringify!($name) {
+                return Some($call);
+            }
+        };
+        ($which:ident, $name:ident, none($why:literal)) => {};
+    }
+    let mut dispatch = include!("common/c_functions.rs");
+    dispatch(name).unwrap_or_else(|| {
+        panic!(
+            "no contract call for {name}: give its row in tests/common/c_functions.rs \
+             a contract: call(...) cell"
+        )
+    })
 }
 
 /// A step handle of the kind `a.handle` picks: another context's, an
@@ -660,6 +416,40 @@ fn catalogue_functions(docs: &BTreeMap<String, Doc>) -> Vec<String> {
         .filter(|(_, d)| d.takes_ctx)
         .map(|(n, _)| n.clone())
         .collect()
+}
+
+/// Each function taking a context has a contract call in the one table of
+/// C functions, and a row without one takes no context; `call` is generated
+/// from those rows, so this names the function whose cell is missing.
+#[test]
+fn every_context_function_has_a_contract_call() {
+    let d = docs();
+    let mut problems = Vec::new();
+    for (name, doc) in &d {
+        let rows = rows_named(name);
+        let [row] = rows.as_slice() else {
+            problems.push(format!(
+                "{name}: {} rows in tests/common/c_functions.rs, want 1",
+                rows.len()
+            ));
+            continue;
+        };
+        match (doc.takes_ctx, row.no_contract_call) {
+            (true, Some(why)) => problems.push(format!(
+                "{name} takes a context but its contract: cell is none({why:?}): \
+                 give it a call(...) in tests/common/c_functions.rs"
+            )),
+            (false, None) => problems.push(format!(
+                "{name} takes no context first: its contract: cell must be none(...)"
+            )),
+            _ => {}
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    assert!(
+        d.values().filter(|doc| doc.takes_ctx).count() >= 100,
+        "too few context functions parsed"
+    );
 }
 
 #[test]

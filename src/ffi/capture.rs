@@ -3,7 +3,7 @@
 //! ag_input_write, ag_seed_write), and ag_dropout_seeded, the dropout a
 //! replay can redraw.
 
-use super::*;
+use super::prelude::*;
 use crate::context::Step;
 
 /// A captured step (ag_capture_end), passed by value. It is valid until
@@ -130,7 +130,7 @@ pub extern "C" fn ag_input_new(
     const F: &str = "ag_input_new";
     guard(F, ctx, |c| {
         need(F, "out", out)?;
-        let dims = tensors::shape_arg(F, shape, ndim)?;
+        let dims = shape_arg(F, shape, ndim)?;
         let t = c.input_new(dims)?;
         write_out(F, "out", out, t.into())
     })

@@ -1,28 +1,6 @@
 //! Checkpoints: save, load and peek, from a path or from bytes.
-#![allow(unsafe_code)]
 
-use super::*;
-use std::ffi::CStr;
-use std::path::PathBuf;
-
-pub(super) fn path_arg(func: &'static str, path: *const c_char) -> Result<PathBuf> {
-    if path.is_null() {
-        return Err(Error::NullArgument { func, arg: "path" });
-    }
-    // SAFETY: non-NULL, and the caller guarantees a NUL-terminated string.
-    let s = unsafe { CStr::from_ptr(path) };
-    let s = s.to_str().map_err(|_| Error::InvalidArgument {
-        op: func,
-        what: "path is not valid UTF-8".into(),
-    })?;
-    if s.is_empty() {
-        return Err(Error::InvalidArgument {
-            op: func,
-            what: "path is empty".into(),
-        });
-    }
-    Ok(PathBuf::from(s))
-}
+use super::prelude::*;
 
 /// Saves parameters, optimizer state and `user[0..user_len]` (opaque bytes,
 /// e.g. RNG state, at most AG_MAX_USER_BYTES; NULL allowed when user_len is

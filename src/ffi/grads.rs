@@ -1,9 +1,8 @@
 //! The parameter gradients as one flat array: zero-copy access and copies
 //! in and out, for data-parallel training (the application reduces the
 //! array across processes, e.g. with one MPI_Allreduce per step).
-#![allow(unsafe_code)]
 
-use super::*;
+use super::prelude::*;
 use crate::grads::check_grads_len;
 use crate::{GradEvent, GradReadyFn};
 use std::ffi::c_void;

@@ -1,6 +1,6 @@
 //! Parameter initialisers: ag_param_init and its AG_INIT_* kinds.
 
-use super::*;
+use super::prelude::*;
 use crate::init::Init;
 
 /// ag_param_init kind: every value 0 (a and b must be 0).

@@ -1,8 +1,10 @@
 //! Contexts and statuses: status names, version, create and free, the last error, reset, grad mode, arena cap, memory figures.
-#![allow(unsafe_code)]
 
-use super::*;
+use super::panic_hook::install_panic_hook;
+use super::prelude::*;
+use super::registry::{context_free, context_new, last_error};
 use crate::context::MemoryStats;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 
 /// A static, NUL-terminated name for a status code ("unknown status" for
 /// values the library never returns). Never NULL; never free it.
@@ -58,7 +60,10 @@ pub extern "C" fn ag_context_new(out: *mut *mut ag_context) -> ag_status {
     if out.is_null() {
         return AG_STATUS_NULL_ARGUMENT;
     }
-    match catch_unwind(context_new) {
+    match catch_unwind(|| {
+        install_panic_hook();
+        context_new()
+    }) {
         Ok(Some(p)) => {
             // SAFETY: non-NULL out-pointer supplied by the caller.
             unsafe { out.write(p) };

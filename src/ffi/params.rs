@@ -1,8 +1,7 @@
 //! Parameter names and listing, per-parameter weight decay, and
 //! safetensors export and import of the parameters.
-#![allow(unsafe_code)]
 
-use super::*;
+use super::prelude::*;
 use std::ffi::CStr;
 
 /// Most bytes in a parameter name, without the terminating NUL: a buffer
@@ -49,7 +48,7 @@ pub extern "C" fn ag_param_new_named(
     guard(F, ctx, |c| {
         need(F, "out", out)?;
         let name = str_arg(F, "name", name)?;
-        let dims = super::tensors::shape_arg(F, shape, ndim)?;
+        let dims = shape_arg(F, shape, ndim)?;
         let n = crate::Shape::new(F, dims)?.numel();
         let init = if init.is_null() {
             None
@@ -142,7 +141,7 @@ pub extern "C" fn ag_param_name(
 pub extern "C" fn ag_safetensors_save(ctx: *mut ag_context, path: *const c_char) -> ag_status {
     const F: &str = "ag_safetensors_save";
     guard(F, ctx, |c| {
-        let p = super::checkpoints::path_arg(F, path)?;
+        let p = path_arg(F, path)?;
         c.safetensors_save(&p)
     })
 }
@@ -165,7 +164,7 @@ pub extern "C" fn ag_safetensors_save(ctx: *mut ag_context, path: *const c_char)
 pub extern "C" fn ag_safetensors_load(ctx: *mut ag_context, path: *const c_char) -> ag_status {
     const F: &str = "ag_safetensors_load";
     guard(F, ctx, |c| {
-        let p = super::checkpoints::path_arg(F, path)?;
+        let p = path_arg(F, path)?;
         c.safetensors_load(&p)
     })
 }

@@ -1,8 +1,10 @@
 //! Caller pointers: out-pointers written only after a NULL check, caller
 //! arrays turned into slices only after their NULL and length checks.
-#![allow(unsafe_code)]
 
-use super::*;
+use super::version::AG_MAX_DIMS;
+use crate::error::{Error, Result};
+use std::ffi::{CStr, c_char};
+use std::path::PathBuf;
 
 /// Writes `v` through a caller out-pointer after a NULL check.
 pub(crate) fn write_out<T>(func: &'static str, arg: &'static str, out: *mut T, v: T) -> Result<()> {
@@ -75,4 +77,39 @@ pub(crate) fn slice_out<'a, T>(
     // SAFETY: non-NULL, and the caller guarantees `len` writable elements
     // that no one else accesses during the call.
     Ok(unsafe { std::slice::from_raw_parts_mut(p, len) })
+}
+
+/// A shape argument: 1 to AG_MAX_DIMS dimensions read from `shape`.
+pub(crate) fn shape_arg<'a>(
+    func: &'static str,
+    shape: *const usize,
+    ndim: usize,
+) -> Result<&'a [usize]> {
+    if ndim == 0 || ndim > AG_MAX_DIMS {
+        return Err(Error::BadShape {
+            op: func,
+            what: format!("ndim {ndim} is outside 1..={AG_MAX_DIMS}"),
+        });
+    }
+    slice_in(func, "shape", shape, ndim)
+}
+
+/// A path argument: a non-empty UTF-8 C string.
+pub(crate) fn path_arg(func: &'static str, path: *const c_char) -> Result<PathBuf> {
+    if path.is_null() {
+        return Err(Error::NullArgument { func, arg: "path" });
+    }
+    // SAFETY: non-NULL, and the caller guarantees a NUL-terminated string.
+    let s = unsafe { CStr::from_ptr(path) };
+    let s = s.to_str().map_err(|_| Error::InvalidArgument {
+        op: func,
+        what: "path is not valid UTF-8".into(),
+    })?;
+    if s.is_empty() {
+        return Err(Error::InvalidArgument {
+            op: func,
+            what: "path is empty".into(),
+        });
+    }
+    Ok(PathBuf::from(s))
 }

@@ -2,7 +2,7 @@
 //! ag_set_recompute policy (ag_context_set_recompute is its deprecated
 //! old name).
 
-use super::*;
+use super::prelude::*;
 use crate::recompute::RecomputePolicy;
 
 /// ag_set_recompute policy: no segment is recomputed; every

@@ -1,7 +1,7 @@
 //! What runs underneath: the GEMM library and its kernels, the element-wise
 //! kernels' instruction set, the thread count.
 
-use super::{ag_context, ag_status, guard, write_out};
+use super::prelude::{ag_context, ag_status, guard, write_out};
 use std::ffi::c_char;
 
 /// Bytes of each text field of ag_runtime, the terminating NUL included.

@@ -1,8 +1,7 @@
 //! Sharded optimizer state (ZeRO stage 1): the optimizer's range, and
 //! float ranges of the parameters in and out, for data-parallel callers.
-#![allow(unsafe_code)]
 
-use super::*;
+use super::prelude::*;
 
 /// Makes the optimizer created next (ag_optimizer_adamw or
 /// ag_optimizer_sgd) keep state for, and update, only floats `first ..

@@ -1,21 +1,6 @@
 //! Parameters and tensors: make, write, read, shape, gradients to keep.
-#![allow(unsafe_code)]
 
-use super::*;
-
-pub(super) fn shape_arg<'a>(
-    func: &'static str,
-    shape: *const usize,
-    ndim: usize,
-) -> Result<&'a [usize]> {
-    if ndim == 0 || ndim > AG_MAX_DIMS {
-        return Err(Error::BadShape {
-            op: func,
-            what: format!("ndim {ndim} is outside 1..={AG_MAX_DIMS}"),
-        });
-    }
-    slice_in(func, "shape", shape, ndim)
-}
+use super::prelude::*;
 
 /// Creates a trainable parameter of shape `shape[0..ndim]`, initialised from
 /// `init` (numel floats, copied) or zeros when `init` is NULL. Parameters

@@ -3,7 +3,7 @@
 //! Their declarations for C tests are generated into
 //! tests/c/arenagrad_test_hooks.h.
 
-use super::*;
+use super::prelude::*;
 
 /// Test hook: panics inside the library so tests can check that the panic
 /// is caught (PANIC) and the context poisoned (later calls: POISONED).
@@ -41,5 +41,5 @@ pub extern "C" fn ag_test_fail_allocation(
 /// Number of live contexts (for tests of the registry's bound).
 /// Rust only.
 pub fn live_contexts() -> usize {
-    registry().live.len()
+    super::registry::live_contexts()
 }

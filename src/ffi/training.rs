@@ -1,7 +1,6 @@
 //! Training: backward, zero_grad, optimizers, clipping.
-#![allow(unsafe_code)]
 
-use super::*;
+use super::prelude::*;
 use crate::optim::OptimizerKind;
 
 /// Reverse pass from the one-element `loss`: parameter gradients

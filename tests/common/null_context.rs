@@ -1,38 +1,33 @@
 //! The NULL-context table: every exported function that takes a context,
-//! called with a NULL one. `tests/ffi_contract.rs` checks each call gives
-//! NULL_ARGUMENT; `tests/header_tables.rs` checks that every function of
-//! include/arenagrad.h is in the table or in [`WITHOUT_A_NULL_CONTEXT_STATUS`].
+//! called with a NULL one, generated from the `null:` column of the one
+//! table of C functions (tests/common/c_functions.rs). `tests/ffi_contract.rs`
+//! checks each call gives NULL_ARGUMENT; `tests/header_tables.rs` checks that
+//! every function of include/arenagrad.h is called here or is in
+//! [`without_a_null_context_status`].
+
+#[path = "c_function_rows.rs"]
+pub mod c_function_rows;
 
 use arenagrad::MemoryStats;
 use arenagrad::ffi::*;
 use std::ffi::CString;
 use std::ptr::{null, null_mut};
 
-/// The functions of the header that are not in the table, and why: they take
-/// no context, or give a NULL one a meaning of their own (checked by
+/// The functions of the table whose `null:` cell is `none`, and why: they
+/// take no context, or give a NULL one a meaning of their own (checked by
 /// [`check_functions_without_a_null_context_status`]).
-pub const WITHOUT_A_NULL_CONTEXT_STATUS: [(&str, &str); 6] = [
-    ("ag_status_str", "takes no context"),
-    ("ag_version", "takes no context"),
-    ("ag_version_number", "takes no context"),
-    (
-        "ag_context_new",
-        "makes a context: NULL out-pointer gives NULL_ARGUMENT",
-    ),
-    (
-        "ag_context_free",
-        "freeing NULL, or through a NULL pointer, does nothing",
-    ),
-    (
-        "ag_context_last_error",
-        "returns a message: one explaining the NULL",
-    ),
-];
+pub fn without_a_null_context_status() -> Vec<(&'static str, &'static str)> {
+    c_function_rows::c_functions()
+        .into_iter()
+        .filter_map(|r| Some((r.name, r.no_null_call?)))
+        .collect()
+}
 
 /// Calls every function that takes a context with a NULL one, `p` and `q`
 /// as tensor arguments; returns (function, status). Asserts that no
 /// out-parameter was written.
 #[allow(deprecated)] // also calls the deprecated aliases
+#[allow(clippy::vec_init_then_push)] // see the comment in the macro
 pub fn calls_with_a_null_context(p: ag_tensor, q: ag_tensor) -> Vec<(&'static str, ag_status)> {
     let n = null_mut::<ag_context>();
     let shape = [2usize, 2];
@@ -61,197 +56,27 @@ pub fn calls_with_a_null_context(p: ag_tensor, q: ag_tensor) -> Vec<(&'static st
     };
     let mut st = step_sentinel;
     let path = CString::new("/tmp/never-written.ckpt").unwrap();
-    let mut calls: Vec<(&str, ag_status)> = vec![
-        ("ag_reset", ag_reset(n)),
-        ("ag_set_grad_enabled", ag_set_grad_enabled(n, false)),
-        ("ag_set_arena_limit", ag_set_arena_limit(n, 0)),
-        ("ag_memory_stats", ag_memory_stats(n, &mut s)),
-        (
-            "ag_runtime_info",
-            ag_runtime_info(n, &mut ag_runtime::default()),
-        ),
-        ("ag_set_recompute", ag_set_recompute(n, AG_RECOMPUTE_ALL)),
-        (
-            "ag_context_set_recompute",
-            ag_context_set_recompute(n, AG_RECOMPUTE_ALL),
-        ),
-        ("ag_segment_begin", ag_segment_begin(n)),
-        ("ag_capture_begin", ag_capture_begin(n)),
-        ("ag_capture_end", ag_capture_end(n, p, &mut st)),
-        ("ag_replay", ag_replay(n, st)),
-        ("ag_step_free", ag_step_free(n, &mut st)),
-        ("ag_input_new", ag_input_new(n, shape.as_ptr(), 2, &mut o)),
-        ("ag_input_write", ag_input_write(n, p, data.as_ptr(), 4)),
-        ("ag_seed_write", ag_seed_write(n, p, 7)),
-        ("ag_dropout_seeded", ag_dropout_seeded(n, p, 0.5, q, &mut o)),
-        (
-            "ag_input_write_ids",
-            ag_input_write_ids(n, st, 0, ids.as_ptr(), 2),
-        ),
-        ("ag_segment_end", ag_segment_end(n, p)),
-        (
-            "ag_param_new",
-            ag_param_new(n, shape.as_ptr(), 2, data.as_ptr(), &mut o),
-        ),
-        ("ag_param_write", ag_param_write(n, p, data.as_ptr(), 4)),
-        (
-            "ag_param_init",
-            ag_param_init(n, p, AG_INIT_NORMAL, 0.0, 0.02, 7),
-        ),
-        (
-            "ag_param_new_named",
-            ag_param_new_named(n, c"w".as_ptr(), shape.as_ptr(), 2, data.as_ptr(), &mut o),
-        ),
-        ("ag_param_count", ag_param_count(n, &mut numel)),
-        ("ag_param_at", ag_param_at(n, 0, &mut o)),
-        (
-            "ag_param_name",
-            ag_param_name(n, p, name.as_mut_ptr(), name.len(), &mut numel),
-        ),
-        (
-            "ag_param_set_weight_decay",
-            ag_param_set_weight_decay(n, p, false),
-        ),
-        ("ag_safetensors_save", ag_safetensors_save(n, path.as_ptr())),
-        ("ag_safetensors_load", ag_safetensors_load(n, path.as_ptr())),
-        (
-            "ag_tensor_new",
-            ag_tensor_new(n, shape.as_ptr(), 2, data.as_ptr(), &mut o),
-        ),
-        (
-            "ag_tensor_shape",
-            ag_tensor_shape(n, p, dims.as_mut_ptr(), &mut nd),
-        ),
-        ("ag_tensor_numel", ag_tensor_numel(n, p, &mut numel)),
-        ("ag_tensor_read", ag_tensor_read(n, p, buf.as_mut_ptr(), 4)),
-        (
-            "ag_tensor_read_grad",
-            ag_tensor_read_grad(n, p, buf.as_mut_ptr(), 4),
-        ),
-        ("ag_tensor_item", ag_tensor_item(n, p, &mut f)),
-        ("ag_tensor_retain_grad", ag_tensor_retain_grad(n, p)),
-        ("ag_backward", ag_backward(n, p)),
-        ("ag_zero_grad", ag_zero_grad(n)),
-        ("ag_optimizer_sgd", ag_optimizer_sgd(n, 0.1, 0.0, 0.0)),
-        (
-            "ag_optimizer_adamw",
-            ag_optimizer_adamw(n, 0.1, 0.9, 0.999, 1e-8, 0.0),
-        ),
-        ("ag_optimizer_set_lr", ag_optimizer_set_lr(n, 0.1)),
-        ("ag_optimizer_step", ag_optimizer_step(n)),
-        ("ag_clip_grad_norm", ag_clip_grad_norm(n, 1.0, &mut f)),
-        (
-            "ag_checkpoint_save",
-            ag_checkpoint_save(n, path.as_ptr(), null(), 0),
-        ),
-        (
-            "ag_checkpoint_load",
-            ag_checkpoint_load(n, path.as_ptr(), user.as_mut_ptr(), 4, &mut ulen),
-        ),
-        (
-            "ag_checkpoint_load_bytes",
-            ag_checkpoint_load_bytes(n, user.as_ptr(), 4, user.as_mut_ptr(), 4, &mut ulen),
-        ),
-        (
-            "ag_checkpoint_peek",
-            ag_checkpoint_peek(n, path.as_ptr(), user.as_mut_ptr(), 4, &mut ulen),
-        ),
-        (
-            "ag_checkpoint_peek_bytes",
-            ag_checkpoint_peek_bytes(n, user.as_ptr(), 4, user.as_mut_ptr(), 4, &mut ulen),
-        ),
-        ("ag_grads_len", ag_grads_len(n, &mut numel)),
-        ("ag_grads_buffer", ag_grads_buffer(n, &mut gptr, &mut numel)),
-        ("ag_optimizer_shard", ag_optimizer_shard(n, 0, 0)),
-        (
-            "ag_params_copy_out",
-            ag_params_copy_out(n, 0, std::ptr::null_mut(), 0),
-        ),
-        (
-            "ag_params_copy_in",
-            ag_params_copy_in(n, 0, std::ptr::null(), 0),
-        ),
-        (
-            "ag_optimizer_state_copy_out",
-            ag_optimizer_state_copy_out(n, 0, 0, std::ptr::null_mut(), 0),
-        ),
-        (
-            "ag_optimizer_state_copy_in",
-            ag_optimizer_state_copy_in(n, 0, 0, std::ptr::null(), 0),
-        ),
-        (
-            "ag_checkpoint_save_gathered",
-            ag_checkpoint_save_gathered(n, path.as_ptr(), std::ptr::null(), 0, std::ptr::null(), 0),
-        ),
-        (
-            "ag_set_grad_ready_callback",
-            ag_set_grad_ready_callback(n, None, std::ptr::null_mut(), 0),
-        ),
-        (
-            "ag_grads_copy_out",
-            ag_grads_copy_out(n, buf.as_mut_ptr(), 4),
-        ),
-        ("ag_grads_copy_in", ag_grads_copy_in(n, data.as_ptr(), 4)),
-        ("ag_add", ag_add(n, p, p, &mut o)),
-        ("ag_sub", ag_sub(n, p, p, &mut o)),
-        ("ag_mul", ag_mul(n, p, p, &mut o)),
-        ("ag_div", ag_div(n, p, p, &mut o)),
-        ("ag_neg", ag_neg(n, p, &mut o)),
-        ("ag_exp", ag_exp(n, p, &mut o)),
-        ("ag_log", ag_log(n, p, &mut o)),
-        ("ag_tanh", ag_tanh(n, p, &mut o)),
-        ("ag_relu", ag_relu(n, p, &mut o)),
-        ("ag_sigmoid", ag_sigmoid(n, p, &mut o)),
-        ("ag_gelu", ag_gelu(n, p, &mut o)),
-        ("ag_sqrt", ag_sqrt(n, p, &mut o)),
-        ("ag_sum", ag_sum(n, p, &mut o)),
-        ("ag_mean", ag_mean(n, p, &mut o)),
-        ("ag_scale", ag_scale(n, p, 2.0, &mut o)),
-        ("ag_sum_axis", ag_sum_axis(n, p, 0, false, &mut o)),
-        (
-            "ag_logsumexp_axis",
-            ag_logsumexp_axis(n, p, 0, false, &mut o),
-        ),
-        ("ag_mean_axis", ag_mean_axis(n, p, 0, true, &mut o)),
-        ("ag_reshape", ag_reshape(n, p, shape.as_ptr(), 2, &mut o)),
-        (
-            "ag_permute",
-            ag_permute(n, p, [1usize, 0].as_ptr(), 2, &mut o),
-        ),
-        ("ag_transpose", ag_transpose(n, p, 0, 1, &mut o)),
-        ("ag_concat", ag_concat(n, [p, q].as_ptr(), 2, 0, &mut o)),
-        ("ag_slice", ag_slice(n, p, 0, 0, 1, &mut o)),
-        ("ag_dropout", ag_dropout(n, p, 0.5, 7, &mut o)),
-        ("ag_matmul", ag_matmul(n, p, q, false, false, &mut o)),
-        ("ag_bmm", ag_bmm(n, p, q, false, false, &mut o)),
-        ("ag_linear", ag_linear(n, p, q, null(), &mut o)),
-        ("ag_embedding", ag_embedding(n, p, ids.as_ptr(), 2, &mut o)),
-        (
-            "ag_cross_entropy",
-            ag_cross_entropy(n, p, ids.as_ptr(), 2, &mut o),
-        ),
-        ("ag_layernorm", ag_layernorm(n, p, q, q, &mut o)),
-        ("ag_softmax", ag_softmax(n, p, true, 1.0, &mut o)),
-        ("ag_attention", ag_attention(n, p, 1, &mut o)),
-        ("ag_pow", ag_pow(n, p, 2.0, &mut o)),
-        ("ag_abs", ag_abs(n, p, &mut o)),
-        ("ag_log1p", ag_log1p(n, p, &mut o)),
-        ("ag_lgamma", ag_lgamma(n, p, &mut o)),
-        ("ag_digamma", ag_digamma(n, p, &mut o)),
-        ("ag_expm1", ag_expm1(n, p, &mut o)),
-        ("ag_softplus", ag_softplus(n, p, &mut o)),
-        ("ag_log_sigmoid", ag_log_sigmoid(n, p, &mut o)),
-        ("ag_erf", ag_erf(n, p, &mut o)),
-        ("ag_normal_cdf", ag_normal_cdf(n, p, &mut o)),
-        ("ag_normal_lcdf", ag_normal_lcdf(n, p, &mut o)),
-        ("ag_maximum", ag_maximum(n, p, p, &mut o)),
-        ("ag_minimum", ag_minimum(n, p, p, &mut o)),
-        ("ag_clamp", ag_clamp(n, p, 0.0, 1.0, &mut o)),
-        ("ag_where", ag_where(n, p, p, q, &mut o)),
-        ("ag_log_softmax", ag_log_softmax(n, p, &mut o)),
-        ("ag_mse_loss", ag_mse_loss(n, p, p, &mut o)),
-    ];
-    calls.extend(test_hook_calls());
+    // One call per row of tests/common/c_functions.rs whose `null:` cell is
+    // `call(...)`, in the table's order.
+    macro_rules! c_functions {
+        ($( $(#[$attr:meta])* $name:ident {
+            fuzz: $fuzz:ident $(($fuzz_why:literal))?,
+            null: $null:ident($($null_cell:tt)*),
+            contract: $contract:ident($($contract_cell:tt)*) $(,)?
+        })*) => {{
+            // Pushed one by one: a row may carry #[cfg], which vec![] cannot.
+            let mut calls: Vec<(&'static str, ag_status)> = Vec::new();
+            $( $(#[$attr])* null_call!(calls, $name, $null($($null_cell)*)); )*
+            calls
+        }};
+    }
+    macro_rules! null_call {
+        ($calls:ident, $name:ident, call($call:expr)) => {
+            $calls.push((stringify!($name), $call))
+        };
+        ($calls:ident, $name:ident, none($why:literal)) => {};
+    }
+    let calls = include!("c_functions.rs");
     assert_eq!(o, sentinel);
     assert_eq!(st, step_sentinel);
     assert_eq!(s.resets, 77);
@@ -264,26 +89,7 @@ pub fn calls_with_a_null_context(p: ag_tensor, q: ag_tensor) -> Vec<(&'static st
     calls
 }
 
-/// The entry points that exist for tests only (`ag_test_*`), compiled with
-/// the `test-hooks` feature.
-#[cfg(feature = "test-hooks")]
-fn test_hook_calls() -> Vec<(&'static str, ag_status)> {
-    let n = null_mut::<ag_context>();
-    vec![
-        ("ag_test_panic", ag_test_panic(n)),
-        (
-            "ag_test_fail_allocation",
-            ag_test_fail_allocation(n, 1, false, null_mut()),
-        ),
-    ]
-}
-
-#[cfg(not(feature = "test-hooks"))]
-fn test_hook_calls() -> Vec<(&'static str, ag_status)> {
-    Vec::new()
-}
-
-/// What the functions of [`WITHOUT_A_NULL_CONTEXT_STATUS`] do with NULL.
+/// What the functions of [`without_a_null_context_status`] do with NULL.
 pub fn check_functions_without_a_null_context_status() {
     assert!(!ag_status_str(AG_STATUS_NULL_ARGUMENT).is_null());
     assert!(!ag_version().is_null());

@@ -183,7 +183,10 @@ pub fn decode(b: u8) -> u8 {
 }
 
 /// Every C function of include/arenagrad.h and the id whose call reaches
-/// it (`ag_test_*` hooks are not in the public header).
+/// it (`ag_test_*` hooks are not in the public header). It must say what the
+/// `fuzz:` column of tests/common/c_functions.rs says, row for row
+/// (tests/fuzz_corpus_replay.rs checks; the fuzz crate builds on its own, so
+/// it keeps its own copy).
 pub const FUNCTIONS: &[(&str, u8)] = &[
     ("ag_status_str", STATUS_STR),
     ("ag_version", STATUS_STR),

@@ -1,0 +1,100 @@
+//! Element-wise special functions: log1p, expm1, lgamma, digamma,
+//! softplus, log-sigmoid, erf and the normal CDF and its log.
+
+use crate::ffi::prelude::*;
+
+/// out = ln(1 + x), accurate for small x (NaN below -1, -inf at -1).
+/// Gradient 1 / (1 + x).
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_log1p(ctx: *mut ag_context, x: ag_tensor, out: *mut ag_tensor) -> ag_status {
+    op("ag_log1p", ctx, out, |c| c.log1p(x.into()))
+}
+
+/// out = ln Gamma(x) for x > 0, accurate to a few ulps (float64 inside).
+/// NaN for x < 0 (the sign of Gamma is not kept, so the negative axis is not
+/// defined here), +inf at 0 and for very large x. Gradient digamma(x).
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_lgamma(ctx: *mut ag_context, x: ag_tensor, out: *mut ag_tensor) -> ag_status {
+    op("ag_lgamma", ctx, out, |c| c.lgamma(x.into()))
+}
+
+/// out = digamma(x) = d/dx ln Gamma(x) for x > 0 (NaN for x < 0, -inf at
+/// 0). Gradient trigamma(x).
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_digamma(ctx: *mut ag_context, x: ag_tensor, out: *mut ag_tensor) -> ag_status {
+    op("ag_digamma", ctx, out, |c| c.digamma(x.into()))
+}
+
+/// out = e^x - 1, accurate for small x. Gradient e^x.
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_expm1(ctx: *mut ag_context, x: ag_tensor, out: *mut ag_tensor) -> ag_status {
+    op("ag_expm1", ctx, out, |c| c.expm1(x.into()))
+}
+
+/// out = ln(1 + e^x) without overflow (Stan's log1p_exp). Gradient
+/// sigmoid(x).
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_softplus(
+    ctx: *mut ag_context,
+    x: ag_tensor,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_softplus", ctx, out, |c| c.softplus(x.into()))
+}
+
+/// out = ln sigmoid(x) = -softplus(-x), without overflow. Gradient
+/// sigmoid(-x).
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_log_sigmoid(
+    ctx: *mut ag_context,
+    x: ag_tensor,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_log_sigmoid", ctx, out, |c| c.log_sigmoid(x.into()))
+}
+
+/// out = erf(x), the error function. Gradient 2/sqrt(pi) e^(-x^2).
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_erf(ctx: *mut ag_context, x: ag_tensor, out: *mut ag_tensor) -> ag_status {
+    op("ag_erf", ctx, out, |c| c.erf(x.into()))
+}
+
+/// out = Phi(x), the standard normal CDF. Gradient the standard normal
+/// density phi(x).
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_normal_cdf(
+    ctx: *mut ag_context,
+    x: ag_tensor,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_normal_cdf", ctx, out, |c| c.normal_cdf(x.into()))
+}
+
+/// out = ln Phi(x), the log of the standard normal CDF, finite far into
+/// the lower tail (about -x^2/2 there). Gradient phi(x) / Phi(x).
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_normal_lcdf(
+    ctx: *mut ag_context,
+    x: ag_tensor,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_normal_lcdf", ctx, out, |c| c.normal_lcdf(x.into()))
+}

@@ -1,0 +1,866 @@
+// The C functions of arenagrad: ONE row per exported function. Every test
+// table that lists C functions is generated from this file or checked
+// against it, so a function added to src/ffi without a row here, or a row
+// without one of its columns, fails a test that names the function.
+//
+// This file is not a module: each consumer defines its own `c_functions!`
+// macro and writes `include!("c_functions.rs")` (or the path to it) where it
+// wants the rows expanded, so that the expressions of a column are compiled
+// in the scope of the function that runs them (see the names below).
+//
+// # Adding a C function (checklist)
+//
+// 1. The wrapper in src/ffi (ops in src/ffi/ops/<family>.rs), importing
+//    only `crate::ffi::prelude::*` and the safe API, with a doc comment
+//    ending in "Errors:"; then `make header`.
+//    Enforced by: tests/header.rs (the committed header is fresh),
+//    tests/ffi_acyclic.rs (no import cycle in src/ffi), tests/src_file_sizes.rs
+//    (file sizes), tests/status_contract.rs `every_status_function_documents_its_errors`
+//    and `no_function_returns_an_undocumented_status` (the "Errors:" list).
+// 2. A row here, in the API area of its file. Enforced by:
+//    tests/header_tables.rs `every_header_function_has_a_row_in_the_c_function_table`
+//    (names each header function without a row, and each row not in the header).
+// 3. Its `fuzz:` cell: the id of fuzz/src/ffi_ops/ids.rs whose call reaches
+//    it (a new id in its area's range, never a reused one), or `none("why")`.
+//    The id must exist (the row does not compile otherwise, in
+//    tests/fuzz_corpus_replay.rs), and ids::FUNCTIONS must give the function
+//    that same id: `the_fuzz_alphabet_matches_the_c_function_table`
+//    (tests/fuzz_corpus_replay.rs) names each function whose id is missing or
+//    differs. The id's arm in fuzz/src/ffi_ops/mod.rs must call the function
+//    (`every_header_function_has_a_fuzz_id`), and the committed corpus must
+//    reach a successful call of the id (`ffi_ops_corpus_replays`: add an input
+//    to fuzz/corpus/ffi_ops).
+// 4. Its `null:` cell: `call(expr)`, the function called with the NULL
+//    context `n` (it must return NULL_ARGUMENT and write nothing), or
+//    `none("why")` for a function that takes no context or gives NULL a
+//    meaning of its own. Generated into tests/common/null_context.rs;
+//    checked by tests/ffi_contract.rs (the statuses, nothing written) and by
+//    tests/header_tables.rs `every_function_is_in_the_null_context_table`
+//    (a `none` row must not take a context).
+// 5. Its `contract:` cell: `call(expr)`, the function called with the
+//    arguments the bad-input catalogue picks, or `none("why")` for a function
+//    that does not take a context first. Generated into tests/status_contract.rs
+//    `call`; `every_context_function_has_a_contract_call` names each function
+//    taking a context without one (and each `call` row that takes none).
+// 6. For an op, or another function taking a tensor handle: a row in
+//    tests/c/ops.def (AG_OP or AG_HANDLE_FN), which the C tests iterate over.
+//    tests/header_tables.rs `every_function_taking_a_tensor_has_a_row_in_ops_def`
+//    names each function missing there, and each ops.def row that is not a
+//    row of this table.
+//
+// # The names each column can use
+//
+// * `null:` (in calls_with_a_null_context, tests/common/null_context.rs):
+//   `n` the NULL context; `p`, `q` tensor handles; `o` an ag_tensor
+//   out-value; `shape` [2, 2]; `data` 4 floats; `ids` 2 ints; `s`
+//   MemoryStats; `dims`, `nd`, `numel`, `f`, `ulen`, `buf`, `gptr`, `user`,
+//   `name` out-values; `st` an ag_step; `path` a C path that is never written.
+// * `contract:` (in `call`, tests/status_contract.rs): `ctx` the context;
+//   `fx` the fixture, `env` the environment, `a` the catalogue entry; `t`,
+//   `u` tensor handles; `n` the length; `f` BUF floats; `p(ptr)`, `pm(ptr)`
+//   NULL or ptr; `o` NULL or an out-handle; `fl` a float (NaN with a.null);
+//   `shape`, `ids`, `bytes`, `sz`, `one`, `v`, `stats`;
+//   `pp`, `ub`, `ul`, `data`, `dlen` for the checkpoint functions.
+//
+// A row may carry attributes (`#[cfg(feature = "test-hooks")]` for the
+// test hooks, which exist only in that build).
+c_functions! {
+    // src/ffi/lifecycle.rs
+    ag_status_str {
+        fuzz: STATUS_STR,
+        null: none("takes no context"),
+        contract: none("takes no context first: tested on its own"),
+    }
+    ag_version {
+        fuzz: STATUS_STR,
+        null: none("takes no context"),
+        contract: none("takes no context first: tested on its own"),
+    }
+    ag_version_number {
+        fuzz: STATUS_STR,
+        null: none("takes no context"),
+        contract: none("takes no context first: tested on its own"),
+    }
+    ag_context_new {
+        fuzz: CONTEXT_NEW,
+        null: none("makes a context: NULL out-pointer gives NULL_ARGUMENT"),
+        contract: none("takes no context first: tested on its own"),
+    }
+    ag_context_free {
+        fuzz: CONTEXT_FREE,
+        null: none("freeing NULL, or through a NULL pointer, does nothing"),
+        contract: none("takes no context first: tested on its own"),
+    }
+    ag_context_last_error {
+        fuzz: LAST_ERROR,
+        null: none("returns a message: one explaining the NULL"),
+        contract: none("takes no context first: tested on its own"),
+    }
+    ag_reset {
+        fuzz: RESET,
+        null: call(ag_reset(n)),
+        contract: call(ag_reset(ctx)),
+    }
+    ag_set_grad_enabled {
+        fuzz: SET_GRAD_ENABLED,
+        null: call(ag_set_grad_enabled(n, false)),
+        contract: call(ag_set_grad_enabled(ctx, a.null)),
+    }
+    ag_set_arena_limit {
+        fuzz: SET_ARENA_LIMIT,
+        null: call(ag_set_arena_limit(n, 0)),
+        contract: call(ag_set_arena_limit(ctx, n)),
+    }
+    ag_memory_stats {
+        fuzz: MEMORY_STATS,
+        null: call(ag_memory_stats(n, &mut s)),
+        contract: call(ag_memory_stats(ctx, if a.null { null_mut() } else { &mut stats })),
+    }
+
+    // src/ffi/tensors.rs
+    ag_param_new {
+        fuzz: PARAM_NEW,
+        null: call(ag_param_new(n, shape.as_ptr(), 2, data.as_ptr(), &mut o)),
+        contract: call(ag_param_new(ctx, shape.as_ptr(), n, p(f.as_ptr()), o)),
+    }
+    ag_param_write {
+        fuzz: PARAM_WRITE,
+        null: call(ag_param_write(n, p, data.as_ptr(), 4)),
+        contract: call(ag_param_write(ctx, t, p(f.as_ptr()), n)),
+    }
+    ag_tensor_new {
+        fuzz: TENSOR_NEW,
+        null: call(ag_tensor_new(n, shape.as_ptr(), 2, data.as_ptr(), &mut o)),
+        contract: call(ag_tensor_new(ctx, shape.as_ptr(), n, p(f.as_ptr()), o)),
+    }
+    ag_tensor_shape {
+        fuzz: TENSOR_SHAPE,
+        null: call(ag_tensor_shape(n, p, dims.as_mut_ptr(), &mut nd)),
+        contract: call(ag_tensor_shape(
+            ctx,
+            t,
+            if a.null { null_mut() } else { sz.as_mut_ptr() },
+            &mut one,
+        )),
+    }
+    ag_tensor_numel {
+        fuzz: TENSOR_NUMEL,
+        null: call(ag_tensor_numel(n, p, &mut numel)),
+        contract: call(ag_tensor_numel(ctx, t, if a.null { null_mut() } else { &mut one })),
+    }
+    ag_tensor_read {
+        fuzz: TENSOR_READ,
+        null: call(ag_tensor_read(n, p, buf.as_mut_ptr(), 4)),
+        contract: call(ag_tensor_read(ctx, t, pm(f.as_mut_ptr()), n)),
+    }
+    ag_tensor_read_grad {
+        fuzz: TENSOR_READ_GRAD,
+        null: call(ag_tensor_read_grad(n, p, buf.as_mut_ptr(), 4)),
+        contract: call(ag_tensor_read_grad(ctx, t, pm(f.as_mut_ptr()), n)),
+    }
+    ag_tensor_retain_grad {
+        fuzz: TENSOR_RETAIN_GRAD,
+        null: call(ag_tensor_retain_grad(n, p)),
+        contract: call(ag_tensor_retain_grad(ctx, t)),
+    }
+    ag_tensor_item {
+        fuzz: TENSOR_ITEM,
+        null: call(ag_tensor_item(n, p, &mut f)),
+        contract: call(ag_tensor_item(ctx, t, if a.null { null_mut() } else { &mut v })),
+    }
+
+    // src/ffi/training.rs
+    ag_backward {
+        fuzz: BACKWARD,
+        null: call(ag_backward(n, p)),
+        contract: call(ag_backward(ctx, t)),
+    }
+    ag_zero_grad {
+        fuzz: ZERO_GRAD,
+        null: call(ag_zero_grad(n)),
+        contract: call(ag_zero_grad(ctx)),
+    }
+    ag_optimizer_sgd {
+        fuzz: OPTIMIZER_SGD,
+        null: call(ag_optimizer_sgd(n, 0.1, 0.0, 0.0)),
+        contract: call(ag_optimizer_sgd(ctx, fl, 0.5, 0.0)),
+    }
+    ag_optimizer_adamw {
+        fuzz: OPTIMIZER_ADAMW,
+        null: call(ag_optimizer_adamw(n, 0.1, 0.9, 0.999, 1e-8, 0.0)),
+        contract: call(ag_optimizer_adamw(ctx, fl, 0.9, 0.999, 1e-8, 0.0)),
+    }
+    ag_optimizer_set_lr {
+        fuzz: OPTIMIZER_SET_LR,
+        null: call(ag_optimizer_set_lr(n, 0.1)),
+        contract: call(ag_optimizer_set_lr(ctx, fl)),
+    }
+    ag_optimizer_step {
+        fuzz: OPTIMIZER_STEP,
+        null: call(ag_optimizer_step(n)),
+        contract: call(ag_optimizer_step(ctx)),
+    }
+    ag_clip_grad_norm {
+        fuzz: CLIP_GRAD_NORM,
+        null: call(ag_clip_grad_norm(n, 1.0, &mut f)),
+        contract: call(ag_clip_grad_norm(ctx, fl, &mut v)),
+    }
+
+    // src/ffi/capture.rs
+    ag_capture_begin {
+        fuzz: CAPTURE_REPLAY,
+        null: call(ag_capture_begin(n)),
+        contract: call(ag_capture_begin(ctx)),
+    }
+    ag_capture_end {
+        fuzz: CAPTURE_REPLAY,
+        null: call(ag_capture_end(n, p, &mut st)),
+        contract: call({
+            // n != 0: a capture is open (the fixture's handles are then
+            // stale: capture_begin ends the iteration).
+            if n != 0 {
+                ag_capture_begin(ctx);
+            }
+            let mut s = ag_step::default();
+            ag_capture_end(ctx, t, if a.null { null_mut() } else { &mut s })
+        }),
+    }
+    ag_replay {
+        fuzz: CAPTURE_REPLAY,
+        null: call(ag_replay(n, st)),
+        contract: call(ag_replay(ctx, step_arg(fx, env, a))),
+    }
+    ag_step_free {
+        fuzz: CAPTURE_REPLAY,
+        null: call(ag_step_free(n, &mut st)),
+        contract: call({
+            let mut s = step_arg(fx, env, a);
+            ag_step_free(ctx, if a.null { null_mut() } else { &mut s })
+        }),
+    }
+    ag_input_new {
+        fuzz: CAPTURE_REPLAY,
+        null: call(ag_input_new(n, shape.as_ptr(), 2, &mut o)),
+        contract: call(ag_input_new(ctx, shape.as_ptr(), n, o)),
+    }
+    ag_input_write {
+        fuzz: CAPTURE_REPLAY,
+        null: call(ag_input_write(n, p, data.as_ptr(), 4)),
+        contract: call(ag_input_write(ctx, t, p(f.as_ptr()), n)),
+    }
+    // Any handle as the seed: none of the fixture's has shape [4].
+    ag_seed_write {
+        fuzz: DROPOUT_SEEDED,
+        null: call(ag_seed_write(n, p, 7)),
+        contract: call(ag_seed_write(ctx, t, n as u64)),
+    }
+    ag_dropout_seeded {
+        fuzz: DROPOUT_SEEDED,
+        null: call(ag_dropout_seeded(n, p, 0.5, q, &mut o)),
+        contract: call({
+            let p = if n == usize::MAX { f32::NAN } else { 0.5 };
+            ag_dropout_seeded(ctx, fx.h, p, t, o)
+        }),
+    }
+    ag_input_write_ids {
+        fuzz: CAPTURE_REPLAY,
+        null: call(ag_input_write_ids(n, st, 0, ids.as_ptr(), 2)),
+        contract: call(ag_input_write_ids(
+            ctx,
+            step_arg(fx, env, a),
+            0,
+            if a.null { null() } else { ids.as_ptr() },
+            n,
+        )),
+    }
+
+    // src/ffi/checkpoints.rs
+    ag_checkpoint_save {
+        fuzz: CHECKPOINT_SAVE_LOAD_PEEK,
+        null: call(ag_checkpoint_save(n, path.as_ptr(), null(), 0)),
+        contract: call(ag_checkpoint_save(ctx, pp, ub, n)),
+    }
+    ag_checkpoint_save_gathered {
+        fuzz: OPTIMIZER_STATE,
+        null: call(ag_checkpoint_save_gathered(
+            n,
+            path.as_ptr(),
+            std::ptr::null(),
+            0,
+            std::ptr::null(),
+            0,
+        )),
+        contract: call({
+            ag_checkpoint_save_gathered(ctx, pp, ub, n, p(f.as_ptr()), a.handle)
+        }),
+    }
+    ag_checkpoint_load {
+        fuzz: CHECKPOINT_SAVE_LOAD_PEEK,
+        null: call(ag_checkpoint_load(n, path.as_ptr(), user.as_mut_ptr(), 4, &mut ulen)),
+        contract: call(ag_checkpoint_load(ctx, pp, ub, n, ul)),
+    }
+    ag_checkpoint_load_bytes {
+        fuzz: CHECKPOINT_LOAD_BYTES,
+        null: call(ag_checkpoint_load_bytes(n, user.as_ptr(), 4, user.as_mut_ptr(), 4, &mut ulen)),
+        contract: call(ag_checkpoint_load_bytes(ctx, data, dlen, ub, n, ul)),
+    }
+    ag_checkpoint_peek {
+        fuzz: CHECKPOINT_SAVE_LOAD_PEEK,
+        null: call(ag_checkpoint_peek(n, path.as_ptr(), user.as_mut_ptr(), 4, &mut ulen)),
+        contract: call(ag_checkpoint_peek(ctx, pp, ub, n, ul)),
+    }
+    ag_checkpoint_peek_bytes {
+        fuzz: CHECKPOINT_SAVE_LOAD_PEEK,
+        null: call(ag_checkpoint_peek_bytes(n, user.as_ptr(), 4, user.as_mut_ptr(), 4, &mut ulen)),
+        contract: call(ag_checkpoint_peek_bytes(ctx, data, dlen, ub, n, ul)),
+    }
+
+    // src/ffi/grads.rs
+    ag_grads_len {
+        fuzz: GRADS_BLOCK,
+        null: call(ag_grads_len(n, &mut numel)),
+        contract: call(ag_grads_len(ctx, if a.null { null_mut() } else { &mut one })),
+    }
+    ag_grads_buffer {
+        fuzz: GRADS_BLOCK,
+        null: call(ag_grads_buffer(n, &mut gptr, &mut numel)),
+        contract: call({
+            let mut gp = null_mut::<f32>();
+            ag_grads_buffer(
+                ctx,
+                if a.null { null_mut() } else { &mut gp },
+                if a.handle == 1 { null_mut() } else { &mut one },
+            )
+        }),
+    }
+    ag_grads_copy_out {
+        fuzz: GRADS_BLOCK,
+        null: call(ag_grads_copy_out(n, buf.as_mut_ptr(), 4)),
+        contract: call(ag_grads_copy_out(ctx, pm(f.as_mut_ptr()), n)),
+    }
+    ag_grads_copy_in {
+        fuzz: GRADS_BLOCK,
+        null: call(ag_grads_copy_in(n, data.as_ptr(), 4)),
+        contract: call(ag_grads_copy_in(ctx, p(f.as_ptr()), n)),
+    }
+    ag_set_grad_ready_callback {
+        fuzz: GRAD_READY,
+        null: call(ag_set_grad_ready_callback(n, None, std::ptr::null_mut(), 0)),
+        contract: call(ag_set_grad_ready_callback(
+            ctx,
+            if a.null { None } else { Some(grad_ready_noop) },
+            null_mut(),
+            n,
+        )),
+    }
+
+    // src/ffi/init.rs
+    ag_param_init {
+        fuzz: PARAM_INIT,
+        null: call(ag_param_init(n, p, AG_INIT_NORMAL, 0.0, 0.02, 7)),
+        contract: call({
+            // n picks the kind: a normal, Xavier (refused for the 1-D
+            // bias), a uniform with a > b, or an unknown kind.
+            let kind = match n {
+                0 => AG_INIT_NORMAL,
+                1 => AG_INIT_XAVIER_UNIFORM,
+                3 => AG_INIT_UNIFORM,
+                _ => n.min(u32::MAX as usize) as u32,
+            };
+            let a = if kind == AG_INIT_XAVIER_UNIFORM {
+                1.0
+            } else {
+                0.0
+            };
+            let b = match kind {
+                AG_INIT_UNIFORM => -1.0,
+                AG_INIT_XAVIER_UNIFORM => 0.0,
+                _ => fl,
+            };
+            ag_param_init(ctx, t, kind, a, b, 7)
+        }),
+    }
+
+    // src/ffi/ops/elementwise.rs
+    ag_add {
+        fuzz: ADD,
+        null: call(ag_add(n, p, p, &mut o)),
+        contract: call(ag_add(ctx, t, u, o)),
+    }
+    ag_sub {
+        fuzz: SUB,
+        null: call(ag_sub(n, p, p, &mut o)),
+        contract: call(ag_sub(ctx, u, t, o)),
+    }
+    ag_mul {
+        fuzz: MUL,
+        null: call(ag_mul(n, p, p, &mut o)),
+        contract: call(ag_mul(ctx, t, if a.handle == 8 { u } else { fx.w }, o)),
+    }
+    ag_div {
+        fuzz: DIV,
+        null: call(ag_div(n, p, p, &mut o)),
+        contract: call(ag_div(ctx, if a.handle == 8 { u } else { fx.b }, t, o)),
+    }
+    ag_maximum {
+        fuzz: MAXIMUM,
+        null: call(ag_maximum(n, p, p, &mut o)),
+        contract: call(ag_maximum(ctx, t, u, o)),
+    }
+    ag_minimum {
+        fuzz: MINIMUM,
+        null: call(ag_minimum(n, p, p, &mut o)),
+        contract: call(ag_minimum(ctx, u, t, o)),
+    }
+    ag_where {
+        fuzz: WHERE,
+        null: call(ag_where(n, p, p, q, &mut o)),
+        contract: call(ag_where(ctx, u, t, t, o)),
+    }
+    ag_neg {
+        fuzz: NEG,
+        null: call(ag_neg(n, p, &mut o)),
+        contract: call(ag_neg(ctx, t, o)),
+    }
+    ag_exp {
+        fuzz: EXP,
+        null: call(ag_exp(n, p, &mut o)),
+        contract: call(ag_exp(ctx, t, o)),
+    }
+    ag_log {
+        fuzz: LOG,
+        null: call(ag_log(n, p, &mut o)),
+        contract: call(ag_log(ctx, t, o)),
+    }
+    ag_tanh {
+        fuzz: TANH,
+        null: call(ag_tanh(n, p, &mut o)),
+        contract: call(ag_tanh(ctx, t, o)),
+    }
+    ag_relu {
+        fuzz: RELU,
+        null: call(ag_relu(n, p, &mut o)),
+        contract: call(ag_relu(ctx, t, o)),
+    }
+    ag_sigmoid {
+        fuzz: SIGMOID,
+        null: call(ag_sigmoid(n, p, &mut o)),
+        contract: call(ag_sigmoid(ctx, t, o)),
+    }
+    ag_sqrt {
+        fuzz: SQRT,
+        null: call(ag_sqrt(n, p, &mut o)),
+        contract: call(ag_sqrt(ctx, t, o)),
+    }
+    ag_abs {
+        fuzz: ABS,
+        null: call(ag_abs(n, p, &mut o)),
+        contract: call(ag_abs(ctx, t, o)),
+    }
+    ag_clamp {
+        fuzz: CLAMP,
+        null: call(ag_clamp(n, p, 0.0, 1.0, &mut o)),
+        contract: call(ag_clamp(ctx, t, -1.0, if n == 0 { -2.0 } else { fl }, o)),
+    }
+    ag_pow {
+        fuzz: POW,
+        null: call(ag_pow(n, p, 2.0, &mut o)),
+        contract: call(ag_pow(ctx, t, if n == 0 { f32::NAN } else { 2.0 }, o)),
+    }
+    ag_gelu {
+        fuzz: GELU,
+        null: call(ag_gelu(n, p, &mut o)),
+        contract: call(ag_gelu(ctx, t, o)),
+    }
+    ag_scale {
+        fuzz: SCALE,
+        null: call(ag_scale(n, p, 2.0, &mut o)),
+        contract: call(ag_scale(ctx, t, fl, o)),
+    }
+
+    // src/ffi/ops/special.rs
+    ag_log1p {
+        fuzz: LOG1P,
+        null: call(ag_log1p(n, p, &mut o)),
+        contract: call(ag_log1p(ctx, t, o)),
+    }
+    ag_lgamma {
+        fuzz: LGAMMA,
+        null: call(ag_lgamma(n, p, &mut o)),
+        contract: call(ag_lgamma(ctx, t, o)),
+    }
+    ag_digamma {
+        fuzz: DIGAMMA,
+        null: call(ag_digamma(n, p, &mut o)),
+        contract: call(ag_digamma(ctx, t, o)),
+    }
+    ag_expm1 {
+        fuzz: EXPM1,
+        null: call(ag_expm1(n, p, &mut o)),
+        contract: call(ag_expm1(ctx, t, o)),
+    }
+    ag_softplus {
+        fuzz: SOFTPLUS,
+        null: call(ag_softplus(n, p, &mut o)),
+        contract: call(ag_softplus(ctx, t, o)),
+    }
+    ag_log_sigmoid {
+        fuzz: LOG_SIGMOID,
+        null: call(ag_log_sigmoid(n, p, &mut o)),
+        contract: call(ag_log_sigmoid(ctx, t, o)),
+    }
+    ag_erf {
+        fuzz: ERF,
+        null: call(ag_erf(n, p, &mut o)),
+        contract: call(ag_erf(ctx, t, o)),
+    }
+    ag_normal_cdf {
+        fuzz: NORMAL_CDF,
+        null: call(ag_normal_cdf(n, p, &mut o)),
+        contract: call(ag_normal_cdf(ctx, t, o)),
+    }
+    ag_normal_lcdf {
+        fuzz: NORMAL_LCDF,
+        null: call(ag_normal_lcdf(n, p, &mut o)),
+        contract: call(ag_normal_lcdf(ctx, t, o)),
+    }
+
+    // src/ffi/ops/reduce.rs
+    ag_sum {
+        fuzz: SUM,
+        null: call(ag_sum(n, p, &mut o)),
+        contract: call(ag_sum(ctx, t, o)),
+    }
+    ag_mean {
+        fuzz: MEAN,
+        null: call(ag_mean(n, p, &mut o)),
+        contract: call(ag_mean(ctx, t, o)),
+    }
+    ag_sum_axis {
+        fuzz: SUM_AXIS,
+        null: call(ag_sum_axis(n, p, 0, false, &mut o)),
+        contract: call(ag_sum_axis(ctx, t, n as i32, a.null, o)),
+    }
+    ag_mean_axis {
+        fuzz: MEAN_AXIS,
+        null: call(ag_mean_axis(n, p, 0, true, &mut o)),
+        contract: call(ag_mean_axis(ctx, t, n as i32 - 2, a.null, o)),
+    }
+    ag_logsumexp_axis {
+        fuzz: LOGSUMEXP_AXIS,
+        null: call(ag_logsumexp_axis(n, p, 0, false, &mut o)),
+        contract: call(ag_logsumexp_axis(ctx, t, n as i32, a.null, o)),
+    }
+
+    // src/ffi/ops/shape.rs
+    ag_reshape {
+        fuzz: RESHAPE,
+        null: call(ag_reshape(n, p, shape.as_ptr(), 2, &mut o)),
+        contract: call(ag_reshape(
+            ctx,
+            t,
+            if a.null {
+                [1usize << 31, 2].as_ptr()
+            } else {
+                shape.as_ptr()
+            },
+            n,
+            o,
+        )),
+    }
+    ag_permute {
+        fuzz: PERMUTE,
+        null: call(ag_permute(n, p, [1usize, 0].as_ptr(), 2, &mut o)),
+        contract: call(ag_permute(ctx, t, [1usize, 0, 2, 3, 4, 5, 6, 7].as_ptr(), n, o)),
+    }
+    ag_concat {
+        fuzz: CONCAT,
+        null: call(ag_concat(n, [p, q].as_ptr(), 2, 0, &mut o)),
+        contract: call({
+            // Two operands: t beside b, whose rank differs from every
+            // two-dimensional t (SHAPE_MISMATCH); one: t alone (OK).
+            let mut xs = [t; BUF];
+            xs[1] = fx.b;
+            ag_concat(ctx, if a.null { null() } else { xs.as_ptr() }, n, 0, o)
+        }),
+    }
+    ag_slice {
+        fuzz: SLICE,
+        null: call(ag_slice(n, p, 0, 0, 1, &mut o)),
+        contract: call(ag_slice(ctx, t, if n == 12 { 5 } else { 0 }, 0, n, o)),
+    }
+    ag_transpose {
+        fuzz: TRANSPOSE,
+        null: call(ag_transpose(n, p, 0, 1, &mut o)),
+        contract: call(ag_transpose(ctx, t, n, 0, o)),
+    }
+
+    // src/ffi/ops/matmul.rs
+    ag_matmul {
+        fuzz: MATMUL,
+        null: call(ag_matmul(n, p, q, false, false, &mut o)),
+        contract: call(ag_matmul(
+            ctx,
+            t,
+            if a.handle == 8 { u } else { fx.w },
+            a.null,
+            false,
+            o,
+        )),
+    }
+    ag_bmm {
+        fuzz: BMM,
+        null: call(ag_bmm(n, p, q, false, false, &mut o)),
+        contract: call(ag_bmm(
+            ctx,
+            t,
+            if a.handle == 8 { u } else { fx.w },
+            false,
+            a.null,
+            o,
+        )),
+    }
+    ag_linear {
+        fuzz: LINEAR,
+        null: call(ag_linear(n, p, q, null(), &mut o)),
+        contract: call(ag_linear(
+            ctx,
+            t,
+            if a.handle == 8 { u } else { fx.w },
+            if a.null { null() } else { &fx.b },
+            o,
+        )),
+    }
+
+    // src/ffi/ops/dropout.rs
+    ag_dropout {
+        fuzz: DROPOUT,
+        null: call(ag_dropout(n, p, 0.5, 7, &mut o)),
+        contract: call({
+            let p = match n {
+                0 => 1.0,
+                usize::MAX => f32::NAN,
+                _ => 0.5,
+            };
+            ag_dropout(ctx, t, p, n as u64, o)
+        }),
+    }
+
+    // src/ffi/ops/embedding.rs
+    ag_embedding {
+        fuzz: EMBEDDING,
+        null: call(ag_embedding(n, p, ids.as_ptr(), 2, &mut o)),
+        contract: call({
+            let big_ids = [0i32; 1 << 16];
+            let (w, p, len) = match a.handle {
+                8 => (fx.row, big_ids.as_ptr(), big_ids.len()),
+                _ if a.null => (t, null(), n),
+                _ if n == 1 => (t, [4i32].as_ptr(), n),
+                _ => (t, ids.as_ptr(), n),
+            };
+            ag_embedding(ctx, w, p, len, o)
+        }),
+    }
+
+    // src/ffi/ops/loss.rs
+    ag_cross_entropy {
+        fuzz: CROSS_ENTROPY,
+        null: call(ag_cross_entropy(n, p, ids.as_ptr(), 2, &mut o)),
+        contract: call({
+            let targets = [3i32; BUF];
+            let p = if a.null {
+                null()
+            } else if n == 2 {
+                targets.as_ptr()
+            } else {
+                ids.as_ptr()
+            };
+            ag_cross_entropy(ctx, t, p, n, o)
+        }),
+    }
+    ag_log_softmax {
+        fuzz: LOG_SOFTMAX,
+        null: call(ag_log_softmax(n, p, &mut o)),
+        contract: call(ag_log_softmax(ctx, t, o)),
+    }
+    ag_mse_loss {
+        fuzz: MSE_LOSS,
+        null: call(ag_mse_loss(n, p, p, &mut o)),
+        contract: call(ag_mse_loss(ctx, t, u, o)),
+    }
+
+    // src/ffi/ops/norm.rs
+    ag_layernorm {
+        fuzz: LAYERNORM,
+        null: call(ag_layernorm(n, p, q, q, &mut o)),
+        contract: call(ag_layernorm(ctx, t, fx.b, fx.b, o)),
+    }
+
+    // src/ffi/ops/attention.rs
+    ag_softmax {
+        fuzz: SOFTMAX,
+        null: call(ag_softmax(n, p, true, 1.0, &mut o)),
+        contract: call(ag_softmax(ctx, t, a.null, if n == 0 { f32::NAN } else { 1.0 }, o)),
+    }
+    ag_attention {
+        fuzz: ATTENTION,
+        null: call(ag_attention(n, p, 1, &mut o)),
+        contract: call(ag_attention(ctx, t, n, o)),
+    }
+
+    // src/ffi/params.rs
+    ag_param_new_named {
+        fuzz: PARAM_NEW_NAMED,
+        null: call(ag_param_new_named(n, c"w".as_ptr(), shape.as_ptr(), 2, data.as_ptr(), &mut o)),
+        contract: call({
+            // n == 2: the name of the fixture's second parameter.
+            let name = if n == 2 { c"param.1" } else { c"named" };
+            let np = if a.null { null() } else { name.as_ptr() };
+            ag_param_new_named(ctx, np, shape.as_ptr(), n, p(f.as_ptr()), o)
+        }),
+    }
+    ag_param_count {
+        fuzz: PARAM_LIST,
+        null: call(ag_param_count(n, &mut numel)),
+        contract: call(ag_param_count(ctx, if a.null { null_mut() } else { &mut one })),
+    }
+    ag_param_at {
+        fuzz: PARAM_LIST,
+        null: call(ag_param_at(n, 0, &mut o)),
+        contract: call(ag_param_at(ctx, n, o)),
+    }
+    ag_param_name {
+        fuzz: PARAM_LIST,
+        null: call(ag_param_name(n, p, name.as_mut_ptr(), name.len(), &mut numel)),
+        contract: call({
+            let mut name = [0 as std::ffi::c_char; BUF];
+            let np = if a.null {
+                null_mut()
+            } else {
+                name.as_mut_ptr()
+            };
+            ag_param_name(ctx, t, np, n.min(BUF), &mut one)
+        }),
+    }
+    ag_safetensors_save {
+        fuzz: SAFETENSORS_SAVE_LOAD,
+        null: call(ag_safetensors_save(n, path.as_ptr())),
+        contract: call({
+            let sp = CString::new(
+                env.dir
+                    .join(if a.null { "missing/x.st" } else { "x.st" })
+                    .to_str()
+                    .unwrap(),
+            )
+            .unwrap();
+            let sp = if n == 0 { null() } else { sp.as_ptr() };
+            ag_safetensors_save(ctx, sp)
+        }),
+    }
+    ag_safetensors_load {
+        fuzz: SAFETENSORS_SAVE_LOAD,
+        null: call(ag_safetensors_load(n, path.as_ptr())),
+        contract: call({
+            let sp = CString::new(
+                env.dir
+                    .join(if a.null { "missing/x.st" } else { "x.st" })
+                    .to_str()
+                    .unwrap(),
+            )
+            .unwrap();
+            let sp = if n == 0 { null() } else { sp.as_ptr() };
+            ag_safetensors_load(ctx, sp)
+        }),
+    }
+    ag_param_set_weight_decay {
+        fuzz: PARAM_SET_WEIGHT_DECAY,
+        null: call(ag_param_set_weight_decay(n, p, false)),
+        contract: call(ag_param_set_weight_decay(ctx, t, a.null)),
+    }
+
+    // src/ffi/recompute.rs
+    ag_set_recompute {
+        fuzz: SET_RECOMPUTE,
+        null: call(ag_set_recompute(n, AG_RECOMPUTE_ALL)),
+        contract: call(ag_set_recompute(ctx, n.min(u32::MAX as usize) as u32)),
+    }
+    ag_context_set_recompute {
+        fuzz: none("deprecated alias: its new name's id covers it"),
+        null: call(ag_context_set_recompute(n, AG_RECOMPUTE_ALL)),
+        contract: call({
+            ag_context_set_recompute(ctx, n.min(u32::MAX as usize) as u32)
+        }),
+    }
+    ag_segment_begin {
+        fuzz: SEGMENT_BEGIN,
+        null: call(ag_segment_begin(n)),
+        contract: call(ag_segment_begin(ctx)),
+    }
+    ag_segment_end {
+        fuzz: SEGMENT_END,
+        null: call(ag_segment_end(n, p)),
+        contract: call({
+            // n == 0: no segment open; else one is opened first (it stays
+            // open when ending it fails).
+            if n != 0 {
+                ag_segment_begin(ctx);
+            }
+            ag_segment_end(ctx, t)
+        }),
+    }
+
+    // src/ffi/runtime.rs
+    ag_runtime_info {
+        fuzz: RUNTIME_INFO,
+        null: call(ag_runtime_info(n, &mut ag_runtime::default())),
+        contract: call({
+            let mut r = arenagrad::ffi::ag_runtime::default();
+            ag_runtime_info(ctx, if a.null { null_mut() } else { &mut r })
+        }),
+    }
+
+    // src/ffi/shard.rs
+    ag_optimizer_shard {
+        fuzz: OPTIMIZER_SHARD,
+        null: call(ag_optimizer_shard(n, 0, 0)),
+        contract: call(ag_optimizer_shard(ctx, a.handle, n)),
+    }
+    ag_params_copy_out {
+        fuzz: PARAMS_COPY,
+        null: call(ag_params_copy_out(n, 0, std::ptr::null_mut(), 0)),
+        contract: call(ag_params_copy_out(ctx, a.handle, pm(f.as_mut_ptr()), n)),
+    }
+    ag_params_copy_in {
+        fuzz: PARAMS_COPY,
+        null: call(ag_params_copy_in(n, 0, std::ptr::null(), 0)),
+        contract: call(ag_params_copy_in(ctx, a.handle, p(f.as_ptr()), n)),
+    }
+    ag_optimizer_state_copy_out {
+        fuzz: OPTIMIZER_STATE,
+        null: call(ag_optimizer_state_copy_out(n, 0, 0, std::ptr::null_mut(), 0)),
+        contract: call({
+            ag_optimizer_state_copy_out(ctx, a.handle as u32 % 3, a.handle, pm(f.as_mut_ptr()), n)
+        }),
+    }
+    ag_optimizer_state_copy_in {
+        fuzz: OPTIMIZER_STATE,
+        null: call(ag_optimizer_state_copy_in(n, 0, 0, std::ptr::null(), 0)),
+        contract: call({
+            ag_optimizer_state_copy_in(ctx, a.handle as u32 % 3, a.handle, p(f.as_ptr()), n)
+        }),
+    }
+
+    // src/ffi/test_hooks.rs
+    #[cfg(feature = "test-hooks")]
+    ag_test_panic {
+        fuzz: none("test hook, not in the public header that ids::FUNCTIONS covers"),
+        null: call(ag_test_panic(n)),
+        contract: none("test hook, outside the catalogue: called directly by the tests"),
+    }
+    #[cfg(feature = "test-hooks")]
+    ag_test_fail_allocation {
+        fuzz: none("test hook, not in the public header that ids::FUNCTIONS covers"),
+        null: call(ag_test_fail_allocation(n, 1, false, null_mut())),
+        contract: none("test hook, outside the catalogue: prepare() uses it"),
+    }
+}
