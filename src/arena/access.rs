@@ -7,7 +7,6 @@
 use super::*;
 
 impl Storage {
-
     // Inlined with the access functions below: their buffer arrays then
     // stay in registers (passed through memory, every kernel call paid
     // store-forwarding stalls reloading them).

@@ -8,7 +8,6 @@
 use super::*;
 
 impl Storage {
-
     /// debug-arena: fills the bytes after a buffer's end (its padding plus
     /// CANARY more) with a pattern checked at reset.
     pub(super) fn plant_canary(

@@ -349,7 +349,6 @@ impl Storage {
             },
         }
     }
-
 }
 
 #[cfg(test)]
