@@ -1,8 +1,9 @@
 //! The OpenBLAS this crate links, looked up by symbol name, so that a BLAS
 //! without some of these functions still links (and just cannot switch).
-//! Its own room: the one place that calls into OpenBLAS by symbol (every
-//! unsafe block states what that symbol's signature is), apart from the
-//! product itself.
+//! Its own room: the one place that calls into OpenBLAS by symbol, apart
+//! from the product itself. The unsafe code relies on each symbol having
+//! the signature OpenBLAS exports it with (every block names it), and the
+//! kernel switch on no product being in flight, which its caller ensures.
 
 use std::ffi::{CStr, c_char, c_void};
 

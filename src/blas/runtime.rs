@@ -1,7 +1,9 @@
 //! What GEMM runs in this process and how it was set up: the library
 //! (OpenBLAS or MKL), its kernels, the CPU it runs on, and OpenBLAS's own
 //! thread count. Its own room: all of it runs once per process, before
-//! the first product; a product only reads which `sgemm` it chose.
+//! the first product; a product only reads which `sgemm` it chose. Its one
+//! unsafe call, the OpenBLAS kernel switch, relies on that: it runs inside
+//! the `OnceLock` every product waits for.
 
 use super::choice;
 #[cfg(all(target_os = "linux", not(miri)))]
