@@ -2,6 +2,11 @@
 //! 64-byte aligned parameter buffers. This is the only module that turns
 //! raw memory into slices.
 //!
+//! Its rooms: `bump` (the per-iteration arena and its reset), `scratch` (the
+//! recompute scratch region), `persistent` (parameter, gradient and
+//! optimizer blocks), `access` (buffers to slices, with the overlap checks)
+//! and, with `debug-arena`, `canary` (overrun and stale-read detection).
+//!
 //! # Safety invariant
 //! A [`Buf`] is a raw (pointer, length) pair minted here and nowhere else.
 //! * An arena `Buf` carries the arena epoch it was allocated in; every access
@@ -41,6 +46,10 @@
 //!   to a segment's internal tensors), never a question of memory safety.
 #![allow(unsafe_code)]
 
+mod access;
+mod bump;
+#[cfg(feature = "debug-arena")]
+mod canary;
 mod persistent;
 mod scratch;
 
@@ -240,15 +249,6 @@ fn padded_bytes<T>(len: usize) -> Option<usize> {
         .map(|b| b.max(ALIGN))
 }
 
-#[cold]
-#[inline(never)]
-fn too_many_elements(op: &'static str, len: usize) -> Error {
-    Error::TooLarge {
-        op,
-        what: format!("{len} elements do not fit in memory"),
-    }
-}
-
 impl Default for Storage {
     fn default() -> Self {
         Self::new()
@@ -271,194 +271,6 @@ impl Storage {
             fault: FaultInjection::default(),
         }
     }
-
-    /// Allocates a zero-filled arena buffer of `len` elements (the library
-    /// itself only needs buffers it overwrites, see below).
-    #[cfg(test)]
-    pub fn alloc<T: Plain>(&mut self, op: &'static str, len: usize) -> Result<Buf<T>> {
-        let b = self.alloc_scratchable::<T>(op, len)?;
-        // SAFETY: b is a fresh buffer of len elements owned by this arena;
-        // zero is a valid bit pattern for every Plain type.
-        unsafe { std::ptr::write_bytes(b.ptr.as_ptr(), 0, len) };
-        Ok(b)
-    }
-
-    /// Allocates an arena buffer of `len` elements that may be routed to the
-    /// scratch region (hence the name): between
-    /// [`scratch_begin`](Self::scratch_begin) and `scratch_end` it comes
-    /// from there, so only for values the op can compute again from its
-    /// inputs. Its contents are unspecified (whatever an earlier iteration
-    /// left there; NaN with `debug-arena`): for outputs the caller writes
-    /// completely before anything reads them. Skips the zero fill that
-    /// `alloc` pays.
-    #[inline(always)]
-    pub fn alloc_scratchable<T: Plain>(&mut self, op: &'static str, len: usize) -> Result<Buf<T>> {
-        let Some(bytes) = padded_bytes::<T>(len) else {
-            return Err(too_many_elements(op, len));
-        };
-        let b = if self.act.scratch.on {
-            self.alloc_scratch(op, len, bytes)?
-        } else {
-            self.alloc_main(op, len)?
-        };
-        self.act.routable += bytes;
-        Ok(b)
-    }
-
-    /// Like [`alloc_scratchable`](Self::alloc_scratchable), always from
-    /// the bump arena: for values that cannot be recomputed (copies of
-    /// caller data, random masks) and for a segment's outputs.
-    // Inlined whole: a Result<Buf> returned through memory and reloaded
-    // with wider loads stalled every op's output allocation.
-    #[inline(always)]
-    pub fn alloc_main<T: Plain>(&mut self, op: &'static str, len: usize) -> Result<Buf<T>> {
-        // The errors are built out of line: their formatting would
-        // otherwise widen the frame of every op that allocates.
-        let Some(bytes) = padded_bytes::<T>(len) else {
-            return Err(too_many_elements(op, len));
-        };
-        if bytes > self.limit.saturating_sub(self.act.used) {
-            return Err(self.out_of_memory(op, bytes));
-        }
-        let Ok(layout) = Layout::from_size_align(bytes + CANARY, ALIGN) else {
-            return Err(too_many_elements(op, len));
-        };
-        let Ok(raw) = self.act.bump.try_alloc_layout(layout) else {
-            return Err(self.out_of_memory(op, bytes));
-        };
-        self.act.used += bytes;
-        self.high_water = self.high_water.max(self.act.used);
-        self.act.main_used += bytes + CANARY;
-        self.act.main_high_water = self.act.main_high_water.max(self.act.main_used);
-        let start = raw.as_ptr().addr();
-        let inside = self
-            .act
-            .filled
-            .is_some_and(|(lo, hi)| lo <= start && start + bytes <= hi);
-        if !inside {
-            // SAFETY: raw is a fresh, exclusive, ALIGN-aligned block of at
-            // least `bytes` bytes; filling initialises every one of them.
-            unsafe { std::ptr::write_bytes(raw.as_ptr(), FILL_BYTE, bytes) };
-        }
-        #[cfg(feature = "debug-arena")]
-        self.plant_canary(op, raw, len * size_of::<T>(), bytes + CANARY);
-        Ok(Buf {
-            ptr: raw.cast(),
-            len,
-            epoch: self.epoch,
-        })
-    }
-
-    /// Ends the iteration: every arena Buf becomes invalid. Keeps the arena's
-    /// memory; if the iteration spilled into several chunks, replaces them by
-    /// one chunk that holds the whole high-water mark, so the steady state
-    /// makes no system allocation. That chunk is filled once here, so later
-    /// iterations reuse initialised bytes without filling them again.
-    pub fn reset(&mut self) {
-        #[cfg(feature = "debug-arena")]
-        let overrun = self.check_and_poison();
-        self.fresh_epoch();
-        let chunks = self.act.bump.iter_allocated_chunks().count();
-        if chunks > 1 {
-            // The chunk set changes: whatever was filled may be freed.
-            self.act.filled = None;
-            // Buffers are ALIGN-sized and ALIGN-aligned, but the chunk's end
-            // (where the bump starts) may not be: the first buffer can lose
-            // up to ALIGN - 1 bytes. Without this slack whether the
-            // iteration fits depended on the address malloc returned.
-            let want = (self.act.main_high_water + ALIGN).min(self.limit);
-            let limit = self.act.bump.allocation_limit();
-            if let Ok(b) = Bump::try_with_capacity(want) {
-                self.act.bump = b;
-            } else {
-                self.act.bump.reset();
-            }
-            self.act.bump.set_allocation_limit(limit);
-        } else {
-            self.act.bump.reset();
-        }
-        self.fill_chunk();
-        self.act.used = 0;
-        self.act.main_used = 0;
-        self.act.routable = 0;
-        self.reset_scratch();
-        #[cfg(feature = "debug-arena")]
-        if let Some(msg) = overrun {
-            panic!("{msg}");
-        }
-    }
-
-    /// Makes sure every byte of the (freshly reset) current chunk is
-    /// initialised, filling it the first time it is seen, and records its
-    /// address range. Borrows the whole free space of the chunk for a moment
-    /// to learn where it is, then resets the bump pointer again.
-    fn fill_chunk(&mut self) {
-        let cap = self.act.bump.chunk_capacity();
-        let whole = Layout::from_size_align(cap, 1).ok().filter(|_| cap > 0);
-        let Some(raw) = whole.and_then(|l| self.act.bump.try_alloc_layout(l).ok()) else {
-            self.act.filled = None;
-            return;
-        };
-        let range = (raw.as_ptr().addr(), raw.as_ptr().addr() + cap);
-        if self.act.filled != Some(range) {
-            // SAFETY: raw..raw+cap is the free space of the current chunk,
-            // just handed to us exclusively; no Buf of this epoch exists.
-            unsafe { std::ptr::write_bytes(raw.as_ptr(), FILL_BYTE, cap) };
-            self.act.filled = Some(range);
-        }
-        self.act.bump.reset();
-    }
-
-    /// debug-arena: fills the bytes after a buffer's end (its padding plus
-    /// CANARY more) with a pattern checked at reset.
-    #[cfg(feature = "debug-arena")]
-    fn plant_canary(
-        &mut self,
-        op: &'static str,
-        raw: NonNull<u8>,
-        data_bytes: usize,
-        total: usize,
-    ) {
-        // SAFETY: raw..raw+total is the block just allocated for this buffer;
-        // the slice handed out covers only its first data_bytes.
-        unsafe {
-            std::ptr::write_bytes(
-                raw.as_ptr().add(data_bytes),
-                CANARY_BYTE,
-                total - data_bytes,
-            )
-        };
-        self.act.canaries.push(Canary {
-            op,
-            raw,
-            data_bytes,
-            total,
-        });
-    }
-
-    /// debug-arena: verifies every canary, then poisons every buffer of the
-    /// iteration with 0xFF bytes (NaN as f32) so a stale read cannot pass
-    /// silently. Returns a description of the first overrun found.
-    #[cfg(feature = "debug-arena")]
-    fn check_and_poison(&mut self) -> Option<String> {
-        let mut first = None;
-        for c in self.act.canaries.drain(..) {
-            // SAFETY: the block is still owned by the bump arena (not reset
-            // yet) and no slice into it is alive (&mut self).
-            let block = unsafe { std::slice::from_raw_parts_mut(c.raw.as_ptr(), c.total) };
-            if first.is_none()
-                && let Some(at) = block[c.data_bytes..].iter().position(|&b| b != CANARY_BYTE)
-            {
-                first = Some(format!(
-                    "debug-arena: a buffer of {} bytes made by `{}` was overrun (byte {} past its end was written)",
-                    c.data_bytes, c.op, at
-                ));
-            }
-            block.fill(0xFF);
-        }
-        first
-    }
-
     /// Sets (or with None clears) the arena cap in bytes.
     pub fn set_limit(&mut self, limit: Option<usize>) {
         self.limit = limit.unwrap_or(usize::MAX);
@@ -535,117 +347,6 @@ impl Storage {
             } else {
                 self.limit
             },
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn out_of_memory(&self, op: &'static str, bytes: usize) -> Error {
-        Error::OutOfMemory {
-            op,
-            needed: bytes,
-            used: self.act.used,
-            limit: self.limit,
-        }
-    }
-
-    // Inlined with the access functions below: their buffer arrays then
-    // stay in registers (passed through memory, every kernel call paid
-    // store-forwarding stalls reloading them).
-    #[inline(always)]
-    fn check_live<T>(&self, b: &Buf<T>) {
-        // A stale Buf here is an internal bug (handles are checked first);
-        // refuse loudly rather than read recycled memory.
-        assert!(
-            b.epoch == 0 || b.epoch == self.epoch,
-            "arena buffer used after reset"
-        );
-    }
-
-    /// One writable slice.
-    pub fn access_one<T: Plain>(&mut self, b: Buf<T>) -> &mut [T] {
-        self.check_live(&b);
-        // SAFETY: b is live (checked above, module invariant); &mut self
-        // guarantees no other slice of this storage is alive.
-        unsafe { std::slice::from_raw_parts_mut(b.ptr.as_ptr(), b.len) }
-    }
-
-    /// One read-only slice.
-    pub fn read<T: Plain>(&self, b: Buf<T>) -> &[T] {
-        self.check_live(&b);
-        // SAFETY: b is live; a shared borrow of the storage means no writable
-        // slice exists (those need &mut self).
-        unsafe { std::slice::from_raw_parts(b.ptr.as_ptr(), b.len) }
-    }
-
-    /// `W` writable and `R` read-only slices at once, plus read-only id
-    /// slices. Panics if a writable buffer overlaps any other buffer of the
-    /// call (reads may overlap each other).
-    #[inline(always)]
-    pub fn access<const W: usize, const R: usize>(
-        &mut self,
-        w: [Buf; W],
-        r: [Buf; R],
-    ) -> ([&mut [f32]; W], [&[f32]; R]) {
-        let (wm, rm, _) = self.access_ids::<W, R, 0>(w, r, []);
-        (wm, rm)
-    }
-
-    /// Like [`access`](Self::access), with `I` read-only u32 buffers.
-    #[inline(always)]
-    pub fn access_ids<const W: usize, const R: usize, const I: usize>(
-        &mut self,
-        w: [Buf; W],
-        r: [Buf; R],
-        ids: [Buf<u32>; I],
-    ) -> Slices<'_, W, R, I> {
-        // Plain loops over the fixed-size arrays unroll into a few compares
-        // per pair; an iterator chain here cost a dozen per pair.
-        let disjoint = |(a0, a1): (usize, usize), (b0, b1): (usize, usize)| {
-            assert!(
-                a1 <= b0 || b1 <= a0,
-                "writable buffer overlaps another buffer of the same kernel call"
-            );
-        };
-        for i in 0..W {
-            self.check_live(&w[i]);
-            let a = w[i].range();
-            for b in &w[i + 1..] {
-                disjoint(a, b.range());
-            }
-            for b in &r {
-                disjoint(a, b.range());
-            }
-            for b in &ids {
-                disjoint(a, b.range());
-            }
-        }
-        r.iter().for_each(|b| self.check_live(b));
-        ids.iter().for_each(|b| self.check_live(b));
-        // SAFETY: all buffers are live; writable ones are pairwise disjoint
-        // and disjoint from the read-only ones (checked above), and &mut self
-        // rules out slices from other calls.
-        unsafe {
-            (
-                w.map(|b| std::slice::from_raw_parts_mut(b.ptr.as_ptr(), b.len)),
-                r.map(|b| std::slice::from_raw_parts(b.ptr.as_ptr() as *const f32, b.len)),
-                ids.map(|b| std::slice::from_raw_parts(b.ptr.as_ptr() as *const u32, b.len)),
-            )
-        }
-    }
-
-    /// A sub-range of a buffer (same memory, same lifetime rules).
-    pub fn sub<T>(b: Buf<T>, start: usize, len: usize) -> Buf<T> {
-        assert!(
-            start.checked_add(len).is_some_and(|e| e <= b.len),
-            "sub-buffer out of range"
-        );
-        // SAFETY: start + len <= b.len, so the pointer stays inside the block.
-        let ptr = unsafe { NonNull::new_unchecked(b.ptr.as_ptr().add(start)) };
-        Buf {
-            ptr,
-            len,
-            epoch: b.epoch,
         }
     }
 }

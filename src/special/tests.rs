@@ -4,6 +4,8 @@
 //! Gauss-Legendre quadrature of trigamma, shifts to x >= 40 elsewhere).
 //! The bound is 4 ulps, the target; the measured worst error of
 //! every function and derivative is printed (`--nocapture`).
+use super::gamma::{EULER, HALF_LN_2PI};
+use super::normal::FRAC_2_SQRT_PI;
 use super::*;
 
 /// Signed position of `f` on the line of floats, with -0 = +0.

@@ -1,0 +1,113 @@
+//! The safe `sgemm` against the reference loop, the split products, and
+//! the kernels in use.
+
+use super::runtime::cpu;
+use super::*;
+
+fn lcg(n: usize, seed: u32) -> Vec<f32> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_mul(1664525).wrapping_add(1013904223);
+            (s >> 8) as f32 / (1u32 << 24) as f32 - 0.5
+        })
+        .collect()
+}
+
+#[test]
+fn matches_naive_for_all_transposes_and_odd_sizes() {
+    for &(m, n, k) in &[(1, 1, 1), (3, 5, 7), (17, 1, 9), (8, 32, 16), (5, 3, 1)] {
+        for ta in [false, true] {
+            for tb in [false, true] {
+                let g = Gemm::dense(ta, tb, m, n, k);
+                let a = lcg(m * k, 1);
+                let b = lcg(k * n, 2);
+                let mut c1 = lcg(m * n, 3);
+                let mut c2 = c1.clone();
+                sgemm(g, 0.7, &a, &b, 0.5, &mut c1);
+                naive_sgemm(g, 0.7, &a, &b, 0.5, &mut c2);
+                let num: f32 = c1.iter().zip(&c2).map(|(x, y)| (x - y) * (x - y)).sum();
+                let den: f32 = c2.iter().map(|y| y * y).sum::<f32>().max(1e-12);
+                assert!(
+                    num / den < 1e-7,
+                    "nmse {} for {m}x{n}x{k} ta={ta} tb={tb}",
+                    num / den
+                );
+            }
+        }
+    }
+}
+
+#[test]
+#[cfg_attr(miri, ignore)] // the worker is off under Miri, and the sizes are slow there
+fn split_products_match_naive() {
+    // As a context does: OpenBLAS's own threads would split differently.
+    set_blas_threads(1);
+    let pool = crate::pool::Pool::new().unwrap();
+    for &(m, n, k) in &[(200, 300, 100), (77, 128, 1024), (1024, 384, 128)] {
+        for ta in [false, true] {
+            for tb in [false, true] {
+                let g = Gemm::dense(ta, tb, m, n, k);
+                let (a, b) = (lcg(m * k, 4), lcg(k * n, 5));
+                let mut c1 = lcg(m * n, 6);
+                let (mut c2, mut c3) = (c1.clone(), c1.clone());
+                sgemm_on(Some(&pool), g, 1.0, &a, &b, 1.0, &mut c1);
+                naive_sgemm(g, 1.0, &a, &b, 1.0, &mut c2);
+                let num: f32 = c1.iter().zip(&c2).map(|(x, y)| (x - y) * (x - y)).sum();
+                let den: f32 = c2.iter().map(|y| y * y).sum();
+                assert!(num / den < 1e-7, "{m}x{n}x{k} ta={ta} tb={tb}");
+                // One thread, same split: the same bits.
+                sgemm_on(None, g, 1.0, &a, &b, 1.0, &mut c3);
+                assert!(c1.iter().zip(&c3).all(|(x, y)| x.to_bits() == y.to_bits()));
+                if !ta && !tb {
+                    let bias = lcg(n, 7);
+                    let (mut d1, mut d2) = (vec![0.0; m * n], vec![1.0; m * n]);
+                    sgemm_bias_on(Some(&pool), g, &a, &b, &bias, &mut d1);
+                    sgemm_bias_on(None, g, &a, &b, &bias, &mut d2);
+                    assert!(d1.iter().zip(&d2).all(|(x, y)| x.to_bits() == y.to_bits()));
+                    let mut d3: Vec<f32> = (0..m * n).map(|i| bias[i % n]).collect();
+                    sgemm(g, 1.0, &a, &b, 1.0, &mut d3);
+                    let num: f32 = d1.iter().zip(&d3).map(|(x, y)| (x - y) * (x - y)).sum();
+                    let den: f32 = d3.iter().map(|y| y * y).sum();
+                    assert!(num / den < 1e-12, "bias {m}x{n}x{k}");
+                }
+            }
+        }
+    }
+}
+
+/// Whatever OpenBLAS picked at load, the kernels in use after the
+/// first product are not below the CPU's instruction set (unless the
+/// user chose them, or the BLAS cannot switch and said so).
+#[test]
+#[cfg_attr(miri, ignore)]
+fn kernels_in_use_match_the_cpu() {
+    let g = Gemm::dense(false, false, 2, 2, 2);
+    let mut c = [0.0; 4];
+    sgemm(g, 1.0, &[1.0; 4], &[1.0; 4], 0.0, &mut c);
+    assert_eq!(c, [2.0; 4]);
+    let info = gemm_info();
+    let user_set = ["OPENBLAS_CORETYPE", "AG_BLAS_CORE"]
+        .iter()
+        .any(|k| std::env::var_os(k).is_some());
+    if cfg!(target_os = "linux")
+        && !user_set
+        && info.library == "OpenBLAS"
+        && !info.note.contains("set OPENBLAS_CORETYPE")
+    {
+        let running = choice::core_isa(&info.kernels);
+        let cpu = cpu();
+        if cpu.best_core().is_some() {
+            assert!(running >= Some(cpu.isa()), "{info:?}");
+        }
+    }
+    assert!(!info.library.is_empty());
+}
+
+#[test]
+#[should_panic(expected = "too short")]
+fn short_slice_panics_before_blas() {
+    let g = Gemm::dense(false, false, 2, 2, 2);
+    let mut c = [0.0; 4];
+    sgemm(g, 1.0, &[0.0; 3], &[0.0; 4], 0.0, &mut c);
+}

@@ -1,0 +1,177 @@
+//! Building a step's program at capture end: each recorded op resolved to
+//! its kind and operand rows, broadcasts to element indices, and what the
+//! backward walk does that does not depend on values. Its own room: it
+//! runs once per captured step and decides whether there is a program.
+
+use super::{Bcast, Kind, MAXN, Program, Row, Step1};
+use crate::arena::{Buf, Storage};
+use crate::context::Context;
+use crate::ops::{OneOp, Op};
+use crate::shape::Shape;
+use crate::tape::Node;
+
+/// The kind and operand rows of an element-wise op the program covers.
+fn one_op(op: Op) -> Option<(OneOp, u32, u32)> {
+    match op {
+        Op::Binary { a, b, f } => Some((OneOp::Binary(f), a, b)),
+        Op::Unary { x, f } => Some((OneOp::Unary(f), x, x)),
+        Op::Scale { x, s } => Some((OneOp::Scale(s), x, x)),
+        Op::Pow { x, p } => Some((OneOp::Pow(p), x, x)),
+        Op::Clamp { x, lo, hi } => Some((OneOp::Clamp(lo, hi), x, x)),
+        _ => None,
+    }
+}
+
+/// Per element of `so`, the element of `sa` and of `sb` it reads (the
+/// strides of the eager broadcast loops); `so` has at most [`MAXN`].
+fn broadcast(so: Shape, sa: Shape, sb: Shape) -> Bcast {
+    let (ta, tb) = (sa.broadcast_strides(&so), sb.broadcast_strides(&so));
+    let dims = so.dims();
+    let mut out = Bcast {
+        n: so.numel() as u8,
+        ia: [0; MAXN],
+        ib: [0; MAXN],
+    };
+    for o in 0..so.numel() {
+        let (mut rest, mut ia, mut ib) = (o, 0, 0);
+        for d in (0..dims.len()).rev() {
+            let i = rest % dims[d];
+            rest /= dims[d];
+            ia += i * ta[d];
+            ib += i * tb[d];
+        }
+        // Both below MAXN (each operand has at most the output's elements).
+        out.ia[o] = ia as u8;
+        out.ib[o] = ib as u8;
+    }
+    out
+}
+
+/// A vector of `n` copies of `v`, or None if it cannot be allocated.
+fn filled<T: Clone>(n: usize, v: T) -> Option<Vec<T>> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(n).ok()?;
+    out.resize(n, v);
+    Some(out)
+}
+
+impl Program {
+    /// The program of the step `ctx` just captured (its table, tape and
+    /// plan are current), or None if the step needs the ordinary path or
+    /// its program cannot be allocated (replay is then the ordinary one).
+    pub(in crate::context) fn build(
+        ctx: &Context,
+        log: &[Node],
+        region: Option<Buf>,
+        loss: u32,
+    ) -> Option<Box<Program>> {
+        // Op timing (feature `trace`) lives in the dispatch: keep it whole.
+        if cfg!(feature = "trace") {
+            return None;
+        }
+        let region = region?;
+        let rows = &ctx.table;
+        let n_params = ctx.n_params;
+        if !rows[loss as usize].requires_grad
+            || !ctx.recompute.segments_snapshot().is_empty()
+            || rows
+                .iter()
+                .enumerate()
+                .any(|(i, e)| e.view_of.is_some() || (i >= n_params && e.retain))
+        {
+            return None;
+        }
+        let shape = |id: u32| rows[id as usize].shape;
+        let mut bcast = Vec::new();
+        let mut resolve = |n: &Node| {
+            let so = shape(n.out);
+            let (op, a, b) = match n.op {
+                Op::Reduce { x, mean } => (Kind::Sum(mean), x, x),
+                Op::Slice { x, axis, start } => {
+                    let sx = shape(x);
+                    let dims = sx.dims();
+                    let axis = axis as usize;
+                    let inner: usize = dims[axis + 1..].iter().product();
+                    let len = so.dims()[axis] * inner;
+                    // Within MAX_ELEMENTS < 2^31: fits.
+                    let op = Kind::Slice {
+                        row: (dims[axis] * inner) as u32,
+                        off: (start as usize * inner) as u32,
+                        len: len as u32,
+                    };
+                    (op, x, x)
+                }
+                op => {
+                    let (op, a, b) = one_op(op)?;
+                    let n_out = so.numel();
+                    let kind = if n_out == 1 && shape(a).numel() == 1 && shape(b).numel() == 1 {
+                        Kind::One(op)
+                    } else if n_out > MAXN {
+                        return None;
+                    } else if let OneOp::Binary(f) = op {
+                        if bcast.try_reserve(1).is_err() {
+                            return None;
+                        }
+                        bcast.push(broadcast(so, shape(a), shape(b)));
+                        Kind::Bin(f, bcast.len() as u32 - 1)
+                    } else {
+                        Kind::Map(op)
+                    };
+                    (kind, a, b)
+                }
+            };
+            let same = shape(a) == so && shape(b) == so;
+            Some(Step1 {
+                op,
+                out: n.out,
+                a,
+                b,
+                same,
+                runs: false,
+            })
+        };
+        let mut list = |nodes: &[Node]| -> Option<Vec<Step1>> {
+            let mut v = Vec::new();
+            v.try_reserve_exact(nodes.len()).ok()?;
+            for n in nodes {
+                v.push(resolve(n)?);
+            }
+            Some(v)
+        };
+        let fwd = list(log)?;
+        let mut bwd = list(&ctx.tape)?;
+        // The flow of the loss's gradient depends on the graph only.
+        let mut flow = filled(rows.len(), false)?;
+        flow[loss as usize] = true;
+        for s in bwd.iter_mut().rev() {
+            if flow[s.out as usize] {
+                s.runs = true;
+                flow[s.a as usize] = true;
+                flow[s.b as usize] = true;
+            }
+        }
+        let mut births = Vec::new();
+        births.try_reserve_exact(ctx.plan.births_len()).ok()?;
+        births.extend((0..ctx.plan.births_len()).map(|k| ctx.plan.birth(k)));
+        let mut dense = Vec::new();
+        dense.try_reserve_exact(rows.len()).ok()?;
+        dense.extend(rows.iter().map(|e| Row {
+            data: e.data,
+            grad: None,
+            needs: e.requires_grad,
+            unzeroed: false,
+        }));
+        for (t, offset, len) in ctx.plan.slots() {
+            dense[t as usize].grad = Some(Storage::sub(region, offset, len));
+        }
+        Some(Box::new(Program {
+            fwd,
+            bwd,
+            bcast,
+            births,
+            rows: dense,
+            loss,
+            n_params,
+        }))
+    }
+}

@@ -1,0 +1,344 @@
+//! Running a step's program: the same kernels as the eager paths, in the
+//! same order on the same buffers, without the dispatch or the walk's
+//! bookkeeping. Its own room: the per-replay hot path, kept apart from
+//! what capture settles once.
+
+use super::{Bcast, Kind, OneKernels, Program, Row, Step1};
+use crate::arena::Buf;
+use crate::context::Context;
+use crate::ops::{BinaryFn, OneOp, UnaryFn};
+
+/// `body(f)` with `f` a constant in each arm: the element kernels' match
+/// on it then folds away inside the loops.
+#[inline(always)]
+fn with_fn(f: BinaryFn, mut body: impl FnMut(BinaryFn)) {
+    match f {
+        BinaryFn::Add => body(BinaryFn::Add),
+        BinaryFn::Sub => body(BinaryFn::Sub),
+        BinaryFn::Mul => body(BinaryFn::Mul),
+        BinaryFn::Div => body(BinaryFn::Div),
+        BinaryFn::Max => body(BinaryFn::Max),
+        BinaryFn::Min => body(BinaryFn::Min),
+    }
+}
+
+impl Program {
+    // The walk's gradient accessors, as `Context::grad_out`, `grad_of` and
+    // `grad_to_overwrite` (no views: a row is its own root).
+
+    #[inline(always)]
+    fn settle(&mut self, ctx: &mut Context, id: u32) {
+        let row = &mut self.rows[id as usize];
+        if std::mem::take(&mut row.unzeroed)
+            && let Some(g) = row.grad
+        {
+            ctx.store.access_one(g).fill(0.0);
+        }
+    }
+
+    #[inline(always)]
+    fn grad_out(&mut self, ctx: &mut Context, id: u32) -> Option<Buf> {
+        self.settle(ctx, id);
+        self.rows[id as usize].grad
+    }
+
+    #[inline(always)]
+    fn grad_of(&mut self, ctx: &mut Context, id: u32) -> Option<Buf> {
+        if !self.rows[id as usize].needs {
+            return None;
+        }
+        self.grad_out(ctx, id)
+    }
+
+    #[inline(always)]
+    fn grad_to_overwrite(&mut self, id: u32) -> Option<(Buf, bool)> {
+        let row = &mut self.rows[id as usize];
+        if !row.needs {
+            return None;
+        }
+        let fresh = std::mem::take(&mut row.unzeroed);
+        row.grad.map(|g| (g, fresh))
+    }
+
+    /// As `Context::mark_births`.
+    fn mark_births(&mut self, next: &mut usize, at: u32) {
+        while let Some(&(pos, t)) = self.births.get(*next) {
+            if pos < at {
+                break;
+            }
+            let row = &mut self.rows[t as usize];
+            if row.grad.is_some() {
+                row.unzeroed = true;
+            }
+            *next += 1;
+        }
+    }
+
+    /// One op's forward, as its eager path.
+    #[inline(always)]
+    fn forward<K: OneKernels>(ctx: &mut Context, rows: &[Row], bcast: &[Bcast], s: Step1) {
+        let data = |id: u32| rows[id as usize].data;
+        match s.op {
+            Kind::One(op) => {
+                let x = ctx.store.read(data(s.a))[0];
+                let y = ctx.store.read(data(s.b))[0];
+                let v = K::forward(op, x, y);
+                ctx.store.access_one(data(s.out))[0] = v;
+            }
+            Kind::Map(op) => {
+                let ([y], [x]) = ctx.store.access([data(s.out)], [data(s.a)]);
+                for (y, &x) in y.iter_mut().zip(x) {
+                    *y = K::forward(op, x, x);
+                }
+            }
+            Kind::Bin(f, k) => {
+                let m = &bcast[k as usize];
+                let (o, a, b) = (data(s.out), data(s.a), data(s.b));
+                let ([o], [a, b]) = ctx.store.access([o], [a, b]);
+                with_fn(f, |f| {
+                    for i in 0..m.n as usize {
+                        let (x, y) = (a[m.ia[i] as usize], b[m.ib[i] as usize]);
+                        o[i] = K::forward(OneOp::Binary(f), x, y);
+                    }
+                });
+            }
+            Kind::Sum(mean) => {
+                let v = K::sum(ctx.store.read(data(s.a)), mean);
+                ctx.store.access_one(data(s.out))[0] = v;
+            }
+            Kind::Slice { row, off, len } => {
+                let (y, x) = (data(s.out), data(s.a));
+                let ([y], [x]) = ctx.store.access([y], [x]);
+                K::slice(y, x, row as usize, off as usize, len as usize);
+            }
+        }
+    }
+
+    /// The backward of a binary op on several elements, as the eager
+    /// broadcast loops: one operand at a time, in output order.
+    fn backward_bin<K: OneKernels>(&mut self, ctx: &mut Context, s: Step1, f: BinaryFn, k: u32) {
+        let m = self.bcast[k as usize];
+        let Some(dout) = self.grad_out(ctx, s.out) else {
+            return;
+        };
+        if matches!(f, BinaryFn::Add | BinaryFn::Sub) && s.same {
+            let sign = if f == BinaryFn::Sub { -1.0 } else { 1.0 };
+            let (ga, gb) = (self.grad_to_overwrite(s.a), self.grad_to_overwrite(s.b));
+            for (grad, k) in [(ga, 1.0), (gb, sign)] {
+                if let Some((d, fresh)) = grad {
+                    let ([d], [g]) = ctx.store.access([d], [dout]);
+                    for (d, &g) in d.iter_mut().zip(g) {
+                        *d = K::add_scaled(*d, g, k, fresh);
+                    }
+                }
+            }
+            return;
+        }
+        let (va, vb) = (self.rows[s.a as usize].data, self.rows[s.b as usize].data);
+        if let Some(da) = self.grad_of(ctx, s.a) {
+            let ([d], [g, a, b]) = ctx.store.access([da], [dout, va, vb]);
+            with_fn(f, |f| {
+                // dout has the output's m.n elements.
+                for (o, &g) in g.iter().enumerate() {
+                    let (i, j) = (m.ia[o] as usize, m.ib[o] as usize);
+                    d[i] += K::grad_a(f, g, a[i], b[j]);
+                }
+            });
+        }
+        if let Some(db) = self.grad_of(ctx, s.b) {
+            let ([d], [g, a, b]) = ctx.store.access([db], [dout, va, vb]);
+            with_fn(f, |f| {
+                // dout has the output's m.n elements.
+                for (o, &g) in g.iter().enumerate() {
+                    let (i, j) = (m.ia[o] as usize, m.ib[o] as usize);
+                    d[j] += K::grad_b(f, g, a[i], b[j]);
+                }
+            });
+        }
+    }
+
+    /// One op's backward, as its eager path.
+    #[inline(always)]
+    fn backward<K: OneKernels>(&mut self, ctx: &mut Context, s: Step1) {
+        let buf = |p: &Self, id: u32| p.rows[id as usize].data;
+        let data = |p: &Self, ctx: &Context, id: u32| ctx.store.read(buf(p, id))[0];
+        match s.op {
+            Kind::One(OneOp::Binary(f)) => {
+                let Some(dout) = self.grad_out(ctx, s.out) else {
+                    return;
+                };
+                if matches!(f, BinaryFn::Add | BinaryFn::Sub) && s.same {
+                    let sign = if f == BinaryFn::Sub { -1.0 } else { 1.0 };
+                    let (ga, gb) = (self.grad_to_overwrite(s.a), self.grad_to_overwrite(s.b));
+                    for (grad, k) in [(ga, 1.0), (gb, sign)] {
+                        if let Some((d, fresh)) = grad {
+                            let g = ctx.store.read(dout)[0];
+                            let d = &mut ctx.store.access_one(d)[0];
+                            *d = K::add_scaled(*d, g, k, fresh);
+                        }
+                    }
+                    return;
+                }
+                if let Some(da) = self.grad_of(ctx, s.a) {
+                    let (g, a, b) = (
+                        ctx.store.read(dout)[0],
+                        data(self, ctx, s.a),
+                        data(self, ctx, s.b),
+                    );
+                    ctx.store.access_one(da)[0] += K::grad_a(f, g, a, b);
+                }
+                if let Some(db) = self.grad_of(ctx, s.b) {
+                    let (g, a, b) = (
+                        ctx.store.read(dout)[0],
+                        data(self, ctx, s.a),
+                        data(self, ctx, s.b),
+                    );
+                    ctx.store.access_one(db)[0] += K::grad_b(f, g, a, b);
+                }
+            }
+            Kind::One(op @ OneOp::Unary(f)) => {
+                let Some(dout) = self.grad_out(ctx, s.out) else {
+                    return;
+                };
+                let Some((dx, fresh)) = self.grad_to_overwrite(s.a) else {
+                    return;
+                };
+                let assign = fresh && f == UnaryFn::Gelu;
+                let (g, x, y) = (
+                    ctx.store.read(dout)[0],
+                    data(self, ctx, s.a),
+                    data(self, ctx, s.out),
+                );
+                let d = &mut ctx.store.access_one(dx)[0];
+                if fresh && !assign {
+                    *d = 0.0;
+                }
+                *d = K::backward(op, assign, *d, g, x, y);
+            }
+            Kind::One(op) => {
+                // Scale, pow, clamp. Both looked up, in this order, as the
+                // eager path does.
+                let (Some(dx), Some(dout)) = (self.grad_of(ctx, s.a), self.grad_out(ctx, s.out))
+                else {
+                    return;
+                };
+                let (g, x) = (ctx.store.read(dout)[0], data(self, ctx, s.a));
+                let d = &mut ctx.store.access_one(dx)[0];
+                *d = K::backward(op, false, *d, g, x, x);
+            }
+            Kind::Map(op @ OneOp::Unary(f)) => {
+                let Some(dout) = self.grad_out(ctx, s.out) else {
+                    return;
+                };
+                let Some((dx, fresh)) = self.grad_to_overwrite(s.a) else {
+                    return;
+                };
+                let assign = fresh && f == UnaryFn::Gelu;
+                let (x, y) = (buf(self, s.a), buf(self, s.out));
+                let ([d], [g, x, y]) = ctx.store.access([dx], [dout, x, y]);
+                if fresh && !assign {
+                    d.fill(0.0);
+                }
+                for (i, d) in d.iter_mut().enumerate() {
+                    *d = K::backward(op, assign, *d, g[i], x[i], y[i]);
+                }
+            }
+            Kind::Map(op) => {
+                let (Some(dx), Some(dout)) = (self.grad_of(ctx, s.a), self.grad_out(ctx, s.out))
+                else {
+                    return;
+                };
+                let x = buf(self, s.a);
+                let ([d], [g, x]) = ctx.store.access([dx], [dout, x]);
+                for (i, d) in d.iter_mut().enumerate() {
+                    *d = K::backward(op, false, *d, g[i], x[i], x[i]);
+                }
+            }
+            Kind::Bin(f, k) => self.backward_bin::<K>(ctx, s, f, k),
+            Kind::Sum(mean) => {
+                let (Some(dx), Some(dout)) = (self.grad_of(ctx, s.a), self.grad_out(ctx, s.out))
+                else {
+                    return;
+                };
+                let g = ctx.store.read(dout)[0];
+                K::sum_backward(ctx.store.access_one(dx), g, mean);
+            }
+            Kind::Slice { row, off, len } => {
+                let (Some(dx), Some(dout)) = (self.grad_of(ctx, s.a), self.grad_out(ctx, s.out))
+                else {
+                    return;
+                };
+                let ([dx], [g]) = ctx.store.access([dx], [dout]);
+                K::slice_backward(dx, g, row as usize, off as usize, len as usize);
+            }
+        }
+    }
+
+    /// The step's forward and its backward from the loss.
+    fn run<K: OneKernels>(&mut self, ctx: &mut Context) {
+        for &s in &self.fwd {
+            Self::forward::<K>(ctx, &self.rows, &self.bcast, s);
+        }
+        let n_params = self.n_params;
+        for (row, e) in self.rows.iter_mut().zip(&ctx.table[..n_params]) {
+            *row = Row {
+                data: e.data,
+                grad: e.grad,
+                needs: e.requires_grad,
+                unzeroed: e.unzeroed,
+            };
+        }
+        // The previous walk left every activation's mark clear.
+        for row in &mut self.rows[n_params..] {
+            row.unzeroed = false;
+        }
+        let n = self.bwd.len() as u32;
+        let mut born = 0;
+        self.mark_births(&mut born, n);
+        if let Some(g) = self.grad_out(ctx, self.loss) {
+            ctx.store.access_one(g)[0] += 1.0;
+        }
+        for i in (0..n).rev() {
+            self.mark_births(&mut born, i);
+            let s = self.bwd[i as usize];
+            if s.runs {
+                self.backward::<K>(ctx, s);
+            }
+        }
+        // As the walk's end: parameters' slots settled, marks cleared.
+        for i in 0..n_params {
+            self.settle(ctx, i as u32);
+            ctx.table[i].unzeroed = false;
+        }
+        ctx.backward_done = true;
+        ctx.set_grads_pending(true);
+    }
+}
+
+impl Context {
+    /// Replays resident step `k` through its program, if it has one and no
+    /// gradient-ready callback or open recompute segment asks for the
+    /// ordinary path; false (nothing done) otherwise.
+    pub(crate) fn replay_program<K: OneKernels>(&mut self, k: usize) -> bool {
+        if !self.grad_ready().idle() || self.check_no_open_segment("replay").is_err() {
+            return false;
+        }
+        let Some(mut program) = self.capture.program(k).and_then(Option::take) else {
+            return false;
+        };
+        program.run::<K>(self);
+        if let Some(slot) = self.capture.program(k) {
+            *slot = Some(program);
+        }
+        true
+    }
+
+    /// Whether captured step `s` has a replay program (tests of the fast
+    /// path).
+    #[cfg(test)]
+    pub(crate) fn step_has_program(&mut self, s: crate::context::Step) -> bool {
+        self.capture
+            .program(s.index as usize)
+            .is_some_and(|p| p.is_some())
+    }
+}
