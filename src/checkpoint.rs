@@ -4,7 +4,8 @@
 //! Layout (little-endian):
 //! ```text
 //! magic "AGCKPT\r\n" | u32 version | u32 n_params | u64 opt_step
-//! u32 opt_kind (0 none, 1 sgd, 2 adamw) | u32 moments | f32 x5 hyper-params
+//! u32 opt_kind (0 none, else the kind's tag: 1 sgd, 2 adamw) | u32 moments
+//! | f32 x5 hyper-params (as the kind's row orders them)
 //! u64 user_len | per param: u32 ndim, u64 dims[ndim]
 //! payload: per param: values, then each moment | user bytes | u32 CRC32
 //! ```
@@ -76,22 +77,13 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// The checkpoint's optimizer tag and hyper-parameter floats, from the
+/// kind's row (0 and zeros without an optimizer).
 fn kind_code(k: Option<OptimizerKind>) -> (u32, [f32; 5]) {
-    match k {
-        None => (0, [0.0; 5]),
-        Some(OptimizerKind::Sgd {
-            lr,
-            momentum,
-            weight_decay,
-        }) => (1, [lr, momentum, 0.0, 0.0, weight_decay]),
-        Some(OptimizerKind::AdamW {
-            lr,
-            beta1,
-            beta2,
-            eps,
-            weight_decay,
-        }) => (2, [lr, beta1, beta2, eps, weight_decay]),
-    }
+    k.map_or((0, [0.0; 5]), |k| {
+        let row = k.row();
+        (row.tag, row.hyper)
+    })
 }
 
 impl Context {
@@ -241,9 +233,9 @@ impl Context {
             .ok()
             .filter(|&n| n <= MAX_USER_BYTES)
             .ok_or_else(|| corrupt(format!("user length beyond {MAX_USER_BYTES} bytes")))?;
-        // Kind and moment count must agree (none: 0, SGD: 0 or 1, AdamW: 2).
-        let consistent = matches!((code, moments), (0, 0) | (1, 0) | (1, 1) | (2, 2));
-        if !consistent {
+        // Kind and moment count must agree (none: 0, else as the kind's row
+        // allows).
+        if !OptimizerKind::tag_fits(code, moments) {
             return Err(corrupt(format!(
                 "optimizer kind {code} with {moments} moments"
             )));
@@ -290,7 +282,9 @@ impl Context {
         if code != want || moments != have_moments {
             return Err(Error::CheckpointMismatch {
                 what: format!(
-                    "checkpoint optimizer kind {code} with {moments} moments, model has kind {want} with {have_moments}"
+                    "checkpoint optimizer kind {code} ({}) with {moments} moments, model has kind {want} ({}) with {have_moments}",
+                    OptimizerKind::tag_name(code),
+                    OptimizerKind::tag_name(want)
                 ),
             });
         }
