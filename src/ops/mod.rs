@@ -51,6 +51,7 @@ pub(crate) mod shape_ops;
 pub(crate) mod dispatch;
 #[cfg(test)]
 pub(crate) mod gradcheck;
+mod table;
 
 use crate::arena::Buf;
 use crate::error::{Error, Result};
@@ -65,6 +66,21 @@ pub(crate) enum BinaryFn {
     Div,
     Max,
     Min,
+}
+
+impl BinaryFn {
+    /// The op's name in traces.
+    #[cfg(feature = "trace")]
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            BinaryFn::Add => "add",
+            BinaryFn::Sub => "sub",
+            BinaryFn::Mul => "mul",
+            BinaryFn::Div => "div",
+            BinaryFn::Max => "max",
+            BinaryFn::Min => "min",
+        }
+    }
 }
 
 /// The unary functions, one row each:
@@ -295,41 +311,6 @@ pub(crate) struct BackwardReads {
 }
 
 impl Op {
-    /// What this op's backward reads (see [`BackwardReads`]); when in doubt,
-    /// true.
-    pub(crate) fn backward_reads(&self) -> BackwardReads {
-        let r = |inputs, own| BackwardReads { inputs, own };
-        match *self {
-            Op::Binary { f, .. } => match f {
-                BinaryFn::Add | BinaryFn::Sub => r(false, false),
-                BinaryFn::Mul | BinaryFn::Div | BinaryFn::Max | BinaryFn::Min => r(true, false),
-            },
-            Op::Unary { f, .. } => r(!f.reads_output(), f.reads_output()),
-            Op::Scale { .. }
-            | Op::Reduce { .. }
-            | Op::ReduceAxis { .. }
-            | Op::Permute { .. }
-            | Op::Concat { .. }
-            | Op::Slice { .. }
-            | Op::Dropout { .. }
-            | Op::Embedding { .. } => r(false, false),
-            Op::Pow { .. }
-            | Op::Clamp { .. }
-            | Op::Where { .. }
-            | Op::LogSumExpAxis { .. }
-            | Op::Matmul { .. }
-            | Op::Bmm { .. }
-            | Op::Linear { .. }
-            | Op::MseLoss { .. } => r(true, false),
-            // The mask is redrawn by the forward (it may sit in scratch).
-            Op::LogSoftmax { .. }
-            | Op::Softmax { .. }
-            | Op::CrossEntropy { .. }
-            | Op::DropoutSeeded { .. } => r(false, true),
-            Op::LayerNorm { .. } | Op::Attention { .. } => r(true, true),
-        }
-    }
-
     /// The tensors this op reads, i.e. those its backward sends gradient to.
     /// Inlined: the gradient plan and the backward walk ask it of every op.
     #[inline(always)]
@@ -340,65 +321,6 @@ impl Op {
             n += 1;
         });
         Inputs { ids, n: n as u8 }
-    }
-
-    /// Calls `f` on each of [`inputs`](Self::inputs), in order, with no
-    /// array built: the form the per-op passes of backward use.
-    #[inline(always)]
-    pub(crate) fn for_each_input(&self, mut f: impl FnMut(u32)) {
-        match *self {
-            Op::Binary { a, b, .. }
-            | Op::Matmul { a, b, .. }
-            | Op::Bmm { a, b, .. }
-            | Op::MseLoss {
-                pred: a, target: b, ..
-            } => {
-                f(a);
-                f(b);
-            }
-            Op::Linear { x, w, bias } => {
-                f(x);
-                f(w);
-                if let Some(b) = bias {
-                    f(b);
-                }
-            }
-            // cond gets no gradient, but its backward reads it (a replay
-            // must recompute it).
-            Op::LayerNorm {
-                x: a, w: b, b: c, ..
-            }
-            | Op::Where {
-                cond: a,
-                a: b,
-                b: c,
-            } => {
-                f(a);
-                f(b);
-                f(c);
-            }
-            // The seed gets no gradient; it is data, read by the forward.
-            Op::DropoutSeeded { x, seed, .. } => {
-                f(x);
-                f(seed);
-            }
-            Op::Scale { x, .. }
-            | Op::Unary { x, .. }
-            | Op::Pow { x, .. }
-            | Op::Clamp { x, .. }
-            | Op::Reduce { x, .. }
-            | Op::ReduceAxis { x, .. }
-            | Op::LogSumExpAxis { x, .. }
-            | Op::Permute { x, .. }
-            | Op::Softmax { x, .. }
-            | Op::Slice { x, .. }
-            | Op::Dropout { x, .. }
-            | Op::LogSoftmax { x }
-            | Op::Embedding { w: x, .. }
-            | Op::CrossEntropy { logits: x, .. }
-            | Op::Attention { qkv: x, .. } => f(x),
-            Op::Concat { xs, n, .. } => xs[..n as usize].iter().for_each(|&x| f(x)),
-        }
     }
 }
 
