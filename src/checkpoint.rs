@@ -438,6 +438,61 @@ mod tests {
         all
     }
 
+    /// The optimizer fields of the header, byte for byte as files written
+    /// before the kinds had rows: tag, moment count, then the five
+    /// hyper-parameters in the order each kind has always written them.
+    #[test]
+    fn optimizer_header_bytes_are_pinned() {
+        let kinds = [
+            (
+                OptimizerKind::Sgd {
+                    lr: 0.5,
+                    momentum: 0.25,
+                    weight_decay: 0.125,
+                },
+                1,
+                1,
+                [0.5, 0.25, 0.0, 0.0, 0.125],
+            ),
+            (
+                OptimizerKind::Sgd {
+                    lr: 0.5,
+                    momentum: 0.0,
+                    weight_decay: 0.0,
+                },
+                1,
+                0,
+                [0.5, 0.0, 0.0, 0.0, 0.0],
+            ),
+            (
+                OptimizerKind::AdamW {
+                    lr: 0.5,
+                    beta1: 0.25,
+                    beta2: 0.75,
+                    eps: 1e-8,
+                    weight_decay: 0.125,
+                },
+                2,
+                2,
+                [0.5, 0.25, 0.75, 1e-8, 0.125],
+            ),
+        ];
+        for (kind, tag, moments, hyper) in kinds {
+            let mut c = Context::new();
+            c.param(&[2], Some(&[1.0, 2.0])).unwrap();
+            c.optimizer(kind).unwrap();
+            let bytes = c.checkpoint_bytes(&[]).unwrap();
+            let word = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+            assert_eq!((word(24), word(28)), (tag, moments), "{kind:?}");
+            for (k, h) in hyper.iter().enumerate() {
+                assert_eq!(word(32 + 4 * k), f32::to_bits(*h), "{kind:?} field {k}");
+            }
+            // Header 60 bytes, one rank-1 shape 12, values and moments, CRC 4.
+            assert_eq!(bytes.len(), 60 + 12 + 8 * (1 + moments as usize) + 4);
+            c.checkpoint_load_bytes(&bytes).unwrap();
+        }
+    }
+
     #[test]
     fn roundtrip_and_every_truncation_and_bitflip_refused() {
         let mut src = model();
