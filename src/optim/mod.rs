@@ -9,7 +9,8 @@
 //!    hyper-parameter floats, sharding), its instance in `EACH`, and the arms
 //!    of `validate` and `lr_mut`. The compiler refuses a missing arm; the
 //!    `slot` match of the test `each_holds_every_kind_once` names its place
-//!    in `EACH`.
+//!    in `EACH`, and a kind left out of `EACH` trips a debug assertion when
+//!    it is created (its checkpoints would not load).
 //! 2. Its update: the arm in [`Context::optimizer_step`] (below) and its
 //!    kernel in `kernels.rs`. The compiler refuses a missing arm.
 //! 3. Its C constructor in `ffi/training.rs`, with `make header`.
@@ -86,6 +87,12 @@ impl Context {
             });
         }
         let row = kind.row();
+        // A kind missing from `EACH` would write checkpoints its own loader
+        // refuses as corrupt.
+        debug_assert!(
+            OptimizerKind::tag_fits(row.tag, row.moments),
+            "{kind:?} not in EACH"
+        );
         let mut state = Vec::new();
         state
             .try_reserve_exact(self.param_count())
