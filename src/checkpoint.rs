@@ -4,7 +4,8 @@
 //! Layout (little-endian):
 //! ```text
 //! magic "AGCKPT\r\n" | u32 version | u32 n_params | u64 opt_step
-//! u32 opt_kind (0 none, 1 sgd, 2 adamw) | u32 moments | f32 x5 hyper-params
+//! u32 opt_kind (0 none, else the kind's tag: 1 sgd, 2 adamw) | u32 moments
+//! | f32 x5 hyper-params (as the kind's row orders them)
 //! u64 user_len | per param: u32 ndim, u64 dims[ndim]
 //! payload: per param: values, then each moment | user bytes | u32 CRC32
 //! ```
@@ -76,22 +77,13 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// The checkpoint's optimizer tag and hyper-parameter floats, from the
+/// kind's row (0 and zeros without an optimizer).
 fn kind_code(k: Option<OptimizerKind>) -> (u32, [f32; 5]) {
-    match k {
-        None => (0, [0.0; 5]),
-        Some(OptimizerKind::Sgd {
-            lr,
-            momentum,
-            weight_decay,
-        }) => (1, [lr, momentum, 0.0, 0.0, weight_decay]),
-        Some(OptimizerKind::AdamW {
-            lr,
-            beta1,
-            beta2,
-            eps,
-            weight_decay,
-        }) => (2, [lr, beta1, beta2, eps, weight_decay]),
-    }
+    k.map_or((0, [0.0; 5]), |k| {
+        let row = k.row();
+        (row.tag, row.hyper)
+    })
 }
 
 impl Context {
@@ -241,9 +233,9 @@ impl Context {
             .ok()
             .filter(|&n| n <= MAX_USER_BYTES)
             .ok_or_else(|| corrupt(format!("user length beyond {MAX_USER_BYTES} bytes")))?;
-        // Kind and moment count must agree (none: 0, SGD: 0 or 1, AdamW: 2).
-        let consistent = matches!((code, moments), (0, 0) | (1, 0) | (1, 1) | (2, 2));
-        if !consistent {
+        // Kind and moment count must agree (none: 0, else as the kind's row
+        // allows).
+        if !OptimizerKind::tag_fits(code, moments) {
             return Err(corrupt(format!(
                 "optimizer kind {code} with {moments} moments"
             )));
@@ -290,7 +282,9 @@ impl Context {
         if code != want || moments != have_moments {
             return Err(Error::CheckpointMismatch {
                 what: format!(
-                    "checkpoint optimizer kind {code} with {moments} moments, model has kind {want} with {have_moments}"
+                    "checkpoint optimizer kind {code} ({}) with {moments} moments, model has kind {want} ({}) with {have_moments}",
+                    OptimizerKind::tag_name(code),
+                    OptimizerKind::tag_name(want)
                 ),
             });
         }
@@ -442,6 +436,61 @@ mod tests {
             all.extend(v.iter().map(|x| x.to_bits()));
         }
         all
+    }
+
+    /// The optimizer fields of the header, byte for byte as files written
+    /// before the kinds had rows: tag, moment count, then the five
+    /// hyper-parameters in the order each kind has always written them.
+    #[test]
+    fn optimizer_header_bytes_are_pinned() {
+        let kinds = [
+            (
+                OptimizerKind::Sgd {
+                    lr: 0.5,
+                    momentum: 0.25,
+                    weight_decay: 0.125,
+                },
+                1,
+                1,
+                [0.5, 0.25, 0.0, 0.0, 0.125],
+            ),
+            (
+                OptimizerKind::Sgd {
+                    lr: 0.5,
+                    momentum: 0.0,
+                    weight_decay: 0.0,
+                },
+                1,
+                0,
+                [0.5, 0.0, 0.0, 0.0, 0.0],
+            ),
+            (
+                OptimizerKind::AdamW {
+                    lr: 0.5,
+                    beta1: 0.25,
+                    beta2: 0.75,
+                    eps: 1e-8,
+                    weight_decay: 0.125,
+                },
+                2,
+                2,
+                [0.5, 0.25, 0.75, 1e-8, 0.125],
+            ),
+        ];
+        for (kind, tag, moments, hyper) in kinds {
+            let mut c = Context::new();
+            c.param(&[2], Some(&[1.0, 2.0])).unwrap();
+            c.optimizer(kind).unwrap();
+            let bytes = c.checkpoint_bytes(&[]).unwrap();
+            let word = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+            assert_eq!((word(24), word(28)), (tag, moments), "{kind:?}");
+            for (k, h) in hyper.iter().enumerate() {
+                assert_eq!(word(32 + 4 * k), f32::to_bits(*h), "{kind:?} field {k}");
+            }
+            // Header 60 bytes, one rank-1 shape 12, values and moments, CRC 4.
+            assert_eq!(bytes.len(), 60 + 12 + 8 * (1 + moments as usize) + 4);
+            c.checkpoint_load_bytes(&bytes).unwrap();
+        }
     }
 
     #[test]

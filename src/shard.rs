@@ -12,7 +12,6 @@
 use crate::arena::Buf;
 use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::optim::OptimizerKind;
 
 impl Context {
     /// Makes the optimizer created next keep state for, and update, only
@@ -110,15 +109,11 @@ impl Context {
 /// parameter layout (the unsharded one): what a data-parallel caller
 /// gathers to save a sharded optimizer in the unsharded checkpoint format.
 impl Context {
-    /// Moments per float the optimizer keeps: 2 for AdamW, 1 for SGD with
-    /// momentum, else 0 (also without an optimizer). Taken from the kind,
-    /// not the state, which a shard may leave empty for some parameters.
+    /// Moments per float the optimizer keeps, as its kind's row says (0
+    /// without an optimizer). Taken from the kind, not the state, which a
+    /// shard may leave empty for some parameters.
     pub(crate) fn optimizer_moments(&self) -> usize {
-        match self.optimizer_state().map(|o| o.kind) {
-            Some(OptimizerKind::AdamW { .. }) => 2,
-            Some(OptimizerKind::Sgd { momentum, .. }) => usize::from(momentum > 0.0),
-            None => 0,
-        }
+        self.optimizer_state().map_or(0, |o| o.kind.row().moments)
     }
 
     /// Moment `which` (0 first, 1 second) of floats `first..first + len`

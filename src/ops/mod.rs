@@ -20,23 +20,55 @@
 //!
 //! # Adding an op
 //!
-//! A unary function is one row of [`unary_fns`] plus its two kernels; the
-//! row generates the `UnaryFn` variant, its name (method, trace, errors),
-//! `backward_reads`, the `Context` method, both dispatch arms and its
-//! gradient check. Every place a new op touches, and what enforces it:
+//! Every place a new op is written by hand, and what catches a forgotten
+//! one. Everything else (the `UnaryFn` variant, `Op::inputs`,
+//! `Op::backward_reads`, both dispatch arms, the trace name, the unary
+//! `Context` method and gradient check, `include/arenagrad.h` through
+//! `make header`) is generated.
 //!
-//! | place | enforced by |
-//! |---|---|
-//! | unary: the row in [`unary_fns`]; other ops: an `Op` variant here | the compiler (exhaustive matches, no `_ =>` arm) |
-//! | unary: `<name>_forward`/`<name>_backward` in `elementwise/`; other ops: the family file (recording function, kernels, `forward_<op>`/`backward_<op>`) | the compiler: the row (or the dispatch arm) names them |
-//! | other ops: arms in [`dispatch::forward`], [`dispatch::backward`], [`Op::inputs`], [`Op::backward_reads`] and the trace name in `dispatch.rs` | the compiler (exhaustive matches) |
-//! | `backward_reads` (what a replay restores) | the row's `reads` field for unary; for every op, a recomputed segment in `tests/c/test_segments.c` that compares gradients bit for bit with the plain path, over every `ops.def` row |
-//! | finite-difference gradient check | unary: generated from the row (`gradcheck_unary` in `elementwise/tests.rs`); other ops: a `gradcheck` case in the family file's tests |
-//! | the C wrapper `ag_<name>` in `ffi/ops.rs` with its `Errors:` list, then `make header` | `tests/header.rs` (header fresh), `tests/status_contract.rs` (the `Errors:` list is what the code returns) |
-//! | a row in `tests/c/ops.def` | `tests/header_tables.rs` fails when a header function has no row |
-//! | the NULL-context row in `tests/common/null_context.rs` | `tests/header_tables.rs` fails when a function is in neither table |
-//! | the arm in `tests/status_contract.rs`'s `call` | the status-contract test fails on a function it cannot call |
-//! | a fuzz id in `fuzz/src/ffi_ops/ids.rs`, its arm in `ffi_ops/mod.rs` and a corpus input | `tests/fuzz_corpus_replay.rs` fails when an id is not reached in the corpus |
+//! A unary function (one input, one output of its shape, no attributes):
+//!
+//! 1. A row of [`unary_fns`] (below): name, what backward reads, kernels,
+//!    gradient-check domain, doc. The compiler: the row must be complete.
+//! 2. `<name>_forward` / `<name>_backward` in `elementwise/kernels.rs` (the
+//!    special functions' in `elementwise/special_fns.rs`). The compiler:
+//!    the row names them.
+//! 3. The C wrapper `ag_<name>` in `src/ffi/ops/<family>.rs`, with its
+//!    `Errors:` list. `tests/header.rs` (header regenerated),
+//!    `tests/status_contract.rs` (the list is what the code returns).
+//! 4. Its row in the C-function table, which generates or checks the fuzz
+//!    id, the NULL-context row, the status-contract arm and
+//!    `tests/c/ops.def`. `tests/header_tables.rs` fails on a header
+//!    function without a row.
+//! 5. Its name in `README.md`'s `## Ops` section. `tests/readme.rs`.
+//!
+//! Any other op:
+//!
+//! 1. Its [`Op`] variant (below): input ids, attributes, saved buffers.
+//!    The compiler: the table's matches are exhaustive.
+//! 2. Its row in the op table (`table.rs`): name, inputs, what backward
+//!    reads, forward and backward op functions. The compiler: the
+//!    generated matches (no `_ =>` arm) and the row pattern (every column
+//!    stated). What backward reads is also checked, for every
+//!    `tests/c/ops.def` row, by the recomputed segments of
+//!    `tests/c/test_segments.c`, whose gradients must equal the plain
+//!    path's bit for bit.
+//! 3. In its family file: the recording function (a `Context` method) and
+//!    the `forward_<op>` / `backward_<op>` op functions with their kernels.
+//!    The compiler: the row names the op functions, the C wrapper calls the
+//!    method.
+//! 4. A finite-difference `gradcheck` case in the family's tests. Review:
+//!    no test can tell that a check is missing.
+//! 5. The C wrapper `ag_<name>` in `src/ffi/ops/<family>.rs`, with its
+//!    `Errors:` list. `tests/header.rs`, `tests/status_contract.rs`.
+//! 6. Its row in the C-function table (fuzz id, NULL-context row,
+//!    status-contract arm, `tests/c/ops.def`). `tests/header_tables.rs`.
+//! 7. Its name in `README.md`'s `## Ops` section. `tests/readme.rs`.
+//!
+//! An op that an element-wise replay program should cover as one element
+//! op also needs its [`OneOp`] and the replay program's arms
+//! (`context::replay_program`); without them it runs through the general
+//! dispatch, with the same values.
 
 pub(crate) mod attention;
 pub(crate) mod dropout;
@@ -51,6 +83,7 @@ pub(crate) mod shape_ops;
 pub(crate) mod dispatch;
 #[cfg(test)]
 pub(crate) mod gradcheck;
+mod table;
 
 use crate::arena::Buf;
 use crate::error::{Error, Result};
@@ -65,6 +98,21 @@ pub(crate) enum BinaryFn {
     Div,
     Max,
     Min,
+}
+
+impl BinaryFn {
+    /// The op's name in traces.
+    #[cfg(feature = "trace")]
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            BinaryFn::Add => "add",
+            BinaryFn::Sub => "sub",
+            BinaryFn::Mul => "mul",
+            BinaryFn::Div => "div",
+            BinaryFn::Max => "max",
+            BinaryFn::Min => "min",
+        }
+    }
 }
 
 /// The unary functions, one row each:
@@ -295,41 +343,6 @@ pub(crate) struct BackwardReads {
 }
 
 impl Op {
-    /// What this op's backward reads (see [`BackwardReads`]); when in doubt,
-    /// true.
-    pub(crate) fn backward_reads(&self) -> BackwardReads {
-        let r = |inputs, own| BackwardReads { inputs, own };
-        match *self {
-            Op::Binary { f, .. } => match f {
-                BinaryFn::Add | BinaryFn::Sub => r(false, false),
-                BinaryFn::Mul | BinaryFn::Div | BinaryFn::Max | BinaryFn::Min => r(true, false),
-            },
-            Op::Unary { f, .. } => r(!f.reads_output(), f.reads_output()),
-            Op::Scale { .. }
-            | Op::Reduce { .. }
-            | Op::ReduceAxis { .. }
-            | Op::Permute { .. }
-            | Op::Concat { .. }
-            | Op::Slice { .. }
-            | Op::Dropout { .. }
-            | Op::Embedding { .. } => r(false, false),
-            Op::Pow { .. }
-            | Op::Clamp { .. }
-            | Op::Where { .. }
-            | Op::LogSumExpAxis { .. }
-            | Op::Matmul { .. }
-            | Op::Bmm { .. }
-            | Op::Linear { .. }
-            | Op::MseLoss { .. } => r(true, false),
-            // The mask is redrawn by the forward (it may sit in scratch).
-            Op::LogSoftmax { .. }
-            | Op::Softmax { .. }
-            | Op::CrossEntropy { .. }
-            | Op::DropoutSeeded { .. } => r(false, true),
-            Op::LayerNorm { .. } | Op::Attention { .. } => r(true, true),
-        }
-    }
-
     /// The tensors this op reads, i.e. those its backward sends gradient to.
     /// Inlined: the gradient plan and the backward walk ask it of every op.
     #[inline(always)]
@@ -340,65 +353,6 @@ impl Op {
             n += 1;
         });
         Inputs { ids, n: n as u8 }
-    }
-
-    /// Calls `f` on each of [`inputs`](Self::inputs), in order, with no
-    /// array built: the form the per-op passes of backward use.
-    #[inline(always)]
-    pub(crate) fn for_each_input(&self, mut f: impl FnMut(u32)) {
-        match *self {
-            Op::Binary { a, b, .. }
-            | Op::Matmul { a, b, .. }
-            | Op::Bmm { a, b, .. }
-            | Op::MseLoss {
-                pred: a, target: b, ..
-            } => {
-                f(a);
-                f(b);
-            }
-            Op::Linear { x, w, bias } => {
-                f(x);
-                f(w);
-                if let Some(b) = bias {
-                    f(b);
-                }
-            }
-            // cond gets no gradient, but its backward reads it (a replay
-            // must recompute it).
-            Op::LayerNorm {
-                x: a, w: b, b: c, ..
-            }
-            | Op::Where {
-                cond: a,
-                a: b,
-                b: c,
-            } => {
-                f(a);
-                f(b);
-                f(c);
-            }
-            // The seed gets no gradient; it is data, read by the forward.
-            Op::DropoutSeeded { x, seed, .. } => {
-                f(x);
-                f(seed);
-            }
-            Op::Scale { x, .. }
-            | Op::Unary { x, .. }
-            | Op::Pow { x, .. }
-            | Op::Clamp { x, .. }
-            | Op::Reduce { x, .. }
-            | Op::ReduceAxis { x, .. }
-            | Op::LogSumExpAxis { x, .. }
-            | Op::Permute { x, .. }
-            | Op::Softmax { x, .. }
-            | Op::Slice { x, .. }
-            | Op::Dropout { x, .. }
-            | Op::LogSoftmax { x }
-            | Op::Embedding { w: x, .. }
-            | Op::CrossEntropy { logits: x, .. }
-            | Op::Attention { qkv: x, .. } => f(x),
-            Op::Concat { xs, n, .. } => xs[..n as usize].iter().for_each(|&x| f(x)),
-        }
     }
 }
 

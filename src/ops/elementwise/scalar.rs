@@ -1,8 +1,8 @@
 //! One-element binary ops (a scalar model's every op): the same arithmetic,
-//! in the same order, as the general kernels of `mod.rs` (so the same
+//! in the same order, as the general kernels of `binary.rs` and `kernels.rs` (so the same
 //! bits), without their shape handling and SIMD dispatch.
 
-use super::{
+use super::kernels::{
     add_scaled_into, clamp_backward, clamp_forward, max_of, min_of, pow_backward, pow_forward,
     scale_backward, scale_forward, takes_a_max, takes_a_min, unary_backward, unary_forward,
 };

@@ -1,0 +1,163 @@
+//! The binary ops' forward and backward over tensors: the one-element
+//! path (in `scalar.rs`), the general broadcasting path, and the parallel
+//! halves of equal-shape operands.
+
+use super::broadcast::{binary_backward_into, binary_forward};
+use super::kernels::{add_scaled_into, max_of, min_of, takes_a_max, takes_a_min};
+use super::scalar::{backward_binary_one, binary_kernel_one};
+use crate::arena::Buf;
+use crate::context::Context;
+use crate::ops::BinaryFn;
+use crate::shape::Shape;
+use crate::simd;
+
+pub(crate) fn forward_binary(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: BinaryFn) {
+    let (da, db, dout) = (ctx.entry(ia).data, ctx.entry(ib).data, ctx.entry(out).data);
+    if dout.len() == 1 {
+        // One element each (a scalar model's op): no shapes to copy around.
+        let ([o], [x, y]) = ctx.access([dout], [da, db]);
+        binary_kernel_one(f, o, x, y);
+    } else {
+        forward_binary_many(ctx, out, ia, ib, f);
+    }
+}
+
+/// The general path of [`forward_binary`] (see [`backward_binary_many`]).
+#[inline(never)]
+fn forward_binary_many(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: BinaryFn) {
+    // Read once, as in backward_binary_many.
+    let (sa, va) = (ctx.entry_ref(ia).shape, ctx.entry_ref(ia).data);
+    let (sb, vb) = (ctx.entry_ref(ib).shape, ctx.entry_ref(ib).data);
+    let (shape, vo) = (ctx.entry_ref(out).shape, ctx.entry_ref(out).data);
+    // Equal shapes (a residual add): the halves are independent.
+    let par = sa == sb && ctx.want_pool(shape.numel() * 16);
+    let (pool, [o], [x, y]) = ctx.access_on(par, [vo], [va, vb]);
+    if let Some(pool) = pool {
+        let h = o.len() / 2;
+        let ((o0, o1), (x0, x1), (y0, y1)) = (o.split_at_mut(h), x.split_at(h), y.split_at(h));
+        let run = |o: &mut [f32], x: &[f32], y: &[f32]| binary_kernel(f, o, x, y, shape, sa, sb);
+        pool.join(|| run(o1, x1, y1), || run(o0, x0, y0));
+        return;
+    }
+    binary_kernel(f, o, x, y, shape, sa, sb);
+}
+
+/// The forward kernel of a binary op (over the whole output, or over a
+/// slice of it when both operands have the output's shape).
+fn binary_kernel(
+    f: BinaryFn,
+    o: &mut [f32],
+    x: &[f32],
+    y: &[f32],
+    shape: Shape,
+    sa: Shape,
+    sb: Shape,
+) {
+    if o.len() == 1 {
+        binary_kernel_one(f, o, x, y);
+        return;
+    }
+    simd::dispatch!(match f {
+        BinaryFn::Add => binary_forward(o, x, y, shape, sa, sb, |p, q| p + q),
+        BinaryFn::Sub => binary_forward(o, x, y, shape, sa, sb, |p, q| p - q),
+        BinaryFn::Mul => binary_forward(o, x, y, shape, sa, sb, |p, q| p * q),
+        BinaryFn::Div => binary_forward(o, x, y, shape, sa, sb, |p, q| p / q),
+        BinaryFn::Max => binary_forward(o, x, y, shape, sa, sb, max_of),
+        BinaryFn::Min => binary_forward(o, x, y, shape, sa, sb, min_of),
+    });
+}
+
+pub(crate) fn backward_binary(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: BinaryFn) {
+    let Some(dout) = ctx.grad_out(out) else {
+        return;
+    };
+    if dout.len() == 1 {
+        backward_binary_one(ctx, dout, out, ia, ib, f);
+    } else {
+        backward_binary_many(ctx, dout, out, ia, ib, f);
+    }
+}
+
+/// The general path of [`backward_binary`], apart so that a scalar model's
+/// one-element ops do not pay its frame.
+#[inline(never)]
+fn backward_binary_many(ctx: &mut Context, dout: Buf, out: u32, ia: u32, ib: u32, f: BinaryFn) {
+    // The three shapes and two buffers, read once (rows are 120 bytes).
+    let (sa, va) = (ctx.entry_ref(ia).shape, ctx.entry_ref(ia).data);
+    let (sb, vb) = (ctx.entry_ref(ib).shape, ctx.entry_ref(ib).data);
+    let so = ctx.entry_ref(out).shape;
+    // Equal shapes (a residual add or sub): da += g and db += ±g, each
+    // written with `=` where its slot is newborn, the two side by side on
+    // two threads when they are separate buffers.
+    if matches!(f, BinaryFn::Add | BinaryFn::Sub) && sa == so && sb == so {
+        let sign = if f == BinaryFn::Sub { -1.0 } else { 1.0 };
+        // In this order: if a and b share a gradient, a's write comes first.
+        let (ga, gb) = (ctx.grad_to_overwrite(ia), ctx.grad_to_overwrite(ib));
+        match (ga, gb) {
+            (Some((da, fa)), Some((db, fb))) if !da.overlaps(&db) => {
+                let par = ctx.want_pool(so.numel() * 16);
+                let (pool, [da, db], [g]) = ctx.access_on(par, [da, db], [dout]);
+                let n = g.len();
+                let mut run_a = || run_kernel!(n, add_scaled_into(da, g, 1.0, fa));
+                let mut run_b = || run_kernel!(n, add_scaled_into(db, g, sign, fb));
+                match pool {
+                    Some(pool) => pool.join(run_b, run_a),
+                    None => {
+                        run_a();
+                        run_b();
+                    }
+                }
+            }
+            (ga, gb) => {
+                for (grad, s) in [(ga, 1.0), (gb, sign)] {
+                    if let Some((d, fresh)) = grad {
+                        let ([d], [g]) = ctx.access([d], [dout]);
+                        run_kernel!(g.len(), add_scaled_into(d, g, s, fresh));
+                    }
+                }
+            }
+        }
+        return;
+    }
+    // One operand at a time: if a and b are the same tensor, their grad
+    // buffers are the same and must not be borrowed twice.
+    if let Some(da) = ctx.grad_of(ia) {
+        let ([da], [dout, a, b]) = ctx.access([da], [dout, va, vb]);
+        run_kernel!(
+            dout.len(),
+            match f {
+                BinaryFn::Add | BinaryFn::Sub => {
+                    binary_backward_into(da, dout, a, b, so, sa, sb, |g, _, _| g)
+                }
+                BinaryFn::Mul => binary_backward_into(da, dout, a, b, so, sa, sb, |g, _, y| g * y),
+                BinaryFn::Div => binary_backward_into(da, dout, a, b, so, sa, sb, |g, _, y| g / y),
+                BinaryFn::Max => binary_backward_into(da, dout, a, b, so, sa, sb, |g, x, y| {
+                    if takes_a_max(x, y) { g } else { 0.0 }
+                }),
+                BinaryFn::Min => binary_backward_into(da, dout, a, b, so, sa, sb, |g, x, y| {
+                    if takes_a_min(x, y) { g } else { 0.0 }
+                }),
+            }
+        );
+    }
+    if let Some(db) = ctx.grad_of(ib) {
+        let ([db], [dout, a, b]) = ctx.access([db], [dout, va, vb]);
+        run_kernel!(
+            dout.len(),
+            match f {
+                BinaryFn::Add => binary_backward_into(db, dout, b, a, so, sb, sa, |g, _, _| g),
+                BinaryFn::Sub => binary_backward_into(db, dout, b, a, so, sb, sa, |g, _, _| -g),
+                BinaryFn::Mul => binary_backward_into(db, dout, b, a, so, sb, sa, |g, _, x| g * x),
+                BinaryFn::Div => {
+                    binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| -g * x / (y * y))
+                }
+                BinaryFn::Max => binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| {
+                    if takes_a_max(x, y) { 0.0 } else { g }
+                }),
+                BinaryFn::Min => binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| {
+                    if takes_a_min(x, y) { 0.0 } else { g }
+                }),
+            }
+        );
+    }
+}

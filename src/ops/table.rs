@@ -1,0 +1,230 @@
+//! The table of recorded ops: one row per [`Op`] variant, from which
+//! [`op_table`]'s macros generate every per-op match that is not a kernel:
+//! the forward and backward dispatch, [`Op::for_each_input`] (and so
+//! [`Op::inputs`]), [`Op::backward_reads`] and the trace name. A variant
+//! without a row leaves those matches non-exhaustive, so it does not build.
+//!
+//! A row reads
+//!
+//! ```text
+//! Variant { field, .. }:
+//!     name <&'static str>, inputs <ids>, reads (<inputs>, <own>),
+//!     forward <fn>(<args>), backward <fn>(<args>);
+//! ```
+//!
+//! where every expression may use the fields the row binds:
+//!
+//! * `name`: the op's name in traces (unary ops: their row's name).
+//! * `inputs`: the ids the op reads, in order, i.e. those its backward
+//!   sends gradient to: an array, a slice, or an array plus an optional id
+//!   (see [`InputIds`]).
+//! * `reads`: what its backward reads besides the gradient of its output
+//!   (see [`BackwardReads`]): the values of its inputs, its own output or
+//!   saved buffers. When in doubt, true.
+//! * `forward` / `backward`: the op function and its arguments after the
+//!   `ctx, out` that the dispatch passes first.
+//!
+//! A new column is a new labelled field in the macros' pattern: every row
+//! must then state it, or the table does not build.
+
+use super::{
+    BackwardReads, BinaryFn, Op, attention, dropout, elementwise, embedding, loss, matmul, norm,
+    reduce, shape_ops,
+};
+use crate::context::Context;
+
+/// The rows, handed to the macro `$then`.
+macro_rules! op_table {
+    ($then:ident) => {
+        $then! {
+            Binary { a, b, f }:
+                name f.name(),
+                inputs [a, b],
+                reads (!matches!(f, BinaryFn::Add | BinaryFn::Sub), false),
+                forward elementwise::forward_binary(a, b, f),
+                backward elementwise::backward_binary(a, b, f);
+            Scale { x, s }:
+                name "scale", inputs [x], reads (false, false),
+                forward elementwise::forward_scale(x, s),
+                backward elementwise::backward_scale(x, s);
+            // The unary functions: one row each in `unary_fns`.
+            Unary { x, f }:
+                name f.name(), inputs [x], reads (!f.reads_output(), f.reads_output()),
+                forward elementwise::forward_unary(x, f),
+                backward elementwise::backward_unary(x, f);
+            Pow { x, p }:
+                name "pow", inputs [x], reads (true, false),
+                forward elementwise::forward_pow(x, p),
+                backward elementwise::backward_pow(x, p);
+            Clamp { x, lo, hi }:
+                name "clamp", inputs [x], reads (true, false),
+                forward elementwise::forward_clamp(x, lo, hi),
+                backward elementwise::backward_clamp(x, lo, hi);
+            // cond gets no gradient, but its backward reads it (a replay
+            // must recompute it).
+            Where { cond, a, b }:
+                name "where", inputs [cond, a, b], reads (true, false),
+                forward elementwise::forward_where(cond, a, b),
+                backward elementwise::backward_where(cond, a, b);
+            Reduce { x, mean }:
+                name "reduce", inputs [x], reads (false, false),
+                forward reduce::forward_reduce(x, mean),
+                backward reduce::backward_reduce(x, mean);
+            ReduceAxis { x, axis, mean }:
+                name "reduce_axis", inputs [x], reads (false, false),
+                forward reduce::forward_reduce_axis(x, axis as usize, mean),
+                backward reduce::backward_reduce_axis(x, axis as usize, mean);
+            LogSumExpAxis { x, axis }:
+                name "logsumexp_axis", inputs [x], reads (true, false),
+                forward reduce::forward_logsumexp_axis(x, axis as usize),
+                backward reduce::backward_logsumexp_axis(x, axis as usize);
+            Permute { x, perm }:
+                name "permute", inputs [x], reads (false, false),
+                forward shape_ops::forward_permute(x, perm),
+                backward shape_ops::backward_permute(x, perm);
+            Concat { xs, n, axis }:
+                name "concat", inputs &xs[..n as usize], reads (false, false),
+                forward shape_ops::forward_concat(&xs[..n as usize], axis as usize),
+                backward shape_ops::backward_concat(&xs[..n as usize], axis as usize);
+            Slice { x, axis, start }:
+                name "slice", inputs [x], reads (false, false),
+                forward shape_ops::forward_slice(x, axis as usize, start as usize),
+                backward shape_ops::backward_slice(x, axis as usize, start as usize);
+            Dropout { x, scale }:
+                name "dropout", inputs [x], reads (false, false),
+                forward dropout::forward_dropout(x, scale),
+                backward dropout::backward_dropout(x, scale);
+            // The seed gets no gradient; it is data, read by the forward.
+            // The mask is redrawn by the forward (it may sit in scratch).
+            DropoutSeeded { x, seed, p, scale }:
+                name "dropout_seeded", inputs [x, seed], reads (false, true),
+                forward dropout::forward_dropout_seeded(x, seed, p, scale),
+                backward dropout::backward_dropout(x, scale);
+            Matmul { a, b, trans_a, trans_b }:
+                name "matmul", inputs [a, b], reads (true, false),
+                forward matmul::forward_matmul(a, b, trans_a, trans_b),
+                backward matmul::backward_product(a, b, trans_a, trans_b);
+            Bmm { a, b, trans_a, trans_b }:
+                name "bmm", inputs [a, b], reads (true, false),
+                forward matmul::forward_bmm(a, b, trans_a, trans_b),
+                backward matmul::backward_product(a, b, trans_a, trans_b);
+            Linear { x, w, bias }:
+                name "linear", inputs ([x, w], bias), reads (true, false),
+                forward matmul::forward_linear(x, w, bias),
+                backward matmul::backward_linear(x, w, bias);
+            Embedding { w, ids }:
+                name "embedding", inputs [w], reads (false, false),
+                forward embedding::forward_embedding(w, ids),
+                backward embedding::backward_embedding(w, ids);
+            LogSoftmax { x }:
+                name "log_softmax", inputs [x], reads (false, true),
+                forward loss::forward_log_softmax(x),
+                backward loss::backward_log_softmax(x);
+            CrossEntropy { logits, targets, probs }:
+                name "cross_entropy", inputs [logits], reads (false, true),
+                forward loss::forward_cross_entropy(logits, targets, probs),
+                backward loss::backward_cross_entropy(logits, targets, probs);
+            MseLoss { pred, target }:
+                name "mse_loss", inputs [pred, target], reads (true, false),
+                forward loss::forward_mse(pred, target),
+                backward loss::backward_mse(pred, target);
+            LayerNorm { x, w, b, mean, rstd }:
+                name "layernorm", inputs [x, w, b], reads (true, true),
+                forward norm::forward_layernorm([x, w, b], mean, rstd),
+                backward norm::backward_layernorm([x, w, b], mean, rstd);
+            // The causal mask leaves exact zeros: only forward reads the flag.
+            Softmax { x, scale, causal }:
+                name "softmax", inputs [x], reads (false, true),
+                forward attention::forward_softmax(x, scale, causal),
+                backward attention::backward_softmax(x, scale);
+            Attention { qkv, n_head, probs }:
+                name "attention", inputs [qkv], reads (true, true),
+                forward attention::forward_attention(qkv, n_head as usize, probs),
+                backward attention::backward_attention(qkv, n_head as usize, probs);
+        }
+    };
+}
+
+/// What a row's `inputs` may be: the ids in order, with no array built.
+pub(crate) trait InputIds {
+    fn each(self, f: &mut impl FnMut(u32));
+}
+
+impl<const N: usize> InputIds for [u32; N] {
+    #[inline(always)]
+    fn each(self, f: &mut impl FnMut(u32)) {
+        self.into_iter().for_each(f);
+    }
+}
+
+impl InputIds for &[u32] {
+    #[inline(always)]
+    fn each(self, f: &mut impl FnMut(u32)) {
+        self.iter().for_each(|&x| f(x));
+    }
+}
+
+/// Fixed ids, then one that may be absent (a bias).
+impl<const N: usize> InputIds for ([u32; N], Option<u32>) {
+    #[inline(always)]
+    fn each(self, f: &mut impl FnMut(u32)) {
+        self.0.into_iter().for_each(&mut *f);
+        self.1.into_iter().for_each(f);
+    }
+}
+
+macro_rules! define_op_matches {
+    ($(
+        $v:ident { $($field:ident),* }:
+            name $name:expr, inputs $inputs:expr, reads ($ri:expr, $ro:expr),
+            forward $($fwd:ident)::+ ($($fa:expr),*),
+            backward $($bwd:ident)::+ ($($ba:expr),*);
+    )*) => {
+        /// Forward dispatch: one arm per row.
+        #[inline(always)]
+        pub(super) fn forward_op(ctx: &mut Context, op: &Op, out: u32) {
+            match *op {
+                $(Op::$v { $($field),* } => $($fwd)::+(ctx, out, $($fa),*),)*
+            }
+        }
+
+        /// Backward dispatch: one arm per row.
+        #[inline(always)]
+        pub(super) fn backward_op(ctx: &mut Context, op: &Op, out: u32) {
+            #[allow(unused_variables)]
+            match *op {
+                $(Op::$v { $($field),* } => $($bwd)::+(ctx, out, $($ba),*),)*
+            }
+        }
+
+        impl Op {
+            /// The op's name in traces.
+            #[cfg(feature = "trace")]
+            #[allow(unused_variables)]
+            pub(crate) fn trace_name(&self) -> &'static str {
+                match *self {
+                    $(Op::$v { $($field),* } => $name,)*
+                }
+            }
+
+            /// What this op's backward reads (see [`BackwardReads`]).
+            #[allow(unused_variables)]
+            pub(crate) fn backward_reads(&self) -> BackwardReads {
+                match *self {
+                    $(Op::$v { $($field),* } => BackwardReads { inputs: $ri, own: $ro },)*
+                }
+            }
+
+            /// Calls `f` on each of [`inputs`](Self::inputs), in order, with
+            /// no array built: the form the per-op passes of backward use.
+            #[inline(always)]
+            #[allow(unused_variables)]
+            pub(crate) fn for_each_input(&self, mut f: impl FnMut(u32)) {
+                match *self {
+                    $(Op::$v { $($field),* } => InputIds::each($inputs, &mut f),)*
+                }
+            }
+        }
+    };
+}
+op_table!(define_op_matches);
