@@ -13,9 +13,9 @@
  *   plot.c      loss curves with a bounded number of points, drawn as SVG
  *   report.c    a failed arenagrad call: its message and exit status
  *
- * The files call only downwards in that order (util.c first): no file calls
- * into one that calls it back (scripts/c_call_graph.py checks). Nothing in
- * them allocates after set-up, so all of it may run inside a training loop.
+ * Each file calls only files listed above it, so none calls back into one
+ * that calls it (scripts/c_call_graph.py checks). Nothing here allocates,
+ * so all of it may run inside a training loop.
  */
 #ifndef TRAINER_H
 #define TRAINER_H
