@@ -105,6 +105,12 @@ $(BUILD)/train_full: $(TRAIN_FULL_SRC) c_examples/train_full/train_full.h $(COMM
 	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS) $(TRAIN_FULL_SRC) $(LIB) $(LIBS) -o $@
 
+# check_common: checks of the trainer helpers (run by scripts/test_examples.sh).
+EXAMPLES     += $(BUILD)/check_common
+$(BUILD)/check_common: c_examples/common/tests/check_common.c $(COMMON_SRC) $(COMMON_HDR) $(LIB) include/arenagrad.h
+	@mkdir -p $(BUILD)
+	$(CC) $(CFLAGS) $< $(COMMON_SRC) $(LIB) $(LIBS) -o $@
+
 # ---- Bayesian inference: build/nuts (c_examples/nuts/), its posteriordb
 # checks and the special-function sweep.
 NUTS_SRC     := $(wildcard c_examples/nuts/*.c)

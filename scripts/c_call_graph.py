@@ -3,8 +3,8 @@
 
     scripts/c_call_graph.py [--root DIR] [--quiet]
 
-A program is a folder of .c files (train_full/, nuts/, ...) or a single .c
-file at the top of the root. A program also takes in another folder of the
+A program is a folder of .c files (train_full/, nuts/, common/tests/, ...)
+or a single .c file at the top of the root. A program also takes in another folder of the
 root when it includes one of that folder's headers: that folder's files
 which define no `main` (train_full and common/, advi and nuts/), as the
 Makefile links them. Headers that define functions (static inline helpers)
@@ -178,14 +178,14 @@ def programs(root):
     """{program name: sorted file list} for the folders and top-level files."""
     root = os.path.normpath(root)
     units = {}
-    for entry in sorted(os.listdir(root)):
-        full = os.path.join(root, entry)
-        if os.path.isdir(full):
-            files = [os.path.join(full, f) for f in sorted(os.listdir(full)) if f.endswith(".c")]
-            if files:
-                units[entry] = files
-        elif entry.endswith(".c"):
-            units[entry[:-2]] = [full]
+    for folder, subdirs, names in os.walk(root):
+        subdirs.sort()
+        files = [os.path.join(folder, f) for f in sorted(names) if f.endswith(".c")]
+        if folder == root:
+            for f in files:
+                units[os.path.basename(f)[:-2]] = [f]
+        elif files:
+            units[os.path.relpath(folder, root)] = files
     result = {}
     for name, files in units.items():
         # A folder whose files define no main is a library that programs take

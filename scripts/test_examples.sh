@@ -7,6 +7,8 @@
 #
 #   call-graph  no call cycle among the files of any c_examples program
 #               (scripts/c_call_graph.py), which fails on a planted one
+#   common      build/check_common: numbered checkpoints (keep the last K,
+#               find the latest), run folders, atomic files, the schedule
 #   mlp         build/mlp runs and exits 0 (skipped if not built yet)
 #   guide       build/guide (the README's example): trains, evaluates, reloads (exit 0)
 #   mlp-io      build/mlp_io: named parameters, MSE training, listing, safetensors
@@ -141,6 +143,16 @@ elif [ "$rc_planted" -ne 1 ] || ! grep -q 'prog/a.c -> prog/b.c -> prog/a.c' "$w
     show "$work/cycle.out"
 else
     ok "call-graph ($(tail -n 1 "$work/graph.out" | sed 's/^c_call_graph: //'))"
+fi
+
+# --- common/ helpers ---------------------------------------------------------
+if [ ! -x build/check_common ]; then
+    bad "common" "build/check_common is missing (run make examples)"
+elif build/check_common >"$work/common.out" 2>&1; then
+    ok "common ($(tail -n 1 "$work/common.out" | sed 's/^check_common: //'))"
+else
+    bad "common" "build/check_common failed"
+    show "$work/common.out" 20
 fi
 
 # --- mlp -------------------------------------------------------------------

@@ -3,11 +3,14 @@
  * before the first step, so that a run never trains for an hour and then
  * fails to save; files a reader may open at any time (the log, the plot,
  * exports) are written to a temporary name and renamed over the old one.
+ * Numbered checkpoints are kept to the newest few, the newest resumed.
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -107,4 +110,85 @@ bool write_replace(const char *path, const void *a, size_t na, const void *b, si
         return false;
     }
     return true;
+}
+
+void ckpt_path(char *out, const char *dir, const char *stem, uint64_t step)
+{
+    snprintf(out, PATH_CAP, "%s/%s-%08" PRIu64 ".bin", dir, stem, step);
+}
+
+/* The step of "<stem>-<digits>.bin", or false for any other name. */
+static bool ckpt_step(const char *name, const char *stem, uint64_t *step)
+{
+    size_t n = strlen(stem);
+    if (strncmp(name, stem, n) != 0 || name[n] != '-') return false;
+    const char *p = name + n + 1;
+    uint64_t v = 0;
+    size_t digits = 0;
+    for (; *p >= '0' && *p <= '9'; p++, digits++) {
+        if (v > (UINT64_MAX - 9) / 10) return false;
+        v = v * 10 + (uint64_t)(*p - '0');
+    }
+    if (digits == 0 || strcmp(p, ".bin") != 0) return false;
+    *step = v;
+    return true;
+}
+
+/* Counts the numbered checkpoints and finds the lowest and highest steps
+ * and the paths of their files (PATH_CAP bytes each). */
+static bool ckpt_scan(const char *dir, const char *stem, size_t *count, uint64_t *lo,
+                      char *lo_path, uint64_t *hi, char *hi_path, char *err, size_t errlen)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL) {
+        snprintf(err, errlen, "cannot read folder '%s': %s", dir, strerror(errno));
+        return false;
+    }
+    *count = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        uint64_t step;
+        if (!ckpt_step(e->d_name, stem, &step)) continue;
+        if (*count == 0 || step < *lo) {
+            *lo = step;
+            path_join(lo_path, dir, e->d_name);
+        }
+        if (*count == 0 || step > *hi) {
+            *hi = step;
+            path_join(hi_path, dir, e->d_name);
+        }
+        (*count)++;
+    }
+    closedir(d);
+    return true;
+}
+
+bool ckpt_latest(const char *dir, const char *stem, char *path, uint64_t *step, char *err,
+                 size_t errlen)
+{
+    size_t count = 0;
+    uint64_t lo = 0;
+    char lo_path[PATH_CAP];
+    if (!ckpt_scan(dir, stem, &count, &lo, lo_path, step, path, err, errlen)) return false;
+    if (count == 0) {
+        snprintf(err, errlen, "no %s-<step>.bin in '%s'", stem, dir);
+        return false;
+    }
+    return true;
+}
+
+long ckpt_keep_last(const char *dir, const char *stem, size_t keep, char *err, size_t errlen)
+{
+    char lo_path[PATH_CAP], hi_path[PATH_CAP];
+    long removed = 0;
+    for (;;) {
+        size_t count = 0;
+        uint64_t lo = 0, hi = 0;
+        if (!ckpt_scan(dir, stem, &count, &lo, lo_path, &hi, hi_path, err, errlen)) return -1;
+        if (count <= keep) return removed;
+        if (unlink(lo_path) != 0) {
+            snprintf(err, errlen, "cannot remove %s: %s", lo_path, strerror(errno));
+            return -1;
+        }
+        removed++;
+    }
 }

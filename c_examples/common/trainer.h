@@ -5,7 +5,8 @@
  *   util.c      RNG, clock, resident memory, durations, sorting
  *   outfile.c   a write-only file with a fixed buffer (no malloc)
  *   runfiles.c  run folders: creating and probing them, file paths, files
- *               replaced atomically (a temporary file renamed over them)
+ *               replaced atomically (a temporary file renamed over them),
+ *               numbered checkpoints (keep the newest K, find the latest)
  *   schedule.c  the learning-rate schedule: warm-up, then constant, cosine
  *               or linear decay to a floor
  *   progress.c  the progress line with its ETA (one updating line on a
@@ -15,7 +16,8 @@
  *
  * Each file calls only files listed above it, so none calls back into one
  * that calls it (scripts/c_call_graph.py checks). Nothing here allocates,
- * so all of it may run inside a training loop.
+ * so all of it may run inside a training loop (but for the numbered
+ * checkpoints' folder scans). tests/check_common.c checks them.
  */
 #ifndef TRAINER_H
 #define TRAINER_H
@@ -97,6 +99,19 @@ bool out_commit(struct outfile *f, const char *tmp, const char *path, char *err,
 /* Writes the bytes a, b and c to `path` through "<path>.tmp" and a rename. */
 bool write_replace(const char *path, const void *a, size_t na, const void *b, size_t nb,
                    const void *c, size_t nc, char *err, size_t errlen);
+
+/* Numbered checkpoints of a run folder, "<dir>/<stem>-<step>.bin" with the
+ * step in at least 8 digits. The library writes each one atomically; these
+ * keep the newest few and find the one to resume from. Both read the folder
+ * (opendir allocates): call them before the loop or at checkpoint time. */
+void ckpt_path(char *out, const char *dir, const char *stem, uint64_t step);
+/* The highest-step numbered checkpoint: true with its path and step; false
+ * when there is none or the folder cannot be read (err says which). */
+bool ckpt_latest(const char *dir, const char *stem, char *path, uint64_t *step, char *err,
+                 size_t errlen);
+/* Removes all but the `keep` highest-step numbered checkpoints. Returns how
+ * many it removed, or -1 (err says why). */
+long ckpt_keep_last(const char *dir, const char *stem, size_t keep, char *err, size_t errlen);
 
 /* ------------------------------------------------------------------------ */
 /* Learning-rate schedule (schedule.c)                                       */
