@@ -38,7 +38,10 @@ DATA         := data/shakespeare.txt
 C_TESTS      := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c))
 C_TEST_HEADERS := tests/c/check.h tests/c/op_table.h tests/c/ops.def
 C_TESTS_ASAN := $(patsubst tests/c/%.c,$(BUILD)/asan/%,$(wildcard tests/c/test_*.c))
-TRAIN_FULL_SRC := $(wildcard c_examples/train_full/*.c)
+# Trainer helpers any C trainer links (c_examples/common/trainer.h).
+COMMON_SRC   := $(wildcard c_examples/common/*.c)
+COMMON_HDR   := c_examples/common/trainer.h
+TRAIN_FULL_SRC := $(wildcard c_examples/train_full/*.c) $(COMMON_SRC)
 EXAMPLES     := $(patsubst c_examples/%.c,$(BUILD)/%,$(wildcard c_examples/*.c)) $(BUILD)/train_full
 
 .PHONY: all help deps build header examples test bench-gemm bench-scaling test-interop test-rust test-c test-alloc test-consumer doc lint train data soak valgrind bench bench-instructions bench-deps bench-mpi fuzz torture tsan miri install uninstall clean
@@ -97,10 +100,16 @@ $(BUILD)/bench_eager $(BUILD)/bench_replay: c_examples/bench_models.h
 
 C_TEST_DEPS  := $(C_TEST_HEADERS) tests/c/arenagrad_test_hooks.h $(LIB_HOOKS) include/arenagrad.h
 
-# train_full: one program from the units in c_examples/train_full/.
-$(BUILD)/train_full: $(TRAIN_FULL_SRC) c_examples/train_full/train_full.h $(LIB) include/arenagrad.h
+# train_full: one program from the units in c_examples/train_full/ and common/.
+$(BUILD)/train_full: $(TRAIN_FULL_SRC) c_examples/train_full/train_full.h $(COMMON_HDR) $(LIB) include/arenagrad.h
 	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS) $(TRAIN_FULL_SRC) $(LIB) $(LIBS) -o $@
+
+# check_common: checks of the trainer helpers (run by scripts/test_examples.sh).
+EXAMPLES     += $(BUILD)/check_common
+$(BUILD)/check_common: c_examples/common/tests/check_common.c $(COMMON_SRC) $(COMMON_HDR) $(LIB) include/arenagrad.h
+	@mkdir -p $(BUILD)
+	$(CC) $(CFLAGS) $< $(COMMON_SRC) $(LIB) $(LIBS) -o $@
 
 # ---- Bayesian inference: build/nuts (c_examples/nuts/), its posteriordb
 # checks and the special-function sweep.
@@ -135,7 +144,7 @@ special-sweep:
 # train_full_mpi: the same sources with MPI (data-parallel ranks, dist.c),
 # built by `examples` when mpicc is installed (`make deps` installs it).
 MPICC        ?= mpicc
-$(BUILD)/train_full_mpi: $(TRAIN_FULL_SRC) c_examples/train_full/train_full.h $(LIB) include/arenagrad.h
+$(BUILD)/train_full_mpi: $(TRAIN_FULL_SRC) c_examples/train_full/train_full.h $(COMMON_HDR) $(LIB) include/arenagrad.h
 	@mkdir -p $(BUILD)
 	$(MPICC) $(CFLAGS) -DAG_WITH_MPI $(TRAIN_FULL_SRC) $(LIB) $(LIBS) -o $@
 

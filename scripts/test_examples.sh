@@ -5,6 +5,10 @@
 # runs, which start first, side by side in the background, and overlap the
 # other checks (one after the other they would take ~4-5 minutes).
 #
+#   call-graph  no call cycle among the files of any c_examples program
+#               (scripts/c_call_graph.py), which fails on a planted one
+#   common      build/check_common: numbered checkpoints (keep the last K,
+#               find the latest), run folders, atomic files, the schedule
 #   mlp         build/mlp runs and exits 0 (skipped if not built yet)
 #   guide       build/guide (the README's example): trains, evaluates, reloads (exit 0)
 #   mlp-io      build/mlp_io: named parameters, MSE training, listing, safetensors
@@ -119,6 +123,36 @@ if command -v valgrind >/dev/null; then
     vg_pids+=($!)
     vg_run vg_resume --iters 500 --resume "$work/vg_resume.ck" --save "$work/vg_resume.ck" &
     vg_pids+=($!)
+fi
+
+# --- call graph ------------------------------------------------------------
+# No file of a program calls a function of a file that calls back into it
+# (two files or more): a second trainer reuses common/ and lower files only.
+# The checker must also fail on a planted cycle, so that it can fail at all.
+mkdir -p "$work/cycle/prog"
+printf 'int b(void);\nint a(void) { return b(); }\n' >"$work/cycle/prog/a.c"
+printf 'int a(void);\nint b(void) { return 0; }\nint c(void) { return a(); }\n' \
+    >"$work/cycle/prog/b.c"
+python3 scripts/c_call_graph.py --quiet --root "$work/cycle" >"$work/cycle.out" 2>&1
+rc_planted=$?
+if ! python3 scripts/c_call_graph.py --quiet >"$work/graph.out" 2>&1; then
+    bad "call-graph" "a call cycle among the files of a program in c_examples"
+    show "$work/graph.out" 20
+elif [ "$rc_planted" -ne 1 ] || ! grep -q 'prog/a.c -> prog/b.c -> prog/a.c' "$work/cycle.out"; then
+    bad "call-graph" "the checker missed a planted two-file cycle (exit $rc_planted)"
+    show "$work/cycle.out"
+else
+    ok "call-graph ($(tail -n 1 "$work/graph.out" | sed 's/^c_call_graph: //'))"
+fi
+
+# --- common/ helpers ---------------------------------------------------------
+if [ ! -x build/check_common ]; then
+    bad "common" "build/check_common is missing (run make examples)"
+elif build/check_common >"$work/common.out" 2>&1; then
+    ok "common ($(tail -n 1 "$work/common.out" | sed 's/^check_common: //'))"
+else
+    bad "common" "build/check_common failed"
+    show "$work/common.out" 20
 fi
 
 # --- mlp -------------------------------------------------------------------

@@ -35,16 +35,6 @@ static const struct preset *find_preset(const char *name)
     return NULL;
 }
 
-const char *schedule_name(enum schedule s)
-{
-    switch (s) {
-    case SCHEDULE_CONSTANT: return "constant";
-    case SCHEDULE_COSINE: return "cosine";
-    case SCHEDULE_LINEAR: return "linear";
-    }
-    return "?";
-}
-
 /* Parses a decimal integer in [min, max]: no sign games, no trailing bytes. */
 static bool parse_long(const char *flag, const char *s, long min, long max, long *out, char *err,
                        size_t errlen)

@@ -35,9 +35,9 @@ int arena_budget(struct trainer *tr, uint64_t rng)
     ag_status st;
     if (cfg->arena_limit_mb > 0) {
         st = ag_set_arena_limit(ctx, 0);
-        if (st != AG_STATUS_OK) return report(tr, "ag_set_arena_limit", st);
+        if (st != AG_STATUS_OK) return report_failure(&tr->reporter, "ag_set_arena_limit", st);
         st = ag_set_recompute(ctx, AG_RECOMPUTE_ALL);
-        if (st != AG_STATUS_OK) return report(tr, "ag_set_recompute", st);
+        if (st != AG_STATUS_OK) return report_failure(&tr->reporter, "ag_set_recompute", st);
         get_batch(tr->data->tokens, tr->data->n_train, tr->B, tr->T, &rng, tr->ids, tr->targets);
         ag_tensor loss;
         const char *what = "ag_reset";
@@ -58,15 +58,15 @@ int arena_budget(struct trainer *tr, uint64_t rng)
             what = "ag_reset";
             st = ag_reset(ctx);
         }
-        if (st != AG_STATUS_OK) return report(tr, what, st);
+        if (st != AG_STATUS_OK) return report_failure(&tr->reporter, what, st);
         ag_memory_stats_t mem;
         st = ag_memory_stats(ctx, &mem);
-        if (st != AG_STATUS_OK) return report(tr, "ag_memory_stats", st);
+        if (st != AG_STATUS_OK) return report_failure(&tr->reporter, "ag_memory_stats", st);
         const uint64_t cap = (uint64_t)cfg->arena_limit_mb << 20;
         const uint64_t need = policy == (int)AG_RECOMPUTE_NONE ? mem.arena_need_none_bytes
                                                                 : mem.arena_need_all_bytes;
         if (cap < need) {
-            end_line(tr);
+            progress_end_line(&tr->progress);
             fflush(stdout);
             fprintf(stderr,
                     "train_full: --arena-limit-mb %ld is too small for preset %s with batch %d "
@@ -84,9 +84,9 @@ int arena_budget(struct trainer *tr, uint64_t rng)
                 (double)mem.arena_need_all_bytes / 1048576.0, cfg->arena_limit_mb,
                 policy_name(policy));
         st = ag_set_arena_limit(ctx, (size_t)cap);
-        if (st != AG_STATUS_OK) return report(tr, "ag_set_arena_limit", st);
+        if (st != AG_STATUS_OK) return report_failure(&tr->reporter, "ag_set_arena_limit", st);
     }
     st = ag_set_recompute(ctx, (uint32_t)policy);
-    if (st != AG_STATUS_OK) return report(tr, "ag_set_recompute", st);
+    if (st != AG_STATUS_OK) return report_failure(&tr->reporter, "ag_set_recompute", st);
     return 0;
 }

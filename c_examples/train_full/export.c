@@ -20,29 +20,6 @@
 
 #include "train_full.h"
 
-/* Writes `n` bytes to `path` through `path`.tmp and a rename, so a reader
- * sees the old file or the new one. */
-static bool write_replace(const char *path, const void *a, size_t na, const void *b, size_t nb,
-                          const void *c, size_t nc, char *err, size_t errlen)
-{
-    char tmp[PATH_CAP + 8];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (f == NULL) {
-        snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
-        return false;
-    }
-    bool ok = fwrite(a, 1, na, f) == na && fwrite(b, 1, nb, f) == nb && fwrite(c, 1, nc, f) == nc;
-    ok = fflush(f) == 0 && ok;
-    ok = fclose(f) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
-        remove(tmp);
-        return false;
-    }
-    return true;
-}
-
 /* Adds {"format":"pt","vocab_hex":...} as the file's __metadata__. The
  * tensors' offsets count from the end of the header, so they stay valid;
  * the header is padded with spaces to a multiple of 8 bytes. */

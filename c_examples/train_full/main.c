@@ -19,7 +19,6 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,73 +54,6 @@ static bool install_signals(void)
     return sigaction(SIGINT, &sa, NULL) == 0 && sigaction(SIGTERM, &sa, NULL) == 0;
 }
 
-/* mkdir -p: creates every missing folder of `dir`. */
-static bool make_dirs(const char *dir, char *err, size_t errlen)
-{
-    char buf[PATH_CAP];
-    snprintf(buf, sizeof buf, "%s", dir);
-    size_t n = strlen(buf);
-    for (size_t i = 1; i <= n; i++) {
-        if (buf[i] != '/' && buf[i] != '\0') continue;
-        char saved = buf[i];
-        buf[i] = '\0';
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
-            snprintf(err, errlen, "cannot create folder '%s': %s", buf, strerror(errno));
-            return false;
-        }
-        buf[i] = saved;
-    }
-    struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        snprintf(err, errlen, "'%s' is not a folder", dir);
-        return false;
-    }
-    return true;
-}
-
-/* The folder part of a file path ("." for a bare name). */
-static void dir_of(const char *path, char *out, size_t len)
-{
-    snprintf(out, len, "%s", path);
-    char *slash = strrchr(out, '/');
-    if (slash == NULL) snprintf(out, len, ".");
-    else if (slash == out) out[1] = '\0';
-    else *slash = '\0';
-}
-
-/* Creates and removes a file in `dir`: the only sure test that it takes files. */
-static bool probe_dir(const char *dir, char *err, size_t errlen)
-{
-    char probe[PATH_CAP + 64];
-    snprintf(probe, sizeof probe, "%s/.train_full_probe.%ld", dir, (long)getpid());
-    int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        snprintf(err, errlen, "folder '%s' is not writable: %s", dir, strerror(errno));
-        return false;
-    }
-    close(fd);
-    unlink(probe);
-    return true;
-}
-
-/* A checkpoint path must be a file in a writable folder. */
-static bool check_file_target(const char *path, char *err, size_t errlen)
-{
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        snprintf(err, errlen, "%s is a folder, not a file path", path);
-        return false;
-    }
-    char dir[PATH_CAP];
-    dir_of(path, dir, sizeof dir);
-    return probe_dir(dir, err, errlen);
-}
-
-static void join(char *out, const char *dir, const char *name)
-{
-    snprintf(out, PATH_CAP, "%s/%s", dir, name);
-}
-
 /*
  * Decides where the run writes: --out DIR (a run folder), --save PATH (the
  * latest checkpoint), and --resume PATH, which keeps writing to PATH unless
@@ -150,17 +82,18 @@ static int plan_outputs(const struct config *cfg, struct run_paths *p, FILE *inf
     if (p->folder) {
         size_t n = strlen(p->dir);
         while (n > 1 && p->dir[n - 1] == '/') p->dir[--n] = '\0';
-        if (!make_dirs(p->dir, err, sizeof err) || !probe_dir(p->dir, err, sizeof err)) {
+        if (!make_dirs(p->dir, err, sizeof err) ||
+            !probe_dir(p->dir, "train_full", err, sizeof err)) {
             fprintf(stderr, "train_full: %s: %s\n", flag, err);
             return EXIT_USAGE;
         }
-        join(p->ckpt, p->dir, "ckpt.bin");
-        join(p->best, p->dir, "best.bin");
-        join(p->log, p->dir, "log.csv");
-        join(p->log_tmp, p->dir, ".log.csv.tmp");
-        join(p->svg, p->dir, "loss.svg");
-        join(p->svg_tmp, p->dir, ".loss.svg.tmp");
-        join(p->sample, p->dir, "sample.txt");
+        path_join(p->ckpt, p->dir, "ckpt.bin");
+        path_join(p->best, p->dir, "best.bin");
+        path_join(p->log, p->dir, "log.csv");
+        path_join(p->log_tmp, p->dir, ".log.csv.tmp");
+        path_join(p->svg, p->dir, "loss.svg");
+        path_join(p->svg_tmp, p->dir, ".loss.svg.tmp");
+        path_join(p->sample, p->dir, "sample.txt");
         const char *files[] = {p->ckpt, p->best, p->log, p->svg, p->sample};
         for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
             struct stat st;
@@ -178,7 +111,7 @@ static int plan_outputs(const struct config *cfg, struct run_paths *p, FILE *inf
         flag = "--resume";
         snprintf(p->ckpt, sizeof p->ckpt, "%s", cfg->resume);
     }
-    if (p->ckpt[0] != '\0' && !check_file_target(p->ckpt, err, sizeof err)) {
+    if (p->ckpt[0] != '\0' && !check_file_target(p->ckpt, "train_full", err, sizeof err)) {
         fprintf(stderr, "train_full: %s: %s\n", flag, err);
         return EXIT_USAGE;
     }
@@ -291,7 +224,7 @@ static int train_main(int argc, char **argv)
     tr.B = (size_t)cfg.batch;
     tr.T = T;
     tr.V = (size_t)data.V;
-    tr.tty = !cfg.sample_only && isatty(STDOUT_FILENO) != 0;
+    tr.progress.tty = !cfg.sample_only && isatty(STDOUT_FILENO) != 0;
     log.csv.fd = -1;
     size_t C = (size_t)cfg.n_embd;
     size_t biggest = 4 * C * C;

@@ -77,8 +77,8 @@ static double get_f64(struct cursor *c)
     return f;
 }
 
-size_t state_write(uint8_t *buf, const struct config *cfg, const struct dataset *d,
-                   const struct train_state *s)
+size_t state_write(uint8_t *buf, const struct config *cfg, const struct lr_schedule *sched,
+                   const struct dataset *d, const struct train_state *s)
 {
     struct cursor c = {.p = buf};
     memcpy(c.p, MAGIC, 8);
@@ -89,11 +89,11 @@ size_t state_write(uint8_t *buf, const struct config *cfg, const struct dataset 
                               (uint32_t)cfg->batch};
     for (int i = 0; i < 6; i++) put_u32(&c, dims[i]);
     put_u32(&c, (uint32_t)cfg->accum);
-    put_u32(&c, (uint32_t)cfg->schedule);
-    put_f32(&c, cfg->lr);
-    put_f32(&c, cfg->min_lr);
-    put_u64(&c, (uint64_t)cfg->warmup);
-    put_u64(&c, decay_horizon(cfg));
+    put_u32(&c, (uint32_t)sched->shape);
+    put_f32(&c, (float)sched->peak); /* floats widened: exact */
+    put_f32(&c, (float)sched->floor);
+    put_u64(&c, sched->warmup);
+    put_u64(&c, sched->decay_end);
     put_u64(&c, s->step);
     put_u64(&c, s->rng);
     put_u64(&c, s->seed);

@@ -25,63 +25,6 @@
 
 #include "train_full.h"
 
-#define PI 3.141592653589793
-
-/* The step at which the decay reaches min_lr. */
-uint64_t decay_horizon(const struct config *cfg)
-{
-    return (uint64_t)(cfg->decay_steps > 0 ? cfg->decay_steps : cfg->iters);
-}
-
-/* Learning rate of step `step` (1-based): warm-up, then the schedule. */
-double lr_at(const struct config *cfg, uint64_t step)
-{
-    const double peak = cfg->lr, floor_lr = cfg->min_lr;
-    const uint64_t warmup = (uint64_t)cfg->warmup, iters = decay_horizon(cfg);
-    if (step == 0) step = 1;
-    if (step <= warmup) return peak * (double)step / (double)warmup;
-    if (cfg->schedule == SCHEDULE_CONSTANT) return peak;
-    if (iters <= warmup) return floor_lr;
-    double p = (double)(step - warmup) / (double)(iters - warmup);
-    if (p > 1.0) p = 1.0;
-    switch (cfg->schedule) {
-    case SCHEDULE_COSINE: return floor_lr + 0.5 * (1.0 + cos(PI * p)) * (peak - floor_lr);
-    case SCHEDULE_LINEAR: return peak - (peak - floor_lr) * p;
-    case SCHEDULE_CONSTANT: break;
-    }
-    return peak;
-}
-
-/* Ends the terminal's progress line, if drawn, before other output. */
-void end_line(struct trainer *tr)
-{
-    if (tr->line_open) fputc('\n', stdout);
-    tr->line_open = false;
-}
-
-/* Prints a failed call and returns the exit status it maps to. */
-int report(struct trainer *tr, const char *what, ag_status st)
-{
-    end_line(tr);
-    fflush(stdout);
-    const char *why = ag_context_last_error(tr->ctx);
-    if (st == AG_STATUS_OUT_OF_MEMORY && tr->cfg->arena_limit_mb == 0) {
-        fprintf(stderr, "train_full: %s: the activation arena could not grow: %s\n", what, why);
-        return EXIT_ARENA;
-    }
-    if (st == AG_STATUS_OUT_OF_MEMORY) {
-        fprintf(stderr,
-                "train_full: %s: the activation arena cap (--arena-limit-mb %ld) is too small "
-                "for preset %s with batch %d: %s\n",
-                what, tr->cfg->arena_limit_mb, tr->cfg->preset, tr->cfg->batch, why);
-        return EXIT_ARENA;
-    }
-    /* The library's message names the failure kind itself ("I/O error: ..."). */
-    if (why[0] != '\0') fprintf(stderr, "train_full: %s failed: %s\n", what, why);
-    else fprintf(stderr, "train_full: %s failed: %s\n", what, ag_status_str(st));
-    return st == AG_STATUS_IO ? EXIT_IO : EXIT_LIBRARY;
-}
-
 /*
  * Mean validation loss over eval_iters batches of accum x B sequences (the
  * same batches every time, and the same for any split of a batch into
@@ -114,15 +57,15 @@ static int save(struct trainer *tr, const struct train_state *s, const char *pat
                 const char *what)
 {
     uint8_t blob[STATE_BLOB_MAX];
-    size_t len = state_write(blob, tr->cfg, tr->data, s);
+    size_t len = state_write(blob, tr->cfg, &tr->schedule, tr->data, s);
     ag_status st = dist_checkpoint_save(tr->ctx, path, blob, len);
     if (st != AG_STATUS_OK) {
         char where[PATH_CAP + 64];
         snprintf(where, sizeof where, "step %" PRIu64 ": writing %s", s->step, path);
-        int rc = report(tr, where, st);
+        int rc = report_failure(&tr->reporter, where, st);
         return rc == EXIT_LIBRARY ? EXIT_IO : rc;
     }
-    end_line(tr);
+    progress_end_line(&tr->progress);
     fprintf(tr->info, "checkpoint step=%" PRIu64 " saved %s%s\n", s->step, path, what);
     fflush(tr->info);
     return 0;
@@ -148,10 +91,19 @@ static void plot_title(const struct trainer *tr, char *buf, size_t len)
 
 static void redraw(struct trainer *tr)
 {
+    const struct run_paths *paths = tr->paths;
+    if (!paths->folder) return;
     char title[160], err[PATH_CAP + 128];
     plot_title(tr, title, sizeof title);
-    if (!plot_write(tr->log, tr->paths, title, (uint64_t)tr->cfg->iters, err, sizeof err)) {
-        end_line(tr);
+    const struct plot plot = {
+        .title = title,
+        .y_label = "loss (cross-entropy, nats per byte)",
+        .train = &tr->log->train,
+        .val = &tr->log->val,
+        .x_max = (uint64_t)tr->cfg->iters,
+    };
+    if (!plot_write(&plot, paths->svg, paths->svg_tmp, err, sizeof err)) {
+        progress_end_line(&tr->progress);
         fflush(stdout);
         fprintf(stderr, "train_full: warning: loss plot not written: %s\n", err);
     }
@@ -167,7 +119,7 @@ static void resume_notes(struct trainer *tr, const struct saved_settings *sv, ui
                 sv->batch, sv->accum, cfg->batch, cfg->accum);
     if (sv->schedule != (uint32_t)cfg->schedule || sv->lr != cfg->lr ||
         sv->min_lr != cfg->min_lr || sv->warmup != (uint64_t)cfg->warmup ||
-        (cfg->schedule != SCHEDULE_CONSTANT && sv->horizon != decay_horizon(cfg))) {
+        (cfg->schedule != SCHEDULE_CONSTANT && sv->horizon != tr->schedule.decay_end)) {
         const char *name = sv->schedule <= SCHEDULE_LINEAR ? schedule_name(sv->schedule) : "?";
         fprintf(o,
                 "resume: note: the learning-rate schedule differs from the saved run's (%s, lr "
@@ -176,7 +128,7 @@ static void resume_notes(struct trainer *tr, const struct saved_settings *sv, ui
     }
     if (!cfg->sample_only)
         fprintf(o, "resume: learning rate at step %" PRIu64 ": %.6g (%s)\n", step + 1,
-                lr_at(cfg, step + 1), schedule_name(cfg->schedule));
+                lr_at(&tr->schedule, step + 1), schedule_name(cfg->schedule));
 }
 
 /* --sample-only: the sample on stdout, everything else on stderr. */
@@ -188,7 +140,7 @@ static int sample_only(struct trainer *tr, const struct train_state *s, const ch
             cfg->sample_chars, (double)cfg->temperature, cfg->top_k, seed);
     long written = 0;
     ag_status st = sample(tr, seed, prompt, cfg->sample_chars, stdout, NULL, &written);
-    if (st != AG_STATUS_OK) return report(tr, "sampling", st);
+    if (st != AG_STATUS_OK) return report_failure(&tr->reporter, "sampling", st);
     fputc('\n', stdout);
     fflush(stdout);
     if (g_stop_signal != 0) {
@@ -212,9 +164,9 @@ struct run_state {
     uint64_t last;          /* the loop runs steps s.step + 1 .. last */
     double tokens_per_step; /* of the global batch */
     size_t local, skipped;  /* steps run by this process, updates skipped */
-    /* progress: the terminal/stdout window, the log.csv row, the whole run */
-    double window_ms, total_ms, last_draw, row_ms;
-    size_t window_steps, row_ms_steps;
+    /* the log.csv row in progress (the progress line keeps its own times) */
+    double row_ms;
+    size_t row_ms_steps;
     long rss_warm;          /* RSS after WARMUP_STEPS steps, -1 before */
     long anon_warm;         /* its anonymous part (see anon_kb) */
     double val_loss;        /* latest validation loss */
@@ -238,7 +190,7 @@ static int setup(struct trainer *tr)
     tr->model.V = tr->data->V;
     for (size_t t = 0; t < tr->T; t++) tr->model.pos_ids[t] = (int32_t)t;
     ag_status st = model_build(ctx, &tr->model, derive_seed(cfg->seed, STREAM_INIT), tr->init_buf);
-    if (st != AG_STATUS_OK) return report(tr, "creating the parameters", st);
+    if (st != AG_STATUS_OK) return report_failure(&tr->reporter, "creating the parameters", st);
     /* --init-from: the weights of a safetensors file (by name; all must
        match, or nothing changes). The optimizer starts fresh. */
     if (cfg->init_from != NULL) {
@@ -255,16 +207,17 @@ static int setup(struct trainer *tr)
         fprintf(tr->info, "init: parameters from %s\n", cfg->init_from);
     }
     st = dist_before_optimizer(ctx, cfg);
-    if (st != AG_STATUS_OK) return report(tr, "ag_optimizer_shard", st);
+    if (st != AG_STATUS_OK) return report_failure(&tr->reporter, "ag_optimizer_shard", st);
     /* The decay applies to the parameters model_build flagged: the matrices. */
     st = ag_optimizer_adamw(ctx, cfg->lr, 0.9f, 0.999f, 1e-8f, cfg->weight_decay);
-    if (st != AG_STATUS_OK) return report(tr, "ag_optimizer_adamw", st);
+    if (st != AG_STATUS_OK) return report_failure(&tr->reporter, "ag_optimizer_adamw", st);
     st = dist_after_optimizer(ctx, cfg);
-    if (st != AG_STATUS_OK) return report(tr, "the overlapped all-reduce's set-up", st);
+    if (st != AG_STATUS_OK)
+        return report_failure(&tr->reporter, "the overlapped all-reduce's set-up", st);
     if (cfg->zero == 1) dist_zero_report(tr->info, ctx);
     if (cfg->arena_limit_mb > 0) {
         st = ag_set_arena_limit(ctx, (size_t)cfg->arena_limit_mb << 20);
-        if (st != AG_STATUS_OK) return report(tr, "ag_set_arena_limit", st);
+        if (st != AG_STATUS_OK) return report_failure(&tr->reporter, "ag_set_arena_limit", st);
     }
     return 0;
 }
@@ -306,8 +259,8 @@ static int resume(struct trainer *tr, struct run_state *r)
                 step, cfg->iters);
     if (strcmp(tr->paths->ckpt, cfg->resume) == 0) r->saved_at = step;
     /* The learning rate the run stopped with, so that load + save is exact. */
-    st = ag_optimizer_set_lr(ctx, (float)lr_at(cfg, step));
-    if (st != AG_STATUS_OK) return report(tr, "ag_optimizer_set_lr", st);
+    st = ag_optimizer_set_lr(ctx, (float)lr_at(&tr->schedule, step));
+    if (st != AG_STATUS_OK) return report_failure(&tr->reporter, "ag_optimizer_set_lr", st);
     return 0;
 }
 
@@ -336,7 +289,7 @@ static int banner(struct trainer *tr, const struct run_state *r)
     printf("train: iters=%ld batch=%d x accum %ld lr=%g %s", cfg->iters, cfg->batch, cfg->accum,
            (double)cfg->lr, schedule_name(cfg->schedule));
     if (cfg->schedule != SCHEDULE_CONSTANT)
-        printf(" to %g at step %" PRIu64, (double)cfg->min_lr, decay_horizon(cfg));
+        printf(" to %g at step %" PRIu64, (double)cfg->min_lr, tr->schedule.decay_end);
     if (cfg->warmup > 0) printf(" warmup=%ld", cfg->warmup);
     printf(" AdamW(0.9, 0.999, eps 1e-8, wd %g on matrices) clip=%.1f seed=%" PRIu64
            " eval every %ld steps x %ld batches\n",
@@ -467,7 +420,7 @@ static ag_status train_step(struct trainer *tr, struct run_state *r, uint64_t st
         st = ag_clip_grad_norm(ctx, GRAD_CLIP, norm_out);
         if (st == AG_STATUS_OK) {
             *what = "ag_optimizer_set_lr";
-            st = ag_optimizer_set_lr(ctx, (float)lr_at(cfg, step));
+            st = ag_optimizer_set_lr(ctx, (float)lr_at(&tr->schedule, step));
         }
         if (st == AG_STATUS_OK) {
             *what = "ag_optimizer_step";
@@ -483,7 +436,7 @@ static ag_status train_step(struct trainer *tr, struct run_state *r, uint64_t st
         }
         if (st == AG_STATUS_NON_FINITE) {
             /* The library skipped the update; parameters are unchanged. */
-            end_line(tr);
+            progress_end_line(&tr->progress);
             fflush(stdout);
             if (dist_root())
                 fprintf(stderr, "train_full: step %" PRIu64 ": %s (update skipped)\n", step,
@@ -513,15 +466,13 @@ static void record_step(struct trainer *tr, struct run_state *r, uint64_t step, 
     s->row_steps++;
     r->row_ms += ms;
     r->row_ms_steps++;
-    r->window_ms += ms;
-    r->total_ms += ms;
-    r->window_steps++;
+    progress_step(&tr->progress, ms);
     ag_memory_stats(tr->ctx, &r->mem);
 
     if (r->local == WARMUP_STEPS) {
         r->rss_warm = rss_kb();
         r->anon_warm = anon_kb();
-        end_line(tr);
+        progress_end_line(&tr->progress);
         printf("memory step=%" PRIu64 " arena_high_water_bytes=%" PRIu64
                " arena_reserved_bytes=%" PRIu64 " tape_capacity=%" PRIu64 " rss_kb=%ld\n",
                step, r->mem.arena_high_water_bytes, r->mem.arena_reserved_bytes,
@@ -529,24 +480,17 @@ static void record_step(struct trainer *tr, struct run_state *r, uint64_t step, 
         fflush(stdout);
     }
 
-    const bool log_now = tr->tty ? (now_ms() - r->last_draw >= 100.0 || eval_now || r->local == 1)
-                                 : (r->local == 1 || step % (uint64_t)cfg->log_every == 0 ||
-                                    step == r->last);
-    if (!log_now) return;
-    double avg = r->window_ms / (double)r->window_steps;
-    char eta[32];
-    format_duration(eta, sizeof eta,
-                    (double)(r->last - step) * (r->total_ms / (double)r->local));
-    printf("%sstep %" PRIu64 "/%" PRIu64 " loss %.6f | lr %.2e | %.2f ms/step | "
-           "%.0f tok/s | eta %s | arena hw %.2f MiB%s",
-           tr->tty ? "\r\033[K" : "", step, r->last, (double)loss_value, lr, avg,
-           r->tokens_per_step * 1000.0 / avg, eta,
-           (double)r->mem.arena_high_water_bytes / 1048576.0, tr->tty ? "" : "\n");
-    fflush(stdout);
-    tr->line_open = tr->tty;
-    r->window_ms = 0.0;
-    r->window_steps = 0;
-    r->last_draw = now_ms();
+    if (!progress_due(&tr->progress, step, r->last, cfg->log_every, eval_now)) return;
+    const struct progress_line line = {
+        .step = step,
+        .last = r->last,
+        .loss = loss_value,
+        .lr = lr,
+        .units_per_step = r->tokens_per_step,
+        .unit = "tok",
+        .arena_high_water = r->mem.arena_high_water_bytes,
+    };
+    progress_print(&tr->progress, &line);
 }
 
 /* The validation loss after `step` (rank 0 computes, every rank gets it). */
@@ -555,10 +499,10 @@ static int eval_step(struct trainer *tr, struct run_state *r, uint64_t step)
     double te = now_ms();
     ag_status st = AG_STATUS_OK;
     if (dist_root()) st = evaluate(tr, r->s.seed, &r->val_loss);
-    if (st != AG_STATUS_OK) return report(tr, "evaluation", st);
+    if (st != AG_STATUS_OK) return report_failure(&tr->reporter, "evaluation", st);
     dist_bcast_double(&r->val_loss);
     r->evaluated_at = step;
-    end_line(tr);
+    progress_end_line(&tr->progress);
     printf("eval step %" PRIu64 " val_loss %.6f (%ld batches, %.0f ms)\n", step, r->val_loss,
            tr->cfg->eval_iters, now_ms() - te);
     fflush(stdout);
@@ -600,7 +544,8 @@ static int checkpoint_step(struct trainer *tr, struct run_state *r, uint64_t ste
     const struct run_paths *paths = tr->paths;
     struct train_state *s = &r->s;
     ag_status st = dist_zero_gather(tr->ctx, tr->cfg); /* every rank, before rank 0 saves */
-    if (st != AG_STATUS_OK) return report(tr, "gathering the optimizer state", st);
+    if (st != AG_STATUS_OK)
+        return report_failure(&tr->reporter, "gathering the optimizer state", st);
     bool best = r->val_loss < s->best_val;
     if (best) {
         s->best_val = r->val_loss;
@@ -628,14 +573,14 @@ static int train_loop(struct trainer *tr, struct run_state *r)
     const double t_start = now_ms();
     for (uint64_t step = first + 1; step <= r->last; step++) {
         double t0 = now_ms();
-        const double lr = lr_at(cfg, step);
+        const double lr = lr_at(&tr->schedule, step);
         float loss_value = 0.0f, norm = 0.0f;
         const char *what = "ag_reset";
         ag_status st = train_step(tr, r, step, &loss_value, &norm, &what);
         if (st != AG_STATUS_OK) {
             char where[64];
             snprintf(where, sizeof where, "step %" PRIu64 ": %s", step, what);
-            return report(tr, where, st);
+            return report_failure(&tr->reporter, where, st);
         }
         if (r->outcome == DIVERGED) break;
         double ms = now_ms() - t0;
@@ -660,10 +605,11 @@ static int train_loop(struct trainer *tr, struct run_state *r)
             break;
         }
     }
-    end_line(tr);
+    progress_end_line(&tr->progress);
     /* The final checkpoint is rank 0's alone: gather the moments while every rank is here. */
     ag_status st = dist_zero_gather(tr->ctx, cfg);
-    if (st != AG_STATUS_OK) return report(tr, "gathering the optimizer state", st);
+    if (st != AG_STATUS_OK)
+        return report_failure(&tr->reporter, "gathering the optimizer state", st);
     dist_watchdog_stop(); /* from here rank 0 works alone while the others finish */
     dist_debug_export(tr->ctx);
     r->train_ms = now_ms() - t_start;
@@ -703,7 +649,7 @@ static int save_final(struct trainer *tr, struct run_state *r)
     /* The summary needs a validation loss of the final parameters. */
     if (r->outcome != DIVERGED && r->evaluated_at != r->s.step && dist_root()) {
         ag_status st = evaluate(tr, r->s.seed, &r->val_loss);
-        if (st != AG_STATUS_OK) return report(tr, "evaluation", st);
+        if (st != AG_STATUS_OK) return report_failure(&tr->reporter, "evaluation", st);
         printf("eval step %" PRIu64 " val_loss %.6f (%ld batches)\n", r->s.step, r->val_loss,
                tr->cfg->eval_iters);
     }
@@ -749,7 +695,7 @@ static int sample_after(struct trainer *tr, struct run_state *r)
     printf("----\n");
     long written = 0;
     ag_status st = sample(tr, seed, r->prompt, cfg->sample_chars, stdout, copyp, &written);
-    if (st != AG_STATUS_OK) return report(tr, "sampling", st);
+    if (st != AG_STATUS_OK) return report_failure(&tr->reporter, "sampling", st);
     printf("\n----\n");
     if (copyp != NULL) {
         out_write(copyp, "\n", 1);
@@ -821,6 +767,20 @@ int run(struct trainer *tr)
         .evaluated_at = UINT64_MAX,
         .outcome = DONE,
     };
+    tr->schedule = (struct lr_schedule){
+        .shape = cfg->schedule,
+        .peak = cfg->lr,
+        .floor = cfg->min_lr,
+        .warmup = (uint64_t)cfg->warmup,
+        /* --decay-steps, else the end of the run */
+        .decay_end = (uint64_t)(cfg->decay_steps > 0 ? cfg->decay_steps : cfg->iters),
+    };
+    tr->reporter.program = "train_full";
+    tr->reporter.progress = &tr->progress;
+    tr->reporter.ctx = tr->ctx;
+    tr->reporter.arena_limit_mb = cfg->arena_limit_mb;
+    snprintf(tr->reporter.setting, sizeof tr->reporter.setting, "preset %s with batch %d",
+             cfg->preset, cfg->batch);
 
     int rc = setup(tr);
     if (rc == 0 && cfg->resume != NULL) rc = resume(tr, &r);

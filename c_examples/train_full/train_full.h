@@ -8,12 +8,14 @@
  *   state.c   the checkpoint's user bytes (step, RNG, schedule, history)
  *   train.c   the training loop: schedule, accumulation, evaluation, guard rails
  *   sample.c  text generation (temperature, top-k, whole UTF-8 characters)
- *   output.c  run folder: log.csv, loss.svg, sample.txt; progress and summary
- *   util.c    RNG, clock, RSS, formatting, sorting
+ *   output.c  run folder: log.csv (its rows feed the loss plot)
  *   dist.c    data parallelism over MPI (-DAG_WITH_MPI), or one process
  *   main.c    signals, set-up of every buffer and path, then train or sample
  *
- * Only the public header arenagrad.h is used from the library.
+ * The helpers any trainer can use (RNG, clock, progress line and ETA, the
+ * loss plot, run folder files, the learning-rate schedule, failed calls)
+ * are in ../common/ (trainer.h). Only the public header arenagrad.h is
+ * used from the library.
  */
 #ifndef TRAIN_FULL_H
 #define TRAIN_FULL_H
@@ -25,17 +27,13 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "../common/trainer.h"
 #include "arenagrad.h"
 
-/* Exit statuses (also in --help and the README). Signals: 128 + signal. */
+/* Exit statuses: EXIT_LIBRARY .. EXIT_IO (trainer.h), and this one (also in
+ * --help and the README). Signals: 128 + signal. */
 enum {
-    EXIT_LIBRARY = 1,    /* an arenagrad call failed */
-    EXIT_USAGE = 2,      /* bad arguments, data or output paths (nothing trained) */
-    EXIT_CHECKPOINT = 3, /* --resume refused the checkpoint */
-    EXIT_ARENA = 4,      /* the activation arena could not grow (--arena-limit-mb) */
-    EXIT_DIVERGED = 5,   /* loss not finite or far above its start */
-    EXIT_IO = 6,         /* writing a checkpoint or the run folder failed mid-run */
-    EXIT_STALLED = 124,  /* train_full_mpi: no collective call completed in time (like timeout(1)) */
+    EXIT_STALLED = 124, /* train_full_mpi: no collective call completed in time (like timeout(1)) */
 };
 
 #define MAX_ITERS 100000000L
@@ -45,13 +43,10 @@ enum {
 #define GRAD_CLIP 1.0f
 #define LOSS_WINDOW 50  /* summary loss: mean of the last 50 steps */
 #define WARMUP_STEPS 10 /* steps left out of the median step time */
-#define PATH_CAP 4096   /* longest path train_full builds (run folder files) */
 
 /* ------------------------------------------------------------------------ */
 /* Configuration (args.c)                                                    */
 /* ------------------------------------------------------------------------ */
-
-enum schedule { SCHEDULE_CONSTANT, SCHEDULE_COSINE, SCHEDULE_LINEAR };
 
 struct config {
     const char *preset;  /* a preset name (static string) */
@@ -95,23 +90,9 @@ struct config {
 
 int parse_args(int argc, char **argv, struct config *cfg, char *err, size_t errlen);
 void usage(FILE *f);
-const char *schedule_name(enum schedule s);
 
-/* ------------------------------------------------------------------------ */
-/* Utilities (util.c)                                                        */
-/* ------------------------------------------------------------------------ */
-
-uint64_t rng_next(uint64_t *s);
-double rng_uniform(uint64_t *s);
-double rng_normal(uint64_t *s);
-/* Independent streams from one user seed. */
+/* The random streams of a run (derive_seed), independent of each other. */
 enum { STREAM_INIT = 1, STREAM_TRAIN = 2, STREAM_EVAL = 3, STREAM_SAMPLE = 4 };
-uint64_t derive_seed(uint64_t seed, uint64_t stream);
-double now_ms(void);
-long rss_kb(void);
-long anon_kb(void);
-void format_duration(char *buf, size_t len, double ms);
-void sort_floats(float *a, size_t n);
 
 /* ------------------------------------------------------------------------ */
 /* Data (data.c)                                                             */
@@ -199,8 +180,8 @@ struct saved_settings {
 };
 
 #define STATE_BLOB_MAX 1024
-size_t state_write(uint8_t *buf, const struct config *cfg, const struct dataset *d,
-                   const struct train_state *s);
+size_t state_write(uint8_t *buf, const struct config *cfg, const struct lr_schedule *sched,
+                   const struct dataset *d, const struct train_state *s);
 bool state_read(const uint8_t *buf, size_t len, const struct config *cfg,
                 const struct dataset *d, struct train_state *s, struct saved_settings *saved,
                 char *err, size_t errlen);
@@ -208,32 +189,6 @@ bool state_read(const uint8_t *buf, size_t len, const struct config *cfg,
 /* ------------------------------------------------------------------------ */
 /* Output (output.c)                                                         */
 /* ------------------------------------------------------------------------ */
-
-/* A write-only file with a fixed buffer: formatting and writing never malloc. */
-struct outfile {
-    int fd;
-    bool failed; /* a write failed (errno in err) */
-    int err;
-    size_t len;
-    char buf[8192];
-};
-
-bool out_open(struct outfile *f, const char *path, bool append);
-void out_printf(struct outfile *f, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-void out_write(struct outfile *f, const char *p, size_t n);
-bool out_close(struct outfile *f); /* flushes; false if any write failed */
-
-/* A curve with a fixed number of points: when full, every other point goes. */
-struct series {
-    float *x, *y; /* [cap] kept points */
-    size_t n, cap;
-    uint64_t stride;  /* one point kept in `stride` offered (doubles when full) */
-    uint64_t offered; /* points offered so far */
-    float last_x, last_y; /* the latest point, drawn even when not kept */
-};
-
-void series_add(struct series *s, double x, double y);
 
 /* Files of a run folder, all built once before training. */
 struct run_paths {
@@ -265,9 +220,6 @@ bool log_start(struct run_log *lg, const struct run_paths *p, uint64_t resume_st
                size_t errlen);
 void log_append(struct run_log *lg, const struct log_row *r);
 void log_finish(struct run_log *lg);
-/* Draws loss.svg (written to a temporary file, then renamed over it). */
-bool plot_write(const struct run_log *lg, const struct run_paths *p, const char *title,
-                uint64_t x_max, char *err, size_t errlen);
 
 /* ------------------------------------------------------------------------ */
 /* The trainer (train.c, sample.c)                                           */
@@ -289,8 +241,9 @@ struct trainer {
     int32_t *window;  /* [T]: sampling context */
     float *step_ms;   /* [steps this run] */
     float *init_buf;  /* largest parameter, for initialisation */
-    bool tty;         /* stdout is a terminal: one updating progress line */
-    bool line_open;   /* that line is drawn and not yet ended */
+    struct lr_schedule schedule; /* from the configuration */
+    struct progress progress;    /* the progress line (tty: stdout is a terminal) */
+    struct reporter reporter;    /* failed calls: report_failure(&tr->reporter, ...) */
     FILE *info;       /* where progress and notes go (stderr for --sample-only) */
     ag_step step;     /* the captured micro-batch step (all zero until captured) */
     ag_tensor step_loss; /* its unscaled loss */
@@ -304,10 +257,6 @@ int run(struct trainer *tr);
  * and config.json beside it (export.c). 0 or EXIT_IO, having said why. */
 int export_model(struct trainer *tr, const char *path);
 int arena_budget(struct trainer *tr, uint64_t rng); /* budget.c */
-void end_line(struct trainer *tr);
-int report(struct trainer *tr, const char *what, ag_status st);
-double lr_at(const struct config *cfg, uint64_t step);
-uint64_t decay_horizon(const struct config *cfg);
 
 /* Writes n UTF-8 characters after the prompt to `out` (and `copy` if not NULL). */
 ag_status sample(struct trainer *tr, uint64_t seed, const char *prompt, long n, FILE *out,

@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "train_full.h"
+#include "trainer.h"
 
 #define TWO_PI 6.283185307179586
 
