@@ -218,16 +218,17 @@ fn dispatch(n_tasks: usize, task: &(dyn Fn(usize) + Sync), mut local: Option<&mu
     } else {
         None
     };
-    if let Some(busy) = busy {
-        if workers::sync_threads(&busy) > 0 {
-            let mut base = 0;
-            while base < n_tasks {
-                let len = (n_tasks - base).min(workers::MAX_JOB_TASKS);
-                workers::run_job(&busy, len, &|i| task(base + i), local.take());
-                base += len;
-            }
-            return;
+    // With no worker to take part, the pool is let go before the loop.
+    if let Some(busy) = busy
+        && workers::sync_threads(&busy) > 0
+    {
+        let mut base = 0;
+        while base < n_tasks {
+            let len = (n_tasks - base).min(workers::MAX_JOB_TASKS);
+            workers::run_job(&busy, len, &|i| task(base + i), local.take());
+            base += len;
         }
+        return;
     }
     if let Some(local) = local {
         local();
