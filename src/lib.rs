@@ -94,7 +94,10 @@ mod ops;
 mod optim;
 mod params;
 mod plan;
-mod pool;
+// Public for the pool's own test binaries (thread counts, allocation and
+// idle-CPU checks need a process of their own); not part of the Rust API.
+#[doc(hidden)]
+pub mod pool;
 mod recompute;
 mod replay;
 mod rng;
