@@ -118,5 +118,6 @@ pub use init::Init;
 pub use ops::norm::LAYERNORM_EPS;
 pub use optim::OptimizerKind;
 pub use params::MAX_PARAM_NAME_BYTES;
+pub use pool::{ThreadInfo, ThreadSource, set_threads as set_num_threads, thread_info};
 pub use recompute::{MAX_SEGMENT_OUTPUTS, RecomputePolicy};
 pub use shape::{MAX_DIMS, Shape};

@@ -277,11 +277,15 @@ impl Context {
         self.plan.solves
     }
 
-    /// Threads this context computes on: 1 when `AG_NUM_THREADS=1` or the
-    /// worker could not start, else 2 (the worker starts with the first
-    /// large kernel).
+    /// Threads this context computes on: the process's thread count
+    /// (`AG_NUM_THREADS`, `ag_set_num_threads` or the cores), or 1 when a
+    /// test keeps it on the calling thread.
     pub(crate) fn threads(&self) -> u32 {
-        if self.pool_failed { 1 } else { 2 }
+        if self.single_thread {
+            1
+        } else {
+            crate::pool::thread_info().threads as u32
+        }
     }
 
     /// Whether the worker thread is running (tests of the size threshold).

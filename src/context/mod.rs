@@ -107,10 +107,10 @@ pub struct Context {
     /// Offsets of activation gradients in backward's region, cached while
     /// the graph repeats.
     plan: GradPlan,
-    /// One worker thread for large kernels, started at first need.
+    /// The process's pool, when the last kernel that asked could use it.
     pool: Option<Pool>,
-    /// No worker: it could not be started, or AG_NUM_THREADS=1 said so.
-    pool_failed: bool,
+    /// Every kernel on the calling thread (a test hook sets it).
+    single_thread: bool,
     /// Recomputation segments, policy and measurements.
     recompute: Recompute,
     /// The gradient-ready callback and its buckets.
@@ -147,7 +147,7 @@ impl Context {
             plan: GradPlan::default(),
             pool: None,
             // AG_NUM_THREADS=1: never start the worker.
-            pool_failed: crate::pool::disabled_by_env(),
+            single_thread: false,
             recompute: Default::default(),
             grad_ready: GradReady::default(),
             pending_shard: None,
@@ -224,17 +224,15 @@ impl Context {
         &mut self.registry
     }
 
-    /// Starts the worker if `work` (multiply-adds, or element operations
-    /// weighted by their cost) is large enough to pay for a hand-off (a
-    /// condvar wake-up, some microseconds); true if it can be used.
+    /// Whether the process's pool should run a kernel of `work`
+    /// (multiply-adds, or element operations weighted by their cost): the
+    /// work pays for a hand-off and the thread count, read now so that a
+    /// change between kernels takes effect, is above one.
     pub(crate) fn want_pool(&mut self, work: usize) -> bool {
-        if !Self::worth_two_threads(work) || self.pool_failed || cfg!(miri) {
+        if !Self::worth_two_threads(work) || self.single_thread || cfg!(miri) {
             return false;
         }
-        if self.pool.is_none() {
-            self.pool = crate::pool::Pool::new();
-            self.pool_failed = self.pool.is_none();
-        }
+        self.pool = crate::pool::Pool::new();
         self.pool.is_some()
     }
 
@@ -271,7 +269,7 @@ impl Context {
     /// large ones use the worker thread (false, the default).
     #[cfg(feature = "test-hooks")]
     pub fn set_single_thread_for_test(&mut self, single: bool) {
-        self.pool_failed = single;
+        self.single_thread = single;
         if single {
             self.pool = None;
         }

@@ -74,14 +74,6 @@ pub(crate) fn on_worker() -> bool {
     ON_WORKER.with(Cell::get)
 }
 
-/// Whether the environment asks for one thread: `AG_NUM_THREADS=1`
-/// keeps every kernel on the calling thread, e.g. for one MPI rank per
-/// core.
-pub(crate) fn disabled_by_env() -> bool {
-    std::env::var("AG_NUM_THREADS")
-        .is_ok_and(|v| threads::parse_thread_count(&v) == threads::ThreadCount::Exactly(1))
-}
-
 /// The process's thread count (the caller included) and its source. The
 /// count is the setting a parallel-for uses, or fewer threads if the OS
 /// refused to start as many.

@@ -40,7 +40,7 @@ fn bits(c: &Context, p: &[Tensor], loss: Tensor) -> Vec<u32> {
 fn params(c: &mut Context, single_thread: bool) -> Vec<Tensor> {
     // Kept on this thread, or free to use the worker (one-element
     // kernels never do, but the walk must not depend on it either).
-    c.pool_failed = single_thread;
+    c.single_thread = single_thread;
     vec![
         c.param(&[1], Some(&[0.7])).unwrap(),
         c.param(&[1], Some(&[-0.2])).unwrap(),
@@ -131,8 +131,8 @@ fn same_bits(shapes: &[&[usize]], input: &[usize], model: Model) {
             pe.push(eager.param(sh, Some(&v)).unwrap());
             pr.push(rep.param(sh, Some(&v)).unwrap());
         }
-        eager.pool_failed = single_thread;
-        rep.pool_failed = single_thread;
+        eager.single_thread = single_thread;
+        rep.single_thread = single_thread;
         rep.capture_begin().unwrap();
         let xi = rep.input_new(input).unwrap();
         let x0: Vec<f32> = (0..n_in).map(|k| value(9, k, 0.0)).collect();

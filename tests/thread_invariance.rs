@@ -1,0 +1,195 @@
+//! The same bits at any thread count: every case below runs at each count of
+//! [`COUNTS`] (more threads than this machine has cores is fine: correctness
+//! does not depend on them running at once) and must give exactly the
+//! bits of one thread: every loss, the gradients of the last step and every
+//! parameter after the AdamW steps.
+//!
+//! This is the harness new parallel kernels join: add a case to [`CASES`]
+//! that trains (or runs forward and backward through) the new op at a size
+//! large enough to be split into several tasks. The thread count is per
+//! process, so the cases run one after another in one test.
+
+mod common;
+
+use arenagrad::{Context, RecomputePolicy};
+use common::gpt::{Gpt, GptConfig, Rng, sample_batch, vocabulary};
+use common::text::generated_text;
+
+/// The thread counts compared with one thread.
+const COUNTS: [usize; 7] = [1, 2, 3, 4, 7, 8, 16];
+const STEPS: usize = 10;
+
+/// What a case produced, as bits.
+#[derive(PartialEq, Eq)]
+struct Bits {
+    losses: Vec<u32>,
+    grads: Vec<u32>,
+    params: Vec<u32>,
+}
+
+fn bits(v: &[f32]) -> impl Iterator<Item = u32> + '_ {
+    v.iter().map(|x| x.to_bits())
+}
+
+fn params_of(ctx: &Context, grad: bool) -> Vec<u32> {
+    let mut out = Vec::new();
+    for p in ctx.params().collect::<Vec<_>>() {
+        let mut v = vec![0.0; ctx.numel(p).unwrap()];
+        if grad {
+            ctx.read_grad(p, &mut v).unwrap();
+        } else {
+            ctx.read(p, &mut v).unwrap();
+        }
+        out.extend(bits(&v));
+    }
+    out
+}
+
+/// A GPT trained for [`STEPS`] AdamW steps, eager, optionally with every
+/// block recomputed in backward.
+fn gpt_eager(cfg: fn(usize) -> GptConfig, policy: RecomputePolicy) -> Bits {
+    let text = generated_text(120_000);
+    let (map, v) = vocabulary(&text);
+    let cfg = cfg(v);
+    let mut ctx = Context::new();
+    let mut gpt = Gpt::new(&mut ctx, cfg, 3).unwrap();
+    gpt.segments = policy != RecomputePolicy::None;
+    ctx.set_recompute(policy);
+    Gpt::adamw(&mut ctx, 3e-3).unwrap();
+    let mut rng = Rng(9);
+    let (mut ids, mut targets) = (vec![0; cfg.tokens()], vec![0; cfg.tokens()]);
+    let mut out = Bits {
+        losses: vec![],
+        grads: vec![],
+        params: vec![],
+    };
+    for _ in 0..STEPS {
+        sample_batch(
+            &mut rng,
+            &text,
+            &map,
+            cfg.block_size,
+            &mut ids,
+            &mut targets,
+        );
+        ctx.reset();
+        let loss = gpt
+            .loss(&mut ctx, &ids, &targets, cfg.batch, cfg.block_size)
+            .unwrap();
+        out.losses.push(ctx.item(loss).unwrap().to_bits());
+        ctx.backward(loss).unwrap();
+        out.grads = params_of(&ctx, true);
+        ctx.clip_grad_norm(1.0).unwrap();
+        ctx.optimizer_step().unwrap();
+        ctx.zero_grad();
+    }
+    out.params = params_of(&ctx, false);
+    out
+}
+
+/// The same GPT, its step captured once and replayed.
+fn gpt_replayed(cfg: fn(usize) -> GptConfig) -> Bits {
+    let text = generated_text(120_000);
+    let (map, v) = vocabulary(&text);
+    let cfg = cfg(v);
+    let mut ctx = Context::new();
+    let gpt = Gpt::new(&mut ctx, cfg, 3).unwrap();
+    Gpt::adamw(&mut ctx, 3e-3).unwrap();
+    let mut rng = Rng(9);
+    let (mut ids, mut targets) = (vec![0; cfg.tokens()], vec![0; cfg.tokens()]);
+    sample_batch(
+        &mut rng,
+        &text,
+        &map,
+        cfg.block_size,
+        &mut ids,
+        &mut targets,
+    );
+    ctx.capture_begin().unwrap();
+    let loss = gpt
+        .loss(&mut ctx, &ids, &targets, cfg.batch, cfg.block_size)
+        .unwrap();
+    ctx.backward(loss).unwrap();
+    let step = ctx.capture_end(loss).unwrap();
+    let mut out = Bits {
+        losses: vec![ctx.item(loss).unwrap().to_bits()],
+        grads: params_of(&ctx, true),
+        params: vec![],
+    };
+    ctx.clip_grad_norm(1.0).unwrap();
+    ctx.optimizer_step().unwrap();
+    for _ in 1..STEPS {
+        sample_batch(
+            &mut rng,
+            &text,
+            &map,
+            cfg.block_size,
+            &mut ids,
+            &mut targets,
+        );
+        ctx.input_write_ids(step, 0, &ids).unwrap();
+        ctx.input_write_ids(step, 1, &targets).unwrap();
+        ctx.zero_grad();
+        ctx.replay(step).unwrap();
+        out.losses.push(ctx.item(loss).unwrap().to_bits());
+        out.grads = params_of(&ctx, true);
+        ctx.clip_grad_norm(1.0).unwrap();
+        ctx.optimizer_step().unwrap();
+    }
+    out.params = params_of(&ctx, false);
+    out
+}
+
+/// Every case: a name and what it computes. Sizes are chosen so that each
+/// parallel kernel splits into several tasks (small and medium do; tiny
+/// stays mostly on one thread and checks the small-problem paths).
+const CASES: &[(&str, fn() -> Bits)] = &[
+    ("tiny, eager", || {
+        gpt_eager(GptConfig::tiny, RecomputePolicy::None)
+    }),
+    ("small, eager", || {
+        gpt_eager(GptConfig::small, RecomputePolicy::None)
+    }),
+    ("small, every block recomputed", || {
+        gpt_eager(GptConfig::small, RecomputePolicy::All)
+    }),
+    ("small, captured and replayed", || {
+        gpt_replayed(GptConfig::small)
+    }),
+];
+
+#[test]
+fn every_case_gives_the_same_bits_at_every_thread_count() {
+    for (name, case) in CASES {
+        arenagrad::set_num_threads(1);
+        let one = case();
+        for &n in &COUNTS[1..] {
+            arenagrad::set_num_threads(n);
+            let many = case();
+            assert!(
+                one.losses == many.losses,
+                "{name}: losses differ at {n} threads"
+            );
+            assert!(
+                one.grads == many.grads,
+                "{name}: gradients differ at {n} threads"
+            );
+            assert!(
+                one.params == many.params,
+                "{name}: parameters differ at {n} threads"
+            );
+        }
+        eprintln!("{name}: the same bits at {COUNTS:?} threads");
+    }
+    arenagrad::set_num_threads(0);
+}
+
+/// Capture and replay give the eager bits (at one thread count: the test
+/// above carries it to the others).
+#[test]
+fn replayed_gpt_matches_eager() {
+    let eager = gpt_eager(GptConfig::small, RecomputePolicy::None);
+    let replayed = gpt_replayed(GptConfig::small);
+    assert!(eager.losses == replayed.losses, "losses");
+    assert!(eager.params == replayed.params, "parameters");
+}
