@@ -58,6 +58,27 @@ use std::cell::{Cell, UnsafeCell};
 
 pub use threads::{MAX_THREADS, ThreadInfo, ThreadSource, default_threads, set_threads};
 
+/// The most tasks one kernel is cut into: enough to keep 64 threads busy
+/// with some left for balance, few enough that a task stays a sizable
+/// piece of work (a claim costs one atomic add).
+pub(crate) const MAX_TASKS: usize = 64;
+
+/// How many tasks to cut `units` (rows, columns, elements) into so that
+/// each holds at least `min_per_task`, at most [`MAX_TASKS`]. It depends on
+/// the shape alone, never on the thread count: that is what makes a
+/// kernel's bits the same at any N.
+pub(crate) fn task_count(units: usize, min_per_task: usize) -> usize {
+    (units / min_per_task.max(1)).clamp(1, MAX_TASKS)
+}
+
+/// The units task `i` of `n` owns: contiguous ranges in task order whose
+/// sizes differ by at most one, covering `0..units`.
+pub(crate) fn task_range(units: usize, n: usize, i: usize) -> std::ops::Range<usize> {
+    let (base, extra) = (units / n, units % n);
+    let start = i * base + i.min(extra);
+    start..start + base + usize::from(i < extra)
+}
+
 /// The worker threads' name, as debuggers and `top -H` show it.
 pub(crate) const WORKER_NAME: &str = "arenagrad-worker";
 

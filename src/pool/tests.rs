@@ -123,3 +123,22 @@ fn the_setting_reports_a_count() {
     assert!(info.threads >= 1 && info.default >= 1);
     assert!(info.threads <= MAX_THREADS);
 }
+
+#[test]
+fn task_ranges_cover_the_units_in_order() {
+    for units in [0usize, 1, 5, 63, 64, 65, 1000] {
+        for n in 1..=9 {
+            let mut next = 0;
+            for i in 0..n {
+                let r = super::task_range(units, n, i);
+                assert_eq!(r.start, next, "units {units}, {n} tasks, task {i}");
+                assert!(r.len() + 1 >= units / n && r.len() <= units / n + 1);
+                next = r.end;
+            }
+            assert_eq!(next, units);
+        }
+    }
+    assert_eq!(super::task_count(10, 64), 1);
+    assert_eq!(super::task_count(1 << 20, 64), super::MAX_TASKS);
+    assert_eq!(super::task_count(640, 64), 10);
+}
