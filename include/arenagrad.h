@@ -25,9 +25,13 @@
  * Threads: a context may move between threads but serves one call at a
  *   time: a call made while another thread is inside a call on the same
  *   context returns AG_STATUS_BUSY and does nothing. Different contexts can
- *   be used from different threads at once. Each context may start one
- *   worker thread of its own for large kernels; OpenBLAS is set to run on
- *   the calling thread (openblas_set_num_threads(1), process-wide).
+ *   be used from different threads at once. The library computes on one
+ *   pool of threads per process (ag_set_num_threads, AG_NUM_THREADS; the
+ *   physical cores by default), the calling thread being one of them; a
+ *   kernel that finds the pool busy with another context runs on its own
+ *   caller's thread. OpenBLAS is set to run on the calling thread
+ *   (openblas_set_num_threads(1), process-wide). Results are the same bits
+ *   at any thread count.
  *
  * Statuses: every fallible function returns an ag_status: AG_STATUS_OK (0)
  *   or a negative AG_STATUS_* code. Results go through out-parameters,
@@ -149,6 +153,24 @@ typedef struct ag_memory_stats_t ag_memory_figures;
 // Bytes of each text field of ag_runtime, the terminating NUL included.
 #define AG_RUNTIME_TEXT 64
 
+// ag_thread_info_get's `source`: the default, every physical core.
+#define AG_THREADS_FROM_CORES 0
+
+// ag_thread_info_get's `source`: the default, bounded by the affinity mask.
+#define AG_THREADS_FROM_AFFINITY 1
+
+// ag_thread_info_get's `source`: the default, bounded by a cgroup CPU quota.
+#define AG_THREADS_FROM_CGROUP 2
+
+// ag_thread_info_get's `source`: the AG_NUM_THREADS environment variable.
+#define AG_THREADS_FROM_ENVIRONMENT 3
+
+// ag_thread_info_get's `source`: ag_set_num_threads.
+#define AG_THREADS_FROM_CALL 4
+
+// The most threads ag_set_num_threads accepts.
+#define AG_MAX_THREADS 1024
+
 // An arenagrad context (opaque): parameters, optimizer, arena and tape.
 // Made by ag_context_new, freed by ag_context_free; use it from one thread
 // at a time (a concurrent call gets AG_STATUS_BUSY). An `ag_context *` is
@@ -251,10 +273,25 @@ typedef struct ag_runtime {
   // The widest vector instruction set the CPU supports ("AVX-512",
   // "AVX2", "AVX", "SSE").
   char cpu_isa[AG_RUNTIME_TEXT];
-  // Threads the context's kernels run on: 2 (the caller and one worker),
-  // or 1 when AG_NUM_THREADS=1 or the worker could not start.
+  // Threads the context's kernels run on, the caller included: the
+  // process's count (see ag_thread_info_get).
   uint32_t threads;
 } ag_runtime;
+
+// What ag_thread_info_get reports. The caller sets `size` to
+// `sizeof(ag_thread_info)` before the call; fields added later go at the
+// end, and an older caller's smaller struct gets only what it has room for.
+typedef struct ag_thread_info {
+  // Set by the caller: sizeof(ag_thread_info).
+  uint32_t size;
+  // Threads a parallel kernel uses, the calling thread included.
+  uint32_t threads;
+  // The default: the physical cores this process may use (its affinity
+  // mask and cgroup CPU quota bound it; hyperthread siblings count once).
+  uint32_t default_threads;
+  // What decided `threads`: one of the AG_THREADS_FROM_ constants.
+  uint32_t source;
+} ag_thread_info;
 
 // Success.
 #define AG_STATUS_OK 0
@@ -1185,6 +1222,26 @@ ag_status ag_segment_end(struct ag_context *ctx, struct ag_tensor output);
 // (`asis`, or a family).
 // Errors: NULL_ARGUMENT (out).
 ag_status ag_runtime_info(struct ag_context *ctx, struct ag_runtime *out);
+
+// Sets how many threads the library computes on, for the whole process
+// (one pool serves every context), the calling thread included; 0 goes
+// back to AG_NUM_THREADS or, without it, the default (the physical cores
+// the process may use). More than the machine has is allowed (said once
+// on stderr). A change takes effect at the next parallel kernel that finds
+// the pool idle, never inside one, so it may be called at any time, from
+// any thread, even while other threads' contexts run a step. The results
+// of every op are the same bits at any thread count. Several contexts
+// stepping at once on their own host threads share the pool: a kernel
+// that finds it busy runs on its own caller's thread.
+// Errors: INVALID_ARGUMENT (n above AG_MAX_THREADS; nothing changes).
+ag_status ag_set_num_threads(size_t n);
+
+// Writes the process's thread count, its default and what decided it to
+// `*out`, whose `size` the caller set to sizeof(ag_thread_info) (at least
+// the size of the first two fields).
+// Errors: NULL_ARGUMENT (out), INVALID_ARGUMENT (out->size too small;
+// nothing written).
+ag_status ag_thread_info_get(struct ag_thread_info *out);
 
 // Makes the optimizer created next (ag_optimizer_adamw or
 // ag_optimizer_sgd) keep state for, and update, only floats `first ..

@@ -202,10 +202,15 @@ static int train_main(int argc, char **argv)
         /* One line: what runs underneath (a throwaway context asks). */
         ag_context *probe = NULL;
         ag_runtime rt;
-        if (ag_context_new(&probe) == AG_STATUS_OK && ag_runtime_info(probe, &rt) == AG_STATUS_OK)
-            fprintf(info, "arenagrad %s | train_full | GEMM %s %s, %s kernels (%s) | element-wise %s | %u threads\n",
+        ag_thread_info th = {.size = sizeof th};
+        static const char *const from[] = {"cores", "affinity mask", "cgroup quota",
+                                           "AG_NUM_THREADS", "a call"};
+        if (ag_context_new(&probe) == AG_STATUS_OK && ag_runtime_info(probe, &rt) == AG_STATUS_OK &&
+            ag_thread_info_get(&th) == AG_STATUS_OK && th.source < 5)
+            fprintf(info, "arenagrad %s | train_full | GEMM %s %s, %s kernels (%s) | element-wise %s | "
+                    "%u threads (from %s; default %u)\n",
                     ag_version(), rt.gemm_library, rt.gemm_version, rt.gemm_kernels, rt.gemm_note,
-                    rt.simd, rt.threads);
+                    rt.simd, th.threads, from[th.source], th.default_threads);
         else
             fprintf(info, "arenagrad %s | train_full\n", ag_version());
         if (probe != NULL) ag_context_free(&probe);
