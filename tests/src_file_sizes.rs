@@ -1,11 +1,20 @@
-//! Keeps every file under src/ at most 700 lines: a file that grows past it
+//! Keeps every file under src/ at most 600 lines (test files 700): a file that grows past it
 //! holds more than one idea and should be split into a folder of rooms
 //! (see src/arena/ or src/context/). `scripts/module_graph.py` prints the
 //! import graph those rooms form.
 
 use std::path::{Path, PathBuf};
 
-const MAX_LINES: usize = 700;
+/// The most lines of a file under src/ that is not a test file.
+const MAX_LINES: usize = 600;
+/// The most lines of a test file (`tests.rs`, or a file under a `tests/`
+/// folder): tests of one idea may run longer than its code.
+const MAX_TEST_LINES: usize = 700;
+
+fn is_test_file(p: &Path) -> bool {
+    p.file_name().is_some_and(|n| n == "tests.rs")
+        || p.components().any(|c| c.as_os_str() == "tests")
+}
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("read src/") {
@@ -19,7 +28,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 #[test]
-fn no_file_under_src_exceeds_700_lines() {
+fn no_file_under_src_exceeds_its_limit() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
     rust_files(&src, &mut files);
@@ -32,12 +41,17 @@ fn no_file_under_src_exceeds_700_lines() {
         .iter()
         .filter_map(|p| {
             let n = std::fs::read_to_string(p).expect("read").lines().count();
-            (n > MAX_LINES).then(|| format!("{} ({n} lines)", p.display()))
+            let limit = if is_test_file(p) {
+                MAX_TEST_LINES
+            } else {
+                MAX_LINES
+            };
+            (n > limit).then(|| format!("{} ({n} lines, limit {limit})", p.display()))
         })
         .collect();
     over.sort();
     assert!(
         over.is_empty(),
-        "files over {MAX_LINES} lines (split them by idea): {over:?}"
+        "files over their limit ({MAX_LINES} lines, {MAX_TEST_LINES} for test files; split them by idea): {over:?}"
     );
 }

@@ -14,7 +14,7 @@
 //    only `crate::ffi::prelude::*` and the safe API, with a doc comment
 //    ending in "Errors:"; then `make header`.
 //    Enforced by: tests/header.rs (the committed header is fresh),
-//    tests/ffi_acyclic.rs (no import cycle in src/ffi), tests/src_file_sizes.rs
+//    tests/module_graph.rs (no import cycle in src/ffi), tests/src_file_sizes.rs
 //    (file sizes), tests/status_contract.rs `every_status_function_documents_its_errors`
 //    and `no_function_returns_an_undocumented_status` (the "Errors:" list).
 // 2. A row here, in the API area of its file. Enforced by:

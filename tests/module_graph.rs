@@ -1,5 +1,9 @@
-//! The C boundary has no import cycle: `scripts/module_graph.py` prints the
-//! cycle groups of src/ and none may contain an `ffi` module. The foundation
+//! src/'s import graph stays untangled: `scripts/module_graph.py` prints the
+//! cycle groups of src/; none may contain an `ffi` module, and the largest
+//! may hold at most [`MAX_CYCLE_LINES`] lines, so a change cannot grow a
+//! knot unseen.
+//!
+//! The C boundary: no cycle group may contain an `ffi` module. The foundation
 //! of src/ffi (guard, handle, pointers, registry, version) must never import
 //! an entry-point file, and entry-point files never import each other, so a
 //! new C function cannot tie the boundary back into one knot.
@@ -33,6 +37,29 @@ fn module_graph() -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).expect("UTF-8 output")
+}
+
+/// The most lines the largest cycle group of src/ may hold. The groups
+/// that remain are natural: Context and the modules whose state it owns
+/// (optimizer, recompute, plan, grad-ready, registry) call each other
+/// during a step; blas, its split products, the pool and the profiler
+/// share the product path; error and shape describe each other.
+const MAX_CYCLE_LINES: usize = 3000;
+
+#[test]
+fn the_largest_cycle_group_stays_small() {
+    let output = module_graph();
+    let lines: usize = output
+        .lines()
+        .find_map(|l| l.strip_prefix("largest_scc_lines="))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no largest_scc_lines in:\n{output}"));
+    assert!(
+        lines <= MAX_CYCLE_LINES,
+        "src/'s largest import cycle holds {lines} lines, more than {MAX_CYCLE_LINES}: \
+         let the new code take what it needs as arguments instead of importing \
+         its caller back (python3 scripts/module_graph.py shows the groups):\n{output}"
+    );
 }
 
 #[test]
