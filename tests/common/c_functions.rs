@@ -818,6 +818,16 @@ c_functions! {
             ag_runtime_info(ctx, if a.null { null_mut() } else { &mut r })
         }),
     }
+    ag_set_num_threads {
+        fuzz: THREADS,
+        null: none("takes no context: the thread count is per process"),
+        contract: none("takes no context first: tested on its own"),
+    }
+    ag_thread_info_get {
+        fuzz: THREADS,
+        null: none("takes no context: the thread count is per process"),
+        contract: none("takes no context first: tested on its own"),
+    }
 
     // src/ffi/shard.rs
     ag_optimizer_shard {

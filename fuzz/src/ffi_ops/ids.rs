@@ -169,16 +169,29 @@ ids! {
     /// ag_checkpoint_save_gathered of the target's moments (or a wrong
     /// count).
     OPTIMIZER_STATE = 0x93;
+
+    // Threads (runtime.rs).
+    /// ag_set_num_threads with a count from the input (0 to 8, or past
+    /// AG_MAX_THREADS: refused), then ag_thread_info_get with a struct size
+    /// from the input (or a NULL pointer); the count goes back to the
+    /// default at the end.
+    THREADS = 0xA0;
 }
 
+/// How many ids of [`ALL`] a byte that is no id maps onto: the alphabet's
+/// size when this rule was frozen. Ids added since are reached by their
+/// own byte only, so adding one never changes what an old input does
+/// (beyond the byte of the new id itself).
+const MAPPED_IDS: usize = 96;
+
 /// The call a byte of the input names: itself when it is an id, else the
-/// id at (byte mod the number of ids) in [`ALL`]. Old corpus inputs keep
-/// the meaning of every id byte; bytes that were skipped now make calls.
+/// id at (byte mod [`MAPPED_IDS`]) in [`ALL`]. Old corpus inputs keep the
+/// meaning of every id byte; bytes that were skipped now make calls.
 pub fn decode(b: u8) -> u8 {
     if ALL.iter().any(|&(id, _)| id == b) {
         b
     } else {
-        ALL[b as usize % ALL.len()].0
+        ALL[b as usize % MAPPED_IDS.min(ALL.len())].0
     }
 }
 
@@ -199,6 +212,8 @@ pub const FUNCTIONS: &[(&str, u8)] = &[
     ("ag_set_arena_limit", SET_ARENA_LIMIT),
     ("ag_memory_stats", MEMORY_STATS),
     ("ag_runtime_info", RUNTIME_INFO),
+    ("ag_set_num_threads", THREADS),
+    ("ag_thread_info_get", THREADS),
     ("ag_param_new", PARAM_NEW),
     ("ag_param_write", PARAM_WRITE),
     ("ag_tensor_new", TENSOR_NEW),

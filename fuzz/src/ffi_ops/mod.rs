@@ -168,6 +168,8 @@ impl<'a> FfiOps<'a> {
             self.by_id[id as usize].0 += 1;
             self.call(id);
         }
+        // A THREADS call may have set the process's thread count.
+        ag_set_num_threads(0);
     }
 
     /// Runs the call named by `id` (decoded: always an id of the alphabet).
@@ -266,6 +268,7 @@ impl<'a> FfiOps<'a> {
             ids::LAST_ERROR => self.last_error_of_any(),
             ids::FORGED_CONTEXT => self.forged_context(),
             ids::RUNTIME_INFO => self.runtime_info(),
+            ids::THREADS => self.threads(),
             ids::GRAD_READY => self.grad_ready(),
             ids::OPTIMIZER_SHARD => self.optimizer_shard(),
             ids::PARAMS_COPY => self.params_copy(),

@@ -1,7 +1,7 @@
 //! Training calls: backward, the iteration's resets and switches, the
 //! optimizers, gradient clipping, memory caps, allocation-failure injection.
 
-use super::{ARENA_CAP, FfiOps, Target, last_error};
+use super::{ARENA_CAP, FfiOps, Target, documented, last_error};
 use arenagrad::MemoryStats;
 use arenagrad::ffi::*;
 use std::ffi::CString;
@@ -240,6 +240,72 @@ impl FfiOps<'_> {
         self.must_succeed("ag_memory_stats", t, st);
     }
 
+    /// Sets a thread count from the input and reads it back; the results
+    /// of every other call are the same bits at any count, so the rest of
+    /// the input runs on the count this leaves (`run` restores the default).
+    pub(super) fn threads(&mut self) {
+        let pick = self.input.u8();
+        let n = if pick >= 250 {
+            AG_MAX_THREADS + 1 + pick as usize
+        } else {
+            pick as usize % 9
+        };
+        let st = ag_set_num_threads(n);
+        self.calls += 1;
+        assert!(
+            documented(st),
+            "ag_set_num_threads: undocumented status {st}"
+        );
+        if n > AG_MAX_THREADS {
+            assert_eq!(st, AG_STATUS_INVALID_ARGUMENT, "ag_set_num_threads({n})");
+        } else {
+            assert_eq!(st, AG_STATUS_OK, "ag_set_num_threads({n})");
+            self.ok += 1;
+            self.by_id[self.id as usize].1 += 1;
+        }
+        let sizes = [0u32, 4, 8, 12, 16, 64];
+        let size = sizes[self.input.u8() as usize % sizes.len()];
+        let null = self.input.bool();
+        // Room for a larger (newer) struct than this header's: 64 bytes.
+        let mut buf = [0xEEEE_EEEEu32; 16];
+        buf[0] = size;
+        let p: *mut ag_thread_info = if null {
+            null_mut()
+        } else {
+            buf.as_mut_ptr().cast()
+        };
+        let st = ag_thread_info_get(p);
+        self.calls += 1;
+        let whole = std::mem::size_of::<ag_thread_info>();
+        if null {
+            assert_eq!(st, AG_STATUS_NULL_ARGUMENT, "ag_thread_info_get(NULL)");
+        } else if size < 8 {
+            assert_eq!(
+                st, AG_STATUS_INVALID_ARGUMENT,
+                "ag_thread_info_get(size {size})"
+            );
+            assert!(
+                buf[1..].iter().all(|&w| w == 0xEEEE_EEEE),
+                "written on failure"
+            );
+        } else {
+            assert_eq!(st, AG_STATUS_OK, "ag_thread_info_get(size {size})");
+            let words = (size as usize).min(whole) / 4;
+            assert!(
+                (1..=AG_MAX_THREADS as u32).contains(&buf[1]),
+                "threads {}",
+                buf[1]
+            );
+            if words > 3 {
+                assert!(buf[3] <= AG_THREADS_FROM_CALL, "source {}", buf[3]);
+            }
+            assert!(
+                buf[words..].iter().all(|&w| w == 0xEEEE_EEEE),
+                "written past size"
+            );
+        }
+    }
+
     pub(super) fn runtime_info(&mut self) {
         let t = self.target();
         let pre = self.pre(t, &[]);
@@ -251,7 +317,11 @@ impl FfiOps<'_> {
             assert_eq!(st, AG_STATUS_NULL_ARGUMENT);
         }
         if st == AG_STATUS_OK {
-            assert!(r.threads == 1 || r.threads == 2, "threads {}", r.threads);
+            assert!(
+                (1..=AG_MAX_THREADS as u32).contains(&r.threads),
+                "threads {}",
+                r.threads
+            );
             for f in [
                 r.gemm_library,
                 r.gemm_version,
