@@ -22,7 +22,7 @@ use runtime::MKL_SGEMM;
 pub use runtime::{GemmInfo, gemm_info, set_blas_threads};
 #[cfg(feature = "trace")]
 pub use split::SplitProducts;
-pub(crate) use split::{sgemm_bias_on, sgemm_on};
+pub(crate) use split::{sgemm_bias_on, sgemm_on, sgemm_pair_on};
 
 /// One row-major matrix operand: `rows x cols` after the optional transpose,
 /// stored with leading dimension `ld` (the stored row length).
@@ -63,6 +63,18 @@ impl Gemm {
 /// Panics (a bug, caught by the FFI guard) if a slice is too short or a
 /// dimension does not fit in i32; callers validate shapes first.
 pub fn sgemm(g: Gemm, alpha: f32, a: &[f32], b: &[f32], beta: f32, c: &mut [f32]) {
+    check(g, a, b);
+    assert!(
+        c.len() >= Gemm::needed(g.m, g.n, g.ldc),
+        "sgemm: C too short"
+    );
+    // SAFETY: C was checked to cover the tile, and `c` is borrowed
+    // mutably for the call, so nothing else touches it.
+    unsafe { sgemm_tile(g, alpha, a, b, beta, c.as_mut_ptr()) }
+}
+
+/// The checks of [`sgemm`] on everything but C.
+fn check(g: Gemm, a: &[f32], b: &[f32]) {
     let (ar, ac) = if g.trans_a { (g.k, g.m) } else { (g.m, g.k) };
     let (br, bc) = if g.trans_b { (g.n, g.k) } else { (g.k, g.n) };
     assert!(g.m > 0 && g.n > 0 && g.k > 0, "sgemm: zero dimension");
@@ -72,29 +84,40 @@ pub fn sgemm(g: Gemm, alpha: f32, a: &[f32], b: &[f32], beta: f32, c: &mut [f32]
     );
     assert!(a.len() >= Gemm::needed(ar, ac, g.lda), "sgemm: A too short");
     assert!(b.len() >= Gemm::needed(br, bc, g.ldb), "sgemm: B too short");
-    assert!(
-        c.len() >= Gemm::needed(g.m, g.n, g.ldc),
-        "sgemm: C too short"
-    );
     let fits = |x: usize| i32::try_from(x).is_ok();
     assert!(
         [g.m, g.n, g.k, g.lda, g.ldb, g.ldc].into_iter().all(fits),
         "sgemm: dimension exceeds i32"
     );
+}
+
+/// `sgemm` into the m x n tile of C that starts at `c` (row stride ldc),
+/// for products cut into tiles that share rows of one C: each task writes
+/// its own columns of those rows, so no task may hold the rows as a slice.
+///
+/// # Safety
+/// `c` is valid for reads and writes of `Gemm::needed(g.m, g.n, g.ldc)`
+/// floats, and during the call no other thread touches the tile's
+/// elements (row i, columns 0..n, at `c + i * ldc`); the elements between
+/// the tile's rows are not touched by this call. A and B must not overlap
+/// the tile.
+pub(crate) unsafe fn sgemm_tile(g: Gemm, alpha: f32, a: &[f32], b: &[f32], beta: f32, c: *mut f32) {
+    check(g, a, b);
     #[cfg(feature = "trace")]
     let t0 = std::time::Instant::now();
-    sgemm_impl(g, alpha, a, b, beta, c);
+    // SAFETY: the caller's contract, and the checks above on A and B.
+    unsafe { sgemm_impl(g, alpha, a, b, beta, c) };
     #[cfg(feature = "trace")]
     trace::record(g, t0.elapsed());
 }
 
-/// The profiler lives in `crate::trace`; ops still reach it as `blas::trace`.
 #[cfg(feature = "trace")]
 pub use crate::trace;
 
+/// # Safety
+/// As [`sgemm_tile`]'s, with A and B checked.
 #[cfg(not(miri))]
-fn sgemm_impl(g: Gemm, alpha: f32, a: &[f32], b: &[f32], beta: f32, c: &mut [f32]) {
-    use cblas::{Layout, Transpose};
+unsafe fn sgemm_impl(g: Gemm, alpha: f32, a: &[f32], b: &[f32], beta: f32, c: *mut f32) {
     // The kernels are settled before the first product (one atomic load
     // after that).
     gemm_info();
@@ -118,7 +141,7 @@ fn sgemm_impl(g: Gemm, alpha: f32, a: &[f32], b: &[f32], beta: f32, c: &mut [f32
                 b.as_ptr(),
                 g.ldb as i32,
                 beta,
-                c.as_mut_ptr(),
+                c,
                 g.ldc as i32,
             )
         }
@@ -126,26 +149,26 @@ fn sgemm_impl(g: Gemm, alpha: f32, a: &[f32], b: &[f32], beta: f32, c: &mut [f32
     }
     let t = |x: bool| {
         if x {
-            Transpose::Ordinary
+            cblas_sys::CblasTrans
         } else {
-            Transpose::None
+            cblas_sys::CblasNoTrans
         }
     };
-    // SAFETY: every slice was checked above to cover the region BLAS reads or
-    // writes for these dimensions and leading dimensions, all of which fit in
-    // i32; C does not alias A or B (a &mut and & cannot overlap).
+    // SAFETY: A and B were checked to cover the region BLAS reads for these
+    // dimensions and leading dimensions, all of which fit in i32; C covers
+    // the tile by the caller's contract and overlaps neither A nor B.
     unsafe {
-        cblas::sgemm(
-            Layout::RowMajor,
+        cblas_sys::cblas_sgemm(
+            cblas_sys::CblasRowMajor,
             t(g.trans_a),
             t(g.trans_b),
             g.m as i32,
             g.n as i32,
             g.k as i32,
             alpha,
-            a,
+            a.as_ptr(),
             g.lda as i32,
-            b,
+            b.as_ptr(),
             g.ldb as i32,
             beta,
             c,
@@ -154,9 +177,18 @@ fn sgemm_impl(g: Gemm, alpha: f32, a: &[f32], b: &[f32], beta: f32, c: &mut [f32
     }
 }
 
+/// # Safety
+/// As [`sgemm_tile`]'s.
 #[cfg(miri)]
-fn sgemm_impl(g: Gemm, alpha: f32, a: &[f32], b: &[f32], beta: f32, c: &mut [f32]) {
-    naive_sgemm(g, alpha, a, b, beta, c)
+unsafe fn sgemm_impl(g: Gemm, alpha: f32, a: &[f32], b: &[f32], beta: f32, c: *mut f32) {
+    for i in 0..g.m {
+        // SAFETY: row i of the tile lies within the caller's region and no
+        // other thread touches it during the call.
+        let row = unsafe { std::slice::from_raw_parts_mut(c.add(i * g.ldc), g.n) };
+        let one_row = Gemm { m: 1, ..g };
+        let a_row = if g.trans_a { &a[i..] } else { &a[i * g.lda..] };
+        naive_sgemm(one_row, alpha, a_row, b, beta, row);
+    }
 }
 
 /// Reference triple loop, for tests and Miri.

@@ -143,7 +143,10 @@ fn gpt_replayed(cfg: fn(usize) -> GptConfig) -> Bits {
 /// Every case: a name and what it computes. Sizes are chosen so that each
 /// parallel kernel splits into several tasks (small and medium do; tiny
 /// stays mostly on one thread and checks the small-problem paths).
-const CASES: &[(&str, fn() -> Bits)] = &[
+/// A case: its name and what it computes.
+type Case = (&'static str, fn() -> Bits);
+
+const CASES: &[Case] = &[
     ("tiny, eager", || {
         gpt_eager(GptConfig::tiny, RecomputePolicy::None)
     }),

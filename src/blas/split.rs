@@ -1,18 +1,25 @@
-//! Large products split in two by rows of C, the halves on two threads
-//! when the pool is given. Its own room: the only part of BLAS use that
-//! knows about the pool, and the reason one thread gives the bits of two.
+//! Large products cut into tiles of C fixed by the shape, run as tasks of
+//! the pool when it is given. Its own room: the only part of BLAS use that
+//! knows about the pool, and the reason every thread count gives the same
+//! bits.
+//!
+//! Unsafe code: tiles of one C share its rows, so each task reaches its
+//! tile through C's base pointer; the invariant is that the tiles of a
+//! product are disjoint (each element of C belongs to one task) and C stays
+//! mutably borrowed until every task has finished (`Pool::run` returns
+//! only then).
 
-use super::{Gemm, sgemm};
+use super::{Gemm, sgemm_tile};
 #[cfg(feature = "trace")]
 use crate::trace;
 
-/// Products with at least this many multiply-adds are split in two halves
-/// (by rows or columns of C) across the pool; smaller ones gain nothing
-/// from a second thread (measured: the tiny preset's 5-23 us calls).
+/// Products with at least this many multiply-adds are cut into tiles
+/// across the pool; smaller ones gain nothing from a second thread
+/// (measured: the tiny preset's 5-23 us calls).
 pub(crate) const SPLIT_MIN_MACS: usize = 1 << 22;
 
-/// `sgemm`, split in two when the product is large (see
-/// [`split_rows_of_c`]), the halves on two threads when `pool` is given.
+/// `sgemm`, cut into tiles when the product is large (see [`tiles`]),
+/// the tiles across the pool when `pool` is given.
 pub(crate) fn sgemm_on(
     pool: Option<&crate::pool::Pool>,
     g: Gemm,
@@ -22,7 +29,10 @@ pub(crate) fn sgemm_on(
     beta: f32,
     c: &mut [f32],
 ) {
-    split_rows_of_c(pool, g, a, c, |g, a, c| sgemm(g, alpha, a, b, beta, c));
+    split_rows_of_c(pool, g, a, b, c, |g, a, b, c, _| {
+        // SAFETY: `c` is this tile of C, which only this call writes.
+        unsafe { sgemm_tile(g, alpha, a, b, beta, c) }
+    });
 }
 
 /// For benchmarks (feature `trace`): products run as the ops run them on
@@ -55,46 +65,165 @@ pub(crate) fn sgemm_bias_on(
     bias: &[f32],
     c: &mut [f32],
 ) {
-    split_rows_of_c(pool, g, a, c, |g, a, c| {
-        for row in c.chunks_mut(g.ldc).take(g.m) {
-            row[..g.n].copy_from_slice(&bias[..g.n]);
+    assert!(bias.len() >= g.n, "sgemm: bias too short");
+    split_rows_of_c(pool, g, a, b, c, |g, a, b, c, col| {
+        for i in 0..g.m {
+            // SAFETY: row i of this tile, which only this call writes.
+            let row = unsafe { std::slice::from_raw_parts_mut(c.add(i * g.ldc), g.n) };
+            row.copy_from_slice(&bias[col..col + g.n]);
         }
-        sgemm(g, 1.0, a, b, 1.0, c)
+        // SAFETY: as above.
+        unsafe { sgemm_tile(g, 1.0, a, b, 1.0, c) }
     });
 }
 
-/// Runs `product` on the whole of C, or, when the product is large, on its
-/// two row halves (with the rows of op(A) they need): across the pool when
-/// one is given, else one after the other. OpenBLAS's sums for a row of C
-/// depend on how many rows the call has (measured: a 1024-row product and
-/// its two 512-row halves differ in about 1% of the elements), so the
-/// split depends on the shape alone and one thread gives the same bits as
-/// two.
+/// The smallest side of a tile, rows or columns: narrower tiles make
+/// poor GEMM calls.
+const MIN_TILE_SIDE: usize = 64;
+/// The least multiply-adds of a tile: each tile re-reads the operand it
+/// shares with the tiles beside it, so a tile stays large enough (about a
+/// quarter of a millisecond on one core) for that to be a small cost.
+const MIN_TILE_MACS: usize = 1 << 23;
+
+/// How the product's C is cut: (row tiles, column tiles), from the shape
+/// alone. Small products stay whole. Rows are cut first (their tiles are
+/// contiguous in memory); columns too when C has few rows, as the weight
+/// gradient X^T dY of a linear layer has.
+pub(crate) fn tiles(g: Gemm) -> (usize, usize) {
+    let macs = g.m * g.n * g.k;
+    if macs < SPLIT_MIN_MACS {
+        return (1, 1);
+    }
+    let tasks = crate::pool::task_count(macs, MIN_TILE_MACS);
+    let rows = (g.m / MIN_TILE_SIDE).clamp(1, tasks);
+    let cols = (tasks / rows).clamp(1, (g.n / MIN_TILE_SIDE).max(1));
+    (rows, cols)
+}
+
+/// Runs `product` on each tile of C (see [`tiles`]), with the rows of
+/// op(A) and the columns of op(B) the tile needs and the tile's first
+/// column, across the pool when one is given, else one after the other.
+/// OpenBLAS's sums for an element of C depend on the shape of the call
+/// that computes it (measured: a 1024-row product and its two 512-row
+/// halves differ in about 1% of the elements), so the tiles depend on the
+/// shape alone and every thread count gives the same bits.
 fn split_rows_of_c(
     pool: Option<&crate::pool::Pool>,
     g: Gemm,
     a: &[f32],
+    b: &[f32],
     c: &mut [f32],
-    product: impl Fn(Gemm, &[f32], &mut [f32]) + Sync,
+    product: impl Fn(Gemm, &[f32], &[f32], *mut f32, usize) + Sync,
 ) {
-    if g.m * g.n * g.k < SPLIT_MIN_MACS || g.m < 64 {
-        return product(g, a, c);
+    let t = Tiled::new(g, a, b, c);
+    if t.count == 1 {
+        return product(g, a, b, t.c.at(0), 0);
     }
     #[cfg(feature = "trace")]
     let _logical = trace::Logical::new(g);
-    // Split the rows of C (and of op(A)): two disjoint row blocks. Column
-    // splits would interleave in memory, so even wide, short products split
-    // by rows (32+ rows per half stay efficient GEMMs).
-    let h = g.m / 2;
-    let a_off = if g.trans_a { h } else { h * g.lda };
-    let (c0, c1) = c.split_at_mut(h * g.ldc);
-    let (g0, g1) = (Gemm { m: h, ..g }, Gemm { m: g.m - h, ..g });
-    let product = &product;
+    let task = |i: usize| t.run(i, &product);
     match pool {
-        Some(pool) => pool.join(|| product(g1, &a[a_off..], c1), || product(g0, a, c0)),
-        None => {
-            product(g0, a, c0);
-            product(g1, &a[a_off..], c1);
+        Some(pool) => pool.run(t.count, &task),
+        None => (0..t.count).for_each(task),
+    }
+}
+
+/// One product C += op(A) op(B) cut into its tiles.
+struct Tiled<'a> {
+    g: Gemm,
+    a: &'a [f32],
+    b: &'a [f32],
+    c: TileBase,
+    rows: usize,
+    cols: usize,
+    count: usize,
+}
+
+impl<'a> Tiled<'a> {
+    /// The tiles of `g` over `c`, which stays borrowed (through the
+    /// returned value's lifetime) until its tiles have run.
+    fn new(g: Gemm, a: &'a [f32], b: &'a [f32], c: &'a mut [f32]) -> Tiled<'a> {
+        assert!(c.len() >= (g.m - 1) * g.ldc + g.n, "sgemm: C too short");
+        let (rows, cols) = tiles(g);
+        Tiled {
+            g,
+            a,
+            b,
+            c: TileBase(c.as_mut_ptr()),
+            rows,
+            cols,
+            count: rows * cols,
         }
+    }
+
+    /// Runs tile `i` through `product(tile, A rows, B columns, C tile,
+    /// first column)`.
+    fn run(&self, i: usize, product: &(impl Fn(Gemm, &[f32], &[f32], *mut f32, usize) + Sync)) {
+        let g = self.g;
+        let r = crate::pool::task_range(g.m, self.rows, i / self.cols);
+        let q = crate::pool::task_range(g.n, self.cols, i % self.cols);
+        let a_off = if g.trans_a { r.start } else { r.start * g.lda };
+        let b_off = if g.trans_b { q.start * g.ldb } else { q.start };
+        let tile = Gemm {
+            m: r.len(),
+            n: q.len(),
+            ..g
+        };
+        let c_tile = self.c.at(r.start * g.ldc + q.start);
+        product(tile, &self.a[a_off..], &self.b[b_off..], c_tile, q.start)
+    }
+}
+
+/// Accumulates `c += op(a) op(b)` into a tile (the products of backward).
+fn accumulate(g: Gemm, a: &[f32], b: &[f32], c: *mut f32, _col: usize) {
+    // SAFETY: `c` is a tile of a C that only this task writes.
+    unsafe { sgemm_tile(g, 1.0, a, b, 1.0, c) }
+}
+
+/// Two accumulating products (a layer's dX and dW) and, optionally, one
+/// more task (the bias sums) in ONE task list, so every thread works on
+/// whichever is left: `first.c += op(first.a) op(first.b)`, likewise
+/// `second`. Each product is cut into its own tiles (see [`tiles`]), so
+/// the bits are those of running them one after another at any thread
+/// count.
+pub(crate) fn sgemm_pair_on(
+    pool: Option<&crate::pool::Pool>,
+    first: (Gemm, &[f32], &[f32], &mut [f32]),
+    second: (Gemm, &[f32], &[f32], &mut [f32]),
+    extra: Option<&(dyn Fn() + Sync)>,
+) {
+    let t0 = Tiled::new(first.0, first.1, first.2, first.3);
+    let t1 = Tiled::new(second.0, second.1, second.2, second.3);
+    let n_extra = usize::from(extra.is_some());
+    let task = |i: usize| {
+        if i < n_extra {
+            if let Some(f) = extra {
+                f()
+            }
+        } else if i - n_extra < t0.count {
+            t0.run(i - n_extra, &accumulate)
+        } else {
+            t1.run(i - n_extra - t0.count, &accumulate)
+        }
+    };
+    let n = n_extra + t0.count + t1.count;
+    match pool {
+        Some(pool) => pool.run(n, &task),
+        None => (0..n).for_each(task),
+    }
+}
+
+/// C's first element, shared by the tile tasks: each writes only its own
+/// tile (rows and columns of no other task), so no two tasks touch one
+/// element while `c` is borrowed mutably by [`split_rows_of_c`].
+#[derive(Clone, Copy)]
+struct TileBase(*mut f32);
+// SAFETY: see the type's comment; the pointee is plain f32.
+unsafe impl Sync for TileBase {}
+unsafe impl Send for TileBase {}
+
+impl TileBase {
+    fn at(self, offset: usize) -> *mut f32 {
+        self.0.wrapping_add(offset)
     }
 }

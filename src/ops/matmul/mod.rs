@@ -3,7 +3,7 @@
 //! batched matmul. Backward GEMMs accumulate straight into the gradient
 //! buffers (beta = 1), so no temporary is needed.
 
-use crate::blas::{Gemm, sgemm_bias_on, sgemm_on};
+use crate::blas::{Gemm, sgemm_bias_on, sgemm_on, sgemm_pair_on};
 use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
 use crate::kernels::fastmath;
@@ -59,15 +59,9 @@ fn split_on(pool: Option<&Pool>) -> impl Fn(Gemm, &[f32], &[f32], &mut [f32]) + 
     move |g, a, b, c| sgemm_on(pool, g, 1.0, a, b, 1.0, c)
 }
 
-/// dC += op(A) op(B), whole on this thread (another product runs beside
-/// it on the other).
-fn whole(g: Gemm, a: &[f32], b: &[f32], c: &mut [f32]) {
-    crate::blas::sgemm(g, 1.0, a, b, 1.0, c)
-}
-
 /// Gradients of C = op(A) op(B) (each of one batch item), accumulated:
 /// dA_stored += ..., dB_stored += ... . m, n, k as in the forward; each
-/// product through `product` ([`split_on`] or [`whole`]).
+/// product through `product` ([`split_on`]).
 #[allow(clippy::too_many_arguments)]
 fn matmul_backward(
     product: Product<'_>,
@@ -83,30 +77,51 @@ fn matmul_backward(
     k: usize,
 ) {
     if let Some(da) = da {
-        if ta {
-            // A stored [k, m]: dA = op(B) @ dC^T.
-            product(
-                Gemm {
-                    ldc: m,
-                    ..Gemm::dense(tb, true, k, m, n)
-                },
-                b,
-                dc,
-                da,
-            );
-        } else {
-            // dA [m, k] = dC @ op(B)^T.
-            product(Gemm::dense(false, !tb, m, k, n), dc, b, da);
-        }
+        let (g, x, y) = da_product(ta, tb, m, n, k, dc, b);
+        product(g, x, y, da);
     }
     if let Some(db) = db {
-        if tb {
-            // B stored [n, k]: dB = dC^T @ op(A).
-            product(Gemm::dense(true, ta, n, k, m), dc, a, db);
-        } else {
-            // dB [k, n] = op(A)^T @ dC.
-            product(Gemm::dense(!ta, false, k, n, m), a, dc, db);
-        }
+        let (g, x, y) = db_product(ta, tb, m, n, k, dc, a);
+        product(g, x, y, db);
+    }
+}
+
+/// The product that accumulates dA for C = op(A) op(B): its shape and
+/// its two operands, from dC and B (see [`matmul_backward`]).
+fn da_product<'a>(
+    ta: bool,
+    tb: bool,
+    m: usize,
+    n: usize,
+    k: usize,
+    dc: &'a [f32],
+    b: &'a [f32],
+) -> (Gemm, &'a [f32], &'a [f32]) {
+    if ta {
+        let g = Gemm {
+            ldc: m,
+            ..Gemm::dense(tb, true, k, m, n)
+        };
+        (g, b, dc)
+    } else {
+        (Gemm::dense(false, !tb, m, k, n), dc, b)
+    }
+}
+
+/// The product that accumulates dB, from dC and A.
+fn db_product<'a>(
+    ta: bool,
+    tb: bool,
+    m: usize,
+    n: usize,
+    k: usize,
+    dc: &'a [f32],
+    a: &'a [f32],
+) -> (Gemm, &'a [f32], &'a [f32]) {
+    if tb {
+        (Gemm::dense(true, ta, n, k, m), dc, a)
+    } else {
+        (Gemm::dense(!ta, false, k, n, m), a, dc)
     }
 }
 
@@ -302,11 +317,9 @@ pub(crate) fn backward_product(ctx: &mut Context, out: u32, ia: u32, ib: u32, ta
         && !da.overlaps(&db)
     {
         let (pool, [da, db], [dc, a, b]) = ctx.access_on(par, [da, db], [dout, ea.data, eb.data]);
-        side_by_side(
-            pool,
-            || matmul_backward(&whole, None, Some(db), dc, a, &[], ta, tb, m, n, k),
-            || matmul_backward(&whole, Some(da), None, dc, &[], b, ta, tb, m, n, k),
-        );
+        let (ga, a0, a1) = da_product(ta, tb, m, n, k, dc, b);
+        let (gb, b0, b1) = db_product(ta, tb, m, n, k, dc, a);
+        sgemm_pair_on(pool, (ga, a0, a1, da), (gb, b0, b1, db), None);
         return;
     }
     // One gradient at a time (a and b may be the same tensor).
@@ -364,11 +377,9 @@ pub(crate) fn backward_linear(ctx: &mut Context, out: u32, ix: u32, iw: u32, bia
         && !dx.overlaps(&dw)
         && gb.is_none_or(|db| !db.overlaps(&dx) && !db.overlaps(&dw))
     {
-        // dX here and dW on the worker; the bias sums go to whichever
-        // finishes first. dW's long inner dimension (the rows) makes it
-        // the slower one on most shapes, but not on all, nor under load.
-        // The same kernel sums them on either thread, so the bits do not
-        // depend on which.
+        // dX's and dW's tiles and the bias sums in one task list: every
+        // thread takes whatever is left. Each tile and the sums are one
+        // fixed kernel call, so the bits do not depend on who runs them.
         let run = |pool, dx, dw, db: Option<&mut [f32]>, dc: &[f32], w, x| {
             let bias = std::sync::Mutex::new(db);
             let bias_sums = || {
@@ -377,16 +388,14 @@ pub(crate) fn backward_linear(ctx: &mut Context, out: u32, ix: u32, iw: u32, bia
                     fastmath::sum_rows_into_on(None, db, dc);
                 }
             };
-            side_by_side(
+            let (gx, x0, x1) = da_product(false, false, rows, n, k, dc, w);
+            let (gw, w0, w1) = db_product(false, false, rows, n, k, dc, x);
+            let has_bias = bias.lock().unwrap_or_else(|e| e.into_inner()).is_some();
+            sgemm_pair_on(
                 pool,
-                || {
-                    matmul_backward(&whole, None, Some(dw), dc, x, &[], false, false, rows, n, k);
-                    bias_sums();
-                },
-                || {
-                    matmul_backward(&whole, Some(dx), None, dc, &[], w, false, false, rows, n, k);
-                    bias_sums();
-                },
+                (gx, x0, x1, dx),
+                (gw, w0, w1, dw),
+                has_bias.then_some(&bias_sums as &(dyn Fn() + Sync)),
             )
         };
         match gb {
@@ -440,22 +449,6 @@ pub(crate) fn backward_linear(ctx: &mut Context, out: u32, ix: u32, iw: u32, bia
         let par = ctx.want_pool(rows * n * 16);
         let (pool, [db], [dc]) = ctx.access_on(par, [db], [dout]);
         fastmath::sum_rows_into_on(pool, db, dc);
-    }
-}
-
-/// `there` on the pool's worker and `here` on this thread, or both here
-/// in turn (`here` first) without a pool. Backward runs a product's two
-/// gradient products this way, each whole: splitting each by rows across
-/// both threads instead took 1.18x as long with MKL and 1.33x with
-/// OpenBLAS on the GPT presets' layers. One thread runs the same whole
-/// products, so the bits do not depend on the thread count.
-fn side_by_side(pool: Option<&Pool>, there: impl FnOnce() + Send, here: impl FnOnce()) {
-    match pool {
-        Some(pool) => pool.join(there, here),
-        None => {
-            here();
-            there();
-        }
     }
 }
 
