@@ -44,24 +44,6 @@ struct Trace {
     recomputed: u64,
 }
 
-fn bits(v: &[f32]) -> Vec<u32> {
-    v.iter().map(|x| x.to_bits()).collect()
-}
-
-fn params_of(ctx: &Context, grad: bool) -> Vec<u32> {
-    let mut out = Vec::new();
-    for p in ctx.params().collect::<Vec<_>>() {
-        let mut v = vec![0.0; ctx.numel(p).unwrap()];
-        if grad {
-            ctx.read_grad(p, &mut v).unwrap();
-        } else {
-            ctx.read(p, &mut v).unwrap();
-        }
-        out.extend(bits(&v));
-    }
-    out
-}
-
 /// Trains `STEPS` steps of `cfg` with segments under `policy` and `limit`;
 /// `single` keeps every kernel on the calling thread.
 fn run(
@@ -106,13 +88,13 @@ fn run(
             .unwrap();
         trace.losses.push(ctx.item(loss).unwrap().to_bits());
         ctx.backward(loss).unwrap();
-        trace.grads.push(params_of(&ctx, true));
+        trace.grads.push(common::param_bits(&ctx, true));
         trace.recomputed = ctx.memory_stats().recomputed_segments;
         ctx.clip_grad_norm(1.0).unwrap();
         ctx.optimizer_step().unwrap();
         ctx.zero_grad();
     }
-    trace.params = params_of(&ctx, false);
+    trace.params = common::param_bits(&ctx, false);
     trace.high_water = ctx.memory_stats().arena_high_water_bytes;
     trace
 }

@@ -27,30 +27,17 @@ struct Bits {
     params: Vec<u32>,
 }
 
-fn bits(v: &[f32]) -> impl Iterator<Item = u32> + '_ {
-    v.iter().map(|x| x.to_bits())
-}
-
-fn params_of(ctx: &Context, grad: bool) -> Vec<u32> {
-    let mut out = Vec::new();
-    for p in ctx.params().collect::<Vec<_>>() {
-        let mut v = vec![0.0; ctx.numel(p).unwrap()];
-        if grad {
-            ctx.read_grad(p, &mut v).unwrap();
-        } else {
-            ctx.read(p, &mut v).unwrap();
-        }
-        out.extend(bits(&v));
-    }
-    out
+/// The text, its vocabulary map and the model's shape for `cfg`.
+fn setup(cfg: fn(usize) -> GptConfig) -> (Vec<u8>, [u8; 256], GptConfig) {
+    let text = generated_text(120_000);
+    let (map, v) = vocabulary(&text);
+    (text, map, cfg(v))
 }
 
 /// A GPT trained for [`STEPS`] AdamW steps, eager, optionally with every
 /// block recomputed in backward.
 fn gpt_eager(cfg: fn(usize) -> GptConfig, policy: RecomputePolicy) -> Bits {
-    let text = generated_text(120_000);
-    let (map, v) = vocabulary(&text);
-    let cfg = cfg(v);
+    let (text, map, cfg) = setup(cfg);
     let mut ctx = Context::new();
     let mut gpt = Gpt::new(&mut ctx, cfg, 3).unwrap();
     gpt.segments = policy != RecomputePolicy::None;
@@ -78,20 +65,18 @@ fn gpt_eager(cfg: fn(usize) -> GptConfig, policy: RecomputePolicy) -> Bits {
             .unwrap();
         out.losses.push(ctx.item(loss).unwrap().to_bits());
         ctx.backward(loss).unwrap();
-        out.grads = params_of(&ctx, true);
+        out.grads = common::param_bits(&ctx, true);
         ctx.clip_grad_norm(1.0).unwrap();
         ctx.optimizer_step().unwrap();
         ctx.zero_grad();
     }
-    out.params = params_of(&ctx, false);
+    out.params = common::param_bits(&ctx, false);
     out
 }
 
 /// The same GPT, its step captured once and replayed.
 fn gpt_replayed(cfg: fn(usize) -> GptConfig) -> Bits {
-    let text = generated_text(120_000);
-    let (map, v) = vocabulary(&text);
-    let cfg = cfg(v);
+    let (text, map, cfg) = setup(cfg);
     let mut ctx = Context::new();
     let gpt = Gpt::new(&mut ctx, cfg, 3).unwrap();
     Gpt::adamw(&mut ctx, 3e-3).unwrap();
@@ -113,7 +98,7 @@ fn gpt_replayed(cfg: fn(usize) -> GptConfig) -> Bits {
     let step = ctx.capture_end(loss).unwrap();
     let mut out = Bits {
         losses: vec![ctx.item(loss).unwrap().to_bits()],
-        grads: params_of(&ctx, true),
+        grads: common::param_bits(&ctx, true),
         params: vec![],
     };
     ctx.clip_grad_norm(1.0).unwrap();
@@ -132,11 +117,11 @@ fn gpt_replayed(cfg: fn(usize) -> GptConfig) -> Bits {
         ctx.zero_grad();
         ctx.replay(step).unwrap();
         out.losses.push(ctx.item(loss).unwrap().to_bits());
-        out.grads = params_of(&ctx, true);
+        out.grads = common::param_bits(&ctx, true);
         ctx.clip_grad_norm(1.0).unwrap();
         ctx.optimizer_step().unwrap();
     }
-    out.params = params_of(&ctx, false);
+    out.params = common::param_bits(&ctx, false);
     out
 }
 

@@ -7,3 +7,19 @@ pub mod ffi;
 pub mod gpt;
 pub mod null_context;
 pub mod text;
+
+/// Every parameter's values (or gradients, with `grad`) as bits, parameter
+/// after parameter: what the bit-for-bit comparisons compare.
+pub fn param_bits(ctx: &arenagrad::Context, grad: bool) -> Vec<u32> {
+    let mut out = Vec::new();
+    for p in ctx.params().collect::<Vec<_>>() {
+        let mut v = vec![0.0; ctx.numel(p).unwrap()];
+        if grad {
+            ctx.read_grad(p, &mut v).unwrap();
+        } else {
+            ctx.read(p, &mut v).unwrap();
+        }
+        out.extend(v.iter().map(|x| x.to_bits()));
+    }
+    out
+}
