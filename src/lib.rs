@@ -108,6 +108,7 @@ mod simd;
 mod special;
 pub mod status;
 mod tape;
+pub mod tokenizer;
 #[cfg(feature = "trace")]
 pub mod trace;
 
