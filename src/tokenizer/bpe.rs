@@ -140,11 +140,9 @@ impl Bpe {
             return;
         }
         let cacheable = word.len() <= MAX_CACHED_WORD_BYTES;
-        if cacheable {
-            if let Some(&(start, end)) = self.cache.get(word) {
-                out.extend_from_slice(&self.cached_ids[start as usize..end as usize]);
-                return;
-            }
+        if cacheable && let Some(&(start, end)) = self.cache.get(word) {
+            out.extend_from_slice(&self.cached_ids[start as usize..end as usize]);
+            return;
         }
         let from = out.len();
         self.merge(word, out);

@@ -175,7 +175,7 @@ fn random_bytes(rng: &mut Rng, len: usize) -> Vec<u8> {
     let mut out = Vec::with_capacity(len);
     while out.len() < len {
         let r = rng.next();
-        if r % 3 == 0 {
+        if r.is_multiple_of(3) {
             out.push((r >> 8) as u8);
         } else {
             out.extend_from_slice(PIECES[(r >> 8) as usize % PIECES.len()]);
