@@ -56,7 +56,7 @@ mod workers;
 
 use std::cell::{Cell, UnsafeCell};
 
-pub use threads::{MAX_THREADS, ThreadInfo, ThreadSource, default_threads, set_threads};
+pub use threads::{ThreadInfo, ThreadSource, default_threads, set_threads};
 
 /// The worker threads' name, as debuggers and `top -H` show it.
 pub(crate) const WORKER_NAME: &str = "arenagrad-worker";
