@@ -56,7 +56,7 @@ mod workers;
 
 use std::cell::{Cell, UnsafeCell};
 
-pub use threads::{MAX_THREADS, ThreadInfo, ThreadSource, default_threads, set_threads};
+pub use threads::{ThreadInfo, ThreadSource, default_threads, set_threads};
 
 /// The most tasks one kernel is cut into: enough to keep 64 threads busy
 /// with some left for balance, few enough that a task stays a sizable

@@ -121,7 +121,7 @@ fn two_host_threads_at_once_both_finish() {
 fn the_setting_reports_a_count() {
     let info = thread_info();
     assert!(info.threads >= 1 && info.default >= 1);
-    assert!(info.threads <= MAX_THREADS);
+    assert!(info.threads <= threads::MAX_THREADS);
 }
 
 #[test]

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// The most threads the pool starts, whatever is asked (a typo such as
 /// `AG_NUM_THREADS=100000` must not try to start 100000 threads).
-pub const MAX_THREADS: usize = 1024;
+pub(crate) const MAX_THREADS: usize = 1024;
 
 /// What decided the thread count.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
