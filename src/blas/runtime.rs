@@ -29,7 +29,7 @@ pub struct GemmInfo {
 static GEMM: OnceLock<GemmInfo> = OnceLock::new();
 
 /// The GEMM in use. The first call (made by the first context, and by
-/// [`sgemm`], before any product) picks the library (`choice::backend`:
+/// [`sgemm`](super::sgemm), before any product) picks the library (`choice::backend`:
 /// Intel MKL where it is installed on an Intel CPU and the user set no
 /// OpenBLAS kernels, else OpenBLAS; `AG_GEMM=openblas|mkl` forces one).
 /// For OpenBLAS it runs

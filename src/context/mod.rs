@@ -206,7 +206,7 @@ impl Context {
     }
 
     /// Caps the arena at `limit` bytes (None: no cap). An op that would pass
-    /// the cap fails with [`Error::OutOfMemory`] and changes nothing.
+    /// the cap fails with [`Error::OutOfMemory`](crate::Error::OutOfMemory) and changes nothing.
     pub fn set_arena_limit(&mut self, limit: Option<usize>) {
         self.store.set_limit(limit);
     }

@@ -9,8 +9,8 @@
 //!    ordinary text.
 //! 2. Each piece is cut into words by GPT-2's pattern
 //!    `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`,
-//!    scanned by hand in [`pretokenize`] with Unicode 16.0 classes.
-//! 3. Each word's bytes are merged by rank ([`bpe`]).
+//!    scanned by hand in `pretokenize` with Unicode 16.0 classes.
+//! 3. Each word's bytes are merged by rank (`bpe`).
 //!
 //! Input that is not valid UTF-8 never fails. The rule: the bytes are read
 //! left to right as UTF-8; each maximal run of well-formed UTF-8 is encoded
