@@ -187,12 +187,14 @@ test-c: $(LIB_HOOKS) $(C_TESTS) $(C_TESTS_ASAN)
 	@set -e; for t in $(C_TESTS); do echo "== valgrind $$t"; OPENBLAS_NUM_THREADS=1 $(VALGRIND) $$t; done
 
 ## test-alloc: zero C allocator calls per steady-state step, counted on every
-## thread (OpenBLAS's and libc's too) by an LD_PRELOAD malloc counter
+## thread (OpenBLAS's and libc's too) by an LD_PRELOAD malloc counter; with
+## each GEMM library, and at 4 threads
 ALLOC_COUNTER := $(BUILD)/tests/libmalloc_count.so
 test-alloc: $(BUILD)/tests/alloc_steady $(ALLOC_COUNTER)
 	@if [ "$$(uname -s)" = Linux ]; then \
 		LD_PRELOAD=$(abspath $(ALLOC_COUNTER)) $(BUILD)/tests/alloc_steady && \
-		AG_GEMM=openblas LD_PRELOAD=$(abspath $(ALLOC_COUNTER)) $(BUILD)/tests/alloc_steady; \
+		AG_GEMM=openblas LD_PRELOAD=$(abspath $(ALLOC_COUNTER)) $(BUILD)/tests/alloc_steady && \
+		AG_NUM_THREADS=4 LD_PRELOAD=$(abspath $(ALLOC_COUNTER)) $(BUILD)/tests/alloc_steady; \
 	else echo "test-alloc: needs Linux (LD_PRELOAD, glibc): skipped"; fi
 
 $(ALLOC_COUNTER): tests/c/malloc_count.c
