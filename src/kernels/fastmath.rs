@@ -281,6 +281,12 @@ pub(crate) fn task_split(worth: bool, units: usize, unit_work: usize) -> usize {
     pool::task_count(units, MIN_TASK_WORK.div_ceil(unit_work.max(1)))
 }
 
+/// The length of each of `n` element tasks over `len` elements (the last
+/// may be shorter): whole 64-byte lines, so no two tasks write one line.
+pub(crate) fn part_len(len: usize, n: usize) -> usize {
+    len.div_ceil(n.max(1)).next_multiple_of(16).max(1)
+}
+
 /// `data` (rows of `width` elements) cut into the `n` row ranges of
 /// [`pool::task_range`], in order.
 pub(crate) fn row_parts<T>(
