@@ -125,10 +125,64 @@ fn gpt_replayed(cfg: fn(usize) -> GptConfig) -> Bits {
     out
 }
 
+/// The row and element kernels on their own, at sizes that cut each into
+/// several tasks: LayerNorm (one-pass backward on a parameter input, the
+/// column sums on a constant one), GELU, residual add and sub,
+/// cross-entropy and log-softmax, trained for a few AdamW steps.
+fn row_kernels() -> Bits {
+    let (rows, c) = (2048, 256);
+    let mut rng = Rng(5);
+    let mut values = |n: usize, scale: f32| -> Vec<f32> {
+        (0..n)
+            .map(|_| (rng.below(2001) as f32 / 1000.0 - 1.0) * scale)
+            .collect()
+    };
+    let (x0, z) = (values(rows * c, 2.0), values(rows * c, 3.0));
+    let (w0, b0) = (values(c, 0.5), values(c, 0.5));
+    let targets: Vec<i32> = (0..rows).map(|r| (r * 37 % c) as i32).collect();
+    let mut ctx = Context::new();
+    let x = ctx.param(&[rows, c], Some(&x0)).unwrap();
+    let (w1, b1) = (
+        ctx.param(&[c], Some(&w0)).unwrap(),
+        ctx.param(&[c], Some(&b0)).unwrap(),
+    );
+    let (w2, b2) = (
+        ctx.param(&[c], Some(&b0)).unwrap(),
+        ctx.param(&[c], Some(&w0)).unwrap(),
+    );
+    Gpt::adamw(&mut ctx, 1e-2).unwrap();
+    let mut out = Bits {
+        losses: vec![],
+        grads: vec![],
+        params: vec![],
+    };
+    for _ in 0..4 {
+        ctx.reset();
+        let zt = ctx.tensor(&[rows, c], &z).unwrap();
+        let h = ctx.layernorm(x, w1, b1).unwrap();
+        let g = ctx.gelu(h).unwrap();
+        let r = ctx.add(g, x).unwrap();
+        let q = ctx.layernorm(zt, w2, b2).unwrap();
+        let m = ctx.sub(r, q).unwrap();
+        let ce = ctx.cross_entropy(m, &targets).unwrap();
+        let ls = ctx.log_softmax(m).unwrap();
+        let s = ctx.sum(ls).unwrap();
+        let s = ctx.scale(s, 1e-6).unwrap();
+        let loss = ctx.add(ce, s).unwrap();
+        out.losses.push(ctx.item(loss).unwrap().to_bits());
+        out.losses.push(ctx.item(ce).unwrap().to_bits());
+        ctx.backward(loss).unwrap();
+        out.grads = common::param_bits(&ctx, true);
+        ctx.optimizer_step().unwrap();
+        ctx.zero_grad();
+    }
+    out.params = common::param_bits(&ctx, false);
+    out
+}
+
 /// Every case: a name and what it computes. Sizes are chosen so that each
 /// parallel kernel splits into several tasks (small and medium do; tiny
 /// stays mostly on one thread and checks the small-problem paths).
-/// A case: its name and what it computes.
 type Case = (&'static str, fn() -> Bits);
 
 const CASES: &[Case] = &[
@@ -144,6 +198,7 @@ const CASES: &[Case] = &[
     ("small, captured and replayed", || {
         gpt_replayed(GptConfig::small)
     }),
+    ("row and element kernels, several tasks each", row_kernels),
 ];
 
 #[test]

@@ -5,7 +5,7 @@
 //! (truncation error < 1.3e-7 relative), 2^n built in the exponent bits.
 //! NaN propagates; inputs are clamped to `[-87.3, 88.3]` (results stay normal).
 
-use crate::pool::Pool;
+use crate::pool::{self, Pool};
 
 const LOG2E: f32 = std::f32::consts::LOG2_E;
 const LN2_HI: f32 = 0.693_145_75;
@@ -215,15 +215,16 @@ pub(crate) fn accumulate_cols_f64(
 }
 
 /// out[j] += sum_r x[r, j] with f64 accumulators (see
-/// [`accumulate_cols_f64`]). x: [R, N], out: [N]. The columns split across
-/// the pool when one is given (each column's sum is the same either way).
+/// [`accumulate_cols_f64`]). x: [R, N], out: [N]. The columns go in tasks
+/// fixed by the shape (see [`split_columns`]), across the pool when one is
+/// given; each column's sum is the same bits either way.
 pub(crate) fn sum_rows_into_on(pool: Option<&Pool>, out: &mut [f32], x: &[f32]) {
     let n = out.len();
     if n == 0 {
         return;
     }
     let rows = x.len() / n;
-    split_columns(pool, out, |part, first| {
+    split_columns(pool, out, rows, |part, first| {
         crate::simd::dispatch!(accumulate_cols_f64(part, first, rows, |r, cols, acc| {
             let row = &x[r * n..][cols];
             for (a, &v) in acc.iter_mut().zip(row) {
@@ -233,23 +234,107 @@ pub(crate) fn sum_rows_into_on(pool: Option<&Pool>, out: &mut [f32], x: &[f32]) 
     });
 }
 
-/// Runs `f(part, first)` on all of `out` (first = 0), or on its two halves
-/// across the pool: for kernels whose output columns are independent.
+/// Runs `f(part, first)` over `out` cut into column tasks (`part` holds
+/// the columns `first..first + part.len()`), for kernels whose output
+/// columns are independent and each sum `rows` rows. The cut depends on
+/// the shape alone; the tasks run across the pool when one is given.
 pub(crate) fn split_columns(
     pool: Option<&Pool>,
     out: &mut [f32],
+    rows: usize,
     f: impl Fn(&mut [f32], usize) + Sync,
 ) {
-    // Halves on a multiple of 8 columns keep each thread's rows aligned
-    // to whole vectors.
-    let h = (out.len() / 2) & !7;
-    match pool.filter(|_| h > 0) {
-        Some(pool) => {
-            let (lo, hi) = out.split_at_mut(h);
-            let f = &f;
-            pool.join(|| f(hi, h), || f(lo, 0));
+    // Tasks own whole groups of 8 columns, which keeps each task's rows
+    // aligned to whole vectors.
+    const GROUP: usize = 8;
+    let n = pool::task_count(
+        out.len() / GROUP,
+        MIN_TASK_WORK.div_ceil(rows.max(1) * GROUP * ELEMENT_COST),
+    );
+    if n == 1 {
+        return f(out, 0);
+    }
+    let width = out.len().div_ceil(n).next_multiple_of(GROUP);
+    run_parts(pool, out.chunks_mut(width), &|i, part| f(part, i * width));
+}
+
+// ---- task lists of the row and element kernels -----------------------------
+
+/// The weight of one element of a row or element kernel in the work the
+/// size thresholds compare (a GELU, a LayerNorm or an exp is some 16 plain
+/// operations per element).
+pub(crate) const ELEMENT_COST: usize = 16;
+
+/// The least weighted work one task of a row or element kernel gets: half
+/// the threshold above which a kernel is worth two threads, so a kernel
+/// just above it is cut in two and larger ones into more tasks (up to
+/// [`pool::MAX_TASKS`]).
+pub(crate) const MIN_TASK_WORK: usize = 1 << 20;
+
+/// How many tasks to cut `units` (rows or elements) of `unit_work` each
+/// into: one when `worth` (the caller's shape-only threshold) is false.
+/// Never depends on the thread count.
+pub(crate) fn task_split(worth: bool, units: usize, unit_work: usize) -> usize {
+    if !worth {
+        return 1;
+    }
+    pool::task_count(units, MIN_TASK_WORK.div_ceil(unit_work.max(1)))
+}
+
+/// The length of each of `n` element tasks over `len` elements (the last
+/// may be shorter): whole 64-byte lines, so no two tasks write one line.
+pub(crate) fn part_len(len: usize, n: usize) -> usize {
+    len.div_ceil(n.max(1)).next_multiple_of(16).max(1)
+}
+
+/// `data` (rows of `width` elements) cut into the `n` row ranges of
+/// [`pool::task_range`], in order.
+pub(crate) fn row_parts<T>(
+    mut data: &mut [T],
+    width: usize,
+    n: usize,
+) -> impl Iterator<Item = &mut [T]> {
+    let rows = data.len() / width.max(1);
+    (0..n).map(move |i| {
+        let len = pool::task_range(rows, n, i).len() * width;
+        let (part, rest) = std::mem::take(&mut data).split_at_mut(len);
+        data = rest;
+        part
+    })
+}
+
+/// The most parts one [`run_parts`] call takes: two outputs' tasks.
+const MAX_PARTS: usize = 2 * pool::MAX_TASKS;
+
+/// Runs `task(i, part)` once for the `i`-th part `parts` yields (at most
+/// [`MAX_PARTS`]), across the pool when one is given, else in order on
+/// this thread: the same task list either way. The parts (disjoint
+/// mutable slices, or tuples of them) are held in an array on the stack:
+/// no allocation.
+pub(crate) fn run_parts<P: Send>(
+    pool: Option<&Pool>,
+    parts: impl IntoIterator<Item = P>,
+    task: &(dyn Fn(usize, P) + Sync),
+) {
+    let mut slots: [Option<P>; MAX_PARTS] = std::array::from_fn(|_| None);
+    let mut n = 0;
+    for part in parts {
+        assert!(n < MAX_PARTS, "more than {MAX_PARTS} parts");
+        slots[n] = Some(part);
+        n += 1;
+    }
+    let run = |i: usize, slot: &mut Option<P>| {
+        if let Some(part) = slot.take() {
+            task(i, part)
         }
-        None => f(out, 0),
+    };
+    match pool {
+        Some(pool) if n > 1 => pool.run_slots(&mut slots[..n], &run),
+        _ => {
+            for (i, slot) in slots[..n].iter_mut().enumerate() {
+                run(i, slot)
+            }
+        }
     }
 }
 
@@ -291,6 +376,39 @@ mod tests {
                 assert_eq!(capped, got, "width {n}, {level:?}");
             }
         }
+    }
+
+    /// Sums tall enough to be cut into many column tasks: the same bits
+    /// as one task, with the pool or without.
+    #[test]
+    #[cfg_attr(miri, ignore)] // large
+    fn row_sums_cut_into_column_tasks_equal_one_task() {
+        let (rows, n) = (4096, 600);
+        let mut rng = crate::ops::gradcheck::Lcg(8);
+        let (x, exact) = crate::ops::gradcheck::column_data(&mut rng, rows, n);
+        let pool = crate::pool::Pool::new();
+        for p in [None, pool.as_ref()] {
+            let mut got = vec![0.0f32; n];
+            super::sum_rows_into_on(p, &mut got, &x);
+            for (&g, &e) in got.iter().zip(&exact) {
+                assert_eq!(g, e as f32);
+            }
+        }
+        // The cut itself: several tasks, whole groups of 8 columns, in order.
+        let seen = std::sync::Mutex::new(Vec::new());
+        super::split_columns(pool.as_ref(), &mut vec![0.0; n], rows, |part, first| {
+            seen.lock().unwrap().push((first, part.len()))
+        });
+        let mut seen = seen.into_inner().unwrap();
+        seen.sort();
+        assert!(seen.len() > 4, "{seen:?}");
+        let mut next = 0;
+        for &(first, len) in &seen {
+            assert_eq!(first, next);
+            assert!(first % 8 == 0);
+            next += len;
+        }
+        assert_eq!(next, n);
     }
 
     #[test]

@@ -10,12 +10,13 @@ use crate::error::{Error, Result};
 use crate::kernels::fastmath;
 use crate::ops::Op;
 use crate::ops::check_ids;
+use crate::pool::{self, Pool};
 use crate::shape::Shape;
 use crate::simd;
 
-/// Mean over rows of lse[r] - logits[r, t_r], lse[r] = log sum_j exp(logits[r, j]).
-/// When `probs` is given (recording for backward) it receives
-/// softmax(logits), so the backward pass needs no exp.
+/// Sum over rows of lse[r] - logits[r, t_r], lse[r] = log sum_j exp(logits[r, j]),
+/// in f64, row after row. When `probs` is given (recording for backward)
+/// it receives softmax(logits), so the backward pass needs no exp.
 /// logits, probs: `[N, V]`; targets: `[N]`.
 #[inline(always)]
 fn cross_entropy_forward(
@@ -23,7 +24,7 @@ fn cross_entropy_forward(
     logits: &[f32],
     targets: &[u32],
     v: usize,
-) -> f32 {
+) -> f64 {
     let mut total = 0.0f64;
     for (r, (row, &t)) in logits.chunks_exact(v).zip(targets).enumerate() {
         let max = fastmath::max(row);
@@ -56,19 +57,12 @@ fn cross_entropy_forward(
         };
         total += (max + s.ln() - row[t as usize]) as f64;
     }
-    (total / targets.len() as f64) as f32
+    total
 }
 
-/// dlogits[r, j] += dloss / N * (probs[r, j] - `[j == t_r]`).
+/// dlogits[r, j] += s * (probs[r, j] - `[j == t_r]`), s = dloss / N.
 #[inline(always)]
-fn cross_entropy_backward(
-    dlogits: &mut [f32],
-    dloss: f32,
-    probs: &[f32],
-    targets: &[u32],
-    v: usize,
-) {
-    let s = dloss / targets.len() as f32;
+fn cross_entropy_backward(dlogits: &mut [f32], s: f32, probs: &[f32], targets: &[u32], v: usize) {
     for ((d, p), &t) in dlogits
         .chunks_exact_mut(v)
         .zip(probs.chunks_exact(v))
@@ -208,14 +202,38 @@ pub(crate) fn forward_mse(ctx: &mut Context, out: u32, pred: u32, target: u32) {
     y[0] = mse_forward(p, t);
 }
 
+/// How many row tasks a kernel over `rows` rows of `v` logits is cut into
+/// (by the shape alone): an exp or a multiply-add per logit.
+fn row_tasks(rows: usize, v: usize) -> usize {
+    let worth = rows >= 2 && Context::worth_two_threads(rows * v * fastmath::ELEMENT_COST);
+    fastmath::task_split(worth, rows, v * fastmath::ELEMENT_COST)
+}
+
+/// The thread pool for `n` tasks over `numel` logits, if it should run
+/// them (else they loop on this thread).
+fn pool_for(ctx: &mut Context, n: usize, numel: usize) -> Option<Pool> {
+    (n > 1 && ctx.want_pool(numel * fastmath::ELEMENT_COST)).then(Pool::global)
+}
+
 pub(crate) fn forward_log_softmax(ctx: &mut Context, out: u32, x: u32) {
     let (ex, eo) = (ctx.entry(x), ctx.entry(out));
+    let (rows, v) = (ex.shape.rows(), ex.shape.last());
+    let n = row_tasks(rows, v);
+    let pool = pool_for(ctx, n, ex.shape.numel());
     let ([y], [x]) = ctx.access([eo.data], [ex.data]);
-    log_softmax_forward(y, x, ex.shape.last());
+    if n == 1 {
+        return log_softmax_forward(y, x, v);
+    }
+    fastmath::run_parts(pool.as_ref(), fastmath::row_parts(y, v, n), &|i, y| {
+        let x = &x[pool::task_range(rows, n, i).start * v..][..y.len()];
+        log_softmax_forward(y, x, v)
+    });
 }
 
 /// The probabilities are saved only when the loss is recorded (its output
 /// needs a gradient); otherwise `probs` is a one-element placeholder.
+/// Each row task sums its rows' losses in f64; the partial sums are added
+/// in task order, so the loss does not depend on the thread count.
 pub(crate) fn forward_cross_entropy(
     ctx: &mut Context,
     out: u32,
@@ -224,10 +242,26 @@ pub(crate) fn forward_cross_entropy(
     probs: Buf,
 ) {
     let (el, eo) = (ctx.entry(logits), ctx.entry(out));
-    let v = el.shape.last();
+    let (rows, v) = (el.shape.rows(), el.shape.last());
     let tracks = eo.requires_grad;
+    let n = row_tasks(rows, v);
+    let pool = pool_for(ctx, n, el.shape.numel());
     let ([y, p], [l], [t]) = ctx.access_ids([eo.data, probs], [el.data], [targets]);
-    y[0] = simd::dispatch!(cross_entropy_forward(tracks.then_some(p), l, t, v));
+    let total = if n == 1 {
+        simd::dispatch!(cross_entropy_forward(tracks.then_some(p), l, t, v))
+    } else {
+        let mut partials = [0.0f64; pool::MAX_TASKS];
+        // Without a gradient there are no probabilities to write.
+        let p: &mut [f32] = if tracks { p } else { &mut [] };
+        let parts = fastmath::row_parts(p, v, n).zip(partials.iter_mut());
+        fastmath::run_parts(pool.as_ref(), parts, &|i, (p, partial)| {
+            let at = pool::task_range(rows, n, i);
+            let (l, t) = (&l[at.start * v..at.end * v], &t[at]);
+            *partial = simd::dispatch!(cross_entropy_forward(tracks.then_some(p), l, t, v));
+        });
+        partials[1..n].iter().fold(partials[0], |sum, &p| sum + p)
+    };
+    y[0] = (total / rows as f64) as f32;
 }
 
 pub(crate) fn backward_cross_entropy(
@@ -240,9 +274,20 @@ pub(crate) fn backward_cross_entropy(
     let (Some(dl), Some(dout)) = (ctx.grad_of(logits), ctx.grad_out(out)) else {
         return;
     };
-    let v = ctx.entry(logits).shape.last();
+    let el = ctx.entry(logits);
+    let (rows, v) = (el.shape.rows(), el.shape.last());
+    let n = row_tasks(rows, v);
+    let pool = pool_for(ctx, n, el.shape.numel());
     let ([dl], [dout, p], [t]) = ctx.access_ids([dl], [dout, probs], [targets]);
-    simd::dispatch!(cross_entropy_backward(dl, dout[0], p, t, v));
+    let s = dout[0] / rows as f32;
+    if n == 1 {
+        return simd::dispatch!(cross_entropy_backward(dl, s, p, t, v));
+    }
+    fastmath::run_parts(pool.as_ref(), fastmath::row_parts(dl, v, n), &|i, dl| {
+        let at = pool::task_range(rows, n, i);
+        let (p, t) = (&p[at.start * v..at.end * v], &t[at]);
+        simd::dispatch!(cross_entropy_backward(dl, s, p, t, v))
+    });
 }
 
 pub(crate) fn backward_log_softmax(ctx: &mut Context, out: u32, x: u32) {
@@ -250,8 +295,21 @@ pub(crate) fn backward_log_softmax(ctx: &mut Context, out: u32, x: u32) {
         return;
     };
     let eo = ctx.entry(out);
+    let (rows, v) = (eo.shape.rows(), eo.shape.last());
+    let n = row_tasks(rows, v);
+    let pool = pool_for(ctx, n, eo.shape.numel());
     let ([dx], [dout, y]) = ctx.access([dx], [dout, eo.data]);
-    log_softmax_backward(dx, dout, y, eo.shape.last());
+    if n == 1 {
+        return log_softmax_backward(dx, dout, y, v);
+    }
+    fastmath::run_parts(pool.as_ref(), fastmath::row_parts(dx, v, n), &|i, dx| {
+        let at = pool::task_range(rows, n, i);
+        let (g, y) = (
+            &dout[at.start * v..at.end * v],
+            &y[at.start * v..at.end * v],
+        );
+        log_softmax_backward(dx, g, y, v)
+    });
 }
 
 pub(crate) fn backward_mse(ctx: &mut Context, out: u32, pred: u32, target: u32) {
@@ -297,6 +355,60 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    /// Cut into several row tasks, cross-entropy's loss is the tasks' f64
+    /// sums added in task order, and its gradient and log-softmax's values
+    /// and gradient equal the single-threaded kernels bit for bit.
+    #[test]
+    #[cfg_attr(miri, ignore)] // the worker is off under Miri, and the sizes are slow there
+    fn row_tasks_match_the_kernels() {
+        let (rows, v) = (2048, 256);
+        let n = super::row_tasks(rows, v);
+        assert!(n >= 4, "{n} tasks");
+        let mut rng = crate::ops::gradcheck::Lcg(21);
+        let x: Vec<f32> = (0..rows * v).map(|_| rng.range(-4.0, 4.0)).collect();
+        let t: Vec<u32> = (0..rows).map(|r| (r * 37 % v) as u32).collect();
+        let ti: Vec<i32> = t.iter().map(|&t| t as i32).collect();
+        let mut c = crate::Context::new();
+        let px = c.param(&[rows, v], Some(&x)).unwrap();
+        let loss = c.cross_entropy(px, &ti).unwrap();
+        assert!(c.pool_started());
+        let ls = c.log_softmax(px).unwrap();
+        let s = c.sum(ls).unwrap();
+        let s = c.scale(s, 1e-3).unwrap();
+        let total = c.add(loss, s).unwrap();
+        c.backward(total).unwrap();
+        let (mut y, mut gx) = (vec![0.0; rows * v], vec![0.0; rows * v]);
+        c.read(ls, &mut y).unwrap();
+        c.read_grad(px, &mut gx).unwrap();
+
+        let mut probs = vec![0.0; rows * v];
+        let mut sum = 0.0f64;
+        for i in 0..n {
+            let at = crate::pool::task_range(rows, n, i);
+            let (lo, hi) = (at.start * v, at.end * v);
+            let part =
+                super::cross_entropy_forward(Some(&mut probs[lo..hi]), &x[lo..hi], &t[at], v);
+            sum = if i == 0 { part } else { sum + part };
+        }
+        let got = c.item(loss).unwrap();
+        assert_eq!(got.to_bits(), ((sum / rows as f64) as f32).to_bits());
+        let whole = super::cross_entropy_forward(None, &x, &t, v) / rows as f64;
+        assert!(
+            (got as f64 - whole).abs() <= 1e-6 * whole.abs(),
+            "{got} vs {whole}"
+        );
+
+        let mut want_y = vec![0.0; rows * v];
+        super::log_softmax_forward(&mut want_y, &x, v);
+        let mut want_g = vec![0.0; rows * v];
+        // In the tape's reverse order: log-softmax's term, then the loss's.
+        super::log_softmax_backward(&mut want_g, &vec![1e-3; rows * v], &want_y, v);
+        super::cross_entropy_backward(&mut want_g, 1.0 / rows as f32, &probs, &t, v);
+        let same = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(a, b)| a.to_bits() == b.to_bits());
+        assert!(same(&y, &want_y), "log_softmax values");
+        assert!(same(&gx, &want_g), "gradient");
     }
 
     #[test]

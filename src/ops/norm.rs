@@ -6,6 +6,7 @@ use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
 use crate::kernels::fastmath;
 use crate::ops::Op;
+use crate::pool;
 use crate::simd;
 
 /// Default epsilon (GPT-2's).
@@ -95,9 +96,13 @@ fn layernorm_backward_dw(
     });
 }
 
-/// Widest rows the one-pass backward takes: its two threads' f64 weight
-/// and bias sums (4 x 512 x 8 bytes) live on the calling thread's stack.
+/// Widest rows the one-pass backward takes: its f64 weight and bias sums
+/// (2 x 512 x 8 bytes per task) live on the calling thread's stack.
 const ONE_PASS_MAX_C: usize = 512;
+
+/// f64 sums the one-pass backward's tasks hold on the stack (64 KiB): at
+/// least 8 tasks at the widest rows, 32 at C = 128.
+const ONE_PASS_PARTIALS: usize = 16 * ONE_PASS_MAX_C;
 
 /// Rows per chunk of [`layernorm_backward_rows`]: their dx, then their
 /// terms of the weight and bias sums while the rows are still in L1.
@@ -183,6 +188,19 @@ impl Context {
     }
 }
 
+/// How many row tasks a LayerNorm kernel over `rows` rows of `c` is cut
+/// into: a shape-only rule, so the bits do not depend on the thread count.
+fn row_tasks(rows: usize, c: usize) -> usize {
+    let worth = rows >= 2 && Context::worth_two_threads(rows * c * fastmath::ELEMENT_COST);
+    fastmath::task_split(worth, rows, c * fastmath::ELEMENT_COST)
+}
+
+/// Tasks of the one-pass backward: as [`row_tasks`], but no more than
+/// [`ONE_PASS_PARTIALS`] holds sums for.
+fn one_pass_tasks(rows: usize, c: usize) -> usize {
+    row_tasks(rows, c).min(ONE_PASS_PARTIALS / (2 * c).max(1))
+}
+
 /// `inputs` are x (`[rows, C]`), w and b (`[C]`); writes y (`[rows, C]`),
 /// the per-row mean and 1/std (`[rows]`).
 pub(crate) fn forward_layernorm(
@@ -195,23 +213,21 @@ pub(crate) fn forward_layernorm(
     let [ex, ew, eb] = inputs.map(|i| ctx.entry(i));
     let eo = ctx.entry(out);
     let (rows, c) = (ex.shape.rows(), ex.shape.last());
-    let par = rows >= 2 && ctx.want_pool(ex.shape.numel() * 16);
+    let n = row_tasks(rows, c);
+    let par = n > 1 && ctx.want_pool(ex.shape.numel() * fastmath::ELEMENT_COST);
     let (pool, [y, m, r], [x, w, b]) =
         ctx.access_on(par, [eo.data, mean, rstd], [ex.data, ew.data, eb.data]);
-    match pool {
-        Some(pool) => {
-            // Rows are independent: split them in two.
-            let h = rows / 2;
-            let ((y0, y1), (m0, m1), (r0, r1)) =
-                (y.split_at_mut(h * c), m.split_at_mut(h), r.split_at_mut(h));
-            let (x0, x1) = x.split_at(h * c);
-            pool.join(
-                || simd::dispatch!(layernorm_forward(y1, m1, r1, x1, w, b, c)),
-                || simd::dispatch!(layernorm_forward(y0, m0, r0, x0, w, b, c)),
-            );
-        }
-        None => simd::dispatch!(layernorm_forward(y, m, r, x, w, b, c)),
+    if n == 1 {
+        return simd::dispatch!(layernorm_forward(y, m, r, x, w, b, c));
     }
+    // Rows are independent: each task owns a run of them.
+    let parts = fastmath::row_parts(y, c, n)
+        .zip(fastmath::row_parts(m, 1, n))
+        .zip(fastmath::row_parts(r, 1, n));
+    fastmath::run_parts(pool, parts, &|i, ((y, m), r)| {
+        let x = &x[pool::task_range(rows, n, i).start * c..][..y.len()];
+        simd::dispatch!(layernorm_forward(y, m, r, x, w, b, c))
+    });
 }
 
 /// `inputs` are x, w and b.
@@ -227,7 +243,8 @@ pub(crate) fn backward_layernorm(
     };
     let [ix, iw, ib] = inputs;
     let (ex, ew) = (ctx.entry(ix), ctx.entry(iw));
-    let c = ex.shape.last();
+    let (rows, c, numel) = (ex.shape.rows(), ex.shape.last(), ex.shape.numel());
+    let work = numel * fastmath::ELEMENT_COST;
     let (gx, gw, gb) = (ctx.grad_of(ix), ctx.grad_of(iw), ctx.grad_of(ib));
     if let (Some(dx), Some(dw), Some(db)) = (gx, gw, gb)
         && c <= ONE_PASS_MAX_C
@@ -236,69 +253,70 @@ pub(crate) fn backward_layernorm(
         && !dw.overlaps(&db)
     {
         // One pass over dout and x instead of three.
-        let (rows, numel) = (ex.shape.rows(), ex.shape.numel());
-        let halves = rows >= 2 && Context::worth_two_threads(numel * 16);
-        let par = halves && ctx.want_pool(numel * 16);
+        let n = one_pass_tasks(rows, c);
+        let par = n > 1 && ctx.want_pool(work);
         let (pool, [dx, dw, db], [g, x, w, m, r]) =
             ctx.access_on(par, [dx, dw, db], [dout, ex.data, ew.data, mean, rstd]);
-        let mut acc = [[0.0f64; 2 * ONE_PASS_MAX_C]; 2];
-        let [acc0, acc1] = acc.each_mut().map(|a| &mut a[..2 * c]);
-        let run = |dx: &mut [f32], acc: &mut [f64], g, x, m, r| {
+        let run = |dx: &mut [f32], acc: &mut [f64], rows: std::ops::Range<usize>| {
+            let (g, x) = (
+                &g[rows.start * c..rows.end * c],
+                &x[rows.start * c..rows.end * c],
+            );
+            let (m, r) = (&m[rows.clone()], &r[rows]);
             simd::dispatch!(layernorm_backward_rows(dx, acc, g, x, w, m, r, c))
         };
-        if halves {
-            // Two halves of the rows, each with its own sums, whether or
-            // not a second thread runs one: the bits do not depend on it.
-            let h = rows / 2;
-            let ((d0, d1), (g0, g1), (x0, x1)) =
-                (dx.split_at_mut(h * c), g.split_at(h * c), x.split_at(h * c));
-            let ((m0, m1), (r0, r1)) = (m.split_at(h), r.split_at(h));
-            match pool {
-                Some(pool) => pool.join(
-                    || run(d1, acc1, g1, x1, m1, r1),
-                    || run(d0, acc0, g0, x0, m0, r0),
-                ),
-                None => {
-                    run(d0, acc0, g0, x0, m0, r0);
-                    run(d1, acc1, g1, x1, m1, r1);
-                }
+        let add_into = |dw: &mut [f32], db: &mut [f32], sums: &[f64]| {
+            for (o, &sum) in dw.iter_mut().chain(db.iter_mut()).zip(sums) {
+                *o = (*o as f64 + sum) as f32;
             }
-        } else {
-            run(dx, acc0, g, x, m, r);
-        }
-        for (j, (o, &a)) in dw.iter_mut().chain(db.iter_mut()).zip(&*acc0).enumerate() {
+        };
+        if n == 1 {
+            let mut acc = [0.0f64; 2 * ONE_PASS_MAX_C];
+            let acc = &mut acc[..2 * c];
+            run(dx, acc, 0..rows);
             // One run of rows adds nothing more (not even a zero, which
             // would turn a sum of -0 into +0): the old sequence exactly.
-            let sum = if halves { a + acc1[j] } else { a };
-            *o = (*o as f64 + sum) as f32;
+            return add_into(dw, db, acc);
         }
-        return;
+        // Each task sums its own rows, whether or not another thread runs
+        // it; the partial sums are then added in task order, so the bits
+        // do not depend on the thread count.
+        let mut partials = [0.0f64; ONE_PASS_PARTIALS];
+        let parts = fastmath::row_parts(dx, c, n).zip(partials.chunks_exact_mut(2 * c));
+        fastmath::run_parts(pool, parts, &|i, (dx, acc)| {
+            run(dx, acc, pool::task_range(rows, n, i))
+        });
+        let (first, rest) = partials[..n * 2 * c].split_at_mut(2 * c);
+        for part in rest.chunks_exact(2 * c) {
+            first.iter_mut().zip(part).for_each(|(s, &p)| *s += p);
+        }
+        return add_into(dw, db, first);
     }
     if let Some(dx) = gx {
-        let rows = ex.shape.rows();
-        let par = rows >= 2 && ctx.want_pool(ex.shape.numel() * 16);
+        let n = row_tasks(rows, c);
+        let par = n > 1 && ctx.want_pool(work);
         let (pool, [dx], [g, x, w, m, r]) =
             ctx.access_on(par, [dx], [dout, ex.data, ew.data, mean, rstd]);
-        match pool {
-            Some(pool) => {
-                let h = rows / 2;
-                let ((d0, d1), (g0, g1), (x0, x1)) =
-                    (dx.split_at_mut(h * c), g.split_at(h * c), x.split_at(h * c));
-                let ((m0, m1), (r0, r1)) = (m.split_at(h), r.split_at(h));
-                pool.join(
-                    || simd::dispatch!(layernorm_backward_dx(d1, g1, x1, w, m1, r1, c)),
-                    || simd::dispatch!(layernorm_backward_dx(d0, g0, x0, w, m0, r0, c)),
+        if n == 1 {
+            simd::dispatch!(layernorm_backward_dx(dx, g, x, w, m, r, c));
+        } else {
+            fastmath::run_parts(pool, fastmath::row_parts(dx, c, n), &|i, dx| {
+                let rows = pool::task_range(rows, n, i);
+                let (g, x) = (
+                    &g[rows.start * c..rows.end * c],
+                    &x[rows.start * c..rows.end * c],
                 );
-            }
-            None => simd::dispatch!(layernorm_backward_dx(dx, g, x, w, m, r, c)),
+                let (m, r) = (&m[rows.clone()], &r[rows]);
+                simd::dispatch!(layernorm_backward_dx(dx, g, x, w, m, r, c))
+            });
         }
     }
     // Weight and bias sums: each column is independent, so the columns
     // split across the pool.
-    let par = ctx.want_pool(ex.shape.numel() * 16);
+    let par = ctx.want_pool(work);
     if let Some(dw) = gw {
         let (pool, [dw], [g, x, m, r]) = ctx.access_on(par, [dw], [dout, ex.data, mean, rstd]);
-        fastmath::split_columns(pool, dw, |dw, first| {
+        fastmath::split_columns(pool, dw, rows, |dw, first| {
             simd::dispatch!(layernorm_backward_dw(dw, first, g, x, m, r, c))
         });
     }
@@ -332,12 +350,15 @@ mod tests {
         assert!(bad.is_err(), "params after activations are refused");
     }
 
-    /// On the two-thread path (large inputs) forward and backward equal the
-    /// single-threaded kernels bit for bit.
+    /// Cut into several tasks (large inputs), forward and backward equal
+    /// the single-threaded kernels bit for bit, and the weight and bias
+    /// sums are each task's rows summed on their own, added in task order.
     #[test]
     #[cfg_attr(miri, ignore)] // the worker is off under Miri, and the sizes are slow there
     fn parallel_path_matches_kernels() {
-        let (rows, c) = (1024, 128);
+        let (rows, c) = (4096, 128);
+        let n = super::one_pass_tasks(rows, c);
+        assert!(n >= 4, "{n} tasks");
         let mut rng = crate::ops::gradcheck::Lcg(3);
         let x: Vec<f32> = (0..rows * c).map(|_| rng.range(-2.0, 2.0)).collect();
         let w: Vec<f32> = (0..c).map(|_| rng.range(0.5, 1.5)).collect();
@@ -369,21 +390,28 @@ mod tests {
                 .zip(&wdx)
                 .all(|(a, b)| a.to_bits() == b.to_bits())
         );
-        // The weight and bias sums: each half of the rows summed on its own,
-        // as one thread sums them, then the two halves added.
         let (mut gdw, mut gdb) = (vec![0.0; c], vec![0.0; c]);
         ctx.read_grad(pw, &mut gdw).unwrap();
         ctx.read_grad(pb, &mut gdb).unwrap();
         let ones = vec![1.0; rows * c];
-        let mut acc = [vec![0.0f64; 2 * c], vec![0.0f64; 2 * c]];
-        let h = rows / 2;
-        for (half, a) in acc.iter_mut().enumerate() {
-            let (rs, es) = (half * h, half * h + h);
-            let mut scratch = vec![0.0; h * c];
-            let (xs, gs) = (&x[rs * c..es * c], &ones[rs * c..es * c]);
-            super::layernorm_backward_rows(&mut scratch, a, gs, xs, &w, &m[rs..es], &r[rs..es], c);
+        let mut sum = vec![0.0f64; 2 * c];
+        for i in 0..n {
+            let rs = crate::pool::task_range(rows, n, i);
+            let mut a = vec![0.0f64; 2 * c];
+            let mut scratch = vec![0.0; rs.len() * c];
+            let (xs, gs) = (
+                &x[rs.start * c..rs.end * c],
+                &ones[rs.start * c..rs.end * c],
+            );
+            let (ms, rstd) = (&m[rs.clone()], &r[rs]);
+            super::layernorm_backward_rows(&mut scratch, &mut a, gs, xs, &w, ms, rstd, c);
+            if i == 0 {
+                sum = a;
+            } else {
+                sum.iter_mut().zip(&a).for_each(|(s, &p)| *s += p);
+            }
         }
-        let want: Vec<f32> = (0..2 * c).map(|j| (acc[0][j] + acc[1][j]) as f32).collect();
+        let want: Vec<f32> = sum.iter().map(|&s| s as f32).collect();
         let got: Vec<f32> = gdw.iter().chain(&gdb).copied().collect();
         assert!(
             got.iter()

@@ -1,12 +1,13 @@
 //! The binary ops' forward and backward over tensors: the one-element
-//! path (in `scalar.rs`), the general broadcasting path, and the parallel
-//! halves of equal-shape operands.
+//! path (in `scalar.rs`), the general broadcasting path, and the element tasks
+//! of equal-shape operands.
 
 use super::broadcast::{binary_backward_into, binary_forward};
 use super::kernels::{add_scaled_into, max_of, min_of, takes_a_max, takes_a_min};
 use super::scalar::{backward_binary_one, binary_kernel_one};
 use crate::arena::Buf;
 use crate::context::Context;
+use crate::kernels::fastmath;
 use crate::ops::BinaryFn;
 use crate::shape::Shape;
 use crate::simd;
@@ -29,17 +30,20 @@ fn forward_binary_many(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: BinaryF
     let (sa, va) = (ctx.entry_ref(ia).shape, ctx.entry_ref(ia).data);
     let (sb, vb) = (ctx.entry_ref(ib).shape, ctx.entry_ref(ib).data);
     let (shape, vo) = (ctx.entry_ref(out).shape, ctx.entry_ref(out).data);
-    // Equal shapes (a residual add): the halves are independent.
-    let par = sa == sb && ctx.want_pool(shape.numel() * 16);
+    // Equal shapes (a residual add): element tasks are independent.
+    let work = shape.numel() * fastmath::ELEMENT_COST;
+    let worth = sa == sb && Context::worth_two_threads(work);
+    let n = fastmath::task_split(worth, shape.numel(), fastmath::ELEMENT_COST);
+    let par = n > 1 && ctx.want_pool(work);
     let (pool, [o], [x, y]) = ctx.access_on(par, [vo], [va, vb]);
-    if let Some(pool) = pool {
-        let h = o.len() / 2;
-        let ((o0, o1), (x0, x1), (y0, y1)) = (o.split_at_mut(h), x.split_at(h), y.split_at(h));
-        let run = |o: &mut [f32], x: &[f32], y: &[f32]| binary_kernel(f, o, x, y, shape, sa, sb);
-        pool.join(|| run(o1, x1, y1), || run(o0, x0, y0));
-        return;
+    if n == 1 {
+        return binary_kernel(f, o, x, y, shape, sa, sb);
     }
-    binary_kernel(f, o, x, y, shape, sa, sb);
+    let part = fastmath::part_len(o.len(), n);
+    fastmath::run_parts(pool, o.chunks_mut(part), &|i, o| {
+        let at = i * part..i * part + o.len();
+        binary_kernel(f, o, &x[at.clone()], &y[at], shape, sa, sb)
+    });
 }
 
 /// The forward kernel of a binary op (over the whole output, or over a
@@ -95,18 +99,31 @@ fn backward_binary_many(ctx: &mut Context, dout: Buf, out: u32, ia: u32, ib: u32
         let (ga, gb) = (ctx.grad_to_overwrite(ia), ctx.grad_to_overwrite(ib));
         match (ga, gb) {
             (Some((da, fa)), Some((db, fb))) if !da.overlaps(&db) => {
-                let par = ctx.want_pool(so.numel() * 16);
+                // The pair costs what one heavier element kernel does: a
+                // buffer just over the threshold is one task of two.
+                let work = so.numel() * fastmath::ELEMENT_COST;
+                let worth = Context::worth_two_threads(work);
+                let n = fastmath::task_split(worth, so.numel(), fastmath::ELEMENT_COST / 2);
+                let par = worth && ctx.want_pool(work);
                 let (pool, [da, db], [g]) = ctx.access_on(par, [da, db], [dout]);
-                let n = g.len();
-                let mut run_a = || run_kernel!(n, add_scaled_into(da, g, 1.0, fa));
-                let mut run_b = || run_kernel!(n, add_scaled_into(db, g, sign, fb));
-                match pool {
-                    Some(pool) => pool.join(run_b, run_a),
-                    None => {
-                        run_a();
-                        run_b();
-                    }
+                if !worth {
+                    run_kernel!(g.len(), add_scaled_into(da, g, 1.0, fa));
+                    run_kernel!(g.len(), add_scaled_into(db, g, sign, fb));
+                    return;
                 }
+                // da's element tasks, then db's.
+                let part = fastmath::part_len(g.len(), n);
+                let n_a = da.len().div_ceil(part);
+                let parts = da.chunks_mut(part).chain(db.chunks_mut(part));
+                fastmath::run_parts(pool, parts, &|i, d| {
+                    let (j, s, fresh) = if i < n_a {
+                        (i, 1.0, fa)
+                    } else {
+                        (i - n_a, sign, fb)
+                    };
+                    let g = &g[j * part..][..d.len()];
+                    simd::dispatch!(add_scaled_into(d, g, s, fresh))
+                });
             }
             (ga, gb) => {
                 for (grad, s) in [(ga, 1.0), (gb, sign)] {

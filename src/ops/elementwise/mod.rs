@@ -9,6 +9,7 @@
 use crate::arena::Buf;
 use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
+use crate::kernels::fastmath;
 use crate::ops::{BinaryFn, Op, UnaryFn};
 use crate::shape::Shape;
 use crate::simd;
@@ -194,19 +195,25 @@ pub(crate) fn forward_unary(ctx: &mut Context, out: u32, x: u32, f: UnaryFn) {
 #[inline(never)]
 fn forward_unary_many(ctx: &mut Context, out: u32, x: u32, f: UnaryFn) {
     let (ex, eo) = (ctx.entry(x), ctx.entry(out));
-    let par = f == UnaryFn::Gelu && ctx.want_pool(ex.shape.numel() * 16);
+    let n = unary_tasks(f, ex.shape.numel());
+    let par = n > 1 && ctx.want_pool(ex.shape.numel() * fastmath::ELEMENT_COST);
     let (pool, [y], [x]) = ctx.access_on(par, [eo.data], [ex.data]);
-    match pool {
-        Some(pool) => {
-            let h = x.len() / 2;
-            let ((y0, y1), (x0, x1)) = (y.split_at_mut(h), x.split_at(h));
-            pool.join(
-                || simd::dispatch!(unary_forward(f, y1, x1)),
-                || simd::dispatch!(unary_forward(f, y0, x0)),
-            );
-        }
-        None => run_kernel!(x.len(), unary_forward(f, y, x)),
+    if n == 1 {
+        return run_kernel!(x.len(), unary_forward(f, y, x));
     }
+    let part = fastmath::part_len(x.len(), n);
+    fastmath::run_parts(pool, y.chunks_mut(part), &|i, y| {
+        let x = &x[i * part..][..y.len()];
+        simd::dispatch!(unary_forward(f, y, x))
+    });
+}
+
+/// How many element tasks a unary map over `len` elements is cut into (by
+/// the shape alone): GELU, an MLP's widest activation, splits when large;
+/// the cheap maps stay on the calling thread.
+fn unary_tasks(f: UnaryFn, len: usize) -> usize {
+    let worth = f == UnaryFn::Gelu && Context::worth_two_threads(len * fastmath::ELEMENT_COST);
+    fastmath::task_split(worth, len, fastmath::ELEMENT_COST)
 }
 
 pub(crate) fn forward_pow(ctx: &mut Context, out: u32, x: u32, p: f32) {
@@ -263,23 +270,21 @@ fn backward_unary_many(
     assign: bool,
 ) {
     let (ex, eo) = (ctx.entry(x), ctx.entry(out));
-    let par = f == UnaryFn::Gelu && ctx.want_pool(ex.shape.numel() * 16);
+    let n = unary_tasks(f, ex.shape.numel());
+    let par = n > 1 && ctx.want_pool(ex.shape.numel() * fastmath::ELEMENT_COST);
     let (pool, [dx], [dout, x, y]) = ctx.access_on(par, [dx], [dout, ex.data, eo.data]);
     if fresh && !assign {
         dx.fill(0.0);
     }
-    match pool {
-        Some(pool) => {
-            let h = x.len() / 2;
-            let ((d0, d1), (g0, g1)) = (dx.split_at_mut(h), dout.split_at(h));
-            let ((x0, x1), (y0, y1)) = (x.split_at(h), y.split_at(h));
-            pool.join(
-                || simd::dispatch!(unary_backward(f, assign, d1, g1, x1, y1)),
-                || simd::dispatch!(unary_backward(f, assign, d0, g0, x0, y0)),
-            );
-        }
-        None => run_kernel!(x.len(), unary_backward(f, assign, dx, dout, x, y)),
+    if n == 1 {
+        return run_kernel!(x.len(), unary_backward(f, assign, dx, dout, x, y));
     }
+    let part = fastmath::part_len(x.len(), n);
+    fastmath::run_parts(pool, dx.chunks_mut(part), &|i, dx| {
+        let at = i * part..i * part + dx.len();
+        let (g, x, y) = (&dout[at.clone()], &x[at.clone()], &y[at]);
+        simd::dispatch!(unary_backward(f, assign, dx, g, x, y))
+    });
 }
 
 pub(crate) fn backward_pow(ctx: &mut Context, out: u32, x: u32, p: f32) {

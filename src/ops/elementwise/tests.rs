@@ -258,11 +258,12 @@ fn gradcheck_unary() {
     });
 }
 
-/// GELU on the two-thread path equals the single-threaded kernels.
+/// GELU cut into several element tasks (an odd length: the last task is
+/// short) equals the single-threaded kernels.
 #[test]
 #[cfg_attr(miri, ignore)] // the worker is off under Miri, and the sizes are slow there
 fn gelu_parallel_path_matches_kernels() {
-    let n = 1 << 17;
+    let n = (1 << 19) + 5;
     let x: Vec<f32> = (0..n).map(|i| (i as f32 / n as f32 - 0.5) * 8.0).collect();
     let mut c = crate::Context::new();
     let p = c.param(&[n], Some(&x)).unwrap();
@@ -286,6 +287,42 @@ fn gelu_parallel_path_matches_kernels() {
             .zip(&wantg)
             .all(|(a, b)| a.to_bits() == b.to_bits())
     );
+}
+
+/// Equal-shape add and sub cut into several element tasks (forward, and
+/// both gradients side by side) equal plain loops.
+#[test]
+#[cfg_attr(miri, ignore)] // the worker is off under Miri, and the sizes are slow there
+fn residual_add_and_sub_in_tasks_match_plain_loops() {
+    let n = (1 << 19) + 3;
+    let a: Vec<f32> = (0..n).map(|i| (i as f32 * 0.001).sin()).collect();
+    let b: Vec<f32> = (0..n).map(|i| (i as f32 * 0.003).cos()).collect();
+    let r: Vec<f32> = (0..n).map(|i| 1.0 + (i % 7) as f32 * 0.25).collect();
+    for sub in [false, true] {
+        let mut c = crate::Context::new();
+        let (pa, pb) = (
+            c.param(&[n], Some(&a)).unwrap(),
+            c.param(&[n], Some(&b)).unwrap(),
+        );
+        let y = if sub { c.sub(pa, pb) } else { c.add(pa, pb) }.unwrap();
+        assert!(c.pool_started());
+        // A weight per element, so each gradient element is distinct.
+        let rt = c.tensor(&[n], &r).unwrap();
+        let l = c.mul(y, rt).unwrap();
+        let l = c.sum(l).unwrap();
+        c.backward(l).unwrap();
+        let (mut got, mut ga, mut gb) = (vec![0.0; n], vec![0.0; n], vec![0.0; n]);
+        c.read(y, &mut got).unwrap();
+        c.read_grad(pa, &mut ga).unwrap();
+        c.read_grad(pb, &mut gb).unwrap();
+        for i in 0..n {
+            let want = if sub { a[i] - b[i] } else { a[i] + b[i] };
+            assert_eq!(got[i].to_bits(), want.to_bits(), "{i}");
+            assert_eq!(ga[i].to_bits(), r[i].to_bits(), "{i}");
+            let wb = if sub { -r[i] } else { r[i] };
+            assert_eq!(gb[i].to_bits(), wb.to_bits(), "{i}");
+        }
+    }
 }
 
 /// GELU and equal-shape add/sub write a newborn activation gradient
