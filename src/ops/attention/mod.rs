@@ -105,16 +105,54 @@ impl Context {
     }
 }
 
+/// Floats of a softmax per task, at least (and only softmaxes worth a
+/// second thread are cut: the threshold the elementwise kernels use).
+const SOFTMAX_TASK_FLOATS: usize = 1 << 14;
+
+/// Rows per task of a softmax over `rows` rows of `tk`: by the shape
+/// alone. Rows are independent, so the cut changes no bit.
+fn softmax_rows_per_task(rows: usize, tk: usize) -> usize {
+    if !Context::worth_two_threads(rows * tk * 16) {
+        return rows.max(1);
+    }
+    let n = pool::task_count(rows, SOFTMAX_TASK_FLOATS.div_ceil(tk.max(1)));
+    rows.div_ceil(n).max(1)
+}
+
+/// Runs `task(i, chunk)` on each chunk of `chunk_len` floats of `data`:
+/// across the pool when given, else in order on this thread.
+fn run_chunks(
+    pool: Option<&Pool>,
+    data: &mut [f32],
+    chunk_len: usize,
+    task: &(dyn Fn(usize, &mut [f32]) + Sync),
+) {
+    match pool {
+        Some(pool) => pool.run_chunks(data, chunk_len, task),
+        None => data
+            .chunks_mut(chunk_len.max(1))
+            .enumerate()
+            .for_each(|(i, c)| task(i, c)),
+    }
+}
+
 pub(crate) fn forward_softmax(ctx: &mut Context, out: u32, x: u32, scale: f32, causal: bool) {
     let (ex, eo) = (ctx.entry(x), ctx.entry(out));
     let nd = ex.shape.ndim();
     let tk = ex.shape.last();
     let tq = if nd >= 2 { ex.shape.dims()[nd - 2] } else { 1 };
-    let ([y], [x]) = ctx.access([eo.data], [ex.data]);
-    simd::dispatch!({
-        for (r, (yr, xr)) in y.chunks_exact_mut(tk).zip(x.chunks_exact(tk)).enumerate() {
-            softmax_row_from(yr, xr, valid_cols(causal, r % tq, tq, tk), scale);
-        }
+    let rows = ex.shape.numel() / tk.max(1);
+    let per_task = softmax_rows_per_task(rows, tk);
+    let par = per_task < rows && ctx.want_pool(ex.shape.numel() * 16);
+    let (pool, [y], [x]) = ctx.access_on(par, [eo.data], [ex.data]);
+    run_chunks(pool, y, per_task * tk, &|i, y| {
+        let r0 = i * per_task;
+        let x = &x[r0 * tk..];
+        simd::dispatch!({
+            for (r, (yr, xr)) in y.chunks_exact_mut(tk).zip(x.chunks_exact(tk)).enumerate() {
+                softmax_row_from(yr, xr, valid_cols(causal, (r0 + r) % tq, tq, tk), scale);
+            }
+        })
     });
 }
 
@@ -207,8 +245,15 @@ pub(crate) fn backward_softmax(ctx: &mut Context, out: u32, x: u32, scale: f32) 
         return;
     };
     let eo = ctx.entry(out);
-    let ([dx], [g, y]) = ctx.access([dx], [dout, eo.data]);
-    simd::dispatch!(softmax_backward(dx, g, y, eo.shape.last(), scale));
+    let tk = eo.shape.last();
+    let rows = eo.shape.numel() / tk.max(1);
+    let per_task = softmax_rows_per_task(rows, tk);
+    let par = per_task < rows && ctx.want_pool(eo.shape.numel() * 16);
+    let (pool, [dx], [g, y]) = ctx.access_on(par, [dx], [dout, eo.data]);
+    run_chunks(pool, dx, per_task * tk, &|i, dx| {
+        let at = i * per_task * tk..i * per_task * tk + dx.len();
+        simd::dispatch!(softmax_backward(dx, &g[at.clone()], &y[at], tk, scale))
+    });
 }
 
 pub(crate) fn backward_attention(ctx: &mut Context, out: u32, qkv: u32, nh: usize, probs: Buf) {
