@@ -199,6 +199,37 @@ const CASES: &[Case] = &[
         gpt_replayed(GptConfig::small)
     }),
     ("row and element kernels, several tasks each", row_kernels),
+    // A causal softmax over 2048 rows of 128, and an attention over a
+    // batch of 42 cut into runs of unequal length: forward and backward.
+    ("softmax and attention ops", || {
+        let mut rng = Rng(21);
+        let mut random = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.normal() as f32).collect() };
+        let mut out = Bits {
+            losses: vec![],
+            grads: vec![],
+            params: vec![],
+        };
+        for (shape, attention) in [([16, 128, 128], false), ([42, 32, 192], true)] {
+            let mut ctx = Context::new();
+            let n = shape.iter().product();
+            let x = ctx.param(&shape, Some(&random(n))).unwrap();
+            let y = if attention {
+                ctx.attention(x, 2).unwrap()
+            } else {
+                ctx.softmax(x, true, 0.7).unwrap()
+            };
+            let weights = random(ctx.numel(y).unwrap());
+            let w = ctx.tensor(ctx.shape(y).unwrap().dims(), &weights).unwrap();
+            let wy = ctx.mul(y, w).unwrap();
+            let loss = ctx.sum(wy).unwrap();
+            out.losses.push(ctx.item(loss).unwrap().to_bits());
+            ctx.backward(loss).unwrap();
+            let mut g = vec![0.0; n];
+            ctx.read_grad(x, &mut g).unwrap();
+            out.grads.extend(g.iter().map(|x| x.to_bits()));
+        }
+        out
+    }),
 ];
 
 #[test]

@@ -27,6 +27,7 @@ mod tests;
 use crate::arena::{Buf, Storage};
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::pool::{MAX_TASKS, Pool, task_count, task_range};
 use crate::simd;
 use kernels::sgd_momentum_update;
 pub(crate) use kernels::{AdamWStep, adamw_update};
@@ -55,6 +56,51 @@ impl Optimizer {
     /// Whether the state covers only part of the parameters.
     pub fn sharded(&self, total: usize) -> bool {
         self.shard != (0, total)
+    }
+}
+
+/// A parameter with fewer floats than this updates in one task: smaller
+/// updates gain nothing from a second thread.
+const SPLIT_MIN_FLOATS: usize = 1 << 16;
+
+/// Floats per update task, at least (an AdamW update of 32K floats takes
+/// tens of microseconds, well above a hand-off).
+const UPDATE_TASK_FLOATS: usize = 1 << 15;
+
+/// Cuts the `W` buffers in `w` alike into `n` contiguous runs of their
+/// floats ([`task_range`]) and calls `task(i, runs)` once per run: across
+/// the pool when given, else in order on this thread. The runs depend on
+/// `n` and the length alone, never on the thread count.
+fn in_runs<const W: usize>(
+    pool: Option<&Pool>,
+    n: usize,
+    w: [&mut [f32]; W],
+    task: &(dyn Fn(std::ops::Range<usize>, [&mut [f32]; W]) + Sync),
+) {
+    let len = w.first().map_or(0, |b| b.len());
+    debug_assert!(w.iter().all(|b| b.len() == len) && (1..=MAX_TASKS).contains(&n));
+    let mut rest = w;
+    let mut runs: [[&mut [f32]; W]; MAX_TASKS] = std::array::from_fn(|i| {
+        let k = if i < n {
+            task_range(len, n, i).len()
+        } else {
+            0
+        };
+        rest.each_mut().map(|r| {
+            let (run, tail) = std::mem::take(r).split_at_mut(k);
+            *r = tail;
+            run
+        })
+    });
+    let one = |i: usize, run: &mut [&mut [f32]; W]| {
+        task(task_range(len, n, i), run.each_mut().map(|b| &mut **b))
+    };
+    match pool {
+        Some(pool) => pool.run_slots(&mut runs[..n], &one),
+        None => runs[..n]
+            .iter_mut()
+            .enumerate()
+            .for_each(|(i, r)| one(i, r)),
     }
 }
 
@@ -201,6 +247,10 @@ impl Context {
         let total: usize = (0..self.param_count())
             .map(|i| self.entry(i as u32).shape.numel())
             .sum();
+        // Large parameters are cut into runs of floats by their length
+        // alone; each float's update reads only that float, so no cut
+        // changes a bit.
+        let split = Context::worth_two_threads(total * 8);
         let par = self.want_pool(total * 8);
         let Some(opt) = self.optimizer_state_mut() else {
             return Ok(());
@@ -219,6 +269,12 @@ impl Context {
                 continue;
             }
             let (p, g) = (Storage::sub(p, lo, hi - lo), Storage::sub(g, lo, hi - lo));
+            let n = if split && p.len() >= SPLIT_MIN_FLOATS {
+                task_count(p.len(), UPDATE_TASK_FLOATS)
+            } else {
+                1
+            };
+            let par = par && n > 1;
             let [m, v] = self.optimizer_state().map_or([None, None], |o| o.state[i]);
             let decay = self.registry().decay(i);
             match kind {
@@ -226,20 +282,25 @@ impl Context {
                     lr,
                     momentum,
                     weight_decay,
-                } => match m {
-                    Some(m) => {
-                        let weight_decay = if decay { weight_decay } else { 0.0 };
-                        let ([p, m], [g]) = self.access([p, m], [g]);
-                        sgd_momentum_update(p, m, g, lr, momentum, weight_decay);
-                    }
-                    None => {
-                        let weight_decay = if decay { weight_decay } else { 0.0 };
-                        let ([p], [g]) = self.access([p], [g]);
-                        for (p, &g) in p.iter_mut().zip(g) {
-                            *p -= lr * (g + weight_decay * *p);
+                } => {
+                    let weight_decay = if decay { weight_decay } else { 0.0 };
+                    match m {
+                        Some(m) => {
+                            let (pool, [p, m], [g]) = self.access_on(par, [p, m], [g]);
+                            in_runs(pool, n, [p, m], &|r, [p, m]| {
+                                sgd_momentum_update(p, m, &g[r], lr, momentum, weight_decay)
+                            });
+                        }
+                        None => {
+                            let (pool, [p], [g]) = self.access_on(par, [p], [g]);
+                            in_runs(pool, n, [p], &|r, [p]| {
+                                for (p, &g) in p.iter_mut().zip(&g[r]) {
+                                    *p -= lr * (g + weight_decay * *p);
+                                }
+                            });
                         }
                     }
-                },
+                }
                 OptimizerKind::AdamW {
                     lr,
                     beta1,
@@ -249,23 +310,11 @@ impl Context {
                 } => {
                     let (Some(m), Some(v)) = (m, v) else { continue };
                     let weight_decay = if decay { weight_decay } else { 0.0 };
-                    let par = par && p.len() >= 1 << 16;
                     let (pool, [p, m, v], [g]) = self.access_on(par, [p, m, v], [g]);
                     let k = AdamWStep::new(lr, beta1, beta2, eps, weight_decay, t);
-                    let update = |p: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32]| {
-                        simd::dispatch!(adamw_update(p, m, v, g, k))
-                    };
-                    // Large parameters: each half on its own thread.
-                    match pool {
-                        Some(pool) => {
-                            let h = p.len() / 2;
-                            let ((p0, p1), (m0, m1), (v0, v1)) =
-                                (p.split_at_mut(h), m.split_at_mut(h), v.split_at_mut(h));
-                            let (g0, g1) = g.split_at(h);
-                            pool.join(|| update(p1, m1, v1, g1), || update(p0, m0, v0, g0));
-                        }
-                        None => update(p, m, v, g),
-                    }
+                    in_runs(pool, n, [p, m, v], &|r, [p, m, v]| {
+                        simd::dispatch!(adamw_update(p, m, v, &g[r], k))
+                    });
                 }
             }
         }

@@ -18,6 +18,7 @@ use crate::arena::{Buf, Storage};
 use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
 use crate::ops::Op;
+use crate::pool::{self, Pool};
 use crate::shape::Shape;
 use crate::simd;
 use fused::{attention_backward, attention_forward};
@@ -83,10 +84,13 @@ impl Context {
         }
         let tracks = self.tracks(&[iq]);
         let probs_shape = Shape::new(OP, &[b, n_head, t, t])?;
-        // When recording, T*T more floats at the end serve as the backward
-        // pass's dP scratch, so backward never allocates.
-        // Two scratches: one per thread when the batch is split.
-        let extra = if tracks { 2 * t * t } else { 0 };
+        // When recording, T*T more floats per backward task at the end
+        // serve as its dP scratch, so backward never allocates.
+        let extra = if tracks {
+            batch_tasks(b, t, c, n_head) * t * t
+        } else {
+            0
+        };
         // Written before read: the probabilities completely by the forward
         // pass, the scratch's live entries by backward's first products
         // (beta = 0; `causal_blocks` leaves the rest unread).
@@ -101,17 +105,104 @@ impl Context {
     }
 }
 
+/// Floats of a softmax per task, at least (and only softmaxes worth a
+/// second thread are cut: the threshold the elementwise kernels use).
+const SOFTMAX_TASK_FLOATS: usize = 1 << 14;
+
+/// Rows per task of a softmax over `rows` rows of `tk`: by the shape
+/// alone. Rows are independent, so the cut changes no bit.
+fn softmax_rows_per_task(rows: usize, tk: usize) -> usize {
+    if !Context::worth_two_threads(rows * tk * 16) {
+        return rows.max(1);
+    }
+    let n = pool::task_count(rows, SOFTMAX_TASK_FLOATS.div_ceil(tk.max(1)));
+    rows.div_ceil(n).max(1)
+}
+
+/// Runs `task(i, chunk)` on each chunk of `chunk_len` floats of `data`:
+/// across the pool when given, else in order on this thread.
+fn run_chunks(
+    pool: Option<&Pool>,
+    data: &mut [f32],
+    chunk_len: usize,
+    task: &(dyn Fn(usize, &mut [f32]) + Sync),
+) {
+    match pool {
+        Some(pool) => pool.run_chunks(data, chunk_len, task),
+        None => data
+            .chunks_mut(chunk_len.max(1))
+            .enumerate()
+            .for_each(|(i, c)| task(i, c)),
+    }
+}
+
 pub(crate) fn forward_softmax(ctx: &mut Context, out: u32, x: u32, scale: f32, causal: bool) {
     let (ex, eo) = (ctx.entry(x), ctx.entry(out));
     let nd = ex.shape.ndim();
     let tk = ex.shape.last();
     let tq = if nd >= 2 { ex.shape.dims()[nd - 2] } else { 1 };
-    let ([y], [x]) = ctx.access([eo.data], [ex.data]);
-    simd::dispatch!({
-        for (r, (yr, xr)) in y.chunks_exact_mut(tk).zip(x.chunks_exact(tk)).enumerate() {
-            softmax_row_from(yr, xr, valid_cols(causal, r % tq, tq, tk), scale);
-        }
+    let rows = ex.shape.numel() / tk.max(1);
+    let per_task = softmax_rows_per_task(rows, tk);
+    let par = per_task < rows && ctx.want_pool(ex.shape.numel() * 16);
+    let (pool, [y], [x]) = ctx.access_on(par, [eo.data], [ex.data]);
+    run_chunks(pool, y, per_task * tk, &|i, y| {
+        let r0 = i * per_task;
+        let x = &x[r0 * tk..];
+        simd::dispatch!({
+            for (r, (yr, xr)) in y.chunks_exact_mut(tk).zip(x.chunks_exact(tk)).enumerate() {
+                softmax_row_from(yr, xr, valid_cols(causal, (r0 + r) % tq, tq, tk), scale);
+            }
+        })
     });
+}
+
+/// Multiply-adds of a whole attention, forward or backward (the causal
+/// blocks skip about half of them; the four products count as one).
+fn attention_work(b: usize, t: usize, c: usize, nh: usize) -> usize {
+    4 * b * nh * t * t * (c / nh)
+}
+
+/// The fewest multiply-adds worth a task of their own: about 0.1 ms of
+/// products, so a claim and a hand-off cost nothing next to them.
+const MIN_TASK_WORK: usize = 1 << 20;
+
+/// Most tasks an attention is cut into. Each backward task holds a T*T
+/// scratch, saved with the probabilities: this bounds that memory to
+/// 16 T*T floats whatever the batch.
+const MAX_ATTENTION_TASKS: usize = 16;
+
+/// How many tasks an attention's batch is cut into (contiguous runs of
+/// batch items, [`pool::task_range`]): by the shape alone, so the same at
+/// any thread count. Each item's heads are computed as on one thread, so
+/// the cut changes no bit; it sets only the balance and the scratch.
+fn batch_tasks(b: usize, t: usize, c: usize, nh: usize) -> usize {
+    let work = attention_work(b, t, c, nh);
+    if b < 2 || !Context::worth_two_threads(work) {
+        return 1;
+    }
+    let per_item = (work / b).max(1);
+    pool::task_count(b, MIN_TASK_WORK.div_ceil(per_item)).min(MAX_ATTENTION_TASKS)
+}
+
+/// Cuts `buf` into the pieces of `n` tasks over `b` batch items, each item
+/// `per_item` floats; unused slots stay empty.
+fn pieces<'a>(
+    buf: &'a mut [f32],
+    b: usize,
+    n: usize,
+    per_item: usize,
+) -> [&'a mut [f32]; MAX_ATTENTION_TASKS] {
+    let mut rest = buf;
+    std::array::from_fn(|i| {
+        let items = if i < n {
+            pool::task_range(b, n, i).len()
+        } else {
+            0
+        };
+        let (piece, tail) = std::mem::take(&mut rest).split_at_mut(items * per_item);
+        rest = tail;
+        piece
+    })
 }
 
 /// qkv: `[B, T, 3C]` -> out: `[B, T, C]`; the probabilities go to the front
@@ -120,21 +211,30 @@ pub(crate) fn forward_attention(ctx: &mut Context, out: u32, qkv: u32, n_head: u
     let (eq, eo) = (ctx.entry(qkv), ctx.entry(out));
     let (b, t, c) = (eq.shape.dims()[0], eq.shape.dims()[1], eq.shape.last() / 3);
     let probs_only = Storage::sub(probs, 0, b * n_head * t * t);
-    let par = b >= 2 && ctx.want_pool(4 * b * n_head * t * t * (c / n_head));
+    let n = batch_tasks(b, t, c, n_head);
+    let par = n > 1 && ctx.want_pool(attention_work(b, t, c, n_head));
     let (pool, [y, p], [q]) = ctx.access_on(par, [eo.data, probs_only], [eq.data]);
+    // Each task owns its batch items' rows of every buffer.
+    let mut slots = {
+        let (mut y, mut p) = (pieces(y, b, n, t * c), pieces(p, b, n, n_head * t * t));
+        std::array::from_fn::<_, MAX_ATTENTION_TASKS, _>(|i| {
+            (std::mem::take(&mut y[i]), std::mem::take(&mut p[i]))
+        })
+    };
+    let task = |i: usize, (y, p): &mut (&mut [f32], &mut [f32])| {
+        let items = pool::task_range(b, n, i);
+        let q = &q[items.start * t * 3 * c..items.end * t * 3 * c];
+        attention_forward(y, p, q, items.len(), t, c, n_head);
+    };
+    run_tasks(pool, &mut slots[..n], &task);
+}
+
+/// Runs `task` on every slot: across the pool when given, else in order
+/// on this thread (the same tasks, so the same bits).
+fn run_tasks<T: Send>(pool: Option<&Pool>, slots: &mut [T], task: &(dyn Fn(usize, &mut T) + Sync)) {
     match pool {
-        Some(pool) => {
-            // Split the batch: each half owns disjoint rows of every buffer.
-            let h = b / 2;
-            let (y0, y1) = y.split_at_mut(h * t * c);
-            let (p0, p1) = p.split_at_mut(h * n_head * t * t);
-            let (q0, q1) = q.split_at(h * t * 3 * c);
-            pool.join(
-                || attention_forward(y1, p1, q1, b - h, t, c, n_head),
-                || attention_forward(y0, p0, q0, h, t, c, n_head),
-            );
-        }
-        None => attention_forward(y, p, q, b, t, c, n_head),
+        Some(pool) => pool.run_slots(slots, task),
+        None => slots.iter_mut().enumerate().for_each(|(i, s)| task(i, s)),
     }
 }
 
@@ -145,8 +245,15 @@ pub(crate) fn backward_softmax(ctx: &mut Context, out: u32, x: u32, scale: f32) 
         return;
     };
     let eo = ctx.entry(out);
-    let ([dx], [g, y]) = ctx.access([dx], [dout, eo.data]);
-    simd::dispatch!(softmax_backward(dx, g, y, eo.shape.last(), scale));
+    let tk = eo.shape.last();
+    let rows = eo.shape.numel() / tk.max(1);
+    let per_task = softmax_rows_per_task(rows, tk);
+    let par = per_task < rows && ctx.want_pool(eo.shape.numel() * 16);
+    let (pool, [dx], [g, y]) = ctx.access_on(par, [dx], [dout, eo.data]);
+    run_chunks(pool, dx, per_task * tk, &|i, dx| {
+        let at = i * per_task * tk..i * per_task * tk + dx.len();
+        simd::dispatch!(softmax_backward(dx, &g[at.clone()], &y[at], tk, scale))
+    });
 }
 
 pub(crate) fn backward_attention(ctx: &mut Context, out: u32, qkv: u32, nh: usize, probs: Buf) {
@@ -155,23 +262,29 @@ pub(crate) fn backward_attention(ctx: &mut Context, out: u32, qkv: u32, nh: usiz
     };
     let eq = ctx.entry(qkv);
     let (b, t, c) = (eq.shape.dims()[0], eq.shape.dims()[1], eq.shape.last() / 3);
-    let n = probs.len() - 2 * t * t;
-    let (p_only, scratch) = (Storage::sub(probs, 0, n), Storage::sub(probs, n, 2 * t * t));
-    let par = b >= 2 && ctx.want_pool(4 * b * nh * t * t * (c / nh));
+    let n = batch_tasks(b, t, c, nh);
+    let len = b * nh * t * t;
+    let (p_only, scratch) = (
+        Storage::sub(probs, 0, len),
+        Storage::sub(probs, len, n * t * t),
+    );
+    let par = n > 1 && ctx.want_pool(attention_work(b, t, c, nh));
     let (pool, [dq, dp], [g, p, q]) = ctx.access_on(par, [dq, scratch], [dout, p_only, eq.data]);
-    match pool {
-        Some(pool) => {
-            let h = b / 2;
-            let (dq0, dq1) = dq.split_at_mut(h * t * 3 * c);
-            let (dp0, dp1) = dp.split_at_mut(t * t);
-            let (g0, g1) = g.split_at(h * t * c);
-            let (p0, p1) = p.split_at(h * nh * t * t);
-            let (q0, q1) = q.split_at(h * t * 3 * c);
-            pool.join(
-                || attention_backward(dq1, dp1, g1, p1, q1, b - h, t, c, nh),
-                || attention_backward(dq0, dp0, g0, p0, q0, h, t, c, nh),
-            );
-        }
-        None => attention_backward(dq, &mut dp[..t * t], g, p, q, b, t, c, nh),
-    }
+    // Each task owns its batch items' rows of dqkv and one T*T scratch.
+    let mut slots = {
+        let mut dq = pieces(dq, b, n, t * 3 * c);
+        let mut dp = dp.chunks_exact_mut(t * t);
+        std::array::from_fn::<_, MAX_ATTENTION_TASKS, _>(|i| {
+            (std::mem::take(&mut dq[i]), dp.next().unwrap_or_default())
+        })
+    };
+    let task = |i: usize, (dq, dp): &mut (&mut [f32], &mut [f32])| {
+        let items = pool::task_range(b, n, i);
+        let (i0, i1) = (items.start, items.end);
+        let g = &g[i0 * t * c..i1 * t * c];
+        let p = &p[i0 * nh * t * t..i1 * nh * t * t];
+        let q = &q[i0 * t * 3 * c..i1 * t * 3 * c];
+        attention_backward(dq, dp, g, p, q, items.len(), t, c, nh);
+    };
+    run_tasks(pool, &mut slots[..n], &task);
 }
