@@ -67,6 +67,10 @@ const SPLIT_MIN_FLOATS: usize = 1 << 16;
 /// tens of microseconds, well above a hand-off).
 const UPDATE_TASK_FLOATS: usize = 1 << 15;
 
+/// A task of [`in_runs`]: the range of floats it owns, and its run of
+/// each buffer.
+type RunTask<'t, const W: usize> = dyn Fn(std::ops::Range<usize>, [&mut [f32]; W]) + Sync + 't;
+
 /// Cuts the `W` buffers in `w` alike into `n` contiguous runs of their
 /// floats ([`task_range`]) and calls `task(i, runs)` once per run: across
 /// the pool when given, else in order on this thread. The runs depend on
@@ -75,7 +79,7 @@ fn in_runs<const W: usize>(
     pool: Option<&Pool>,
     n: usize,
     w: [&mut [f32]; W],
-    task: &(dyn Fn(std::ops::Range<usize>, [&mut [f32]; W]) + Sync),
+    task: &RunTask<'_, W>,
 ) {
     let len = w.first().map_or(0, |b| b.len());
     debug_assert!(w.iter().all(|b| b.len() == len) && (1..=MAX_TASKS).contains(&n));

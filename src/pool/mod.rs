@@ -56,6 +56,8 @@ mod workers;
 
 use std::cell::{Cell, UnsafeCell};
 
+#[cfg(test)]
+pub(crate) use threads::MAX_THREADS;
 pub use threads::{ThreadInfo, ThreadSource, default_threads, set_threads};
 
 /// The most tasks one kernel is cut into: enough to keep 64 threads busy

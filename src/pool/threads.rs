@@ -234,6 +234,11 @@ fn cgroup_quota() -> Option<usize> {
 /// The default thread count and what bounded it (reads the machine; the
 /// pool calls it once).
 pub fn default_threads() -> (usize, ThreadSource) {
+    // Miri isolates the process from the file system: two threads there,
+    // enough for the pool's own tests to hand work to a worker.
+    if cfg!(miri) {
+        return (2, ThreadSource::Cores);
+    }
     let online = read("/sys/devices/system/cpu/online")
         .map(|t| parse_cpu_list(&t))
         .filter(|c| !c.is_empty());

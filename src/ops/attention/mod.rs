@@ -186,12 +186,12 @@ fn batch_tasks(b: usize, t: usize, c: usize, nh: usize) -> usize {
 
 /// Cuts `buf` into the pieces of `n` tasks over `b` batch items, each item
 /// `per_item` floats; unused slots stay empty.
-fn pieces<'a>(
-    buf: &'a mut [f32],
+fn pieces(
+    buf: &mut [f32],
     b: usize,
     n: usize,
     per_item: usize,
-) -> [&'a mut [f32]; MAX_ATTENTION_TASKS] {
+) -> [&mut [f32]; MAX_ATTENTION_TASKS] {
     let mut rest = buf;
     std::array::from_fn(|i| {
         let items = if i < n {
