@@ -107,7 +107,7 @@ fn table_fuzz_ids() -> Vec<(&'static str, Result<u8, &'static str>)> {
         ($( $(#[$attr:meta])* $name:ident {
             fuzz: $fuzz:ident $(($fuzz_why:literal))?,
             null: $null:ident($($null_cell:tt)*),
-            contract: $contract:ident($($contract_cell:tt)*) $(,)?
+            contract: $contract:ident($($contract_cell:tt)*) $(, $($more_cells:tt)*)?
         })*) => {{
             // Pushed one by one: a row may carry #[cfg], which vec![] cannot.
             let mut rows = Vec::new();

@@ -350,7 +350,7 @@ fn call(name: &str, ctx: *mut ag_context, fx: &Fx, env: &Env, a: Args) -> ag_sta
         ($( $(#[$attr:meta])* $name:ident {
             fuzz: $fuzz:ident $(($fuzz_why:literal))?,
             null: $null:ident($($null_cell:tt)*),
-            contract: $contract:ident($($contract_cell:tt)*) $(,)?
+            contract: $contract:ident($($contract_cell:tt)*) $(, $($more_cells:tt)*)?
         })*) => {
             |which: &str| -> Option<ag_status> {
                 $( $(#[$attr])* contract_call!(which, $name, $contract($($contract_cell)*)); )*
