@@ -28,7 +28,7 @@ pub struct CFunction {
 pub fn c_functions() -> Vec<CFunction> {
     macro_rules! c_functions {
         ($( $(#[$attr:meta])* $name:ident {
-            fuzz: $fuzz:ident $(($fuzz_why:literal))?,
+            fuzz: $fuzz:ident $(($fuzz_why:literal))? $(=> $fuzz_arm:ident)?,
             null: $null:ident($($null_cell:tt)*),
             contract: $contract:ident($($contract_cell:tt)*)
             $(, c: $c_kind:ident($c_args:literal))? $(,)?
@@ -112,10 +112,7 @@ const OPS_DEF_PREAMBLE: &str = "\
 /// their columns after `name`.
 const OPS_DEF_KINDS: [(&str, &[&str]); 2] = [
     ("AG_OP", &["arity", "s0", "s1", "s2", "call"]),
-    (
-        "AG_HANDLE_FN",
-        &["arity", "need", "has_out", "s0", "call"],
-    ),
+    ("AG_HANDLE_FN", &["arity", "need", "has_out", "s0", "call"]),
 ];
 
 /// The top-level comma-separated arguments of a C macro call's argument
@@ -169,7 +166,11 @@ pub fn ops_def() -> String {
             );
             for (i, a) in args.iter().enumerate() {
                 let last = i + 1 == args.len();
-                cells.push(if last { format!("{a})") } else { format!("{a},") });
+                cells.push(if last {
+                    format!("{a})")
+                } else {
+                    format!("{a},")
+                });
             }
             lines.push(cells);
         }

@@ -20,16 +20,22 @@
 // 2. A row here, in the API area of its file. Enforced by:
 //    tests/header_tables.rs `every_header_function_has_a_row_in_the_c_function_table`
 //    (names each header function without a row, and each row not in the header).
-// 3. Its `fuzz:` cell: the id of fuzz/src/ffi_ops/ids.rs whose call reaches
-//    it (a new id in its area's range, never a reused one), or `none("why")`.
-//    The id must exist (the row does not compile otherwise, in
-//    tests/fuzz_corpus_replay.rs), and ids::FUNCTIONS must give the function
-//    that same id: `the_fuzz_alphabet_matches_the_c_function_table`
-//    (tests/fuzz_corpus_replay.rs) names each function whose id is missing or
-//    differs. The id's arm in fuzz/src/ffi_ops/mod.rs must call the function
-//    (`every_header_function_has_a_fuzz_id`), and the committed corpus must
-//    reach a successful call of the id (`ffi_ops_corpus_replays`: add an input
-//    to fuzz/corpus/ffi_ops).
+// 3. Its `fuzz:` cell: `ID => method`, `ID`, or `none("why")` (only a
+//    deprecated alias or a test hook). ID is the constant of
+//    fuzz/src/ffi_ops/ids.rs whose call reaches it: a new id in its area's
+//    range, never a reused one (that constant is the one hand-written
+//    place in the fuzz crate). ids::FUNCTIONS is generated from these
+//    cells, and an undefined id does not compile (fuzz crate, and
+//    tests/fuzz_corpus_replay.rs). `=> method` generates the id's arm in
+//    FfiOps::call, `self.method("ag_<name>", ag_<name>)`, for a function
+//    of a standard shape (`unary`, `binary`, `reduce_axis`, `product`: the
+//    compiler checks the method and the function's type); with a bare `ID`
+//    the arm is written by hand in fuzz/src/ffi_ops/mod.rs. Enforced by
+//    tests/fuzz_corpus_replay.rs: `every_id_has_an_arm` (a call of an id
+//    with no arm panics), `every_header_function_has_a_fuzz_id` (an id per
+//    header function, and the harness calls it), and `ffi_ops_corpus_replays`
+//    (the committed corpus must reach a successful call of each id: add an
+//    input to fuzz/corpus/ffi_ops, e.g. by fuzzing).
 // 4. Its `null:` cell: `call(expr)`, the function called with the NULL
 //    context `n` (it must return NULL_ARGUMENT and write nothing), or
 //    `none("why")` for a function that takes no context or gives NULL a
@@ -402,37 +408,37 @@ c_functions! {
 
     // src/ffi/ops/elementwise.rs
     ag_add {
-        fuzz: ADD,
+        fuzz: ADD => binary,
         null: call(ag_add(n, p, p, &mut o)),
         contract: call(ag_add(ctx, t, u, o)),
         c: AG_OP("2, (2, 3), (2, 3), (1), ag_add(c, t[0], t[1], out)"),
     }
     ag_sub {
-        fuzz: SUB,
+        fuzz: SUB => binary,
         null: call(ag_sub(n, p, p, &mut o)),
         contract: call(ag_sub(ctx, u, t, o)),
         c: AG_OP("2, (2, 3), (2, 3), (1), ag_sub(c, t[0], t[1], out)"),
     }
     ag_mul {
-        fuzz: MUL,
+        fuzz: MUL => binary,
         null: call(ag_mul(n, p, p, &mut o)),
         contract: call(ag_mul(ctx, t, if a.handle == 8 { u } else { fx.w }, o)),
         c: AG_OP("2, (2, 3), (2, 3), (1), ag_mul(c, t[0], t[1], out)"),
     }
     ag_div {
-        fuzz: DIV,
+        fuzz: DIV => binary,
         null: call(ag_div(n, p, p, &mut o)),
         contract: call(ag_div(ctx, if a.handle == 8 { u } else { fx.b }, t, o)),
         c: AG_OP("2, (2, 3), (2, 3), (1), ag_div(c, t[0], t[1], out)"),
     }
     ag_maximum {
-        fuzz: MAXIMUM,
+        fuzz: MAXIMUM => binary,
         null: call(ag_maximum(n, p, p, &mut o)),
         contract: call(ag_maximum(ctx, t, u, o)),
         c: AG_OP("2, (2, 3), (2, 3), (1), ag_maximum(c, t[0], t[1], out)"),
     }
     ag_minimum {
-        fuzz: MINIMUM,
+        fuzz: MINIMUM => binary,
         null: call(ag_minimum(n, p, p, &mut o)),
         contract: call(ag_minimum(ctx, u, t, o)),
         c: AG_OP("2, (2, 3), (3), (1), ag_minimum(c, t[0], t[1], out)"),
@@ -444,49 +450,49 @@ c_functions! {
         c: AG_OP("3, (2, 1), (2, 3), (3), ag_where(c, t[0], t[1], t[2], out)"),
     }
     ag_neg {
-        fuzz: NEG,
+        fuzz: NEG => unary,
         null: call(ag_neg(n, p, &mut o)),
         contract: call(ag_neg(ctx, t, o)),
         c: AG_OP("1, (2, 3), (1), (1), ag_neg(c, t[0], out)"),
     }
     ag_exp {
-        fuzz: EXP,
+        fuzz: EXP => unary,
         null: call(ag_exp(n, p, &mut o)),
         contract: call(ag_exp(ctx, t, o)),
         c: AG_OP("1, (2, 3), (1), (1), ag_exp(c, t[0], out)"),
     }
     ag_log {
-        fuzz: LOG,
+        fuzz: LOG => unary,
         null: call(ag_log(n, p, &mut o)),
         contract: call(ag_log(ctx, t, o)),
         c: AG_OP("1, (2, 3), (1), (1), ag_log(c, t[0], out)"),
     }
     ag_tanh {
-        fuzz: TANH,
+        fuzz: TANH => unary,
         null: call(ag_tanh(n, p, &mut o)),
         contract: call(ag_tanh(ctx, t, o)),
         c: AG_OP("1, (2, 3), (1), (1), ag_tanh(c, t[0], out)"),
     }
     ag_relu {
-        fuzz: RELU,
+        fuzz: RELU => unary,
         null: call(ag_relu(n, p, &mut o)),
         contract: call(ag_relu(ctx, t, o)),
         c: AG_OP("1, (2, 3), (1), (1), ag_relu(c, t[0], out)"),
     }
     ag_sigmoid {
-        fuzz: SIGMOID,
+        fuzz: SIGMOID => unary,
         null: call(ag_sigmoid(n, p, &mut o)),
         contract: call(ag_sigmoid(ctx, t, o)),
         c: AG_OP("1, (2, 3), (1), (1), ag_sigmoid(c, t[0], out)"),
     }
     ag_sqrt {
-        fuzz: SQRT,
+        fuzz: SQRT => unary,
         null: call(ag_sqrt(n, p, &mut o)),
         contract: call(ag_sqrt(ctx, t, o)),
         c: AG_OP("1, (2, 3), (1), (1), ag_sqrt(c, t[0], out)"),
     }
     ag_abs {
-        fuzz: ABS,
+        fuzz: ABS => unary,
         null: call(ag_abs(n, p, &mut o)),
         contract: call(ag_abs(ctx, t, o)),
         c: AG_OP("1, (2, 3), (1), (1), ag_abs(c, t[0], out)"),
@@ -504,7 +510,7 @@ c_functions! {
         c: AG_OP("1, (2, 3), (1), (1), ag_pow(c, t[0], 1.5f, out)"),
     }
     ag_gelu {
-        fuzz: GELU,
+        fuzz: GELU => unary,
         null: call(ag_gelu(n, p, &mut o)),
         contract: call(ag_gelu(ctx, t, o)),
         c: AG_OP("1, (2, 3), (1), (1), ag_gelu(c, t[0], out)"),
@@ -518,55 +524,55 @@ c_functions! {
 
     // src/ffi/ops/special.rs
     ag_log1p {
-        fuzz: LOG1P,
+        fuzz: LOG1P => unary,
         null: call(ag_log1p(n, p, &mut o)),
         contract: call(ag_log1p(ctx, t, o)),
         c: AG_OP("1, (2, 3), (1), (1), ag_log1p(c, t[0], out)"),
     }
     ag_lgamma {
-        fuzz: LGAMMA,
+        fuzz: LGAMMA => unary,
         null: call(ag_lgamma(n, p, &mut o)),
         contract: call(ag_lgamma(ctx, t, o)),
         c: AG_OP("1, (2, 3), (1), (1), ag_lgamma(c, t[0], out)"),
     }
     ag_digamma {
-        fuzz: DIGAMMA,
+        fuzz: DIGAMMA => unary,
         null: call(ag_digamma(n, p, &mut o)),
         contract: call(ag_digamma(ctx, t, o)),
         c: AG_OP("1, (2, 3), (1), (1), ag_digamma(c, t[0], out)"),
     }
     ag_expm1 {
-        fuzz: EXPM1,
+        fuzz: EXPM1 => unary,
         null: call(ag_expm1(n, p, &mut o)),
         contract: call(ag_expm1(ctx, t, o)),
         c: AG_OP("1, (2, 3), (1), (1), ag_expm1(c, t[0], out)"),
     }
     ag_softplus {
-        fuzz: SOFTPLUS,
+        fuzz: SOFTPLUS => unary,
         null: call(ag_softplus(n, p, &mut o)),
         contract: call(ag_softplus(ctx, t, o)),
         c: AG_OP("1, (2, 3), (1), (1), ag_softplus(c, t[0], out)"),
     }
     ag_log_sigmoid {
-        fuzz: LOG_SIGMOID,
+        fuzz: LOG_SIGMOID => unary,
         null: call(ag_log_sigmoid(n, p, &mut o)),
         contract: call(ag_log_sigmoid(ctx, t, o)),
         c: AG_OP("1, (2, 3), (1), (1), ag_log_sigmoid(c, t[0], out)"),
     }
     ag_erf {
-        fuzz: ERF,
+        fuzz: ERF => unary,
         null: call(ag_erf(n, p, &mut o)),
         contract: call(ag_erf(ctx, t, o)),
         c: AG_OP("1, (2, 3), (1), (1), ag_erf(c, t[0], out)"),
     }
     ag_normal_cdf {
-        fuzz: NORMAL_CDF,
+        fuzz: NORMAL_CDF => unary,
         null: call(ag_normal_cdf(n, p, &mut o)),
         contract: call(ag_normal_cdf(ctx, t, o)),
         c: AG_OP("1, (2, 3), (1), (1), ag_normal_cdf(c, t[0], out)"),
     }
     ag_normal_lcdf {
-        fuzz: NORMAL_LCDF,
+        fuzz: NORMAL_LCDF => unary,
         null: call(ag_normal_lcdf(n, p, &mut o)),
         contract: call(ag_normal_lcdf(ctx, t, o)),
         c: AG_OP("1, (2, 3), (1), (1), ag_normal_lcdf(c, t[0], out)"),
@@ -574,31 +580,31 @@ c_functions! {
 
     // src/ffi/ops/reduce.rs
     ag_sum {
-        fuzz: SUM,
+        fuzz: SUM => unary,
         null: call(ag_sum(n, p, &mut o)),
         contract: call(ag_sum(ctx, t, o)),
         c: AG_OP("1, (2, 3), (1), (1), ag_sum(c, t[0], out)"),
     }
     ag_mean {
-        fuzz: MEAN,
+        fuzz: MEAN => unary,
         null: call(ag_mean(n, p, &mut o)),
         contract: call(ag_mean(ctx, t, o)),
         c: AG_OP("1, (2, 3), (1), (1), ag_mean(c, t[0], out)"),
     }
     ag_sum_axis {
-        fuzz: SUM_AXIS,
+        fuzz: SUM_AXIS => reduce_axis,
         null: call(ag_sum_axis(n, p, 0, false, &mut o)),
         contract: call(ag_sum_axis(ctx, t, n as i32, a.null, o)),
         c: AG_OP("1, (2, 3), (1), (1), ag_sum_axis(c, t[0], 1, true, out)"),
     }
     ag_mean_axis {
-        fuzz: MEAN_AXIS,
+        fuzz: MEAN_AXIS => reduce_axis,
         null: call(ag_mean_axis(n, p, 0, true, &mut o)),
         contract: call(ag_mean_axis(ctx, t, n as i32 - 2, a.null, o)),
         c: AG_OP("1, (2, 3), (1), (1), ag_mean_axis(c, t[0], 0, false, out)"),
     }
     ag_logsumexp_axis {
-        fuzz: LOGSUMEXP_AXIS,
+        fuzz: LOGSUMEXP_AXIS => reduce_axis,
         null: call(ag_logsumexp_axis(n, p, 0, false, &mut o)),
         contract: call(ag_logsumexp_axis(ctx, t, n as i32, a.null, o)),
         c: AG_OP("1, (2, 3), (1), (1), ag_logsumexp_axis(c, t[0], 1, true, out)"),
@@ -654,7 +660,7 @@ c_functions! {
 
     // src/ffi/ops/matmul.rs
     ag_matmul {
-        fuzz: MATMUL,
+        fuzz: MATMUL => product,
         null: call(ag_matmul(n, p, q, false, false, &mut o)),
         contract: call(ag_matmul(
             ctx,
@@ -667,7 +673,7 @@ c_functions! {
         c: AG_OP("2, (2, 3), (3, 4), (1), ag_matmul(c, t[0], t[1], false, false, out)"),
     }
     ag_bmm {
-        fuzz: BMM,
+        fuzz: BMM => product,
         null: call(ag_bmm(n, p, q, false, false, &mut o)),
         contract: call(ag_bmm(
             ctx,
@@ -742,13 +748,13 @@ c_functions! {
         c: AG_OP("1, (2, 3), (1), (1), ag_cross_entropy(c, t[0], (const int32_t[]){0, 2}, 2, out)"),
     }
     ag_log_softmax {
-        fuzz: LOG_SOFTMAX,
+        fuzz: LOG_SOFTMAX => unary,
         null: call(ag_log_softmax(n, p, &mut o)),
         contract: call(ag_log_softmax(ctx, t, o)),
         c: AG_OP("1, (2, 3), (1), (1), ag_log_softmax(c, t[0], out)"),
     }
     ag_mse_loss {
-        fuzz: MSE_LOSS,
+        fuzz: MSE_LOSS => binary,
         null: call(ag_mse_loss(n, p, p, &mut o)),
         contract: call(ag_mse_loss(ctx, t, u, o)),
         c: AG_OP("2, (2, 3), (2, 3), (1), ag_mse_loss(c, t[0], t[1], out)"),
