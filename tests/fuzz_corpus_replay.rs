@@ -98,34 +98,6 @@ fn ffi_ops_corpus_replays() {
     }
 }
 
-/// The `fuzz:` column of the one table of C functions
-/// (tests/common/c_functions.rs): each function's id, or why it has none.
-/// An id the alphabet does not define does not compile.
-#[allow(clippy::vec_init_then_push)] // see the comment in the macro
-fn table_fuzz_ids() -> Vec<(&'static str, Result<u8, &'static str>)> {
-    macro_rules! c_functions {
-        ($( $(#[$attr:meta])* $name:ident {
-            fuzz: $fuzz:ident $(($fuzz_why:literal))?,
-            null: $null:ident($($null_cell:tt)*),
-            contract: $contract:ident($($contract_cell:tt)*) $(,)?
-        })*) => {{
-            // Pushed one by one: a row may carry #[cfg], which vec![] cannot.
-            let mut rows = Vec::new();
-            $( $(#[$attr])* rows.push((stringify!($name), fuzz_id!($fuzz $(($fuzz_why))?))); )*
-            rows
-        }};
-    }
-    macro_rules! fuzz_id {
-        (none($why:literal)) => {
-            Err($why)
-        };
-        ($id:ident) => {
-            Ok(ids::$id)
-        };
-    }
-    include!("common/c_functions.rs")
-}
-
 /// The functions of the header the table gives no fuzz id: deprecated
 /// aliases of renamed functions, which forward to the new name whose id
 /// covers them (kept until 0.2). Asserts that the header declares each one
@@ -134,10 +106,10 @@ fn deprecated_aliases() -> Vec<&'static str> {
     let header =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("include/arenagrad.h"))
             .unwrap();
-    let aliases: Vec<&str> = table_fuzz_ids()
-        .into_iter()
-        .filter(|(name, id)| id.is_err() && !name.starts_with("ag_test_"))
-        .map(|(name, _)| name)
+    let aliases: Vec<&str> = ids::FUNCTIONS
+        .iter()
+        .filter(|f| f.id.is_none() && !f.name.starts_with("ag_test_"))
+        .map(|f| f.name)
         .collect();
     for a in &aliases {
         let deprecated = header
@@ -150,57 +122,6 @@ fn deprecated_aliases() -> Vec<&'static str> {
         );
     }
     aliases
-}
-
-/// ids::FUNCTIONS (which the fuzz crate keeps, since it builds on its own)
-/// says what the table's `fuzz:` column says, row for row.
-#[test]
-fn the_fuzz_alphabet_matches_the_c_function_table() {
-    let table = table_fuzz_ids();
-    assert!(table.len() >= 100, "only {} rows", table.len());
-    let name_of = |id: u8| {
-        ids::ALL
-            .iter()
-            .find(|&&(i, _)| i == id)
-            .map_or("an unknown id", |&(_, n)| n)
-    };
-    let mut problems = Vec::new();
-    for &(name, cell) in &table {
-        let listed: Vec<u8> = ids::FUNCTIONS
-            .iter()
-            .filter(|(n, _)| *n == name)
-            .map(|&(_, id)| id)
-            .collect();
-        match (cell, listed.as_slice()) {
-            (Ok(id), [got]) if *got == id => {}
-            (Ok(id), []) => problems.push(format!(
-                "{name}: the table gives it {}, ids::FUNCTIONS has no row for it",
-                name_of(id)
-            )),
-            (Ok(id), got) => problems.push(format!(
-                "{name}: the table gives it {}, ids::FUNCTIONS gives {:?}",
-                name_of(id),
-                got.iter().map(|&g| name_of(g)).collect::<Vec<_>>()
-            )),
-            (Err(_), []) => {}
-            (Err(why), _) => problems.push(format!(
-                "{name}: the table says it has no fuzz id ({why}), but ids::FUNCTIONS \
-                 lists it"
-            )),
-        }
-    }
-    for (n, _) in ids::FUNCTIONS {
-        if !table.iter().any(|(name, _)| name == n) {
-            problems.push(format!(
-                "{n}: in ids::FUNCTIONS but not in tests/common/c_functions.rs"
-            ));
-        }
-    }
-    assert!(
-        problems.is_empty(),
-        "fuzz/src/ffi_ops/ids.rs and tests/common/c_functions.rs disagree:\n{}",
-        problems.join("\n")
-    );
 }
 
 /// The C functions the public header declares.
@@ -227,12 +148,20 @@ fn header_functions() -> Vec<String> {
     names
 }
 
-/// Every exported function has an id in the fuzz alphabet, and the harness
-/// really calls it (its name appears in fuzz/src/ffi_ops outside a string).
+/// Every exported function has an id in the fuzz alphabet (its `fuzz:`
+/// cell in tests/common/c_functions.rs, from which ids::FUNCTIONS is
+/// generated), and the harness really calls it: the table generates its
+/// arm (`fuzz: ID => method`), or its name appears in fuzz/src/ffi_ops
+/// outside a string.
 #[test]
 fn every_header_function_has_a_fuzz_id() {
     let fns = header_functions();
     assert!(fns.len() > 60, "parsed only {} functions", fns.len());
+    assert!(
+        ids::FUNCTIONS.len() >= 100
+            && ids::FUNCTIONS.iter().filter(|f| f.arm.is_some()).count() >= 20,
+        "ids::FUNCTIONS has too few rows, or too few generated arms"
+    );
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/src/ffi_ops");
     // The shared helpers (status names, last errors) count as calls too.
     let mut code = std::fs::read_to_string(dir.join("../lib.rs")).unwrap();
@@ -259,32 +188,50 @@ fn every_header_function_has_a_fuzz_id() {
         if aliases.contains(&f.as_str()) {
             continue;
         }
-        match ids::FUNCTIONS.iter().find(|(n, _)| n == f) {
-            None => missing.push(format!("{f}: no row in ids::FUNCTIONS")),
-            Some(&(_, id)) if !ids::ALL.iter().any(|&(i, _)| i == id) => {
-                missing.push(format!("{f}: id {id:#04x} is not in ids::ALL"))
-            }
-            Some(_) if !called(f) => missing.push(format!("{f}: fuzz/src/ffi_ops never calls it")),
-            Some(_) => {}
+        let rows: Vec<&ids::Function> = ids::FUNCTIONS.iter().filter(|r| r.name == f).collect();
+        match rows.as_slice() {
+            [] => missing.push(format!("{f}: no row in tests/common/c_functions.rs")),
+            [r] if r.arm.is_none() && !called(f) => missing.push(format!(
+                "{f}: fuzz/src/ffi_ops never calls it (write the call in the arm of \
+                 its id, or give its fuzz: cell `=> method` when a standard one fits)"
+            )),
+            [_] => {}
+            _ => missing.push(format!(
+                "{f}: {} rows in tests/common/c_functions.rs",
+                rows.len()
+            )),
         }
     }
-    for a in &aliases {
-        if !fns.iter().any(|f| f == a) || ids::FUNCTIONS.iter().any(|(n, _)| n == a) {
+    for r in ids::FUNCTIONS {
+        if !r.name.starts_with("ag_test_") && !fns.iter().any(|f| f == r.name) {
             missing.push(format!(
-                "{a}: an alias must be in the header, not in ids::FUNCTIONS"
+                "{}: a row of tests/common/c_functions.rs but not in the header",
+                r.name
             ));
-        }
-    }
-    for (n, _) in ids::FUNCTIONS {
-        if !fns.iter().any(|f| f == n) {
-            missing.push(format!("{n}: in ids::FUNCTIONS but not in the header"));
         }
     }
     assert!(
         missing.is_empty(),
         "the ffi_ops fuzz alphabet does not cover the header: {missing:#?}\n\
-         give each new function an id in fuzz/src/ffi_ops/ids.rs (in your range), \
-         an arm in FfiOps::call and a row in ids::FUNCTIONS"
+         give each new function a fuzz: cell naming an id of fuzz/src/ffi_ops/ids.rs \
+         (a new one in your range) and an arm in FfiOps::call (generated by `=> method`)"
+    );
+}
+
+/// Every id of the alphabet has an arm in `FfiOps::call` (one generated
+/// from the table, or one written there): a call of an id without one
+/// panics, naming it.
+#[test]
+fn every_id_has_an_arm() {
+    let mut missing = Vec::new();
+    for &(id, name) in ids::ALL {
+        if std::panic::catch_unwind(|| fuzz_logic::run_ffi_ops(&[id])).is_err() {
+            missing.push(name);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "one call of each of these ids (and no argument bytes) fails: {missing:?}"
     );
 }
 

@@ -1,8 +1,12 @@
 //! The committed C headers must equal what cbindgen generates from the
 //! source: include/arenagrad.h (the public API, without test hooks) and
-//! tests/c/arenagrad_test_hooks.h (the test hooks, for the C tests).
+//! tests/c/arenagrad_test_hooks.h (the test hooks, for the C tests); and
+//! tests/c/ops.def what the one table of C functions generates.
 //! `AG_WRITE_HEADER=1 cargo test --test header` (or `make header`)
 //! rewrites them.
+
+#[path = "common/c_function_rows.rs"]
+mod c_function_rows;
 
 use std::path::Path;
 
@@ -77,6 +81,20 @@ fn committed_test_hooks_header_is_fresh() {
         assert!(text.contains(f), "{f} missing from the hooks header");
     }
     check_or_write(root, "tests/c/arenagrad_test_hooks.h", &generated);
+}
+
+/// The C tests' table of functions taking a tensor handle is generated
+/// from the `c:` cells of tests/common/c_functions.rs.
+#[test]
+fn committed_ops_def_is_fresh() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let generated = c_function_rows::ops_def();
+    assert!(
+        generated.matches("\nAG_OP(").count() >= 40
+            && generated.matches("\nAG_HANDLE_FN(").count() >= 10,
+        "too few rows generated:\n{generated}"
+    );
+    check_or_write(root, "tests/c/ops.def", generated.as_bytes());
 }
 
 /// Every macro and type the public header defines carries the library's

@@ -8,9 +8,10 @@
 //!   tests/common/null_context.rs, run by tests/ffi_contract.rs) must call
 //!   every function that takes a context;
 //! * the C op table (tests/c/ops.def, used by every C test that iterates
-//!   over functions) must have an `AG_OP` row for every op function and an
-//!   `AG_HANDLE_FN` row for every other function that takes a tensor handle,
-//!   and no row for anything else (every row names a row of the one table).
+//!   over functions, generated from the one table's `c:` cells) must have
+//!   an `AG_OP` row for every op function and an `AG_HANDLE_FN` row for
+//!   every other function that takes a tensor handle, and no row for
+//!   anything else.
 //!
 //! Definitions, on the header's declarations:
 //! * a function *takes a context* when its first parameter is
@@ -146,14 +147,14 @@ fn header_functions() -> Vec<Function> {
     out
 }
 
-/// Names of the rows `AG_OP(name, ...)` or `AG_HANDLE_FN(name, ...)` of
-/// tests/c/ops.def, as `ag_<name>`.
-fn ops_def_rows(kind: &str) -> Vec<String> {
-    let text = strip_c(&read("tests/c/ops.def"));
-    let prefix = format!("{kind}(");
-    text.lines()
-        .filter_map(|l| l.trim_start().strip_prefix(prefix.as_str()))
-        .map(|r| format!("ag_{}", r.split(',').next().unwrap_or("").trim()))
+/// The functions whose `c:` cell in tests/common/c_functions.rs is a row
+/// of `kind` (`AG_OP` or `AG_HANDLE_FN`) in the generated tests/c/ops.def
+/// (tests/header.rs checks the committed file is what they generate).
+fn ops_def_rows(kind: &str) -> Vec<&'static str> {
+    c_functions()
+        .into_iter()
+        .filter(|r| r.c_row.is_some_and(|(k, _)| k == kind))
+        .map(|r| r.name)
         .collect()
 }
 
@@ -289,28 +290,21 @@ fn every_function_taking_a_tensor_has_a_row_in_ops_def() {
             Function::is_handle_fn,
         ),
     ] {
-        let mut seen = BTreeSet::new();
-        for r in &rows {
-            if !seen.insert(r.as_str()) {
-                problems.push(format!("{r} has two {kind} rows in tests/c/ops.def"));
-            }
-        }
+        let seen: BTreeSet<&str> = rows.iter().copied().collect();
         for f in fns.iter().filter(|f| of_kind(f) && !f.test_only()) {
             if !seen.contains(f.name.as_str()) {
-                problems.push(format!("{} has no {kind} row in tests/c/ops.def", f.name));
+                problems.push(format!(
+                    "{} needs a `c: {kind}(\"...\")` cell in tests/common/c_functions.rs \
+                     (its row of tests/c/ops.def; then `make header`)",
+                    f.name
+                ));
             }
         }
         for r in &seen {
-            if rows_named(r).is_empty() {
-                problems.push(format!(
-                    "{r} has an {kind} row in tests/c/ops.def but no row in \
-                     tests/common/c_functions.rs"
-                ));
-            }
             if !fns.iter().any(|f| f.name == *r && of_kind(f)) {
                 problems.push(format!(
-                    "{r} has an {kind} row in tests/c/ops.def but is not such a function \
-                     of the header"
+                    "{r} has a `c: {kind}(...)` cell in tests/common/c_functions.rs but \
+                     is not such a function of the header"
                 ));
             }
         }

@@ -348,9 +348,9 @@ fn call(name: &str, ctx: *mut ag_context, fx: &Fx, env: &Env, a: Args) -> ag_sta
     // cell is `call(...)`: a closure over the arguments above, run once.
     macro_rules! c_functions {
         ($( $(#[$attr:meta])* $name:ident {
-            fuzz: $fuzz:ident $(($fuzz_why:literal))?,
+            fuzz: $fuzz:ident $(($fuzz_why:literal))? $(=> $fuzz_arm:ident)?,
             null: $null:ident($($null_cell:tt)*),
-            contract: $contract:ident($($contract_cell:tt)*) $(,)?
+            contract: $contract:ident($($contract_cell:tt)*) $(, $($more_cells:tt)*)?
         })*) => {
             |which: &str| -> Option<ag_status> {
                 $( $(#[$attr])* contract_call!(which, $name, $contract($($contract_cell)*)); )*

@@ -36,11 +36,16 @@
 //! 3. The C wrapper `ag_<name>` in `src/ffi/ops/<family>.rs`, with its
 //!    `Errors:` list. `tests/header.rs` (header regenerated),
 //!    `tests/status_contract.rs` (the list is what the code returns).
-//! 4. Its row in the C-function table, which generates or checks the fuzz
-//!    id, the NULL-context row, the status-contract arm and
-//!    `tests/c/ops.def`. `tests/header_tables.rs` fails on a header
-//!    function without a row.
-//! 5. Its name in `README.md`'s `## Ops` section. `tests/readme.rs`.
+//! 4. Its row in the C-function table (`tests/common/c_functions.rs`),
+//!    which generates the NULL-context row, the status-contract arm, its
+//!    `tests/c/ops.def` row (`c:` cell, then `make header`), `ids::FUNCTIONS`
+//!    and the fuzz arm (`fuzz: ID => unary`). `tests/header_tables.rs`
+//!    (a header function without a row or without a `c:` cell),
+//!    `tests/header.rs` (ops.def regenerated).
+//! 5. Its fuzz id constant in `fuzz/src/ffi_ops/ids.rs`. The compiler: the
+//!    row names it; `tests/fuzz_corpus_replay.rs` (each id has an arm and
+//!    a successful call in the committed corpus).
+//! 6. Its name in `README.md`'s `## Ops` section. `tests/readme.rs`.
 //!
 //! Any other op:
 //!
@@ -61,9 +66,14 @@
 //!    no test can tell that a check is missing.
 //! 5. The C wrapper `ag_<name>` in `src/ffi/ops/<family>.rs`, with its
 //!    `Errors:` list. `tests/header.rs`, `tests/status_contract.rs`.
-//! 6. Its row in the C-function table (fuzz id, NULL-context row,
-//!    status-contract arm, `tests/c/ops.def`). `tests/header_tables.rs`.
-//! 7. Its name in `README.md`'s `## Ops` section. `tests/readme.rs`.
+//! 6. Its row in the C-function table, as for a unary function; its fuzz
+//!    cell `ID => binary` / `reduce_axis` / `product` when the harness has
+//!    that shape, else `ID` and a hand-written arm in
+//!    `fuzz/src/ffi_ops/mod.rs` (two more places). `tests/header_tables.rs`,
+//!    `tests/header.rs`, `tests/fuzz_corpus_replay.rs`.
+//! 7. Its fuzz id constant in `fuzz/src/ffi_ops/ids.rs`. The compiler,
+//!    `tests/fuzz_corpus_replay.rs`.
+//! 8. Its name in `README.md`'s `## Ops` section. `tests/readme.rs`.
 //!
 //! An op that an element-wise replay program should cover as one element
 //! op also needs its [`OneOp`] and the replay program's arms

@@ -20,16 +20,22 @@
 // 2. A row here, in the API area of its file. Enforced by:
 //    tests/header_tables.rs `every_header_function_has_a_row_in_the_c_function_table`
 //    (names each header function without a row, and each row not in the header).
-// 3. Its `fuzz:` cell: the id of fuzz/src/ffi_ops/ids.rs whose call reaches
-//    it (a new id in its area's range, never a reused one), or `none("why")`.
-//    The id must exist (the row does not compile otherwise, in
-//    tests/fuzz_corpus_replay.rs), and ids::FUNCTIONS must give the function
-//    that same id: `the_fuzz_alphabet_matches_the_c_function_table`
-//    (tests/fuzz_corpus_replay.rs) names each function whose id is missing or
-//    differs. The id's arm in fuzz/src/ffi_ops/mod.rs must call the function
-//    (`every_header_function_has_a_fuzz_id`), and the committed corpus must
-//    reach a successful call of the id (`ffi_ops_corpus_replays`: add an input
-//    to fuzz/corpus/ffi_ops).
+// 3. Its `fuzz:` cell: `ID => method`, `ID`, or `none("why")` (only a
+//    deprecated alias or a test hook). ID is the constant of
+//    fuzz/src/ffi_ops/ids.rs whose call reaches it: a new id in its area's
+//    range, never a reused one (that constant is the one hand-written
+//    place in the fuzz crate). ids::FUNCTIONS is generated from these
+//    cells, and an undefined id does not compile (fuzz crate, and
+//    tests/fuzz_corpus_replay.rs). `=> method` generates the id's arm in
+//    FfiOps::call, `self.method("ag_<name>", ag_<name>)`, for a function
+//    of a standard shape (`unary`, `binary`, `reduce_axis`, `product`: the
+//    compiler checks the method and the function's type); with a bare `ID`
+//    the arm is written by hand in fuzz/src/ffi_ops/mod.rs. Enforced by
+//    tests/fuzz_corpus_replay.rs: `every_id_has_an_arm` (a call of an id
+//    with no arm panics), `every_header_function_has_a_fuzz_id` (an id per
+//    header function, and the harness calls it), and `ffi_ops_corpus_replays`
+//    (the committed corpus must reach a successful call of each id: add an
+//    input to fuzz/corpus/ffi_ops, e.g. by fuzzing).
 // 4. Its `null:` cell: `call(expr)`, the function called with the NULL
 //    context `n` (it must return NULL_ARGUMENT and write nothing), or
 //    `none("why")` for a function that takes no context or gives NULL a
@@ -42,11 +48,15 @@
 //    that does not take a context first. Generated into tests/status_contract.rs
 //    `call`; `every_context_function_has_a_contract_call` names each function
 //    taking a context without one (and each `call` row that takes none).
-// 6. For an op, or another function taking a tensor handle: a row in
-//    tests/c/ops.def (AG_OP or AG_HANDLE_FN), which the C tests iterate over.
+// 6. For an op, or another function taking a tensor handle: its `c:`
+//    cell, `AG_OP("...")` or `AG_HANDLE_FN("...")`, the arguments of its
+//    row of tests/c/ops.def after the name (that file's top comment says
+//    what they are), which the C tests iterate over; then `make header`,
+//    which writes tests/c/ops.def from these cells.
 //    tests/header_tables.rs `every_function_taking_a_tensor_has_a_row_in_ops_def`
-//    names each function missing there, and each ops.def row that is not a
-//    row of this table.
+//    names each such function without the cell (and each cell on a function
+//    that takes no tensor handle); tests/header.rs `committed_ops_def_is_fresh`
+//    fails when the committed file is not what the cells generate.
 //
 // # The names each column can use
 //
@@ -127,6 +137,7 @@ c_functions! {
         fuzz: PARAM_WRITE,
         null: call(ag_param_write(n, p, data.as_ptr(), 4)),
         contract: call(ag_param_write(ctx, t, p(f.as_ptr()), n)),
+        c: AG_HANDLE_FN("1, AG_NEED_PARAM, false, (2, 3), ag_param_write(c, t[0], s->src, 6)"),
     }
     ag_tensor_new {
         fuzz: TENSOR_NEW,
@@ -142,31 +153,37 @@ c_functions! {
             if a.null { null_mut() } else { sz.as_mut_ptr() },
             &mut one,
         )),
+        c: AG_HANDLE_FN("1, AG_NEED_ANY, true, (2, 3), ag_tensor_shape(c, t[0], AG_OUT(s->dims), &s->ndim)"),
     }
     ag_tensor_numel {
         fuzz: TENSOR_NUMEL,
         null: call(ag_tensor_numel(n, p, &mut numel)),
         contract: call(ag_tensor_numel(ctx, t, if a.null { null_mut() } else { &mut one })),
+        c: AG_HANDLE_FN("1, AG_NEED_ANY, true, (2, 3), ag_tensor_numel(c, t[0], AG_OUT(&s->numel))"),
     }
     ag_tensor_read {
         fuzz: TENSOR_READ,
         null: call(ag_tensor_read(n, p, buf.as_mut_ptr(), 4)),
         contract: call(ag_tensor_read(ctx, t, pm(f.as_mut_ptr()), n)),
+        c: AG_HANDLE_FN("1, AG_NEED_ANY, true, (2, 3), ag_tensor_read(c, t[0], AG_OUT(s->dst), 6)"),
     }
     ag_tensor_read_grad {
         fuzz: TENSOR_READ_GRAD,
         null: call(ag_tensor_read_grad(n, p, buf.as_mut_ptr(), 4)),
         contract: call(ag_tensor_read_grad(ctx, t, pm(f.as_mut_ptr()), n)),
+        c: AG_HANDLE_FN("1, AG_NEED_GRAD, true, (2, 3), ag_tensor_read_grad(c, t[0], AG_OUT(s->dst), 6)"),
     }
     ag_tensor_retain_grad {
         fuzz: TENSOR_RETAIN_GRAD,
         null: call(ag_tensor_retain_grad(n, p)),
         contract: call(ag_tensor_retain_grad(ctx, t)),
+        c: AG_HANDLE_FN("1, AG_NEED_PARAM, false, (2, 3), ag_tensor_retain_grad(c, t[0])"),
     }
     ag_tensor_item {
         fuzz: TENSOR_ITEM,
         null: call(ag_tensor_item(n, p, &mut f)),
         contract: call(ag_tensor_item(ctx, t, if a.null { null_mut() } else { &mut v })),
+        c: AG_HANDLE_FN("1, AG_NEED_ANY, true, (1), ag_tensor_item(c, t[0], AG_OUT(&s->item))"),
     }
 
     // src/ffi/training.rs
@@ -174,6 +191,7 @@ c_functions! {
         fuzz: BACKWARD,
         null: call(ag_backward(n, p)),
         contract: call(ag_backward(ctx, t)),
+        c: AG_HANDLE_FN("1, AG_NEED_LOSS, false, (1), ag_backward(c, t[0])"),
     }
     ag_zero_grad {
         fuzz: ZERO_GRAD,
@@ -212,6 +230,8 @@ c_functions! {
         null: call(ag_capture_begin(n)),
         contract: call(ag_capture_begin(ctx)),
     }
+    // Its C row: a capture around nothing, ending with t[0] (made before
+    // it) as output.
     ag_capture_end {
         fuzz: CAPTURE_REPLAY,
         null: call(ag_capture_end(n, p, &mut st)),
@@ -224,6 +244,7 @@ c_functions! {
             let mut s = ag_step::default();
             ag_capture_end(ctx, t, if a.null { null_mut() } else { &mut s })
         }),
+        c: AG_HANDLE_FN("1, AG_NEED_LOSS, true, (1), ag_capture_end(c, t[0], AG_OUT(&s->step))"),
     }
     ag_replay {
         fuzz: CAPTURE_REPLAY,
@@ -247,12 +268,14 @@ c_functions! {
         fuzz: CAPTURE_REPLAY,
         null: call(ag_input_write(n, p, data.as_ptr(), 4)),
         contract: call(ag_input_write(ctx, t, p(f.as_ptr()), n)),
+        c: AG_HANDLE_FN("1, AG_NEED_ANY, false, (2, 3), ag_input_write(c, t[0], s->src, 6)"),
     }
     // Any handle as the seed: none of the fixture's has shape [4].
     ag_seed_write {
         fuzz: DROPOUT_SEEDED,
         null: call(ag_seed_write(n, p, 7)),
         contract: call(ag_seed_write(ctx, t, n as u64)),
+        c: AG_HANDLE_FN("1, AG_NEED_ANY, false, (4), ag_seed_write(c, t[0], 12345)"),
     }
     ag_dropout_seeded {
         fuzz: DROPOUT_SEEDED,
@@ -261,6 +284,7 @@ c_functions! {
             let p = if n == usize::MAX { f32::NAN } else { 0.5 };
             ag_dropout_seeded(ctx, fx.h, p, t, o)
         }),
+        c: AG_OP("1, (2, 3), (1), (1), ag_dropout_seeded(c, t[0], 0.5f, op_seed(c, 12345), out)"),
     }
     ag_input_write_ids {
         fuzz: CAPTURE_REPLAY,
@@ -379,177 +403,211 @@ c_functions! {
             };
             ag_param_init(ctx, t, kind, a, b, 7)
         }),
+        c: AG_HANDLE_FN("1, AG_NEED_PARAM, false, (2, 3), ag_param_init(c, t[0], AG_INIT_NORMAL, 0.0f, 0.02f, 7)"),
     }
 
     // src/ffi/ops/elementwise.rs
     ag_add {
-        fuzz: ADD,
+        fuzz: ADD => binary,
         null: call(ag_add(n, p, p, &mut o)),
         contract: call(ag_add(ctx, t, u, o)),
+        c: AG_OP("2, (2, 3), (2, 3), (1), ag_add(c, t[0], t[1], out)"),
     }
     ag_sub {
-        fuzz: SUB,
+        fuzz: SUB => binary,
         null: call(ag_sub(n, p, p, &mut o)),
         contract: call(ag_sub(ctx, u, t, o)),
+        c: AG_OP("2, (2, 3), (2, 3), (1), ag_sub(c, t[0], t[1], out)"),
     }
     ag_mul {
-        fuzz: MUL,
+        fuzz: MUL => binary,
         null: call(ag_mul(n, p, p, &mut o)),
         contract: call(ag_mul(ctx, t, if a.handle == 8 { u } else { fx.w }, o)),
+        c: AG_OP("2, (2, 3), (2, 3), (1), ag_mul(c, t[0], t[1], out)"),
     }
     ag_div {
-        fuzz: DIV,
+        fuzz: DIV => binary,
         null: call(ag_div(n, p, p, &mut o)),
         contract: call(ag_div(ctx, if a.handle == 8 { u } else { fx.b }, t, o)),
+        c: AG_OP("2, (2, 3), (2, 3), (1), ag_div(c, t[0], t[1], out)"),
     }
     ag_maximum {
-        fuzz: MAXIMUM,
+        fuzz: MAXIMUM => binary,
         null: call(ag_maximum(n, p, p, &mut o)),
         contract: call(ag_maximum(ctx, t, u, o)),
+        c: AG_OP("2, (2, 3), (2, 3), (1), ag_maximum(c, t[0], t[1], out)"),
     }
     ag_minimum {
-        fuzz: MINIMUM,
+        fuzz: MINIMUM => binary,
         null: call(ag_minimum(n, p, p, &mut o)),
         contract: call(ag_minimum(ctx, u, t, o)),
+        c: AG_OP("2, (2, 3), (3), (1), ag_minimum(c, t[0], t[1], out)"),
     }
     ag_where {
         fuzz: WHERE,
         null: call(ag_where(n, p, p, q, &mut o)),
         contract: call(ag_where(ctx, u, t, t, o)),
+        c: AG_OP("3, (2, 1), (2, 3), (3), ag_where(c, t[0], t[1], t[2], out)"),
     }
     ag_neg {
-        fuzz: NEG,
+        fuzz: NEG => unary,
         null: call(ag_neg(n, p, &mut o)),
         contract: call(ag_neg(ctx, t, o)),
+        c: AG_OP("1, (2, 3), (1), (1), ag_neg(c, t[0], out)"),
     }
     ag_exp {
-        fuzz: EXP,
+        fuzz: EXP => unary,
         null: call(ag_exp(n, p, &mut o)),
         contract: call(ag_exp(ctx, t, o)),
+        c: AG_OP("1, (2, 3), (1), (1), ag_exp(c, t[0], out)"),
     }
     ag_log {
-        fuzz: LOG,
+        fuzz: LOG => unary,
         null: call(ag_log(n, p, &mut o)),
         contract: call(ag_log(ctx, t, o)),
+        c: AG_OP("1, (2, 3), (1), (1), ag_log(c, t[0], out)"),
     }
     ag_tanh {
-        fuzz: TANH,
+        fuzz: TANH => unary,
         null: call(ag_tanh(n, p, &mut o)),
         contract: call(ag_tanh(ctx, t, o)),
+        c: AG_OP("1, (2, 3), (1), (1), ag_tanh(c, t[0], out)"),
     }
     ag_relu {
-        fuzz: RELU,
+        fuzz: RELU => unary,
         null: call(ag_relu(n, p, &mut o)),
         contract: call(ag_relu(ctx, t, o)),
+        c: AG_OP("1, (2, 3), (1), (1), ag_relu(c, t[0], out)"),
     }
     ag_sigmoid {
-        fuzz: SIGMOID,
+        fuzz: SIGMOID => unary,
         null: call(ag_sigmoid(n, p, &mut o)),
         contract: call(ag_sigmoid(ctx, t, o)),
+        c: AG_OP("1, (2, 3), (1), (1), ag_sigmoid(c, t[0], out)"),
     }
     ag_sqrt {
-        fuzz: SQRT,
+        fuzz: SQRT => unary,
         null: call(ag_sqrt(n, p, &mut o)),
         contract: call(ag_sqrt(ctx, t, o)),
+        c: AG_OP("1, (2, 3), (1), (1), ag_sqrt(c, t[0], out)"),
     }
     ag_abs {
-        fuzz: ABS,
+        fuzz: ABS => unary,
         null: call(ag_abs(n, p, &mut o)),
         contract: call(ag_abs(ctx, t, o)),
+        c: AG_OP("1, (2, 3), (1), (1), ag_abs(c, t[0], out)"),
     }
     ag_clamp {
         fuzz: CLAMP,
         null: call(ag_clamp(n, p, 0.0, 1.0, &mut o)),
         contract: call(ag_clamp(ctx, t, -1.0, if n == 0 { -2.0 } else { fl }, o)),
+        c: AG_OP("1, (2, 3), (1), (1), ag_clamp(c, t[0], 0.8f, 1.2f, out)"),
     }
     ag_pow {
         fuzz: POW,
         null: call(ag_pow(n, p, 2.0, &mut o)),
         contract: call(ag_pow(ctx, t, if n == 0 { f32::NAN } else { 2.0 }, o)),
+        c: AG_OP("1, (2, 3), (1), (1), ag_pow(c, t[0], 1.5f, out)"),
     }
     ag_gelu {
-        fuzz: GELU,
+        fuzz: GELU => unary,
         null: call(ag_gelu(n, p, &mut o)),
         contract: call(ag_gelu(ctx, t, o)),
+        c: AG_OP("1, (2, 3), (1), (1), ag_gelu(c, t[0], out)"),
     }
     ag_scale {
         fuzz: SCALE,
         null: call(ag_scale(n, p, 2.0, &mut o)),
         contract: call(ag_scale(ctx, t, fl, o)),
+        c: AG_OP("1, (2, 3), (1), (1), ag_scale(c, t[0], 0.5f, out)"),
     }
 
     // src/ffi/ops/special.rs
     ag_log1p {
-        fuzz: LOG1P,
+        fuzz: LOG1P => unary,
         null: call(ag_log1p(n, p, &mut o)),
         contract: call(ag_log1p(ctx, t, o)),
+        c: AG_OP("1, (2, 3), (1), (1), ag_log1p(c, t[0], out)"),
     }
     ag_lgamma {
-        fuzz: LGAMMA,
+        fuzz: LGAMMA => unary,
         null: call(ag_lgamma(n, p, &mut o)),
         contract: call(ag_lgamma(ctx, t, o)),
+        c: AG_OP("1, (2, 3), (1), (1), ag_lgamma(c, t[0], out)"),
     }
     ag_digamma {
-        fuzz: DIGAMMA,
+        fuzz: DIGAMMA => unary,
         null: call(ag_digamma(n, p, &mut o)),
         contract: call(ag_digamma(ctx, t, o)),
+        c: AG_OP("1, (2, 3), (1), (1), ag_digamma(c, t[0], out)"),
     }
     ag_expm1 {
-        fuzz: EXPM1,
+        fuzz: EXPM1 => unary,
         null: call(ag_expm1(n, p, &mut o)),
         contract: call(ag_expm1(ctx, t, o)),
+        c: AG_OP("1, (2, 3), (1), (1), ag_expm1(c, t[0], out)"),
     }
     ag_softplus {
-        fuzz: SOFTPLUS,
+        fuzz: SOFTPLUS => unary,
         null: call(ag_softplus(n, p, &mut o)),
         contract: call(ag_softplus(ctx, t, o)),
+        c: AG_OP("1, (2, 3), (1), (1), ag_softplus(c, t[0], out)"),
     }
     ag_log_sigmoid {
-        fuzz: LOG_SIGMOID,
+        fuzz: LOG_SIGMOID => unary,
         null: call(ag_log_sigmoid(n, p, &mut o)),
         contract: call(ag_log_sigmoid(ctx, t, o)),
+        c: AG_OP("1, (2, 3), (1), (1), ag_log_sigmoid(c, t[0], out)"),
     }
     ag_erf {
-        fuzz: ERF,
+        fuzz: ERF => unary,
         null: call(ag_erf(n, p, &mut o)),
         contract: call(ag_erf(ctx, t, o)),
+        c: AG_OP("1, (2, 3), (1), (1), ag_erf(c, t[0], out)"),
     }
     ag_normal_cdf {
-        fuzz: NORMAL_CDF,
+        fuzz: NORMAL_CDF => unary,
         null: call(ag_normal_cdf(n, p, &mut o)),
         contract: call(ag_normal_cdf(ctx, t, o)),
+        c: AG_OP("1, (2, 3), (1), (1), ag_normal_cdf(c, t[0], out)"),
     }
     ag_normal_lcdf {
-        fuzz: NORMAL_LCDF,
+        fuzz: NORMAL_LCDF => unary,
         null: call(ag_normal_lcdf(n, p, &mut o)),
         contract: call(ag_normal_lcdf(ctx, t, o)),
+        c: AG_OP("1, (2, 3), (1), (1), ag_normal_lcdf(c, t[0], out)"),
     }
 
     // src/ffi/ops/reduce.rs
     ag_sum {
-        fuzz: SUM,
+        fuzz: SUM => unary,
         null: call(ag_sum(n, p, &mut o)),
         contract: call(ag_sum(ctx, t, o)),
+        c: AG_OP("1, (2, 3), (1), (1), ag_sum(c, t[0], out)"),
     }
     ag_mean {
-        fuzz: MEAN,
+        fuzz: MEAN => unary,
         null: call(ag_mean(n, p, &mut o)),
         contract: call(ag_mean(ctx, t, o)),
+        c: AG_OP("1, (2, 3), (1), (1), ag_mean(c, t[0], out)"),
     }
     ag_sum_axis {
-        fuzz: SUM_AXIS,
+        fuzz: SUM_AXIS => reduce_axis,
         null: call(ag_sum_axis(n, p, 0, false, &mut o)),
         contract: call(ag_sum_axis(ctx, t, n as i32, a.null, o)),
+        c: AG_OP("1, (2, 3), (1), (1), ag_sum_axis(c, t[0], 1, true, out)"),
     }
     ag_mean_axis {
-        fuzz: MEAN_AXIS,
+        fuzz: MEAN_AXIS => reduce_axis,
         null: call(ag_mean_axis(n, p, 0, true, &mut o)),
         contract: call(ag_mean_axis(ctx, t, n as i32 - 2, a.null, o)),
+        c: AG_OP("1, (2, 3), (1), (1), ag_mean_axis(c, t[0], 0, false, out)"),
     }
     ag_logsumexp_axis {
-        fuzz: LOGSUMEXP_AXIS,
+        fuzz: LOGSUMEXP_AXIS => reduce_axis,
         null: call(ag_logsumexp_axis(n, p, 0, false, &mut o)),
         contract: call(ag_logsumexp_axis(ctx, t, n as i32, a.null, o)),
+        c: AG_OP("1, (2, 3), (1), (1), ag_logsumexp_axis(c, t[0], 1, true, out)"),
     }
 
     // src/ffi/ops/shape.rs
@@ -567,11 +625,13 @@ c_functions! {
             n,
             o,
         )),
+        c: AG_OP("1, (2, 3), (1), (1), ag_reshape(c, t[0], (const size_t[]){6}, 1, out)"),
     }
     ag_permute {
         fuzz: PERMUTE,
         null: call(ag_permute(n, p, [1usize, 0].as_ptr(), 2, &mut o)),
         contract: call(ag_permute(ctx, t, [1usize, 0, 2, 3, 4, 5, 6, 7].as_ptr(), n, o)),
+        c: AG_OP("1, (2, 3), (1), (1), ag_permute(c, t[0], (const size_t[]){1, 0}, 2, out)"),
     }
     ag_concat {
         fuzz: CONCAT,
@@ -583,21 +643,24 @@ c_functions! {
             xs[1] = fx.b;
             ag_concat(ctx, if a.null { null() } else { xs.as_ptr() }, n, 0, o)
         }),
+        c: AG_OP("3, (2, 1), (2, 3), (2, 2), ag_concat(c, t, 3, -1, out)"),
     }
     ag_slice {
         fuzz: SLICE,
         null: call(ag_slice(n, p, 0, 0, 1, &mut o)),
         contract: call(ag_slice(ctx, t, if n == 12 { 5 } else { 0 }, 0, n, o)),
+        c: AG_OP("1, (2, 4), (1), (1), ag_slice(c, t[0], 1, 1, 2, out)"),
     }
     ag_transpose {
         fuzz: TRANSPOSE,
         null: call(ag_transpose(n, p, 0, 1, &mut o)),
         contract: call(ag_transpose(ctx, t, n, 0, o)),
+        c: AG_OP("1, (2, 3), (1), (1), ag_transpose(c, t[0], 1, 0, out)"),
     }
 
     // src/ffi/ops/matmul.rs
     ag_matmul {
-        fuzz: MATMUL,
+        fuzz: MATMUL => product,
         null: call(ag_matmul(n, p, q, false, false, &mut o)),
         contract: call(ag_matmul(
             ctx,
@@ -607,9 +670,10 @@ c_functions! {
             false,
             o,
         )),
+        c: AG_OP("2, (2, 3), (3, 4), (1), ag_matmul(c, t[0], t[1], false, false, out)"),
     }
     ag_bmm {
-        fuzz: BMM,
+        fuzz: BMM => product,
         null: call(ag_bmm(n, p, q, false, false, &mut o)),
         contract: call(ag_bmm(
             ctx,
@@ -619,6 +683,7 @@ c_functions! {
             a.null,
             o,
         )),
+        c: AG_OP("2, (2, 2, 3), (2, 3, 2), (1), ag_bmm(c, t[0], t[1], false, false, out)"),
     }
     ag_linear {
         fuzz: LINEAR,
@@ -630,6 +695,7 @@ c_functions! {
             if a.null { null() } else { &fx.b },
             o,
         )),
+        c: AG_OP("3, (2, 3), (3, 4), (4), ag_linear(c, t[0], t[1], &t[2], out)"),
     }
 
     // src/ffi/ops/dropout.rs
@@ -644,6 +710,7 @@ c_functions! {
             };
             ag_dropout(ctx, t, p, n as u64, o)
         }),
+        c: AG_OP("1, (2, 3), (1), (1), ag_dropout(c, t[0], 0.5f, 12345, out)"),
     }
 
     // src/ffi/ops/embedding.rs
@@ -660,6 +727,7 @@ c_functions! {
             };
             ag_embedding(ctx, w, p, len, o)
         }),
+        c: AG_OP("1, (4, 3), (1), (1), ag_embedding(c, t[0], (const int32_t[]){0, 3}, 2, out)"),
     }
 
     // src/ffi/ops/loss.rs
@@ -677,16 +745,19 @@ c_functions! {
             };
             ag_cross_entropy(ctx, t, p, n, o)
         }),
+        c: AG_OP("1, (2, 3), (1), (1), ag_cross_entropy(c, t[0], (const int32_t[]){0, 2}, 2, out)"),
     }
     ag_log_softmax {
-        fuzz: LOG_SOFTMAX,
+        fuzz: LOG_SOFTMAX => unary,
         null: call(ag_log_softmax(n, p, &mut o)),
         contract: call(ag_log_softmax(ctx, t, o)),
+        c: AG_OP("1, (2, 3), (1), (1), ag_log_softmax(c, t[0], out)"),
     }
     ag_mse_loss {
-        fuzz: MSE_LOSS,
+        fuzz: MSE_LOSS => binary,
         null: call(ag_mse_loss(n, p, p, &mut o)),
         contract: call(ag_mse_loss(ctx, t, u, o)),
+        c: AG_OP("2, (2, 3), (2, 3), (1), ag_mse_loss(c, t[0], t[1], out)"),
     }
 
     // src/ffi/ops/norm.rs
@@ -694,6 +765,7 @@ c_functions! {
         fuzz: LAYERNORM,
         null: call(ag_layernorm(n, p, q, q, &mut o)),
         contract: call(ag_layernorm(ctx, t, fx.b, fx.b, o)),
+        c: AG_OP("3, (2, 3), (3), (3), ag_layernorm(c, t[0], t[1], t[2], out)"),
     }
 
     // src/ffi/ops/attention.rs
@@ -701,11 +773,13 @@ c_functions! {
         fuzz: SOFTMAX,
         null: call(ag_softmax(n, p, true, 1.0, &mut o)),
         contract: call(ag_softmax(ctx, t, a.null, if n == 0 { f32::NAN } else { 1.0 }, o)),
+        c: AG_OP("1, (2, 3), (1), (1), ag_softmax(c, t[0], true, 1.0f, out)"),
     }
     ag_attention {
         fuzz: ATTENTION,
         null: call(ag_attention(n, p, 1, &mut o)),
         contract: call(ag_attention(ctx, t, n, o)),
+        c: AG_OP("1, (1, 2, 6), (1), (1), ag_attention(c, t[0], 2, out)"),
     }
 
     // src/ffi/params.rs
@@ -741,6 +815,7 @@ c_functions! {
             };
             ag_param_name(ctx, t, np, n.min(BUF), &mut one)
         }),
+        c: AG_HANDLE_FN("1, AG_NEED_PARAM, true, (2, 3), ag_param_name(c, t[0], s->name, sizeof s->name, AG_OUT(&s->numel))"),
     }
     ag_safetensors_save {
         fuzz: SAFETENSORS_SAVE_LOAD,
@@ -776,6 +851,7 @@ c_functions! {
         fuzz: PARAM_SET_WEIGHT_DECAY,
         null: call(ag_param_set_weight_decay(n, p, false)),
         contract: call(ag_param_set_weight_decay(ctx, t, a.null)),
+        c: AG_HANDLE_FN("1, AG_NEED_PARAM, false, (2, 3), ag_param_set_weight_decay(c, t[0], true)"),
     }
 
     // src/ffi/recompute.rs
@@ -807,6 +883,7 @@ c_functions! {
             }
             ag_segment_end(ctx, t)
         }),
+        c: AG_HANDLE_FN("1, AG_NEED_ANY, false, (2, 3), (ag_segment_begin(c), ag_segment_end(c, t[0]))"),
     }
 
     // src/ffi/runtime.rs

@@ -60,9 +60,9 @@ pub fn calls_with_a_null_context(p: ag_tensor, q: ag_tensor) -> Vec<(&'static st
     // `call(...)`, in the table's order.
     macro_rules! c_functions {
         ($( $(#[$attr:meta])* $name:ident {
-            fuzz: $fuzz:ident $(($fuzz_why:literal))?,
+            fuzz: $fuzz:ident $(($fuzz_why:literal))? $(=> $fuzz_arm:ident)?,
             null: $null:ident($($null_cell:tt)*),
-            contract: $contract:ident($($contract_cell:tt)*) $(,)?
+            contract: $contract:ident($($contract_cell:tt)*) $(, $($more_cells:tt)*)?
         })*) => {{
             // Pushed one by one: a row may carry #[cfg], which vec![] cannot.
             let mut calls: Vec<(&'static str, ag_status)> = Vec::new();

@@ -10,9 +10,9 @@
 //! the id at (byte mod the number of ids) in [`ALL`], so random bytes never
 //! go to waste.
 //!
-//! [`FUNCTIONS`] says which id reaches each C function of the header; a
-//! test (`tests/fuzz_corpus_replay.rs`) fails when an exported function
-//! has no row.
+//! [`FUNCTIONS`] says which id reaches each C function of the header: it
+//! is generated from the `fuzz:` cells of tests/common/c_functions.rs, as
+//! are the arms of `FfiOps::call` for the calls of a standard shape.
 
 /// Defines each id as a constant, and [`ALL`] from the same list.
 macro_rules! ids {
@@ -195,124 +195,53 @@ pub fn decode(b: u8) -> u8 {
     }
 }
 
-/// Every C function of include/arenagrad.h and the id whose call reaches
-/// it (`ag_test_*` hooks are not in the public header). It must say what the
-/// `fuzz:` column of tests/common/c_functions.rs says, row for row
-/// (tests/fuzz_corpus_replay.rs checks; the fuzz crate builds on its own, so
-/// it keeps its own copy).
-pub const FUNCTIONS: &[(&str, u8)] = &[
-    ("ag_status_str", STATUS_STR),
-    ("ag_version", STATUS_STR),
-    ("ag_version_number", STATUS_STR),
-    ("ag_context_new", CONTEXT_NEW),
-    ("ag_context_free", CONTEXT_FREE),
-    ("ag_context_last_error", LAST_ERROR),
-    ("ag_reset", RESET),
-    ("ag_set_grad_enabled", SET_GRAD_ENABLED),
-    ("ag_set_arena_limit", SET_ARENA_LIMIT),
-    ("ag_memory_stats", MEMORY_STATS),
-    ("ag_runtime_info", RUNTIME_INFO),
-    ("ag_set_num_threads", THREADS),
-    ("ag_thread_info_get", THREADS),
-    ("ag_param_new", PARAM_NEW),
-    ("ag_param_write", PARAM_WRITE),
-    ("ag_tensor_new", TENSOR_NEW),
-    ("ag_tensor_shape", TENSOR_SHAPE),
-    ("ag_tensor_numel", TENSOR_NUMEL),
-    ("ag_tensor_read", TENSOR_READ),
-    ("ag_tensor_read_grad", TENSOR_READ_GRAD),
-    ("ag_tensor_retain_grad", TENSOR_RETAIN_GRAD),
-    ("ag_tensor_item", TENSOR_ITEM),
-    ("ag_backward", BACKWARD),
-    ("ag_zero_grad", ZERO_GRAD),
-    ("ag_optimizer_sgd", OPTIMIZER_SGD),
-    ("ag_optimizer_adamw", OPTIMIZER_ADAMW),
-    ("ag_optimizer_set_lr", OPTIMIZER_SET_LR),
-    ("ag_optimizer_step", OPTIMIZER_STEP),
-    ("ag_clip_grad_norm", CLIP_GRAD_NORM),
-    ("ag_checkpoint_save", CHECKPOINT_SAVE_LOAD_PEEK),
-    ("ag_checkpoint_load", CHECKPOINT_SAVE_LOAD_PEEK),
-    ("ag_checkpoint_load_bytes", CHECKPOINT_LOAD_BYTES),
-    ("ag_checkpoint_peek", CHECKPOINT_SAVE_LOAD_PEEK),
-    ("ag_checkpoint_peek_bytes", CHECKPOINT_SAVE_LOAD_PEEK),
-    ("ag_grads_len", GRADS_BLOCK),
-    ("ag_grads_buffer", GRADS_BLOCK),
-    ("ag_set_grad_ready_callback", GRAD_READY),
-    ("ag_optimizer_shard", OPTIMIZER_SHARD),
-    ("ag_params_copy_out", PARAMS_COPY),
-    ("ag_params_copy_in", PARAMS_COPY),
-    ("ag_optimizer_state_copy_out", OPTIMIZER_STATE),
-    ("ag_optimizer_state_copy_in", OPTIMIZER_STATE),
-    ("ag_checkpoint_save_gathered", OPTIMIZER_STATE),
-    ("ag_grads_copy_out", GRADS_BLOCK),
-    ("ag_grads_copy_in", GRADS_BLOCK),
-    ("ag_param_init", PARAM_INIT),
-    ("ag_add", ADD),
-    ("ag_sub", SUB),
-    ("ag_mul", MUL),
-    ("ag_div", DIV),
-    ("ag_maximum", MAXIMUM),
-    ("ag_minimum", MINIMUM),
-    ("ag_neg", NEG),
-    ("ag_exp", EXP),
-    ("ag_log", LOG),
-    ("ag_log1p", LOG1P),
-    ("ag_lgamma", LGAMMA),
-    ("ag_digamma", DIGAMMA),
-    ("ag_expm1", EXPM1),
-    ("ag_softplus", SOFTPLUS),
-    ("ag_log_sigmoid", LOG_SIGMOID),
-    ("ag_erf", ERF),
-    ("ag_normal_cdf", NORMAL_CDF),
-    ("ag_normal_lcdf", NORMAL_LCDF),
-    ("ag_tanh", TANH),
-    ("ag_relu", RELU),
-    ("ag_sigmoid", SIGMOID),
-    ("ag_sqrt", SQRT),
-    ("ag_abs", ABS),
-    ("ag_clamp", CLAMP),
-    ("ag_where", WHERE),
-    ("ag_pow", POW),
-    ("ag_gelu", GELU),
-    ("ag_sum", SUM),
-    ("ag_mean", MEAN),
-    ("ag_scale", SCALE),
-    ("ag_sum_axis", SUM_AXIS),
-    ("ag_logsumexp_axis", LOGSUMEXP_AXIS),
-    ("ag_mean_axis", MEAN_AXIS),
-    ("ag_reshape", RESHAPE),
-    ("ag_permute", PERMUTE),
-    ("ag_concat", CONCAT),
-    ("ag_slice", SLICE),
-    ("ag_transpose", TRANSPOSE),
-    ("ag_matmul", MATMUL),
-    ("ag_bmm", BMM),
-    ("ag_dropout", DROPOUT),
-    ("ag_linear", LINEAR),
-    ("ag_embedding", EMBEDDING),
-    ("ag_cross_entropy", CROSS_ENTROPY),
-    ("ag_log_softmax", LOG_SOFTMAX),
-    ("ag_mse_loss", MSE_LOSS),
-    ("ag_layernorm", LAYERNORM),
-    ("ag_softmax", SOFTMAX),
-    ("ag_attention", ATTENTION),
-    ("ag_param_new_named", PARAM_NEW_NAMED),
-    ("ag_param_count", PARAM_LIST),
-    ("ag_param_at", PARAM_LIST),
-    ("ag_param_name", PARAM_LIST),
-    ("ag_safetensors_save", SAFETENSORS_SAVE_LOAD),
-    ("ag_safetensors_load", SAFETENSORS_SAVE_LOAD),
-    ("ag_param_set_weight_decay", PARAM_SET_WEIGHT_DECAY),
-    ("ag_set_recompute", SET_RECOMPUTE),
-    ("ag_segment_begin", SEGMENT_BEGIN),
-    ("ag_segment_end", SEGMENT_END),
-    ("ag_capture_begin", CAPTURE_REPLAY),
-    ("ag_capture_end", CAPTURE_REPLAY),
-    ("ag_replay", CAPTURE_REPLAY),
-    ("ag_step_free", CAPTURE_REPLAY),
-    ("ag_input_new", CAPTURE_REPLAY),
-    ("ag_input_write", CAPTURE_REPLAY),
-    ("ag_input_write_ids", CAPTURE_REPLAY),
-    ("ag_seed_write", DROPOUT_SEEDED),
-    ("ag_dropout_seeded", DROPOUT_SEEDED),
-];
+/// A C function of the one table of C functions
+/// (tests/common/c_functions.rs) as its `fuzz:` cell states it.
+#[derive(Clone, Copy, Debug)]
+pub struct Function {
+    pub name: &'static str,
+    /// The id whose call reaches it; None where the cell is `none("why")`
+    /// (deprecated aliases and the `ag_test_*` hooks).
+    pub id: Option<u8>,
+    /// The harness method (`unary`, `binary`, ...) of a cell `ID => method`,
+    /// from which `FfiOps::call` generates the id's arm; None: the id's
+    /// arm is written by hand.
+    pub arm: Option<&'static str>,
+}
+
+/// Every row of the one table of C functions, generated from its `fuzz:`
+/// cells (the other cells are dropped unread: they are test code). An id
+/// the alphabet does not define does not compile. Rows' `#[cfg]`
+/// attributes are dropped too: only `ag_test_*` hooks carry one, and they
+/// have no id.
+pub const FUNCTIONS: &[Function] = {
+    macro_rules! c_functions {
+        ($( $(#[$attr:meta])* $name:ident {
+            fuzz: $fuzz:ident $(($why:literal))? $(=> $arm:ident)?,
+            $($other_cells:tt)*
+        })*) => {
+            &[$(Function {
+                name: stringify!($name),
+                id: fuzz_id!($fuzz $(($why))?),
+                arm: arm_name!($($arm)?),
+            }),*]
+        };
+    }
+    macro_rules! fuzz_id {
+        (none($why:literal)) => {
+            None
+        };
+        ($id:ident) => {
+            Some($id)
+        };
+    }
+    macro_rules! arm_name {
+        () => {
+            None
+        };
+        ($arm:ident) => {
+            Some(stringify!($arm))
+        };
+    }
+    include!("../../../tests/common/c_functions.rs")
+};

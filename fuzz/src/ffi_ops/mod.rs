@@ -174,6 +174,9 @@ impl<'a> FfiOps<'a> {
 
     /// Runs the call named by `id` (decoded: always an id of the alphabet).
     fn call(&mut self, id: u8) {
+        if self.table_arm(id) {
+            return;
+        }
         match id {
             ids::PARAM_NEW => self.param_new(),
             ids::TENSOR_NEW => self.tensor_new(),
@@ -184,38 +187,10 @@ impl<'a> FfiOps<'a> {
             ids::TENSOR_SHAPE => self.read(tensors::Read::Shape),
             ids::TENSOR_NUMEL => self.read(tensors::Read::Numel),
 
-            ids::ADD => self.binary("ag_add", ag_add),
-            ids::SUB => self.binary("ag_sub", ag_sub),
-            ids::MUL => self.binary("ag_mul", ag_mul),
-            ids::DIV => self.binary("ag_div", ag_div),
-            ids::NEG => self.unary("ag_neg", ag_neg),
-            ids::EXP => self.unary("ag_exp", ag_exp),
-            ids::LOG => self.unary("ag_log", ag_log),
-            ids::TANH => self.unary("ag_tanh", ag_tanh),
-            ids::RELU => self.unary("ag_relu", ag_relu),
-            ids::SIGMOID => self.unary("ag_sigmoid", ag_sigmoid),
-            ids::GELU => self.unary("ag_gelu", ag_gelu),
-            ids::SQRT => self.unary("ag_sqrt", ag_sqrt),
-            ids::LOG1P => self.unary("ag_log1p", ag_log1p),
-            ids::LGAMMA => self.unary("ag_lgamma", ag_lgamma),
-            ids::DIGAMMA => self.unary("ag_digamma", ag_digamma),
-            ids::EXPM1 => self.unary("ag_expm1", ag_expm1),
-            ids::SOFTPLUS => self.unary("ag_softplus", ag_softplus),
-            ids::LOG_SIGMOID => self.unary("ag_log_sigmoid", ag_log_sigmoid),
-            ids::ERF => self.unary("ag_erf", ag_erf),
-            ids::NORMAL_CDF => self.unary("ag_normal_cdf", ag_normal_cdf),
-            ids::NORMAL_LCDF => self.unary("ag_normal_lcdf", ag_normal_lcdf),
-            ids::SUM => self.unary("ag_sum", ag_sum),
-            ids::MEAN => self.unary("ag_mean", ag_mean),
             ids::SCALE => self.scale(),
-            ids::SUM_AXIS => self.reduce_axis("ag_sum_axis", ag_sum_axis),
-            ids::LOGSUMEXP_AXIS => self.reduce_axis("ag_logsumexp_axis", ag_logsumexp_axis),
-            ids::MEAN_AXIS => self.reduce_axis("ag_mean_axis", ag_mean_axis),
             ids::RESHAPE => self.reshape(),
             ids::PERMUTE => self.permute(),
             ids::TRANSPOSE => self.transpose(),
-            ids::MATMUL => self.product("ag_matmul", ag_matmul),
-            ids::BMM => self.product("ag_bmm", ag_bmm),
             ids::LINEAR => self.linear(),
             ids::EMBEDDING => self.embedding(),
             ids::CROSS_ENTROPY => self.cross_entropy(),
@@ -223,13 +198,8 @@ impl<'a> FfiOps<'a> {
             ids::SOFTMAX => self.softmax(),
             ids::ATTENTION => self.attention(),
             ids::POW => self.pow(),
-            ids::ABS => self.unary("ag_abs", ag_abs),
-            ids::MAXIMUM => self.binary("ag_maximum", ag_maximum),
-            ids::MINIMUM => self.binary("ag_minimum", ag_minimum),
             ids::CLAMP => self.clamp_op(),
             ids::WHERE => self.where_op(),
-            ids::LOG_SOFTMAX => self.unary("ag_log_softmax", ag_log_softmax),
-            ids::MSE_LOSS => self.binary("ag_mse_loss", ag_mse_loss),
             ids::CONCAT => self.concat(),
             ids::SLICE => self.slice(),
             ids::DROPOUT => self.dropout(),
@@ -277,8 +247,37 @@ impl<'a> FfiOps<'a> {
             ids::STEP_FORGED => self.step_forged(),
             ids::DROPOUT_SEEDED => self.dropout_seeded(),
             ids::SEEDED_CAPTURE => self.seeded_capture(),
-            _ => {}
+            _ => panic!(
+                "id {id:#04x} has no arm: give its row in tests/common/c_functions.rs \
+                 a cell `fuzz: ID => method`, or write its arm here"
+            ),
         }
+    }
+
+    /// The arms generated from the one table of C functions: a row whose
+    /// cell is `fuzz: ID => method` (`unary`, `binary`, `reduce_axis`,
+    /// `product`) makes `ids::ID` call `self.method("ag_<name>", ag_<name>)`.
+    /// Returns whether `id` had such an arm.
+    fn table_arm(&mut self, id: u8) -> bool {
+        macro_rules! c_functions {
+            ($( $(#[$attr:meta])* $name:ident {
+                fuzz: $fuzz:ident $(($why:literal))? $(=> $arm:ident)?,
+                $($other_cells:tt)*
+            })*) => {{
+                $( table_arm!(self, id, $name, $fuzz $(=> $arm)?); )*
+                false
+            }};
+        }
+        macro_rules! table_arm {
+            ($h:ident, $id:ident, $name:ident, $fuzz:ident => $arm:ident) => {
+                if $id == ids::$fuzz {
+                    $h.$arm(stringify!($name), $name);
+                    return true;
+                }
+            };
+            ($($no_arm:tt)*) => {};
+        }
+        include!("../../../tests/common/c_functions.rs")
     }
 
     /// After the input: every live context must still work (a fixed
