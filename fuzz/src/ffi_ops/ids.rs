@@ -178,20 +178,117 @@ ids! {
     THREADS = 0xA0;
 }
 
-/// How many ids of [`ALL`] a byte that is no id maps onto: the alphabet's
-/// size when this rule was frozen. Ids added since are reached by their
-/// own byte only, so adding one never changes what an old input does
-/// (beyond the byte of the new id itself).
-const MAPPED_IDS: usize = 96;
+/// The ids a byte that is no id maps onto, in the order [`ALL`] had when
+/// this list was frozen (96 ids). A new id is reached by its own byte
+/// only, wherever it is declared, so adding one never changes what an old
+/// corpus input does (beyond the byte of the new id itself).
+const MAPPED: [u8; 96] = [
+    PARAM_NEW,
+    TENSOR_NEW,
+    PARAM_WRITE,
+    TENSOR_READ,
+    TENSOR_READ_GRAD,
+    TENSOR_ITEM,
+    TENSOR_SHAPE,
+    TENSOR_NUMEL,
+    ADD,
+    SUB,
+    MUL,
+    DIV,
+    NEG,
+    EXP,
+    LOG,
+    TANH,
+    RELU,
+    SIGMOID,
+    GELU,
+    SUM,
+    MEAN,
+    SCALE,
+    SUM_AXIS,
+    MEAN_AXIS,
+    RESHAPE,
+    PERMUTE,
+    TRANSPOSE,
+    MATMUL,
+    BMM,
+    LINEAR,
+    EMBEDDING,
+    CROSS_ENTROPY,
+    LAYERNORM,
+    SOFTMAX,
+    ATTENTION,
+    SQRT,
+    POW,
+    ABS,
+    MAXIMUM,
+    MINIMUM,
+    CLAMP,
+    LOG_SOFTMAX,
+    MSE_LOSS,
+    CONCAT,
+    SLICE,
+    DROPOUT,
+    BACKWARD,
+    ZERO_GRAD,
+    RESET,
+    SET_GRAD_ENABLED,
+    MEMORY_STATS,
+    SET_ARENA_LIMIT,
+    OPTIMIZER_SGD,
+    OPTIMIZER_ADAMW,
+    OPTIMIZER_SET_LR,
+    OPTIMIZER_STEP,
+    CLIP_GRAD_NORM,
+    FAIL_ALLOCATION,
+    CHECKPOINT_LOAD_BYTES,
+    CHECKPOINT_SAVE_LOAD_PEEK,
+    GRADS_BLOCK,
+    LOG1P,
+    PARAM_NEW_NAMED,
+    PARAM_LIST,
+    PARAM_INIT,
+    PARAM_SET_WEIGHT_DECAY,
+    SAFETENSORS_SAVE_LOAD,
+    SET_RECOMPUTE,
+    SEGMENT_BEGIN,
+    SEGMENT_END,
+    TENSOR_RETAIN_GRAD,
+    CONTEXT_FREE,
+    CONTEXT_NEW,
+    CONTEXT_NULLS,
+    STATUS_STR,
+    LAST_ERROR,
+    FORGED_CONTEXT,
+    RUNTIME_INFO,
+    LGAMMA,
+    DIGAMMA,
+    EXPM1,
+    SOFTPLUS,
+    LOG_SIGMOID,
+    ERF,
+    NORMAL_CDF,
+    NORMAL_LCDF,
+    LOGSUMEXP_AXIS,
+    WHERE,
+    CAPTURE_REPLAY,
+    STEP_FORGED,
+    DROPOUT_SEEDED,
+    SEEDED_CAPTURE,
+    GRAD_READY,
+    OPTIMIZER_SHARD,
+    PARAMS_COPY,
+    OPTIMIZER_STATE,
+];
 
 /// The call a byte of the input names: itself when it is an id, else the
-/// id at (byte mod [`MAPPED_IDS`]) in [`ALL`]. Old corpus inputs keep the
-/// meaning of every id byte; bytes that were skipped now make calls.
+/// id at (byte mod 96) in [`MAPPED`]. Old corpus inputs keep the meaning of
+/// every byte.
 pub fn decode(b: u8) -> u8 {
     if ALL.iter().any(|&(id, _)| id == b) {
         b
     } else {
-        ALL[b as usize % MAPPED_IDS.min(ALL.len())].0
+        MAPPED[b as usize % MAPPED.len()]
     }
 }
 
