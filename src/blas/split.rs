@@ -77,9 +77,15 @@ pub(crate) fn sgemm_bias_on(
     });
 }
 
-/// The smallest side of a tile, rows or columns: narrower tiles make
-/// poor GEMM calls.
-const MIN_TILE_SIDE: usize = 64;
+/// The smallest side of a tile, rows or columns. Every row tile packs
+/// the whole of op(B) again, so thin tiles cost: on one thread a step's
+/// products took 10-15% longer cut into 64-row tiles than into halves,
+/// and were within the noise of halves with 128.
+const MIN_TILE_SIDE: usize = 128;
+/// Below this many bands of rows, C is cut by columns too (each column
+/// tile packs op(A) again: forward products cut into 8 x 2 tiles took
+/// 6-10% longer than in 8 bands of rows).
+const FEW_ROW_TILES: usize = 4;
 /// The least multiply-adds of a tile: each tile re-reads the operand it
 /// shares with the tiles beside it, so a tile stays large enough (about a
 /// quarter of a millisecond on one core) for that to be a small cost.
@@ -87,8 +93,8 @@ const MIN_TILE_MACS: usize = 1 << 23;
 
 /// How the product's C is cut: (row tiles, column tiles), from the shape
 /// alone. Small products stay whole. Rows are cut first (their tiles are
-/// contiguous in memory); columns too when C has few rows, as the weight
-/// gradient X^T dY of a linear layer has.
+/// contiguous in memory); columns too when C has few bands of rows, as the
+/// weight gradient X^T dY of a linear layer has.
 pub(crate) fn tiles(g: Gemm) -> (usize, usize) {
     let macs = g.m * g.n * g.k;
     if macs < SPLIT_MIN_MACS {
@@ -96,7 +102,11 @@ pub(crate) fn tiles(g: Gemm) -> (usize, usize) {
     }
     let tasks = crate::pool::task_count(macs, MIN_TILE_MACS);
     let rows = (g.m / MIN_TILE_SIDE).clamp(1, tasks);
-    let cols = (tasks / rows).clamp(1, (g.n / MIN_TILE_SIDE).max(1));
+    let cols = if rows < FEW_ROW_TILES {
+        (tasks / rows).clamp(1, (g.n / MIN_TILE_SIDE).max(1))
+    } else {
+        1
+    };
     (rows, cols)
 }
 
