@@ -51,6 +51,7 @@
 //! then resumes the first panic.
 #![allow(unsafe_code)]
 
+mod hosts;
 mod threads;
 mod workers;
 
@@ -228,22 +229,24 @@ impl<F> RunOnce<F> {
 /// everything here when the pool is not for this call.
 fn dispatch(n_tasks: usize, task: &(dyn Fn(usize) + Sync), mut local: Option<&mut dyn FnMut()>) {
     let parallel = n_tasks + usize::from(local.is_some()) >= 2 && !on_worker();
-    let busy = if parallel {
-        workers::try_acquire()
+    let (busy, other_hosts) = if parallel {
+        let other_hosts = hosts::starting_kernel();
+        (workers::try_acquire(), other_hosts)
     } else {
-        None
+        (None, 0)
     };
     // With no worker to take part, the pool is let go before the loop.
-    if let Some(busy) = busy
-        && workers::sync_threads(&busy) > 0
-    {
-        let mut base = 0;
-        while base < n_tasks {
-            let len = (n_tasks - base).min(workers::MAX_JOB_TASKS);
-            workers::run_job(&busy, len, &|i| task(base + i), local.take());
-            base += len;
+    if let Some(busy) = busy {
+        let workers = workers::sync_threads(&busy).saturating_sub(other_hosts);
+        if workers > 0 {
+            let mut base = 0;
+            while base < n_tasks {
+                let len = (n_tasks - base).min(workers::MAX_JOB_TASKS);
+                workers::run_job(&busy, workers, len, &|i| task(base + i), local.take());
+                base += len;
+            }
+            return;
         }
-        return;
     }
     if let Some(local) = local {
         local();

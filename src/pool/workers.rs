@@ -62,6 +62,9 @@ struct Shared {
     caller_waiting: AtomicBool,
     /// Workers that take part (the thread count less the caller).
     active: AtomicUsize,
+    /// Workers that take part in the current job (at most `active`:
+    /// fewer while other host threads compute, see `hosts`).
+    job_workers: AtomicUsize,
     /// Workers started so far; they are never stopped.
     spawned: AtomicUsize,
     started: AtomicUsize,
@@ -85,6 +88,7 @@ static SHARED: Shared = Shared {
     sleepers: AtomicUsize::new(0),
     caller_waiting: AtomicBool::new(false),
     active: AtomicUsize::new(0),
+    job_workers: AtomicUsize::new(0),
     spawned: AtomicUsize::new(0),
     started: AtomicUsize::new(0),
     spawn_failed: AtomicBool::new(false),
@@ -223,11 +227,12 @@ fn spawn(index: usize) -> bool {
     true
 }
 
-/// Runs `n_tasks` tasks (1..=MAX_JOB_TASKS) across the caller and
-/// `active` workers; `local` runs on this thread first. Returns once every
-/// claimed task has finished; resumes the first panic.
+/// Runs `n_tasks` tasks (1..=MAX_JOB_TASKS) across the caller and the
+/// first `workers` workers; `local` runs on this thread first. Returns
+/// once every claimed task has finished; resumes the first panic.
 pub(super) fn run_job(
     _busy: &Busy,
+    workers: usize,
     n_tasks: usize,
     task: &(dyn Fn(usize) + Sync),
     local: Option<&mut dyn FnMut()>,
@@ -240,8 +245,9 @@ pub(super) fn run_job(
     sh.job.store((&raw const job).cast_mut().cast(), SeqCst);
     sh.worker_done.store(0, SeqCst);
     sh.panicked.store(false, SeqCst);
+    sh.job_workers.store(workers, SeqCst);
     sh.claim.store(e << INDEX_BITS, SeqCst);
-    let helpers = n_tasks - usize::from(local.is_none());
+    let helpers = (n_tasks - usize::from(local.is_none())).min(workers);
     let sleeping = sh.sleepers.load(SeqCst).min(helpers);
     if sleeping > 0 {
         let _g = lock(&sh.sleep);
@@ -301,6 +307,11 @@ fn worker_loop(index: usize, mut seen: u64) {
     }
     loop {
         seen = next_job(index, seen);
+        // Left out of this job: other host threads compute on the cores
+        // it would take (which thread runs a task never changes its bits).
+        if index >= sh.job_workers.load(SeqCst) {
+            continue;
+        }
         while !sh.panicked.load(SeqCst) {
             let Some((i, job)) = claim(seen) else { break };
             #[cfg(feature = "trace")]
