@@ -238,8 +238,9 @@ valgrind: examples
 	@bash scripts/valgrind_train.sh $(VALGRIND_ITERS)
 
 ## bench: speed and memory figures, printed (never asserted): runtime info,
-## PyTorch ratios, kernel-family and 1-vs-2-thread contention lines (a busy
-## loop on core 1 while measured); writes docs/benchmarks.md
+## PyTorch ratios, kernel-family lines, the default-vs-1-thread step with
+## busy loops on half of the CPUs, k contexts on k host threads at the
+## default thread count vs 1; writes docs/benchmarks.md
 bench: $(LIB)
 	$(CARGO) run --release --features trace --example bench -- $(BENCH_ARGS)
 	@$(MAKE) --no-print-directory $(BUILD)/bench_eager && $(BUILD)/bench_eager $(BENCH_ARGS)

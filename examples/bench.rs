@@ -15,7 +15,9 @@
 //!
 //! `--quick` runs a very short form (used by `make test`); `--child
 //! <preset> <steps> [--batch B] --step-only` measures one preset's step
-//! alone (`scripts/bench_scaling.py` runs it at each thread count).
+//! alone (`scripts/bench_scaling.py` runs it at each thread count);
+//! `--contention PRESET STEPS ROUNDS` and `--contexts PRESET STEPS ROUNDS`
+//! print those two figures alone.
 
 // Closures below return arenagrad::Result, whose Err carries shapes inline.
 #![allow(clippy::result_large_err)]
@@ -75,27 +77,54 @@ fn runtime_line() -> String {
     )
 }
 
-/// A busy loop pinned to core 1 (another process wanting a core), killed
-/// when dropped.
-struct BusyCore(std::process::Child);
+/// Busy loops pinned to the upper half of the CPUs this process may use
+/// (other processes wanting half of the machine), killed when dropped.
+struct BusyHalf(Vec<std::process::Child>);
 
-impl BusyCore {
-    fn start() -> Option<BusyCore> {
-        std::process::Command::new("taskset")
-            .args(["-c", "1", "sh", "-c", "while :; do :; done"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .ok()
-            .map(BusyCore)
+impl BusyHalf {
+    /// None when fewer than two CPUs or no `taskset`.
+    fn start() -> Option<BusyHalf> {
+        let cpus = affinity_cpus();
+        if cpus.len() < 2 {
+            return None;
+        }
+        let mut loops = Vec::new();
+        for cpu in &cpus[cpus.len() - cpus.len() / 2..] {
+            let child = std::process::Command::new("taskset")
+                .args(["-c", &cpu.to_string(), "sh", "-c", "while :; do :; done"])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .ok()?;
+            loops.push(child);
+        }
+        Some(BusyHalf(loops))
     }
 }
 
-impl Drop for BusyCore {
+impl Drop for BusyHalf {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
+}
+
+/// The CPUs of this process's affinity mask, in order.
+fn affinity_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data, so all-zero is a valid value.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a live cpu_set_t of the size passed.
+    let ok = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) } == 0;
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if !ok {
+        return (0..n).collect();
+    }
+    // SAFETY: CPU_ISSET reads the set filled above.
+    (0..libc::CPU_SETSIZE as usize)
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect()
 }
 
 /// One child's step time (ms) for `preset`, with `AG_NUM_THREADS=1` when
@@ -117,40 +146,125 @@ fn child_step_ms(
     parse_step_ms(&String::from_utf8_lossy(&out.stdout))
 }
 
-/// The 2-thread step against the 1-thread step, on a quiet machine and
-/// with a busy loop on core 1, in alternated runs; prints one
-/// machine-readable line per load.
+/// The default thread count's step against the 1-thread step, on a quiet
+/// machine and with busy loops on half of the CPUs, in alternated runs;
+/// prints one machine-readable line per load.
 fn contention(exe: &std::path::Path, preset: &str, steps: usize, rounds: usize) {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     for busy in [false, true] {
-        if busy && cores < 2 {
-            say!("contention: preset={preset} load=busy_core1 skipped (one core)");
-            continue;
-        }
-        let guard = if busy { BusyCore::start() } else { None };
+        let guard = if busy { BusyHalf::start() } else { None };
         if busy && guard.is_none() {
-            say!("contention: preset={preset} load=busy_core1 skipped (no taskset)");
+            say!("contention: preset={preset} load=busy_half skipped (one CPU or no taskset)");
             continue;
         }
-        let (mut one, mut two) = (Vec::new(), Vec::new());
+        let loops = guard.as_ref().map_or(0, |g| g.0.len());
+        let (mut one, mut many) = (Vec::new(), Vec::new());
         for _ in 0..rounds {
             one.extend(child_step_ms(exe, preset, steps, true));
-            two.extend(child_step_ms(exe, preset, steps, false));
+            many.extend(child_step_ms(exe, preset, steps, false));
         }
         drop(guard);
-        let range = |v: &[f64]| {
-            let lo = v.iter().cloned().fold(f64::INFINITY, f64::min);
-            let hi = v.iter().cloned().fold(0.0, f64::max);
-            format!("{lo:.1}-{hi:.1}")
-        };
-        let (r1, r2) = (range(&one), range(&two));
-        let (m1, m2) = (median(&mut one), median(&mut two));
+        let (r1, rn) = (range(&one), range(&many));
+        let (m1, mn) = (median(&mut one), median(&mut many));
         say!(
-            "contention: preset={preset} load={} runs={rounds} t1_ms={m1:.2} t2_ms={m2:.2} t2_over_t1={:.3} t1_range={r1} t2_range={r2}",
-            if busy { "busy_core1" } else { "quiet" },
-            m2 / m1
+            "contention: preset={preset} load={} busy_loops={loops} runs={rounds} t1_ms={m1:.2} tdefault_ms={mn:.2} tdefault_over_t1={:.3} t1_range={r1} tdefault_range={rn}",
+            if busy { "busy_half" } else { "quiet" },
+            mn / m1
         );
     }
+}
+
+/// "lo-hi" of a set of timings.
+fn range(v: &[f64]) -> String {
+    let lo = v.iter().cloned().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().cloned().fold(0.0, f64::max);
+    format!("{lo:.1}-{hi:.1}")
+}
+
+/// k contexts training at once on k host threads (sampling chains, say):
+/// their total wall time at the default thread count against at
+/// `AG_NUM_THREADS=1`, alternated; k is 2 below 8 CPUs, else 4. Shared
+/// threads must not make several contexts slower than one thread each.
+fn contexts(exe: &std::path::Path, preset: &str, steps: usize, rounds: usize) {
+    let k = if affinity_cpus().len() >= 8 { 4 } else { 2 };
+    let run = |one_thread: bool| -> Option<f64> {
+        let mut cmd = std::process::Command::new(exe);
+        cmd.args([
+            "--child-contexts",
+            &k.to_string(),
+            preset,
+            &steps.to_string(),
+        ]);
+        if one_thread {
+            cmd.env("AG_NUM_THREADS", "1");
+        } else {
+            cmd.env_remove("AG_NUM_THREADS");
+        }
+        let out = cmd.output().ok()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.lines()
+            .find_map(|l| l.strip_prefix("contexts_ms ")?.parse().ok())
+    };
+    let (mut one, mut many) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        one.extend(run(true));
+        many.extend(run(false));
+    }
+    if one.is_empty() || many.is_empty() {
+        say!("contexts: preset={preset} k={k} failed");
+        return;
+    }
+    let (r1, rn) = (range(&one), range(&many));
+    let (m1, mn) = (median(&mut one), median(&mut many));
+    say!(
+        "contexts: preset={preset} k={k} steps={steps} runs={rounds} n1_ms={m1:.1} ndefault_ms={mn:.1} ndefault_over_n1={:.3} n1_range={r1} ndefault_range={rn}",
+        mn / m1
+    );
+}
+
+/// The `--child-contexts` child: `k` host threads, each training its own
+/// context (its own model and data order) for `steps` steps after two
+/// warm-up steps; prints the wall time of the timed steps of all.
+fn run_contexts(k: usize, name: &str, steps: usize) {
+    let data = corpus();
+    let (map, v) = vocabulary(&data);
+    let cfg = GptConfig::preset(name, v).expect("preset");
+    let start = std::sync::Barrier::new(k + 1);
+    let end = std::sync::Barrier::new(k + 1);
+    let wall = std::thread::scope(|s| {
+        for c in 0..k as u64 {
+            let (data, map, start, end) = (&data, &map, &start, &end);
+            s.spawn(move || {
+                let mut ctx = Context::new();
+                let gpt = Gpt::new(&mut ctx, cfg, 1 + c).expect("model");
+                Gpt::adamw(&mut ctx, 1e-3).expect("adamw");
+                let mut rng = Rng(7 + c);
+                let n = cfg.tokens();
+                let (mut ids, mut tg) = (vec![0i32; n], vec![0i32; n]);
+                let (b, t) = (cfg.batch, cfg.block_size);
+                let mut step = |ctx: &mut Context| {
+                    sample_batch(&mut rng, data, map, t, &mut ids, &mut tg);
+                    ctx.reset();
+                    let loss = gpt.loss(ctx, &ids, &tg, b, t).expect("forward");
+                    ctx.backward(loss).expect("backward");
+                    ctx.clip_grad_norm(1.0).expect("clip");
+                    ctx.optimizer_step().expect("step");
+                    ctx.zero_grad();
+                };
+                step(&mut ctx);
+                step(&mut ctx);
+                start.wait();
+                for _ in 0..steps {
+                    step(&mut ctx);
+                }
+                end.wait();
+            });
+        }
+        start.wait();
+        let t0 = Instant::now();
+        end.wait();
+        t0.elapsed()
+    });
+    println!("contexts_ms {:.3}", ms(wall));
 }
 
 /// The step as installed (no variable: the library's own kernel choice)
@@ -804,6 +918,32 @@ fn compare_with_torch(
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
+    let arg = |i: usize| args.get(i).map(String::as_str);
+    let num = |i: usize, default: usize| arg(i).and_then(|s| s.parse().ok()).unwrap_or(default);
+    if let Some(i) = args.iter().position(|a| a == "--child-contexts") {
+        run_contexts(num(i + 1, 2), arg(i + 2).unwrap_or("small"), num(i + 3, 10));
+        return;
+    }
+    // `--contention PRESET STEPS ROUNDS` / `--contexts PRESET STEPS ROUNDS`:
+    // those figures alone (scripts/bench_scaling.py runs them).
+    for (flag, figure) in [
+        (
+            "--contention",
+            contention as fn(&std::path::Path, &str, usize, usize),
+        ),
+        ("--contexts", contexts),
+    ] {
+        if let Some(i) = args.iter().position(|a| a == flag) {
+            let exe = std::env::current_exe().expect("exe");
+            figure(
+                &exe,
+                arg(i + 1).unwrap_or("small"),
+                num(i + 2, 20),
+                num(i + 3, 5),
+            );
+            return;
+        }
+    }
     if let Some(i) = args.iter().position(|a| a == "--child") {
         let name = args.get(i + 1).map(String::as_str).unwrap_or("tiny");
         let steps = args.get(i + 2).and_then(|s| s.parse().ok()).unwrap_or(20);
@@ -854,6 +994,7 @@ fn main() {
         coretype_ratio(&exe, &runtime, "tiny", 300, 5);
         coretype_ratio(&exe, &runtime, "small", 20, 5);
         contention(&exe, "small", 20, 5);
+        contexts(&exe, "small", 20, 5);
     }
     if !quick && python.is_none() {
         say!(

@@ -9,7 +9,9 @@ attention and fused AdamW). Runs are alternated (ours, then PyTorch's, at
 each N in turn); at 1 thread, the default and all cores it takes --rounds
 rounds (3 by default), elsewhere one. It prints, per workload and N, the
 median ms per step, the speed-up over 1 thread, the efficiency (speed-up /
-N) and the ratio to PyTorch at the same N, then the machine's topology.
+N) and the ratio to PyTorch at the same N; then the default thread count
+against 1 with busy loops on half of the CPUs, k contexts on k host threads
+at the default against 1 thread each, and the machine's topology.
 
 It runs on prebuilt binaries, so a machine without a toolchain (or without
 network) can take the figures:
@@ -156,6 +158,15 @@ def main():
             tcol = f"{tm:9.2f}" if tm else f"{'-':>9}"
             ratio = f"{ms / tm:6.2f}" if tm else f"{'-':>6}"
             print(f"  {n:>3}  {ms:10.2f}  {up}  {eff}  {tcol}  {ratio}  {len(mine[n])}")
+    if not a.quick:
+        # Shared machines and several contexts: the default thread count
+        # with busy loops on half of the CPUs, and k contexts on k host
+        # threads, each against 1 thread (printed by the bench itself).
+        print()
+        for flag in ("--contention", "--contexts"):
+            out = subprocess.run([a.bench, flag, "small", "20", str(max(a.rounds, 3))],
+                                 capture_output=True, text=True)
+            print(out.stdout.strip() or f"{flag}: failed\n{out.stderr.strip()}")
     print("\nmachine:")
     print(topology())
 
