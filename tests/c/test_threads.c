@@ -15,8 +15,10 @@
  *    ag_memory_stats on the same context: every status must be OK or BUSY
  *    (BUSY is counted, not required: it depends on timing), and every result
  *    of A must be correct.
- * 3. Two contexts on two threads train the same tiny model; their loss
- *    curves are bit-identical to a serial run's.
+ * 3. Two contexts on two threads train the same MLP; their loss curves are
+ *    bit-identical to a serial run's at one library thread: a tiny MLP at
+ *    the default thread count, and one wide enough that its kernels are
+ *    cut into tasks, at 8 threads (`make tsan` runs this file too).
  *
  * Checks run on the main thread only (check.h is not thread-safe).
  */
@@ -376,45 +378,60 @@ static void test_stress(void) {
 /* ------------------------------------------------------------------------ */
 
 #define STEPS 40
-#define ROWS 16
-#define DIN 4
-#define HID 16
-#define DOUT 3
+
+/* An MLP's shape: the tiny one runs every kernel whole; the wide one is
+ * large enough that products and row kernels are cut into tasks across the
+ * pool (at 8 threads, more than this machine's cores). */
+typedef struct mlp_shape {
+    int rows, din, hid, dout, steps;
+} mlp_shape;
+
+static const mlp_shape TINY = {16, 4, 16, 3, STEPS};
+static const mlp_shape WIDE = {256, 256, 256, 10, 3};
 
 typedef struct run {
+    const mlp_shape *shape;
     float losses[STEPS];
     ag_status status;
     char error[256];
 } run;
 
-/* Trains the tiny MLP from a fixed seed; records the loss curve. */
-static void train_tiny(run *r) {
-    float x[ROWS * DIN], w1[DIN * HID], w2[HID * DOUT];
-    int32_t y[ROWS];
+/* Trains the MLP of r->shape from a fixed seed; records the loss curve. */
+static void train_mlp(run *r) {
+    const mlp_shape m = *r->shape;
+    float *x = malloc(sizeof(float) * (size_t)(m.rows * m.din));
+    float *w1 = malloc(sizeof(float) * (size_t)(m.din * m.hid));
+    float *w2 = malloc(sizeof(float) * (size_t)(m.hid * m.dout));
+    int32_t *y = malloc(sizeof(int32_t) * (size_t)m.rows);
+    if (!x || !w1 || !w2 || !y) {
+        r->status = AG_STATUS_OUT_OF_MEMORY;
+        free(x), free(w1), free(w2), free(y);
+        return;
+    }
     uint32_t s = 777u;
 #define NEXT() (s = s * 1103515245u + 12345u, (float)((s >> 9) & 0xFFFF) / 65536.0f - 0.5f)
-    for (int i = 0; i < ROWS * DIN; i++) x[i] = 2.0f * NEXT();
-    for (int i = 0; i < DIN * HID; i++) w1[i] = NEXT();
-    for (int i = 0; i < HID * DOUT; i++) w2[i] = NEXT();
+    for (int i = 0; i < m.rows * m.din; i++) x[i] = 2.0f * NEXT();
+    for (int i = 0; i < m.din * m.hid; i++) w1[i] = NEXT() * 4.0f / sqrtf((float)m.din);
+    for (int i = 0; i < m.hid * m.dout; i++) w2[i] = NEXT() * 4.0f / sqrtf((float)m.hid);
 #undef NEXT
-    for (int i = 0; i < ROWS; i++) y[i] = (x[i * DIN] > 0) + (x[i * DIN + 1] > 0.3f);
+    for (int i = 0; i < m.rows; i++) y[i] = ((x[i * m.din] > 0) + (x[i * m.din + 1] > 0.3f)) % m.dout;
     ag_context *c = NULL;
     r->status = ag_context_new(&c);
-    if (r->status != AG_STATUS_OK) return;
+    if (r->status != AG_STATUS_OK) goto out;
     ag_tensor pw1, pb1, pw2, pb2;
-    ag_status st = ag_param_new(c, (const size_t[]){DIN, HID}, 2, w1, &pw1);
-    if (!st) st = ag_param_new(c, (const size_t[]){HID}, 1, NULL, &pb1);
-    if (!st) st = ag_param_new(c, (const size_t[]){HID, DOUT}, 2, w2, &pw2);
-    if (!st) st = ag_param_new(c, (const size_t[]){DOUT}, 1, NULL, &pb2);
+    ag_status st = ag_param_new(c, (const size_t[]){(size_t)m.din, (size_t)m.hid}, 2, w1, &pw1);
+    if (!st) st = ag_param_new(c, (const size_t[]){(size_t)m.hid}, 1, NULL, &pb1);
+    if (!st) st = ag_param_new(c, (const size_t[]){(size_t)m.hid, (size_t)m.dout}, 2, w2, &pw2);
+    if (!st) st = ag_param_new(c, (const size_t[]){(size_t)m.dout}, 1, NULL, &pb2);
     if (!st) st = ag_optimizer_adamw(c, 0.02f, 0.9f, 0.999f, 1e-8f, 0.01f);
-    for (int step = 0; step < STEPS && !st; step++) {
+    for (int step = 0; step < m.steps && !st; step++) {
         ag_tensor tx, h, a, lg, l;
         st = ag_reset(c);
-        if (!st) st = ag_tensor_new(c, (const size_t[]){ROWS, DIN}, 2, x, &tx);
+        if (!st) st = ag_tensor_new(c, (const size_t[]){(size_t)m.rows, (size_t)m.din}, 2, x, &tx);
         if (!st) st = ag_linear(c, tx, pw1, &pb1, &h);
         if (!st) st = ag_relu(c, h, &a);
         if (!st) st = ag_linear(c, a, pw2, &pb2, &lg);
-        if (!st) st = ag_cross_entropy(c, lg, y, ROWS, &l);
+        if (!st) st = ag_cross_entropy(c, lg, y, (size_t)m.rows, &l);
         if (!st) st = ag_tensor_item(c, l, &r->losses[step]);
         if (!st) st = ag_backward(c, l);
         if (!st) st = ag_clip_grad_norm(c, 5.0f, NULL);
@@ -425,21 +442,29 @@ static void train_tiny(run *r) {
     if (st != AG_STATUS_OK) snprintf(r->error, sizeof r->error, "%s", ag_context_last_error(c));
     ag_status fst = ag_context_free(&c);
     if (r->status == AG_STATUS_OK) r->status = fst;
+out:
+    free(x), free(w1), free(w2), free(y);
 }
 
 static void *train_thread(void *arg) {
-    train_tiny(arg);
+    train_mlp(arg);
     return NULL;
 }
 
-static void test_two_contexts(void) {
-    check_begin("two contexts");
+/* Two contexts of `shape` train on two host threads at `threads` library
+ * threads (0: the default), three rounds; each loss curve must equal a
+ * serial run's at one thread, bit for bit. */
+static void two_contexts(const char *name, const mlp_shape *shape, size_t threads) {
+    check_begin(name);
     static run serial, t1, t2;
     memset(&serial, 0, sizeof serial);
     memset(&t1, 0xff, sizeof t1);
     memset(&t2, 0xff, sizeof t2);
-    train_tiny(&serial);
+    serial.shape = t1.shape = t2.shape = shape;
+    CHECK_OK(ag_set_num_threads(1));
+    train_mlp(&serial);
     CHECK_OK(serial.status);
+    CHECK_OK(ag_set_num_threads(threads));
     for (int round = 0; round < 3; round++) {
         pthread_t a, b;
         REQUIRE(pthread_create(&a, NULL, train_thread, &t1) == 0);
@@ -455,17 +480,20 @@ static void test_two_contexts(void) {
             fprintf(stderr, "    thread 1: %s %s; thread 2: %s %s\n", ag_status_str(t1.status),
                     t1.error, ag_status_str(t2.status), t2.error);
         }
-        CHECK(memcmp(t1.losses, serial.losses, sizeof serial.losses) == 0);
-        CHECK(memcmp(t2.losses, serial.losses, sizeof serial.losses) == 0);
+        size_t bytes = sizeof(float) * (size_t)shape->steps;
+        CHECK(memcmp(t1.losses, serial.losses, bytes) == 0);
+        CHECK(memcmp(t2.losses, serial.losses, bytes) == 0);
     }
-    CHECK(serial.losses[STEPS - 1] < serial.losses[0]);
-    printf("two contexts: loss %.4f -> %.4f, bit-identical in both threads and serially\n",
-           (double)serial.losses[0], (double)serial.losses[STEPS - 1]);
+    CHECK_OK(ag_set_num_threads(0));
+    CHECK(serial.losses[shape->steps - 1] < serial.losses[0]);
+    printf("%s: loss %.4f -> %.4f, bit-identical in both threads and serially at one thread\n",
+           name, (double)serial.losses[0], (double)serial.losses[shape->steps - 1]);
 }
 
 int main(void) {
     test_busy_deterministic();
     test_stress();
-    test_two_contexts();
+    two_contexts("two contexts", &TINY, 0);
+    two_contexts("two wide contexts at 8 threads", &WIDE, 8);
     return check_summary();
 }
