@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 mod access;
 mod capture;
 mod handles;
+mod params;
 mod read;
 mod replay_program;
 mod stats;
