@@ -25,8 +25,6 @@
 //! vectors reserved when a parameter is added or the callback is set, so a
 //! backward never allocates here.
 
-use crate::arena::Storage;
-use crate::context::Context;
 use crate::error::{Error, Result};
 
 /// What a gradient-ready callback is told.
@@ -41,13 +39,16 @@ pub enum GradEvent<'a> {
     Tick,
 }
 
-/// A gradient-ready callback (see [`Context::set_grad_ready`]).
+/// A gradient-ready callback (see
+/// [`Context::set_grad_ready`](crate::Context::set_grad_ready)).
 pub type GradReadyFn = Box<dyn FnMut(GradEvent<'_>) + Send>;
 
 /// Tape position meaning "read by no op": final before the walk starts.
 const UNREAD: u32 = u32::MAX;
 
-/// The callback and its bookkeeping, owned by the context.
+/// The callback and its bookkeeping, owned by the context, which drives it
+/// (`context/grad_ready.rs`) with what each call needs: the parameters'
+/// sizes, the tape's reads and the gradient block.
 #[derive(Default)]
 pub(crate) struct GradReady {
     callback: Option<GradReadyFn>,
@@ -76,6 +77,14 @@ impl GradReady {
         self.callback.is_none()
     }
 
+    /// Sets (or, with None, removes) the callback and the smallest bucket;
+    /// the buckets are cut again at the next walk.
+    pub(crate) fn set(&mut self, bucket_bytes: usize, callback: Option<GradReadyFn>) {
+        self.callback = callback;
+        self.bucket_floats = bucket_bytes.div_ceil(4).max(1);
+        self.laid_out_for = usize::MAX;
+    }
+
     /// Reserves room for `params` parameters (at most as many buckets), so
     /// no later layout or walk allocates.
     pub(crate) fn reserve(&mut self, op: &'static str, params: usize) -> Result<()> {
@@ -100,10 +109,9 @@ impl GradReady {
             .map_err(fail)
     }
 
-    /// Cuts the block into buckets, from the last parameter backwards
-    /// (within reserved capacity: allocates nothing).
-    fn lay_out(&mut self, ctx: &Context) {
-        let n = ctx.param_count();
+    /// Cuts the block into buckets, from the last of `sizes.len()`
+    /// parameters backwards (within reserved capacity: allocates nothing).
+    fn lay_out(&mut self, sizes: &dyn Fn(u32) -> usize, n: usize) {
         if self.laid_out_for == n && self.offsets.len() == n + 1 {
             return;
         }
@@ -111,7 +119,7 @@ impl GradReady {
         let mut at = 0;
         for p in 0..n as u32 {
             self.offsets.push(at);
-            at += ctx.entry(p).shape.numel();
+            at += sizes(p);
         }
         self.offsets.push(at);
         self.buckets.clear();
@@ -129,25 +137,34 @@ impl GradReady {
         self.laid_out_for = n;
     }
 
-    /// Before a walk over `tape_len` ops: finds each parameter's first
-    /// reader and the order buckets become final in. False when no
-    /// callback is set (nothing to do).
-    fn start(&mut self, ctx: &Context, tape_len: u32) -> bool {
+    /// Before a walk over `tape_len` ops of a context with `n_params`
+    /// parameters (`sizes(p)` floats each), where `reads(i, f)` calls `f`
+    /// with the root (the tensor a view is of, else itself) of every input
+    /// of the op at tape position `i`: finds each parameter's first reader
+    /// and the order buckets become final in. False when no callback is
+    /// set (nothing to do).
+    pub(crate) fn start(
+        &mut self,
+        n_params: usize,
+        sizes: &dyn Fn(u32) -> usize,
+        tape_len: u32,
+        reads: &dyn Fn(u32, &mut dyn FnMut(u32)),
+    ) -> bool {
         self.next = 0;
         if self.callback.is_none() {
             return false;
         }
-        self.lay_out(ctx);
-        let n_params = ctx.param_count() as u32;
+        self.lay_out(sizes, n_params);
+        let n_params = n_params as u32;
         self.first_reader.clear();
         self.first_reader.resize(n_params as usize, UNREAD);
         for i in 0..tape_len {
-            for &input in ctx.node(i).op.inputs().as_slice() {
-                let root = ctx.entry(input).view_of.unwrap_or(input);
-                if root < n_params && self.first_reader[root as usize] == UNREAD {
-                    self.first_reader[root as usize] = i;
+            let first_reader = &mut self.first_reader;
+            reads(i, &mut |root| {
+                if root < n_params && first_reader[root as usize] == UNREAD {
+                    first_reader[root as usize] = i;
                 }
-            }
+            });
         }
         self.ready_at.clear();
         self.order.clear();
@@ -169,84 +186,33 @@ impl GradReady {
         true
     }
 
-    /// The walk finished tape position `at` (or, with `at == UNREAD`, is
-    /// about to start): reports every bucket final from there, then a tick.
-    fn passed(&mut self, ctx: &mut Context, at: u32) {
+    /// The walk finished tape position `at` (or, with `at == None`, is
+    /// about to start): reports every bucket final from there, its floats
+    /// from `block` (the gradient block, None when there is none), then a
+    /// tick.
+    pub(crate) fn passed(&mut self, block: Option<&mut [f32]>, at: Option<u32>) {
         let Some(cb) = self.callback.as_mut() else {
             return;
         };
-        let Some(block) = ctx.grads_block() else {
+        let Some(block) = block else {
             return;
         };
+        let pos = at.unwrap_or(UNREAD);
         while let Some(&k) = self.order.get(self.next) {
-            if self.ready_at[k as usize] < at {
+            if self.ready_at[k as usize] < pos {
                 break;
             }
             self.next += 1;
             let (lo, hi) = self.buckets[k as usize];
             let (first, end) = (self.offsets[lo as usize], self.offsets[hi as usize]);
             if end > first {
-                let grads = ctx.access_one(Storage::sub(block, first, end - first));
+                let grads = &mut block[first..end];
                 cb(GradEvent::Ready { first, grads });
             }
         }
-        if at != UNREAD {
+        if at.is_some() {
             cb(GradEvent::Tick);
         }
-    }
-}
-
-impl Context {
-    /// Calls `callback` during every later [`backward`](Self::backward)
-    /// whenever a bucket of the gradient block is final (see
-    /// [`GradEvent`] and the module docs), buckets being runs of whole
-    /// parameters of at least `bucket_bytes` bytes (0: one parameter per
-    /// bucket); `None` removes the callback. The callback cannot call into
-    /// the context (it is borrowed by backward).
-    pub fn set_grad_ready(
-        &mut self,
-        bucket_bytes: usize,
-        callback: Option<GradReadyFn>,
-    ) -> Result<()> {
-        const OP: &str = "set_grad_ready_callback";
-        let n = self.param_count();
-        self.fault_point(OP, n.saturating_mul(24))?;
-        let mut ready = self.take_grad_ready();
-        let reserved = ready.reserve(OP, n);
-        if reserved.is_ok() {
-            ready.callback = callback;
-            ready.bucket_floats = bucket_bytes.div_ceil(4).max(1);
-            ready.laid_out_for = usize::MAX;
-        }
-        self.put_grad_ready(ready);
-        reserved
-    }
-
-    /// Backward's hook before its walk over `tape_len` ops, once the loss's
-    /// gradient is seeded: reports the buckets nothing on the tape reads.
-    pub(crate) fn grad_ready_start(&mut self, tape_len: u32) {
-        let mut ready = self.take_grad_ready();
-        if ready.start(self, tape_len) {
-            ready.passed(self, UNREAD);
-        }
-        self.put_grad_ready(ready);
-    }
-
-    /// Backward's hook after tape position `at` (its op differentiated or
-    /// skipped).
-    pub(crate) fn grad_ready_passed(&mut self, at: u32) {
-        if self.grad_ready().idle() {
-            return;
-        }
-        let mut ready = self.take_grad_ready();
-        ready.passed(self, at);
-        self.put_grad_ready(ready);
-    }
-
-    /// For a backward that walks nothing (the loss needs no gradient):
-    /// every bucket is final as it is.
-    pub(crate) fn grad_ready_all(&mut self) {
-        self.grad_ready_start(0);
     }
 }
 

@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 mod access;
 mod capture;
+mod grad_ready;
 mod handles;
 mod params;
 mod read;
