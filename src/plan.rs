@@ -22,7 +22,7 @@
 //! tensor whose gradient the caller asked to keep, is alive from before the
 //! walk (position `tape.len()`) to its producer, so nothing else reuses it.
 
-use crate::context::Context;
+use crate::tape::Node;
 
 /// Padding of every planned gradient, in f32 elements: 64 bytes, the arena's
 /// alignment, so every gradient starts on a cache line.
@@ -52,6 +52,17 @@ impl Life {
     }
 }
 
+/// What the plan needs of a table row.
+pub(crate) struct Row {
+    /// The tensor this row is a view of, if it is one.
+    pub view_of: Option<u32>,
+    pub requires_grad: bool,
+    /// The caller keeps this row's gradient to the end of the walk.
+    pub retain: bool,
+    /// Floats in the row's tensor.
+    pub len: usize,
+}
+
 /// The cached plan and the scratch used to build it (capacity kept).
 #[derive(Default)]
 pub(crate) struct GradPlan {
@@ -78,15 +89,20 @@ pub(crate) struct GradPlan {
 }
 
 impl GradPlan {
-    /// Computes the gradient lifetimes of a backward from `loss` over this
-    /// table and tape and, if they differ from the cached ones, a new
-    /// placement. Rows before `n_params` are parameters (persistent
-    /// gradients, not planned); a row with `retain` set keeps its gradient
-    /// to the end of the walk.
-    pub(crate) fn prepare(&mut self, ctx: &Context, loss: u32) {
-        let n = ctx.tape_len() as u32;
-        let rows = ctx.live_tensors();
-        let n_params = ctx.param_count();
+    /// Computes the gradient lifetimes of a backward from `loss` over
+    /// `tape` and a table of `rows` rows (`row(id)` describes one) and, if
+    /// they differ from the cached ones, a new placement. Rows before
+    /// `n_params` are parameters (persistent gradients, not planned); a row
+    /// with `retain` set keeps its gradient to the end of the walk.
+    pub(crate) fn prepare(
+        &mut self,
+        tape: &[Node],
+        rows: usize,
+        n_params: usize,
+        loss: u32,
+        row: &dyn Fn(u32) -> Row,
+    ) {
+        let n = tape.len() as u32;
         self.lo.clear();
         self.lo.resize(rows, NONE);
         self.hi.clear();
@@ -95,15 +111,14 @@ impl GradPlan {
         let (lo, hi) = (&mut self.lo[..], &mut self.hi[..]);
         // Positions only grow: the first writer of `lo` and the last of
         // `hi` win. A view's consumers are folded into its base below.
-        for i in 0..n {
-            let node = ctx.node_ref(i);
+        for (i, node) in (0..n).zip(tape) {
             let out = node.out as usize;
             if lo[out] == NONE {
                 lo[out] = i;
             }
             node.op.for_each_input(|x| hi[x as usize] = i);
         }
-        let root = ctx.entry_ref(loss).view_of.unwrap_or(loss) as usize;
+        let root = row(loss).view_of.unwrap_or(loss) as usize;
         hi[root] = n;
         // Rows in reverse, so every view (made after its base) is folded
         // into its base before the base is reached. Each lifetime is
@@ -113,7 +128,7 @@ impl GradPlan {
         let mut differ = false;
         self.next.clear();
         for id in (n_params..rows).rev() {
-            let e = ctx.entry_ref(id as u32);
+            let e = row(id as u32);
             if let Some(r) = e.view_of {
                 let (h, r) = (hi[id], r as usize);
                 if h != NONE && (hi[r] == NONE || hi[r] < h) {
@@ -134,7 +149,7 @@ impl GradPlan {
                 id: id as u32,
                 lo: first.min(last),
                 hi: last,
-                len: e.shape.numel(),
+                len: e.len,
             };
             if !differ {
                 if self.lives.get(same) == Some(&life) {

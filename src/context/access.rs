@@ -10,7 +10,7 @@ use crate::arena::{ArenaStats, Buf, Plain, Slices};
 use crate::error::Result;
 use crate::grad_ready::GradReady;
 use crate::optim::Optimizer;
-use crate::plan::GradPlan;
+use crate::plan::{self, GradPlan};
 use crate::pool::Pool;
 use crate::recompute::Recompute;
 use crate::tape::Node;
@@ -46,9 +46,25 @@ impl Context {
         self.tape[i as usize]
     }
 
-    /// The same, borrowed: for readers that need a field or two.
-    pub(crate) fn node_ref(&self, i: u32) -> &Node {
-        &self.tape[i as usize]
+    /// Computes `plan` for a backward from `loss` over this tape and table
+    /// (see [`GradPlan::prepare`]).
+    pub(crate) fn plan_backward(&self, plan: &mut GradPlan, loss: u32) {
+        let row = |id: u32| {
+            let e = &self.table[id as usize];
+            plan::Row {
+                view_of: e.view_of,
+                requires_grad: e.requires_grad,
+                retain: e.retain,
+                len: e.shape.numel(),
+            }
+        };
+        plan.prepare(
+            &self.tape,
+            self.live_tensors(),
+            self.param_count(),
+            loss,
+            &row,
+        );
     }
 
     // ---- checked access to buffers (see arena::Storage) --------------------

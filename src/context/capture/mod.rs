@@ -362,7 +362,7 @@ impl Context {
         if let Some(region) = self.capture.replaying {
             return Ok(region);
         }
-        plan.prepare(self, loss);
+        self.plan_backward(plan, loss);
         let region = match plan.total() {
             0 => None,
             n => Some(self.alloc_scratchable::<f32>(op, n)?),
