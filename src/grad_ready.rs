@@ -43,6 +43,10 @@ pub enum GradEvent<'a> {
 /// [`Context::set_grad_ready`](crate::Context::set_grad_ready)).
 pub type GradReadyFn = Box<dyn FnMut(GradEvent<'_>) + Send>;
 
+/// `reads(i, f)` calls `f` with the root (the tensor a view is of, else
+/// itself) of every input of the op at tape position `i`.
+pub(crate) type TapeReads<'a> = dyn Fn(u32, &mut dyn FnMut(u32)) + 'a;
+
 /// Tape position meaning "read by no op": final before the walk starts.
 const UNREAD: u32 = u32::MAX;
 
@@ -138,9 +142,8 @@ impl GradReady {
     }
 
     /// Before a walk over `tape_len` ops of a context with `n_params`
-    /// parameters (`sizes(p)` floats each), where `reads(i, f)` calls `f`
-    /// with the root (the tensor a view is of, else itself) of every input
-    /// of the op at tape position `i`: finds each parameter's first reader
+    /// parameters (`sizes(p)` floats each), whose reads are `reads` (see
+    /// [`TapeReads`]): finds each parameter's first reader
     /// and the order buckets become final in. False when no callback is
     /// set (nothing to do).
     pub(crate) fn start(
@@ -148,7 +151,7 @@ impl GradReady {
         n_params: usize,
         sizes: &dyn Fn(u32) -> usize,
         tape_len: u32,
-        reads: &dyn Fn(u32, &mut dyn FnMut(u32)),
+        reads: &TapeReads<'_>,
     ) -> bool {
         self.next = 0;
         if self.callback.is_none() {

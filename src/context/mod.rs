@@ -21,8 +21,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 mod access;
 mod capture;
+mod clip;
 mod grad_ready;
 mod handles;
+mod optim;
 mod params;
 mod read;
 mod replay_program;

@@ -1,7 +1,7 @@
 //! The update kernels: one parameter's floats (or a slice of them) at a time.
 
 /// v = mu v + (g + wd p); p -= lr v. All [N].
-pub(super) fn sgd_momentum_update(
+pub(crate) fn sgd_momentum_update(
     p: &mut [f32],
     v: &mut [f32],
     g: &[f32],

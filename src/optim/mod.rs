@@ -1,5 +1,6 @@
-//! Optimizers over the context's parameters: SGD with momentum and AdamW,
-//! plus global-norm gradient clipping (`clip.rs`). State is allocated once,
+//! Optimizers over the context's parameters: SGD with momentum and AdamW.
+//! The context drives them (`context/optim.rs`, and global-norm gradient
+//! clipping in `context/clip.rs`). State is allocated once,
 //! when the optimizer is created; a step allocates nothing.
 //!
 //! # Adding an optimizer
@@ -11,28 +12,24 @@
 //!    `slot` match of the test `each_holds_every_kind_once` names its place
 //!    in `EACH`, and a kind left out of `EACH` trips a debug assertion when
 //!    it is created (its checkpoints would not load).
-//! 2. Its update: the arm in [`Context::optimizer_step`] (below) and its
+//! 2. Its update: the arm in `Context::optimizer_step` (`context/optim.rs`) and its
 //!    kernel in `kernels.rs`. The compiler refuses a missing arm.
 //! 3. Its C constructor in `ffi/training.rs`, with `make header`.
 //!
 //! State allocation, checkpoints (`checkpoint.rs`) and sharding
 //! (`shard.rs`) read the row and need no change.
 
-mod clip;
 mod kernels;
 mod kinds;
 #[cfg(test)]
 mod tests;
 
-use crate::arena::{Buf, Storage};
-use crate::context::Context;
-use crate::error::{Error, Result};
-use crate::pool::{MAX_TASKS, Pool, task_count, task_range};
-use crate::simd;
-use kernels::sgd_momentum_update;
+use crate::arena::Buf;
+use crate::pool::{MAX_TASKS, Pool, task_range};
+pub(crate) use kernels::sgd_momentum_update;
 pub(crate) use kernels::{AdamWStep, adamw_update};
 pub use kinds::OptimizerKind;
-use kinds::check;
+pub(crate) use kinds::check;
 pub(crate) use kinds::{MAX_MOMENTS, Sharding};
 
 pub(crate) struct Optimizer {
@@ -61,11 +58,11 @@ impl Optimizer {
 
 /// A parameter with fewer floats than this updates in one task: smaller
 /// updates gain nothing from a second thread.
-const SPLIT_MIN_FLOATS: usize = 1 << 16;
+pub(crate) const SPLIT_MIN_FLOATS: usize = 1 << 16;
 
 /// Floats per update task, at least (an AdamW update of 32K floats takes
 /// tens of microseconds, well above a hand-off).
-const UPDATE_TASK_FLOATS: usize = 1 << 15;
+pub(crate) const UPDATE_TASK_FLOATS: usize = 1 << 15;
 
 /// A task of [`in_runs`]: the range of floats it owns, and its run of
 /// each buffer.
@@ -75,7 +72,7 @@ type RunTask<'t, const W: usize> = dyn Fn(std::ops::Range<usize>, [&mut [f32]; W
 /// floats ([`task_range`]) and calls `task(i, runs)` once per run: across
 /// the pool when given, else in order on this thread. The runs depend on
 /// `n` and the length alone, never on the thread count.
-fn in_runs<const W: usize>(
+pub(crate) fn in_runs<const W: usize>(
     pool: Option<&Pool>,
     n: usize,
     w: [&mut [f32]; W],
@@ -110,219 +107,8 @@ fn in_runs<const W: usize>(
 
 /// The part `lo..hi` of a parameter at `offset` with `n` floats inside
 /// `shard` (lo == hi when they do not meet).
-fn overlap(shard: (usize, usize), offset: usize, n: usize) -> (usize, usize) {
+pub(crate) fn overlap(shard: (usize, usize), offset: usize, n: usize) -> (usize, usize) {
     let lo = shard.0.clamp(offset, offset + n) - offset;
     let hi = shard.1.clamp(offset, offset + n) - offset;
     (lo, hi.max(lo))
-}
-
-impl Context {
-    /// Creates the optimizer for all parameters created so far, allocating
-    /// its state now. One optimizer per context. Its weight decay applies
-    /// to the parameters whose flag is on (see
-    /// [`Context::set_weight_decay`]).
-    pub fn optimizer(&mut self, kind: OptimizerKind) -> Result<()> {
-        const OP: &str = "optimizer_new";
-        kind.validate()?;
-        if self.has_optimizer() {
-            return Err(Error::Sequence {
-                op: OP,
-                what: "this context already has an optimizer".into(),
-            });
-        }
-        if self.param_count() == 0 {
-            return Err(Error::Sequence {
-                op: OP,
-                what: "create the parameters before the optimizer".into(),
-            });
-        }
-        let row = kind.row();
-        // A kind missing from `EACH` would write checkpoints its own loader
-        // refuses as corrupt.
-        debug_assert!(
-            OptimizerKind::tag_fits(row.tag, row.moments),
-            "{kind:?} not in EACH"
-        );
-        let mut state = Vec::new();
-        state
-            .try_reserve_exact(self.param_count())
-            .map_err(|_| Error::AllocationFailed {
-                op: OP,
-                bytes: self.param_count() * 48,
-            })?;
-        let total = self.grads_len();
-        // Every kind so far updates each float on its own, so any range
-        // of floats can be its shard.
-        let shard = match row.sharding {
-            Sharding::PerFloat => self.pending_shard().unwrap_or((0, total)),
-        };
-        let keep = self.persistent_blocks();
-        let before = self.persistent_bytes();
-        let mut offset = 0;
-        for i in 0..self.param_count() {
-            let n = self.entry(i as u32).shape.numel();
-            let (lo, hi) = overlap(shard, offset, n);
-            offset += n;
-            let mut s = [None; MAX_MOMENTS];
-            if hi == lo {
-                state.push(s);
-                continue;
-            }
-            for slot in s.iter_mut().take(row.moments) {
-                match self.alloc_persistent(OP, hi - lo) {
-                    Ok(b) => *slot = Some(b),
-                    Err(e) => {
-                        self.truncate_persistent(keep);
-                        return Err(e);
-                    }
-                }
-            }
-            state.push(s);
-        }
-        let bytes = self.persistent_bytes() - before;
-        // The model is complete (no parameter can follow the optimizer):
-        // give back what the gradient block's geometric growth reserved.
-        self.trim_grads();
-        self.set_optimizer_state(Some(Optimizer {
-            kind,
-            state,
-            shard,
-            step: 0,
-            bytes,
-        }));
-        Ok(())
-    }
-
-    /// Changes the learning rate (for schedules).
-    pub fn optimizer_set_lr(&mut self, lr: f32) -> Result<()> {
-        const OP: &str = "optimizer_set_lr";
-        check(OP, "lr", lr, lr > 0.0, "finite and > 0")?;
-        let opt = self.optimizer_state_mut().ok_or_else(|| Error::Sequence {
-            op: OP,
-            what: "no optimizer".into(),
-        })?;
-        *opt.kind.lr_mut() = lr;
-        Ok(())
-    }
-
-    /// How many updates the optimizer has made (each successful
-    /// [`optimizer_step`](Self::optimizer_step) adds one).
-    pub fn optimizer_step_count(&self) -> u64 {
-        self.optimizer_state().map_or(0, |o| o.step)
-    }
-
-    /// Deprecated: use [`optimizer_step_count`](Self::optimizer_step_count)
-    /// (one letter away from `optimizer_step`, which takes a step).
-    #[deprecated(note = "use optimizer_step_count")]
-    pub fn optimizer_steps(&self) -> u64 {
-        self.optimizer_step_count()
-    }
-
-    /// One update of every parameter from its accumulated gradient. Refused
-    /// with NonFinite (parameters untouched) if any gradient is NaN or
-    /// infinite, and with Sequence if no backward ran since the last step.
-    pub fn optimizer_step(&mut self) -> Result<()> {
-        const OP: &str = "optimizer_step";
-        if !self.has_optimizer() {
-            return Err(Error::Sequence {
-                op: OP,
-                what: "no optimizer (create one first)".into(),
-            });
-        }
-        if !self.grads_pending() {
-            return Err(Error::Sequence {
-                op: OP,
-                what: "no gradients since the last step (call ag_backward first)".into(),
-            });
-        }
-        // One pass over all gradients, unless clipping already made it (it
-        // refuses non-finite gradients, and scaling by at most 1 keeps them finite).
-        let norm = if self.grads_checked_finite() {
-            0.0
-        } else {
-            self.grad_norm_sq()
-        };
-        if !norm.is_finite() {
-            return Err(Error::NonFinite {
-                op: OP,
-                what: "a parameter gradient is NaN or infinite; the step was skipped".into(),
-            });
-        }
-        let total: usize = (0..self.param_count())
-            .map(|i| self.entry(i as u32).shape.numel())
-            .sum();
-        // Large parameters are cut into runs of floats by their length
-        // alone; each float's update reads only that float, so no cut
-        // changes a bit.
-        let split = Context::worth_two_threads(total * 8);
-        let par = self.want_pool(total * 8);
-        let Some(opt) = self.optimizer_state_mut() else {
-            return Ok(());
-        };
-        opt.step += 1;
-        let (t, kind, shard) = (opt.step, opt.kind, opt.shard);
-        let mut offset = 0;
-        for i in 0..self.param_count() {
-            let (Some(g), p) = (self.entry(i as u32).grad, self.entry(i as u32).data) else {
-                continue;
-            };
-            // This shard's part of the parameter (all of it, unsharded).
-            let (lo, hi) = overlap(shard, offset, p.len());
-            offset += p.len();
-            if hi == lo {
-                continue;
-            }
-            let (p, g) = (Storage::sub(p, lo, hi - lo), Storage::sub(g, lo, hi - lo));
-            let n = if split && p.len() >= SPLIT_MIN_FLOATS {
-                task_count(p.len(), UPDATE_TASK_FLOATS)
-            } else {
-                1
-            };
-            let par = par && n > 1;
-            let [m, v] = self.optimizer_state().map_or([None, None], |o| o.state[i]);
-            let decay = self.registry().decay(i);
-            match kind {
-                OptimizerKind::Sgd {
-                    lr,
-                    momentum,
-                    weight_decay,
-                } => {
-                    let weight_decay = if decay { weight_decay } else { 0.0 };
-                    match m {
-                        Some(m) => {
-                            let (pool, [p, m], [g]) = self.access_on(par, [p, m], [g]);
-                            in_runs(pool, n, [p, m], &|r, [p, m]| {
-                                sgd_momentum_update(p, m, &g[r], lr, momentum, weight_decay)
-                            });
-                        }
-                        None => {
-                            let (pool, [p], [g]) = self.access_on(par, [p], [g]);
-                            in_runs(pool, n, [p], &|r, [p]| {
-                                for (p, &g) in p.iter_mut().zip(&g[r]) {
-                                    *p -= lr * (g + weight_decay * *p);
-                                }
-                            });
-                        }
-                    }
-                }
-                OptimizerKind::AdamW {
-                    lr,
-                    beta1,
-                    beta2,
-                    eps,
-                    weight_decay,
-                } => {
-                    let (Some(m), Some(v)) = (m, v) else { continue };
-                    let weight_decay = if decay { weight_decay } else { 0.0 };
-                    let (pool, [p, m, v], [g]) = self.access_on(par, [p, m, v], [g]);
-                    let k = AdamWStep::new(lr, beta1, beta2, eps, weight_decay, t);
-                    in_runs(pool, n, [p, m, v], &|r, [p, m, v]| {
-                        simd::dispatch!(adamw_update(p, m, v, &g[r], k))
-                    });
-                }
-            }
-        }
-        self.set_grads_pending(false);
-        Ok(())
-    }
 }

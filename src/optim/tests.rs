@@ -1,4 +1,6 @@
 use super::*;
+use crate::Context;
+use crate::error::Error;
 
 fn quadratic_ctx(kind: OptimizerKind) -> (Context, crate::Tensor) {
     let mut c = Context::new();

@@ -1,11 +1,10 @@
 //! Global-norm gradient clipping, and the norm pass the step's
 //! non-finite check shares.
 
-use super::in_runs;
-use super::kinds::check;
-use crate::context::Context;
+use super::Context;
 use crate::error::{Error, Result};
 use crate::kernels::fastmath::sum_squares_f64;
+use crate::optim::{check, in_runs};
 use crate::pool::{MAX_TASKS, task_count, task_range};
 use crate::simd;
 
