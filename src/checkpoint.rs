@@ -147,11 +147,11 @@ impl Context {
         out.try_reserve_exact(size)
             .map_err(|_| Error::AllocationFailed { op, bytes: size })?;
         let opt = self.optimizer_state();
-        let (code, hp) = kind_code(opt.map(|o| o.kind));
+        let (code, hp) = kind_code(opt.map(|o| o.kind()));
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&VERSION.to_le_bytes());
         out.extend_from_slice(&(self.param_count() as u32).to_le_bytes());
-        out.extend_from_slice(&opt.map_or(0, |o| o.step).to_le_bytes());
+        out.extend_from_slice(&opt.map_or(0, |o| o.steps()).to_le_bytes());
         out.extend_from_slice(&code.to_le_bytes());
         out.extend_from_slice(&(moments as u32).to_le_bytes());
         hp.iter()
@@ -177,7 +177,8 @@ impl Context {
                 (Some(g), _) => {
                     (0..moments).for_each(|k| put(&mut out, &g[k * total + offset..][..n]))
                 }
-                (None, Some(o)) => o.state[i]
+                (None, Some(o)) => o
+                    .moments(i)
                     .iter()
                     .flatten()
                     .for_each(|&b| put(&mut out, self.read_only(b))),
@@ -272,7 +273,7 @@ impl Context {
                 });
             }
         }
-        let want = kind_code(self.optimizer_state().map(|o| o.kind)).0;
+        let want = kind_code(self.optimizer_state().map(|o| o.kind())).0;
         let have_moments = self.optimizer_moments();
         // Both sides must agree, "no optimizer" included: a checkpoint without
         // optimizer state loaded into a context with one would keep that
@@ -326,7 +327,7 @@ impl Context {
         };
         // A sharded optimizer keeps the part of each moment inside its
         // shard: its buffer starts `lo` floats into the parameter.
-        let shard = self.optimizer_state().map_or((0, 0), |o| o.shard);
+        let shard = self.optimizer_state().map_or((0, 0), |o| o.shard());
         let mut offset = 0;
         for i in 0..n_params {
             let data = self.entry(i as u32).data;
@@ -336,7 +337,7 @@ impl Context {
             let lo = shard.0.clamp(offset, offset + n) - offset;
             offset += n;
             for k in 0..moments {
-                let b = self.optimizer_state().and_then(|o| o.state[i][k]);
+                let b = self.optimizer_state().and_then(|o| o.moments(i)[k]);
                 if let Some(b) = b {
                     put(self, b, &bytes[pos + lo * 4..pos + (lo + b.len()) * 4]);
                 }
@@ -344,7 +345,7 @@ impl Context {
             }
         }
         if let Some(o) = self.optimizer_state_mut() {
-            o.step = if code == 0 { 0 } else { step };
+            o.restore_steps(if code == 0 { 0 } else { step });
         }
         &bytes[user_start..user_start + user_len]
     }

@@ -113,7 +113,7 @@ impl Context {
     /// without an optimizer). Taken from the kind, not the state, which a
     /// shard may leave empty for some parameters.
     pub(crate) fn optimizer_moments(&self) -> usize {
-        self.optimizer_state().map_or(0, |o| o.kind.row().moments)
+        self.optimizer_state().map_or(0, |o| o.kind().row().moments)
     }
 
     /// Moment `which` (0 first, 1 second) of floats `first..first + len`
@@ -138,7 +138,7 @@ impl Context {
                 what: format!("moment {which}: the optimizer keeps {moments}"),
             });
         }
-        let (lo, hi) = o.shard;
+        let (lo, hi) = o.shard();
         match first.checked_add(len) {
             Some(end) if first >= lo && end <= hi => Ok(()),
             _ => Err(Error::InvalidArgument {
@@ -163,9 +163,9 @@ impl Context {
         for p in 0..self.param_count() {
             let n = self.entry(p as u32).shape.numel();
             let part = |x: usize| x.clamp(offset, offset + n) - offset;
-            let (lo, hi, start) = (part(first), part(first + len), part(o.shard.0));
+            let (lo, hi, start) = (part(first), part(first + len), part(o.shard().0));
             offset += n;
-            if let (true, Some(b)) = (hi > lo, o.state[p][which]) {
+            if let (true, Some(b)) = (hi > lo, o.moments(p)[which]) {
                 parts.push((b, lo - start, hi - start));
             }
         }

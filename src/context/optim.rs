@@ -78,13 +78,7 @@ impl Context {
         // The model is complete (no parameter can follow the optimizer):
         // give back what the gradient block's geometric growth reserved.
         self.trim_grads();
-        self.set_optimizer_state(Some(Optimizer {
-            kind,
-            state,
-            shard,
-            step: 0,
-            bytes,
-        }));
+        self.set_optimizer_state(Some(Optimizer::new(kind, state, shard, bytes)));
         Ok(())
     }
 
@@ -96,14 +90,14 @@ impl Context {
             op: OP,
             what: "no optimizer".into(),
         })?;
-        *opt.kind.lr_mut() = lr;
+        opt.set_lr(lr);
         Ok(())
     }
 
     /// How many updates the optimizer has made (each successful
     /// [`optimizer_step`](Self::optimizer_step) adds one).
     pub fn optimizer_step_count(&self) -> u64 {
-        self.optimizer_state().map_or(0, |o| o.step)
+        self.optimizer_state().map_or(0, Optimizer::steps)
     }
 
     /// Deprecated: use [`optimizer_step_count`](Self::optimizer_step_count)
@@ -154,8 +148,8 @@ impl Context {
         let Some(opt) = self.optimizer_state_mut() else {
             return Ok(());
         };
-        opt.step += 1;
-        let (t, kind, shard) = (opt.step, opt.kind, opt.shard);
+        let t = opt.count_step();
+        let (kind, shard) = (opt.kind(), opt.shard());
         let mut offset = 0;
         for i in 0..self.param_count() {
             let (Some(g), p) = (self.entry(i as u32).grad, self.entry(i as u32).data) else {
@@ -174,7 +168,9 @@ impl Context {
                 1
             };
             let par = par && n > 1;
-            let [m, v] = self.optimizer_state().map_or([None, None], |o| o.state[i]);
+            let [m, v] = self
+                .optimizer_state()
+                .map_or([None, None], |o| o.moments(i));
             let decay = self.registry().decay(i);
             match kind {
                 OptimizerKind::Sgd {

@@ -32,20 +32,74 @@ pub use kinds::OptimizerKind;
 pub(crate) use kinds::check;
 pub(crate) use kinds::{MAX_MOMENTS, Sharding};
 
+/// The optimizer's state: what it is, its moments per parameter, the
+/// part of the parameters it updates and how many steps it took.
 pub(crate) struct Optimizer {
-    pub kind: OptimizerKind,
+    kind: OptimizerKind,
     /// Per parameter: [first moment, second moment] (SGD uses only the first),
     /// each covering the parameter's floats inside `shard` (None outside).
-    pub state: Vec<[Option<Buf>; MAX_MOMENTS]>,
+    state: Vec<[Option<Buf>; MAX_MOMENTS]>,
     /// The floats `first..end` of the flat parameter layout this optimizer
     /// updates and keeps state for: all of them unless
-    /// [`Context::optimizer_shard`] said otherwise.
-    pub shard: (usize, usize),
-    pub step: u64,
-    pub bytes: usize,
+    /// [`Context::optimizer_shard`](crate::Context::optimizer_shard) said
+    /// otherwise.
+    shard: (usize, usize),
+    step: u64,
+    bytes: usize,
 }
 
 impl Optimizer {
+    /// A new optimizer that has taken no step, its moments in `state`
+    /// (`bytes` of persistent memory).
+    pub(crate) fn new(
+        kind: OptimizerKind,
+        state: Vec<[Option<Buf>; MAX_MOMENTS]>,
+        shard: (usize, usize),
+        bytes: usize,
+    ) -> Optimizer {
+        Optimizer {
+            kind,
+            state,
+            shard,
+            step: 0,
+            bytes,
+        }
+    }
+
+    pub(crate) fn kind(&self) -> OptimizerKind {
+        self.kind
+    }
+
+    /// The moment buffers of parameter `i` (None where it has none).
+    pub(crate) fn moments(&self, i: usize) -> [Option<Buf>; MAX_MOMENTS] {
+        self.state[i]
+    }
+
+    /// The floats of the flat parameter layout it updates.
+    pub(crate) fn shard(&self) -> (usize, usize) {
+        self.shard
+    }
+
+    /// Steps taken.
+    pub(crate) fn steps(&self) -> u64 {
+        self.step
+    }
+
+    pub(crate) fn set_lr(&mut self, lr: f32) {
+        *self.kind.lr_mut() = lr;
+    }
+
+    /// Counts one more step; its number (from 1, AdamW's bias correction).
+    pub(crate) fn count_step(&mut self) -> u64 {
+        self.step += 1;
+        self.step
+    }
+
+    /// The step count a checkpoint restores.
+    pub(crate) fn restore_steps(&mut self, steps: u64) {
+        self.step = steps;
+    }
+
     pub fn state_bytes(&self) -> usize {
         self.bytes
     }
