@@ -9,7 +9,7 @@ use crate::ops::{MAX_CONCAT, Op};
 use crate::shape::{MAX_DIMS, Shape};
 
 /// (outer, inner): the products of the dimensions before and after `axis`.
-fn outer_inner(s: Shape, axis: usize) -> (usize, usize) {
+pub(crate) fn outer_inner(s: Shape, axis: usize) -> (usize, usize) {
     let d = s.dims();
     (d[..axis].iter().product(), d[axis + 1..].iter().product())
 }
@@ -245,14 +245,16 @@ fn permute_backward(dx: &mut [f32], dout: &[f32], xshape: Shape, yshape: Shape, 
 
 /// y[o, off..off + len] = x[o, ..]: one input's band of every output row.
 /// y: `[outer, row]`, x: `[outer, len]`.
-fn concat_forward(y: &mut [f32], x: &[f32], row: usize, off: usize, len: usize) {
+#[inline]
+pub(crate) fn concat_forward(y: &mut [f32], x: &[f32], row: usize, off: usize, len: usize) {
     for (yr, xr) in y.chunks_exact_mut(row).zip(x.chunks_exact(len)) {
         yr[off..off + len].copy_from_slice(xr);
     }
 }
 
 /// dx[o, ..] += dout[o, off..off + len]. dx: `[outer, len]`, dout: `[outer, row]`.
-fn concat_backward(dx: &mut [f32], dout: &[f32], row: usize, off: usize, len: usize) {
+#[inline]
+pub(crate) fn concat_backward(dx: &mut [f32], dout: &[f32], row: usize, off: usize, len: usize) {
     for (d, g) in dx.chunks_exact_mut(len).zip(dout.chunks_exact(row)) {
         d.iter_mut()
             .zip(&g[off..off + len])
