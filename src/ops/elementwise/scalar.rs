@@ -224,7 +224,13 @@ impl OneKernels for ScalarKernels {
         super::where_forward(out, cond, a, b, so, sc, sa, sb)
     }
     #[inline(always)]
-    fn select_backward(dx: &mut [f32], dout: &[f32], cond: &[f32], take: bool, shapes: &[Shape; 4]) {
+    fn select_backward(
+        dx: &mut [f32],
+        dout: &[f32],
+        cond: &[f32],
+        take: bool,
+        shapes: &[Shape; 4],
+    ) {
         let [so, sc, sa, sb] = *shapes;
         super::where_backward(dx, dout, cond, take, so, sc, sa, sb)
     }
