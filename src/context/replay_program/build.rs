@@ -112,11 +112,17 @@ impl Program {
                     let axis = axis as usize;
                     let inner: usize = dims[axis + 1..].iter().product();
                     let len = so.dims()[axis] * inner;
-                    // Within MAX_ELEMENTS < 2^31: fits.
-                    let op = Kind::Slice {
-                        row: (dims[axis] * inner) as u32,
-                        off: (start as usize * inner) as u32,
-                        len: len as u32,
+                    // Within MAX_ELEMENTS < 2^31: fits. One element
+                    // taken means one row (outer is 1).
+                    let off = (start as usize * inner) as u32;
+                    let op = if len == 1 && so.numel() == 1 {
+                        Kind::Pick(off)
+                    } else {
+                        Kind::Slice {
+                            row: (dims[axis] * inner) as u32,
+                            off,
+                            len: len as u32,
+                        }
                     };
                     (op, x, x)
                 }

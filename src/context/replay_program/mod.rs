@@ -114,6 +114,9 @@ enum Kind {
     Sum(bool),
     /// A slice: rows of `row` input elements, `len` taken from `off`.
     Slice { row: u32, off: u32, len: u32 },
+    /// A slice of one element, the input's element `.0` (the slice
+    /// kernels' one copy and one `+=`, without their row loops).
+    Pick(u32),
     /// Sum (false) or mean (true) along the middle axis of the input
     /// seen as `[outer, n, inner]`.
     SumAxis {

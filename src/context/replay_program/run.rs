@@ -111,6 +111,10 @@ impl Program {
                 let ([y], [x]) = ctx.store.access([y], [x]);
                 K::slice(y, x, row as usize, off as usize, len as usize);
             }
+            Kind::Pick(at) => {
+                let v = ctx.store.read(data(s.a))[at as usize];
+                ctx.store.access_one(data(s.out))[0] = v;
+            }
             Kind::SumAxis {
                 outer,
                 n,
@@ -295,6 +299,14 @@ impl Program {
                 };
                 let ([dx], [g]) = ctx.store.access([dx], [dout]);
                 K::slice_backward(dx, g, row as usize, off as usize, len as usize);
+            }
+            Kind::Pick(at) => {
+                let (Some(dx), Some(dout)) = (self.grad_of(ctx, s.a), self.grad_out(ctx, s.out))
+                else {
+                    return;
+                };
+                let g = ctx.store.read(dout)[0];
+                ctx.store.access_one(dx)[at as usize] += g;
             }
             Kind::SumAxis {
                 outer,
