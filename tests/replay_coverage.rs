@@ -1,5 +1,5 @@
 //! The replay program's coverage beyond element ops: slices, sums and
-//! means along an axis, `where`, concat and reshape views. Each model is
+//! means along an axis, `where`, concat, permutes and reshape views. Each model is
 //! captured once and must get a program (`step_has_program`, a
 //! `test-hooks` entry); its replays, with new inputs and moved parameters,
 //! must give the eager path's loss and every gradient element bit for bit
@@ -213,6 +213,24 @@ fn concat(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
     c.add(l, lb).unwrap()
 }
 
+/// Permutes of 2-D and 3-D tensors (a transpose, a heads split), one of a
+/// view, and a large transpose.
+fn permutes(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
+    let (w, big) = (p[0], p[1]); // [2, 3, 2], [30, 40]
+    let t = c.permute(w, &[2, 0, 1]).unwrap(); // [2, 2, 3]
+    let xr = c.reshape(x, &[2, 2, 3]).unwrap();
+    let h = c.mul(t, xr).unwrap();
+    let hr = c.reshape(h, &[4, 3]).unwrap();
+    let ht = c.transpose(hr, 0, 1).unwrap(); // [3, 4]
+    let e = c.exp(ht).unwrap();
+    let s = c.sum_axis(e, 0, false).unwrap(); // [4]
+    let bt = c.transpose(big, 0, 1).unwrap(); // [40, 30]
+    let col = c.slice(bt, 1, 3, 1).unwrap(); // [40, 1]
+    let l = c.sum(s).unwrap();
+    let lb = c.mean(col).unwrap();
+    c.mul(l, lb).unwrap()
+}
+
 /// Reshape views of a parameter, the input and activations, a view of a
 /// view, a view used beside its base (their gradients share a slot), a
 /// view fed to a slice and a sum along an axis, and a loss that is a view.
@@ -249,5 +267,6 @@ fn main() {
         concat,
     );
     same_bits("views", &[&[2, 3], &[6]], &[6], views);
+    same_bits("permutes", &[&[2, 3, 2], &[30, 40]], &[12], permutes);
     println!("replay_coverage: all passed");
 }

@@ -234,12 +234,20 @@ pub(crate) fn forward_slice(ctx: &mut Context, out: u32, x: u32, axis: usize, st
 }
 
 /// y[o] = x[src(o)]: output axis i is input axis perm[i].
-fn permute_forward(y: &mut [f32], x: &[f32], xshape: Shape, yshape: Shape, perm: &[u8]) {
+#[inline]
+pub(crate) fn permute_forward(y: &mut [f32], x: &[f32], xshape: Shape, yshape: Shape, perm: &[u8]) {
     permute_walk(xshape, yshape, perm, |o, s| y[o] = x[s]);
 }
 
 /// dx[src(o)] += dout[o].
-fn permute_backward(dx: &mut [f32], dout: &[f32], xshape: Shape, yshape: Shape, perm: &[u8]) {
+#[inline]
+pub(crate) fn permute_backward(
+    dx: &mut [f32],
+    dout: &[f32],
+    xshape: Shape,
+    yshape: Shape,
+    perm: &[u8],
+) {
     permute_walk(xshape, yshape, perm, |o, s| dx[s] += dout[o]);
 }
 

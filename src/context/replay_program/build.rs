@@ -3,7 +3,7 @@
 //! backward walk does that does not depend on values. Its own room: it
 //! runs once per captured step and decides whether there is a program.
 
-use super::{Bcast, Join, Kind, MAXN, Program, Row, Select, Side, Step1};
+use super::{Bcast, Join, Kind, MAXN, Permute, Program, Row, Select, Side, Step1};
 use crate::arena::{Buf, Storage};
 use crate::context::Context;
 use crate::ops::{MAX_CONCAT, OneOp, Op};
@@ -151,6 +151,14 @@ impl Program {
                     side.joins.try_reserve(1).ok()?;
                     side.joins.push(join);
                     (Kind::Join(side.joins.len() as u32 - 1), xs[0], xs[0])
+                }
+                Op::Permute { x, perm } => {
+                    side.permutes.try_reserve(1).ok()?;
+                    side.permutes.push(Permute {
+                        shapes: [shape(x), so],
+                        perm,
+                    });
+                    (Kind::Permute(side.permutes.len() as u32 - 1), x, x)
                 }
                 op => {
                     let (op, a, b) = one_op(op)?;

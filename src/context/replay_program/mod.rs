@@ -4,7 +4,8 @@
 //! unary, scale, pow or clamp ops on one-element tensors), the same
 //! element-wise ops on a few elements (at most [`MAXN`], broadcasting
 //! included), sums and means over all elements or along one axis,
-//! `where`, slices and concats, on tensors or on reshape views of them.
+//! `where`, slices, concats and permutes, on tensors or on reshape views
+//! of them.
 //!
 //! At capture end such a step's forward log and tape are resolved once
 //! into flat lists of (op, operand rows), and its backward walk into what
@@ -17,7 +18,7 @@
 //! resolved to that tensor once its shape has shaped the op reading it.
 //! A replay then runs the same
 //! kernels (the element kernels of `ops::elementwise::scalar`, the sum,
-//! select, slice and concat kernels, which the eager paths also run) in
+//! select, slice, concat and permute kernels, which the eager paths also run) in
 //! the same order on the
 //! same buffers, element by element in the eager loops' order (so a
 //! broadcast operand's gradient sums in the same order), and keeps the
@@ -46,7 +47,7 @@
 
 use crate::arena::Buf;
 use crate::ops::{BinaryFn, MAX_CONCAT, OneOp};
-use crate::shape::Shape;
+use crate::shape::{MAX_DIMS, Shape};
 
 mod build;
 mod run;
@@ -94,6 +95,11 @@ pub(crate) trait OneKernels {
     fn concat(y: &mut [f32], x: &[f32], row: usize, off: usize, len: usize);
     /// Its backward: `dx[o, ..] += dout[o, off..off + len]`.
     fn concat_backward(dx: &mut [f32], dout: &[f32], row: usize, off: usize, len: usize);
+    /// The eager permute: `y[o] = x[src(o)]`, shapes (x, y), output axis
+    /// i is input axis `perm[i]`.
+    fn permute(y: &mut [f32], x: &[f32], shapes: &[Shape; 2], perm: &[u8]);
+    /// Its backward: `dx[src(o)] += dout[o]`.
+    fn permute_backward(dx: &mut [f32], dout: &[f32], shapes: &[Shape; 2], perm: &[u8]);
 }
 
 /// The most elements of an element-wise op a program runs (its
@@ -131,6 +137,16 @@ enum Kind {
     /// A concat: its inputs and bands are `Program::joins[.0]` (`a` is
     /// its first input).
     Join(u32),
+    /// A permute: its shapes and axis order are `Program::permutes[.0]`.
+    Permute(u32),
+}
+
+/// A permute's input and output shapes and its axis order (the first
+/// rank entries used).
+#[derive(Clone, Copy)]
+struct Permute {
+    shapes: [Shape; 2],
+    perm: [u8; MAX_DIMS],
 }
 
 /// A `where`'s condition row and its shapes: (out, cond, a, b).
@@ -190,6 +206,7 @@ struct Side {
     bcast: Vec<Bcast>,
     selects: Vec<Select>,
     joins: Vec<Join>,
+    permutes: Vec<Permute>,
 }
 
 /// A step's program (see the module docs).

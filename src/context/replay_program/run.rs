@@ -140,6 +140,11 @@ impl Program {
                     off += len as usize;
                 }
             }
+            Kind::Permute(k) => {
+                let m = &side.permutes[k as usize];
+                let ([y], [x]) = ctx.store.access([data(s.out)], [data(s.a)]);
+                K::permute(y, x, &m.shapes, &m.perm[..m.shapes[0].ndim()]);
+            }
         }
     }
 
@@ -350,6 +355,15 @@ impl Program {
                     }
                     off += len as usize;
                 }
+            }
+            Kind::Permute(k) => {
+                let (Some(dx), Some(dout)) = (self.grad_of(ctx, s.a), self.grad_out(ctx, s.out))
+                else {
+                    return;
+                };
+                let m = &self.side.permutes[k as usize];
+                let ([dx], [g]) = ctx.store.access([dx], [dout]);
+                K::permute_backward(dx, g, &m.shapes, &m.perm[..m.shapes[0].ndim()]);
             }
         }
     }

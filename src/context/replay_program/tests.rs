@@ -416,7 +416,7 @@ fn view_without_gradient_takes_the_ordinary_path() {
 
 /// Every op kind the program adds to element ops, in one step: views of
 /// a parameter, the input and an activation, sums along axes, `where`
-/// with a broadcast condition, and concat.
+/// with a broadcast condition, concat and a transpose.
 #[test]
 fn shape_ops_match_eager() {
     same_bits(&[&[2, 3], &[3]], &[6], |c, p, x| {
@@ -428,7 +428,8 @@ fn shape_ops_match_eager() {
         let cond = c.relu(xr).unwrap();
         let s = c.select(cond, v, rows).unwrap(); // [2, 3]
         let j = c.concat(&[s, h], 0).unwrap(); // [4, 3]
-        let jf = c.reshape(j, &[12]).unwrap();
+        let jt = c.transpose(j, 0, 1).unwrap(); // [3, 4]
+        let jf = c.reshape(jt, &[12]).unwrap();
         let t = c.tanh(jf).unwrap();
         let a = c.sum(t).unwrap();
         let b = c.sum(cols).unwrap();

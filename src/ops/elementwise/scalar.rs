@@ -242,6 +242,14 @@ impl OneKernels for ScalarKernels {
     fn concat_backward(dx: &mut [f32], dout: &[f32], row: usize, off: usize, len: usize) {
         crate::ops::shape_ops::concat_backward(dx, dout, row, off, len)
     }
+    #[inline(always)]
+    fn permute(y: &mut [f32], x: &[f32], shapes: &[Shape; 2], perm: &[u8]) {
+        crate::ops::shape_ops::permute_forward(y, x, shapes[0], shapes[1], perm)
+    }
+    #[inline(always)]
+    fn permute_backward(dx: &mut [f32], dout: &[f32], shapes: &[Shape; 2], perm: &[u8]) {
+        crate::ops::shape_ops::permute_backward(dx, dout, shapes[0], shapes[1], perm)
+    }
 }
 
 #[cfg(test)]
