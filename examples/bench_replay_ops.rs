@@ -17,66 +17,59 @@ use std::time::Instant;
 /// counting the ops it records; returns the loss.
 type Model = fn(&mut Context, &[Tensor], Tensor, &mut usize) -> Tensor;
 
-/// The operations the models use, each counted as one recorded op.
-struct Ops<'a> {
-    c: &'a mut Context,
-    n: &'a mut usize,
-}
-
-impl Ops<'_> {
-    fn op(&mut self, f: impl FnOnce(&mut Context) -> arenagrad::Result<Tensor>) -> Tensor {
-        *self.n += 1;
-        f(self.c).unwrap()
-    }
-}
-
 /// T steps of sigma2_t = w + a r_{t-1}^2 + b sigma2_{t-1}, summing
 /// -0.5 (ln sigma2_t + r_t^2 / sigma2_t); the series is one tensor read
 /// through length-1 slices, the parameters are one-element tensors.
 const T: usize = 400;
 
 fn garch(c: &mut Context, p: &[Tensor], x: Tensor, n: &mut usize) -> Tensor {
-    let mut o = Ops { c, n };
+    let mut op = |t: arenagrad::Result<Tensor>| {
+        *n += 1;
+        t.unwrap()
+    };
     let (w, a, b) = (p[0], p[1], p[2]);
     let mut sigma2 = p[3];
-    let r0 = o.op(|c| c.slice(x, 0, 0, 1));
-    let mut r2_prev = o.op(|c| c.mul(r0, r0));
+    let r0 = op(c.slice(x, 0, 0, 1));
+    let mut r2_prev = op(c.mul(r0, r0));
     let mut ll: Option<Tensor> = None;
     for t in 1..T {
-        let ar = o.op(|c| c.mul(a, r2_prev));
-        let bs = o.op(|c| c.mul(b, sigma2));
-        let s = o.op(|c| c.add(w, ar));
-        sigma2 = o.op(|c| c.add(s, bs));
-        let r = o.op(|c| c.slice(x, 0, t, 1));
-        let r2 = o.op(|c| c.mul(r, r));
-        let ls = o.op(|c| c.log(sigma2));
-        let q = o.op(|c| c.div(r2, sigma2));
-        let term = o.op(|c| c.add(ls, q));
+        let ar = op(c.mul(a, r2_prev));
+        let bs = op(c.mul(b, sigma2));
+        let s = op(c.add(w, ar));
+        sigma2 = op(c.add(s, bs));
+        let r = op(c.slice(x, 0, t, 1));
+        let r2 = op(c.mul(r, r));
+        let ls = op(c.log(sigma2));
+        let q = op(c.div(r2, sigma2));
+        let term = op(c.add(ls, q));
         ll = Some(match ll {
             None => term,
-            Some(acc) => o.op(|c| c.add(acc, term)),
+            Some(acc) => op(c.add(acc, term)),
         });
         r2_prev = r2;
     }
     let ll = ll.unwrap();
-    o.op(|c| c.scale(ll, -0.5))
+    op(c.scale(ll, -0.5))
 }
 
 /// Rows summed along each axis of small matrices, mixed with element ops.
 fn axis_sums(c: &mut Context, p: &[Tensor], x: Tensor, n: &mut usize) -> Tensor {
-    let mut o = Ops { c, n };
+    let mut op = |t: arenagrad::Result<Tensor>| {
+        *n += 1;
+        t.unwrap()
+    };
     let w = p[0]; // [3, 4]
-    let mut acc = o.op(|c| c.sum(x));
+    let mut acc = op(c.sum(x));
     for k in 0..100 {
-        let h = o.op(|c| c.mul(w, x));
-        let rows = o.op(|c| c.sum_axis(h, 1, false)); // [3]
-        let cols = o.op(|c| c.mean_axis(h, 0, true)); // [1, 4]
-        let t = o.op(|c| c.tanh(rows));
-        let s = o.op(|c| c.sum_axis(t, 0, false)); // [1]
-        let u = o.op(|c| c.sum_axis(cols, -1, false)); // [1]
-        let v = o.op(|c| c.add(s, u));
-        let v = o.op(|c| c.scale(v, 1.0 / (k + 1) as f32));
-        acc = o.op(|c| c.add(acc, v));
+        let h = op(c.mul(w, x));
+        let rows = op(c.sum_axis(h, 1, false)); // [3]
+        let cols = op(c.mean_axis(h, 0, true)); // [1, 4]
+        let t = op(c.tanh(rows));
+        let s = op(c.sum_axis(t, 0, false)); // [1]
+        let u = op(c.sum_axis(cols, -1, false)); // [1]
+        let v = op(c.add(s, u));
+        let v = op(c.scale(v, 1.0 / (k + 1) as f32));
+        acc = op(c.add(acc, v));
     }
     acc
 }
@@ -84,53 +77,62 @@ fn axis_sums(c: &mut Context, p: &[Tensor], x: Tensor, n: &mut usize) -> Tensor 
 /// A piecewise recursion through `where` on one-element tensors, with a
 /// broadcast select on a few elements.
 fn select(c: &mut Context, p: &[Tensor], x: Tensor, n: &mut usize) -> Tensor {
-    let mut o = Ops { c, n };
+    let mut op = |t: arenagrad::Result<Tensor>| {
+        *n += 1;
+        t.unwrap()
+    };
     let (a, v) = (p[0], p[1]); // [1], [4]
-    let mut h = o.op(|c| c.mul(a, a));
+    let mut h = op(c.mul(a, a));
     for k in 0..200 {
-        let r = o.op(|c| c.slice(x, 0, k % 4, 1));
-        let d = o.op(|c| c.sub(h, r));
-        let pos = o.op(|c| c.relu(d));
-        let t = o.op(|c| c.select(pos, d, r));
-        h = o.op(|c| c.scale(t, 0.9));
+        let r = op(c.slice(x, 0, k % 4, 1));
+        let d = op(c.sub(h, r));
+        let pos = op(c.relu(d));
+        let t = op(c.select(pos, d, r));
+        h = op(c.scale(t, 0.9));
     }
-    let m = o.op(|c| c.select(x, v, h)); // [4] from [4], [4], [1]
-    let s = o.op(|c| c.sum(m));
-    o.op(|c| c.add(s, h))
+    let m = op(c.select(x, v, h)); // [4] from [4], [4], [1]
+    let s = op(c.sum(m));
+    op(c.add(s, h))
 }
 
 /// A recursion that joins one-element terms with concat and sums them.
 fn concat(c: &mut Context, p: &[Tensor], x: Tensor, n: &mut usize) -> Tensor {
-    let mut o = Ops { c, n };
+    let mut op = |t: arenagrad::Result<Tensor>| {
+        *n += 1;
+        t.unwrap()
+    };
     let (a, b) = (p[0], p[1]);
-    let mut h = o.op(|c| c.mul(a, b));
-    let mut acc = o.op(|c| c.sum(x));
+    let mut h = op(c.mul(a, b));
+    let mut acc = op(c.sum(x));
     for k in 0..100 {
-        let r = o.op(|c| c.slice(x, 0, k % 4, 1));
-        let u = o.op(|c| c.mul(h, r));
-        let e = o.op(|c| c.tanh(u));
-        let j = o.op(|c| c.concat(&[e, a, b, u], 0)); // [4]
-        let m = o.op(|c| c.mul(j, x));
-        let s = o.op(|c| c.sum(m));
-        h = o.op(|c| c.scale(s, 0.5));
-        acc = o.op(|c| c.add(acc, h));
+        let r = op(c.slice(x, 0, k % 4, 1));
+        let u = op(c.mul(h, r));
+        let e = op(c.tanh(u));
+        let j = op(c.concat(&[e, a, b, u], 0)); // [4]
+        let m = op(c.mul(j, x));
+        let s = op(c.sum(m));
+        h = op(c.scale(s, 0.5));
+        acc = op(c.add(acc, h));
     }
     acc
 }
 
 /// Element ops on reshape views of parameters, inputs and activations.
 fn views(c: &mut Context, p: &[Tensor], x: Tensor, n: &mut usize) -> Tensor {
-    let mut o = Ops { c, n };
+    let mut op = |t: arenagrad::Result<Tensor>| {
+        *n += 1;
+        t.unwrap()
+    };
     let w = p[0]; // [2, 2]
-    let mut h = o.op(|c| c.reshape(x, &[2, 2]));
+    let mut h = op(c.reshape(x, &[2, 2]));
     for _ in 0..200 {
-        let m = o.op(|c| c.mul(h, w));
-        let f = o.op(|c| c.reshape(m, &[4]));
-        let t = o.op(|c| c.tanh(f));
-        h = o.op(|c| c.reshape(t, &[2, 2]));
+        let m = op(c.mul(h, w));
+        let f = op(c.reshape(m, &[4]));
+        let t = op(c.tanh(f));
+        h = op(c.reshape(t, &[2, 2]));
     }
-    let v = o.op(|c| c.reshape(h, &[4, 1]));
-    o.op(|c| c.sum(v))
+    let v = op(c.reshape(h, &[4, 1]));
+    op(c.sum(v))
 }
 
 struct Case {
