@@ -1,7 +1,8 @@
 //! Replay against eager, per recorded op, for small models built from the
 //! shape ops a replay program may cover: a GARCH(1,1) log-likelihood read
 //! through length-1 slices of one series, axis sums, `where`, concat and
-//! reshape views. Each model is captured once, then timed as eager
+//! reshape views, beside a chain of scalar element ops (the program's
+//! best case, for reference). Each model is captured once, then timed as eager
 //! iterations (reset, zero_grad, forward, backward) and as replays
 //! (zero_grad, replay), alternating batches; the figures are medians in ns
 //! per recorded op (forward and backward together). Before timing, the
@@ -50,6 +51,34 @@ fn garch(c: &mut Context, p: &[Tensor], x: Tensor, n: &mut usize) -> Tensor {
     }
     let ll = ll.unwrap();
     op(c.scale(ll, -0.5))
+}
+
+/// The reference: bench_replay.c's scalar chain (element ops only, the
+/// series as constants), 250 steps of h = tanh(a h + b x_t + c),
+/// acc += exp(s h).
+fn chain(c: &mut Context, p: &[Tensor], _x: Tensor, n: &mut usize) -> Tensor {
+    let mut op = |t: arenagrad::Result<Tensor>| {
+        *n += 1;
+        t.unwrap()
+    };
+    let (a, b, cc, s) = (p[0], p[1], p[2], p[3]);
+    let mut h = cc;
+    let mut acc: Option<Tensor> = None;
+    for t in 0..250 {
+        let ah = op(c.mul(a, h));
+        let bx = op(c.scale(b, (t as f32 * 0.7).sin()));
+        let z = op(c.add(ah, bx));
+        let z = op(c.add(z, cc));
+        h = op(c.tanh(z));
+        let sh = op(c.mul(s, h));
+        let e = op(c.exp(sh));
+        acc = Some(match acc {
+            None => e,
+            Some(acc) => op(c.add(acc, e)),
+        });
+    }
+    let acc = acc.unwrap();
+    op(c.scale(acc, 1.0 / 250.0))
 }
 
 /// Rows summed along each axis of small matrices, mixed with element ops.
@@ -143,6 +172,17 @@ struct Case {
 }
 
 const CASES: &[Case] = &[
+    Case {
+        name: "chain",
+        params: &[
+            (&[1], &[0.7]),
+            (&[1], &[0.5]),
+            (&[1], &[0.1]),
+            (&[1], &[0.3]),
+        ],
+        input: &[0.0],
+        model: chain,
+    },
     Case {
         name: "garch",
         params: &[
