@@ -1,7 +1,7 @@
 //! Replay against eager, per recorded op, for small models built from the
 //! shape ops a replay program may cover: a GARCH(1,1) log-likelihood read
-//! through length-1 slices of one series, axis sums, `where`, concat and
-//! reshape views, beside a chain of scalar element ops (the program's
+//! through length-1 slices of one series, axis sums, `where`, concat,
+//! permutes and reshape views, beside a chain of scalar element ops (the program's
 //! best case, for reference). Each model is captured once, then timed as eager
 //! iterations (reset, zero_grad, forward, backward) and as replays
 //! (zero_grad, replay), alternating batches; the figures are medians in ns
@@ -164,6 +164,23 @@ fn views(c: &mut Context, p: &[Tensor], x: Tensor, n: &mut usize) -> Tensor {
     op(c.sum(v))
 }
 
+/// Transposes of a small matrix between element ops.
+fn permutes(c: &mut Context, p: &[Tensor], x: Tensor, n: &mut usize) -> Tensor {
+    let mut op = |t: arenagrad::Result<Tensor>| {
+        *n += 1;
+        t.unwrap()
+    };
+    let w = p[0]; // [2, 3]
+    let mut h = op(c.reshape(x, &[3, 2]));
+    for _ in 0..100 {
+        let t = op(c.transpose(h, 0, 1)); // [2, 3]
+        let m = op(c.mul(t, w));
+        let e = op(c.tanh(m));
+        h = op(c.permute(e, &[1, 0])); // [3, 2]
+    }
+    op(c.sum(h))
+}
+
 struct Case {
     name: &'static str,
     params: &'static [(&'static [usize], &'static [f32])],
@@ -216,6 +233,12 @@ const CASES: &[Case] = &[
         params: &[(&[1], &[0.7]), (&[1], &[0.6])],
         input: &[0.3, -0.2, 0.5, 0.1],
         model: concat,
+    },
+    Case {
+        name: "permutes",
+        params: &[(&[2, 3], &[0.9, 1.1, -0.8, 1.2, 0.5, -0.7])],
+        input: &[0.3, -0.2, 0.5, 0.1, -0.4, 0.6],
+        model: permutes,
     },
     Case {
         name: "views",
