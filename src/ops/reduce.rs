@@ -9,7 +9,7 @@ use crate::simd;
 use crate::special;
 
 /// (outer, n, inner) view of `shape` around `axis`.
-fn split(shape: Shape, axis: usize) -> (usize, usize, usize) {
+pub(crate) fn split(shape: Shape, axis: usize) -> (usize, usize, usize) {
     let d = shape.dims();
     (
         d[..axis].iter().product(),
@@ -137,7 +137,42 @@ pub(crate) fn forward_reduce_axis(ctx: &mut Context, out: u32, x: u32, axis: usi
     let (ex, eo) = (ctx.entry(x), ctx.entry(out));
     let (outer, n, inner) = split(ex.shape, axis);
     let ([y], [x]) = ctx.access([eo.data], [ex.data]);
+    reduce_axis_forward(y, x, outer, n, inner, mean);
+}
+
+/// The sum (or mean) along the middle axis of x: `[outer, n, inner]`;
+/// y: `[outer, inner]`.
+#[inline]
+pub(crate) fn reduce_axis_forward(
+    y: &mut [f32],
+    x: &[f32],
+    outer: usize,
+    n: usize,
+    inner: usize,
+    mean: bool,
+) {
     simd::dispatch!(sum_axis_forward(y, x, outer, n, inner, axis_scale(mean, n)));
+}
+
+/// The backward of [`reduce_axis_forward`]: dx `[outer, n, inner]` +=
+/// dout `[outer, inner]` (divided by n for a mean).
+#[inline]
+pub(crate) fn reduce_axis_backward(
+    dx: &mut [f32],
+    dout: &[f32],
+    outer: usize,
+    n: usize,
+    inner: usize,
+    mean: bool,
+) {
+    simd::dispatch!(sum_axis_backward(
+        dx,
+        dout,
+        outer,
+        n,
+        inner,
+        axis_scale(mean, n)
+    ));
 }
 
 pub(crate) fn forward_logsumexp_axis(ctx: &mut Context, out: u32, x: u32, axis: usize) {
@@ -219,14 +254,7 @@ pub(crate) fn backward_reduce_axis(ctx: &mut Context, out: u32, x: u32, axis: us
     };
     let (outer, n, inner) = split(ctx.entry(x).shape, axis);
     let ([dx], [dout]) = ctx.access([dx], [dout]);
-    simd::dispatch!(sum_axis_backward(
-        dx,
-        dout,
-        outer,
-        n,
-        inner,
-        axis_scale(mean, n)
-    ));
+    reduce_axis_backward(dx, dout, outer, n, inner, mean);
 }
 
 #[cfg(test)]

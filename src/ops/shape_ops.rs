@@ -9,7 +9,7 @@ use crate::ops::{MAX_CONCAT, Op};
 use crate::shape::{MAX_DIMS, Shape};
 
 /// (outer, inner): the products of the dimensions before and after `axis`.
-fn outer_inner(s: Shape, axis: usize) -> (usize, usize) {
+pub(crate) fn outer_inner(s: Shape, axis: usize) -> (usize, usize) {
     let d = s.dims();
     (d[..axis].iter().product(), d[axis + 1..].iter().product())
 }
@@ -234,25 +234,35 @@ pub(crate) fn forward_slice(ctx: &mut Context, out: u32, x: u32, axis: usize, st
 }
 
 /// y[o] = x[src(o)]: output axis i is input axis perm[i].
-fn permute_forward(y: &mut [f32], x: &[f32], xshape: Shape, yshape: Shape, perm: &[u8]) {
+#[inline]
+pub(crate) fn permute_forward(y: &mut [f32], x: &[f32], xshape: Shape, yshape: Shape, perm: &[u8]) {
     permute_walk(xshape, yshape, perm, |o, s| y[o] = x[s]);
 }
 
 /// dx[src(o)] += dout[o].
-fn permute_backward(dx: &mut [f32], dout: &[f32], xshape: Shape, yshape: Shape, perm: &[u8]) {
+#[inline]
+pub(crate) fn permute_backward(
+    dx: &mut [f32],
+    dout: &[f32],
+    xshape: Shape,
+    yshape: Shape,
+    perm: &[u8],
+) {
     permute_walk(xshape, yshape, perm, |o, s| dx[s] += dout[o]);
 }
 
 /// y[o, off..off + len] = x[o, ..]: one input's band of every output row.
 /// y: `[outer, row]`, x: `[outer, len]`.
-fn concat_forward(y: &mut [f32], x: &[f32], row: usize, off: usize, len: usize) {
+#[inline]
+pub(crate) fn concat_forward(y: &mut [f32], x: &[f32], row: usize, off: usize, len: usize) {
     for (yr, xr) in y.chunks_exact_mut(row).zip(x.chunks_exact(len)) {
         yr[off..off + len].copy_from_slice(xr);
     }
 }
 
 /// dx[o, ..] += dout[o, off..off + len]. dx: `[outer, len]`, dout: `[outer, row]`.
-fn concat_backward(dx: &mut [f32], dout: &[f32], row: usize, off: usize, len: usize) {
+#[inline]
+pub(crate) fn concat_backward(dx: &mut [f32], dout: &[f32], row: usize, off: usize, len: usize) {
     for (d, g) in dx.chunks_exact_mut(len).zip(dout.chunks_exact(row)) {
         d.iter_mut()
             .zip(&g[off..off + len])

@@ -3,10 +3,10 @@
 //! backward walk does that does not depend on values. Its own room: it
 //! runs once per captured step and decides whether there is a program.
 
-use super::{Bcast, Kind, MAXN, Program, Row, Step1};
+use super::{Bcast, Join, Kind, MAXN, Permute, Program, Row, Select, Side, Step1};
 use crate::arena::{Buf, Storage};
 use crate::context::Context;
-use crate::ops::{OneOp, Op};
+use crate::ops::{MAX_CONCAT, OneOp, Op};
 use crate::shape::Shape;
 use crate::tape::Node;
 
@@ -72,34 +72,93 @@ impl Program {
         let region = region?;
         let rows = &ctx.table;
         let n_params = ctx.n_params;
+        // A view is its root's buffer, gradient slot and "born" mark; it
+        // stands for its root once its shape has been read, which holds
+        // only if it needs a gradient exactly when its root does (not so
+        // for a view made with gradients off).
+        let root = |id: u32| rows[id as usize].view_of.unwrap_or(id);
         if !rows[loss as usize].requires_grad
             || !ctx.recompute.segments_snapshot().is_empty()
-            || rows
-                .iter()
-                .enumerate()
-                .any(|(i, e)| e.view_of.is_some() || (i >= n_params && e.retain))
+            || rows.iter().enumerate().any(|(i, e)| {
+                (i >= n_params && e.retain)
+                    || e.view_of
+                        .is_some_and(|r| rows[r as usize].requires_grad != e.requires_grad)
+            })
         {
             return None;
         }
         let shape = |id: u32| rows[id as usize].shape;
-        let mut bcast = Vec::new();
+        let mut side = Side::default();
         let mut resolve = |n: &Node| {
             let so = shape(n.out);
             let (op, a, b) = match n.op {
                 Op::Reduce { x, mean } => (Kind::Sum(mean), x, x),
+                Op::ReduceAxis { x, axis, mean } => {
+                    let sx = shape(x);
+                    let dims = sx.dims();
+                    let axis = axis as usize;
+                    // Each within MAX_ELEMENTS < 2^31: fits.
+                    let op = Kind::SumAxis {
+                        outer: dims[..axis].iter().product::<usize>() as u32,
+                        n: dims[axis] as u32,
+                        inner: dims[axis + 1..].iter().product::<usize>() as u32,
+                        mean,
+                    };
+                    (op, x, x)
+                }
                 Op::Slice { x, axis, start } => {
                     let sx = shape(x);
                     let dims = sx.dims();
                     let axis = axis as usize;
                     let inner: usize = dims[axis + 1..].iter().product();
                     let len = so.dims()[axis] * inner;
-                    // Within MAX_ELEMENTS < 2^31: fits.
-                    let op = Kind::Slice {
-                        row: (dims[axis] * inner) as u32,
-                        off: (start as usize * inner) as u32,
-                        len: len as u32,
+                    // Within MAX_ELEMENTS < 2^31: fits. One element
+                    // taken means one row (outer is 1).
+                    let off = (start as usize * inner) as u32;
+                    let op = if len == 1 && so.numel() == 1 {
+                        Kind::Pick(off)
+                    } else {
+                        Kind::Slice {
+                            row: (dims[axis] * inner) as u32,
+                            off,
+                            len: len as u32,
+                        }
                     };
                     (op, x, x)
+                }
+                Op::Where { cond, a, b } => {
+                    side.selects.try_reserve(1).ok()?;
+                    side.selects.push(Select {
+                        cond: root(cond),
+                        shapes: [so, shape(cond), shape(a), shape(b)],
+                    });
+                    (Kind::Select(side.selects.len() as u32 - 1), a, b)
+                }
+                Op::Concat { xs, n, axis } => {
+                    let axis = axis as usize;
+                    let inner: usize = so.dims()[axis + 1..].iter().product();
+                    let mut join = Join {
+                        xs: [0; MAX_CONCAT],
+                        lens: [0; MAX_CONCAT],
+                        n,
+                        // Within MAX_ELEMENTS < 2^31: fits.
+                        row: (so.dims()[axis] * inner) as u32,
+                    };
+                    for (k, &x) in xs[..n as usize].iter().enumerate() {
+                        join.xs[k] = root(x);
+                        join.lens[k] = (shape(x).dims()[axis] * inner) as u32;
+                    }
+                    side.joins.try_reserve(1).ok()?;
+                    side.joins.push(join);
+                    (Kind::Join(side.joins.len() as u32 - 1), xs[0], xs[0])
+                }
+                Op::Permute { x, perm } => {
+                    side.permutes.try_reserve(1).ok()?;
+                    side.permutes.push(Permute {
+                        shapes: [shape(x), so],
+                        perm,
+                    });
+                    (Kind::Permute(side.permutes.len() as u32 - 1), x, x)
                 }
                 op => {
                     let (op, a, b) = one_op(op)?;
@@ -109,11 +168,9 @@ impl Program {
                     } else if n_out > MAXN {
                         return None;
                     } else if let OneOp::Binary(f) = op {
-                        if bcast.try_reserve(1).is_err() {
-                            return None;
-                        }
-                        bcast.push(broadcast(so, shape(a), shape(b)));
-                        Kind::Bin(f, bcast.len() as u32 - 1)
+                        side.bcast.try_reserve(1).ok()?;
+                        side.bcast.push(broadcast(so, shape(a), shape(b)));
+                        Kind::Bin(f, side.bcast.len() as u32 - 1)
                     } else {
                         Kind::Map(op)
                     };
@@ -124,8 +181,8 @@ impl Program {
             Some(Step1 {
                 op,
                 out: n.out,
-                a,
-                b,
+                a: root(a),
+                b: root(b),
                 same,
                 runs: false,
             })
@@ -140,14 +197,18 @@ impl Program {
         };
         let fwd = list(log)?;
         let mut bwd = list(&ctx.tape)?;
-        // The flow of the loss's gradient depends on the graph only.
+        // The flow of the loss's gradient depends on the graph only: an
+        // op runs if its output (never a view) is reached; reaching a view
+        // reaches its root.
+        let loss = root(loss);
         let mut flow = filled(rows.len(), false)?;
         flow[loss as usize] = true;
-        for s in bwd.iter_mut().rev() {
+        for (s, n) in bwd.iter_mut().zip(&ctx.tape).rev() {
             if flow[s.out as usize] {
                 s.runs = true;
-                flow[s.a as usize] = true;
-                flow[s.b as usize] = true;
+                for &x in n.op.inputs().as_slice() {
+                    flow[root(x) as usize] = true;
+                }
             }
         }
         let mut births = Vec::new();
@@ -167,7 +228,7 @@ impl Program {
         Some(Box::new(Program {
             fwd,
             bwd,
-            bcast,
+            side,
             births,
             rows: dense,
             loss,

@@ -3,7 +3,9 @@
 //! ops: one-element ops (a scalar model: binary,
 //! unary, scale, pow or clamp ops on one-element tensors), the same
 //! element-wise ops on a few elements (at most [`MAXN`], broadcasting
-//! included), sums and means over all elements, and slices.
+//! included), sums and means over all elements or along one axis,
+//! `where`, slices, concats and permutes, on tensors or on reshape views
+//! of them.
 //!
 //! At capture end such a step's forward log and tape are resolved once
 //! into flat lists of (op, operand rows), and its backward walk into what
@@ -11,9 +13,13 @@
 //! gradient reaches, where each planned gradient is born, every gradient
 //! slot's buffer and which rows need a gradient. A binary op on several
 //! elements keeps, per output element, the element of each operand it
-//! reads (its broadcast, resolved once). A replay then runs the same
-//! kernels (the element kernels of `ops::elementwise::scalar`, the sum and
-//! slice kernels, which the eager paths also run) in the same order on the
+//! reads (its broadcast, resolved once). A view (a reshape: same buffer,
+//! same gradient slot, same "born" mark as the tensor it views) is
+//! resolved to that tensor once its shape has shaped the op reading it.
+//! A replay then runs the same
+//! kernels (the element kernels of `ops::elementwise::scalar`, the sum,
+//! select, slice, concat and permute kernels, which the eager paths also run) in
+//! the same order on the
 //! same buffers, element by element in the eager loops' order (so a
 //! broadcast operand's gradient sums in the same order), and keeps the
 //! walk's only value-independent state that changes, the "born but not
@@ -25,8 +31,9 @@
 //! flow and table bookkeeping.
 //!
 //! Anything else takes the ordinary path: a step with another op or a
-//! larger element-wise op, a view, a retained activation gradient or a
-//! recomputed segment, a loss that needs no gradient; and any replay while
+//! larger element-wise op, a retained activation gradient or a
+//! recomputed segment, a loss that needs no gradient, a view made with
+//! gradients off of a tensor that needs one; and any replay while
 //! a gradient-ready callback is set (the ordinary walk fires it) or a
 //! recompute segment is open, and every replay in a build with op timing
 //! (feature `trace`).
@@ -39,7 +46,8 @@
 //! `build` makes a step's program at capture end; `run` replays it.
 
 use crate::arena::Buf;
-use crate::ops::{BinaryFn, OneOp};
+use crate::ops::{BinaryFn, MAX_CONCAT, OneOp};
+use crate::shape::{MAX_DIMS, Shape};
 
 mod build;
 mod run;
@@ -66,6 +74,32 @@ pub(crate) trait OneKernels {
     fn slice(y: &mut [f32], x: &[f32], row: usize, off: usize, len: usize);
     /// The eager slice's backward: `dx[o, off..off + len] += dout[o, ..]`.
     fn slice_backward(dx: &mut [f32], dout: &[f32], row: usize, off: usize, len: usize);
+    /// The eager axis reduce: x `[outer, n, inner]` summed (or averaged)
+    /// along n into y `[outer, inner]`.
+    fn sum_axis(y: &mut [f32], x: &[f32], outer: usize, n: usize, inner: usize, mean: bool);
+    /// Its backward: `dx[o, j, i] += dout[o, i]` (over n for a mean).
+    fn sum_axis_backward(
+        dx: &mut [f32],
+        dout: &[f32],
+        outer: usize,
+        n: usize,
+        inner: usize,
+        mean: bool,
+    );
+    /// The eager `where`: `out = cond != 0 ? a : b`, shapes (out, cond,
+    /// a, b) as `shapes`.
+    fn select(out: &mut [f32], cond: &[f32], a: &[f32], b: &[f32], shapes: &[Shape; 4]);
+    /// Its backward into the operand `take` names (a if true, else b).
+    fn select_backward(dx: &mut [f32], dout: &[f32], cond: &[f32], take: bool, shapes: &[Shape; 4]);
+    /// One input's band of the eager concat: `y[o, off..off + len] = x[o, ..]`.
+    fn concat(y: &mut [f32], x: &[f32], row: usize, off: usize, len: usize);
+    /// Its backward: `dx[o, ..] += dout[o, off..off + len]`.
+    fn concat_backward(dx: &mut [f32], dout: &[f32], row: usize, off: usize, len: usize);
+    /// The eager permute: `y[o] = x[src(o)]`, shapes (x, y), output axis
+    /// i is input axis `perm[i]`.
+    fn permute(y: &mut [f32], x: &[f32], shapes: &[Shape; 2], perm: &[u8]);
+    /// Its backward: `dx[src(o)] += dout[o]`.
+    fn permute_backward(dx: &mut [f32], dout: &[f32], shapes: &[Shape; 2], perm: &[u8]);
 }
 
 /// The most elements of an element-wise op a program runs (its
@@ -86,6 +120,50 @@ enum Kind {
     Sum(bool),
     /// A slice: rows of `row` input elements, `len` taken from `off`.
     Slice { row: u32, off: u32, len: u32 },
+    /// A slice of one element, the input's element `.0` (the slice
+    /// kernels' one copy and one `+=`, without their row loops).
+    Pick(u32),
+    /// Sum (false) or mean (true) along the middle axis of the input
+    /// seen as `[outer, n, inner]`.
+    SumAxis {
+        outer: u32,
+        n: u32,
+        inner: u32,
+        mean: bool,
+    },
+    /// `where`: a and b are the step's operands, the condition and the
+    /// shapes are `Program::selects[.0]`.
+    Select(u32),
+    /// A concat: its inputs and bands are `Program::joins[.0]` (`a` is
+    /// its first input).
+    Join(u32),
+    /// A permute: its shapes and axis order are `Program::permutes[.0]`.
+    Permute(u32),
+}
+
+/// A permute's input and output shapes and its axis order (the first
+/// rank entries used).
+#[derive(Clone, Copy)]
+struct Permute {
+    shapes: [Shape; 2],
+    perm: [u8; MAX_DIMS],
+}
+
+/// A `where`'s condition row and its shapes: (out, cond, a, b).
+#[derive(Clone, Copy)]
+struct Select {
+    cond: u32,
+    shapes: [Shape; 4],
+}
+
+/// A concat's inputs, in order, with each one's band of an output row of
+/// `row` elements.
+#[derive(Clone, Copy)]
+struct Join {
+    xs: [u32; MAX_CONCAT],
+    lens: [u32; MAX_CONCAT],
+    n: u8,
+    row: u32,
 }
 
 /// One recorded op: its kind and table rows (`b` is `a` for one-input ops).
@@ -122,13 +200,23 @@ struct Row {
     unzeroed: bool,
 }
 
+/// What some ops keep beside their step (too large for it).
+#[derive(Default)]
+struct Side {
+    bcast: Vec<Bcast>,
+    selects: Vec<Select>,
+    joins: Vec<Join>,
+    permutes: Vec<Permute>,
+}
+
 /// A step's program (see the module docs).
 pub(super) struct Program {
     fwd: Vec<Step1>,
     /// The tape, in tape order (walked in reverse).
     bwd: Vec<Step1>,
-    /// The broadcasts of the binary ops on several elements.
-    bcast: Vec<Bcast>,
+    /// The broadcasts of the binary ops on several elements, the
+    /// `where`s and the concats.
+    side: Side,
     /// The plan's births in walk order: (position, row).
     births: Vec<(u32, u32)>,
     /// What the walk reads of every table row, dense (parameters'

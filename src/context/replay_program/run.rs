@@ -3,7 +3,7 @@
 //! bookkeeping. Its own room: the per-replay hot path, kept apart from
 //! what capture settles once.
 
-use super::{Bcast, Kind, OneKernels, Program, Row, Step1};
+use super::{Kind, OneKernels, Program, Row, Side, Step1};
 use crate::arena::Buf;
 use crate::context::Context;
 use crate::ops::{BinaryFn, OneOp, UnaryFn};
@@ -76,7 +76,7 @@ impl Program {
 
     /// One op's forward, as its eager path.
     #[inline(always)]
-    fn forward<K: OneKernels>(ctx: &mut Context, rows: &[Row], bcast: &[Bcast], s: Step1) {
+    fn forward<K: OneKernels>(ctx: &mut Context, rows: &[Row], side: &Side, s: Step1) {
         let data = |id: u32| rows[id as usize].data;
         match s.op {
             Kind::One(op) => {
@@ -92,7 +92,7 @@ impl Program {
                 }
             }
             Kind::Bin(f, k) => {
-                let m = &bcast[k as usize];
+                let m = &side.bcast[k as usize];
                 let (o, a, b) = (data(s.out), data(s.a), data(s.b));
                 let ([o], [a, b]) = ctx.store.access([o], [a, b]);
                 with_fn(f, |f| {
@@ -111,13 +111,47 @@ impl Program {
                 let ([y], [x]) = ctx.store.access([y], [x]);
                 K::slice(y, x, row as usize, off as usize, len as usize);
             }
+            Kind::Pick(at) => {
+                let v = ctx.store.read(data(s.a))[at as usize];
+                ctx.store.access_one(data(s.out))[0] = v;
+            }
+            Kind::SumAxis {
+                outer,
+                n,
+                inner,
+                mean,
+            } => {
+                let (y, x) = (data(s.out), data(s.a));
+                let ([y], [x]) = ctx.store.access([y], [x]);
+                K::sum_axis(y, x, outer as usize, n as usize, inner as usize, mean);
+            }
+            Kind::Select(k) => {
+                let m = &side.selects[k as usize];
+                let (o, c, a, b) = (data(s.out), data(m.cond), data(s.a), data(s.b));
+                let ([o], [c, a, b]) = ctx.store.access([o], [c, a, b]);
+                K::select(o, c, a, b, &m.shapes);
+            }
+            Kind::Join(k) => {
+                let m = &side.joins[k as usize];
+                let mut off = 0;
+                for (&x, &len) in m.xs.iter().zip(&m.lens).take(m.n as usize) {
+                    let ([y], [x]) = ctx.store.access([data(s.out)], [data(x)]);
+                    K::concat(y, x, m.row as usize, off, len as usize);
+                    off += len as usize;
+                }
+            }
+            Kind::Permute(k) => {
+                let m = &side.permutes[k as usize];
+                let ([y], [x]) = ctx.store.access([data(s.out)], [data(s.a)]);
+                K::permute(y, x, &m.shapes, &m.perm[..m.shapes[0].ndim()]);
+            }
         }
     }
 
     /// The backward of a binary op on several elements, as the eager
     /// broadcast loops: one operand at a time, in output order.
     fn backward_bin<K: OneKernels>(&mut self, ctx: &mut Context, s: Step1, f: BinaryFn, k: u32) {
-        let m = self.bcast[k as usize];
+        let m = self.side.bcast[k as usize];
         let Some(dout) = self.grad_out(ctx, s.out) else {
             return;
         };
@@ -271,13 +305,73 @@ impl Program {
                 let ([dx], [g]) = ctx.store.access([dx], [dout]);
                 K::slice_backward(dx, g, row as usize, off as usize, len as usize);
             }
+            Kind::Pick(at) => {
+                let (Some(dx), Some(dout)) = (self.grad_of(ctx, s.a), self.grad_out(ctx, s.out))
+                else {
+                    return;
+                };
+                let g = ctx.store.read(dout)[0];
+                ctx.store.access_one(dx)[at as usize] += g;
+            }
+            Kind::SumAxis {
+                outer,
+                n,
+                inner,
+                mean,
+            } => {
+                let (Some(dx), Some(dout)) = (self.grad_of(ctx, s.a), self.grad_out(ctx, s.out))
+                else {
+                    return;
+                };
+                let ([dx], [g]) = ctx.store.access([dx], [dout]);
+                let (outer, n, inner) = (outer as usize, n as usize, inner as usize);
+                K::sum_axis_backward(dx, g, outer, n, inner, mean);
+            }
+            Kind::Select(k) => {
+                let Some(dout) = self.grad_out(ctx, s.out) else {
+                    return;
+                };
+                // One operand at a time, as the eager path (a and b may
+                // share a gradient slot).
+                for (x, take) in [(s.a, true), (s.b, false)] {
+                    if let Some(dx) = self.grad_of(ctx, x) {
+                        let m = &self.side.selects[k as usize];
+                        let c = self.rows[m.cond as usize].data;
+                        let ([dx], [g, c]) = ctx.store.access([dx], [dout, c]);
+                        K::select_backward(dx, g, c, take, &m.shapes);
+                    }
+                }
+            }
+            Kind::Join(k) => {
+                let Some(dout) = self.grad_out(ctx, s.out) else {
+                    return;
+                };
+                let m = self.side.joins[k as usize];
+                let mut off = 0;
+                for (&x, &len) in m.xs.iter().zip(&m.lens).take(m.n as usize) {
+                    if let Some(dx) = self.grad_of(ctx, x) {
+                        let ([dx], [g]) = ctx.store.access([dx], [dout]);
+                        K::concat_backward(dx, g, m.row as usize, off, len as usize);
+                    }
+                    off += len as usize;
+                }
+            }
+            Kind::Permute(k) => {
+                let (Some(dx), Some(dout)) = (self.grad_of(ctx, s.a), self.grad_out(ctx, s.out))
+                else {
+                    return;
+                };
+                let m = &self.side.permutes[k as usize];
+                let ([dx], [g]) = ctx.store.access([dx], [dout]);
+                K::permute_backward(dx, g, &m.shapes, &m.perm[..m.shapes[0].ndim()]);
+            }
         }
     }
 
     /// The step's forward and its backward from the loss.
     fn run<K: OneKernels>(&mut self, ctx: &mut Context) {
         for &s in &self.fwd {
-            Self::forward::<K>(ctx, &self.rows, &self.bcast, s);
+            Self::forward::<K>(ctx, &self.rows, &self.side, s);
         }
         let n_params = self.n_params;
         for (row, e) in self.rows.iter_mut().zip(&ctx.table[..n_params]) {
@@ -333,10 +427,10 @@ impl Context {
         true
     }
 
-    /// Whether captured step `s` has a replay program (tests of the fast
-    /// path).
-    #[cfg(test)]
-    pub(crate) fn step_has_program(&mut self, s: crate::context::Step) -> bool {
+    /// Test hook (`test-hooks` feature): whether captured step `s` replays
+    /// through a program (tests of the fast path's coverage).
+    #[cfg(any(test, feature = "test-hooks"))]
+    pub fn step_has_program(&mut self, s: crate::context::Step) -> bool {
         self.capture
             .program(s.index as usize)
             .is_some_and(|p| p.is_some())

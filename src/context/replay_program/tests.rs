@@ -351,9 +351,9 @@ fn grad_ready_callback_fires_as_eager() {
     assert_eq!(se, sr);
 }
 
-/// A step with an op the program does not cover (a sum along an
-/// axis, an element-wise op on more than MAXN elements) has no program
-/// (its replay is the ordinary one).
+/// A step with an op the program does not cover (a log-sum-exp along
+/// an axis, an element-wise op on more than MAXN elements) has no
+/// program (its replay is the ordinary one).
 #[test]
 fn other_steps_have_no_program() {
     let mut c = Context::new();
@@ -361,7 +361,7 @@ fn other_steps_have_no_program() {
     let n = super::MAXN + 1;
     let v = c.param(&[n], Some(&vec![0.5; n])).unwrap();
     c.capture_begin().unwrap();
-    let t = c.sum_axis(w, 0, false).unwrap();
+    let t = c.logsumexp_axis(w, 0, false).unwrap();
     let loss = c.sum(t).unwrap();
     c.backward(loss).unwrap();
     let step = c.capture_end(loss).unwrap();
@@ -374,4 +374,65 @@ fn other_steps_have_no_program() {
     let step = c.capture_end(loss).unwrap();
     assert!(!c.step_has_program(step));
     c.replay(step).unwrap();
+}
+
+/// A view made with gradients off needs none while the tensor it views
+/// does: the program, which reads a view as that tensor, cannot hold it,
+/// so the step replays the ordinary way, with the eager path's bits.
+#[test]
+fn view_without_gradient_takes_the_ordinary_path() {
+    let model = |c: &mut Context, p: &[Tensor], x: Tensor| {
+        c.set_grad_enabled(false);
+        let frozen = c.reshape(p[0], &[2, 1]).unwrap();
+        c.set_grad_enabled(true);
+        let live = c.reshape(p[0], &[2, 1]).unwrap();
+        let h = c.mul(frozen, live).unwrap();
+        let h = c.mul(h, x).unwrap();
+        c.sum(h).unwrap()
+    };
+    let (mut eager, mut rep) = (Context::new(), Context::new());
+    let pe = [eager.param(&[2], Some(&[0.5, -1.5])).unwrap()];
+    let pr = [rep.param(&[2], Some(&[0.5, -1.5])).unwrap()];
+    rep.capture_begin().unwrap();
+    let xi = rep.input_new(&[2, 1]).unwrap();
+    rep.input_write(xi, &[1.0, 1.0]).unwrap();
+    let loss_r = model(&mut rep, &pr, xi);
+    rep.backward(loss_r).unwrap();
+    let step = rep.capture_end(loss_r).unwrap();
+    assert!(!rep.step_has_program(step));
+    for i in 0..3 {
+        let xv = [0.3 + i as f32, -0.7 * i as f32];
+        eager.reset();
+        eager.zero_grad();
+        let xe = eager.tensor(&[2, 1], &xv).unwrap();
+        let loss_e = model(&mut eager, &pe, xe);
+        eager.backward(loss_e).unwrap();
+        rep.zero_grad();
+        rep.input_write(xi, &xv).unwrap();
+        rep.replay(step).unwrap();
+        assert_eq!(all_bits(&eager, &pe, loss_e), all_bits(&rep, &pr, loss_r));
+    }
+}
+
+/// Every op kind the program adds to element ops, in one step: views of
+/// a parameter, the input and an activation, sums along axes, `where`
+/// with a broadcast condition, concat and a transpose.
+#[test]
+fn shape_ops_match_eager() {
+    same_bits(&[&[2, 3], &[3]], &[6], |c, p, x| {
+        let (w, v) = (p[0], p[1]);
+        let xr = c.reshape(x, &[2, 3]).unwrap();
+        let h = c.mul(w, xr).unwrap();
+        let rows = c.sum_axis(h, 1, true).unwrap(); // [2, 1]
+        let cols = c.mean_axis(h, 0, false).unwrap(); // [3]
+        let cond = c.relu(xr).unwrap();
+        let s = c.select(cond, v, rows).unwrap(); // [2, 3]
+        let j = c.concat(&[s, h], 0).unwrap(); // [4, 3]
+        let jt = c.transpose(j, 0, 1).unwrap(); // [3, 4]
+        let jf = c.reshape(jt, &[12]).unwrap();
+        let t = c.tanh(jf).unwrap();
+        let a = c.sum(t).unwrap();
+        let b = c.sum(cols).unwrap();
+        c.mul(a, b).unwrap()
+    });
 }

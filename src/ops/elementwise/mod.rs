@@ -39,7 +39,7 @@ use kernels::{
 };
 #[cfg(test)]
 use kernels::{gelu_backward, gelu_forward};
-pub(crate) use select::{backward_where, forward_where};
+pub(crate) use select::{backward_where, forward_where, where_backward, where_forward};
 
 impl Context {
     fn binary(&mut self, f: BinaryFn, op: &'static str, a: Tensor, b: Tensor) -> Result<Tensor> {

@@ -10,6 +10,7 @@ use crate::arena::Buf;
 use crate::context::Context;
 use crate::context::OneKernels;
 use crate::ops::{BinaryFn, OneOp};
+use crate::shape::Shape;
 
 /// The forward kernel of a binary op on one element: the same arithmetic
 /// as the loops of `binary_kernel`, without the dispatch.
@@ -201,6 +202,53 @@ impl OneKernels for ScalarKernels {
     #[inline(always)]
     fn slice_backward(dx: &mut [f32], dout: &[f32], row: usize, off: usize, len: usize) {
         crate::ops::shape_ops::slice_backward(dx, dout, row, off, len)
+    }
+    #[inline(always)]
+    fn sum_axis(y: &mut [f32], x: &[f32], outer: usize, n: usize, inner: usize, mean: bool) {
+        crate::ops::reduce::reduce_axis_forward(y, x, outer, n, inner, mean)
+    }
+    #[inline(always)]
+    fn sum_axis_backward(
+        dx: &mut [f32],
+        dout: &[f32],
+        outer: usize,
+        n: usize,
+        inner: usize,
+        mean: bool,
+    ) {
+        crate::ops::reduce::reduce_axis_backward(dx, dout, outer, n, inner, mean)
+    }
+    #[inline(always)]
+    fn select(out: &mut [f32], cond: &[f32], a: &[f32], b: &[f32], shapes: &[Shape; 4]) {
+        let [so, sc, sa, sb] = *shapes;
+        super::where_forward(out, cond, a, b, so, sc, sa, sb)
+    }
+    #[inline(always)]
+    fn select_backward(
+        dx: &mut [f32],
+        dout: &[f32],
+        cond: &[f32],
+        take: bool,
+        shapes: &[Shape; 4],
+    ) {
+        let [so, sc, sa, sb] = *shapes;
+        super::where_backward(dx, dout, cond, take, so, sc, sa, sb)
+    }
+    #[inline(always)]
+    fn concat(y: &mut [f32], x: &[f32], row: usize, off: usize, len: usize) {
+        crate::ops::shape_ops::concat_forward(y, x, row, off, len)
+    }
+    #[inline(always)]
+    fn concat_backward(dx: &mut [f32], dout: &[f32], row: usize, off: usize, len: usize) {
+        crate::ops::shape_ops::concat_backward(dx, dout, row, off, len)
+    }
+    #[inline(always)]
+    fn permute(y: &mut [f32], x: &[f32], shapes: &[Shape; 2], perm: &[u8]) {
+        crate::ops::shape_ops::permute_forward(y, x, shapes[0], shapes[1], perm)
+    }
+    #[inline(always)]
+    fn permute_backward(dx: &mut [f32], dout: &[f32], shapes: &[Shape; 2], perm: &[u8]) {
+        crate::ops::shape_ops::permute_backward(dx, dout, shapes[0], shapes[1], perm)
     }
 }
 

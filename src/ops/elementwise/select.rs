@@ -68,7 +68,8 @@ fn for_each_element(out: Shape, sc: Shape, sa: Shape, sb: Shape, mut f: impl FnM
 /// out = cond != 0 ? a : b. out: the broadcast shape `so`; cond, a, b:
 /// shapes `sc`, `sa`, `sb`.
 #[allow(clippy::too_many_arguments)]
-fn where_forward(
+#[inline]
+pub(crate) fn where_forward(
     out: &mut [f32],
     cond: &[f32],
     a: &[f32],
@@ -87,7 +88,8 @@ fn where_forward(
 /// (x is a), where cond == 0 otherwise (x is b). dx has shape `sx`, which
 /// is `sa` or `sb` as `take` says; dout has shape `so`.
 #[allow(clippy::too_many_arguments)]
-fn where_backward(
+#[inline]
+pub(crate) fn where_backward(
     dx: &mut [f32],
     dout: &[f32],
     cond: &[f32],

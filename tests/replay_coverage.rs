@@ -1,0 +1,272 @@
+//! The replay program's coverage beyond element ops: slices, sums and
+//! means along an axis, `where`, concat, permutes and reshape views. Each model is
+//! captured once and must get a program (`step_has_program`, a
+//! `test-hooks` entry); its replays, with new inputs and moved parameters,
+//! must give the eager path's loss and every gradient element bit for bit
+//! (on 1 and 2 threads, with and without zero_grad between iterations),
+//! a replay that keeps a stale input must differ, and once warm its
+//! replays must not call the system allocator (a counting
+//! `#[global_allocator]`, so no libtest harness: its threads allocate).
+
+mod common;
+
+use arenagrad::{Context, Tensor};
+use common::counting_alloc::{CountingAlloc, count, take_calls};
+
+#[global_allocator]
+static GLOBAL: CountingAlloc = CountingAlloc;
+
+/// A model over parameters and one input slot.
+type Model = fn(&mut Context, &[Tensor], Tensor) -> Tensor;
+
+/// The loss and every element of every parameter's gradient, as bits.
+fn all_bits(c: &Context, p: &[Tensor], loss: Tensor) -> Vec<u32> {
+    let mut out = vec![c.item(loss).unwrap().to_bits()];
+    for &t in p {
+        let mut g = vec![0.0; c.numel(t).unwrap()];
+        c.read_grad(t, &mut g).unwrap();
+        out.extend(g.iter().map(|v| v.to_bits()));
+    }
+    out
+}
+
+/// A value in about [-0.6, 1.2], varied by (i, k, salt); some negative,
+/// so a `relu` of it has exact zeros (a `where` condition).
+fn value(i: usize, k: usize, salt: f32) -> f32 {
+    let t = (i * 7 + k * 3) as f32 * 0.37 + salt;
+    0.3 + 0.9 * t.sin()
+}
+
+/// Captures `model` once (it must get a program), then replays it beside
+/// the eager path and asserts the same bits each time; then counts the
+/// allocator calls of warm replays (must be none).
+fn same_bits(name: &str, shapes: &[&[usize]], input: &[usize], model: Model) {
+    let n_in: usize = input.iter().product();
+    for single_thread in [true, false] {
+        let (mut eager, mut rep) = (Context::new(), Context::new());
+        eager.set_single_thread_for_test(single_thread);
+        rep.set_single_thread_for_test(single_thread);
+        let mut pe = Vec::new();
+        let mut pr = Vec::new();
+        for (i, sh) in shapes.iter().enumerate() {
+            let n: usize = sh.iter().product();
+            let v: Vec<f32> = (0..n).map(|k| value(i, k, 0.1)).collect();
+            pe.push(eager.param(sh, Some(&v)).unwrap());
+            pr.push(rep.param(sh, Some(&v)).unwrap());
+        }
+        rep.capture_begin().unwrap();
+        let xi = rep.input_new(input).unwrap();
+        let x0: Vec<f32> = (0..n_in).map(|k| value(9, k, 0.0)).collect();
+        rep.input_write(xi, &x0).unwrap();
+        let loss_r = model(&mut rep, &pr, xi);
+        rep.backward(loss_r).unwrap();
+        let step = rep.capture_end(loss_r).unwrap();
+        assert!(rep.step_has_program(step), "{name}: no program");
+        eager.zero_grad();
+        rep.zero_grad();
+        for i in 0..6usize {
+            let xv: Vec<f32> = (0..n_in).map(|k| value(11 + i, k, 0.5)).collect();
+            if i % 3 != 2 {
+                eager.zero_grad();
+                rep.zero_grad();
+            }
+            if i == 3 {
+                // Moved parameters, as an optimizer or sampler does.
+                for (j, sh) in shapes.iter().enumerate() {
+                    let n: usize = sh.iter().product();
+                    let v: Vec<f32> = (0..n).map(|k| value(j, k, 1.3)).collect();
+                    eager.param_write(pe[j], &v).unwrap();
+                    rep.param_write(pr[j], &v).unwrap();
+                }
+            }
+            eager.reset();
+            let xe = eager.tensor(input, &xv).unwrap();
+            let loss_e = model(&mut eager, &pe, xe);
+            eager.backward(loss_e).unwrap();
+            rep.input_write(xi, &xv).unwrap();
+            rep.replay(step).unwrap();
+            let (be, br) = (all_bits(&eager, &pe, loss_e), all_bits(&rep, &pr, loss_r));
+            assert_eq!(be, br, "{name}: replay {i} single {single_thread}");
+        }
+        rep.zero_grad();
+        rep.replay(step).unwrap();
+        let stale = all_bits(&rep, &pr, loss_r);
+        rep.zero_grad();
+        rep.input_write(xi, &vec![1.7; n_in]).unwrap();
+        rep.replay(step).unwrap();
+        assert_ne!(stale, all_bits(&rep, &pr, loss_r), "{name}: stale input");
+
+        // Warm: no allocator call per replay.
+        let xv: Vec<f32> = (0..n_in).map(|k| value(5, k, 0.2)).collect();
+        count(true);
+        for _ in 0..200 {
+            rep.input_write(xi, &xv).unwrap();
+            rep.zero_grad();
+            rep.replay(step).unwrap();
+        }
+        count(false);
+        let calls = take_calls();
+        assert_eq!(calls, 0, "{name}: replays called the system allocator");
+    }
+    println!("replay_coverage: {name} ok");
+}
+
+/// GARCH(1,1): sigma2_t = w + a r_{t-1}^2 + b sigma2_{t-1}, the loss
+/// -0.5 sum (ln sigma2_t + r_t^2 / sigma2_t); the series (the input) read
+/// through length-1 slices, the parameters exp of one-element tensors.
+fn garch(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
+    let (w, a, b) = (
+        c.exp(p[0]).unwrap(),
+        c.exp(p[1]).unwrap(),
+        c.exp(p[2]).unwrap(),
+    );
+    let mut sigma2 = c.exp(p[3]).unwrap();
+    let r0 = c.slice(x, 0, 0, 1).unwrap();
+    let mut r2_prev = c.mul(r0, r0).unwrap();
+    let n = c.numel(x).unwrap();
+    let mut ll = c.scale(r2_prev, 0.0).unwrap();
+    for t in 1..n {
+        let ar = c.mul(a, r2_prev).unwrap();
+        let bs = c.mul(b, sigma2).unwrap();
+        let s = c.add(w, ar).unwrap();
+        sigma2 = c.add(s, bs).unwrap();
+        let r = c.slice(x, 0, t, 1).unwrap();
+        let r2 = c.mul(r, r).unwrap();
+        let ls = c.log(sigma2).unwrap();
+        let q = c.div(r2, sigma2).unwrap();
+        let term = c.add(ls, q).unwrap();
+        ll = c.add(ll, term).unwrap();
+        r2_prev = r2;
+    }
+    c.scale(ll, -0.5).unwrap()
+}
+
+/// Sums and means along every axis of a 3-D parameter, with and without
+/// keepdim, then reduced further along axes; one of a larger matrix
+/// (beyond the element ops' size limit).
+fn axis_sums(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
+    let (w, big) = (p[0], p[1]); // [2, 3, 2], [40, 50]
+    let xr = c.reshape(x, &[1, 3, 2]).unwrap();
+    let h = c.mul(w, xr).unwrap(); // [2, 3, 2], broadcast
+    let s0 = c.sum_axis(h, 0, false).unwrap(); // [3, 2]
+    let s1 = c.mean_axis(h, 1, true).unwrap(); // [2, 1, 2]
+    let s2 = c.sum_axis(h, -1, false).unwrap(); // [2, 3]
+    let t0 = c.tanh(s0).unwrap();
+    let a = c.mean_axis(t0, 1, false).unwrap(); // [3]
+    let a = c.sum_axis(a, 0, true).unwrap(); // [1]
+    let b = c.sum_axis(s1, 2, false).unwrap(); // [2, 1]
+    let b = c.sum(b).unwrap();
+    let d = c.mean_axis(s2, 0, false).unwrap(); // [3]
+    let d = c.mul(d, d).unwrap();
+    let d = c.sum(d).unwrap();
+    let e = c.sum_axis(big, 1, false).unwrap(); // [40]
+    let e = c.mean_axis(e, 0, false).unwrap(); // [1]
+    let l = c.add(a, b).unwrap();
+    let l = c.sub(l, d).unwrap();
+    c.add(l, e).unwrap()
+}
+
+/// `where` at broadcasting shapes, its condition from the input or from
+/// a parameter (a relu, so exact zeros), one tensor on both sides, and a
+/// large select.
+fn select(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
+    let (a, b, m, big) = (p[0], p[1], p[2], p[3]); // [4], [3, 1], [5], [30, 30]
+    let cx = c.relu(x).unwrap(); // [3, 4]
+    let y1 = c.select(cx, a, b).unwrap(); // [3, 4] from [3, 4], [4], [3, 1]
+    let c3 = c.reshape(cx, &[3, 1, 4]).unwrap();
+    let y2 = c.select(c3, b, a).unwrap(); // [3, 3, 4]
+    let cm = c.relu(m).unwrap(); // condition that needs no gradient of its own
+    let y3 = c.select(cm, m, m).unwrap(); // where(c, x, x)
+    let one = c.tensor(&[1], &[0.5]).unwrap();
+    let y4 = c.select(one, y3, one).unwrap(); // [5] from [1], [5], [1]
+    // Large: beyond the element ops' size limit, a `where` still runs.
+    let yb = c.select(big, one, big).unwrap(); // [30, 30]
+    let s1 = c.sum(y1).unwrap();
+    let s2 = c.mean(y2).unwrap();
+    let s3 = c.sum(y4).unwrap();
+    let sb = c.mean(yb).unwrap();
+    let l = c.add(s1, s2).unwrap();
+    let l = c.mul(l, s3).unwrap();
+    c.add(l, sb).unwrap()
+}
+
+/// Concat along the first, a middle and the last axis, one tensor twice,
+/// eight inputs, one-element terms joined, and a large join.
+fn concat(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
+    let (a, b, s, big) = (p[0], p[1], p[2], p[3]); // [2, 1, 3], [2, 2, 3], [1], [20, 30]
+    let xr = c.reshape(x, &[2, 3, 3]).unwrap();
+    let j1 = c.concat(&[a, b, xr], 1).unwrap(); // [2, 6, 3]
+    let t = c.slice(j1, 1, 2, 2).unwrap(); // [2, 2, 3]
+    let j0 = c.concat(&[t, b], 0).unwrap(); // [4, 2, 3]
+    let jj = c.concat(&[a, a], -1).unwrap(); // [2, 1, 6]
+    let e = c.exp(s).unwrap();
+    let ss = c.mul(s, s).unwrap();
+    let j8 = c.concat(&[s, e, ss, s, e, s, ss, e], 0).unwrap(); // [8]
+    let w = c.tanh(j8).unwrap();
+    let jb = c.concat(&[big, big], 0).unwrap(); // [40, 30]
+    let l0 = c.sum(j0).unwrap();
+    let l1 = c.mean(jj).unwrap();
+    let l2 = c.sum(w).unwrap();
+    let lb = c.mean(jb).unwrap();
+    let l = c.mul(l0, l1).unwrap();
+    let l = c.add(l, l2).unwrap();
+    c.add(l, lb).unwrap()
+}
+
+/// Permutes of 2-D and 3-D tensors (a transpose, a heads split), one of a
+/// view, and a large transpose.
+fn permutes(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
+    let (w, big) = (p[0], p[1]); // [2, 3, 2], [30, 40]
+    let t = c.permute(w, &[2, 0, 1]).unwrap(); // [2, 2, 3]
+    let xr = c.reshape(x, &[2, 2, 3]).unwrap();
+    let h = c.mul(t, xr).unwrap();
+    let hr = c.reshape(h, &[4, 3]).unwrap();
+    let ht = c.transpose(hr, 0, 1).unwrap(); // [3, 4]
+    let e = c.exp(ht).unwrap();
+    let s = c.sum_axis(e, 0, false).unwrap(); // [4]
+    let bt = c.transpose(big, 0, 1).unwrap(); // [40, 30]
+    let col = c.slice(bt, 1, 3, 1).unwrap(); // [40, 1]
+    let l = c.sum(s).unwrap();
+    let lb = c.mean(col).unwrap();
+    c.mul(l, lb).unwrap()
+}
+
+/// Reshape views of a parameter, the input and activations, a view of a
+/// view, a view used beside its base (their gradients share a slot), a
+/// view fed to a slice and a sum along an axis, and a loss that is a view.
+fn views(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
+    let (w, v) = (p[0], p[1]); // [2, 3], [6]
+    let wr = c.reshape(w, &[3, 2]).unwrap();
+    let wrr = c.reshape(wr, &[2, 3]).unwrap();
+    let e = c.exp(wrr).unwrap();
+    let ew = c.mul(e, w).unwrap(); // [2, 3]
+    let xr = c.reshape(x, &[2, 3]).unwrap();
+    let h = c.add(ew, xr).unwrap();
+    let hf = c.reshape(h, &[6]).unwrap();
+    let hv = c.mul(hf, v).unwrap(); // [6]
+    let vr = c.reshape(v, &[3, 2]).unwrap();
+    let col = c.slice(vr, 1, 1, 1).unwrap(); // [3, 1]
+    let hr = c.reshape(hv, &[3, 2]).unwrap();
+    let y = c.mul(hr, col).unwrap(); // [3, 2]
+    let rows = c.sum_axis(y, 1, false).unwrap(); // [3]
+    let t = c.tanh(rows).unwrap();
+    let l = c.sum(t).unwrap(); // [1]
+    let l2 = c.reshape(l, &[1, 1]).unwrap();
+    let l3 = c.mul(l2, l2).unwrap(); // [1, 1]
+    c.reshape(l3, &[1]).unwrap()
+}
+
+fn main() {
+    same_bits("garch T=60", &[&[1], &[1], &[1], &[1]], &[60], garch);
+    same_bits("axis sums", &[&[2, 3, 2], &[40, 50]], &[6], axis_sums);
+    same_bits("where", &[&[4], &[3, 1], &[5], &[30, 30]], &[3, 4], select);
+    same_bits(
+        "concat",
+        &[&[2, 1, 3], &[2, 2, 3], &[1], &[20, 30]],
+        &[18],
+        concat,
+    );
+    same_bits("views", &[&[2, 3], &[6]], &[6], views);
+    same_bits("permutes", &[&[2, 3, 2], &[30, 40]], &[12], permutes);
+    println!("replay_coverage: all passed");
+}
