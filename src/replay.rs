@@ -1,6 +1,6 @@
 //! Replay of a captured step (see `context::capture` for what a step
 //! holds and what is checked): the forward log through the ops' dispatch,
-//! then the ordinary backward, or the step's one-element program. Kept out
+//! then the ordinary backward, or the step's replay program. Kept out
 //! of `context` like `backward.rs`, so that the context's modules do not
 //! import the ops (which import the context).
 

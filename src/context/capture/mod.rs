@@ -51,8 +51,9 @@
 //!
 //! All checks come before anything changes, so a refused replay leaves the
 //! context as it was.
-//! A step of one-element ops replays through a program resolved at capture
-//! end (see `replay_program`): the same kernels, without the walk.
+//! A step of small element-wise ops, slices, axis sums, `where`, concat,
+//! permutes and views replays through a program resolved at capture end
+//! (see `replay_program`): the same kernels, without the walk.
 //!
 //! Input slots ([`Context::input_new`]) and constants made by
 //! [`Context::tensor`] are data no op computes: the caller rewrites them
