@@ -189,7 +189,7 @@ fn random_bytes_round_trip() {
         let text: Vec<u8> = (0..len)
             .flat_map(|_| {
                 let r = rng.next();
-                if r % 3 == 0 {
+                if r.is_multiple_of(3) {
                     vec![(r >> 8) as u8]
                 } else {
                     pieces[(r >> 8) as usize % pieces.len()].to_vec()

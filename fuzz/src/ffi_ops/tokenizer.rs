@@ -183,7 +183,7 @@ impl FfiOps<'_> {
         let mut size = 0usize;
         assert_eq!(ag_tokenizer_vocab_size(t, &mut size), AG_STATUS_OK);
         assert_eq!(size, VOCAB_SIZE);
-        if k % 4 == 0 {
+        if k.is_multiple_of(4) {
             let mut old = std::mem::replace(&mut self.tok, t);
             assert_eq!(ag_tokenizer_close(&mut old), AG_STATUS_OK);
         } else {
