@@ -20,7 +20,8 @@
  * Ownership: the library never keeps a caller's pointer after a call
  *   returns: arrays passed in are copied, arrays passed out are written
  *   during the call. Strings it returns (ag_status_str, ag_version,
- *   ag_context_last_error) belong to the library; never free them.
+ *   ag_context_last_error, ag_tokenizer_last_error) belong to the library;
+ *   never free them.
  *
  * Threads: a context may move between threads but serves one call at a
  *   time: a call made while another thread is inside a call on the same
