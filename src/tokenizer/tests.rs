@@ -321,7 +321,10 @@ fn classes_agree_with_the_system_ucd() {
         if prop.trim() != "White_Space" {
             continue;
         }
-        let (lo, hi) = range.trim().split_once("..").unwrap_or((range.trim(), range.trim()));
+        let (lo, hi) = range
+            .trim()
+            .split_once("..")
+            .unwrap_or((range.trim(), range.trim()));
         let (lo, hi) = (
             u32::from_str_radix(lo, 16).unwrap(),
             u32::from_str_radix(hi, 16).unwrap(),
@@ -364,5 +367,8 @@ fn classes_agree_with_the_system_ucd() {
         }
     }
     assert!(checked > 100_000, "only {checked} code points read");
-    assert!(wrong.is_empty(), "classes differ from the system UCD: {wrong:?}");
+    assert!(
+        wrong.is_empty(),
+        "classes differ from the system UCD: {wrong:?}"
+    );
 }
