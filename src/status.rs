@@ -17,7 +17,8 @@ pub const AG_STATUS_INVALID_CONTEXT: ag_status = -2;
 pub const AG_STATUS_STALE_HANDLE: ag_status = -3;
 /// A handle made by a different context.
 pub const AG_STATUS_WRONG_CONTEXT: ag_status = -4;
-/// A malformed handle (index out of range, forged generation).
+/// A malformed handle (index out of range, forged generation), or an
+/// ag_tokenizer * that is not a live tokenizer (closed, or never opened).
 pub const AG_STATUS_INVALID_HANDLE: ag_status = -5;
 /// Incompatible or invalid shapes (rank, zero dimension, axis, broadcast).
 pub const AG_STATUS_SHAPE_MISMATCH: ag_status = -6;
@@ -46,7 +47,8 @@ pub const AG_STATUS_NON_FINITE: ag_status = -14;
 /// A file could not be read or written.
 pub const AG_STATUS_IO: ag_status = -15;
 /// A checkpoint or safetensors file is truncated, damaged or of an unknown
-/// version (or a safetensors tensor is not F32).
+/// version (or a safetensors tensor is not F32); also a malformed tokenizer
+/// vocabulary file.
 pub const AG_STATUS_CHECKPOINT_CORRUPT: ag_status = -16;
 /// A valid checkpoint or safetensors file of a different model (names,
 /// shapes or optimizer differ).
@@ -57,3 +59,6 @@ pub const AG_STATUS_BUSY: ag_status = -18;
 pub const AG_STATUS_PANIC: ag_status = -19;
 /// The context was poisoned by an earlier panic; only ag_context_free works.
 pub const AG_STATUS_POISONED: ag_status = -20;
+/// The caller's output buffer is too small: nothing was written, and the
+/// function's `needed` out-parameter holds the length that fits.
+pub const AG_STATUS_BUFFER_TOO_SMALL: ag_status = -21;

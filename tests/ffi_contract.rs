@@ -1304,6 +1304,46 @@ fn cases() -> Vec<Case> {
             usable_after: true,
         },
         Case {
+            status: "BUFFER_TOO_SMALL",
+            what: "ag_tokenizer_encode into no room",
+            provoke: |_| {
+                let dir = std::env::temp_dir().join(format!("ag_contract_{}", std::process::id()));
+                std::fs::create_dir_all(&dir).unwrap();
+                // The 256 byte tokens of GPT-2's alphabet (bytes outside the
+                // printable Latin-1 ones stand for U+0100 upwards) and the
+                // end-of-text token; no merges.
+                let printable = |b: u8| matches!(b, b'!'..=b'~' | 0xA1..=0xAC | 0xAE..=0xFF);
+                let mut shift = 0;
+                let mut entries = Vec::new();
+                for b in 0..=255u8 {
+                    let c = if printable(b) {
+                        char::from(b)
+                    } else {
+                        shift += 1;
+                        char::from_u32(0xFF + shift).unwrap()
+                    };
+                    let t = c.to_string().replace('\\', "\\\\").replace('"', "\\\"");
+                    entries.push(format!("\"{t}\": {b}"));
+                }
+                entries.push("\"<|endoftext|>\": 256".into());
+                let (vocab, merges) = (dir.join("vocab.json"), dir.join("merges.txt"));
+                std::fs::write(&vocab, format!("{{{}}}", entries.join(","))).unwrap();
+                std::fs::write(&merges, "").unwrap();
+                let c = |p: &std::path::Path| CString::new(p.to_str().unwrap()).unwrap();
+                let mut tok = null_mut();
+                let st = ag_tokenizer_open(c(&vocab).as_ptr(), c(&merges).as_ptr(), &mut tok);
+                ok(st, "ag_tokenizer_open");
+                let mut needed = 0usize;
+                let st =
+                    ag_tokenizer_encode(tok, b"ab".as_ptr(), 2, false, null_mut(), 0, &mut needed);
+                assert_eq!(needed, 2);
+                ok(ag_tokenizer_close(&mut tok), "ag_tokenizer_close");
+                let _ = std::fs::remove_dir_all(&dir);
+                st
+            },
+            usable_after: true,
+        },
+        Case {
             status: "PANIC",
             what: "ag_test_panic",
             provoke: |fx| ag_test_panic(fx.ctx),

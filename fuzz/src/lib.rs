@@ -31,7 +31,7 @@ use std::sync::atomic::AtomicU64;
 
 /// Statuses the library documents (AG_STATUS_OK down to AG_STATUS_POISONED).
 pub fn documented(st: ag_status) -> bool {
-    (AG_STATUS_POISONED..=AG_STATUS_OK).contains(&st)
+    (AG_STATUS_BUFFER_TOO_SMALL..=AG_STATUS_OK).contains(&st)
 }
 
 pub fn status_name(st: ag_status) -> String {

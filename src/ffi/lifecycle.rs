@@ -32,6 +32,7 @@ pub extern "C" fn ag_status_str(status: ag_status) -> *const c_char {
         AG_STATUS_BUSY => b"context busy\0",
         AG_STATUS_PANIC => b"internal panic\0",
         AG_STATUS_POISONED => b"context poisoned\0",
+        AG_STATUS_BUFFER_TOO_SMALL => b"output buffer too small\0",
         _ => b"unknown status\0",
     };
     s.as_ptr().cast()

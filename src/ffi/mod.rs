@@ -59,6 +59,8 @@ mod shard;
 #[cfg(feature = "test-hooks")]
 mod test_hooks;
 
+mod tokenizer;
+
 pub use capture::*;
 pub use checkpoints::*;
 pub use grads::*;
@@ -73,6 +75,7 @@ pub use shard::*;
 pub use tensors::*;
 #[cfg(feature = "test-hooks")]
 pub use test_hooks::*;
+pub use tokenizer::*;
 pub use training::*;
 pub use version::*;
 

@@ -50,6 +50,36 @@ use bpe::{Bpe, FxBuild};
 /// The one special token: the document separator GPT-2 was trained with.
 pub const END_OF_TEXT: &str = "<|endoftext|>";
 
+/// A token id as a caller stores it: `u32` in Rust, `i32` (C's `int32_t`,
+/// what embedding ops take) at the C API. Every id of a loaded vocabulary
+/// fits both.
+pub trait TokenId: Copy {
+    /// An id below the vocabulary size (at most `i32::MAX`).
+    fn from_id(id: u32) -> Self;
+    /// The id's value, negative ones included, for range checks.
+    fn value(self) -> i64;
+}
+
+impl TokenId for u32 {
+    fn from_id(id: u32) -> Self {
+        id
+    }
+    fn value(self) -> i64 {
+        i64::from(self)
+    }
+}
+
+impl TokenId for i32 {
+    fn from_id(id: u32) -> Self {
+        // Ids are below the vocabulary size, which from_bytes keeps at
+        // most i32::MAX.
+        i32::try_from(id).unwrap_or(i32::MAX)
+    }
+    fn value(self) -> i64 {
+        i64::from(self)
+    }
+}
+
 /// The answer of the `*_to_buffer` calls: either everything was written, or
 /// the buffer was too small and nothing was written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,7 +132,8 @@ impl Tokenizer {
         let entries: HashMap<String, u64> =
             serde_json::from_slice(encoder_json).map_err(|e| bad(format!("encoder.json: {e}")))?;
         let n = entries.len();
-        if n >= u32::MAX as usize {
+        // Every id must fit the C API's int32_t as well as a u32.
+        if n > i32::MAX as usize {
             return Err(bad(format!("encoder.json: {n} tokens")));
         }
         let mut by_id: Vec<Option<Vec<u8>>> = vec![None; n];
@@ -194,13 +225,20 @@ impl Tokenizer {
     /// `out[..n]`, or `Fit::Needed(n)` with `out` untouched when it holds
     /// fewer than `n`. A call that fits makes no allocation once the
     /// tokenizer has seen texts of that size.
-    pub fn encode_to_buffer(&mut self, text: &[u8], allow_special: bool, out: &mut [u32]) -> Fit {
+    pub fn encode_to_buffer<T: TokenId>(
+        &mut self,
+        text: &[u8],
+        allow_special: bool,
+        out: &mut [T],
+    ) -> Fit {
         let mut ids = std::mem::take(&mut self.scratch);
         ids.clear();
         self.encode(text, allow_special, &mut ids);
         let fit = match out.get_mut(..ids.len()) {
             Some(dst) => {
-                dst.copy_from_slice(&ids);
+                for (d, &id) in dst.iter_mut().zip(&ids) {
+                    *d = T::from_id(id);
+                }
                 Fit::Written(ids.len())
             }
             None => Fit::Needed(ids.len()),
@@ -216,7 +254,7 @@ impl Tokenizer {
         let len = self.decoded_len(ids)?;
         out.reserve(len);
         for &id in ids {
-            out.extend_from_slice(self.token(id));
+            out.extend_from_slice(self.token(i64::from(id)));
         }
         Ok(())
     }
@@ -224,13 +262,13 @@ impl Tokenizer {
     /// Decodes into a caller's buffer: `Fit::Written(n)` with the bytes in
     /// `out[..n]`, or `Fit::Needed(n)` with `out` untouched. Errors as
     /// [`Tokenizer::decode`].
-    pub fn decode_to_buffer(&self, ids: &[u32], out: &mut [u8]) -> Result<Fit> {
+    pub fn decode_to_buffer<T: TokenId>(&self, ids: &[T], out: &mut [u8]) -> Result<Fit> {
         let len = self.decoded_len(ids)?;
         let Some(mut dst) = out.get_mut(..len) else {
             return Ok(Fit::Needed(len));
         };
         for &id in ids {
-            let token = self.token(id);
+            let token = self.token(id.value());
             let (head, tail) = dst.split_at_mut(token.len());
             head.copy_from_slice(token);
             dst = tail;
@@ -239,16 +277,16 @@ impl Tokenizer {
     }
 
     /// Checks every id and sums the byte lengths.
-    fn decoded_len(&self, ids: &[u32]) -> Result<usize> {
+    fn decoded_len<T: TokenId>(&self, ids: &[T]) -> Result<usize> {
         let mut len = 0usize;
         for (position, &id) in ids.iter().enumerate() {
-            match self.token_bytes(id) {
+            match self.token_of_value(id.value()) {
                 Some(token) => len += token.len(),
                 None => {
                     return Err(Error::IndexOutOfRange {
                         op: "tokenizer_decode",
                         position,
-                        value: i64::from(id),
+                        value: id.value(),
                         bound: self.vocab_size(),
                     });
                 }
@@ -257,9 +295,14 @@ impl Tokenizer {
         Ok(len)
     }
 
+    /// The bytes of an id of any sign, or `None` out of range.
+    fn token_of_value(&self, id: i64) -> Option<&[u8]> {
+        self.token_bytes(u32::try_from(id).ok()?)
+    }
+
     /// The bytes of an id already checked to be in range.
-    fn token(&self, id: u32) -> &[u8] {
-        self.token_bytes(id).unwrap_or_default()
+    fn token(&self, id: i64) -> &[u8] {
+        self.token_of_value(id).unwrap_or_default()
     }
 
     /// How many words the encode cache holds now (for tests of its bound).

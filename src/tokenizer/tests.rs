@@ -298,3 +298,77 @@ fn malformed_files_are_refused() {
         Err(Error::Io { .. })
     ));
 }
+
+/// The Unicode 16.0 tables agree with Debian's `unicode-data` (the UCD
+/// text files at 15.0) on every code point 15.0 assigns: an independent
+/// source for the classes, read when the package is installed.
+#[test]
+fn classes_agree_with_the_system_ucd() {
+    let dir = std::path::Path::new("/usr/share/unicode");
+    let (Ok(data), Ok(props)) = (
+        std::fs::read_to_string(dir.join("UnicodeData.txt")),
+        std::fs::read_to_string(dir.join("PropList.txt")),
+    ) else {
+        eprintln!("skipped: /usr/share/unicode (Debian's unicode-data) is absent");
+        return;
+    };
+    let mut white = std::collections::HashSet::new();
+    for line in props.lines() {
+        let line = line.split('#').next().unwrap_or("");
+        let Some((range, prop)) = line.split_once(';') else {
+            continue;
+        };
+        if prop.trim() != "White_Space" {
+            continue;
+        }
+        let (lo, hi) = range
+            .trim()
+            .split_once("..")
+            .unwrap_or((range.trim(), range.trim()));
+        let (lo, hi) = (
+            u32::from_str_radix(lo, 16).unwrap(),
+            u32::from_str_radix(hi, 16).unwrap(),
+        );
+        white.extend(lo..=hi);
+    }
+    let want = |cp: u32, gc: &str| {
+        if gc.starts_with('L') {
+            Class::Letter
+        } else if gc.starts_with('N') {
+            Class::Number
+        } else if white.contains(&cp) {
+            Class::Space
+        } else {
+            Class::Other
+        }
+    };
+    let (mut checked, mut wrong) = (0usize, Vec::new());
+    let mut first_of_range = None;
+    for line in data.lines() {
+        let f: Vec<&str> = line.split(';').collect();
+        let cp = u32::from_str_radix(f[0], 16).unwrap();
+        // Ranges are two lines, "<..., First>" and "<..., Last>".
+        let range = if f[1].ends_with(", First>") {
+            first_of_range = Some(cp);
+            continue;
+        } else if f[1].ends_with(", Last>") {
+            first_of_range.take().unwrap()..=cp
+        } else {
+            cp..=cp
+        };
+        for cp in range {
+            let Some(c) = char::from_u32(cp) else {
+                continue; // surrogates
+            };
+            checked += 1;
+            if class(c) != want(cp, f[2]) {
+                wrong.push(format!("U+{cp:04X} ({})", f[2]));
+            }
+        }
+    }
+    assert!(checked > 100_000, "only {checked} code points read");
+    assert!(
+        wrong.is_empty(),
+        "classes differ from the system UCD: {wrong:?}"
+    );
+}

@@ -1615,15 +1615,15 @@ static bool case_lifecycle(ag_context *c, const model *m, bool bad, int sub) {
 
 static void test_status_str(void) {
     check_begin("ag_status_str");
-    const char *names[21];
-    for (int code = 0; code >= -20; code--) {
+    const char *names[-AG_STATUS_BUFFER_TOO_SMALL + 1];
+    for (int code = 0; code >= AG_STATUS_BUFFER_TOO_SMALL; code--) {
         const char *s = ag_status_str(code);
         names[-code] = s;
         CHECK(s != NULL && s[0] != '\0' && strcmp(s, "unknown status") != 0);
         for (int prev = 0; prev < -code; prev++) CHECK(strcmp(names[prev], s) != 0);
     }
     CHECK(strcmp(ag_status_str(AG_STATUS_OK), "ok") == 0);
-    const ag_status unknown[] = {1, 2, -21, -100, 1000, INT32_MIN, INT32_MAX};
+    const ag_status unknown[] = {1, 2, AG_STATUS_BUFFER_TOO_SMALL - 1, -100, 1000, INT32_MIN, INT32_MAX};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         const char *s = ag_status_str(unknown[i]);
         CHECK(s != NULL && strcmp(s, "unknown status") == 0);

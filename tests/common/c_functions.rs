@@ -937,6 +937,43 @@ c_functions! {
         }),
     }
 
+    // src/ffi/tokenizer.rs
+    ag_tokenizer_open {
+        fuzz: TOKENIZER_OPEN,
+        null: none("makes a tokenizer: NULL out-pointer or path gives NULL_ARGUMENT"),
+        contract: none("takes no context first: tested on its own in tests/tokenizer.rs"),
+    }
+    ag_tokenizer_close {
+        fuzz: TOKENIZER_CLOSE,
+        null: none("closing NULL, or through a NULL pointer, does nothing"),
+        contract: none("takes no context first: tested on its own in tests/tokenizer.rs"),
+    }
+    ag_tokenizer_encode {
+        fuzz: TOKENIZER_ENCODE,
+        null: none("takes a tokenizer, not a context: tests/tokenizer.rs checks its NULLs"),
+        contract: none("takes no context first: tested on its own in tests/tokenizer.rs"),
+    }
+    ag_tokenizer_decode {
+        fuzz: TOKENIZER_DECODE,
+        null: none("takes a tokenizer, not a context: tests/tokenizer.rs checks its NULLs"),
+        contract: none("takes no context first: tested on its own in tests/tokenizer.rs"),
+    }
+    ag_tokenizer_vocab_size {
+        fuzz: TOKENIZER_INFO,
+        null: none("takes a tokenizer, not a context: tests/tokenizer.rs checks its NULLs"),
+        contract: none("takes no context first: tested on its own in tests/tokenizer.rs"),
+    }
+    ag_tokenizer_end_of_text {
+        fuzz: TOKENIZER_INFO,
+        null: none("takes a tokenizer, not a context: tests/tokenizer.rs checks its NULLs"),
+        contract: none("takes no context first: tested on its own in tests/tokenizer.rs"),
+    }
+    ag_tokenizer_last_error {
+        fuzz: TOKENIZER_INFO,
+        null: none("takes no argument: returns the message of this thread's last failure"),
+        contract: none("takes no context first: tested on its own in tests/tokenizer.rs"),
+    }
+
     // src/ffi/test_hooks.rs
     #[cfg(feature = "test-hooks")]
     ag_test_panic {

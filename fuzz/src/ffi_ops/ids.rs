@@ -176,6 +176,22 @@ ids! {
     /// from the input (or a NULL pointer); the count goes back to the
     /// default at the end.
     THREADS = 0xA0;
+
+    // The tokenizer (tokenizer.rs), over a small vocabulary the harness
+    // writes, or a broken one.
+    /// ag_tokenizer_open of the small vocabulary, of a file cut short or
+    /// missing, or with NULL arguments.
+    TOKENIZER_OPEN = 0xB0;
+    /// ag_tokenizer_encode of bytes from the input into a buffer whose
+    /// capacity the input picks; decoding the ids gives the bytes back.
+    TOKENIZER_ENCODE = 0xB1;
+    /// ag_tokenizer_decode of ids from the input (in range or not).
+    TOKENIZER_DECODE = 0xB2;
+    /// ag_tokenizer_close, then a second close through a copy of the pointer.
+    TOKENIZER_CLOSE = 0xB3;
+    /// ag_tokenizer_vocab_size, ag_tokenizer_end_of_text and
+    /// ag_tokenizer_last_error of an open, closed, forged or NULL tokenizer.
+    TOKENIZER_INFO = 0xB4;
 }
 
 /// The ids a byte that is no id maps onto, in the order [`ALL`] had when

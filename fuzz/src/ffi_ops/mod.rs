@@ -17,6 +17,7 @@ mod lifecycle;
 mod model;
 mod ops;
 mod tensors;
+mod tokenizer;
 mod training;
 
 use super::bytes::Bytes;
@@ -85,6 +86,10 @@ pub struct FfiOps<'a> {
     open: [Option<(u32, u64, u64)>; 2],
     /// Segments ended this run; their tensors but the output are private.
     sealed: Vec<model::Sealed>,
+    /// The tokenizer the tokenizer calls use (NULL until one needs it).
+    tok: *mut ag_tokenizer,
+    /// Tokens of closed tokenizers, and forged ones.
+    dead_tokenizers: Vec<usize>,
 }
 
 /// What one input did.
@@ -155,6 +160,9 @@ impl<'a> FfiOps<'a> {
             by_id: vec![(0, 0); 256],
             open: [None; 2],
             sealed: Vec::new(),
+            tok: null_mut(),
+            // Tokenizer tokens are multiples of 64 counting up from 64.
+            dead_tokenizers: vec![0xd_eadb_eef0, 1 << 62, 8],
         }
     }
 
@@ -247,6 +255,11 @@ impl<'a> FfiOps<'a> {
             ids::STEP_FORGED => self.step_forged(),
             ids::DROPOUT_SEEDED => self.dropout_seeded(),
             ids::SEEDED_CAPTURE => self.seeded_capture(),
+            ids::TOKENIZER_OPEN => self.tokenizer_open(),
+            ids::TOKENIZER_ENCODE => self.tokenizer_encode(),
+            ids::TOKENIZER_DECODE => self.tokenizer_decode(),
+            ids::TOKENIZER_CLOSE => self.tokenizer_close(),
+            ids::TOKENIZER_INFO => self.tokenizer_info(),
             _ => panic!(
                 "id {id:#04x} has no arm: give its row in tests/common/c_functions.rs \
                  a cell `fuzz: ID => method`, or write its arm here"
@@ -283,6 +296,7 @@ impl<'a> FfiOps<'a> {
     /// After the input: every live context must still work (a fixed
     /// iteration gives the exact expected value), then both are freed.
     pub fn finish(&mut self) {
+        self.tokenizer_finish();
         self.verify_params("by the end of the input");
         for i in 0..2 {
             let c = self.ctx[i];
