@@ -176,6 +176,12 @@ ids! {
     /// from the input (or a NULL pointer); the count goes back to the
     /// default at the end.
     THREADS = 0xA0;
+
+    // Stan's special functions (ops.rs).
+    TRIGAMMA = 0xD0;
+    LOG1M_EXP = 0xD1;
+    LBETA = 0xD2;
+    LOG_DIFF_EXP = 0xD3;
 }
 
 /// The ids a byte that is no id maps onto, in the order [`ALL`] had when

@@ -10,6 +10,7 @@ use crate::arena::Buf;
 use crate::context::Context;
 use crate::context::OneKernels;
 use crate::ops::{BinaryFn, OneOp};
+use crate::special;
 
 /// The forward kernel of a binary op on one element: the same arithmetic
 /// as the loops of `binary_kernel`, without the dispatch.
@@ -23,6 +24,8 @@ pub(super) fn binary_kernel_one(f: BinaryFn, o: &mut [f32], x: &[f32], y: &[f32]
         BinaryFn::Div => x / y,
         BinaryFn::Max => max_of(x, y),
         BinaryFn::Min => min_of(x, y),
+        BinaryFn::Lbeta => special::lbeta(x, y),
+        BinaryFn::LogDiffExp => special::log_diff_exp(x, y),
     };
 }
 
@@ -92,6 +95,8 @@ pub(crate) fn grad_a(f: BinaryFn, g: f32, a: f32, b: f32) -> f32 {
                 0.0
             }
         }
+        BinaryFn::Lbeta => g * special::lbeta_grad_a(a, b),
+        BinaryFn::LogDiffExp => g * special::log_diff_exp_grad_a(a, b),
     }
 }
 
@@ -117,6 +122,8 @@ pub(crate) fn grad_b(f: BinaryFn, g: f32, a: f32, b: f32) -> f32 {
                 g
             }
         }
+        BinaryFn::Lbeta => g * special::lbeta_grad_b(a, b),
+        BinaryFn::LogDiffExp => g * special::log_diff_exp_grad_b(a, b),
     }
 }
 
@@ -226,6 +233,8 @@ mod tests {
             BinaryFn::Div => c.div(pa, pb),
             BinaryFn::Max => c.maximum(pa, pb),
             BinaryFn::Min => c.minimum(pa, pb),
+            BinaryFn::Lbeta => c.lbeta(pa, pb),
+            BinaryFn::LogDiffExp => c.log_diff_exp(pa, pb),
         }
         .unwrap();
         let wt = c.tensor(&[n], &vec![w; n]).unwrap();
@@ -251,6 +260,8 @@ mod tests {
             BinaryFn::Div,
             BinaryFn::Max,
             BinaryFn::Min,
+            BinaryFn::Lbeta,
+            BinaryFn::LogDiffExp,
         ];
         for f in fs {
             for &a in &vals {
