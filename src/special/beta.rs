@@ -12,7 +12,7 @@
 //! * 10 <= x <= y: lbeta = ln(2 pi)/2 - ln(y)/2 + (x - 1/2) ln(x / (x + y))
 //!   - y log1p(x / y) + t(x) + t(y) - t(x + y).
 
-use super::gamma::{HALF_LN_2PI, digamma_f64, digamma_tail, lgamma_f64, stirling_tail};
+use super::gamma::{HALF_LN_2PI, digamma_tail, lgamma_f64, stirling_tail, trigamma_f64};
 use super::logexp::log1p_f64;
 
 /// Where the Stirling forms take over from lgamma sums.
@@ -49,15 +49,23 @@ pub fn lbeta(a: f32, b: f32) -> f32 {
     lbeta_f64(x, y) as f32
 }
 
-/// digamma(u) - digamma(u + s) in f64 for u, s > 0 finite. For u >= 10 the
-/// ln terms of the asymptotic series are subtracted as -log1p(s / u), so
-/// the difference keeps its relative accuracy when s << u.
+/// digamma(u) - digamma(u + s) in f64 for u, s > 0 finite, keeping its
+/// relative accuracy when s << u (a difference of two digammas would not):
+/// below s = 1e-9 u the first Taylor term -s trigamma(u) (the next is
+/// 1e-9 of it); otherwise both are shifted up to v >= 10 together, each
+/// step adding -s / (v (v + s)) (one sign: no cancellation), and the
+/// asymptotic series' ln terms are subtracted as -log1p(s / v).
 fn digamma_diff_f64(u: f64, s: f64) -> f64 {
-    if u < LARGE {
-        return digamma_f64(u) - digamma_f64(u + s);
+    if s <= 1e-9 * u {
+        return -s * trigamma_f64(u);
     }
-    let v = u + s;
-    -log1p_f64(s / u) - 0.5 * s / (u * v) - (digamma_tail(u) - digamma_tail(v))
+    let (mut acc, mut v) = (0.0, u);
+    while v < LARGE {
+        acc -= s / (v * (v + s));
+        v += 1.0;
+    }
+    let w = v + s;
+    acc - log1p_f64(s / v) - 0.5 * s / (v * w) - (digamma_tail(v) - digamma_tail(w))
 }
 
 /// d/du lbeta(u, s) = digamma(u) - digamma(u + s) for u, s >= 0: -inf at

@@ -203,7 +203,7 @@ pub(super) fn stirling_tail(x: f64) -> f64 {
 }
 
 /// digamma(x) in f64 for x > 0.
-pub(super) fn digamma_f64(x: f64) -> f64 {
+fn digamma_f64(x: f64) -> f64 {
     let d = (x - X0_HI) - X0_LO;
     if d.abs() < 0.25 {
         // Taylor series at the zero x0: the relative error stays small as
@@ -230,7 +230,7 @@ pub(super) fn digamma_tail(y: f64) -> f64 {
 }
 
 /// trigamma(x) in f64 for x > 0 (every term positive: no cancellation).
-fn trigamma_f64(x: f64) -> f64 {
+pub(super) fn trigamma_f64(x: f64) -> f64 {
     let mut acc = 0.0;
     let mut y = x;
     while y < 10.0 {

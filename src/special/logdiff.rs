@@ -37,8 +37,8 @@ pub fn log1m_exp_grad(x: f32) -> f32 {
     (-1.0 / expm1_f64(-(x as f64))) as f32
 }
 
-/// ln(e^a - e^b) for a >= b: a + log1m_exp(b - a) (b - a is exact in f64
-/// unless the two are 2^29 apart in scale, where it no longer matters).
+/// ln(e^a - e^b) for a >= b: a + log1m_exp(b - a), with b - a carried to
+/// twice f64's precision.
 /// a == b gives -inf (also at -inf), b = -inf gives a, a < b NaN; +inf
 /// against +inf is NaN (as Stan).
 pub fn log_diff_exp(a: f32, b: f32) -> f32 {
@@ -51,8 +51,19 @@ pub fn log_diff_exp(a: f32, b: f32) -> f32 {
     if b == f32::NEG_INFINITY || a == f32::INFINITY {
         return a;
     }
+    // b - a = d + e exactly (Knuth's two-sum): where the result is near 0
+    // (e^a - e^b ~ 1) the rounding of d alone would dominate its error.
     let (a, b) = (a as f64, b as f64);
-    (a + log1m_exp_f64(b - a)) as f32
+    let d = b - a;
+    let bv = d - b;
+    let e = (b - (d - bv)) + (-a - bv);
+    let l = if d > -std::f64::consts::LN_2 {
+        (-(expm1_f64(d) + e * d.exp())).ln()
+    } else {
+        let ed = d.exp();
+        log1p_f64(-(ed + ed * e))
+    };
+    (a + l) as f32
 }
 
 /// d/da log_diff_exp = e^a / (e^a - e^b) = -1 / expm1(b - a). At a == b

@@ -8,6 +8,8 @@ use super::gamma::{EULER, HALF_LN_2PI};
 use super::normal::FRAC_2_SQRT_PI;
 use super::*;
 
+mod binary;
+
 /// Signed position of `f` on the line of floats, with -0 = +0.
 fn key(f: f32) -> i64 {
     let b = f.to_bits();
