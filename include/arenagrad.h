@@ -974,6 +974,36 @@ ag_status ag_normal_cdf(struct ag_context *ctx, struct ag_tensor x, struct ag_te
 // OUT_OF_MEMORY.
 ag_status ag_normal_lcdf(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *out);
 
+// out = trigamma(x) = d/dx digamma(x) for x > 0 (NaN for x < 0, +inf at
+// 0). Gradient tetragamma(x).
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// OUT_OF_MEMORY.
+ag_status ag_trigamma(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *out);
+
+// out = ln(1 - e^x) for x <= 0, accurate near 0 and far below (Stan's
+// log1m_exp): -inf at 0, NaN above 0. Gradient -1 / (e^-x - 1).
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// OUT_OF_MEMORY.
+ag_status ag_log1m_exp(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *out);
+
+// out = ln Beta(a, b) = lgamma(a) + lgamma(b) - lgamma(a + b) element-wise
+// with broadcasting, accurate for large arguments: +inf where either is
+// 0, -inf where either is +inf, NaN below 0. Gradients digamma(a) -
+// digamma(a + b) and digamma(b) - digamma(a + b).
+// Errors as for ag_add:
+// NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH,
+// TOO_LARGE, OUT_OF_MEMORY.
+ag_status ag_lbeta(struct ag_context *ctx, struct ag_tensor a, struct ag_tensor b, struct ag_tensor *out);
+
+// out = ln(e^a - e^b) element-wise with broadcasting, for a >= b (Stan's
+// log_diff_exp): -inf where a == b, NaN where a < b. Gradients
+// 1 / (1 - e^(b - a)) in a and -1 / (e^(a - b) - 1) in b; where a == b
+// they are +inf and -inf, the limits from a > b.
+// Errors as for ag_add:
+// NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH,
+// TOO_LARGE, OUT_OF_MEMORY.
+ag_status ag_log_diff_exp(struct ag_context *ctx, struct ag_tensor a, struct ag_tensor b, struct ag_tensor *out);
+
 // Sum of all elements -> [1].
 // Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
 // OUT_OF_MEMORY.

@@ -108,6 +108,10 @@ pub(crate) enum BinaryFn {
     Div,
     Max,
     Min,
+    /// ln Beta(a, b) (`crate::special::lbeta`).
+    Lbeta,
+    /// ln(e^a - e^b) (`crate::special::log_diff_exp`).
+    LogDiffExp,
 }
 
 impl BinaryFn {
@@ -121,6 +125,8 @@ impl BinaryFn {
             BinaryFn::Div => "div",
             BinaryFn::Max => "max",
             BinaryFn::Min => "min",
+            BinaryFn::Lbeta => "lbeta",
+            BinaryFn::LogDiffExp => "log_diff_exp",
         }
     }
 }
@@ -166,6 +172,11 @@ macro_rules! unary_fns {
                 "ln Gamma(x) for x > 0 (NaN for x < 0, +inf at 0; Gamma's sign is not kept).";
             Digamma, digamma, x, digamma_forward, digamma_backward, (0.75, 4.0, false),
                 "digamma(x) = d/dx ln Gamma(x) for x > 0 (NaN for x < 0, -inf at 0).";
+            Trigamma, trigamma, x, trigamma_forward, trigamma_backward, (0.75, 4.0, false),
+                "trigamma(x) = d/dx digamma(x) for x > 0 (NaN for x < 0, +inf at 0).";
+            // Kept below 0, where log1m_exp is defined.
+            Log1mExp, log1m_exp, x, log1m_exp_forward, log1m_exp_backward, (-3.0, -0.2, false),
+                "ln(1 - e^x) for x <= 0, accurate near 0 and far below (NaN above 0, -inf at 0).";
             Expm1, expm1, x, expm1_forward, expm1_backward, (-2.0, 2.0, false),
                 "e^x - 1, accurate for small x.";
             Softplus, softplus, x, softplus_forward, softplus_backward, (-4.0, 4.0, false),

@@ -40,11 +40,16 @@ pub fn log1p_grad(x: f32) -> f32 {
 
 /// e^x - 1, accurate for small |x|.
 pub fn expm1(x: f32) -> f32 {
-    let x = x as f64;
+    expm1_f64(x as f64) as f32
+}
+
+/// e^x - 1 in f64, accurate for small |x| (past |x| = 0.5 the subtraction
+/// loses at most a bit).
+pub(super) fn expm1_f64(x: f64) -> f64 {
     if x.abs() < 0.5 {
-        expm1_small(x) as f32
+        expm1_small(x)
     } else {
-        (x.exp() - 1.0) as f32
+        x.exp() - 1.0
     }
 }
 

@@ -10,26 +10,33 @@
 //! `f64::exp` are used as primitives.
 //!
 //! Domains: `lgamma`, `digamma`, `trigamma` on x > 0 (NaN for x < 0, the
-//! pole's limit at 0); the others on every float (NaN propagates).
-//! Each function `f` has its derivative beside it as `f_grad` (the
-//! derivative of `digamma` is `trigamma`, of `lgamma` is `digamma`).
+//! pole's limit at 0); `log1m_exp` on x <= 0, `lbeta` on a, b >= 0,
+//! `log_diff_exp` on a >= b (NaN outside, as Stan); the others on every
+//! float (NaN propagates). Each function `f` has its derivative beside it
+//! as `f_grad` (the derivative of `digamma` is `trigamma`, of `lgamma` is
+//! `digamma`, of `trigamma` is tetragamma), a two-argument one its
+//! partials as `f_grad_a` and `f_grad_b`.
 //!
 //! This module is a leaf: it imports nothing of the crate, so ops can call
 //! it from any kernel.
 //!
-//! One file per family: `gamma` (lgamma, digamma, trigamma), `logexp`
-//! (log1p, expm1, tanh, softplus, log-sigmoid), `normal` (erf and the
-//! standard normal) and `logsumexp`.
+//! One file per family: `gamma` (lgamma, digamma, trigamma), `beta`
+//! (lbeta), `logexp` (log1p, expm1, tanh, softplus, log-sigmoid),
+//! `logdiff` (log1m_exp, log_diff_exp), `normal` (erf and the standard
+//! normal) and `logsumexp`.
 
+mod beta;
 mod gamma;
+mod logdiff;
 mod logexp;
 mod logsumexp;
 mod normal;
 
-// Ops reach trigamma through digamma_grad; the tests call it directly.
-#[cfg(test)]
-pub use gamma::trigamma;
-pub use gamma::{digamma, digamma_grad, lgamma, lgamma_grad};
+pub use beta::{lbeta, lbeta_grad_a, lbeta_grad_b};
+pub use gamma::{digamma, digamma_grad, lgamma, lgamma_grad, trigamma, trigamma_grad};
+pub use logdiff::{
+    log_diff_exp, log_diff_exp_grad_a, log_diff_exp_grad_b, log1m_exp, log1m_exp_grad,
+};
 pub use logexp::{
     expm1, expm1_grad, log_sigmoid, log_sigmoid_grad, log1p, log1p_grad, softplus, softplus_grad,
     tanh,

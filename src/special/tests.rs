@@ -8,6 +8,8 @@ use super::gamma::{EULER, HALF_LN_2PI};
 use super::normal::FRAC_2_SQRT_PI;
 use super::*;
 
+mod binary;
+
 /// Signed position of `f` on the line of floats, with -0 = +0.
 fn key(f: f32) -> i64 {
     let b = f.to_bits();
@@ -127,6 +129,27 @@ fn ref_digamma(x: f64, gl: &[(f64, f64)]) -> f64 {
     acc + y.ln() - 0.5 / y - r2 * (1.0 / 12.0 - r2 / 120.0 + r2 * r2 / 252.0 - r2 * r2 * r2 / 240.0)
 }
 
+/// psi''(x): shifts to y >= 40, then four terms of the asymptotic series.
+fn ref_tetragamma(x: f64) -> f64 {
+    let (mut acc, mut y) = (0.0, x);
+    while y < 40.0 {
+        acc -= 2.0 / (y * y * y);
+        y += 1.0;
+    }
+    let r2 = 1.0 / (y * y);
+    let series = 0.5 - r2 / 6.0 + r2 * r2 / 6.0 - 0.3 * r2 * r2 * r2;
+    acc - r2 - r2 / y - r2 * r2 * series
+}
+
+/// ln(1 - e^x) from libm's expm1 and log1p (NaN above 0).
+fn ref_log1m_exp(x: f64) -> f64 {
+    if x > -std::f64::consts::LN_2 {
+        libm::log(-libm::expm1(x))
+    } else {
+        libm::log1p(-libm::exp(x))
+    }
+}
+
 fn ref_softplus(x: f64) -> f64 {
     if x > 0.0 {
         x + libm::log1p(libm::exp(-x))
@@ -199,6 +222,14 @@ fn cases() -> Vec<Case> {
         .chain(around(1e-30, 2_000))
         .collect();
     let psi_tails: Vec<f32> = [around(1.461_632_1, 20_000), gamma_tails.clone()].concat();
+    let log1m_tails: Vec<f32> = [
+        wide(-1e-6, 0.0, 20_000),
+        around(-f32::MIN_POSITIVE, 2_000),
+        around(-std::f32::consts::LN_2, 20_000),
+        wide(-104.0, -80.0, 20_000),
+        wide(-1e30, -100.0, 2_000),
+    ]
+    .concat();
     let abs20: Vec<f32> = [wide(20.0, 1e4, 20_000), wide(-1e4, -20.0, 20_000)].concat();
     let near0 = [around(0.0f32.next_up(), 1), wide(-1e-6, 1e-6, 20_000)].concat();
     let erf_tails = [wide(-10.0, 10.0, 20_000), near0.clone()].concat();
@@ -252,7 +283,40 @@ fn cases() -> Vec<Case> {
             true,
             0.0,
             30.0,
-            psi_tails,
+            psi_tails.clone(),
+        ),
+        c(
+            "trigamma'",
+            trigamma_grad,
+            Box::new(ref_tetragamma),
+            true,
+            0.0,
+            30.0,
+            psi_tails.clone(),
+        ),
+        c(
+            "log1m_exp",
+            log1m_exp,
+            Box::new(ref_log1m_exp),
+            false,
+            -40.0,
+            0.0,
+            log1m_tails.clone(),
+        ),
+        c(
+            "log1m_exp'",
+            log1m_exp_grad,
+            Box::new(|x| {
+                if x > 0.0 {
+                    f64::NAN
+                } else {
+                    -1.0 / libm::expm1(-x)
+                }
+            }),
+            false,
+            -40.0,
+            0.0,
+            log1m_tails,
         ),
         c(
             "log1p",
@@ -459,6 +523,17 @@ fn special_functions_at_known_values() {
     assert_eq!(lgamma(f32::MAX), f32::INFINITY);
     assert_eq!(digamma(1.0), -EULER as f32);
     assert_eq!(trigamma(1.0), (std::f64::consts::PI.powi(2) / 6.0) as f32);
+    assert_eq!(trigamma_grad(1.0), (-2.0 * 1.202_056_903_159_594_3) as f32);
+    assert_eq!(trigamma_grad(0.0), f32::NEG_INFINITY);
+    assert!(trigamma_grad(-1.0).is_nan() && trigamma_grad(f32::INFINITY) == 0.0);
+    assert_eq!(log1m_exp(0.0), f32::NEG_INFINITY);
+    assert_eq!(log1m_exp_grad(0.0), f32::NEG_INFINITY);
+    assert_eq!(log1m_exp(f32::NEG_INFINITY), 0.0);
+    assert!(log1m_exp(1e-30).is_nan() && log1m_exp_grad(1e-30).is_nan());
+    assert_eq!(
+        log1m_exp(-std::f32::consts::LN_2),
+        ref_log1m_exp(-std::f32::consts::LN_2 as f64) as f32
+    );
     assert_eq!(log1p(-1.0), f32::NEG_INFINITY);
     assert_eq!(log1p(1e-30), 1e-30);
     assert_eq!(expm1(1e-30), 1e-30);
@@ -488,6 +563,10 @@ fn special_functions_at_known_values() {
         erf,
         normal_cdf,
         normal_lcdf,
+        trigamma,
+        trigamma_grad,
+        log1m_exp,
+        log1m_exp_grad,
     ] {
         assert!(f(f32::NAN).is_nan());
     }

@@ -934,7 +934,11 @@ static void test_op_values(void) {
 /* Inputs in [0.55, 1.45], away from every op's kinks and poles (relu and log
  * at 0), distinct within a row (layernorm needs a spread). */
 static float grad_input(int op, int pos, size_t i) {
-    return 0.55f + 0.1f * (float)((i * 7 + (size_t)pos * 3 + (size_t)op) % 10);
+    const float v = 0.55f + 0.1f * (float)((i * 7 + (size_t)pos * 3 + (size_t)op) % 10);
+    /* Inside the domains: log1m_exp needs x < 0, log_diff_exp(a, b) a > b. */
+    if (op == OP_log1m_exp) return -v;
+    if (op == OP_log_diff_exp && pos == 0) return v + 1.0f;
+    return v;
 }
 
 /* Weights of the loss sum(out * r): mixed signs, so no output's gradient

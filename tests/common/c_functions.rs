@@ -577,6 +577,30 @@ c_functions! {
         contract: call(ag_normal_lcdf(ctx, t, o)),
         c: AG_OP("1, (2, 3), (1), (1), ag_normal_lcdf(c, t[0], out)"),
     }
+    ag_trigamma {
+        fuzz: TRIGAMMA => unary,
+        null: call(ag_trigamma(n, p, &mut o)),
+        contract: call(ag_trigamma(ctx, t, o)),
+        c: AG_OP("1, (2, 3), (1), (1), ag_trigamma(c, t[0], out)"),
+    }
+    ag_log1m_exp {
+        fuzz: LOG1M_EXP => unary,
+        null: call(ag_log1m_exp(n, p, &mut o)),
+        contract: call(ag_log1m_exp(ctx, t, o)),
+        c: AG_OP("1, (2, 3), (1), (1), ag_log1m_exp(c, t[0], out)"),
+    }
+    ag_lbeta {
+        fuzz: LBETA => binary,
+        null: call(ag_lbeta(n, p, p, &mut o)),
+        contract: call(ag_lbeta(ctx, t, u, o)),
+        c: AG_OP("2, (2, 3), (3), (1), ag_lbeta(c, t[0], t[1], out)"),
+    }
+    ag_log_diff_exp {
+        fuzz: LOG_DIFF_EXP => binary,
+        null: call(ag_log_diff_exp(n, p, p, &mut o)),
+        contract: call(ag_log_diff_exp(ctx, t, u, o)),
+        c: AG_OP("2, (2, 3), (2, 3), (1), ag_log_diff_exp(c, t[0], t[1], out)"),
+    }
 
     // src/ffi/ops/reduce.rs
     ag_sum {

@@ -192,6 +192,12 @@ ids! {
     /// ag_tokenizer_vocab_size, ag_tokenizer_end_of_text and
     /// ag_tokenizer_last_error of an open, closed, forged or NULL tokenizer.
     TOKENIZER_INFO = 0xB4;
+
+    // Stan's special functions (ops.rs).
+    TRIGAMMA = 0xD0;
+    LOG1M_EXP = 0xD1;
+    LBETA = 0xD2;
+    LOG_DIFF_EXP = 0xD3;
 }
 
 /// The ids a byte that is no id maps onto, in the order [`ALL`] had when

@@ -19,6 +19,8 @@ fn with_fn(f: BinaryFn, mut body: impl FnMut(BinaryFn)) {
         BinaryFn::Div => body(BinaryFn::Div),
         BinaryFn::Max => body(BinaryFn::Max),
         BinaryFn::Min => body(BinaryFn::Min),
+        BinaryFn::Lbeta => body(BinaryFn::Lbeta),
+        BinaryFn::LogDiffExp => body(BinaryFn::LogDiffExp),
     }
 }
 

@@ -1,4 +1,5 @@
 //! Element-wise special functions: log1p, expm1, lgamma, digamma,
+//! trigamma, log1m_exp, lbeta, log_diff_exp,
 //! softplus, log-sigmoid, erf and the normal CDF and its log.
 
 use crate::ffi::prelude::*;
@@ -97,4 +98,66 @@ pub extern "C" fn ag_normal_lcdf(
     out: *mut ag_tensor,
 ) -> ag_status {
     op("ag_normal_lcdf", ctx, out, |c| c.normal_lcdf(x.into()))
+}
+
+/// out = trigamma(x) = d/dx digamma(x) for x > 0 (NaN for x < 0, +inf at
+/// 0). Gradient tetragamma(x).
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_trigamma(
+    ctx: *mut ag_context,
+    x: ag_tensor,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_trigamma", ctx, out, |c| c.trigamma(x.into()))
+}
+
+/// out = ln(1 - e^x) for x <= 0, accurate near 0 and far below (Stan's
+/// log1m_exp): -inf at 0, NaN above 0. Gradient -1 / (e^-x - 1).
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_log1m_exp(
+    ctx: *mut ag_context,
+    x: ag_tensor,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_log1m_exp", ctx, out, |c| c.log1m_exp(x.into()))
+}
+
+/// out = ln Beta(a, b) = lgamma(a) + lgamma(b) - lgamma(a + b) element-wise
+/// with broadcasting, accurate for large arguments: +inf where either is
+/// 0, -inf where either is +inf, NaN below 0. Gradients digamma(a) -
+/// digamma(a + b) and digamma(b) - digamma(a + b).
+/// Errors as for ag_add:
+/// NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH,
+/// TOO_LARGE, OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_lbeta(
+    ctx: *mut ag_context,
+    a: ag_tensor,
+    b: ag_tensor,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_lbeta", ctx, out, |c| c.lbeta(a.into(), b.into()))
+}
+
+/// out = ln(e^a - e^b) element-wise with broadcasting, for a >= b (Stan's
+/// log_diff_exp): -inf where a == b, NaN where a < b. Gradients
+/// 1 / (1 - e^(b - a)) in a and -1 / (e^(a - b) - 1) in b; where a == b
+/// they are +inf and -inf, the limits from a > b.
+/// Errors as for ag_add:
+/// NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH,
+/// TOO_LARGE, OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_log_diff_exp(
+    ctx: *mut ag_context,
+    a: ag_tensor,
+    b: ag_tensor,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_log_diff_exp", ctx, out, |c| {
+        c.log_diff_exp(a.into(), b.into())
+    })
 }

@@ -11,6 +11,7 @@ use crate::kernels::fastmath;
 use crate::ops::BinaryFn;
 use crate::shape::Shape;
 use crate::simd;
+use crate::special;
 
 pub(crate) fn forward_binary(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: BinaryFn) {
     let (da, db, dout) = (ctx.entry(ia).data, ctx.entry(ib).data, ctx.entry(out).data);
@@ -68,6 +69,8 @@ fn binary_kernel(
         BinaryFn::Div => binary_forward(o, x, y, shape, sa, sb, |p, q| p / q),
         BinaryFn::Max => binary_forward(o, x, y, shape, sa, sb, max_of),
         BinaryFn::Min => binary_forward(o, x, y, shape, sa, sb, min_of),
+        BinaryFn::Lbeta => binary_forward(o, x, y, shape, sa, sb, special::lbeta),
+        BinaryFn::LogDiffExp => binary_forward(o, x, y, shape, sa, sb, special::log_diff_exp),
     });
 }
 
@@ -154,6 +157,14 @@ fn backward_binary_many(ctx: &mut Context, dout: Buf, out: u32, ia: u32, ib: u32
                 BinaryFn::Min => binary_backward_into(da, dout, a, b, so, sa, sb, |g, x, y| {
                     if takes_a_min(x, y) { g } else { 0.0 }
                 }),
+                BinaryFn::Lbeta => binary_backward_into(da, dout, a, b, so, sa, sb, |g, x, y| {
+                    g * special::lbeta_grad_a(x, y)
+                }),
+                BinaryFn::LogDiffExp => {
+                    binary_backward_into(da, dout, a, b, so, sa, sb, |g, x, y| {
+                        g * special::log_diff_exp_grad_a(x, y)
+                    })
+                }
             }
         );
     }
@@ -174,6 +185,14 @@ fn backward_binary_many(ctx: &mut Context, dout: Buf, out: u32, ia: u32, ib: u32
                 BinaryFn::Min => binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| {
                     if takes_a_min(x, y) { 0.0 } else { g }
                 }),
+                BinaryFn::Lbeta => binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| {
+                    g * special::lbeta_grad_b(x, y)
+                }),
+                BinaryFn::LogDiffExp => {
+                    binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| {
+                        g * special::log_diff_exp_grad_b(x, y)
+                    })
+                }
             }
         );
     }

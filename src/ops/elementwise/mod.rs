@@ -89,6 +89,22 @@ impl Context {
         self.binary(BinaryFn::Min, "minimum", a, b)
     }
 
+    /// ln Beta(a, b) = lgamma(a) + lgamma(b) - lgamma(a + b) element-wise
+    /// with broadcasting, accurate for large arguments: +inf where either
+    /// is 0, -inf where either is +inf, NaN below 0. Gradients digamma(a)
+    /// - digamma(a + b) and digamma(b) - digamma(a + b).
+    pub fn lbeta(&mut self, a: Tensor, b: Tensor) -> Result<Tensor> {
+        self.binary(BinaryFn::Lbeta, "lbeta", a, b)
+    }
+
+    /// ln(e^a - e^b) element-wise with broadcasting, for a >= b: -inf
+    /// where a == b, NaN where a < b. Gradients -1 / expm1(b - a) in a and
+    /// -1 / expm1(a - b) in b; where a == b they are +inf and -inf (the
+    /// limits from a > b), so a step there gives inf or NaN.
+    pub fn log_diff_exp(&mut self, a: Tensor, b: Tensor) -> Result<Tensor> {
+        self.binary(BinaryFn::LogDiffExp, "log_diff_exp", a, b)
+    }
+
     /// x limited to [lo, hi] element-wise (NaN stays NaN). `lo <= hi` is
     /// required and neither may be NaN; infinite bounds leave that side
     /// open. The gradient is 1 strictly inside (lo < x < hi) and 0 outside

@@ -11,6 +11,7 @@ use crate::context::Context;
 use crate::context::OneKernels;
 use crate::ops::{BinaryFn, OneOp};
 use crate::shape::Shape;
+use crate::special;
 
 /// The forward kernel of a binary op on one element: the same arithmetic
 /// as the loops of `binary_kernel`, without the dispatch.
@@ -24,6 +25,8 @@ pub(super) fn binary_kernel_one(f: BinaryFn, o: &mut [f32], x: &[f32], y: &[f32]
         BinaryFn::Div => x / y,
         BinaryFn::Max => max_of(x, y),
         BinaryFn::Min => min_of(x, y),
+        BinaryFn::Lbeta => special::lbeta(x, y),
+        BinaryFn::LogDiffExp => special::log_diff_exp(x, y),
     };
 }
 
@@ -93,6 +96,8 @@ pub(crate) fn grad_a(f: BinaryFn, g: f32, a: f32, b: f32) -> f32 {
                 0.0
             }
         }
+        BinaryFn::Lbeta => g * special::lbeta_grad_a(a, b),
+        BinaryFn::LogDiffExp => g * special::log_diff_exp_grad_a(a, b),
     }
 }
 
@@ -118,6 +123,8 @@ pub(crate) fn grad_b(f: BinaryFn, g: f32, a: f32, b: f32) -> f32 {
                 g
             }
         }
+        BinaryFn::Lbeta => g * special::lbeta_grad_b(a, b),
+        BinaryFn::LogDiffExp => g * special::log_diff_exp_grad_b(a, b),
     }
 }
 
@@ -274,6 +281,8 @@ mod tests {
             BinaryFn::Div => c.div(pa, pb),
             BinaryFn::Max => c.maximum(pa, pb),
             BinaryFn::Min => c.minimum(pa, pb),
+            BinaryFn::Lbeta => c.lbeta(pa, pb),
+            BinaryFn::LogDiffExp => c.log_diff_exp(pa, pb),
         }
         .unwrap();
         let wt = c.tensor(&[n], &vec![w; n]).unwrap();
@@ -299,6 +308,8 @@ mod tests {
             BinaryFn::Div,
             BinaryFn::Max,
             BinaryFn::Min,
+            BinaryFn::Lbeta,
+            BinaryFn::LogDiffExp,
         ];
         for f in fs {
             for &a in &vals {

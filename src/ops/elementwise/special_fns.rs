@@ -1,5 +1,5 @@
 //! Kernels of the special-function rows of the unary table (log1p,
-//! lgamma, digamma, expm1, softplus, log_sigmoid, erf, normal CDF and its
+//! lgamma, digamma, trigamma, log1m_exp, expm1, softplus, log_sigmoid, erf, normal CDF and its
 //! log): each element through `crate::special`, which computes in f64 and
 //! rounds once, so these agree with a float64 reference to a few ulps.
 
@@ -44,6 +44,34 @@ pub(super) fn digamma_forward(y: &mut [f32], x: &[f32]) {
 pub(super) fn digamma_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
     for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
         *d += g * special::digamma_grad(x);
+    }
+}
+
+/// y = trigamma(x) (NaN for x < 0, +inf at 0).
+pub(super) fn trigamma_forward(y: &mut [f32], x: &[f32]) {
+    y.iter_mut()
+        .zip(x)
+        .for_each(|(y, &x)| *y = special::trigamma(x));
+}
+
+/// dx += dout * tetragamma(x).
+pub(super) fn trigamma_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
+    for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
+        *d += g * special::trigamma_grad(x);
+    }
+}
+
+/// y = ln(1 - e^x) (NaN above 0, -inf at 0).
+pub(super) fn log1m_exp_forward(y: &mut [f32], x: &[f32]) {
+    y.iter_mut()
+        .zip(x)
+        .for_each(|(y, &x)| *y = special::log1m_exp(x));
+}
+
+/// dx += dout * -1 / (e^-x - 1).
+pub(super) fn log1m_exp_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
+    for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
+        *d += g * special::log1m_exp_grad(x);
     }
 }
 

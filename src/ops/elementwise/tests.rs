@@ -215,6 +215,76 @@ fn gradcheck_binary_broadcast_both_directions() {
     }
 }
 
+/// lbeta and log_diff_exp in both arguments, broadcasting both ways.
+#[test]
+fn gradcheck_special_binary_ops() {
+    for (sa, sb) in [
+        (&[3, 4][..], &[3, 4][..]),
+        (&[2, 3, 4], &[4]),
+        (&[3, 1], &[1, 4]),
+        (&[1], &[3, 2]),
+    ] {
+        gradcheck(Check::new("lbeta", &[sa, sb]).range(0.5, 4.0), |c, x| {
+            c.lbeta(x[0], x[1])
+        });
+        // b scaled to at most 0.4 against a >= 0.6: every step of the
+        // check keeps a > b, where log_diff_exp is smooth.
+        let chk = Check::new("log_diff_exp", &[sa, sb]).range(0.6, 2.0);
+        gradcheck(chk, |c, x| {
+            let b = c.scale(x[1], 0.2)?;
+            c.log_diff_exp(x[0], b)
+        });
+    }
+    gradcheck(Check::new("lbeta(x,x)", &[&[5]]).range(0.5, 4.0), |c, x| {
+        c.lbeta(x[0], x[0])
+    });
+}
+
+/// The binary special ops through the general (broadcast) and the
+/// one-element paths give the kernels' values, and log_diff_exp's stated
+/// edges: -inf at a == b with gradients +inf and -inf, NaN for a < b.
+#[test]
+fn special_binary_ops_values_and_edges() {
+    use crate::special;
+    let mut c = crate::Context::new();
+    // Parameters come before any activation of the iteration.
+    let (pa, pb) = (
+        c.param(&[3], Some(&[1.0, 2.0, 0.0])).unwrap(),
+        c.param(&[3], Some(&[1.0, 0.0, 1.0])).unwrap(),
+    );
+    let a = c
+        .param(&[2, 3], Some(&[0.5, 1.0, 3.0, 30.0, 1e6, 2.0]))
+        .unwrap();
+    let b = c.tensor(&[3], &[1.0, 0.25, 7.5]).unwrap();
+    let y = c.lbeta(a, b).unwrap();
+    let mut v = [0.0; 6];
+    c.read(y, &mut v).unwrap();
+    let av = [0.5, 1.0, 3.0, 30.0, 1e6, 2.0];
+    let bv = [1.0, 0.25, 7.5];
+    for i in 0..6 {
+        assert_eq!(v[i], special::lbeta(av[i], bv[i % 3]), "lbeta at {i}");
+    }
+    // lbeta(1, b) = -ln b, exactly in float64.
+    assert_eq!(v[1], -(0.25f64.ln()) as f32);
+
+    let d = c.log_diff_exp(pa, pb).unwrap();
+    c.read(d, &mut v[..3]).unwrap();
+    assert_eq!(v[0], f32::NEG_INFINITY);
+    assert_eq!(v[1], (2.0 + (-(-2.0f64).exp_m1()).ln()) as f32);
+    assert!(v[2].is_nan());
+    let ones = c.tensor(&[3], &[1.0; 3]).unwrap();
+    let s = c.mul(d, ones).unwrap();
+    let s = c.sum(s).unwrap();
+    c.backward(s).unwrap();
+    let (mut ga, mut gb) = ([0.0; 3], [0.0; 3]);
+    c.read_grad(pa, &mut ga).unwrap();
+    c.read_grad(pb, &mut gb).unwrap();
+    assert_eq!((ga[0], gb[0]), (f32::INFINITY, f32::NEG_INFINITY));
+    assert_eq!(ga[1], (1.0 / (1.0 - (-2.0f64).exp())) as f32);
+    assert_eq!(gb[1], (-1.0 / 2.0f64.exp_m1()) as f32);
+    assert!(ga[2].is_nan() && gb[2].is_nan());
+}
+
 #[test]
 fn gradcheck_same_tensor_twice() {
     gradcheck(Check::new("mul(x,x)", &[&[3, 5]]), |c, x| c.mul(x[0], x[0]));
