@@ -176,6 +176,11 @@ ids! {
     /// from the input (or a NULL pointer); the count goes back to the
     /// default at the end.
     THREADS = 0xA0;
+
+    // The Llama family's ops (ops/llama.rs), counting down from 0xBF.
+    SILU = 0xBF;
+    RMSNORM = 0xBE;
+    ROPE = 0xBD;
 }
 
 /// The ids a byte that is no id maps onto, in the order [`ALL`] had when
