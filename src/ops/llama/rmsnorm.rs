@@ -67,6 +67,12 @@ impl Context {
     pub fn rmsnorm(&mut self, x: Tensor, w: Tensor, eps: f32) -> Result<Tensor> {
         const OP: &str = "rmsnorm";
         let (ix, iw) = (self.resolve(OP, x)?, self.resolve(OP, w)?);
+        if !(eps.is_finite() && eps >= 0.0) {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                what: format!("eps {eps} must be finite and >= 0"),
+            });
+        }
         let (ex, ew) = (self.entry(ix), self.entry(iw));
         if ew.shape.ndim() != 1 || ew.shape.numel() != ex.shape.last() {
             return Err(Error::ShapeMismatch {
@@ -74,12 +80,6 @@ impl Context {
                 what: "weight must be [C] for x [...,C]",
                 a: ex.shape,
                 b: ew.shape,
-            });
-        }
-        if !(eps.is_finite() && eps >= 0.0) {
-            return Err(Error::InvalidArgument {
-                op: OP,
-                what: format!("eps {eps} must be finite and >= 0"),
             });
         }
         let tracks = self.tracks(&[ix, iw]);

@@ -75,6 +75,12 @@ impl Context {
     pub fn rope(&mut self, x: Tensor, theta: f32, offset: usize) -> Result<Tensor> {
         const OP: &str = "rope";
         let ix = self.resolve(OP, x)?;
+        if !(theta.is_finite() && theta > 0.0) {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                what: format!("theta {theta} must be finite and > 0"),
+            });
+        }
         let ex = self.entry(ix);
         let dims = ex.shape.dims();
         if dims.len() != 4 || dims[3] % 2 != 0 {
@@ -84,12 +90,6 @@ impl Context {
                     "x {} must be [B, H, T, D] with an even head size D",
                     ex.shape
                 ),
-            });
-        }
-        if !(theta.is_finite() && theta > 0.0) {
-            return Err(Error::InvalidArgument {
-                op: OP,
-                what: format!("theta {theta} must be finite and > 0"),
             });
         }
         let t = dims[2];
