@@ -83,7 +83,7 @@ impl Context {
         }
         let ex = self.entry(ix);
         let dims = ex.shape.dims();
-        if dims.len() != 4 || dims[3] % 2 != 0 {
+        if dims.len() != 4 || !dims[3].is_multiple_of(2) {
             return Err(Error::BadShape {
                 op: OP,
                 what: format!(
