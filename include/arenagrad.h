@@ -1145,6 +1145,26 @@ ag_status ag_softmax(struct ag_context *ctx, struct ag_tensor x, bool causal, fl
 // divide C), OUT_OF_MEMORY.
 ag_status ag_attention(struct ag_context *ctx, struct ag_tensor qkv, size_t n_head, struct ag_tensor *out);
 
+// out = x sigmoid(x) (SiLU, swish): -0 where sigmoid(x) underflows, x at
+// +inf, no overflow for any input.
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// OUT_OF_MEMORY.
+ag_status ag_silu(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *out);
+
+// RMSNorm over the last axis: out = x / sqrt(mean(x^2) + eps) * w, with x
+// [..., C] and w [C] (Llama's: no mean subtraction, no bias).
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH
+// (w is not [C]), INVALID_ARGUMENT (eps NaN, infinite or negative), OUT_OF_MEMORY.
+ag_status ag_rmsnorm(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor w, float eps, struct ag_tensor *out);
+
+// Rotary position embeddings (Hugging Face's Llama pairing, element i with
+// i + D/2) of x [B, H, T, D]: the pair at time t turns by
+// (offset + t) * theta^(-2i/D), i < D/2, angles computed in double.
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH
+// (x is not 4-D, or D is odd), INVALID_ARGUMENT (theta not finite and > 0, or offset + T
+// past 2^32), OUT_OF_MEMORY.
+ag_status ag_rope(struct ag_context *ctx, struct ag_tensor x, float theta, size_t offset, struct ag_tensor *out);
+
 // Like ag_param_new, and names the parameter `name` (copied): UTF-8, 1 to
 // AG_MAX_PARAM_NAME bytes, not "__metadata__" (reserved by safetensors),
 // unique in the context. ag_param_new names its parameters "param.N",

@@ -851,9 +851,12 @@ fn targeted_cases(env: &Env) -> Vec<(&'static str, String)> {
         reshaped(&fx, fx.x, &[1, 2, 4]),
         reshaped(&fx, fx.w, &[1, 4, 3]),
     );
+    let heads = reshaped(&fx, fx.x, &[1, 1, 2, 4]);
     let mut loss = zero();
     ok(ag_mean(c, fx.h, &mut loss));
     ok(ag_set_arena_limit(c, 1));
+    let st = ag_rope(c, heads, 10000.0, 0, &mut out);
+    check("ag_rope", st, "OUT_OF_MEMORY", c);
     let st = ag_attention(c, qkv, 1, &mut out);
     check("ag_attention", st, "OUT_OF_MEMORY", c);
     let st = ag_bmm(c, a3, b3, false, false, &mut out);

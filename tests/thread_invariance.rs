@@ -230,6 +230,29 @@ const CASES: &[Case] = &[
         }
         out
     }),
+    // RMSNorm over 2048 rows of 256 (row tasks forward and for dx,
+    // column tasks for the weight), then SiLU: forward and backward.
+    ("rmsnorm and silu", || {
+        let (rows, c) = (2048, 256);
+        let mut rng = Rng(33);
+        let mut random = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.normal() as f32).collect() };
+        let mut ctx = Context::new();
+        let w = ctx.param(&[c], Some(&random(c))).unwrap();
+        let x = ctx.param(&[rows, c], Some(&random(rows * c))).unwrap();
+        let y = ctx.rmsnorm(x, w, 1e-6).unwrap();
+        let s = ctx.silu(y).unwrap();
+        let r = ctx.tensor(&[rows, c], &random(rows * c)).unwrap();
+        let sr = ctx.mul(s, r).unwrap();
+        let loss = ctx.sum(sr).unwrap();
+        let mut out = Bits {
+            losses: vec![ctx.item(loss).unwrap().to_bits()],
+            grads: vec![],
+            params: vec![],
+        };
+        ctx.backward(loss).unwrap();
+        out.grads = common::param_bits(&ctx, true);
+        out
+    }),
 ];
 
 #[test]

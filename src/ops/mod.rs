@@ -84,6 +84,7 @@ pub(crate) mod attention;
 pub(crate) mod dropout;
 pub(crate) mod elementwise;
 pub(crate) mod embedding;
+pub(crate) mod llama;
 pub(crate) mod loss;
 pub(crate) mod matmul;
 pub(crate) mod norm;
@@ -160,6 +161,8 @@ macro_rules! unary_fns {
                 "1 / (1 + e^-x).";
             Gelu, gelu, x, gelu_forward, gelu_backward::<false>, (-3.0, 3.0, false),
                 "GELU, tanh approximation (GPT-2's).";
+            Silu, silu, x, silu_forward, silu_backward, (-4.0, 4.0, false),
+                "SiLU (swish), x sigmoid(x): finite for every finite x, 0 at -inf, x at +inf.";
             Sqrt, sqrt, y, sqrt_forward, sqrt_backward, (0.5, 3.0, false),
                 "Square root (NaN below 0, as in IEEE; its gradient is infinite at 0).";
             Abs, abs, x, abs_forward, abs_backward, (-1.0, 1.0, true),
@@ -330,6 +333,16 @@ pub(crate) enum Op {
         b: u32,
         mean: Buf,
         rstd: Buf,
+    },
+    /// RMSNorm over the last axis (no bias); per-row 1/rms saved.
+    RmsNorm { x: u32, w: u32, eps: f32, rstd: Buf },
+    /// Rotary position embeddings of [B, H, T, D]; `table` holds the cos
+    /// and sin the forward computed.
+    Rope {
+        x: u32,
+        theta: f32,
+        offset: u32,
+        table: Buf,
     },
     /// softmax(scale * x) over the last axis, causally masked when asked
     /// (the mask leaves exact zeros, so only forward reads the flag).

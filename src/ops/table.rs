@@ -28,8 +28,8 @@
 //! must then state it, or the table does not build.
 
 use super::{
-    BackwardReads, BinaryFn, Op, attention, dropout, elementwise, embedding, loss, matmul, norm,
-    reduce, shape_ops,
+    BackwardReads, BinaryFn, Op, attention, dropout, elementwise, embedding, llama, loss, matmul,
+    norm, reduce, shape_ops,
 };
 use crate::context::Context;
 
@@ -132,6 +132,15 @@ macro_rules! op_table {
                 name "layernorm", inputs [x, w, b], reads (true, true),
                 forward norm::forward_layernorm([x, w, b], mean, rstd),
                 backward norm::backward_layernorm([x, w, b], mean, rstd);
+            RmsNorm { x, w, eps, rstd }:
+                name "rmsnorm", inputs [x, w], reads (true, true),
+                forward llama::rmsnorm::forward_rmsnorm(x, w, eps, rstd),
+                backward llama::rmsnorm::backward_rmsnorm(x, w, rstd);
+            // Backward reads only the forward's cos and sin table.
+            Rope { x, theta, offset, table }:
+                name "rope", inputs [x], reads (false, true),
+                forward llama::rope::forward_rope(x, theta, offset, table),
+                backward llama::rope::backward_rope(x, table);
             // The causal mask leaves exact zeros: only forward reads the flag.
             Softmax { x, scale, causal }:
                 name "softmax", inputs [x], reads (false, true),

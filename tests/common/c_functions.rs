@@ -806,6 +806,26 @@ c_functions! {
         c: AG_OP("1, (1, 2, 6), (1), (1), ag_attention(c, t[0], 2, out)"),
     }
 
+    // src/ffi/ops/llama.rs
+    ag_silu {
+        fuzz: SILU => unary,
+        null: call(ag_silu(n, p, &mut o)),
+        contract: call(ag_silu(ctx, t, o)),
+        c: AG_OP("1, (2, 3), (1), (1), ag_silu(c, t[0], out)"),
+    }
+    ag_rmsnorm {
+        fuzz: RMSNORM,
+        null: call(ag_rmsnorm(n, p, q, 1e-5, &mut o)),
+        contract: call(ag_rmsnorm(ctx, t, fx.b, if n == 0 { f32::NAN } else { 1e-5 }, o)),
+        c: AG_OP("2, (2, 3), (3), (1), ag_rmsnorm(c, t[0], t[1], 1e-5f, out)"),
+    }
+    ag_rope {
+        fuzz: ROPE,
+        null: call(ag_rope(n, p, 10000.0, 0, &mut o)),
+        contract: call(ag_rope(ctx, t, if n == 0 { f32::NAN } else { 10000.0 }, n, o)),
+        c: AG_OP("1, (1, 2, 3, 4), (1), (1), ag_rope(c, t[0], 10000.0f, 3, out)"),
+    }
+
     // src/ffi/params.rs
     ag_param_new_named {
         fuzz: PARAM_NEW_NAMED,

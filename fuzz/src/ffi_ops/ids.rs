@@ -193,6 +193,11 @@ ids! {
     /// ag_tokenizer_last_error of an open, closed, forged or NULL tokenizer.
     TOKENIZER_INFO = 0xB4;
 
+    // The Llama family's ops (ops/llama.rs), counting down from 0xBF.
+    SILU = 0xBF;
+    RMSNORM = 0xBE;
+    ROPE = 0xBD;
+
     // Stan's special functions (ops.rs).
     TRIGAMMA = 0xD0;
     LOG1M_EXP = 0xD1;

@@ -5,15 +5,17 @@
 //! must still run a fixed iteration exactly ([`FfiOps::finish`]).
 //!
 //! The calls, by API area: `tensors.rs` (parameters, tensors, reads and
-//! writes), `ops.rs`, `training.rs` (backward, iterations, optimizers,
-//! memory caps), `lifecycle.rs` (checkpoints, contexts), `model.rs` (named
-//! parameters, initialisers, safetensors, segments).
+//! writes), `ops.rs` (the Llama family's in `llama.rs`), `training.rs`
+//! (backward, iterations, optimizers, memory caps), `lifecycle.rs`
+//! (checkpoints, contexts), `model.rs` (named parameters, initialisers,
+//! safetensors, segments).
 
 mod args;
 mod capture;
 mod check;
 pub mod ids;
 mod lifecycle;
+mod llama;
 mod model;
 mod ops;
 mod tensors;
@@ -205,6 +207,8 @@ impl<'a> FfiOps<'a> {
             ids::LAYERNORM => self.layernorm(),
             ids::SOFTMAX => self.softmax(),
             ids::ATTENTION => self.attention(),
+            ids::RMSNORM => self.rmsnorm(),
+            ids::ROPE => self.rope(),
             ids::POW => self.pow(),
             ids::CLAMP => self.clamp_op(),
             ids::WHERE => self.where_op(),

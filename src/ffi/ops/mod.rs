@@ -26,10 +26,13 @@ mod norm;
 
 mod attention;
 
+mod llama;
+
 pub use attention::*;
 pub use dropout::*;
 pub use elementwise::*;
 pub use embedding::*;
+pub use llama::*;
 pub use loss::*;
 pub use matmul::*;
 pub use norm::*;

@@ -247,3 +247,36 @@ pub(crate) fn gelu_backward<const ASSIGN: bool>(dx: &mut [f32], dout: &[f32], x:
         }
     }
 }
+
+/// (sigmoid(x), 1 - sigmoid(x)) = (sigmoid(x), sigmoid(-x)) from one
+/// e^-|x|, which never overflows; each side keeps its relative accuracy
+/// (1 - s computed by subtraction would lose it for large x).
+#[inline(always)]
+fn sigmoid_pair(x: f32) -> (f32, f32) {
+    let e = (-x.abs()).exp();
+    let (big, small) = (1.0 / (1.0 + e), e / (1.0 + e));
+    if x < 0.0 { (small, big) } else { (big, small) }
+}
+
+/// y = x sigmoid(x). x, y: `[N]`. Where sigmoid(x) underflows to 0 (x below
+/// about -104, and -inf) y is -0, the limit, instead of -inf * 0 = NaN.
+pub(super) fn silu_forward(y: &mut [f32], x: &[f32]) {
+    for (y, &x) in y.iter_mut().zip(x) {
+        let (s, _) = sigmoid_pair(x);
+        *y = if s == 0.0 { -0.0 } else { x * s };
+    }
+}
+
+/// dx += dout * s (1 + x (1 - s)), s = sigmoid(x); at x = +-inf the limits
+/// 1 and 0 (the formula would give inf * 0 there).
+pub(super) fn silu_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
+    for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
+        let local = if x.is_infinite() {
+            if x > 0.0 { 1.0 } else { 0.0 }
+        } else {
+            let (s, one_minus_s) = sigmoid_pair(x);
+            s * (1.0 + x * one_minus_s)
+        };
+        *d += g * local;
+    }
+}
