@@ -81,6 +81,7 @@
 //! dispatch, with the same values.
 
 pub(crate) mod attention;
+pub(crate) mod conv;
 pub(crate) mod dropout;
 pub(crate) mod elementwise;
 pub(crate) mod embedding;
@@ -326,6 +327,30 @@ pub(crate) enum Op {
     /// Fused causal self-attention over packed qkv; `probs` holds the
     /// attention probabilities followed by the backward pass's scratch.
     Attention { qkv: u32, n_head: u32, probs: Buf },
+    /// Convolution (2-D, or 1-D with H = 1) through im2col; `col` holds one
+    /// image's columns per task, rewritten by backward.
+    Conv2d {
+        x: u32,
+        w: u32,
+        bias: Option<u32>,
+        geom: conv::ConvGeom,
+        col: Buf,
+    },
+    /// Max pooling; `argmax` holds each window's first maximum as its
+    /// row-major offset in the window.
+    MaxPool2d {
+        x: u32,
+        geom: conv::PoolGeom,
+        argmax: Buf,
+    },
+    /// Average pooling.
+    AvgPool2d {
+        x: u32,
+        geom: conv::PoolGeom,
+        count_include_pad: bool,
+    },
+    /// Mean over each image plane, [N, C, H, W] -> [N, C].
+    GlobalAvgPool2d { x: u32 },
 }
 
 /// The input ids of one op, inline.
