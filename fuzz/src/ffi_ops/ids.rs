@@ -176,6 +176,19 @@ ids! {
     /// from the input (or a NULL pointer); the count goes back to the
     /// default at the end.
     THREADS = 0xA0;
+
+    // Convolution and pooling (ops.rs).
+    /// ag_conv2d of x, w and a bias handle (or none) with the stride,
+    /// padding, dilation and groups from the input (some negative or 0).
+    CONV2D = 0xC0;
+    /// ag_conv1d, as CONV2D.
+    CONV1D = 0xC1;
+    /// ag_max_pool2d with kernel, stride, padding and ceil mode from the
+    /// input.
+    MAX_POOL2D = 0xC2;
+    /// ag_avg_pool2d, as MAX_POOL2D, with count_include_pad.
+    AVG_POOL2D = 0xC3;
+    GLOBAL_AVG_POOL2D = 0xC4;
 }
 
 /// The ids a byte that is no id maps onto, in the order [`ALL`] had when

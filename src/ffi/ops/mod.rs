@@ -26,7 +26,10 @@ mod norm;
 
 mod attention;
 
+mod conv;
+
 pub use attention::*;
+pub use conv::*;
 pub use dropout::*;
 pub use elementwise::*;
 pub use embedding::*;

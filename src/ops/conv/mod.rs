@@ -27,7 +27,7 @@ use crate::shape::Shape;
 
 /// Largest stride, padding, dilation, group count or kernel side an op
 /// records: the record holds them as `u16` to stay small.
-pub const MAX_CONV_PARAM: usize = u16::MAX as usize;
+pub(crate) const MAX_CONV_PARAM: usize = u16::MAX as usize;
 
 /// Most taps of a max-pooling window: the window offset of each maximum is
 /// saved as an f32, exact up to 2^24.
