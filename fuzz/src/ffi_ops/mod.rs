@@ -321,7 +321,7 @@ impl<'a> FfiOps<'a> {
 
 /// Convolution and pooling: every scalar comes from [`Bytes::axis`], so
 /// small sizes, zero, negatives and extremes all occur.
-impl FfiOps {
+impl FfiOps<'_> {
     fn conv(&mut self, two_d: bool) {
         let t = self.target();
         let (x, w, bias) = (self.handle(), self.handle(), self.handle());
