@@ -435,3 +435,39 @@ fn pool_bad_arguments_are_errors_naming_the_op() {
         })
     ));
 }
+
+/// Speed (measured, not asserted): forward and backward of a 32 -> 64,
+/// 3x3, padding 1 convolution on [128, 32, 14, 14]. Run with
+/// `cargo test --release --lib conv_speed -- --ignored --nocapture`
+/// (the thread count from `AG_NUM_THREADS`, as everywhere).
+#[test]
+#[ignore]
+fn conv_speed() {
+    let mut rng = Lcg(9);
+    let (xs, ws) = ([128, 32, 14, 14], [64, 32, 3, 3]);
+    let mut c = Context::new();
+    let x = c
+        .param(&xs, Some(&random(&mut rng, xs.iter().product())))
+        .unwrap();
+    let w = c
+        .param(&ws, Some(&random(&mut rng, ws.iter().product())))
+        .unwrap();
+    let b = c.param(&[64], Some(&random(&mut rng, 64))).unwrap();
+    let mut times = Vec::new();
+    for _ in 0..6 {
+        c.reset();
+        let t0 = std::time::Instant::now();
+        let y = c.conv2d(x, w, Some(b), opts(1, 1, 1, 1)).unwrap();
+        let s = c.sum(y).unwrap();
+        c.backward(s).unwrap();
+        times.push(t0.elapsed().as_secs_f64() * 1e3);
+        c.zero_grad();
+    }
+    times.sort_by(f64::total_cmp);
+    println!(
+        "conv2d [128,32,14,14] 32->64 3x3 pad 1, forward+backward: median {:.1} ms, best {:.1} ms ({} threads)",
+        times[times.len() / 2],
+        times[0],
+        crate::thread_info().threads
+    );
+}
