@@ -147,6 +147,8 @@ impl Context {
     /// 1-D convolution (PyTorch's `conv1d`). x: `[N, C_in, L]`, weight:
     /// `[C_out, C_in / groups, k]`, bias: `[C_out]` or None ->
     /// `[N, C_out, L_out]`. Runs as [`conv2d`](Self::conv2d) with H = 1.
+    /// The arguments are PyTorch's, in its order.
+    #[allow(clippy::too_many_arguments)]
     pub fn conv1d(
         &mut self,
         x: Tensor,
