@@ -236,6 +236,24 @@ unary_fns!(define_unary_fn);
 /// record, so a concat never allocates for its inputs.
 pub const MAX_CONCAT: usize = 8;
 
+/// Stride, padding, dilation and groups of a convolution, as recorded.
+/// Index 0 is the height axis, 1 the width axis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ConvGeom {
+    pub stride: [u16; 2],
+    pub pad: [u16; 2],
+    pub dilation: [u16; 2],
+    pub groups: u16,
+}
+
+/// Kernel, stride and padding of a pooling window, as recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PoolGeom {
+    pub kernel: [u16; 2],
+    pub stride: [u16; 2],
+    pub pad: [u16; 2],
+}
+
 /// Most inputs any op reads (concat; linear with a bias and layernorm read
 /// three). [`Inputs`] is only ever a return value, never stored in the tape.
 pub const MAX_INPUTS: usize = MAX_CONCAT;
@@ -333,20 +351,16 @@ pub(crate) enum Op {
         x: u32,
         w: u32,
         bias: Option<u32>,
-        geom: conv::ConvGeom,
+        geom: ConvGeom,
         col: Buf,
     },
     /// Max pooling; `argmax` holds each window's first maximum as its
     /// row-major offset in the window.
-    MaxPool2d {
-        x: u32,
-        geom: conv::PoolGeom,
-        argmax: Buf,
-    },
+    MaxPool2d { x: u32, geom: PoolGeom, argmax: Buf },
     /// Average pooling.
     AvgPool2d {
         x: u32,
-        geom: conv::PoolGeom,
+        geom: PoolGeom,
         count_include_pad: bool,
     },
     /// Mean over each image plane, [N, C, H, W] -> [N, C].

@@ -23,6 +23,7 @@ pub(crate) use pool::{
 use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
 use crate::ops::Op;
+pub(crate) use crate::ops::{ConvGeom, PoolGeom};
 use crate::shape::Shape;
 
 /// Largest stride, padding, dilation, group count or kernel side an op
@@ -32,24 +33,6 @@ pub(crate) const MAX_CONV_PARAM: usize = u16::MAX as usize;
 /// Most taps of a max-pooling window: the window offset of each maximum is
 /// saved as an f32, exact up to 2^24.
 const MAX_WINDOW: usize = 1 << 24;
-
-/// Stride, padding, dilation and groups of a convolution, as recorded.
-/// Index 0 is the height axis, 1 the width axis.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct ConvGeom {
-    pub stride: [u16; 2],
-    pub pad: [u16; 2],
-    pub dilation: [u16; 2],
-    pub groups: u16,
-}
-
-/// Kernel, stride and padding of a pooling window, as recorded.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct PoolGeom {
-    pub kernel: [u16; 2],
-    pub stride: [u16; 2],
-    pub pad: [u16; 2],
-}
 
 /// Options of [`Context::conv2d`]: PyTorch's `nn.Conv2d` arguments (the
 /// padding is symmetric; index 0 is the height axis, 1 the width axis).
