@@ -1145,6 +1145,51 @@ ag_status ag_softmax(struct ag_context *ctx, struct ag_tensor x, bool causal, fl
 // divide C), OUT_OF_MEMORY.
 ag_status ag_attention(struct ag_context *ctx, struct ag_tensor qkv, size_t n_head, struct ag_tensor *out);
 
+// 2-D convolution (cross-correlation, as PyTorch's conv2d): x [N, C_in,
+// H, W], w [C_out, C_in / groups, kH, kW], bias [C_out] (NULL for none) ->
+// [N, C_out, H_out, W_out], H_out = (H + 2 pad_h - dil_h (kH - 1) - 1) /
+// stride_h + 1. Padding is symmetric (zeros).
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE (any of
+// x, w, *bias), SHAPE_MISMATCH (x or w not 4-D, channels not divisible by
+// groups, w's dim 1 not C_in / groups, bias not [C_out], dilated kernel
+// larger than the padded input), INVALID_ARGUMENT (a negative value, a
+// zero stride, dilation or groups, a value above 65535), OUT_OF_MEMORY.
+ag_status ag_conv2d(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor w, const struct ag_tensor *bias, int32_t stride_h, int32_t stride_w, int32_t pad_h, int32_t pad_w, int32_t dil_h, int32_t dil_w, int32_t groups, struct ag_tensor *out);
+
+// 1-D convolution (PyTorch's conv1d): x [N, C_in, L], w [C_out, C_in /
+// groups, k], bias [C_out] (NULL for none) -> [N, C_out, L_out].
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE (any of
+// x, w, *bias), SHAPE_MISMATCH (x or w not 3-D, channels not divisible by
+// groups, w's dim 1 not C_in / groups, bias not [C_out], dilated kernel
+// longer than the padded input), INVALID_ARGUMENT (a negative value, a
+// zero stride, dilation or groups, a value above 65535), OUT_OF_MEMORY.
+ag_status ag_conv1d(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor w, const struct ag_tensor *bias, int32_t stride, int32_t pad, int32_t dil, int32_t groups, struct ag_tensor *out);
+
+// 2-D max pooling (PyTorch's max_pool2d, dilation 1): x [N, C, H, W] ->
+// [N, C, H_out, W_out]; padding counts as -inf; with `ceil_mode` the
+// output size rounds up, but a last window starting past the left
+// padding plus the input is dropped. A window's gradient goes to its
+// first maximum in row-major order.
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// SHAPE_MISMATCH (x not 4-D, kernel larger than the padded input),
+// INVALID_ARGUMENT (a negative value, a zero kernel side or stride,
+// padding above half the kernel, a value above 65535), OUT_OF_MEMORY.
+ag_status ag_max_pool2d(struct ag_context *ctx, struct ag_tensor x, int32_t kernel_h, int32_t kernel_w, int32_t stride_h, int32_t stride_w, int32_t pad_h, int32_t pad_w, bool ceil_mode, struct ag_tensor *out);
+
+// 2-D average pooling (PyTorch's avg_pool2d): as ag_max_pool2d's windows;
+// each is divided by its size up to the padding's edge with
+// `count_include_pad`, else by the input elements it covers.
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// SHAPE_MISMATCH (x not 4-D, kernel larger than the padded input),
+// INVALID_ARGUMENT (a negative value, a zero kernel side or stride,
+// padding above half the kernel, a value above 65535), OUT_OF_MEMORY.
+ag_status ag_avg_pool2d(struct ag_context *ctx, struct ag_tensor x, int32_t kernel_h, int32_t kernel_w, int32_t stride_h, int32_t stride_w, int32_t pad_h, int32_t pad_w, bool ceil_mode, bool count_include_pad, struct ag_tensor *out);
+
+// Mean over each image plane: x [N, C, H, W] -> [N, C].
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// SHAPE_MISMATCH (x not 4-D), OUT_OF_MEMORY.
+ag_status ag_global_avg_pool2d(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *out);
+
 // out = x sigmoid(x) (SiLU, swish): -0 where sigmoid(x) underflows, x at
 // +inf, no overflow for any input.
 // Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,

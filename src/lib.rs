@@ -116,6 +116,7 @@ pub use context::{Context, MemoryStats, Step, Tensor};
 pub use error::{Error, Result, StepProblem};
 pub use grad_ready::{GradEvent, GradReadyFn};
 pub use init::Init;
+pub use ops::conv::{Conv2dOptions, Pool2dOptions};
 pub use ops::norm::LAYERNORM_EPS;
 pub use optim::OptimizerKind;
 pub use params::MAX_PARAM_NAME_BYTES;

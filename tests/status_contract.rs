@@ -880,6 +880,82 @@ fn targeted_cases(env: &Env) -> Vec<(&'static str, String)> {
     ok(ag_set_arena_limit(c, 0));
     ok(ag_segment_end(c, y));
 
+    // Convolution and pooling: bad configurations on valid shapes, wrong
+    // shapes, and the arena cap.
+    let fx = Fx::new();
+    let c = fx.ctx;
+    let img = filled(&fx, &[1, 2, 5, 5], 0.5);
+    let seq = filled(&fx, &[1, 2, 5], 0.5);
+    let w4 = filled(&fx, &[3, 2, 3, 3], 0.1);
+    let w3 = filled(&fx, &[3, 2, 3], 0.1);
+    let conv2 = |x, w, s: i32, g: i32, o: &mut ag_tensor| {
+        ag_conv2d(c, x, w, null(), s, s, 0, 0, 1, 1, g, o)
+    };
+    let conv1 = |x, w, s: i32, g: i32, o: &mut ag_tensor| ag_conv1d(c, x, w, null(), s, 0, 1, g, o);
+    check(
+        "ag_conv2d",
+        conv2(img, w4, 0, 1, &mut out),
+        "INVALID_ARGUMENT",
+        c,
+    );
+    check(
+        "ag_conv2d",
+        conv2(img, w4, 1, 2, &mut out),
+        "SHAPE_MISMATCH",
+        c,
+    );
+    check(
+        "ag_conv1d",
+        conv1(seq, w3, -1, 1, &mut out),
+        "INVALID_ARGUMENT",
+        c,
+    );
+    check(
+        "ag_conv1d",
+        conv1(img, w4, 1, 1, &mut out),
+        "SHAPE_MISMATCH",
+        c,
+    );
+    for (s, p, want) in [(0, 0, "INVALID_ARGUMENT"), (1, 2, "INVALID_ARGUMENT")] {
+        let st = ag_max_pool2d(c, img, 3, 3, s, s, p, p, false, &mut out);
+        check("ag_max_pool2d", st, want, c);
+        let st = ag_avg_pool2d(c, img, 3, 3, s, s, p, p, false, true, &mut out);
+        check("ag_avg_pool2d", st, want, c);
+    }
+    let st = ag_max_pool2d(c, seq, 2, 2, 1, 1, 0, 0, false, &mut out);
+    check("ag_max_pool2d", st, "SHAPE_MISMATCH", c);
+    let st = ag_avg_pool2d(c, img, 6, 6, 1, 1, 0, 0, false, true, &mut out);
+    check("ag_avg_pool2d", st, "SHAPE_MISMATCH", c);
+    check(
+        "ag_global_avg_pool2d",
+        ag_global_avg_pool2d(c, seq, &mut out),
+        "SHAPE_MISMATCH",
+        c,
+    );
+    ok(ag_set_arena_limit(c, 1));
+    check(
+        "ag_conv2d",
+        conv2(img, w4, 1, 1, &mut out),
+        "OUT_OF_MEMORY",
+        c,
+    );
+    check(
+        "ag_conv1d",
+        conv1(seq, w3, 1, 1, &mut out),
+        "OUT_OF_MEMORY",
+        c,
+    );
+    let st = ag_max_pool2d(c, img, 2, 2, 2, 2, 0, 0, false, &mut out);
+    check("ag_max_pool2d", st, "OUT_OF_MEMORY", c);
+    let st = ag_avg_pool2d(c, img, 2, 2, 2, 2, 0, 0, false, true, &mut out);
+    check("ag_avg_pool2d", st, "OUT_OF_MEMORY", c);
+    check(
+        "ag_global_avg_pool2d",
+        ag_global_avg_pool2d(c, img, &mut out),
+        "OUT_OF_MEMORY",
+        c,
+    );
+
     // Backward twice in one iteration; the gradient of a constant.
     let fx = Fx::new();
     let c = fx.ctx;

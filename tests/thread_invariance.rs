@@ -253,6 +253,43 @@ const CASES: &[Case] = &[
         out.grads = common::param_bits(&ctx, true);
         out
     }),
+    // A 3x3 convolution with bias over 16 images (cut into image tasks,
+    // products tiled), then max pooling: x, weight and bias gradients.
+    ("conv2d and max pooling", || {
+        let mut rng = Rng(33);
+        let mut random = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.normal() as f32).collect() };
+        let mut ctx = Context::new();
+        let x = ctx
+            .param(&[16, 16, 14, 14], Some(&random(16 * 16 * 196)))
+            .unwrap();
+        let w = ctx
+            .param(&[32, 16, 3, 3], Some(&random(32 * 16 * 9)))
+            .unwrap();
+        let b = ctx.param(&[32], Some(&random(32))).unwrap();
+        let opts = arenagrad::Conv2dOptions {
+            padding: [1, 1],
+            ..Default::default()
+        };
+        let y = ctx.conv2d(x, w, Some(b), opts).unwrap();
+        let pool = arenagrad::Pool2dOptions {
+            kernel: [2, 2],
+            stride: [2, 2],
+            padding: [0, 0],
+            ceil_mode: false,
+        };
+        let p = ctx.max_pool2d(y, pool).unwrap();
+        let weights = random(ctx.numel(p).unwrap());
+        let wt = ctx.tensor(ctx.shape(p).unwrap().dims(), &weights).unwrap();
+        let wp = ctx.mul(p, wt).unwrap();
+        let loss = ctx.sum(wp).unwrap();
+        let losses = vec![ctx.item(loss).unwrap().to_bits()];
+        ctx.backward(loss).unwrap();
+        Bits {
+            losses,
+            grads: common::param_bits(&ctx, true),
+            params: vec![],
+        }
+    }),
 ];
 
 #[test]

@@ -81,6 +81,7 @@
 //! dispatch, with the same values.
 
 pub(crate) mod attention;
+pub(crate) mod conv;
 pub(crate) mod dropout;
 pub(crate) mod elementwise;
 pub(crate) mod embedding;
@@ -249,6 +250,24 @@ unary_fns!(define_unary_fn);
 /// record, so a concat never allocates for its inputs.
 pub const MAX_CONCAT: usize = 8;
 
+/// Stride, padding, dilation and groups of a convolution, as recorded.
+/// Index 0 is the height axis, 1 the width axis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ConvGeom {
+    pub stride: [u16; 2],
+    pub pad: [u16; 2],
+    pub dilation: [u16; 2],
+    pub groups: u16,
+}
+
+/// Kernel, stride and padding of a pooling window, as recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PoolGeom {
+    pub kernel: [u16; 2],
+    pub stride: [u16; 2],
+    pub pad: [u16; 2],
+}
+
 /// Most inputs any op reads (concat; linear with a bias and layernorm read
 /// three). [`Inputs`] is only ever a return value, never stored in the tape.
 pub const MAX_INPUTS: usize = MAX_CONCAT;
@@ -350,6 +369,26 @@ pub(crate) enum Op {
     /// Fused causal self-attention over packed qkv; `probs` holds the
     /// attention probabilities followed by the backward pass's scratch.
     Attention { qkv: u32, n_head: u32, probs: Buf },
+    /// Convolution (2-D, or 1-D with H = 1) through im2col; `col` holds one
+    /// image's columns per task, rewritten by backward.
+    Conv2d {
+        x: u32,
+        w: u32,
+        bias: Option<u32>,
+        geom: ConvGeom,
+        col: Buf,
+    },
+    /// Max pooling; `argmax` holds each window's first maximum as its
+    /// row-major offset in the window.
+    MaxPool2d { x: u32, geom: PoolGeom, argmax: Buf },
+    /// Average pooling.
+    AvgPool2d {
+        x: u32,
+        geom: PoolGeom,
+        count_include_pad: bool,
+    },
+    /// Mean over each image plane, [N, C, H, W] -> [N, C].
+    GlobalAvgPool2d { x: u32 },
 }
 
 /// The input ids of one op, inline.

@@ -28,8 +28,8 @@
 //! must then state it, or the table does not build.
 
 use super::{
-    BackwardReads, BinaryFn, Op, attention, dropout, elementwise, embedding, llama, loss, matmul,
-    norm, reduce, shape_ops,
+    BackwardReads, BinaryFn, Op, attention, conv, dropout, elementwise, embedding, llama, loss,
+    matmul, norm, reduce, shape_ops,
 };
 use crate::context::Context;
 
@@ -150,6 +150,23 @@ macro_rules! op_table {
                 name "attention", inputs [qkv], reads (true, true),
                 forward attention::forward_attention(qkv, n_head as usize, probs),
                 backward attention::backward_attention(qkv, n_head as usize, probs);
+            // Backward unfolds x again into `col`: nothing saved is read.
+            Conv2d { x, w, bias, geom, col }:
+                name "conv2d", inputs ([x, w], bias), reads (true, false),
+                forward conv::forward_conv2d(x, w, bias, geom, col),
+                backward conv::backward_conv2d(x, w, bias, geom, col);
+            MaxPool2d { x, geom, argmax }:
+                name "max_pool2d", inputs [x], reads (false, true),
+                forward conv::forward_max_pool2d(x, geom, argmax),
+                backward conv::backward_max_pool2d(x, geom, argmax);
+            AvgPool2d { x, geom, count_include_pad }:
+                name "avg_pool2d", inputs [x], reads (false, false),
+                forward conv::forward_avg_pool2d(x, geom, count_include_pad),
+                backward conv::backward_avg_pool2d(x, geom, count_include_pad);
+            GlobalAvgPool2d { x }:
+                name "global_avg_pool2d", inputs [x], reads (false, false),
+                forward conv::forward_global_avg_pool2d(x),
+                backward conv::backward_global_avg_pool2d(x);
         }
     };
 }

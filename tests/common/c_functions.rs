@@ -826,6 +826,61 @@ c_functions! {
         c: AG_OP("1, (1, 2, 3, 4), (1), (1), ag_rope(c, t[0], 10000.0f, 3, out)"),
     }
 
+    // src/ffi/ops/conv.rs
+    ag_conv2d {
+        fuzz: CONV2D,
+        null: call(ag_conv2d(n, p, q, null(), 1, 1, 0, 0, 1, 1, 1, &mut o)),
+        contract: call(ag_conv2d(
+            ctx,
+            t,
+            if a.handle == 8 { u } else { fx.w },
+            if a.null { null() } else { &fx.b },
+            n as i32,
+            1,
+            0,
+            0,
+            1,
+            1,
+            1,
+            o,
+        )),
+        c: AG_OP("3, (1, 2, 5, 5), (3, 2, 3, 3), (3), ag_conv2d(c, t[0], t[1], &t[2], 2, 1, 1, 1, 1, 1, 1, out)"),
+    }
+    ag_conv1d {
+        fuzz: CONV1D,
+        null: call(ag_conv1d(n, p, q, null(), 1, 0, 1, 1, &mut o)),
+        contract: call(ag_conv1d(
+            ctx,
+            t,
+            if a.handle == 8 { u } else { fx.w },
+            if a.null { null() } else { &fx.b },
+            n as i32,
+            0,
+            1,
+            1,
+            o,
+        )),
+        c: AG_OP("3, (1, 2, 7), (4, 1, 3), (4), ag_conv1d(c, t[0], t[1], &t[2], 1, 1, 2, 2, out)"),
+    }
+    ag_max_pool2d {
+        fuzz: MAX_POOL2D,
+        null: call(ag_max_pool2d(n, p, 2, 2, 2, 2, 0, 0, false, &mut o)),
+        contract: call(ag_max_pool2d(ctx, t, 2, 2, n as i32, 1, 0, 0, a.null, o)),
+        c: AG_OP("1, (1, 2, 5, 5), (1), (1), ag_max_pool2d(c, t[0], 3, 3, 2, 2, 1, 1, true, out)"),
+    }
+    ag_avg_pool2d {
+        fuzz: AVG_POOL2D,
+        null: call(ag_avg_pool2d(n, p, 2, 2, 2, 2, 0, 0, false, true, &mut o)),
+        contract: call(ag_avg_pool2d(ctx, t, 2, 2, n as i32, 1, 0, 0, a.null, true, o)),
+        c: AG_OP("1, (1, 2, 5, 5), (1), (1), ag_avg_pool2d(c, t[0], 3, 3, 2, 2, 1, 1, true, false, out)"),
+    }
+    ag_global_avg_pool2d {
+        fuzz: GLOBAL_AVG_POOL2D => unary,
+        null: call(ag_global_avg_pool2d(n, p, &mut o)),
+        contract: call(ag_global_avg_pool2d(ctx, t, o)),
+        c: AG_OP("1, (2, 3, 2, 2), (1), (1), ag_global_avg_pool2d(c, t[0], out)"),
+    }
+
     // src/ffi/params.rs
     ag_param_new_named {
         fuzz: PARAM_NEW_NAMED,

@@ -198,6 +198,19 @@ ids! {
     RMSNORM = 0xBE;
     ROPE = 0xBD;
 
+    // Convolution and pooling (ops.rs).
+    /// ag_conv2d of x, w and a bias handle (or none) with the stride,
+    /// padding, dilation and groups from the input (some negative or 0).
+    CONV2D = 0xC0;
+    /// ag_conv1d, as CONV2D.
+    CONV1D = 0xC1;
+    /// ag_max_pool2d with kernel, stride, padding and ceil mode from the
+    /// input.
+    MAX_POOL2D = 0xC2;
+    /// ag_avg_pool2d, as MAX_POOL2D, with count_include_pad.
+    AVG_POOL2D = 0xC3;
+    GLOBAL_AVG_POOL2D = 0xC4;
+
     // Stan's special functions (ops.rs).
     TRIGAMMA = 0xD0;
     LOG1M_EXP = 0xD1;

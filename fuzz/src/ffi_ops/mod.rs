@@ -251,6 +251,11 @@ impl<'a> FfiOps<'a> {
             ids::FORGED_CONTEXT => self.forged_context(),
             ids::RUNTIME_INFO => self.runtime_info(),
             ids::THREADS => self.threads(),
+
+            ids::CONV2D => self.conv(true),
+            ids::CONV1D => self.conv(false),
+            ids::MAX_POOL2D => self.pool(true),
+            ids::AVG_POOL2D => self.pool(false),
             ids::GRAD_READY => self.grad_ready(),
             ids::OPTIMIZER_SHARD => self.optimizer_shard(),
             ids::PARAMS_COPY => self.params_copy(),
@@ -329,5 +334,57 @@ impl<'a> FfiOps<'a> {
             self.ctx[i] = null_mut();
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Convolution and pooling: every scalar comes from [`Bytes::axis`], so
+/// small sizes, zero, negatives and extremes all occur.
+impl FfiOps<'_> {
+    fn conv(&mut self, two_d: bool) {
+        let t = self.target();
+        let (x, w, bias) = (self.handle(), self.handle(), self.handle());
+        let with_bias = self.input.bool();
+        let mut v = [0i32; 7];
+        v.iter_mut().for_each(|s| *s = self.input.axis());
+        let b: *const ag_tensor = if with_bias { &bias } else { std::ptr::null() };
+        let inputs: &[ag_tensor] = if with_bias { &[x, w, bias] } else { &[x, w] };
+        if two_d {
+            self.op("ag_conv2d", t, inputs, |c, o| {
+                ag_conv2d(c, x, w, b, v[0], v[1], v[2], v[3], v[4], v[5], v[6], o)
+            });
+        } else {
+            self.op("ag_conv1d", t, inputs, |c, o| {
+                ag_conv1d(c, x, w, b, v[0], v[1], v[2], v[3], o)
+            });
+        }
+    }
+
+    fn pool(&mut self, max: bool) {
+        let t = self.target();
+        let x = self.handle();
+        let mut v = [0i32; 6];
+        v.iter_mut().for_each(|s| *s = self.input.axis());
+        let (ceil_mode, include_pad) = (self.input.bool(), self.input.bool());
+        if max {
+            self.op("ag_max_pool2d", t, &[x], |c, o| {
+                ag_max_pool2d(c, x, v[0], v[1], v[2], v[3], v[4], v[5], ceil_mode, o)
+            });
+        } else {
+            self.op("ag_avg_pool2d", t, &[x], |c, o| {
+                ag_avg_pool2d(
+                    c,
+                    x,
+                    v[0],
+                    v[1],
+                    v[2],
+                    v[3],
+                    v[4],
+                    v[5],
+                    ceil_mode,
+                    include_pad,
+                    o,
+                )
+            });
+        }
     }
 }

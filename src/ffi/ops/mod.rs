@@ -26,9 +26,11 @@ mod norm;
 
 mod attention;
 
+mod conv;
 mod llama;
 
 pub use attention::*;
+pub use conv::*;
 pub use dropout::*;
 pub use elementwise::*;
 pub use embedding::*;

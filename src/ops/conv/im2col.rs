@@ -1,0 +1,321 @@
+//! Convolution through the GEMM: im2col, the products, col2im.
+//!
+//! The images of a batch are cut into a fixed number of tasks, decided by
+//! the shape alone (see [`image_tasks`]); each task unfolds its images into
+//! its own part of the column buffer. Every image's values come from the
+//! same kernel calls whichever thread runs them, and the weight and bias
+//! gradients add images in order on one thread, so the bits do not depend
+//! on the thread count.
+
+use super::{ConvGeom, nchw};
+use crate::arena::Buf;
+use crate::blas::{Gemm, sgemm_on};
+use crate::context::Context;
+use crate::kernels::fastmath;
+use crate::pool::{self, Pool};
+
+/// Most image tasks a convolution is cut into: each holds its own columns.
+const MAX_IMAGE_TASKS: usize = 8;
+
+/// Everything the kernels need about one convolution.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Dims {
+    pub n: usize,
+    pub c: usize,
+    pub h: usize,
+    pub w: usize,
+    pub c_out: usize,
+    pub kh: usize,
+    pub kw: usize,
+    pub ho: usize,
+    pub wo: usize,
+    pub groups: usize,
+    pub stride: [usize; 2],
+    pub pad: [usize; 2],
+    pub dilation: [usize; 2],
+}
+
+impl Dims {
+    fn new(ctx: &Context, x: u32, w: u32, out: u32, g: ConvGeom) -> Dims {
+        let [n, c, h, wd] = nchw(ctx.entry(x).shape);
+        let [c_out, _, kh, kw] = nchw(ctx.entry(w).shape);
+        let [_, _, ho, wo] = nchw(ctx.entry(out).shape);
+        let u = |v: [u16; 2]| [v[0] as usize, v[1] as usize];
+        Dims {
+            n,
+            c,
+            h,
+            w: wd,
+            c_out,
+            kh,
+            kw,
+            ho,
+            wo,
+            groups: g.groups as usize,
+            stride: u(g.stride),
+            pad: u(g.pad),
+            dilation: u(g.dilation),
+        }
+    }
+    /// Rows of one image's columns (all groups).
+    fn k_all(&self) -> usize {
+        self.c * self.kh * self.kw
+    }
+    /// Rows of one group's columns: the GEMM's inner dimension.
+    fn k_group(&self) -> usize {
+        self.k_all() / self.groups
+    }
+    /// Output pixels per image.
+    fn l(&self) -> usize {
+        self.ho * self.wo
+    }
+    fn cout_group(&self) -> usize {
+        self.c_out / self.groups
+    }
+    fn image_in(&self) -> usize {
+        self.c * self.h * self.w
+    }
+    fn image_out(&self) -> usize {
+        self.c_out * self.l()
+    }
+    /// Multiply-adds of one image's forward products.
+    fn macs_per_image(&self) -> usize {
+        self.c_out * self.l() * self.k_group()
+    }
+    /// The product of group `g` of one image: W_g [C_out/G, K] @ col_g [K, L].
+    fn forward_gemm(&self) -> Gemm {
+        Gemm::dense(false, false, self.cout_group(), self.l(), self.k_group())
+    }
+}
+
+/// How many image tasks a convolution of `n` images, each `macs` multiply-
+/// adds, is cut into: a shape-only rule (see the module comment).
+pub(crate) fn image_tasks(n: usize, macs: usize) -> usize {
+    if Context::worth_two_threads(n.saturating_mul(macs)) {
+        n.min(MAX_IMAGE_TASKS)
+    } else {
+        1
+    }
+}
+
+/// The column buffer's length: one image's columns per task.
+pub(crate) fn col_len(n: usize, k_all: usize, l: usize, macs: usize) -> Option<usize> {
+    k_all.checked_mul(l)?.checked_mul(image_tasks(n, macs))
+}
+
+/// Unfolds one image `x` (`[C, H, W]`) into `col` (`[C kH kW, H_out W_out]`):
+/// row (c, i, j) holds the input pixel under kernel tap (i, j) of channel c
+/// for each output pixel, 0 where the tap falls in the padding.
+fn im2col(d: &Dims, x: &[f32], col: &mut [f32]) {
+    let l = d.l();
+    let mut rows = col.chunks_exact_mut(l);
+    for plane in x.chunks_exact(d.h * d.w) {
+        for i in 0..d.kh {
+            for j in 0..d.kw {
+                let row = rows.next().expect("col holds C kH kW rows");
+                let (di, dj) = (i * d.dilation[0], j * d.dilation[1]);
+                for (oh, out) in row.chunks_exact_mut(d.wo).enumerate() {
+                    let ih = (oh * d.stride[0] + di).wrapping_sub(d.pad[0]);
+                    if ih >= d.h {
+                        out.fill(0.0);
+                        continue;
+                    }
+                    let src = &plane[ih * d.w..][..d.w];
+                    for (ow, o) in out.iter_mut().enumerate() {
+                        let iw = (ow * d.stride[1] + dj).wrapping_sub(d.pad[1]);
+                        *o = if iw < d.w { src[iw] } else { 0.0 };
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The adjoint of [`im2col`]: adds each column entry into the input pixel
+/// it was read from (`dx`: `[C, H, W]`), in a fixed order.
+fn col2im(d: &Dims, col: &[f32], dx: &mut [f32]) {
+    let l = d.l();
+    let mut rows = col.chunks_exact(l);
+    for plane in dx.chunks_exact_mut(d.h * d.w) {
+        for i in 0..d.kh {
+            for j in 0..d.kw {
+                let row = rows.next().expect("col holds C kH kW rows");
+                let (di, dj) = (i * d.dilation[0], j * d.dilation[1]);
+                for (oh, src) in row.chunks_exact(d.wo).enumerate() {
+                    let ih = (oh * d.stride[0] + di).wrapping_sub(d.pad[0]);
+                    if ih >= d.h {
+                        continue;
+                    }
+                    let dst = &mut plane[ih * d.w..][..d.w];
+                    for (ow, &g) in src.iter().enumerate() {
+                        let iw = (ow * d.stride[1] + dj).wrapping_sub(d.pad[1]);
+                        if iw < d.w {
+                            dst[iw] += g;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Forward of the images of one task: `x` and `y` hold those images.
+fn forward_images(
+    d: &Dims,
+    pool: Option<&Pool>,
+    y: &mut [f32],
+    col: &mut [f32],
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+) {
+    let (kg, l, cog) = (d.k_group(), d.l(), d.cout_group());
+    let g = d.forward_gemm();
+    for (yi, xi) in y
+        .chunks_exact_mut(d.image_out())
+        .zip(x.chunks_exact(d.image_in()))
+    {
+        im2col(d, xi, col);
+        if let Some(b) = bias {
+            for (row, &bv) in yi.chunks_exact_mut(l).zip(b) {
+                row.fill(bv);
+            }
+        }
+        let beta = if bias.is_some() { 1.0 } else { 0.0 };
+        for grp in 0..d.groups {
+            let wg = &w[grp * cog * kg..][..cog * kg];
+            let cg = &col[grp * kg * l..][..kg * l];
+            let yg = &mut yi[grp * cog * l..][..cog * l];
+            sgemm_on(pool, g, 1.0, wg, cg, beta, yg);
+        }
+    }
+}
+
+/// y = conv(x, w) + bias. x: `[N, C, H, W]` (or `[N, C, L]`), w:
+/// `[C_out, C/G, kH, kW]`, y: `[N, C_out, H_out, W_out]`; `col` holds one
+/// image's columns per task.
+pub(crate) fn forward_conv2d(
+    ctx: &mut Context,
+    out: u32,
+    ix: u32,
+    iw: u32,
+    bias: Option<u32>,
+    geom: ConvGeom,
+    col: Buf,
+) {
+    let d = Dims::new(ctx, ix, iw, out, geom);
+    let tasks = image_tasks(d.n, d.macs_per_image());
+    let par = ctx.want_pool(d.n * d.macs_per_image());
+    let (ex, ew, eo) = (ctx.entry(ix), ctx.entry(iw), ctx.entry(out));
+    let eb = bias.map(|b| ctx.entry(b).data);
+    let run = |pool: Option<&Pool>, y: &mut [f32], col: &mut [f32], x: &[f32], w: &[f32], b| {
+        if tasks == 1 {
+            return forward_images(&d, pool, y, col, x, w, b);
+        }
+        let parts = fastmath::row_parts(y, d.image_out(), tasks)
+            .zip(col.chunks_exact_mut(d.k_all() * d.l()));
+        fastmath::run_parts(pool, parts, &|i, (y, col)| {
+            let x = &x[pool::task_range(d.n, tasks, i).start * d.image_in()..];
+            forward_images(&d, None, y, col, x, w, b)
+        });
+    };
+    match eb {
+        Some(b) => {
+            let (pool, [y, col], [x, w, b]) =
+                ctx.access_on(par, [eo.data, col], [ex.data, ew.data, b]);
+            run(pool, y, col, x, w, Some(b));
+        }
+        None => {
+            let (pool, [y, col], [x, w]) = ctx.access_on(par, [eo.data, col], [ex.data, ew.data]);
+            run(pool, y, col, x, w, None);
+        }
+    }
+}
+
+/// dx of the images of one task: `dx` and `dy` hold those images.
+fn dx_images(
+    d: &Dims,
+    pool: Option<&Pool>,
+    dx: &mut [f32],
+    col: &mut [f32],
+    dy: &[f32],
+    w: &[f32],
+) {
+    let (kg, l, cog) = (d.k_group(), d.l(), d.cout_group());
+    // col_g [K, L] = W_g^T [K, C_out/G] @ dY_g [C_out/G, L].
+    let g = Gemm::dense(true, false, kg, l, cog);
+    for (dxi, dyi) in dx
+        .chunks_exact_mut(d.image_in())
+        .zip(dy.chunks_exact(d.image_out()))
+    {
+        for grp in 0..d.groups {
+            let wg = &w[grp * cog * kg..][..cog * kg];
+            let dyg = &dyi[grp * cog * l..][..cog * l];
+            let cg = &mut col[grp * kg * l..][..kg * l];
+            sgemm_on(pool, g, 1.0, wg, dyg, 0.0, cg);
+        }
+        col2im(d, &col[..d.k_all() * l], dxi);
+    }
+}
+
+/// Adds the gradients of x, w and the bias. The column buffer is rewritten:
+/// first each image's columns again (for dW), then the columns' gradient.
+pub(crate) fn backward_conv2d(
+    ctx: &mut Context,
+    out: u32,
+    ix: u32,
+    iw: u32,
+    bias: Option<u32>,
+    geom: ConvGeom,
+    col: Buf,
+) {
+    let Some(dout) = ctx.grad_out(out) else {
+        return;
+    };
+    let d = Dims::new(ctx, ix, iw, out, geom);
+    let (kg, l, cog) = (d.k_group(), d.l(), d.cout_group());
+    let par = ctx.want_pool(d.n * d.macs_per_image());
+    let (ex, ew) = (ctx.entry(ix), ctx.entry(iw));
+    if let Some(db) = bias.and_then(|b| ctx.grad_of(b)) {
+        let ([db], [dy]) = ctx.access([db], [dout]);
+        // Each channel's sum over images and pixels, in f64, in order.
+        for (co, dbv) in db.iter_mut().enumerate() {
+            let sum: f64 = dy
+                .chunks_exact(d.image_out())
+                .flat_map(|img| &img[co * l..][..l])
+                .map(|&v| v as f64)
+                .sum();
+            *dbv = (*dbv as f64 + sum) as f32;
+        }
+    }
+    if let Some(dw) = ctx.grad_of(iw) {
+        // dW_g [C_out/G, K] += dY_g [C_out/G, L] @ col_g^T, image by image.
+        let (pool, [dw, col], [dy, x]) = ctx.access_on(par, [dw, col], [dout, ex.data]);
+        let g = Gemm::dense(false, true, cog, kg, l);
+        let images = dy
+            .chunks_exact(d.image_out())
+            .zip(x.chunks_exact(d.image_in()));
+        for (dyi, xi) in images {
+            im2col(&d, xi, col);
+            for grp in 0..d.groups {
+                let dyg = &dyi[grp * cog * l..][..cog * l];
+                let cg = &col[grp * kg * l..][..kg * l];
+                let dwg = &mut dw[grp * cog * kg..][..cog * kg];
+                sgemm_on(pool, g, 1.0, dyg, cg, 1.0, dwg);
+            }
+        }
+    }
+    if let Some(dx) = ctx.grad_of(ix) {
+        let tasks = image_tasks(d.n, d.macs_per_image());
+        let (pool, [dx, col], [dy, w]) = ctx.access_on(par, [dx, col], [dout, ew.data]);
+        if tasks == 1 {
+            return dx_images(&d, pool, dx, col, dy, w);
+        }
+        let parts =
+            fastmath::row_parts(dx, d.image_in(), tasks).zip(col.chunks_exact_mut(d.k_all() * l));
+        fastmath::run_parts(pool, parts, &|i, (dx, col)| {
+            let dy = &dy[pool::task_range(d.n, tasks, i).start * d.image_out()..];
+            dx_images(&d, None, dx, col, dy, w)
+        });
+    }
+}
