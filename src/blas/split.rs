@@ -78,10 +78,11 @@ pub(crate) fn sgemm_bias_on(
 }
 
 /// The smallest side of a tile, rows or columns. Every row tile packs
-/// the whole of op(B) again, so thin tiles cost: on one thread a step's
-/// products took 10-15% longer cut into 64-row tiles than into halves,
-/// and were within the noise of halves with 128.
-const MIN_TILE_SIDE: usize = 128;
+/// the whole of op(B) again, so thin tiles cost; but fewer, larger tiles
+/// leave threads idle when their count does not divide among them (the
+/// small preset's step at 2 threads: 36.5-36.9 ms with 64, 37.3-38.6 with
+/// 128, alternated runs on a 2-core EPYC).
+const MIN_TILE_SIDE: usize = 64;
 /// Below this many bands of rows, C is cut by columns too (each column
 /// tile packs op(A) again: forward products cut into 8 x 2 tiles took
 /// 6-10% longer than in 8 bands of rows).
