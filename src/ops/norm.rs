@@ -188,9 +188,10 @@ impl Context {
     }
 }
 
-/// How many row tasks a LayerNorm kernel over `rows` rows of `c` is cut
-/// into: a shape-only rule, so the bits do not depend on the thread count.
-fn row_tasks(rows: usize, c: usize) -> usize {
+/// How many row tasks a row kernel (LayerNorm's, RMSNorm's) over `rows`
+/// rows of `c` is cut into: a shape-only rule, so the bits do not depend
+/// on the thread count.
+pub(crate) fn row_tasks(rows: usize, c: usize) -> usize {
     let worth = rows >= 2 && Context::worth_two_threads(rows * c * fastmath::ELEMENT_COST);
     fastmath::task_split(worth, rows, c * fastmath::ELEMENT_COST)
 }

@@ -6,6 +6,8 @@ use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
 use crate::kernels::fastmath;
 use crate::ops::Op;
+// The row kernels cut rows as LayerNorm's do.
+use crate::ops::norm::row_tasks;
 use crate::pool;
 use crate::simd;
 
@@ -93,13 +95,6 @@ impl Context {
         };
         Ok(self.run(op, out))
     }
-}
-
-/// How many row tasks an RMSNorm kernel over `rows` rows of `c` is cut
-/// into: a shape-only rule, so the bits do not depend on the thread count.
-fn row_tasks(rows: usize, c: usize) -> usize {
-    let worth = rows >= 2 && Context::worth_two_threads(rows * c * fastmath::ELEMENT_COST);
-    fastmath::task_split(worth, rows, c * fastmath::ELEMENT_COST)
 }
 
 /// Writes y (`[rows, C]`) and the per-row 1/rms (`[rows]`) from x
