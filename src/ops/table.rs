@@ -23,13 +23,19 @@
 //!   saved buffers. When in doubt, true.
 //! * `forward` / `backward`: the op function and its arguments after the
 //!   `ctx, out` that the dispatch passes first.
+//! * `replay`: what the op is to the replay program's interpreter (see
+//!   [`ReplayForm`]), or None where a replay takes the ordinary walk. The
+//!   interpreter reads this column and names no op.
+//! * `capture`: what capture must know (see [`CaptureRule`]): the ids a
+//!   caller may rewrite before each replay, or a seed recorded by value
+//!   that a replay would reuse.
 //!
 //! A new column is a new labelled field in the macros' pattern: every row
 //! must then state it, or the table does not build.
 
 use super::{
-    BackwardReads, BinaryFn, Op, attention, conv, dropout, elementwise, embedding, llama, loss,
-    matmul, norm, reduce, shape_ops,
+    BackwardReads, CaptureRule, IdAxis, IdBuffer, OneOp, Op, ReplayForm, attention, conv, dropout,
+    elementwise, embedding, llama, loss, matmul, norm, reduce, shape_ops,
 };
 use crate::context::Context;
 
@@ -40,133 +46,203 @@ macro_rules! op_table {
             Binary { a, b, f }:
                 name f.name(),
                 inputs [a, b],
-                reads (!matches!(f, BinaryFn::Add | BinaryFn::Sub), false),
+                reads (f.sum_sign().is_none(), false),
                 forward elementwise::forward_binary(a, b, f),
-                backward elementwise::backward_binary(a, b, f);
+                backward elementwise::backward_binary(a, b, f),
+                replay Some(ReplayForm::Map(OneOp::Binary(f), a, b)),
+                capture CaptureRule::Plain;
             Scale { x, s }:
                 name "scale", inputs [x], reads (false, false),
                 forward elementwise::forward_scale(x, s),
-                backward elementwise::backward_scale(x, s);
+                backward elementwise::backward_scale(x, s),
+                replay Some(ReplayForm::Map(OneOp::Scale(s), x, x)),
+                capture CaptureRule::Plain;
             // The unary functions: one row each in `unary_fns`.
             Unary { x, f }:
                 name f.name(), inputs [x], reads (!f.reads_output(), f.reads_output()),
                 forward elementwise::forward_unary(x, f),
-                backward elementwise::backward_unary(x, f);
+                backward elementwise::backward_unary(x, f),
+                replay Some(ReplayForm::Map(OneOp::Unary(f), x, x)),
+                capture CaptureRule::Plain;
             Pow { x, p }:
                 name "pow", inputs [x], reads (true, false),
                 forward elementwise::forward_pow(x, p),
-                backward elementwise::backward_pow(x, p);
+                backward elementwise::backward_pow(x, p),
+                replay Some(ReplayForm::Map(OneOp::Pow(p), x, x)),
+                capture CaptureRule::Plain;
             Clamp { x, lo, hi }:
                 name "clamp", inputs [x], reads (true, false),
                 forward elementwise::forward_clamp(x, lo, hi),
-                backward elementwise::backward_clamp(x, lo, hi);
+                backward elementwise::backward_clamp(x, lo, hi),
+                replay Some(ReplayForm::Map(OneOp::Clamp(lo, hi), x, x)),
+                capture CaptureRule::Plain;
             // cond gets no gradient, but its backward reads it (a replay
             // must recompute it).
             Where { cond, a, b }:
                 name "where", inputs [cond, a, b], reads (true, false),
                 forward elementwise::forward_where(cond, a, b),
-                backward elementwise::backward_where(cond, a, b);
+                backward elementwise::backward_where(cond, a, b),
+                replay Some(ReplayForm::Where { cond, a, b }),
+                capture CaptureRule::Plain;
             Reduce { x, mean }:
                 name "reduce", inputs [x], reads (false, false),
                 forward reduce::forward_reduce(x, mean),
-                backward reduce::backward_reduce(x, mean);
+                backward reduce::backward_reduce(x, mean),
+                replay Some(ReplayForm::Sum { x, mean }),
+                capture CaptureRule::Plain;
             ReduceAxis { x, axis, mean }:
                 name "reduce_axis", inputs [x], reads (false, false),
                 forward reduce::forward_reduce_axis(x, axis as usize, mean),
-                backward reduce::backward_reduce_axis(x, axis as usize, mean);
+                backward reduce::backward_reduce_axis(x, axis as usize, mean),
+                replay Some(ReplayForm::SumAxis { x, axis, mean }),
+                capture CaptureRule::Plain;
             LogSumExpAxis { x, axis }:
                 name "logsumexp_axis", inputs [x], reads (true, false),
                 forward reduce::forward_logsumexp_axis(x, axis as usize),
-                backward reduce::backward_logsumexp_axis(x, axis as usize);
+                backward reduce::backward_logsumexp_axis(x, axis as usize),
+                replay None,
+                capture CaptureRule::Plain;
             Permute { x, perm }:
                 name "permute", inputs [x], reads (false, false),
                 forward shape_ops::forward_permute(x, perm),
-                backward shape_ops::backward_permute(x, perm);
+                backward shape_ops::backward_permute(x, perm),
+                replay Some(ReplayForm::Permute { x, perm }),
+                capture CaptureRule::Plain;
             Concat { xs, n, axis }:
                 name "concat", inputs &xs[..n as usize], reads (false, false),
                 forward shape_ops::forward_concat(&xs[..n as usize], axis as usize),
-                backward shape_ops::backward_concat(&xs[..n as usize], axis as usize);
+                backward shape_ops::backward_concat(&xs[..n as usize], axis as usize),
+                replay Some(ReplayForm::Concat { xs, n, axis }),
+                capture CaptureRule::Plain;
             Slice { x, axis, start }:
                 name "slice", inputs [x], reads (false, false),
                 forward shape_ops::forward_slice(x, axis as usize, start as usize),
-                backward shape_ops::backward_slice(x, axis as usize, start as usize);
+                backward shape_ops::backward_slice(x, axis as usize, start as usize),
+                replay Some(ReplayForm::Slice { x, axis, start }),
+                capture CaptureRule::Plain;
             Dropout { x, scale }:
                 name "dropout", inputs [x], reads (false, false),
                 forward dropout::forward_dropout(x, scale),
-                backward dropout::backward_dropout(x, scale);
+                backward dropout::backward_dropout(x, scale),
+                replay None,
+                capture CaptureRule::FixedSeed;
             // The seed gets no gradient; it is data, read by the forward.
             // The mask is redrawn by the forward (it may sit in scratch).
             DropoutSeeded { x, seed, p, scale }:
                 name "dropout_seeded", inputs [x, seed], reads (false, true),
                 forward dropout::forward_dropout_seeded(x, seed, p, scale),
-                backward dropout::backward_dropout(x, scale);
+                backward dropout::backward_dropout(x, scale),
+                replay None,
+                capture CaptureRule::Plain;
             Matmul { a, b, trans_a, trans_b }:
                 name "matmul", inputs [a, b], reads (true, false),
                 forward matmul::forward_matmul(a, b, trans_a, trans_b),
-                backward matmul::backward_product(a, b, trans_a, trans_b);
+                backward matmul::backward_product(a, b, trans_a, trans_b),
+                replay None,
+                capture CaptureRule::Plain;
             Bmm { a, b, trans_a, trans_b }:
                 name "bmm", inputs [a, b], reads (true, false),
                 forward matmul::forward_bmm(a, b, trans_a, trans_b),
-                backward matmul::backward_product(a, b, trans_a, trans_b);
+                backward matmul::backward_product(a, b, trans_a, trans_b),
+                replay None,
+                capture CaptureRule::Plain;
             Linear { x, w, bias }:
                 name "linear", inputs ([x, w], bias), reads (true, false),
                 forward matmul::forward_linear(x, w, bias),
-                backward matmul::backward_linear(x, w, bias);
+                backward matmul::backward_linear(x, w, bias),
+                replay None,
+                capture CaptureRule::Plain;
             Embedding { w, ids }:
                 name "embedding", inputs [w], reads (false, false),
                 forward embedding::forward_embedding(w, ids),
-                backward embedding::backward_embedding(w, ids);
+                backward embedding::backward_embedding(w, ids),
+                replay None,
+                capture CaptureRule::Ids(IdBuffer {
+                    ids,
+                    bounded_by: w,
+                    axis: IdAxis::First,
+                    op: "embedding",
+                });
             LogSoftmax { x }:
                 name "log_softmax", inputs [x], reads (false, true),
                 forward loss::forward_log_softmax(x),
-                backward loss::backward_log_softmax(x);
+                backward loss::backward_log_softmax(x),
+                replay None,
+                capture CaptureRule::Plain;
             CrossEntropy { logits, targets, probs }:
                 name "cross_entropy", inputs [logits], reads (false, true),
                 forward loss::forward_cross_entropy(logits, targets, probs),
-                backward loss::backward_cross_entropy(logits, targets, probs);
+                backward loss::backward_cross_entropy(logits, targets, probs),
+                replay None,
+                capture CaptureRule::Ids(IdBuffer {
+                    ids: targets,
+                    bounded_by: logits,
+                    axis: IdAxis::Last,
+                    op: "cross_entropy",
+                });
             MseLoss { pred, target }:
                 name "mse_loss", inputs [pred, target], reads (true, false),
                 forward loss::forward_mse(pred, target),
-                backward loss::backward_mse(pred, target);
+                backward loss::backward_mse(pred, target),
+                replay None,
+                capture CaptureRule::Plain;
             LayerNorm { x, w, b, mean, rstd }:
                 name "layernorm", inputs [x, w, b], reads (true, true),
                 forward norm::forward_layernorm([x, w, b], mean, rstd),
-                backward norm::backward_layernorm([x, w, b], mean, rstd);
+                backward norm::backward_layernorm([x, w, b], mean, rstd),
+                replay None,
+                capture CaptureRule::Plain;
             RmsNorm { x, w, eps, rstd }:
                 name "rmsnorm", inputs [x, w], reads (true, true),
                 forward llama::rmsnorm::forward_rmsnorm(x, w, eps, rstd),
-                backward llama::rmsnorm::backward_rmsnorm(x, w, rstd);
+                backward llama::rmsnorm::backward_rmsnorm(x, w, rstd),
+                replay None,
+                capture CaptureRule::Plain;
             // Backward reads only the forward's cos and sin table.
             Rope { x, theta, offset, table }:
                 name "rope", inputs [x], reads (false, true),
                 forward llama::rope::forward_rope(x, theta, offset, table),
-                backward llama::rope::backward_rope(x, table);
+                backward llama::rope::backward_rope(x, table),
+                replay None,
+                capture CaptureRule::Plain;
             // The causal mask leaves exact zeros: only forward reads the flag.
             Softmax { x, scale, causal }:
                 name "softmax", inputs [x], reads (false, true),
                 forward attention::forward_softmax(x, scale, causal),
-                backward attention::backward_softmax(x, scale);
+                backward attention::backward_softmax(x, scale),
+                replay None,
+                capture CaptureRule::Plain;
             Attention { qkv, n_head, probs }:
                 name "attention", inputs [qkv], reads (true, true),
                 forward attention::forward_attention(qkv, n_head as usize, probs),
-                backward attention::backward_attention(qkv, n_head as usize, probs);
+                backward attention::backward_attention(qkv, n_head as usize, probs),
+                replay None,
+                capture CaptureRule::Plain;
             // Backward unfolds x again into `col`: nothing saved is read.
             Conv2d { x, w, bias, geom, col }:
                 name "conv2d", inputs ([x, w], bias), reads (true, false),
                 forward conv::forward_conv2d(x, w, bias, geom, col),
-                backward conv::backward_conv2d(x, w, bias, geom, col);
+                backward conv::backward_conv2d(x, w, bias, geom, col),
+                replay None,
+                capture CaptureRule::Plain;
             MaxPool2d { x, geom, argmax }:
                 name "max_pool2d", inputs [x], reads (false, true),
                 forward conv::forward_max_pool2d(x, geom, argmax),
-                backward conv::backward_max_pool2d(x, geom, argmax);
+                backward conv::backward_max_pool2d(x, geom, argmax),
+                replay None,
+                capture CaptureRule::Plain;
             AvgPool2d { x, geom, count_include_pad }:
                 name "avg_pool2d", inputs [x], reads (false, false),
                 forward conv::forward_avg_pool2d(x, geom, count_include_pad),
-                backward conv::backward_avg_pool2d(x, geom, count_include_pad);
+                backward conv::backward_avg_pool2d(x, geom, count_include_pad),
+                replay None,
+                capture CaptureRule::Plain;
             GlobalAvgPool2d { x }:
                 name "global_avg_pool2d", inputs [x], reads (false, false),
                 forward conv::forward_global_avg_pool2d(x),
-                backward conv::backward_global_avg_pool2d(x);
+                backward conv::backward_global_avg_pool2d(x),
+                replay None,
+                capture CaptureRule::Plain;
         }
     };
 }
@@ -204,7 +280,9 @@ macro_rules! define_op_matches {
         $v:ident { $($field:ident),* }:
             name $name:expr, inputs $inputs:expr, reads ($ri:expr, $ro:expr),
             forward $($fwd:ident)::+ ($($fa:expr),*),
-            backward $($bwd:ident)::+ ($($ba:expr),*);
+            backward $($bwd:ident)::+ ($($ba:expr),*),
+            replay $replay:expr,
+            capture $capture:expr;
     )*) => {
         /// Forward dispatch: one arm per row.
         #[inline(always)]
@@ -238,6 +316,23 @@ macro_rules! define_op_matches {
             pub(crate) fn backward_reads(&self) -> BackwardReads {
                 match *self {
                     $(Op::$v { $($field),* } => BackwardReads { inputs: $ri, own: $ro },)*
+                }
+            }
+
+            /// What the op is to the replay program (see [`ReplayForm`]):
+            /// None where a replay takes the ordinary walk.
+            #[allow(unused_variables)]
+            pub(crate) fn replay_form(&self) -> Option<ReplayForm> {
+                match *self {
+                    $(Op::$v { $($field),* } => $replay,)*
+                }
+            }
+
+            /// What capture must know of the op (see [`CaptureRule`]).
+            #[allow(unused_variables)]
+            pub(crate) fn capture_rule(&self) -> CaptureRule {
+                match *self {
+                    $(Op::$v { $($field),* } => $capture,)*
                 }
             }
 

@@ -6,7 +6,7 @@
 use super::Step;
 use crate::context::{Context, Tensor, TensorEntry};
 use crate::error::{Error, Result, StepProblem};
-use crate::ops::Op;
+use crate::ops::{CaptureRule, IdAxis};
 
 impl Context {
     /// An input slot of `shape`: a constant of this iteration, zero-filled,
@@ -118,15 +118,16 @@ impl Context {
             Some(i) => step.rows[i].shape,
         };
         // (buffer, bound, op name) of every id buffer, in log order.
-        let buffers = step.log.iter().filter_map(|n| match n.op {
-            Op::Embedding { w, ids } => Some((ids, shape(w).dims()[0], "embedding")),
-            Op::CrossEntropy {
-                logits, targets, ..
-            } => {
-                let d = shape(logits);
-                Some((targets, d.dims()[d.ndim() - 1], "cross_entropy"))
-            }
-            _ => None,
+        let buffers = step.log.iter().filter_map(|n| {
+            let CaptureRule::Ids(b) = n.op.capture_rule() else {
+                return None;
+            };
+            let dims = shape(b.bounded_by);
+            let bound = match b.axis {
+                IdAxis::First => dims.dims()[0],
+                IdAxis::Last => dims.dims()[dims.ndim() - 1],
+            };
+            Some((b.ids, bound, b.op))
         });
         let count = buffers.clone().count();
         let Some((buf, bound, name)) = buffers.clone().nth(k) else {

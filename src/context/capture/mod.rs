@@ -92,7 +92,7 @@ use super::replay_program::Program;
 use super::{Context, Tensor, TensorEntry};
 use crate::arena::{Activations, Buf, Storage};
 use crate::error::{Error, Result};
-use crate::ops::Op;
+use crate::ops::{CaptureRule, Op};
 use crate::plan::GradPlan;
 use crate::recompute::Segment;
 use crate::tape::Node;
@@ -247,7 +247,11 @@ impl Context {
                 bytes: size_of::<Node>() * (rec.log.len() + 1),
             });
         }
-        if rec.log.iter().any(|n| matches!(n.op, Op::Dropout { .. })) {
+        if rec
+            .log
+            .iter()
+            .any(|n| matches!(n.op.capture_rule(), CaptureRule::FixedSeed))
+        {
             return Err(Error::InvalidArgument {
                 op: OP,
                 what: "the graph has an ag_dropout op: its mask is drawn from a seed passed by value, so a replay would reuse it (use ag_dropout_seeded, whose seed is an input slot written before each replay)".into(),

@@ -6,21 +6,9 @@
 use super::{Bcast, Join, Kind, MAXN, Permute, Program, Row, Select, Side, Step1};
 use crate::arena::{Buf, Storage};
 use crate::context::Context;
-use crate::ops::{MAX_CONCAT, OneOp, Op};
+use crate::ops::{MAX_CONCAT, OneOp, ReplayForm};
 use crate::shape::Shape;
 use crate::tape::Node;
-
-/// The kind and operand rows of an element-wise op the program covers.
-fn one_op(op: Op) -> Option<(OneOp, u32, u32)> {
-    match op {
-        Op::Binary { a, b, f } => Some((OneOp::Binary(f), a, b)),
-        Op::Unary { x, f } => Some((OneOp::Unary(f), x, x)),
-        Op::Scale { x, s } => Some((OneOp::Scale(s), x, x)),
-        Op::Pow { x, p } => Some((OneOp::Pow(p), x, x)),
-        Op::Clamp { x, lo, hi } => Some((OneOp::Clamp(lo, hi), x, x)),
-        _ => None,
-    }
-}
 
 /// Per element of `so`, the element of `sa` and of `sb` it reads (the
 /// strides of the eager broadcast loops); `so` has at most [`MAXN`].
@@ -91,9 +79,9 @@ impl Program {
         let mut side = Side::default();
         let mut resolve = |n: &Node| {
             let so = shape(n.out);
-            let (op, a, b) = match n.op {
-                Op::Reduce { x, mean } => (Kind::Sum(mean), x, x),
-                Op::ReduceAxis { x, axis, mean } => {
+            let (op, a, b) = match n.op.replay_form()? {
+                ReplayForm::Sum { x, mean } => (Kind::Sum(mean), x, x),
+                ReplayForm::SumAxis { x, axis, mean } => {
                     let sx = shape(x);
                     let dims = sx.dims();
                     let axis = axis as usize;
@@ -106,7 +94,7 @@ impl Program {
                     };
                     (op, x, x)
                 }
-                Op::Slice { x, axis, start } => {
+                ReplayForm::Slice { x, axis, start } => {
                     let sx = shape(x);
                     let dims = sx.dims();
                     let axis = axis as usize;
@@ -126,7 +114,7 @@ impl Program {
                     };
                     (op, x, x)
                 }
-                Op::Where { cond, a, b } => {
+                ReplayForm::Where { cond, a, b } => {
                     side.selects.try_reserve(1).ok()?;
                     side.selects.push(Select {
                         cond: root(cond),
@@ -134,7 +122,7 @@ impl Program {
                     });
                     (Kind::Select(side.selects.len() as u32 - 1), a, b)
                 }
-                Op::Concat { xs, n, axis } => {
+                ReplayForm::Concat { xs, n, axis } => {
                     let axis = axis as usize;
                     let inner: usize = so.dims()[axis + 1..].iter().product();
                     let mut join = Join {
@@ -152,7 +140,7 @@ impl Program {
                     side.joins.push(join);
                     (Kind::Join(side.joins.len() as u32 - 1), xs[0], xs[0])
                 }
-                Op::Permute { x, perm } => {
+                ReplayForm::Permute { x, perm } => {
                     side.permutes.try_reserve(1).ok()?;
                     side.permutes.push(Permute {
                         shapes: [shape(x), so],
@@ -160,8 +148,7 @@ impl Program {
                     });
                     (Kind::Permute(side.permutes.len() as u32 - 1), x, x)
                 }
-                op => {
-                    let (op, a, b) = one_op(op)?;
+                ReplayForm::Map(op, a, b) => {
                     let n_out = so.numel();
                     let kind = if n_out == 1 && shape(a).numel() == 1 && shape(b).numel() == 1 {
                         Kind::One(op)

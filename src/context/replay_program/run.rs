@@ -6,23 +6,7 @@
 use super::{Kind, OneKernels, Program, Row, Side, Step1};
 use crate::arena::Buf;
 use crate::context::Context;
-use crate::ops::{BinaryFn, OneOp, UnaryFn};
-
-/// `body(f)` with `f` a constant in each arm: the element kernels' match
-/// on it then folds away inside the loops.
-#[inline(always)]
-fn with_fn(f: BinaryFn, mut body: impl FnMut(BinaryFn)) {
-    match f {
-        BinaryFn::Add => body(BinaryFn::Add),
-        BinaryFn::Sub => body(BinaryFn::Sub),
-        BinaryFn::Mul => body(BinaryFn::Mul),
-        BinaryFn::Div => body(BinaryFn::Div),
-        BinaryFn::Max => body(BinaryFn::Max),
-        BinaryFn::Min => body(BinaryFn::Min),
-        BinaryFn::Lbeta => body(BinaryFn::Lbeta),
-        BinaryFn::LogDiffExp => body(BinaryFn::LogDiffExp),
-    }
-}
+use crate::ops::{BinaryFn, OneOp};
 
 impl Program {
     // The walk's gradient accessors, as `Context::grad_out`, `grad_of` and
@@ -97,7 +81,7 @@ impl Program {
                 let m = &side.bcast[k as usize];
                 let (o, a, b) = (data(s.out), data(s.a), data(s.b));
                 let ([o], [a, b]) = ctx.store.access([o], [a, b]);
-                with_fn(f, |f| {
+                f.with_const(|f| {
                     for i in 0..m.n as usize {
                         let (x, y) = (a[m.ia[i] as usize], b[m.ib[i] as usize]);
                         o[i] = K::forward(OneOp::Binary(f), x, y);
@@ -157,8 +141,9 @@ impl Program {
         let Some(dout) = self.grad_out(ctx, s.out) else {
             return;
         };
-        if matches!(f, BinaryFn::Add | BinaryFn::Sub) && s.same {
-            let sign = if f == BinaryFn::Sub { -1.0 } else { 1.0 };
+        if let Some(sign) = f.sum_sign()
+            && s.same
+        {
             let (ga, gb) = (self.grad_to_overwrite(s.a), self.grad_to_overwrite(s.b));
             for (grad, k) in [(ga, 1.0), (gb, sign)] {
                 if let Some((d, fresh)) = grad {
@@ -173,7 +158,7 @@ impl Program {
         let (va, vb) = (self.rows[s.a as usize].data, self.rows[s.b as usize].data);
         if let Some(da) = self.grad_of(ctx, s.a) {
             let ([d], [g, a, b]) = ctx.store.access([da], [dout, va, vb]);
-            with_fn(f, |f| {
+            f.with_const(|f| {
                 // dout has the output's m.n elements.
                 for (o, &g) in g.iter().enumerate() {
                     let (i, j) = (m.ia[o] as usize, m.ib[o] as usize);
@@ -183,7 +168,7 @@ impl Program {
         }
         if let Some(db) = self.grad_of(ctx, s.b) {
             let ([d], [g, a, b]) = ctx.store.access([db], [dout, va, vb]);
-            with_fn(f, |f| {
+            f.with_const(|f| {
                 // dout has the output's m.n elements.
                 for (o, &g) in g.iter().enumerate() {
                     let (i, j) = (m.ia[o] as usize, m.ib[o] as usize);
@@ -203,8 +188,9 @@ impl Program {
                 let Some(dout) = self.grad_out(ctx, s.out) else {
                     return;
                 };
-                if matches!(f, BinaryFn::Add | BinaryFn::Sub) && s.same {
-                    let sign = if f == BinaryFn::Sub { -1.0 } else { 1.0 };
+                if let Some(sign) = f.sum_sign()
+                    && s.same
+                {
                     let (ga, gb) = (self.grad_to_overwrite(s.a), self.grad_to_overwrite(s.b));
                     for (grad, k) in [(ga, 1.0), (gb, sign)] {
                         if let Some((d, fresh)) = grad {
@@ -239,7 +225,7 @@ impl Program {
                 let Some((dx, fresh)) = self.grad_to_overwrite(s.a) else {
                     return;
                 };
-                let assign = fresh && f == UnaryFn::Gelu;
+                let assign = fresh && f.assigns_fresh_grad();
                 let (g, x, y) = (
                     ctx.store.read(dout)[0],
                     data(self, ctx, s.a),
@@ -269,7 +255,7 @@ impl Program {
                 let Some((dx, fresh)) = self.grad_to_overwrite(s.a) else {
                     return;
                 };
-                let assign = fresh && f == UnaryFn::Gelu;
+                let assign = fresh && f.assigns_fresh_grad();
                 let (x, y) = (buf(self, s.a), buf(self, s.out));
                 let ([d], [g, x, y]) = ctx.store.access([dx], [dout, x, y]);
                 if fresh && !assign {

@@ -96,8 +96,10 @@ fn backward_binary_many(ctx: &mut Context, dout: Buf, out: u32, ia: u32, ib: u32
     // Equal shapes (a residual add or sub): da += g and db += ±g, each
     // written with `=` where its slot is newborn, the two side by side on
     // two threads when they are separate buffers.
-    if matches!(f, BinaryFn::Add | BinaryFn::Sub) && sa == so && sb == so {
-        let sign = if f == BinaryFn::Sub { -1.0 } else { 1.0 };
+    if let Some(sign) = f.sum_sign()
+        && sa == so
+        && sb == so
+    {
         // In this order: if a and b share a gradient, a's write comes first.
         let (ga, gb) = (ctx.grad_to_overwrite(ia), ctx.grad_to_overwrite(ib));
         match (ga, gb) {

@@ -57,6 +57,16 @@ pub(super) fn scale_backward(dx: &mut [f32], dout: &[f32], s: f32) {
 }
 
 /// The kernel argument a row's `reads` names: `x` or `y`.
+/// A row's `assign` kernel, or its `backward` where it has none.
+macro_rules! assign_or {
+    (-, $bwd:expr) => {
+        $bwd
+    };
+    (($kernel:expr), $bwd:expr) => {
+        $kernel
+    };
+}
+
 macro_rules! pick {
     (x, $x:expr, $y:expr) => {
         $x
@@ -69,7 +79,7 @@ macro_rules! pick {
 /// From the rows of [`unary_fns`](crate::ops::unary_fns): the two
 /// dispatches over `UnaryFn`.
 macro_rules! unary_kernels {
-    ($($v:ident, $name:ident, $reads:ident, $fwd:ident, $bwd:expr, ($lo:expr, $hi:expr, $away:expr), $doc:literal;)*) => {
+    ($($v:ident, $name:ident, $reads:ident, $fwd:ident, $bwd:expr, $assign:tt, $split:tt, ($lo:expr, $hi:expr, $away:expr), $doc:literal;)*) => {
         /// y = f(x). x, y: `[N]`.
         #[inline(always)]
         pub(super) fn unary_forward(f: UnaryFn, y: &mut [f32], x: &[f32]) {
@@ -80,7 +90,7 @@ macro_rules! unary_kernels {
 
         /// dx += dout * f'(x), given x and the forward output y = f(x). All
         /// `[N]`. `assign`: write dx with `=` (its slot holds stale values);
-        /// only GELU takes it (see `backward_unary`), the others always add.
+        /// only rows with an `assign` kernel take it, the others always add.
         #[inline(always)]
         pub(super) fn unary_backward(
             f: UnaryFn,
@@ -91,7 +101,7 @@ macro_rules! unary_kernels {
             y: &[f32],
         ) {
             match f {
-                UnaryFn::Gelu if assign => gelu_backward::<true>(dx, dout, x),
+                $(UnaryFn::$v if assign => (assign_or!($assign, $bwd))(dx, dout, pick!($reads, x, y)),)*
                 $(UnaryFn::$v => ($bwd)(dx, dout, pick!($reads, x, y)),)*
             }
         }

@@ -177,7 +177,7 @@ impl Context {
 /// From the rows of [`unary_fns`](crate::ops::unary_fns): the `Context`
 /// methods.
 macro_rules! unary_methods {
-    ($($v:ident, $name:ident, $reads:ident, $fwd:ident, $bwd:expr, ($lo:expr, $hi:expr, $away:expr), $doc:literal;)*) => {
+    ($($v:ident, $name:ident, $reads:ident, $fwd:ident, $bwd:expr, $assign:tt, $split:tt, ($lo:expr, $hi:expr, $away:expr), $doc:literal;)*) => {
         impl Context {
             $(
                 #[doc = $doc]
@@ -225,10 +225,10 @@ fn forward_unary_many(ctx: &mut Context, out: u32, x: u32, f: UnaryFn) {
 }
 
 /// How many element tasks a unary map over `len` elements is cut into (by
-/// the shape alone): GELU, an MLP's widest activation, splits when large;
-/// the cheap maps stay on the calling thread.
+/// the shape alone): the rows marked `split` split when large; the cheap
+/// maps stay on the calling thread.
 fn unary_tasks(f: UnaryFn, len: usize) -> usize {
-    let worth = f == UnaryFn::Gelu && Context::worth_two_threads(len * fastmath::ELEMENT_COST);
+    let worth = f.splits_into_tasks() && Context::worth_two_threads(len * fastmath::ELEMENT_COST);
     fastmath::task_split(worth, len, fastmath::ELEMENT_COST)
 }
 
@@ -259,9 +259,9 @@ pub(crate) fn backward_unary(ctx: &mut Context, out: u32, x: u32, f: UnaryFn) {
     let Some((dx, fresh)) = ctx.grad_to_overwrite(x) else {
         return;
     };
-    // GELU (an MLP's, on the largest activation) writes a newborn gradient
-    // with `=`; the rest zero it and add.
-    let assign = fresh && f == UnaryFn::Gelu;
+    // A row with an `assign` kernel writes a newborn gradient with `=`;
+    // the rest zero it and add.
+    let assign = fresh && f.assigns_fresh_grad();
     if dout.len() == 1 {
         let (vx, vy) = (ctx.entry(x).data, ctx.entry(out).data);
         let ([dx], [dout, x, y]) = ctx.access([dx], [dout, vx, vy]);

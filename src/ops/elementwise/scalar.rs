@@ -42,10 +42,9 @@ pub(super) fn backward_binary_one(
     f: BinaryFn,
 ) {
     // Shapes matter to Add and Sub only (the general path's `=` write).
-    if matches!(f, BinaryFn::Add | BinaryFn::Sub) {
+    if let Some(sign) = f.sum_sign() {
         let so = ctx.entry_ref(out).shape;
         if ctx.entry_ref(ia).shape == so && ctx.entry_ref(ib).shape == so {
-            let sign = if f == BinaryFn::Sub { -1.0 } else { 1.0 };
             // a's write first: if a and b share a gradient, a's is the newborn one.
             let (ga, gb) = (ctx.grad_to_overwrite(ia), ctx.grad_to_overwrite(ib));
             if let Some((d, fresh)) = ga {
