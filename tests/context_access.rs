@@ -8,16 +8,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
+#[path = "common/src_tree.rs"]
+mod src_tree;
+use src_tree::rust_files;
 
 /// Structs with at least one `pub` field (any visibility of `pub`), by
 /// name, with the file that defines them.

@@ -3,7 +3,11 @@
 //! (see src/arena/ or src/context/). `scripts/module_graph.py` prints the
 //! import graph those rooms form.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+#[path = "common/src_tree.rs"]
+mod src_tree;
+use src_tree::rust_files;
 
 /// The most lines of a file under src/ that is not a test file.
 const MAX_LINES: usize = 600;
@@ -14,17 +18,6 @@ const MAX_TEST_LINES: usize = 700;
 fn is_test_file(p: &Path) -> bool {
     p.file_name().is_some_and(|n| n == "tests.rs")
         || p.components().any(|c| c.as_os_str() == "tests")
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).expect("read src/") {
-        let path = entry.expect("dir entry").path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
 }
 
 #[test]
