@@ -1004,6 +1004,13 @@ ag_status ag_lbeta(struct ag_context *ctx, struct ag_tensor a, struct ag_tensor 
 // TOO_LARGE, OUT_OF_MEMORY.
 ag_status ag_log_diff_exp(struct ag_context *ctx, struct ag_tensor a, struct ag_tensor b, struct ag_tensor *out);
 
+// out = inv_Phi(x), the standard normal quantile (Stan's inv_Phi): the y
+// with Phi(y) = x; NaN outside [0, 1], -inf at 0, +inf at 1. Gradient
+// 1 / phi(y) (infinite at 0 and 1).
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// OUT_OF_MEMORY.
+ag_status ag_inv_phi(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *out);
+
 // Sum of all elements -> [1].
 // Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
 // OUT_OF_MEMORY.

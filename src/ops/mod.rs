@@ -228,6 +228,9 @@ macro_rules! unary_fns {
                 (-3.0, 3.0, false), "Phi(x), the standard normal CDF.";
             NormalLcdf, normal_lcdf, x, normal_lcdf_forward, normal_lcdf_backward, -, -,
                 (-3.0, 3.0, false), "ln Phi(x), finite far into the lower tail.";
+            // Kept clear of 0 and 1, where the quantile leaves for infinity.
+            InvPhi, inv_phi, x, inv_phi_forward, inv_phi_backward, -, -, (0.05, 0.95, false),
+                "inv_Phi(p), the standard normal quantile: NaN outside [0, 1], -inf at 0, +inf at 1.";
         }
     };
 }

@@ -111,14 +111,10 @@ pub fn normal_cdf_grad(x: f32) -> f32 {
     phi_pdf_f64(x as f64) as f32
 }
 
-/// ln Phi(x), finite down to x = -2.6e19 (where -x^2/2 leaves f32).
-pub fn normal_lcdf(x: f32) -> f32 {
-    if x.is_nan() {
-        return x;
-    }
-    let x = x as f64;
+/// ln Phi(x) in f64 for finite x, with no underflow however far the tail.
+pub(super) fn log_phi_f64(x: f64) -> f64 {
     let z = -x / SQRT_2;
-    let y = if x >= 0.0 {
+    if x >= 0.0 {
         log1p_f64(-phi_cdf_f64(-x))
     } else if z < 2.0 {
         phi_cdf_f64(x).ln()
@@ -126,8 +122,26 @@ pub fn normal_lcdf(x: f32) -> f32 {
         // ln(erfc(z) / 2) = -z^2 - ln sqrt(pi) - ln f(z) - ln 2, with
         // z^2 = x^2 / 2 exact: no underflow however far the tail.
         -0.5 * x * x - HALF_LN_PI - erfc_cf(z).ln() - std::f64::consts::LN_2
-    };
-    y as f32
+    }
+}
+
+/// phi(x) / Phi(x) in f64 (the inverse Mills ratio at -x).
+pub(super) fn phi_ratio_f64(x: f64) -> f64 {
+    let z = -x / SQRT_2;
+    if z < 2.0 {
+        phi_pdf_f64(x) / phi_cdf_f64(x)
+    } else {
+        // phi / Phi = sqrt(2) f(z) with f the continued fraction of erfc.
+        SQRT_2 * erfc_cf(z)
+    }
+}
+
+/// ln Phi(x), finite down to x = -2.6e19 (where -x^2/2 leaves f32).
+pub fn normal_lcdf(x: f32) -> f32 {
+    if x.is_nan() {
+        return x;
+    }
+    log_phi_f64(x as f64) as f32
 }
 
 /// d/dx ln Phi = phi(x) / Phi(x) (the inverse Mills ratio at -x).
@@ -135,13 +149,5 @@ pub fn normal_lcdf_grad(x: f32) -> f32 {
     if x.is_nan() {
         return x;
     }
-    let x = x as f64;
-    let z = -x / SQRT_2;
-    let y = if z < 2.0 {
-        phi_pdf_f64(x) / phi_cdf_f64(x)
-    } else {
-        // phi / Phi = sqrt(2) f(z) with f the continued fraction of erfc.
-        SQRT_2 * erfc_cf(z)
-    };
-    y as f32
+    phi_ratio_f64(x as f64) as f32
 }

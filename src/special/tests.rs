@@ -190,6 +190,43 @@ fn ref_log_phi_grad(x: f64) -> f64 {
     }
 }
 
+/// The p-quantile of the standard normal from libm's erfc alone: Newton on
+/// ln Phi from x0 = -sqrt(-2 ln p), which lies below the root (Phi(x0) <=
+/// p / 2 by the Chernoff bound); ln Phi is concave and increasing, so the
+/// steps climb to the root without passing it.
+fn ref_inv_phi(p: f64) -> f64 {
+    if !(0.0..=1.0).contains(&p) || p.is_nan() {
+        return f64::NAN;
+    }
+    if p > 0.5 {
+        return -ref_inv_phi(1.0 - p);
+    }
+    if p == 0.0 {
+        return f64::NEG_INFINITY;
+    }
+    if p == 0.5 {
+        return 0.0;
+    }
+    let target = p.ln();
+    let mut x = -(-2.0 * target).sqrt();
+    for _ in 0..200 {
+        let step = (target - ref_log_phi(x)) / ref_log_phi_grad(x);
+        x += step;
+        if step.abs() <= 1e-16 * x.abs().max(1e-300) {
+            break;
+        }
+    }
+    x
+}
+
+fn ref_inv_phi_grad(p: f64) -> f64 {
+    let x = ref_inv_phi(p);
+    if x.is_nan() {
+        return f64::NAN;
+    }
+    (2.0 * std::f64::consts::PI).sqrt() * (0.5 * x * x).exp()
+}
+
 // ---- the cases ----------------------------------------------------------
 
 type Kernel = fn(f32) -> f32;
@@ -237,6 +274,19 @@ fn cases() -> Vec<Case> {
         wide(-40.0, -5.0, 20_000),
         wide(5.0, 40.0, 20_000),
         near0.clone(),
+    ]
+    .concat();
+    // Near 0 (subnormals included), 1/2 and 1, and the switch of the
+    // first guess at 0.02425.
+    let inv_phi_tails = [
+        around(f32::MIN_POSITIVE, 2_000),
+        around(1e-30, 2_000),
+        around(0.02425, 2_000),
+        around(0.5, 2_000),
+        around(1.0 - f32::EPSILON * 1000.0, 1_000),
+        (1..=1_000).map(f32::from_bits).collect(),
+        wide(1e-6, 1e-3, 20_000),
+        wide(0.999, 1.0, 20_000),
     ]
     .concat();
     let c = |name: &'static str, f: Kernel, r: Reference, positive, lo, hi, tails| Case {
@@ -460,6 +510,24 @@ fn cases() -> Vec<Case> {
             -40.0,
             10.0,
             phi_tails.clone(),
+        ),
+        c(
+            "inv_Phi",
+            inv_phi,
+            Box::new(ref_inv_phi),
+            true,
+            0.0,
+            1.0,
+            inv_phi_tails.clone(),
+        ),
+        c(
+            "inv_Phi'",
+            inv_phi_grad,
+            Box::new(ref_inv_phi_grad),
+            true,
+            0.0,
+            1.0,
+            inv_phi_tails,
         ),
         c(
             "log Phi'",

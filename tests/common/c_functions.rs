@@ -583,6 +583,12 @@ c_functions! {
         contract: call(ag_trigamma(ctx, t, o)),
         c: AG_OP("1, (2, 3), (1), (1), ag_trigamma(c, t[0], out)"),
     }
+    ag_inv_phi {
+        fuzz: INV_PHI => unary,
+        null: call(ag_inv_phi(n, p, &mut o)),
+        contract: call(ag_inv_phi(ctx, t, o)),
+        c: AG_OP("1, (2, 3), (1), (1), ag_inv_phi(c, t[0], out)"),
+    }
     ag_log1m_exp {
         fuzz: LOG1M_EXP => unary,
         null: call(ag_log1m_exp(n, p, &mut o)),

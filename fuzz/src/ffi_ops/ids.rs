@@ -216,6 +216,7 @@ ids! {
     LOG1M_EXP = 0xD1;
     LBETA = 0xD2;
     LOG_DIFF_EXP = 0xD3;
+    INV_PHI = 0xD4;
 }
 
 /// The ids a byte that is no id maps onto, in the order [`ALL`] had when

@@ -1,6 +1,7 @@
 //! Element-wise special functions: log1p, expm1, lgamma, digamma,
 //! trigamma, log1m_exp, lbeta, log_diff_exp,
-//! softplus, log-sigmoid, erf and the normal CDF and its log.
+//! softplus, log-sigmoid, erf, the normal CDF and its log, and the normal
+//! quantile.
 
 use crate::ffi::prelude::*;
 
@@ -160,4 +161,14 @@ pub extern "C" fn ag_log_diff_exp(
     op("ag_log_diff_exp", ctx, out, |c| {
         c.log_diff_exp(a.into(), b.into())
     })
+}
+
+/// out = inv_Phi(x), the standard normal quantile (Stan's inv_Phi): the y
+/// with Phi(y) = x; NaN outside [0, 1], -inf at 0, +inf at 1. Gradient
+/// 1 / phi(y) (infinite at 0 and 1).
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_inv_phi(ctx: *mut ag_context, x: ag_tensor, out: *mut ag_tensor) -> ag_status {
+    op("ag_inv_phi", ctx, out, |c| c.inv_phi(x.into()))
 }

@@ -156,3 +156,18 @@ pub(super) fn normal_lcdf_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
         *d += g * special::normal_lcdf_grad(x);
     }
 }
+
+/// y = inv_Phi(x), the standard normal quantile.
+pub(super) fn inv_phi_forward(y: &mut [f32], x: &[f32]) {
+    y.iter_mut()
+        .zip(x)
+        .for_each(|(y, &x)| *y = special::inv_phi(x));
+}
+
+/// dx += dout / phi(inv_Phi(x)), the quantile recomputed in f64 from x
+/// (reading the f32 output would cost digits in the tails).
+pub(super) fn inv_phi_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
+    for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
+        *d += g * special::inv_phi_grad(x);
+    }
+}

@@ -506,3 +506,55 @@ fn special_ops_forward_match_f64() {
     c.read(l, &mut v).unwrap();
     assert!((v[2] - -5005.524).abs() < 0.01, "ln Phi(-100) = {}", v[2]);
 }
+
+/// inv_Phi through the op: known quantiles (to 2 ulps: the table's values
+/// are the f64 quantiles rounded once), Phi(inv_Phi(p)) = p within f32's
+/// resolution of p, and the ends of its domain.
+#[test]
+fn inv_phi_op_known_quantiles_round_trip_and_ends() {
+    let mut c = crate::Context::new();
+    let known: [(f32, f64); 4] = [
+        (0.975, 1.959963984540054),
+        (0.025, -1.959963984540054),
+        (0.5, 0.0),
+        (1e-10, -6.361340902404056),
+    ];
+    let ps: Vec<f32> = known.iter().map(|k| k.0).collect();
+    let x = c.tensor(&[ps.len()], &ps).unwrap();
+    let y = c.inv_phi(x).unwrap();
+    let mut v = vec![0.0; ps.len()];
+    c.read(y, &mut v).unwrap();
+    for (&(p, want), &got) in known.iter().zip(&v) {
+        // 0.975 and 0.025 are not exact in f32: move the reference by the
+        // quantile's slope times the rounding of p.
+        let slope = (2.0 * std::f64::consts::PI).sqrt() * (0.5 * want * want).exp();
+        let want = want + slope * (p as f64 - format!("{p}").parse::<f64>().unwrap());
+        assert!(
+            ulps(got, want as f32) <= 2,
+            "inv_Phi({p}) = {got}, want {want}"
+        );
+    }
+    let phi = |x: f64| 0.5 * libm::erfc(-x / std::f64::consts::SQRT_2);
+    let mut p = 1e-30f32;
+    while p < 1.0 {
+        let q = c.tensor(&[1], &[p]).unwrap();
+        let y = c.inv_phi(q).unwrap();
+        let mut got = [0.0];
+        c.read(y, &mut got).unwrap();
+        let back = phi(got[0] as f64);
+        // y is within half an ulp of the true quantile: Phi moves by at most
+        // phi(y) * ulp(y) / 2 from p.
+        let pdf = (-0.5 * (got[0] as f64).powi(2)).exp() / (2.0 * std::f64::consts::PI).sqrt();
+        let tol = pdf * (got[0].abs().max(1e-30) as f64) * f32::EPSILON as f64 + 1e-300;
+        assert!((back - p as f64).abs() <= tol, "Phi(inv_Phi({p})) = {back}");
+        p = if p < 0.01 { p * 7.3 } else { p + 0.0371 };
+        c.reset();
+    }
+    let x = c.tensor(&[4], &[0.0, 1.0, 1.5, -0.1]).unwrap();
+    let y = c.inv_phi(x).unwrap();
+    let mut v = [0.0; 4];
+    c.read(y, &mut v).unwrap();
+    assert_eq!(v[0], f32::NEG_INFINITY);
+    assert_eq!(v[1], f32::INFINITY);
+    assert!(v[2].is_nan() && v[3].is_nan());
+}
