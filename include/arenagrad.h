@@ -1217,6 +1217,35 @@ ag_status ag_rmsnorm(struct ag_context *ctx, struct ag_tensor x, struct ag_tenso
 // past 2^32), OUT_OF_MEMORY.
 ag_status ag_rope(struct ag_context *ctx, struct ag_tensor x, float theta, size_t offset, struct ag_tensor *out);
 
+// out = L, the Cholesky factor of a symmetric positive-definite a
+// [n, n] (a = L L^T, L lower triangular, zeros above). Only a's lower
+// triangle is read, and its gradient lands there (an entry below the
+// diagonal stands for the pair). NaN-filled when a is not positive
+// definite (no error: a sampler rejects such a point).
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH
+// (a is not square [n, n]), OUT_OF_MEMORY.
+ag_status ag_cholesky(struct ag_context *ctx, struct ag_tensor a, struct ag_tensor *out);
+
+// out = L^{-1} b (Stan's mdivide_left_tri_low): l [n, n] lower
+// triangular (its upper triangle is not read), b [n] or [n, k]; out has
+// b's shape.
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH
+// (l is not square, or b is not [n] or [n, k]), OUT_OF_MEMORY.
+ag_status ag_solve_lower(struct ag_context *ctx, struct ag_tensor l, struct ag_tensor b, struct ag_tensor *out);
+
+// out = ln det a, a scalar, for a symmetric positive-definite a [n, n]
+// (Stan's log_determinant_spd), through its Cholesky factor. Only a's
+// lower triangle is read. NaN when a is not positive definite.
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH
+// (a is not square [n, n]), OUT_OF_MEMORY.
+ag_status ag_log_det_spd(struct ag_context *ctx, struct ag_tensor a, struct ag_tensor *out);
+
+// out = the diagonal of a matrix a [r, c]: [min(r, c)]. With ag_log and
+// ag_sum, ln det of a Cholesky factor is 2 sum(ln diagonal(L)).
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH
+// (a is not a matrix), OUT_OF_MEMORY.
+ag_status ag_diagonal(struct ag_context *ctx, struct ag_tensor a, struct ag_tensor *out);
+
 // Like ag_param_new, and names the parameter `name` (copied): UTF-8, 1 to
 // AG_MAX_PARAM_NAME bytes, not "__metadata__" (reserved by safetensors),
 // unique in the context. ag_param_new names its parameters "param.N",

@@ -852,6 +852,8 @@ fn targeted_cases(env: &Env) -> Vec<(&'static str, String)> {
         reshaped(&fx, fx.w, &[1, 4, 3]),
     );
     let heads = reshaped(&fx, fx.x, &[1, 1, 2, 4]);
+    let square = filled(&fx, &[2, 2], 0.5);
+    let column = filled(&fx, &[2], 0.5);
     let mut loss = zero();
     ok(ag_mean(c, fx.h, &mut loss));
     ok(ag_set_arena_limit(c, 1));
@@ -859,6 +861,12 @@ fn targeted_cases(env: &Env) -> Vec<(&'static str, String)> {
     check("ag_rope", st, "OUT_OF_MEMORY", c);
     let st = ag_attention(c, qkv, 1, &mut out);
     check("ag_attention", st, "OUT_OF_MEMORY", c);
+    let st = ag_cholesky(c, square, &mut out);
+    check("ag_cholesky", st, "OUT_OF_MEMORY", c);
+    let st = ag_log_det_spd(c, square, &mut out);
+    check("ag_log_det_spd", st, "OUT_OF_MEMORY", c);
+    let st = ag_solve_lower(c, square, column, &mut out);
+    check("ag_solve_lower", st, "OUT_OF_MEMORY", c);
     let st = ag_bmm(c, a3, b3, false, false, &mut out);
     check("ag_bmm", st, "OUT_OF_MEMORY", c);
     let st = ag_backward(c, loss);

@@ -35,7 +35,7 @@
 
 use super::{
     BackwardReads, CaptureRule, IdAxis, IdBuffer, OneOp, Op, ReplayForm, attention, conv, dropout,
-    elementwise, embedding, llama, loss, matmul, norm, reduce, shape_ops,
+    elementwise, embedding, linalg, llama, loss, matmul, norm, reduce, shape_ops,
 };
 use crate::context::Context;
 
@@ -237,6 +237,31 @@ macro_rules! op_table {
                 backward conv::backward_avg_pool2d(x, geom, count_include_pad),
                 replay None,
                 capture CaptureRule::Plain;
+            Cholesky { a, work }:
+                name "cholesky", inputs [a], reads (false, true),
+                forward linalg::forward_cholesky(a),
+                backward linalg::backward_cholesky(a, work),
+                replay None,
+                capture CaptureRule::Plain;
+            // Backward reads L and its own output X.
+            SolveLower { l, b, work }:
+                name "solve_lower", inputs [l, b], reads (true, true),
+                forward linalg::forward_solve_lower(l, b),
+                backward linalg::backward_solve_lower(l, b, work),
+                replay None,
+                capture CaptureRule::Plain;
+            LogDetSpd { a, chol, work }:
+                name "log_det_spd", inputs [a], reads (false, true),
+                forward linalg::forward_log_det_spd(a, chol),
+                backward linalg::backward_log_det_spd(a, chol, work),
+                replay None,
+                capture CaptureRule::Plain;
+            Diagonal { a }:
+                name "diagonal", inputs [a], reads (false, false),
+                forward linalg::forward_diagonal(a),
+                backward linalg::backward_diagonal(a),
+                replay None,
+                capture CaptureRule::Plain;
             GlobalAvgPool2d { x }:
                 name "global_avg_pool2d", inputs [x], reads (false, false),
                 forward conv::forward_global_avg_pool2d(x),
@@ -287,6 +312,8 @@ macro_rules! define_op_matches {
         /// Forward dispatch: one arm per row.
         #[inline(always)]
         pub(super) fn forward_op(ctx: &mut Context, op: &Op, out: u32) {
+            // Buffers only backward uses (its scratch) go unnamed here.
+            #[allow(unused_variables)]
             match *op {
                 $(Op::$v { $($field),* } => $($fwd)::+(ctx, out, $($fa),*),)*
             }

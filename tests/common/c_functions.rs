@@ -589,6 +589,30 @@ c_functions! {
         contract: call(ag_inv_phi(ctx, t, o)),
         c: AG_OP("1, (2, 3), (1), (1), ag_inv_phi(c, t[0], out)"),
     }
+    ag_cholesky {
+        fuzz: CHOLESKY => unary,
+        null: call(ag_cholesky(n, p, &mut o)),
+        contract: call(ag_cholesky(ctx, t, o)),
+        c: AG_OP("1, (3, 3), (1), (1), ag_cholesky(c, t[0], out)"),
+    }
+    ag_solve_lower {
+        fuzz: SOLVE_LOWER => binary,
+        null: call(ag_solve_lower(n, p, q, &mut o)),
+        contract: call(ag_solve_lower(ctx, t, u, o)),
+        c: AG_OP("2, (3, 3), (3, 2), (1), ag_solve_lower(c, t[0], t[1], out)"),
+    }
+    ag_log_det_spd {
+        fuzz: LOG_DET_SPD => unary,
+        null: call(ag_log_det_spd(n, p, &mut o)),
+        contract: call(ag_log_det_spd(ctx, t, o)),
+        c: AG_OP("1, (3, 3), (1), (1), ag_log_det_spd(c, t[0], out)"),
+    }
+    ag_diagonal {
+        fuzz: DIAGONAL => unary,
+        null: call(ag_diagonal(n, p, &mut o)),
+        contract: call(ag_diagonal(ctx, t, o)),
+        c: AG_OP("1, (2, 3), (1), (1), ag_diagonal(c, t[0], out)"),
+    }
     ag_log1m_exp {
         fuzz: LOG1M_EXP => unary,
         null: call(ag_log1m_exp(n, p, &mut o)),

@@ -217,6 +217,10 @@ ids! {
     LBETA = 0xD2;
     LOG_DIFF_EXP = 0xD3;
     INV_PHI = 0xD4;
+    CHOLESKY = 0xD5;
+    SOLVE_LOWER = 0xD6;
+    LOG_DET_SPD = 0xD7;
+    DIAGONAL = 0xD8;
 }
 
 /// The ids a byte that is no id maps onto, in the order [`ALL`] had when

@@ -29,11 +29,14 @@ mod attention;
 mod conv;
 mod llama;
 
+mod linalg;
+
 pub use attention::*;
 pub use conv::*;
 pub use dropout::*;
 pub use elementwise::*;
 pub use embedding::*;
+pub use linalg::*;
 pub use llama::*;
 pub use loss::*;
 pub use matmul::*;

@@ -1,0 +1,65 @@
+//! Linear algebra for statistical models: the Cholesky factor, a solve
+//! with a lower-triangular matrix, ln det of a symmetric positive-definite
+//! matrix, a matrix's diagonal.
+
+use crate::ffi::prelude::*;
+
+/// out = L, the Cholesky factor of a symmetric positive-definite a
+/// [n, n] (a = L L^T, L lower triangular, zeros above). Only a's lower
+/// triangle is read, and its gradient lands there (an entry below the
+/// diagonal stands for the pair). NaN-filled when a is not positive
+/// definite (no error: a sampler rejects such a point).
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH
+/// (a is not square [n, n]), OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_cholesky(
+    ctx: *mut ag_context,
+    a: ag_tensor,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_cholesky", ctx, out, |c| c.cholesky(a.into()))
+}
+
+/// out = L^{-1} b (Stan's mdivide_left_tri_low): l [n, n] lower
+/// triangular (its upper triangle is not read), b [n] or [n, k]; out has
+/// b's shape.
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH
+/// (l is not square, or b is not [n] or [n, k]), OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_solve_lower(
+    ctx: *mut ag_context,
+    l: ag_tensor,
+    b: ag_tensor,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_solve_lower", ctx, out, |c| {
+        c.solve_lower(l.into(), b.into())
+    })
+}
+
+/// out = ln det a, a scalar, for a symmetric positive-definite a [n, n]
+/// (Stan's log_determinant_spd), through its Cholesky factor. Only a's
+/// lower triangle is read. NaN when a is not positive definite.
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH
+/// (a is not square [n, n]), OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_log_det_spd(
+    ctx: *mut ag_context,
+    a: ag_tensor,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_log_det_spd", ctx, out, |c| c.log_det_spd(a.into()))
+}
+
+/// out = the diagonal of a matrix a [r, c]: [min(r, c)]. With ag_log and
+/// ag_sum, ln det of a Cholesky factor is 2 sum(ln diagonal(L)).
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH
+/// (a is not a matrix), OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_diagonal(
+    ctx: *mut ag_context,
+    a: ag_tensor,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_diagonal", ctx, out, |c| c.diagonal(a.into()))
+}

@@ -1,0 +1,246 @@
+use crate::Context;
+use crate::ops::gradcheck::{Check, gradcheck};
+
+/// A fixed symmetric positive-definite matrix `[n, n]` in f64: B B^T + n I
+/// with B from a small generator.
+fn spd(n: usize, seed: u64) -> Vec<f64> {
+    let mut s = seed;
+    let mut next = || {
+        s = s
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((s >> 33) as f64 / (1u64 << 31) as f64) - 0.5
+    };
+    let b: Vec<f64> = (0..n * n).map(|_| next()).collect();
+    let mut a = vec![0.0; n * n];
+    for i in 0..n {
+        for j in 0..n {
+            a[i * n + j] = (0..n).map(|k| b[i * n + k] * b[j * n + k]).sum::<f64>();
+        }
+        a[i * n + i] += n as f64 * 0.25;
+    }
+    a
+}
+
+fn f32s(v: &[f64]) -> Vec<f32> {
+    v.iter().map(|&x| x as f32).collect()
+}
+
+fn read(c: &Context, t: crate::Tensor) -> Vec<f32> {
+    let mut v = vec![0.0; c.shape(t).unwrap().numel()];
+    c.read(t, &mut v).unwrap();
+    v
+}
+
+/// Cholesky in f64, for the references.
+fn cholesky_f64(a: &[f64], n: usize) -> Vec<f64> {
+    let mut l = vec![0.0; n * n];
+    for j in 0..n {
+        let d = a[j * n + j] - (0..j).map(|k| l[j * n + k] * l[j * n + k]).sum::<f64>();
+        l[j * n + j] = d.sqrt();
+        for i in j + 1..n {
+            let s = a[i * n + j] - (0..j).map(|k| l[i * n + k] * l[j * n + k]).sum::<f64>();
+            l[i * n + j] = s / l[j * n + j];
+        }
+    }
+    l
+}
+
+/// The backward error of the f32 factor: max |L L^T - A| over max |A|,
+/// in units of f32 epsilon times n, stays under c = 2. Each entry of L L^T
+/// is a sum of at most n products of entries whose rounding is half an
+/// ulp each, the sums themselves taken in f64: the classic bound is
+/// (n + 1) eps ||A||, and the f64 sums leave about half of it.
+#[test]
+fn cholesky_backward_error_within_2_n_eps_and_matches_f64() {
+    for n in [1, 2, 5, 16, 40] {
+        let a = spd(n, n as u64);
+        let mut c = Context::new();
+        let t = c.tensor(&[n, n], &f32s(&a)).unwrap();
+        let l = c.cholesky(t).unwrap();
+        let lv = read(&c, l);
+        let a32: Vec<f64> = f32s(&a).iter().map(|&x| x as f64).collect();
+        let norm = a32.iter().fold(0.0f64, |m, &x| m.max(x.abs()));
+        let mut worst = 0.0f64;
+        for i in 0..n {
+            for j in 0..n {
+                let llt: f64 = (0..n)
+                    .map(|k| lv[i * n + k] as f64 * lv[j * n + k] as f64)
+                    .sum();
+                worst = worst.max((llt - a32[i * n + j]).abs());
+            }
+            for j in i + 1..n {
+                assert_eq!(lv[i * n + j], 0.0, "upper triangle of L");
+            }
+        }
+        let units = worst / (norm * f32::EPSILON as f64 * n as f64);
+        assert!(units <= 2.0, "n = {n}: backward error {units} n eps ||A||");
+        // Forward against the f64 factor of the same (f32) input: the
+        // factor's own condition sets the bound, small for these A.
+        let reference = cholesky_f64(&a32, n);
+        for (k, (&got, &want)) in lv.iter().zip(&reference).enumerate() {
+            assert!(
+                (got as f64 - want).abs() <= 1e-5 * (1.0 + want.abs()),
+                "n = {n}, entry {k}: {got} vs {want}"
+            );
+        }
+    }
+}
+
+#[test]
+fn not_positive_definite_gives_nan_not_an_error() {
+    let mut c = Context::new();
+    let a = c.tensor(&[2, 2], &[1.0, 0.0, 2.0, 1.0]).unwrap(); // pivot 1 - 4 < 0
+    let l = c.cholesky(a).unwrap();
+    assert!(read(&c, l).iter().all(|v| v.is_nan()));
+    let d = c.log_det_spd(a).unwrap();
+    assert!(read(&c, d)[0].is_nan());
+}
+
+#[test]
+fn log_det_spd_and_solve_lower_match_f64() {
+    for n in [1, 3, 12] {
+        let a = spd(n, 7 + n as u64);
+        let a32: Vec<f64> = f32s(&a).iter().map(|&x| x as f64).collect();
+        let l64 = cholesky_f64(&a32, n);
+        let want: f64 = 2.0 * (0..n).map(|i| l64[i * n + i].ln()).sum::<f64>();
+        let mut c = Context::new();
+        let t = c.tensor(&[n, n], &f32s(&a)).unwrap();
+        let d = c.log_det_spd(t).unwrap();
+        let got = read(&c, d)[0] as f64;
+        // Sum of n logs of pivots each within a few f32 ulps.
+        assert!((got - want).abs() <= 4.0 * n as f64 * f32::EPSILON as f64 * (1.0 + want.abs()));
+        // Solve with the f32 factor against f64 substitution on it.
+        let l = c.cholesky(t).unwrap();
+        let lv = read(&c, l);
+        let b: Vec<f32> = (0..n * 2).map(|i| (i as f32 * 0.37).sin()).collect();
+        let bt = c.tensor(&[n, 2], &b).unwrap();
+        let x = c.solve_lower(l, bt).unwrap();
+        let xv = read(&c, x);
+        let mut x64 = vec![0.0f64; n * 2];
+        for i in 0..n {
+            for col in 0..2 {
+                let s = b[i * 2 + col] as f64
+                    - (0..i)
+                        .map(|j| lv[i * n + j] as f64 * x64[j * 2 + col])
+                        .sum::<f64>();
+                x64[i * 2 + col] = s / lv[i * n + i] as f64;
+            }
+        }
+        for (&g, &w) in xv.iter().zip(&x64) {
+            assert!((g as f64 - w).abs() <= 1e-5 * (1.0 + w.abs()), "{g} vs {w}");
+        }
+    }
+}
+
+#[test]
+fn cholesky_gradient_checks() {
+    // A = x + 3 I: x's lower triangle with a heavy diagonal is positive
+    // definite; the upper triangle is not read, so its gradient is 0.
+    for n in [1, 3, 4] {
+        gradcheck(
+            Check::new("cholesky", &[&[n, n]]).range(-0.5, 0.5),
+            move |c, x| {
+                let eye: Vec<f32> = (0..n * n)
+                    .map(|k| if k % (n + 1) == 0 { 3.0 } else { 0.0 })
+                    .collect();
+                let e = c.tensor(&[n, n], &eye)?;
+                let a = c.add(x[0], e)?;
+                c.cholesky(a)
+            },
+        );
+    }
+    // Through a symmetric A = B B^T + I, as a model builds it.
+    gradcheck(Check::new("cholesky_sym", &[&[3, 3]]), |c, x| {
+        let eye = c.tensor(&[3, 3], &[1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0])?;
+        let bbt = c.matmul(x[0], x[0], false, true)?;
+        let a = c.add(bbt, eye)?;
+        c.cholesky(a)
+    });
+}
+
+#[test]
+fn log_det_spd_gradient_checks() {
+    for n in [1, 2, 4] {
+        gradcheck(
+            Check::new("log_det_spd", &[&[n, n]]).range(-0.5, 0.5),
+            move |c, x| {
+                let eye: Vec<f32> = (0..n * n)
+                    .map(|k| if k % (n + 1) == 0 { 3.0 } else { 0.0 })
+                    .collect();
+                let e = c.tensor(&[n, n], &eye)?;
+                let a = c.add(x[0], e)?;
+                c.log_det_spd(a)
+            },
+        );
+    }
+}
+
+#[test]
+fn solve_lower_and_diagonal_gradient_checks() {
+    gradcheck(
+        Check::new("solve_lower", &[&[3, 3], &[3, 2]]).range(-0.5, 0.5),
+        |c, x| {
+            let e = c.tensor(&[3, 3], &[2.0, 0.0, 0.0, 0.0, 2.0, 0.0, 0.0, 0.0, 2.0])?;
+            let l = c.add(x[0], e)?;
+            c.solve_lower(l, x[1])
+        },
+    );
+    gradcheck(
+        Check::new("solve_lower_vec", &[&[2, 2], &[2]]).range(-0.5, 0.5),
+        |c, x| {
+            let e = c.tensor(&[2, 2], &[2.0, 0.0, 0.0, 2.0])?;
+            let l = c.add(x[0], e)?;
+            c.solve_lower(l, x[1])
+        },
+    );
+    gradcheck(Check::new("diagonal", &[&[3, 4]]), |c, x| c.diagonal(x[0]));
+}
+
+/// A multivariate normal's log density two ways agree: from the
+/// covariance (ln det, a solve with its factor) and from the factor
+/// (the diagonal's logs).
+#[test]
+fn mvn_log_density_two_ways() {
+    let n = 4;
+    let a = spd(n, 3);
+    let mut c = Context::new();
+    let sigma = c.tensor(&[n, n], &f32s(&a)).unwrap();
+    let y = c.tensor(&[n], &[0.3, -1.0, 0.5, 2.0]).unwrap();
+    let l = c.cholesky(sigma).unwrap();
+    let z = c.solve_lower(l, y).unwrap();
+    let zz = c.mul(z, z).unwrap();
+    let quad = c.sum(zz).unwrap();
+    let ld1 = c.log_det_spd(sigma).unwrap();
+    let dg = c.diagonal(l).unwrap();
+    let lg = c.log(dg).unwrap();
+    let s = c.sum(lg).unwrap();
+    let ld2 = c.scale(s, 2.0).unwrap();
+    let (q, d1, d2) = (read(&c, quad)[0], read(&c, ld1)[0], read(&c, ld2)[0]);
+    assert!((d1 - d2).abs() <= 1e-5 * (1.0 + d1.abs()), "{d1} vs {d2}");
+    assert!(q.is_finite() && q > 0.0);
+}
+
+#[test]
+fn errors_name_the_op_and_shapes() {
+    let mut c = Context::new();
+    let r = c.tensor(&[2, 3], &[0.0; 6]).unwrap();
+    let v = c.tensor(&[3], &[0.0; 3]).unwrap();
+    for (e, op) in [
+        (c.cholesky(r).unwrap_err(), "cholesky"),
+        (c.log_det_spd(v).unwrap_err(), "log_det_spd"),
+        (c.diagonal(v).unwrap_err(), "diagonal"),
+    ] {
+        let m = e.to_string();
+        assert!(
+            m.contains(op) && (m.contains("[2,3]") || m.contains("[3]")),
+            "{m}"
+        );
+    }
+    let sq = c.tensor(&[2, 2], &[1.0, 0.0, 0.0, 1.0]).unwrap();
+    let m = c.solve_lower(sq, v).unwrap_err().to_string();
+    assert!(
+        m.contains("solve_lower") && m.contains("[2,2]") && m.contains("[3]"),
+        "{m}"
+    );
+}
