@@ -867,6 +867,8 @@ fn targeted_cases(env: &Env) -> Vec<(&'static str, String)> {
     check("ag_log_det_spd", st, "OUT_OF_MEMORY", c);
     let st = ag_solve_lower(c, square, column, &mut out);
     check("ag_solve_lower", st, "OUT_OF_MEMORY", c);
+    let st = ag_attention_gqa(c, heads, heads, heads, &mut out);
+    check("ag_attention_gqa", st, "OUT_OF_MEMORY", c);
     let st = ag_bmm(c, a3, b3, false, false, &mut out);
     check("ag_bmm", st, "OUT_OF_MEMORY", c);
     let st = ag_backward(c, loss);
