@@ -44,7 +44,7 @@ COMMON_HDR   := c_examples/common/trainer.h
 TRAIN_FULL_SRC := $(wildcard c_examples/train_full/*.c) $(COMMON_SRC)
 EXAMPLES     := $(patsubst c_examples/%.c,$(BUILD)/%,$(wildcard c_examples/*.c)) $(BUILD)/train_full
 
-.PHONY: all help deps tokenizer-data build header examples test bench-gemm bench-scaling test-interop test-rust test-c test-alloc test-consumer doc lint train data soak valgrind bench bench-instructions bench-deps bench-mpi fuzz torture tsan miri install uninstall clean
+.PHONY: all help deps tokenizer-data build header examples test test-train-flags bench-gemm bench-scaling test-interop test-rust test-c test-alloc test-consumer doc lint train data soak valgrind bench bench-instructions bench-deps bench-mpi fuzz torture tsan miri install uninstall clean
 
 all: build examples
 
@@ -189,6 +189,11 @@ test-c: $(LIB_HOOKS) $(C_TESTS) $(C_TESTS_ASAN)
 	@# thread-local storage as possibly lost (make tsan runs it at 8).
 	@set -e; for t in $(C_TESTS); do echo "== valgrind $$t"; OPENBLAS_NUM_THREADS=1 TEST_THREADS_WIDE=1 $(VALGRIND) $$t; done
 
+## test-train-flags: train_full's model flags (bad values exit 2 naming the
+## flags; a preset's values as flags build the same model)
+test-train-flags: $(BUILD)/train_full
+	@bash c_examples/train_full/tests/test_model_flags.sh $(BUILD)/train_full $(TINY_DATA)
+
 ## test-alloc: zero C allocator calls per steady-state step, counted on every
 ## thread (OpenBLAS's and libc's too) by an LD_PRELOAD malloc counter; with
 ## each GEMM library, and at 4 threads
@@ -215,6 +220,7 @@ doc:
 ## test: everything CI runs (see .ci/run)
 test: $(DEPS_STAMP) tokenizer-data lint test-rust doc examples test-c test-alloc test-consumer
 	@bash scripts/test_examples.sh
+	@$(MAKE) --no-print-directory test-train-flags
 	@bash scripts/test_mpi.sh
 	@$(MAKE) --no-print-directory test-nuts
 	@$(MAKE) --no-print-directory bench BENCH_ARGS=--quick

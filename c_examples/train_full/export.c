@@ -116,7 +116,7 @@ static bool write_config(const char *path, const struct model *md, char *err, si
                      "  \"eos_token_id\": null,\n"
                      "  \"torch_dtype\": \"float32\"\n"
                      "}\n",
-                     md->V, md->T, md->T, md->C, md->L, md->NH, 4 * md->C);
+                     md->V, md->T, md->T, md->C, md->L, md->NH, md->F);
     return write_replace(cfg_path, json, (size_t)n, "", 0, "", 0, err, errlen);
 }
 

@@ -171,6 +171,26 @@ static int train_main(int argc, char **argv)
         free(data.tokens);
         return EXIT_USAGE;
     }
+    if (cfg.vocab_given) {
+        if (dist_root())
+            fprintf(stderr,
+                    "train_full: --vocab %d: the vocabulary of character data (%s) is its %d "
+                    "distinct bytes; --vocab sizes the model for token shards\n",
+                    cfg.vocab, path, data.V);
+        free(data.tokens);
+        return EXIT_USAGE;
+    }
+    if (check_model_size(&cfg, (size_t)data.V, err, sizeof err) != 0) {
+        if (dist_root()) fprintf(stderr, "train_full: %s\n", err);
+        free(data.tokens);
+        return EXIT_USAGE;
+    }
+    if (cfg.arch == ARCH_LLAMA) {
+        if (dist_root())
+            fprintf(stderr, "train_full: --arch llama: this build trains gpt2 blocks only\n");
+        free(data.tokens);
+        return EXIT_USAGE;
+    }
     if (cfg.prompt != NULL) {
         for (const char *p = cfg.prompt; *p != '\0'; p++) {
             if (data.id_of[(unsigned char)*p] < 0) {
@@ -232,9 +252,10 @@ static int train_main(int argc, char **argv)
     tr.progress.tty = !cfg.sample_only && isatty(STDOUT_FILENO) != 0;
     log.csv.fd = -1;
     size_t C = (size_t)cfg.n_embd;
-    size_t biggest = 4 * C * C;
+    size_t biggest = (size_t)cfg.ffn_hidden * C;
     if (tr.V * C > biggest) biggest = tr.V * C;
     if (T * C > biggest) biggest = T * C;
+    if (3 * C * C > biggest) biggest = 3 * C * C; /* gpt2's fused q, k, v */
     size_t steps = (size_t)cfg.iters; /* upper bound on the steps of this run */
     tr.ids = malloc(tr.B * T * sizeof *tr.ids);
     tr.targets = malloc(tr.B * T * sizeof *tr.targets);

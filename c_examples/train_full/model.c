@@ -53,7 +53,7 @@ static ag_status block_param(ag_context *ctx, struct model *m, int l, const char
 ag_status model_build(ag_context *ctx, struct model *m, uint64_t init_seed, float *scratch)
 {
     uint64_t rng = init_seed;
-    size_t C = (size_t)m->C;
+    size_t C = (size_t)m->C, F = (size_t)m->F;
     m->n_floats = 0;
     TRY(new_param(ctx, m, "transformer.wte.weight", (size_t)m->V, C, INIT_NORMAL, &rng, scratch, &m->wte));
     TRY(new_param(ctx, m, "transformer.wpe.weight", (size_t)m->T, C, INIT_NORMAL, &rng, scratch, &m->wpe));
@@ -69,9 +69,9 @@ ag_status model_build(ag_context *ctx, struct model *m, uint64_t init_seed, floa
         P("attn.c_proj.bias", C, 0, INIT_ZERO, &b->b_proj);
         P("ln_2.weight", C, 0, INIT_ONE, &b->ln2_w);
         P("ln_2.bias", C, 0, INIT_ZERO, &b->ln2_b);
-        P("mlp.c_fc.weight", C, 4 * C, INIT_NORMAL, &b->w_fc);
-        P("mlp.c_fc.bias", 4 * C, 0, INIT_ZERO, &b->b_fc);
-        P("mlp.c_proj.weight", 4 * C, C, INIT_NORMAL, &b->w_fc2);
+        P("mlp.c_fc.weight", C, F, INIT_NORMAL, &b->w_fc);
+        P("mlp.c_fc.bias", F, 0, INIT_ZERO, &b->b_fc);
+        P("mlp.c_proj.weight", F, C, INIT_NORMAL, &b->w_fc2);
         P("mlp.c_proj.bias", C, 0, INIT_ZERO, &b->b_fc2);
 #undef P
     }
@@ -108,8 +108,8 @@ ag_status model_forward(ag_context *ctx, const struct model *m, const int32_t *i
         TRY(ag_linear(ctx, a, b->w_proj, &b->b_proj, &a));      /* [B, t, C] */
         TRY(ag_add(ctx, x, a, &x));                             /* residual */
         TRY(ag_layernorm(ctx, x, b->ln2_w, b->ln2_b, &h));      /* [B, t, C] */
-        TRY(ag_linear(ctx, h, b->w_fc, &b->b_fc, &h));          /* [B, t, 4C] */
-        TRY(ag_gelu(ctx, h, &h));                               /* [B, t, 4C] */
+        TRY(ag_linear(ctx, h, b->w_fc, &b->b_fc, &h));          /* [B, t, F] */
+        TRY(ag_gelu(ctx, h, &h));                               /* [B, t, F] */
         TRY(ag_linear(ctx, h, b->w_fc2, &b->b_fc2, &h));        /* [B, t, C] */
         TRY(ag_add(ctx, x, h, &x));                             /* residual */
         TRY(ag_segment_end(ctx, x));                            /* x: its one output */

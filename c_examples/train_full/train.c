@@ -186,6 +186,7 @@ static int setup(struct trainer *tr)
     tr->model.L = cfg->n_layer;
     tr->model.NH = cfg->n_head;
     tr->model.C = cfg->n_embd;
+    tr->model.F = cfg->ffn_hidden;
     tr->model.T = cfg->seq_len;
     tr->model.V = tr->data->V;
     for (size_t t = 0; t < tr->T; t++) tr->model.pos_ids[t] = (int32_t)t;

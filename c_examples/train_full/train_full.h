@@ -48,12 +48,31 @@ enum {
 /* Configuration (args.c)                                                    */
 /* ------------------------------------------------------------------------ */
 
+/* The block architecture (--arch). */
+enum arch { ARCH_GPT2, ARCH_LLAMA };
+
+/* Largest sizes the model flags accept: products of them stay far from
+   size_t's and int's limits. */
+#define MAX_HEADS 4096L
+#define MAX_EMBD 65536L
+#define MAX_FFN (4L * MAX_EMBD)
+#define MAX_CONTEXT 1048576L
+#define MAX_VOCAB 16777216L
+
 struct config {
     const char *preset;  /* a preset name (static string) */
+    enum arch arch;      /* --arch: gpt2 (default) or llama */
     int n_layer;         /* L */
     int n_head;          /* NH */
+    int n_kv_head;       /* KV: key/value heads (llama's grouped-query attention; NH for gpt2) */
     int n_embd;          /* C */
+    int ffn_hidden;      /* F: the feed-forward width (gpt2: 4C by default) */
     int seq_len;         /* T */
+    int vocab;           /* V of token shards (the preset's or --vocab); 0: none given */
+    bool vocab_given;    /* --vocab was passed (character data then refuses it) */
+    float rope_theta;    /* llama: RoPE base (10000) */
+    float norm_eps;      /* llama: RMSNorm epsilon (1e-5); gpt2's LayerNorm has 1e-5 */
+    bool tie_embeddings; /* the output projection is the token embedding (always for gpt2) */
     int batch;           /* B: sequences per micro-batch */
     long accum;          /* micro-batches per optimizer step */
     long iters;          /* total steps (a resumed run continues up to it) */
@@ -89,6 +108,9 @@ struct config {
 };
 
 int parse_args(int argc, char **argv, struct config *cfg, char *err, size_t errlen);
+/* Once the vocabulary V is known: EXIT_USAGE with a message naming the flags
+   if the model cannot be built or cannot fit --arena-limit-mb, else 0. */
+int check_model_size(const struct config *cfg, size_t V, char *err, size_t errlen);
 void usage(FILE *f);
 
 /* The random streams of a run (derive_seed), independent of each other. */
@@ -121,12 +143,12 @@ struct block {
     ag_tensor w_qkv, b_qkv;   /* [C, 3C], [3C] */
     ag_tensor w_proj, b_proj; /* [C, C], [C] */
     ag_tensor ln2_w, ln2_b;   /* [C], [C] */
-    ag_tensor w_fc, b_fc;     /* [C, 4C], [4C] */
-    ag_tensor w_fc2, b_fc2;   /* [4C, C], [C] */
+    ag_tensor w_fc, b_fc;     /* [C, F], [F] (F = 4C by default) */
+    ag_tensor w_fc2, b_fc2;   /* [F, C], [C] */
 };
 
 struct model {
-    int L, NH, C, T, V;
+    int L, NH, C, F, T, V;
     ag_tensor wte;          /* [V, C], also the output projection */
     ag_tensor wpe;          /* [T, C] */
     ag_tensor lnf_w, lnf_b; /* [C], [C] */
