@@ -44,7 +44,7 @@ COMMON_HDR   := c_examples/common/trainer.h
 TRAIN_FULL_SRC := $(wildcard c_examples/train_full/*.c) $(COMMON_SRC)
 EXAMPLES     := $(patsubst c_examples/%.c,$(BUILD)/%,$(wildcard c_examples/*.c)) $(BUILD)/train_full
 
-.PHONY: all help deps tokenizer-data build header examples test test-train-flags bench-gemm bench-scaling test-interop test-rust test-c test-alloc test-consumer doc lint train data soak valgrind bench bench-instructions bench-deps bench-mpi fuzz torture tsan miri install uninstall clean
+.PHONY: all help deps tokenizer-data build header examples test test-train-flags test-shards bench-gemm bench-scaling test-interop test-rust test-c test-alloc test-consumer doc lint train data soak valgrind bench bench-instructions bench-deps bench-mpi fuzz torture tsan miri install uninstall clean
 
 all: build examples
 
@@ -104,6 +104,12 @@ C_TEST_DEPS  := $(C_TEST_HEADERS) tests/c/arenagrad_test_hooks.h $(LIB_HOOKS) in
 $(BUILD)/train_full: $(TRAIN_FULL_SRC) c_examples/train_full/train_full.h $(COMMON_HDR) $(LIB) include/arenagrad.h
 	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS) $(TRAIN_FULL_SRC) $(LIB) $(LIBS) -o $@
+
+# tokenize: text files to llm.c token shards for train_full --data.
+EXAMPLES     += $(BUILD)/tokenize
+$(BUILD)/tokenize: c_examples/tokenize/main.c $(LIB) include/arenagrad.h
+	@mkdir -p $(BUILD)
+	$(CC) $(CFLAGS) $< $(LIB) $(LIBS) -o $@
 
 # check_common: checks of the trainer helpers (run by scripts/test_examples.sh).
 EXAMPLES     += $(BUILD)/check_common
@@ -194,6 +200,11 @@ test-c: $(LIB_HOOKS) $(C_TESTS) $(C_TESTS_ASAN)
 test-train-flags: $(BUILD)/train_full
 	@bash c_examples/train_full/tests/test_model_flags.sh $(BUILD)/train_full $(TINY_DATA)
 
+## test-shards: build/tokenize writes llm.c token shards, train_full trains
+## and resumes on them and refuses bad ones (file and offset named)
+test-shards: $(BUILD)/train_full $(BUILD)/tokenize tokenizer-data
+	@bash c_examples/train_full/tests/test_shards.sh $(BUILD)/train_full $(BUILD)/tokenize $(TINY_DATA)
+
 ## test-alloc: zero C allocator calls per steady-state step, counted on every
 ## thread (OpenBLAS's and libc's too) by an LD_PRELOAD malloc counter; with
 ## each GEMM library, and at 4 threads
@@ -221,6 +232,7 @@ doc:
 test: $(DEPS_STAMP) tokenizer-data lint test-rust doc examples test-c test-alloc test-consumer
 	@bash scripts/test_examples.sh
 	@$(MAKE) --no-print-directory test-train-flags
+	@$(MAKE) --no-print-directory test-shards
 	@bash scripts/test_mpi.sh
 	@$(MAKE) --no-print-directory test-nuts
 	@$(MAKE) --no-print-directory bench BENCH_ARGS=--quick

@@ -37,6 +37,12 @@ static const struct preset *find_preset(const char *name)
     return NULL;
 }
 
+bool is_shard_pattern(const char *pattern)
+{
+    size_t n = strlen(pattern);
+    return n >= 4 && strcmp(pattern + n - 4, ".bin") == 0;
+}
+
 /* Parses a decimal integer in [min, max]: no sign games, no trailing bytes. */
 static bool parse_long(const char *flag, const char *s, long min, long max, long *out, char *err,
                        size_t errlen)
@@ -375,7 +381,8 @@ int parse_args(int argc, char **argv, struct config *cfg, char *err, size_t errl
         } else if (IS("--no-capture")) {
             NO_VALUE("--no-capture");
             cfg->no_capture = true;
-        } else if (IS("--data") || IS("--save") || IS("--resume") || IS("--out")) {
+        } else if (IS("--data") || IS("--val") || IS("--save") || IS("--resume") ||
+                   IS("--out")) {
             char flag[16];
             snprintf(flag, sizeof flag, "%.*s", (int)name_len, arg);
             VALUE(flag, v);
@@ -389,6 +396,7 @@ int parse_args(int argc, char **argv, struct config *cfg, char *err, size_t errl
             }
             switch (flag[2]) {
             case 'd': cfg->data = v; break;
+            case 'v': cfg->val = v; break;
             case 's': cfg->save = v; break;
             case 'r': cfg->resume = v; break;
             default: cfg->out = v; break;
@@ -431,6 +439,25 @@ int parse_args(int argc, char **argv, struct config *cfg, char *err, size_t errl
         snprintf(err, errlen,
                  "--init-from and --resume both set the weights: use one (--resume also "
                  "restores the optimizer and the step)");
+        return EXIT_USAGE;
+    }
+    const bool shards = cfg->data != NULL && is_shard_pattern(cfg->data);
+    if (cfg->val != NULL && !is_shard_pattern(cfg->val)) {
+        snprintf(err, errlen, "--val %s: validation token shards end in .bin", cfg->val);
+        return EXIT_USAGE;
+    }
+    if (cfg->val != NULL && !shards) {
+        snprintf(err, errlen,
+                 "--val %s: validation shards go with training shards (--data PATTERN.bin); "
+                 "character text validates on its last 10%%",
+                 cfg->val);
+        return EXIT_USAGE;
+    }
+    if (shards && (cfg->sample_only || cfg->prompt != NULL)) {
+        snprintf(err, errlen,
+                 "%s: sampling from token shards' ids needs their tokenizer; train_full "
+                 "samples characters only",
+                 cfg->sample_only ? "--sample-only" : "--prompt");
         return EXIT_USAGE;
     }
     if (cfg->sample_only) {
@@ -595,6 +622,10 @@ void usage(FILE *f)
             "  --data PATH         training text (default data/shakespeare.txt, else\n"
             "                      ../shared/data/shakespeare_tiny.txt); vocabulary = its\n"
             "                      distinct bytes; first 90%% train, last 10%% validation\n"
+            "  --data PATTERN.bin  token shards in llm.c's format (a glob, quoted: several\n"
+            "                      shards, e.g. 'data/x_train_*.bin'); ids below --vocab\n"
+            "  --val PATTERN.bin   validation shards (default: --data's with _train_\n"
+            "                      replaced by _val_)\n"
             "  --seed S            seed for init, batches, evaluation and sampling (1337)\n"
             "\n"
             "Optimisation (AdamW, gradients clipped at norm 1.0):\n"

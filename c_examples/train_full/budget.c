@@ -38,7 +38,7 @@ int arena_budget(struct trainer *tr, uint64_t rng)
         if (st != AG_STATUS_OK) return report_failure(&tr->reporter, "ag_set_arena_limit", st);
         st = ag_set_recompute(ctx, AG_RECOMPUTE_ALL);
         if (st != AG_STATUS_OK) return report_failure(&tr->reporter, "ag_set_recompute", st);
-        get_batch(tr->data->tokens, tr->data->n_train, tr->B, tr->T, &rng, tr->ids, tr->targets);
+        dataset_batch(tr->data, false, tr->B, tr->T, &rng, tr->ids, tr->targets);
         ag_tensor loss;
         const char *what = "ag_reset";
         st = ag_reset(ctx);

@@ -55,7 +55,9 @@ static bool add_metadata(const char *path, const struct dataset *d, size_t V, ch
     }
     char meta[64 + 2 * 256];
     int m = snprintf(meta, sizeof meta, "{\"__metadata__\":{\"format\":\"pt\",\"vocab_hex\":\"");
-    for (size_t i = 0; i < V; i++) m += snprintf(meta + m, sizeof meta - (size_t)m, "%02x", d->vocab[i]);
+    /* Token shards' ids have no byte vocabulary here (the tokenizer's files do). */
+    for (size_t i = 0; !d->shards && i < V; i++)
+        m += snprintf(meta + m, sizeof meta - (size_t)m, "%02x", d->vocab[i]);
     m += snprintf(meta + m, sizeof meta - (size_t)m, "\"},");
     /* The old header without its '{', and its own trailing padding. */
     size_t rest = (size_t)n - 1;

@@ -38,7 +38,7 @@ static ag_status evaluate(struct trainer *tr, uint64_t seed, double *out)
     double sum = 0.0;
     TRY(ag_set_grad_enabled(tr->ctx, false));
     for (long i = 0; i < n; i++) {
-        get_batch(d->tokens + d->n_train, d->n_val, tr->B, tr->T, &rng, tr->ids, tr->targets);
+        dataset_batch(d, true, tr->B, tr->T, &rng, tr->ids, tr->targets);
         ag_tensor loss;
         float v = 0.0f;
         TRY(ag_reset(tr->ctx));
@@ -330,7 +330,7 @@ static ag_status train_step(struct trainer *tr, struct run_state *r, uint64_t st
     ag_status st = AG_STATUS_OK;
     *what = "ag_reset";
     for (long m = 0; m < cfg->accum && st == AG_STATUS_OK; m++) {
-        get_batch(d->tokens, d->n_train, tr->B, tr->T, &r->s.rng, tr->ids, tr->targets);
+        dataset_batch(d, false, tr->B, tr->T, &r->s.rng, tr->ids, tr->targets);
         ag_tensor loss;
         float v = 0.0f;
         const bool capture = !cfg->no_capture;

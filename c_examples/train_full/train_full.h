@@ -91,6 +91,7 @@ struct config {
     long top_k;          /* 0: sample from the whole vocabulary */
     const char *prompt;  /* NULL: start the sample from a newline */
     const char *data;    /* NULL: data/shakespeare.txt, else the tiny corpus */
+    const char *val;     /* token shards for validation; NULL: --data's with _val_ */
     const char *out;     /* run folder, NULL: none */
     const char *save;    /* checkpoint path, NULL: from --out or --resume */
     const char *resume;  /* NULL: fresh start */
@@ -126,13 +127,36 @@ struct dataset {
     int V;
     uint8_t vocab[256]; /* id -> byte, sorted */
     int16_t id_of[256]; /* byte -> id, -1 if absent */
+    /* Token shards (--data *.bin): no byte vocabulary; tok holds the
+       training shards' tokens, then the validation shards', V is --vocab. */
+    bool shards;
+    uint32_t *tok;           /* [n_train + n_val] */
+    size_t n_train_files, n_val_files;
 };
+
+/* llm.c's token shards: a header of 256 int32 (magic, version, token
+   count), then the tokens, uint16 or uint32. */
+#define SHARD_HEADER_INTS 256
+#define SHARD_MAGIC_U16 20240520
+#define SHARD_MAGIC_U32 20240801
+#define SHARD_VERSION_U16 1
+#define SHARD_VERSION_U32 7
 
 bool load_data(const char *path, struct dataset *d, char *err, size_t errlen);
 bool read_data(const char *path, struct dataset *d, char *err, size_t errlen); /* bytes only */
 void index_data(struct dataset *d); /* vocabulary, ids and split of the bytes read */
 void get_batch(const uint8_t *tokens, size_t n, size_t B, size_t T, uint64_t *rng,
                int32_t *ids, int32_t *targets);
+/* --data is token shards when its pattern ends in ".bin". */
+bool is_shard_pattern(const char *pattern);
+/* Reads the shards matching train_pattern and val_pattern (glob(3), sorted)
+   with tokens below V into d; false with a message naming file and offset. */
+bool load_shards(const char *train_pattern, const char *val_pattern, int V, struct dataset *d,
+                 char *err, size_t errlen);
+/* B random windows from the training (or validation) tokens of either kind. */
+void dataset_batch(const struct dataset *d, bool validation, size_t B, size_t T, uint64_t *rng,
+                   int32_t *ids, int32_t *targets);
+void free_data(struct dataset *d);
 
 /* ------------------------------------------------------------------------ */
 /* Model (model.c)                                                           */
