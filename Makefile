@@ -209,12 +209,18 @@ test-shards: $(BUILD)/train_full $(BUILD)/tokenize tokenizer-data
 ## thread (OpenBLAS's and libc's too) by an LD_PRELOAD malloc counter; with
 ## each GEMM library, and at 4 threads
 ALLOC_COUNTER := $(BUILD)/tests/libmalloc_count.so
-test-alloc: $(BUILD)/tests/alloc_steady $(ALLOC_COUNTER)
+test-alloc: $(BUILD)/tests/alloc_steady $(BUILD)/tests/alloc_llama $(ALLOC_COUNTER)
 	@if [ "$$(uname -s)" = Linux ]; then \
 		LD_PRELOAD=$(abspath $(ALLOC_COUNTER)) $(BUILD)/tests/alloc_steady && \
+		LD_PRELOAD=$(abspath $(ALLOC_COUNTER)) $(BUILD)/tests/alloc_llama && \
 		AG_GEMM=openblas LD_PRELOAD=$(abspath $(ALLOC_COUNTER)) $(BUILD)/tests/alloc_steady && \
 		AG_NUM_THREADS=4 LD_PRELOAD=$(abspath $(ALLOC_COUNTER)) $(BUILD)/tests/alloc_steady; \
 	else echo "test-alloc: needs Linux (LD_PRELOAD, glibc): skipped"; fi
+
+# alloc_llama: train_full's own model.c (the Llama blocks) under the counter.
+$(BUILD)/tests/alloc_llama: tests/c/alloc_llama.c c_examples/train_full/model.c c_examples/common/util.c c_examples/train_full/train_full.h $(COMMON_HDR) $(LIB) include/arenagrad.h
+	@mkdir -p $(BUILD)/tests
+	$(CC) $(CFLAGS) -Ic_examples/train_full $< c_examples/train_full/model.c c_examples/common/util.c $(LIB) $(LIBS) -o $@
 
 $(ALLOC_COUNTER): tests/c/malloc_count.c
 	@mkdir -p $(BUILD)/tests

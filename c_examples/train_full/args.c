@@ -544,6 +544,13 @@ static int model_flags(struct config *cfg, const struct preset *preset, const ch
                  cfg->n_embd, cfg->n_head, cfg->n_embd / cfg->n_head);
         return EXIT_USAGE;
     }
+    if (cfg->export_path != NULL || cfg->init_from != NULL) {
+        snprintf(err, errlen,
+                 "%s: --arch llama's weights are not exported or imported yet (GPT-2's "
+                 "config.json and names only)",
+                 cfg->export_path != NULL ? "--export" : "--init-from");
+        return EXIT_USAGE;
+    }
     /* Llama's SwiGLU width: 2/3 of 4C, rounded up to a multiple of 32. */
     cfg->ffn_hidden = ffn > 0 ? (int)ffn : (8 * cfg->n_embd / 3 + 31) / 32 * 32;
     cfg->rope_theta = isnan(rope_theta) ? 10000.0f : rope_theta;

@@ -232,12 +232,6 @@ static int train_main(int argc, char **argv)
         free_data(&data);
         return EXIT_USAGE;
     }
-    if (cfg.arch == ARCH_LLAMA) {
-        if (dist_root())
-            fprintf(stderr, "train_full: --arch llama: this build trains gpt2 blocks only\n");
-        free_data(&data);
-        return EXIT_USAGE;
-    }
     if (cfg.prompt != NULL) {
         for (const char *p = cfg.prompt; *p != '\0'; p++) {
             if (data.id_of[(unsigned char)*p] < 0) {

@@ -169,12 +169,23 @@ struct block {
     ag_tensor ln2_w, ln2_b;   /* [C], [C] */
     ag_tensor w_fc, b_fc;     /* [C, F], [F] (F = 4C by default) */
     ag_tensor w_fc2, b_fc2;   /* [F, C], [C] */
+    /* --arch llama: weights [out, in] as Hugging Face's nn.Linear, no biases */
+    ag_tensor attn_norm;      /* input_layernorm [C] */
+    ag_tensor wq, wk, wv, wo; /* [C, C], [KV D, C], [KV D, C], [C, C] */
+    ag_tensor ffn_norm;       /* post_attention_layernorm [C] */
+    ag_tensor w_gate, w_up;   /* [F, C] */
+    ag_tensor w_down;         /* [C, F] */
 };
 
 struct model {
-    int L, NH, C, F, T, V;
-    ag_tensor wte;          /* [V, C], also the output projection */
-    ag_tensor wpe;          /* [T, C] */
+    enum arch arch;
+    int L, NH, KV, C, F, T, V;
+    float rope_theta, norm_eps; /* llama */
+    bool tie;                   /* llama: logits through wte (gpt2 always) */
+    ag_tensor norm_w;           /* llama: model.norm [C] */
+    ag_tensor lm_head;          /* llama, untied: [V, C] */
+    ag_tensor wte;          /* [V, C], also the output projection when tied */
+    ag_tensor wpe;          /* gpt2: [T, C] */
     ag_tensor lnf_w, lnf_b; /* [C], [C] */
     struct block blocks[MAX_LAYERS];
     size_t n_floats;  /* parameter floats */
