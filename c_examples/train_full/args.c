@@ -558,39 +558,33 @@ static int model_flags(struct config *cfg, const struct preset *preset, const ch
     return 0;
 }
 
-/* A step's activations keeping only each block's input (every block
-   recomputed): B T C floats per block and for the embeddings, and the
-   logits, B T V. Less can never work (the arena holds activations; the
-   parameters, gradients and optimizer moments live outside it). */
+/* The parameters, their gradients and AdamW's two moments (16 bytes a
+   float) must be addressable; the arena cap is checked by measuring a step
+   (budget.c), which names the smallest cap that works. */
 int check_model_size(const struct config *cfg, size_t V, char *err, size_t errlen)
 {
-    const double B = (double)cfg->batch, T = (double)cfg->seq_len, C = (double)cfg->n_embd;
-    const double L = (double)cfg->n_layer, F = (double)cfg->ffn_hidden;
+    const double C = (double)cfg->n_embd, L = (double)cfg->n_layer, F = (double)cfg->ffn_hidden;
     const double kv = C / (double)cfg->n_head * (double)cfg->n_kv_head;
     const double qkvo = cfg->arch == ARCH_GPT2 ? 4.0 * C * C : 2.0 * C * C + 2.0 * C * kv;
     const double ffn_mats = cfg->arch == ARCH_GPT2 ? 2.0 * C * F : 3.0 * C * F;
     const double params = (double)V * C * (cfg->tie_embeddings ? 1.0 : 2.0) + L * (qkvo + ffn_mats);
-    /* Parameters, their gradients and AdamW's two moments: 16 bytes a float. */
+    /* The largest tensor: the embedding, a feed-forward matrix or gpt2's fused qkv. */
+    double largest = (double)V * C;
+    if (F * C > largest) largest = F * C;
+    if (cfg->arch == ARCH_GPT2 && 3.0 * C * C > largest) largest = 3.0 * C * C;
+    if (largest > (double)INT32_MAX) {
+        snprintf(err, errlen,
+                 "--embd %d with --ffn-hidden %d and V=%zu makes a parameter of %.3g floats, "
+                 "past a tensor's 2^31 - 1",
+                 cfg->n_embd, cfg->ffn_hidden, V, largest);
+        return EXIT_USAGE;
+    }
     if (params * 16.0 > (double)SIZE_MAX / 2) {
         snprintf(err, errlen,
                  "the model has %.3g parameters (--layers %d --embd %d --ffn-hidden %d, V=%zu): "
-                 "their %.3g bytes with gradients and AdamW moments cannot be addressed",
-                 params, cfg->n_layer, cfg->n_embd, cfg->ffn_hidden, V, params * 16.0);
+                 "more than memory can address with their gradients and AdamW moments",
+                 params, cfg->n_layer, cfg->n_embd, cfg->ffn_hidden, V);
         return EXIT_USAGE;
-    }
-    if (cfg->arena_limit_mb > 0) {
-        const double need = 4.0 * B * T * (C * (L + 1.0) + (double)V);
-        const double cap = (double)cfg->arena_limit_mb * 1048576.0;
-        if (need > cap) {
-            snprintf(err, errlen,
-                     "--arena-limit-mb %ld cannot hold a step of this model: with every block "
-                     "recomputed its activations still take at least %.1f MiB (--batch %d x "
-                     "--context %d x (--embd %d x (--layers %d + 1) + V=%zu) floats); "
-                     "raise the cap or lower those flags",
-                     cfg->arena_limit_mb, need / 1048576.0, cfg->batch, cfg->seq_len, cfg->n_embd,
-                     cfg->n_layer, V);
-            return EXIT_USAGE;
-        }
     }
     return 0;
 }

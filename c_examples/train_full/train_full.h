@@ -110,7 +110,7 @@ struct config {
 
 int parse_args(int argc, char **argv, struct config *cfg, char *err, size_t errlen);
 /* Once the vocabulary V is known: EXIT_USAGE with a message naming the flags
-   if the model cannot be built or cannot fit --arena-limit-mb, else 0. */
+   if the model's parameters cannot be held, else 0. */
 int check_model_size(const struct config *cfg, size_t V, char *err, size_t errlen);
 void usage(FILE *f);
 

@@ -45,8 +45,21 @@ expect_fail "--rope-theta 500000: --arch gpt2 has learned position embeddings" -
 expect_fail "--norm-eps 1e-06: --arch gpt2's LayerNorm has epsilon 1e-5" --norm-eps 1e-6
 expect_fail "--tie-embeddings takes no value" --tie-embeddings=yes
 expect_fail "RoPE (--arch llama) needs an even head size" --arch llama --embd 30 --heads 2
-expect_fail "--arena-limit-mb 1 cannot hold a step of this model" --preset gpt2 --arena-limit-mb 1
+expect_fail "past a tensor's 2^31 - 1" --embd 65536 --heads 1 --ffn-hidden 65536
 expect_fail "--vocab 100: the vocabulary of character data" --vocab 100
+
+# An arena cap below a step of the model: exit 4 after the measuring step,
+# naming the model's sizes and the smallest cap that works.
+rc=0
+"$bin" --preset small --layers 2 --context 32 --arena-limit-mb 1 --iters 1 --sample-chars 0 \
+    --data "$corpus" >"$tmp/out" 2>"$tmp/err" || rc=$?
+if [ "$rc" -eq 4 ] &&
+    grep -qF -- "--arena-limit-mb 1 is too small for preset small (L=2 C=128 T=32)" "$tmp/err" &&
+    grep -q "smallest cap that works is --arena-limit-mb [0-9]" "$tmp/err"; then
+    echo "ok: $(head -n1 "$tmp/err")"
+else
+    echo "FAIL: arena cap: exit $rc (want 4): $(cat "$tmp/err")"; fails=$((fails + 1))
+fi
 
 # The preset's own values as flags: the same model, bit for bit.
 common=(--iters 4 --eval-every 2 --sample-chars 0 --data "$corpus")
