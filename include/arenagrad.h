@@ -1145,6 +1145,16 @@ ag_status ag_softmax(struct ag_context *ctx, struct ag_tensor x, bool causal, fl
 // divide C), OUT_OF_MEMORY.
 ag_status ag_attention(struct ag_context *ctx, struct ag_tensor qkv, size_t n_head, struct ag_tensor *out);
 
+// Causal grouped-query attention: q [B, H, T, D], k and v [B, KV, T, D]
+// (head-major, as ag_rope takes and returns) with KV dividing H ->
+// [B, H, T, D]. Query head h attends with kv head h / (H / KV); query t
+// sees keys 0..=t; scores are scaled by 1/sqrt(D). KV == H is multi-head
+// attention, KV == 1 multi-query.
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH
+// (a rank other than 4, k and v of different shapes, B, T or D differing
+// between q and k, KV not dividing H), OUT_OF_MEMORY.
+ag_status ag_attention_gqa(struct ag_context *ctx, struct ag_tensor q, struct ag_tensor k, struct ag_tensor v, struct ag_tensor *out);
+
 // 2-D convolution (cross-correlation, as PyTorch's conv2d): x [N, C_in,
 // H, W], w [C_out, C_in / groups, kH, kW], bias [C_out] (NULL for none) ->
 // [N, C_out, H_out, W_out], H_out = (H + 2 pad_h - dil_h (kH - 1) - 1) /

@@ -369,6 +369,9 @@ pub(crate) enum Op {
     /// Fused causal self-attention over packed qkv; `probs` holds the
     /// attention probabilities followed by the backward pass's scratch.
     Attention { qkv: u32, n_head: u32, probs: Buf },
+    /// Causal grouped-query attention over head-major q, k and v; `probs`
+    /// holds the probabilities followed by the backward pass's scratch.
+    AttentionGqa { q: u32, k: u32, v: u32, probs: Buf },
     /// Convolution (2-D, or 1-D with H = 1) through im2col; `col` holds one
     /// image's columns per task, rewritten by backward.
     Conv2d {

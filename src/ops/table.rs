@@ -150,6 +150,10 @@ macro_rules! op_table {
                 name "attention", inputs [qkv], reads (true, true),
                 forward attention::forward_attention(qkv, n_head as usize, probs),
                 backward attention::backward_attention(qkv, n_head as usize, probs);
+            AttentionGqa { q, k, v, probs }:
+                name "attention_gqa", inputs [q, k, v], reads (true, true),
+                forward attention::gqa::forward_attention_gqa([q, k, v], probs),
+                backward attention::gqa::backward_attention_gqa([q, k, v], probs);
             // Backward unfolds x again into `col`: nothing saved is read.
             Conv2d { x, w, bias, geom, col }:
                 name "conv2d", inputs ([x, w], bias), reads (true, false),

@@ -805,6 +805,12 @@ c_functions! {
         contract: call(ag_attention(ctx, t, n, o)),
         c: AG_OP("1, (1, 2, 6), (1), (1), ag_attention(c, t[0], 2, out)"),
     }
+    ag_attention_gqa {
+        fuzz: ATTENTION_GQA,
+        null: call(ag_attention_gqa(n, p, q, q, &mut o)),
+        contract: call(ag_attention_gqa(ctx, t, t, t, o)),
+        c: AG_OP("3, (1, 2, 3, 4), (1, 1, 3, 4), (1, 1, 3, 4), ag_attention_gqa(c, t[0], t[1], t[2], out)"),
+    }
 
     // src/ffi/ops/llama.rs
     ag_silu {

@@ -197,6 +197,8 @@ ids! {
     SILU = 0xBF;
     RMSNORM = 0xBE;
     ROPE = 0xBD;
+    /// ag_attention_gqa of q, k and v handles.
+    ATTENTION_GQA = 0xB5;
 
     // Convolution and pooling (ops.rs).
     /// ag_conv2d of x, w and a bias handle (or none) with the stride,

@@ -21,4 +21,12 @@ impl FfiOps<'_> {
         let offset = self.input.small_usize();
         self.op("ag_rope", t, &[x], |c, o| ag_rope(c, x, theta, offset, o));
     }
+
+    pub(super) fn attention_gqa(&mut self) {
+        let t = self.target();
+        let (q, k, v) = (self.handle(), self.handle(), self.handle());
+        self.op("ag_attention_gqa", t, &[q, k, v], |c, o| {
+            ag_attention_gqa(c, q, k, v, o)
+        });
+    }
 }

@@ -209,6 +209,7 @@ impl<'a> FfiOps<'a> {
             ids::ATTENTION => self.attention(),
             ids::RMSNORM => self.rmsnorm(),
             ids::ROPE => self.rope(),
+            ids::ATTENTION_GQA => self.attention_gqa(),
             ids::POW => self.pow(),
             ids::CLAMP => self.clamp_op(),
             ids::WHERE => self.where_op(),

@@ -1,4 +1,4 @@
-//! Softmax and fused causal self-attention.
+//! Softmax, fused causal self-attention and grouped-query attention.
 
 use crate::ffi::prelude::*;
 
@@ -35,5 +35,26 @@ pub extern "C" fn ag_attention(
 ) -> ag_status {
     op("ag_attention", ctx, out, |c| {
         c.attention(qkv.into(), n_head)
+    })
+}
+
+/// Causal grouped-query attention: q [B, H, T, D], k and v [B, KV, T, D]
+/// (head-major, as ag_rope takes and returns) with KV dividing H ->
+/// [B, H, T, D]. Query head h attends with kv head h / (H / KV); query t
+/// sees keys 0..=t; scores are scaled by 1/sqrt(D). KV == H is multi-head
+/// attention, KV == 1 multi-query.
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH
+/// (a rank other than 4, k and v of different shapes, B, T or D differing
+/// between q and k, KV not dividing H), OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_attention_gqa(
+    ctx: *mut ag_context,
+    q: ag_tensor,
+    k: ag_tensor,
+    v: ag_tensor,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_attention_gqa", ctx, out, |c| {
+        c.attention_gqa(q.into(), k.into(), v.into())
     })
 }

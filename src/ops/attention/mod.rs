@@ -7,9 +7,13 @@
 //! or merge copies. It saves only the probabilities `[B, NH, T, T]`.
 //!
 //! This file holds the recording functions and the op functions; the row
-//! kernels are in `softmax.rs`, the fused attention's in `fused.rs`.
+//! kernels are in `softmax.rs`, the fused attention's in `fused.rs`. The
+//! grouped-query attention over head-major q, k and v is in `gqa.rs`.
 
 mod fused;
+pub(crate) mod gqa;
+#[cfg(test)]
+mod gqa_tests;
 mod softmax;
 #[cfg(test)]
 mod tests;
