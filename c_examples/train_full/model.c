@@ -10,7 +10,6 @@
  * attn.c_attn, proj attn.c_proj, fc mlp.c_fc, fc2 mlp.c_proj), weights in the
  * [in, out] layout of GPT-2's Conv1D, which is ag_linear's.
  */
-#include <math.h>
 #include <stdio.h>
 
 #include "train_full.h"
@@ -148,8 +147,9 @@ ag_status model_forward(ag_context *ctx, const struct model *m, const int32_t *i
  * Token embedding only (no position embedding: RoPE turns q and k); L blocks
  *     x = x + o(attention(rope(q(n1)), rope(k(n1)), v(n1))),  n1 = rmsnorm(x)
  *     x = x + down(silu(gate(n2)) * up(n2)),                  n2 = rmsnorm(x)
- * with grouped-query causal attention (KV key/value heads, each serving
- * NH / KV query heads), a final RMSNorm, and logits through lm_head (or wte
+ * with grouped-query causal attention (ag_attention_gqa: KV key/value
+ * heads, query head h reading head h / (NH / KV), scaled by 1/sqrt(D)), a
+ * final RMSNorm, and logits through lm_head (or wte
  * with --tie-embeddings). Names and the [out, in] weight layout are those of
  * transformers' LlamaForCausalLM state dict.
  */
@@ -210,40 +210,6 @@ static ag_status to_heads(ag_context *ctx, ag_tensor x, size_t B, size_t t, size
     return ag_permute(ctx, x, swap_ht, 4, out);
 }
 
-/*
- * Grouped-query causal attention: q [B, H, t, D], k and v [B, KV, t, D] ->
- * [B, H, t, D]; query head h reads key/value head h / (H / KV) (as
- * transformers' repeat_kv), scores scaled by 1/sqrt(D).
- */
-static ag_status attention_gqa(ag_context *ctx, ag_tensor q, ag_tensor k, ag_tensor v, size_t B,
-                               size_t H, size_t KV, size_t t, size_t D, ag_tensor *out)
-{
-    const size_t group = H / KV;
-    if (group > 1) {
-        /* Each key/value head repeated for its group: [B, KV, group, t, D]. */
-        if (group > (size_t)AG_MAX_CONCAT * AG_MAX_CONCAT) return AG_STATUS_INVALID_ARGUMENT;
-        const size_t one[5] = {B, KV, 1, t, D}, all[4] = {B, H, t, D};
-        ag_tensor *kv[2] = {&k, &v};
-        for (int i = 0; i < 2; i++) {
-            ag_tensor x, parts[AG_MAX_CONCAT], copies[AG_MAX_CONCAT];
-            TRY(ag_reshape(ctx, *kv[i], one, 5, &x));
-            size_t n_parts = 0;
-            for (size_t done = 0; done < group; n_parts++) {
-                size_t n = group - done < AG_MAX_CONCAT ? group - done : AG_MAX_CONCAT;
-                for (size_t c = 0; c < n; c++) copies[c] = x;
-                TRY(ag_concat(ctx, copies, n, 2, &parts[n_parts]));
-                done += n;
-            }
-            if (n_parts > 1) TRY(ag_concat(ctx, parts, n_parts, 2, &parts[0]));
-            TRY(ag_reshape(ctx, parts[0], all, 4, kv[i]));
-        }
-    }
-    ag_tensor scores, p;
-    TRY(ag_bmm(ctx, q, k, false, true, &scores));                         /* [B, H, t, t] */
-    TRY(ag_softmax(ctx, scores, true, 1.0f / sqrtf((float)D), &p));       /* causal */
-    return ag_bmm(ctx, p, v, false, false, out);                          /* [B, H, t, D] */
-}
-
 static ag_status llama_forward(ag_context *ctx, const struct model *m, const int32_t *ids,
                                size_t B, size_t t, ag_tensor *logits)
 {
@@ -265,7 +231,7 @@ static ag_status llama_forward(ag_context *ctx, const struct model *m, const int
         TRY(to_heads(ctx, v, B, t, KV, D, &v));
         TRY(ag_rope(ctx, q, m->rope_theta, 0, &q));
         TRY(ag_rope(ctx, k, m->rope_theta, 0, &k));
-        TRY(attention_gqa(ctx, q, k, v, B, H, KV, t, D, &a));           /* [B, H, t, D] */
+        TRY(ag_attention_gqa(ctx, q, k, v, &a));                        /* [B, H, t, D] causal */
         TRY(ag_permute(ctx, a, swap_ht, 4, &a));                        /* [B, t, H, D] */
         TRY(ag_reshape(ctx, a, nc, 2, &a));                             /* [N, C] */
         TRY(linear_t(ctx, a, b->wo, &a));
