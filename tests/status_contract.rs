@@ -859,6 +859,8 @@ fn targeted_cases(env: &Env) -> Vec<(&'static str, String)> {
     check("ag_rope", st, "OUT_OF_MEMORY", c);
     let st = ag_attention(c, qkv, 1, &mut out);
     check("ag_attention", st, "OUT_OF_MEMORY", c);
+    let st = ag_attention_gqa(c, heads, heads, heads, &mut out);
+    check("ag_attention_gqa", st, "OUT_OF_MEMORY", c);
     let st = ag_bmm(c, a3, b3, false, false, &mut out);
     check("ag_bmm", st, "OUT_OF_MEMORY", c);
     let st = ag_backward(c, loss);

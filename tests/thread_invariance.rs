@@ -230,6 +230,39 @@ const CASES: &[Case] = &[
         }
         out
     }),
+    // Grouped-query attention, 3 query heads per kv head over 6 (batch,
+    // kv head) groups of an odd length: forward and the three gradients.
+    ("grouped-query attention", || {
+        let (b, h, kv, t, d) = (3, 6, 2, 67, 32);
+        let mut rng = Rng(45);
+        let mut random = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.normal() as f32).collect() };
+        let mut ctx = Context::new();
+        let q = ctx
+            .param(&[b, h, t, d], Some(&random(b * h * t * d)))
+            .unwrap();
+        let k = ctx
+            .param(&[b, kv, t, d], Some(&random(b * kv * t * d)))
+            .unwrap();
+        let v = ctx
+            .param(&[b, kv, t, d], Some(&random(b * kv * t * d)))
+            .unwrap();
+        let y = ctx.attention_gqa(q, k, v).unwrap();
+        let w = ctx.tensor(&[b, h, t, d], &random(b * h * t * d)).unwrap();
+        let wy = ctx.mul(y, w).unwrap();
+        let loss = ctx.sum(wy).unwrap();
+        let mut out = Bits {
+            losses: vec![ctx.item(loss).unwrap().to_bits()],
+            grads: vec![],
+            params: vec![],
+        };
+        ctx.backward(loss).unwrap();
+        for x in [q, k, v] {
+            let mut g = vec![0.0; ctx.numel(x).unwrap()];
+            ctx.read_grad(x, &mut g).unwrap();
+            out.grads.extend(g.iter().map(|x| x.to_bits()));
+        }
+        out
+    }),
     // RMSNorm over 2048 rows of 256 (row tasks forward and for dx,
     // column tasks for the weight), then SiLU: forward and backward.
     ("rmsnorm and silu", || {
