@@ -310,8 +310,35 @@ fn errors_name_the_op_and_shapes() {
     assert!(c.attention_gqa(q5, kv2, kv2).is_err());
 }
 
+/// Median forward and backward seconds of `f` over 10 runs after 2 warm-up
+/// runs; backward includes the `sum(y * dy)` loss's own.
+fn time_fwd_bwd(
+    ctx: &mut Context,
+    dy: &[f32],
+    f: impl Fn(&mut Context) -> crate::Result<crate::Tensor>,
+) -> (f64, f64) {
+    let mut times = Vec::new();
+    for _ in 0..12 {
+        ctx.reset();
+        let start = std::time::Instant::now();
+        let y = f(ctx).unwrap();
+        let fwd = start.elapsed().as_secs_f64();
+        let g = ctx.tensor(ctx.shape(y).unwrap().dims(), dy).unwrap();
+        let m = ctx.mul(y, g).unwrap();
+        let l = ctx.sum(m).unwrap();
+        let start = std::time::Instant::now();
+        ctx.backward(l).unwrap();
+        times.push((fwd, start.elapsed().as_secs_f64()));
+        ctx.zero_grad();
+    }
+    let warm = &mut times[2..];
+    warm.sort_by(|a, b| (a.0 + a.1).total_cmp(&(b.0 + b.1)));
+    warm[warm.len() / 2]
+}
+
 /// Forward and backward ms of the grouped-query attention at B = 4,
-/// H = 12, KV = 4, T = 256, D = 64 on 2 threads:
+/// H = 12, KV = 4, T = 256, D = 64 on 2 threads, and of the packed
+/// attention with 12 heads of 64 on the same machine for scale:
 /// `cargo test --release --lib attention_gqa_speed -- --ignored --nocapture`.
 #[test]
 #[ignore]
@@ -324,33 +351,23 @@ fn attention_gqa_speed() {
     let k = random(&mut rng, b * kv * t * d, -1.0, 1.0);
     let v = random(&mut rng, b * kv * t * d, -1.0, 1.0);
     let dy = random(&mut rng, b * h * t * d, -1.0, 1.0);
+    let qkv = random(&mut rng, b * t * 3 * h * d, -1.0, 1.0);
     let mut ctx = Context::new();
     let qt = ctx.param(&[b, h, t, d], Some(&q)).unwrap();
     let kt = ctx.param(&[b, kv, t, d], Some(&k)).unwrap();
     let vt = ctx.param(&[b, kv, t, d], Some(&v)).unwrap();
-    let mut times = Vec::new();
-    for _ in 0..12 {
-        ctx.reset();
-        let start = std::time::Instant::now();
-        let y = ctx.attention_gqa(qt, kt, vt).unwrap();
-        let mid = start.elapsed();
-        let g = ctx.tensor(&[b, h, t, d], &dy).unwrap();
-        let m = ctx.mul(y, g).unwrap();
-        let l = ctx.sum(m).unwrap();
-        let before = std::time::Instant::now();
-        ctx.backward(l).unwrap();
-        times.push((mid.as_secs_f64(), before.elapsed().as_secs_f64()));
-        ctx.zero_grad();
+    let x = ctx.param(&[b, t, 3 * h * d], Some(&qkv)).unwrap();
+    let gqa = time_fwd_bwd(&mut ctx, &dy, |c| c.attention_gqa(qt, kt, vt));
+    let packed = time_fwd_bwd(&mut ctx, &dy, |c| c.attention(x, h));
+    let gqa_shape = format!("attention_gqa B, H, KV, T, D = {dims:?}");
+    let packed_shape = format!("packed attention qkv [{b}, {t}, {}], {h} heads", 3 * h * d);
+    for (what, (f, bw)) in [(gqa_shape, gqa), (packed_shape, packed)] {
+        eprintln!(
+            "[{what}, 2 threads] forward {:.2} ms, backward {:.2} ms, \
+             total {:.2} ms (median of 10)",
+            f * 1e3,
+            bw * 1e3,
+            (f + bw) * 1e3,
+        );
     }
-    let warm = &mut times[2..];
-    warm.sort_by(|a, b| (a.0 + a.1).total_cmp(&(b.0 + b.1)));
-    let (f, bw) = warm[warm.len() / 2];
-    eprintln!(
-        "[attention_gqa speed {dims:?}, 2 threads] forward {:.2} ms, backward {:.2} ms \
-         (incl. mul and sum), total {:.2} ms (median of {})",
-        f * 1e3,
-        bw * 1e3,
-        (f + bw) * 1e3,
-        warm.len()
-    );
 }
