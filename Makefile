@@ -44,7 +44,7 @@ COMMON_HDR   := c_examples/common/trainer.h
 TRAIN_FULL_SRC := $(wildcard c_examples/train_full/*.c) $(COMMON_SRC)
 EXAMPLES     := $(patsubst c_examples/%.c,$(BUILD)/%,$(wildcard c_examples/*.c)) $(BUILD)/train_full
 
-.PHONY: all help deps tokenizer-data build header examples test bench-gemm bench-scaling test-interop test-rust test-c test-alloc test-consumer doc lint train data soak valgrind bench bench-instructions bench-deps bench-mpi fuzz torture tsan miri install uninstall clean
+.PHONY: all help deps tokenizer-data build header examples test test-train-flags test-shards bench-gemm bench-scaling test-interop test-rust test-c test-alloc test-consumer doc lint train data soak valgrind bench bench-instructions bench-deps bench-mpi fuzz torture tsan miri install uninstall clean
 
 all: build examples
 
@@ -104,6 +104,12 @@ C_TEST_DEPS  := $(C_TEST_HEADERS) tests/c/arenagrad_test_hooks.h $(LIB_HOOKS) in
 $(BUILD)/train_full: $(TRAIN_FULL_SRC) c_examples/train_full/train_full.h $(COMMON_HDR) $(LIB) include/arenagrad.h
 	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS) $(TRAIN_FULL_SRC) $(LIB) $(LIBS) -o $@
+
+# tokenize: text files to llm.c token shards for train_full --data.
+EXAMPLES     += $(BUILD)/tokenize
+$(BUILD)/tokenize: c_examples/tokenize/main.c $(LIB) include/arenagrad.h
+	@mkdir -p $(BUILD)
+	$(CC) $(CFLAGS) $< $(LIB) $(LIBS) -o $@
 
 # check_common: checks of the trainer helpers (run by scripts/test_examples.sh).
 EXAMPLES     += $(BUILD)/check_common
@@ -189,16 +195,32 @@ test-c: $(LIB_HOOKS) $(C_TESTS) $(C_TESTS_ASAN)
 	@# thread-local storage as possibly lost (make tsan runs it at 8).
 	@set -e; for t in $(C_TESTS); do echo "== valgrind $$t"; OPENBLAS_NUM_THREADS=1 TEST_THREADS_WIDE=1 $(VALGRIND) $$t; done
 
+## test-train-flags: train_full's model flags (bad values exit 2 naming the
+## flags; a preset's values as flags build the same model)
+test-train-flags: $(BUILD)/train_full
+	@bash c_examples/train_full/tests/test_model_flags.sh $(BUILD)/train_full $(TINY_DATA)
+
+## test-shards: build/tokenize writes llm.c token shards, train_full trains
+## and resumes on them and refuses bad ones (file and offset named)
+test-shards: $(BUILD)/train_full $(BUILD)/tokenize tokenizer-data
+	@bash c_examples/train_full/tests/test_shards.sh $(BUILD)/train_full $(BUILD)/tokenize $(TINY_DATA)
+
 ## test-alloc: zero C allocator calls per steady-state step, counted on every
 ## thread (OpenBLAS's and libc's too) by an LD_PRELOAD malloc counter; with
 ## each GEMM library, and at 4 threads
 ALLOC_COUNTER := $(BUILD)/tests/libmalloc_count.so
-test-alloc: $(BUILD)/tests/alloc_steady $(ALLOC_COUNTER)
+test-alloc: $(BUILD)/tests/alloc_steady $(BUILD)/tests/alloc_llama $(ALLOC_COUNTER)
 	@if [ "$$(uname -s)" = Linux ]; then \
 		LD_PRELOAD=$(abspath $(ALLOC_COUNTER)) $(BUILD)/tests/alloc_steady && \
+		LD_PRELOAD=$(abspath $(ALLOC_COUNTER)) $(BUILD)/tests/alloc_llama && \
 		AG_GEMM=openblas LD_PRELOAD=$(abspath $(ALLOC_COUNTER)) $(BUILD)/tests/alloc_steady && \
 		AG_NUM_THREADS=4 LD_PRELOAD=$(abspath $(ALLOC_COUNTER)) $(BUILD)/tests/alloc_steady; \
 	else echo "test-alloc: needs Linux (LD_PRELOAD, glibc): skipped"; fi
+
+# alloc_llama: train_full's own model.c (the Llama blocks) under the counter.
+$(BUILD)/tests/alloc_llama: tests/c/alloc_llama.c c_examples/train_full/model.c c_examples/common/util.c c_examples/train_full/train_full.h $(COMMON_HDR) $(LIB) include/arenagrad.h
+	@mkdir -p $(BUILD)/tests
+	$(CC) $(CFLAGS) -Ic_examples/train_full $< c_examples/train_full/model.c c_examples/common/util.c $(LIB) $(LIBS) -o $@
 
 $(ALLOC_COUNTER): tests/c/malloc_count.c
 	@mkdir -p $(BUILD)/tests
@@ -215,6 +237,8 @@ doc:
 ## test: everything CI runs (see .ci/run)
 test: $(DEPS_STAMP) tokenizer-data lint test-rust doc examples test-c test-alloc test-consumer
 	@bash scripts/test_examples.sh
+	@$(MAKE) --no-print-directory test-train-flags
+	@$(MAKE) --no-print-directory test-shards
 	@bash scripts/test_mpi.sh
 	@$(MAKE) --no-print-directory test-nuts
 	@$(MAKE) --no-print-directory bench BENCH_ARGS=--quick

@@ -17,14 +17,16 @@
 
 struct preset {
     const char *name;
-    int n_layer, n_head, n_embd, seq_len, batch;
+    int n_layer, n_head, n_embd, seq_len, batch, vocab;
 };
 
+/* vocab 0: the characters' (the distinct bytes of the text). */
 static const struct preset PRESETS[] = {
-    /* name      L  NH    C    T   B */
-    {"tiny", 1, 2, 32, 32, 8},
-    {"small", 4, 4, 128, 64, 16},
-    {"medium", 6, 6, 192, 128, 16},
+    /* name      L  NH    C     T  B      V */
+    {"tiny", 1, 2, 32, 32, 8, 0},
+    {"small", 4, 4, 128, 64, 16, 0},
+    {"medium", 6, 6, 192, 128, 16, 0},
+    {"gpt2", 12, 12, 768, 1024, 4, 50257}, /* GPT-2 small, 124M parameters */
 };
 #define N_PRESETS (sizeof PRESETS / sizeof PRESETS[0])
 
@@ -33,6 +35,12 @@ static const struct preset *find_preset(const char *name)
     for (size_t i = 0; i < N_PRESETS; i++)
         if (strcmp(PRESETS[i].name, name) == 0) return &PRESETS[i];
     return NULL;
+}
+
+bool is_shard_pattern(const char *pattern)
+{
+    size_t n = strlen(pattern);
+    return n >= 4 && strcmp(pattern + n - 4, ".bin") == 0;
 }
 
 /* Parses a decimal integer in [min, max]: no sign games, no trailing bytes. */
@@ -112,6 +120,10 @@ static bool parse_u64(const char *flag, const char *s, uint64_t *out, char *err,
     return true;
 }
 
+static int model_flags(struct config *cfg, const struct preset *preset, const char *arch_name,
+                       long layers, long heads, long kv_heads, long embd, long ffn, long context,
+                       long vocab, float rope_theta, float norm_eps, char *err, size_t errlen);
+
 /*
  * Fills *cfg from argv. Returns 0 on success (cfg->help set for --help) or
  * EXIT_USAGE with a one-line message naming the flag and value in err.
@@ -147,6 +159,10 @@ int parse_args(int argc, char **argv, struct config *cfg, char *err, size_t errl
     cfg->sample_chars = 200;
     cfg->temperature = 1.0f;
     cfg->recompute = -1;
+    /* Model flags: 0 (or NAN) until given; the preset and --arch fill the rest. */
+    long layers = 0, heads = 0, kv_heads = 0, embd = 0, ffn = 0, context = 0, vocab = 0;
+    float rope_theta = NAN, norm_eps = NAN;
+    const char *arch_name = "gpt2";
 
     for (int i = 1; i < argc; i++) {
         const char *arg = argv ? argv[i] : NULL;
@@ -215,10 +231,53 @@ int parse_args(int argc, char **argv, struct config *cfg, char *err, size_t errl
             VALUE("--preset", v);
             preset = find_preset(v);
             if (preset == NULL) {
-                snprintf(err, errlen, "--preset: unknown preset '%s' (choose tiny, small or medium)",
+                snprintf(err, errlen,
+                         "--preset: unknown preset '%s' (choose tiny, small, medium or gpt2)", v);
+                return EXIT_USAGE;
+            }
+        } else if (IS("--arch")) {
+            VALUE("--arch", v);
+            if (strcmp(v, "gpt2") == 0) cfg->arch = ARCH_GPT2;
+            else if (strcmp(v, "llama") == 0) cfg->arch = ARCH_LLAMA;
+            else {
+                snprintf(err, errlen, "--arch: unknown architecture '%s' (choose gpt2 or llama)",
                          v);
                 return EXIT_USAGE;
             }
+            arch_name = cfg->arch == ARCH_GPT2 ? "gpt2" : "llama";
+        } else if (IS("--layers")) {
+            VALUE("--layers", v);
+            if (!parse_long("--layers", v, 1, MAX_LAYERS, &layers, err, errlen)) return EXIT_USAGE;
+        } else if (IS("--heads")) {
+            VALUE("--heads", v);
+            if (!parse_long("--heads", v, 1, MAX_HEADS, &heads, err, errlen)) return EXIT_USAGE;
+        } else if (IS("--kv-heads")) {
+            VALUE("--kv-heads", v);
+            if (!parse_long("--kv-heads", v, 1, MAX_HEADS, &kv_heads, err, errlen))
+                return EXIT_USAGE;
+        } else if (IS("--embd")) {
+            VALUE("--embd", v);
+            if (!parse_long("--embd", v, 1, MAX_EMBD, &embd, err, errlen)) return EXIT_USAGE;
+        } else if (IS("--ffn-hidden")) {
+            VALUE("--ffn-hidden", v);
+            if (!parse_long("--ffn-hidden", v, 1, MAX_FFN, &ffn, err, errlen)) return EXIT_USAGE;
+        } else if (IS("--context")) {
+            VALUE("--context", v);
+            if (!parse_long("--context", v, 1, MAX_CONTEXT, &context, err, errlen))
+                return EXIT_USAGE;
+        } else if (IS("--vocab")) {
+            VALUE("--vocab", v);
+            if (!parse_long("--vocab", v, 1, MAX_VOCAB, &vocab, err, errlen)) return EXIT_USAGE;
+        } else if (IS("--rope-theta")) {
+            VALUE("--rope-theta", v);
+            if (!parse_float("--rope-theta", v, false, &rope_theta, err, errlen))
+                return EXIT_USAGE;
+        } else if (IS("--norm-eps")) {
+            VALUE("--norm-eps", v);
+            if (!parse_float("--norm-eps", v, false, &norm_eps, err, errlen)) return EXIT_USAGE;
+        } else if (IS("--tie-embeddings")) {
+            NO_VALUE("--tie-embeddings");
+            cfg->tie_embeddings = true;
         } else if (IS("--iters")) {
             VALUE("--iters", v);
             if (!parse_long("--iters", v, 1, MAX_ITERS, &cfg->iters, err, errlen))
@@ -322,7 +381,8 @@ int parse_args(int argc, char **argv, struct config *cfg, char *err, size_t errl
         } else if (IS("--no-capture")) {
             NO_VALUE("--no-capture");
             cfg->no_capture = true;
-        } else if (IS("--data") || IS("--save") || IS("--resume") || IS("--out")) {
+        } else if (IS("--data") || IS("--val") || IS("--save") || IS("--resume") ||
+                   IS("--out")) {
             char flag[16];
             snprintf(flag, sizeof flag, "%.*s", (int)name_len, arg);
             VALUE(flag, v);
@@ -336,6 +396,7 @@ int parse_args(int argc, char **argv, struct config *cfg, char *err, size_t errl
             }
             switch (flag[2]) {
             case 'd': cfg->data = v; break;
+            case 'v': cfg->val = v; break;
             case 's': cfg->save = v; break;
             case 'r': cfg->resume = v; break;
             default: cfg->out = v; break;
@@ -380,6 +441,25 @@ int parse_args(int argc, char **argv, struct config *cfg, char *err, size_t errl
                  "restores the optimizer and the step)");
         return EXIT_USAGE;
     }
+    const bool shards = cfg->data != NULL && is_shard_pattern(cfg->data);
+    if (cfg->val != NULL && !is_shard_pattern(cfg->val)) {
+        snprintf(err, errlen, "--val %s: validation token shards end in .bin", cfg->val);
+        return EXIT_USAGE;
+    }
+    if (cfg->val != NULL && !shards) {
+        snprintf(err, errlen,
+                 "--val %s: validation shards go with training shards (--data PATTERN.bin); "
+                 "character text validates on its last 10%%",
+                 cfg->val);
+        return EXIT_USAGE;
+    }
+    if (shards && (cfg->sample_only || cfg->prompt != NULL)) {
+        snprintf(err, errlen,
+                 "%s: sampling from token shards' ids needs their tokenizer; train_full "
+                 "samples characters only",
+                 cfg->sample_only ? "--sample-only" : "--prompt");
+        return EXIT_USAGE;
+    }
     if (cfg->sample_only) {
         if (cfg->resume == NULL && cfg->init_from == NULL) {
             snprintf(err, errlen,
@@ -396,11 +476,116 @@ int parse_args(int argc, char **argv, struct config *cfg, char *err, size_t errl
     }
 
     cfg->preset = preset->name;
-    cfg->n_layer = preset->n_layer;
-    cfg->n_head = preset->n_head;
-    cfg->n_embd = preset->n_embd;
-    cfg->seq_len = preset->seq_len;
     cfg->batch = batch > 0 ? (int)batch : preset->batch;
+    return model_flags(cfg, preset, arch_name, layers, heads, kv_heads, embd, ffn, context, vocab,
+                       rope_theta, norm_eps, err, errlen);
+}
+
+/* The model's sizes: each flag given overrides the preset's value; then
+   the combinations every block needs. */
+static int model_flags(struct config *cfg, const struct preset *preset, const char *arch_name,
+                       long layers, long heads, long kv_heads, long embd, long ffn, long context,
+                       long vocab, float rope_theta, float norm_eps, char *err, size_t errlen)
+{
+    const bool llama = cfg->arch == ARCH_LLAMA;
+    cfg->n_layer = layers > 0 ? (int)layers : preset->n_layer;
+    cfg->n_head = heads > 0 ? (int)heads : preset->n_head;
+    cfg->n_embd = embd > 0 ? (int)embd : preset->n_embd;
+    cfg->seq_len = context > 0 ? (int)context : preset->seq_len;
+    cfg->vocab = vocab > 0 ? (int)vocab : preset->vocab;
+    cfg->vocab_given = vocab > 0;
+    if (cfg->n_embd % cfg->n_head != 0) {
+        snprintf(err, errlen,
+                 "--embd %d is not divisible by --heads %d (each head takes --embd / --heads "
+                 "of the width)",
+                 cfg->n_embd, cfg->n_head);
+        return EXIT_USAGE;
+    }
+    if (kv_heads > 0 && cfg->n_head % kv_heads != 0) {
+        snprintf(err, errlen,
+                 "--kv-heads %ld does not divide --heads %d (each key/value head serves "
+                 "--heads / --kv-heads query heads)",
+                 kv_heads, cfg->n_head);
+        return EXIT_USAGE;
+    }
+    cfg->n_kv_head = kv_heads > 0 ? (int)kv_heads : cfg->n_head;
+    if (!llama) {
+        /* What GPT-2's block has no place for. */
+        if (kv_heads > 0 && kv_heads != cfg->n_head) {
+            snprintf(err, errlen,
+                     "--kv-heads %ld: --arch %s has one key/value head per query head (--heads "
+                     "%d); grouped-query attention needs --arch llama",
+                     kv_heads, arch_name, cfg->n_head);
+            return EXIT_USAGE;
+        }
+        if (!isnan(rope_theta)) {
+            snprintf(err, errlen,
+                     "--rope-theta %g: --arch %s has learned position embeddings, not RoPE; "
+                     "use it with --arch llama",
+                     (double)rope_theta, arch_name);
+            return EXIT_USAGE;
+        }
+        if (!isnan(norm_eps) && norm_eps != 1e-5f) {
+            snprintf(err, errlen,
+                     "--norm-eps %g: --arch %s's LayerNorm has epsilon 1e-5; another one "
+                     "needs --arch llama (RMSNorm)",
+                     (double)norm_eps, arch_name);
+            return EXIT_USAGE;
+        }
+        cfg->tie_embeddings = true; /* GPT-2's output projection is wte */
+        cfg->ffn_hidden = ffn > 0 ? (int)ffn : 4 * cfg->n_embd;
+        cfg->norm_eps = 1e-5f;
+        cfg->rope_theta = 0.0f;
+        return 0;
+    }
+    if ((cfg->n_embd / cfg->n_head) % 2 != 0) {
+        snprintf(err, errlen,
+                 "--embd %d / --heads %d = %d: RoPE (--arch llama) needs an even head size",
+                 cfg->n_embd, cfg->n_head, cfg->n_embd / cfg->n_head);
+        return EXIT_USAGE;
+    }
+    if (cfg->export_path != NULL || cfg->init_from != NULL) {
+        snprintf(err, errlen,
+                 "%s: --arch llama's weights are not exported or imported yet (GPT-2's "
+                 "config.json and names only)",
+                 cfg->export_path != NULL ? "--export" : "--init-from");
+        return EXIT_USAGE;
+    }
+    /* Llama's SwiGLU width: 2/3 of 4C, rounded up to a multiple of 32. */
+    cfg->ffn_hidden = ffn > 0 ? (int)ffn : (8 * cfg->n_embd / 3 + 31) / 32 * 32;
+    cfg->rope_theta = isnan(rope_theta) ? 10000.0f : rope_theta;
+    cfg->norm_eps = isnan(norm_eps) ? 1e-5f : norm_eps;
+    return 0;
+}
+
+/* The parameters, their gradients and AdamW's two moments (16 bytes a
+   float) must be addressable; the arena cap is checked by measuring a step
+   (budget.c), which names the smallest cap that works. */
+int check_model_size(const struct config *cfg, size_t V, char *err, size_t errlen)
+{
+    const double C = (double)cfg->n_embd, L = (double)cfg->n_layer, F = (double)cfg->ffn_hidden;
+    const double kv = C / (double)cfg->n_head * (double)cfg->n_kv_head;
+    const double qkvo = cfg->arch == ARCH_GPT2 ? 4.0 * C * C : 2.0 * C * C + 2.0 * C * kv;
+    const double ffn_mats = cfg->arch == ARCH_GPT2 ? 2.0 * C * F : 3.0 * C * F;
+    const double params = (double)V * C * (cfg->tie_embeddings ? 1.0 : 2.0) + L * (qkvo + ffn_mats);
+    /* The largest tensor: the embedding, a feed-forward matrix or gpt2's fused qkv. */
+    double largest = (double)V * C;
+    if (F * C > largest) largest = F * C;
+    if (cfg->arch == ARCH_GPT2 && 3.0 * C * C > largest) largest = 3.0 * C * C;
+    if (largest > (double)INT32_MAX) {
+        snprintf(err, errlen,
+                 "--embd %d with --ffn-hidden %d and V=%zu makes a parameter of %.3g floats, "
+                 "past a tensor's 2^31 - 1",
+                 cfg->n_embd, cfg->ffn_hidden, V, largest);
+        return EXIT_USAGE;
+    }
+    if (params * 16.0 > (double)SIZE_MAX / 2) {
+        snprintf(err, errlen,
+                 "the model has %.3g parameters (--layers %d --embd %d --ffn-hidden %d, V=%zu): "
+                 "more than memory can address with their gradients and AdamW moments",
+                 params, cfg->n_layer, cfg->n_embd, cfg->ffn_hidden, V);
+        return EXIT_USAGE;
+    }
     return 0;
 }
 
@@ -417,10 +602,31 @@ void usage(FILE *f)
             "Model and data:\n"
             "  --preset P          tiny (L=1 NH=2 C=32 T=32 B=8, default),\n"
             "                      small (L=4 NH=4 C=128 T=64 B=16),\n"
-            "                      medium (L=6 NH=6 C=192 T=128 B=16)\n"
+            "                      medium (L=6 NH=6 C=192 T=128 B=16),\n"
+            "                      gpt2 (L=12 NH=12 C=768 T=1024 B=4, V=50257 for token\n"
+            "                      shards); the flags below override a preset's values\n"
+            "  --arch A            gpt2 (default: LayerNorm, GELU, learned positions, tied\n"
+            "                      output) or llama (RMSNorm, RoPE, grouped-query\n"
+            "                      attention, SwiGLU)\n"
+            "  --layers L          transformer blocks (1 to 64)\n"
+            "  --heads NH          attention heads; they divide --embd\n"
+            "  --kv-heads KV       key/value heads, dividing --heads (llama; NH)\n"
+            "  --embd C            width\n"
+            "  --ffn-hidden F      feed-forward width (gpt2: 4C; llama: 8C/3 rounded up to\n"
+            "                      a multiple of 32)\n"
+            "  --context T         sequence length\n"
+            "  --vocab V           vocabulary of token shards (character text: its bytes)\n"
+            "  --rope-theta F      llama: RoPE base (10000)\n"
+            "  --norm-eps F        llama: RMSNorm epsilon (1e-5; gpt2's is 1e-5)\n"
+            "  --tie-embeddings    llama: the output projection is the token embedding\n"
+            "                      (gpt2 always ties it)\n"
             "  --data PATH         training text (default data/shakespeare.txt, else\n"
             "                      ../shared/data/shakespeare_tiny.txt); vocabulary = its\n"
             "                      distinct bytes; first 90%% train, last 10%% validation\n"
+            "  --data PATTERN.bin  token shards in llm.c's format (a glob, quoted: several\n"
+            "                      shards, e.g. 'data/x_train_*.bin'); ids below --vocab\n"
+            "  --val PATTERN.bin   validation shards (default: --data's with _train_\n"
+            "                      replaced by _val_)\n"
             "  --seed S            seed for init, batches, evaluation and sampling (1337)\n"
             "\n"
             "Optimisation (AdamW, gradients clipped at norm 1.0):\n"

@@ -38,7 +38,7 @@ int arena_budget(struct trainer *tr, uint64_t rng)
         if (st != AG_STATUS_OK) return report_failure(&tr->reporter, "ag_set_arena_limit", st);
         st = ag_set_recompute(ctx, AG_RECOMPUTE_ALL);
         if (st != AG_STATUS_OK) return report_failure(&tr->reporter, "ag_set_recompute", st);
-        get_batch(tr->data->tokens, tr->data->n_train, tr->B, tr->T, &rng, tr->ids, tr->targets);
+        dataset_batch(tr->data, false, tr->B, tr->T, &rng, tr->ids, tr->targets);
         ag_tensor loss;
         const char *what = "ag_reset";
         st = ag_reset(ctx);
@@ -69,10 +69,11 @@ int arena_budget(struct trainer *tr, uint64_t rng)
             progress_end_line(&tr->progress);
             fflush(stdout);
             fprintf(stderr,
-                    "train_full: --arena-limit-mb %ld is too small for preset %s with batch %d "
-                    "and --recompute %s: a step needs %.1f MiB; the smallest cap that works is "
-                    "--arena-limit-mb %llu\n",
-                    cfg->arena_limit_mb, cfg->preset, cfg->batch, policy_name(policy),
+                    "train_full: --arena-limit-mb %ld is too small for preset %s (L=%d C=%d "
+                    "T=%d) with batch %d and --recompute %s: a step needs %.1f MiB; the "
+                    "smallest cap that works is --arena-limit-mb %llu\n",
+                    cfg->arena_limit_mb, cfg->preset, cfg->n_layer, cfg->n_embd, cfg->seq_len,
+                    cfg->batch, policy_name(policy),
                     (double)need / 1048576.0,
                     (unsigned long long)((need + (1u << 20) - 1) >> 20));
             return EXIT_ARENA;

@@ -55,7 +55,9 @@ static bool add_metadata(const char *path, const struct dataset *d, size_t V, ch
     }
     char meta[64 + 2 * 256];
     int m = snprintf(meta, sizeof meta, "{\"__metadata__\":{\"format\":\"pt\",\"vocab_hex\":\"");
-    for (size_t i = 0; i < V; i++) m += snprintf(meta + m, sizeof meta - (size_t)m, "%02x", d->vocab[i]);
+    /* Token shards' ids have no byte vocabulary here (the tokenizer's files do). */
+    for (size_t i = 0; !d->shards && i < V; i++)
+        m += snprintf(meta + m, sizeof meta - (size_t)m, "%02x", d->vocab[i]);
     m += snprintf(meta + m, sizeof meta - (size_t)m, "\"},");
     /* The old header without its '{', and its own trailing padding. */
     size_t rest = (size_t)n - 1;
@@ -116,7 +118,7 @@ static bool write_config(const char *path, const struct model *md, char *err, si
                      "  \"eos_token_id\": null,\n"
                      "  \"torch_dtype\": \"float32\"\n"
                      "}\n",
-                     md->V, md->T, md->T, md->C, md->L, md->NH, 4 * md->C);
+                     md->V, md->T, md->T, md->C, md->L, md->NH, md->F);
     return write_replace(cfg_path, json, (size_t)n, "", 0, "", 0, err, errlen);
 }
 

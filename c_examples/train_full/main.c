@@ -118,6 +118,34 @@ static int plan_outputs(const struct config *cfg, struct run_paths *p, FILE *inf
     return 0;
 }
 
+/* The validation pattern of token shards (--val, or --data's with _train_
+   as _val_) and a vocabulary size; false with a message. */
+static bool shard_paths(const struct config *cfg, char *val, size_t cap, char *err,
+                        size_t errlen)
+{
+    if (cfg->vocab <= 0) {
+        snprintf(err, errlen,
+                 "--data %s: token shards need --vocab V, the tokenizer's size (50257 for "
+                 "GPT-2's; --preset gpt2 sets it)",
+                 cfg->data);
+        return false;
+    }
+    if (cfg->val != NULL) {
+        snprintf(val, cap, "%s", cfg->val);
+        return true;
+    }
+    const char *at = strstr(cfg->data, "_train_");
+    if (at == NULL) {
+        snprintf(err, errlen,
+                 "--data %s: no _train_ in the pattern to make the validation one from: pass "
+                 "--val PATTERN",
+                 cfg->data);
+        return false;
+    }
+    snprintf(val, cap, "%.*s_val_%s", (int)(at - cfg->data), cfg->data, at + 7);
+    return true;
+}
+
 static int train_main(int argc, char **argv)
 {
     struct config cfg;
@@ -154,13 +182,32 @@ static int train_main(int argc, char **argv)
     }
     struct dataset data;
     memset(&data, 0, sizeof data);
-    /* Under MPI, rank 0 reads the file and sends its bytes to every rank. */
-    if (!dist_load_data(path, &data, err, sizeof err)) {
+    const bool shards = is_shard_pattern(path);
+    char val_pattern[PATH_CAP];
+    if (shards) {
+        if (!shard_paths(&cfg, val_pattern, sizeof val_pattern, err, sizeof err) ||
+            !load_shards(path, val_pattern, cfg.vocab, &data, err, sizeof err)) {
+            if (dist_root()) fprintf(stderr, "train_full: %s\n", err);
+            free_data(&data);
+            return EXIT_USAGE;
+        }
+        cfg.sample_chars = 0; /* ids, not characters: no sample (see --help) */
+    } else if (!dist_load_data(path, &data, err, sizeof err)) {
+        /* Under MPI, rank 0 read the file and sent its bytes to every rank. */
         if (dist_root()) fprintf(stderr, "train_full: --data: %s\n", err);
-        free(data.tokens);
+        free_data(&data);
         return EXIT_USAGE;
     }
     size_t T = (size_t)cfg.seq_len;
+    if (shards && (data.n_train < T + 1 || data.n_val < T + 1)) {
+        if (dist_root())
+            fprintf(stderr,
+                    "train_full: token shards too short for --context %zu: --data %s has %zu "
+                    "tokens and --val %s %zu; each needs at least %zu\n",
+                    T, path, data.n_train, val_pattern, data.n_val, T + 1);
+        free_data(&data);
+        return EXIT_USAGE;
+    }
     if (data.n_train < T + 1 || data.n_val < T + 1) {
         if (dist_root())
             fprintf(stderr,
@@ -168,7 +215,21 @@ static int train_main(int argc, char **argv)
                     "the first 90%% (%zu bytes) and the last 10%% (%zu bytes) each need at "
                     "least T+1 = %zu bytes\n",
                     path, data.n, cfg.preset, T, data.n_train, data.n_val, T + 1);
-        free(data.tokens);
+        free_data(&data);
+        return EXIT_USAGE;
+    }
+    if (cfg.vocab_given && !shards) {
+        if (dist_root())
+            fprintf(stderr,
+                    "train_full: --vocab %d: the vocabulary of character data (%s) is its %d "
+                    "distinct bytes; --vocab sizes the model for token shards\n",
+                    cfg.vocab, path, data.V);
+        free_data(&data);
+        return EXIT_USAGE;
+    }
+    if (check_model_size(&cfg, (size_t)data.V, err, sizeof err) != 0) {
+        if (dist_root()) fprintf(stderr, "train_full: %s\n", err);
+        free_data(&data);
         return EXIT_USAGE;
     }
     if (cfg.prompt != NULL) {
@@ -180,7 +241,7 @@ static int train_main(int argc, char **argv)
                             "the vocabulary of %s\n",
                             (unsigned char)*p, isprint((unsigned char)*p) ? *p : '?',
                             p - cfg.prompt, path);
-                free(data.tokens);
+                free_data(&data);
                 return EXIT_USAGE;
             }
         }
@@ -189,13 +250,13 @@ static int train_main(int argc, char **argv)
     /* Only rank 0 writes files: the other ranks' paths stay empty. */
     rc = dist_root() ? plan_outputs(&cfg, &paths, info) : 0;
     if (rc != 0) {
-        free(data.tokens);
+        free_data(&data);
         return rc;
     }
     if (!install_signals()) {
         fprintf(stderr, "train_full: cannot install the SIGINT/SIGTERM handler: %s\n",
                 strerror(errno));
-        free(data.tokens);
+        free_data(&data);
         return EXIT_LIBRARY;
     }
     {
@@ -215,8 +276,15 @@ static int train_main(int argc, char **argv)
             fprintf(info, "arenagrad %s | train_full\n", ag_version());
         if (probe != NULL) ag_context_free(&probe);
     }
-    fprintf(info, "data: %s (%s) %zu bytes, V=%d distinct bytes, train %zu / val %zu\n", path,
-            origin, data.n, data.V, data.n_train, data.n_val);
+    if (shards)
+        fprintf(info,
+                "data: token shards, train %s (%zu files, %zu tokens), val %s (%zu files, %zu "
+                "tokens), V=%d\n",
+                path, data.n_train_files, data.n_train, val_pattern, data.n_val_files, data.n_val,
+                data.V);
+    else
+        fprintf(info, "data: %s (%s) %zu bytes, V=%d distinct bytes, train %zu / val %zu\n",
+                path, origin, data.n, data.V, data.n_train, data.n_val);
 
     /* Every host buffer, allocated once. */
     static struct trainer tr;
@@ -232,9 +300,10 @@ static int train_main(int argc, char **argv)
     tr.progress.tty = !cfg.sample_only && isatty(STDOUT_FILENO) != 0;
     log.csv.fd = -1;
     size_t C = (size_t)cfg.n_embd;
-    size_t biggest = 4 * C * C;
+    size_t biggest = (size_t)cfg.ffn_hidden * C;
     if (tr.V * C > biggest) biggest = tr.V * C;
     if (T * C > biggest) biggest = T * C;
+    if (3 * C * C > biggest) biggest = 3 * C * C; /* gpt2's fused q, k, v */
     size_t steps = (size_t)cfg.iters; /* upper bound on the steps of this run */
     tr.ids = malloc(tr.B * T * sizeof *tr.ids);
     tr.targets = malloc(tr.B * T * sizeof *tr.targets);
@@ -280,7 +349,7 @@ static int train_main(int argc, char **argv)
         free(curves[i]->x);
         free(curves[i]->y);
     }
-    free(data.tokens);
+    free_data(&data);
     return rc;
 }
 

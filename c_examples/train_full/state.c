@@ -77,6 +77,12 @@ static double get_f64(struct cursor *c)
     return f;
 }
 
+/* The byte vocabulary kept after the state (none for token shards). */
+static size_t vocab_bytes(const struct dataset *d)
+{
+    return d->shards ? 0 : (size_t)d->V;
+}
+
 size_t state_write(uint8_t *buf, const struct config *cfg, const struct lr_schedule *sched,
                    const struct dataset *d, const struct train_state *s)
 {
@@ -106,8 +112,8 @@ size_t state_write(uint8_t *buf, const struct config *cfg, const struct lr_sched
     put_u64(&c, s->row_steps);
     put_u64(&c, s->n_recent);
     for (int i = 0; i < LOSS_WINDOW; i++) put_f32(&c, s->recent[i]);
-    memcpy(c.p, d->vocab, (size_t)d->V);
-    c.p += d->V;
+    memcpy(c.p, d->vocab, vocab_bytes(d));
+    c.p += vocab_bytes(d);
     return (size_t)(c.p - buf);
 }
 
@@ -147,9 +153,9 @@ bool state_read(const uint8_t *buf, size_t len, const struct config *cfg,
             return false;
         }
     }
-    if (len != HEADER + (size_t)d->V) {
+    if (len != HEADER + vocab_bytes(d)) {
         snprintf(err, errlen, "train_full state has %zu bytes, expected %zu", len,
-                 (size_t)HEADER + (size_t)d->V);
+                 (size_t)HEADER + vocab_bytes(d));
         return false;
     }
     saved->batch = get_u32(&c);
@@ -172,10 +178,10 @@ bool state_read(const uint8_t *buf, size_t len, const struct config *cfg,
     s->n_recent = get_u64(&c);
     for (int i = 0; i < LOSS_WINDOW; i++) s->recent[i] = get_f32(&c);
     const uint8_t *vocab = c.r;
-    for (int i = 0; i < d->V; i++) {
+    for (size_t i = 0; i < vocab_bytes(d); i++) {
         if (vocab[i] != d->vocab[i]) {
             snprintf(err, errlen,
-                     "vocabulary differs at id %d: checkpoint byte 0x%02x, data byte 0x%02x "
+                     "vocabulary differs at id %zu: checkpoint byte 0x%02x, data byte 0x%02x "
                      "(trained on another text?)",
                      i, vocab[i], d->vocab[i]);
             return false;

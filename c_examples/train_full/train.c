@@ -38,7 +38,7 @@ static ag_status evaluate(struct trainer *tr, uint64_t seed, double *out)
     double sum = 0.0;
     TRY(ag_set_grad_enabled(tr->ctx, false));
     for (long i = 0; i < n; i++) {
-        get_batch(d->tokens + d->n_train, d->n_val, tr->B, tr->T, &rng, tr->ids, tr->targets);
+        dataset_batch(d, true, tr->B, tr->T, &rng, tr->ids, tr->targets);
         ag_tensor loss;
         float v = 0.0f;
         TRY(ag_reset(tr->ctx));
@@ -183,9 +183,15 @@ static int setup(struct trainer *tr)
 {
     const struct config *cfg = tr->cfg;
     ag_context *ctx = tr->ctx;
+    tr->model.arch = cfg->arch;
     tr->model.L = cfg->n_layer;
     tr->model.NH = cfg->n_head;
+    tr->model.KV = cfg->n_kv_head;
+    tr->model.rope_theta = cfg->rope_theta;
+    tr->model.norm_eps = cfg->norm_eps;
+    tr->model.tie = cfg->tie_embeddings;
     tr->model.C = cfg->n_embd;
+    tr->model.F = cfg->ffn_hidden;
     tr->model.T = cfg->seq_len;
     tr->model.V = tr->data->V;
     for (size_t t = 0; t < tr->T; t++) tr->model.pos_ids[t] = (int32_t)t;
@@ -286,6 +292,10 @@ static int banner(struct trainer *tr, const struct run_state *r)
     printf("model: preset=%s L=%d NH=%d C=%d T=%d B=%d V=%d params=%zu (%.2f MiB of floats)\n",
            cfg->preset, cfg->n_layer, cfg->n_head, cfg->n_embd, cfg->seq_len, cfg->batch,
            tr->data->V, tr->model.n_floats, (double)tr->model.n_floats * 4.0 / 1048576.0);
+    if (cfg->arch == ARCH_LLAMA)
+        printf("arch: llama KV=%d F=%d rope_theta=%g norm_eps=%g %s embeddings\n", cfg->n_kv_head,
+               cfg->ffn_hidden, (double)cfg->rope_theta, (double)cfg->norm_eps,
+               cfg->tie_embeddings ? "tied" : "untied");
     printf("train: iters=%ld batch=%d x accum %ld lr=%g %s", cfg->iters, cfg->batch, cfg->accum,
            (double)cfg->lr, schedule_name(cfg->schedule));
     if (cfg->schedule != SCHEDULE_CONSTANT)
@@ -329,7 +339,7 @@ static ag_status train_step(struct trainer *tr, struct run_state *r, uint64_t st
     ag_status st = AG_STATUS_OK;
     *what = "ag_reset";
     for (long m = 0; m < cfg->accum && st == AG_STATUS_OK; m++) {
-        get_batch(d->tokens, d->n_train, tr->B, tr->T, &r->s.rng, tr->ids, tr->targets);
+        dataset_batch(d, false, tr->B, tr->T, &r->s.rng, tr->ids, tr->targets);
         ag_tensor loss;
         float v = 0.0f;
         const bool capture = !cfg->no_capture;

@@ -48,12 +48,31 @@ enum {
 /* Configuration (args.c)                                                    */
 /* ------------------------------------------------------------------------ */
 
+/* The block architecture (--arch). */
+enum arch { ARCH_GPT2, ARCH_LLAMA };
+
+/* Largest sizes the model flags accept: products of them stay far from
+   size_t's and int's limits. */
+#define MAX_HEADS 4096L
+#define MAX_EMBD 65536L
+#define MAX_FFN (4L * MAX_EMBD)
+#define MAX_CONTEXT 1048576L
+#define MAX_VOCAB 16777216L
+
 struct config {
     const char *preset;  /* a preset name (static string) */
+    enum arch arch;      /* --arch: gpt2 (default) or llama */
     int n_layer;         /* L */
     int n_head;          /* NH */
+    int n_kv_head;       /* KV: key/value heads (llama's grouped-query attention; NH for gpt2) */
     int n_embd;          /* C */
+    int ffn_hidden;      /* F: the feed-forward width (gpt2: 4C by default) */
     int seq_len;         /* T */
+    int vocab;           /* V of token shards (the preset's or --vocab); 0: none given */
+    bool vocab_given;    /* --vocab was passed (character data then refuses it) */
+    float rope_theta;    /* llama: RoPE base (10000) */
+    float norm_eps;      /* llama: RMSNorm epsilon (1e-5); gpt2's LayerNorm has 1e-5 */
+    bool tie_embeddings; /* the output projection is the token embedding (always for gpt2) */
     int batch;           /* B: sequences per micro-batch */
     long accum;          /* micro-batches per optimizer step */
     long iters;          /* total steps (a resumed run continues up to it) */
@@ -72,6 +91,7 @@ struct config {
     long top_k;          /* 0: sample from the whole vocabulary */
     const char *prompt;  /* NULL: start the sample from a newline */
     const char *data;    /* NULL: data/shakespeare.txt, else the tiny corpus */
+    const char *val;     /* token shards for validation; NULL: --data's with _val_ */
     const char *out;     /* run folder, NULL: none */
     const char *save;    /* checkpoint path, NULL: from --out or --resume */
     const char *resume;  /* NULL: fresh start */
@@ -89,6 +109,9 @@ struct config {
 };
 
 int parse_args(int argc, char **argv, struct config *cfg, char *err, size_t errlen);
+/* Once the vocabulary V is known: EXIT_USAGE with a message naming the flags
+   if the model's parameters cannot be held, else 0. */
+int check_model_size(const struct config *cfg, size_t V, char *err, size_t errlen);
 void usage(FILE *f);
 
 /* The random streams of a run (derive_seed), independent of each other. */
@@ -104,13 +127,36 @@ struct dataset {
     int V;
     uint8_t vocab[256]; /* id -> byte, sorted */
     int16_t id_of[256]; /* byte -> id, -1 if absent */
+    /* Token shards (--data *.bin): no byte vocabulary; tok holds the
+       training shards' tokens, then the validation shards', V is --vocab. */
+    bool shards;
+    uint32_t *tok;           /* [n_train + n_val] */
+    size_t n_train_files, n_val_files;
 };
+
+/* llm.c's token shards: a header of 256 int32 (magic, version, token
+   count), then the tokens, uint16 or uint32. */
+#define SHARD_HEADER_INTS 256
+#define SHARD_MAGIC_U16 20240520
+#define SHARD_MAGIC_U32 20240801
+#define SHARD_VERSION_U16 1
+#define SHARD_VERSION_U32 7
 
 bool load_data(const char *path, struct dataset *d, char *err, size_t errlen);
 bool read_data(const char *path, struct dataset *d, char *err, size_t errlen); /* bytes only */
 void index_data(struct dataset *d); /* vocabulary, ids and split of the bytes read */
 void get_batch(const uint8_t *tokens, size_t n, size_t B, size_t T, uint64_t *rng,
                int32_t *ids, int32_t *targets);
+/* --data is token shards when its pattern ends in ".bin". */
+bool is_shard_pattern(const char *pattern);
+/* Reads the shards matching train_pattern and val_pattern (glob(3), sorted)
+   with tokens below V into d; false with a message naming file and offset. */
+bool load_shards(const char *train_pattern, const char *val_pattern, int V, struct dataset *d,
+                 char *err, size_t errlen);
+/* B random windows from the training (or validation) tokens of either kind. */
+void dataset_batch(const struct dataset *d, bool validation, size_t B, size_t T, uint64_t *rng,
+                   int32_t *ids, int32_t *targets);
+void free_data(struct dataset *d);
 
 /* ------------------------------------------------------------------------ */
 /* Model (model.c)                                                           */
@@ -121,14 +167,25 @@ struct block {
     ag_tensor w_qkv, b_qkv;   /* [C, 3C], [3C] */
     ag_tensor w_proj, b_proj; /* [C, C], [C] */
     ag_tensor ln2_w, ln2_b;   /* [C], [C] */
-    ag_tensor w_fc, b_fc;     /* [C, 4C], [4C] */
-    ag_tensor w_fc2, b_fc2;   /* [4C, C], [C] */
+    ag_tensor w_fc, b_fc;     /* [C, F], [F] (F = 4C by default) */
+    ag_tensor w_fc2, b_fc2;   /* [F, C], [C] */
+    /* --arch llama: weights [out, in] as Hugging Face's nn.Linear, no biases */
+    ag_tensor attn_norm;      /* input_layernorm [C] */
+    ag_tensor wq, wk, wv, wo; /* [C, C], [KV D, C], [KV D, C], [C, C] */
+    ag_tensor ffn_norm;       /* post_attention_layernorm [C] */
+    ag_tensor w_gate, w_up;   /* [F, C] */
+    ag_tensor w_down;         /* [C, F] */
 };
 
 struct model {
-    int L, NH, C, T, V;
-    ag_tensor wte;          /* [V, C], also the output projection */
-    ag_tensor wpe;          /* [T, C] */
+    enum arch arch;
+    int L, NH, KV, C, F, T, V;
+    float rope_theta, norm_eps; /* llama */
+    bool tie;                   /* llama: logits through wte (gpt2 always) */
+    ag_tensor norm_w;           /* llama: model.norm [C] */
+    ag_tensor lm_head;          /* llama, untied: [V, C] */
+    ag_tensor wte;          /* [V, C], also the output projection when tied */
+    ag_tensor wpe;          /* gpt2: [T, C] */
     ag_tensor lnf_w, lnf_b; /* [C], [C] */
     struct block blocks[MAX_LAYERS];
     size_t n_floats;  /* parameter floats */
