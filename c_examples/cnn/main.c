@@ -466,6 +466,8 @@ static int run(struct trainer *tr)
             series_add(&tr->train_curve, (double)step, loss);
             progress_step(&tr->progress, ms);
             if (progress_due(&tr->progress, step, total, (long)cfg->log_every, false)) {
+                ag_memory_stats_t mem = {0};
+                ag_memory_stats(tr->ctx, &mem);
                 const struct progress_line line = {
                     .step = step,
                     .last = total,
@@ -473,6 +475,7 @@ static int run(struct trainer *tr)
                     .lr = lr_at(&tr->schedule, step),
                     .units_per_step = (double)cfg->batch,
                     .unit = "img",
+                    .arena_high_water = mem.arena_high_water_bytes,
                 };
                 progress_print(&tr->progress, &line);
             }
