@@ -32,8 +32,8 @@ static bool read_exact(gzFile f, const char *path, void *dst, size_t n, const ch
             return false;
         }
         if (r == 0) {
-            snprintf(err, errlen, "%s: truncated: %s ends after %zu of %zu bytes", path, what,
-                     got, n);
+            snprintf(err, errlen, "%s: truncated: %zu of the %zu bytes of %s", path, got, n,
+                     what);
             return false;
         }
         got += (size_t)r;

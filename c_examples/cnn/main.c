@@ -76,7 +76,7 @@ static void usage(FILE *f)
             "  --weight-decay X    (default 1e-4 adamw, 5e-4 sgd)\n"
             "  --schedule cosine|linear|constant  after warm-up (default cosine)\n"
             "  --warmup N          warm-up steps (default 100)\n"
-            "  --channels C1,C2    conv channels (default 32,64)\n"
+            "  --channels C1,C2    conv channels (default 16,64)\n"
             "  --hidden H          fully connected width (default 128)\n"
             "  --dropout P         before the last layer (default 0.25)\n"
             "  --log-every K       progress line every K steps when not a terminal (default 50)\n"
@@ -125,7 +125,7 @@ static int parse_args(int argc, char **argv, struct config *c)
         .weight_decay = -1.0,
         .warmup = 100,
         .schedule = SCHEDULE_COSINE,
-        .dims = {.c1 = 32, .c2 = 64, .hidden = 128, .dropout = 0.25f},
+        .dims = {.c1 = 16, .c2 = 64, .hidden = 128, .dropout = 0.25f},
         .min_accuracy = -1.0,
     };
     for (int i = 1; i < argc; i++) {
