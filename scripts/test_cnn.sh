@@ -10,7 +10,7 @@
 #     then resumed to the end, must leave checkpoint files with the same bytes
 #     (weights, optimizer moments and the run state in the user bytes);
 #  3. a truncated images file and a labels file in the images' place are
-#     refused with exit 2 and a message saying which.
+#     refused with exit 2 and a message saying which, as are bad flags.
 # Usage: scripts/test_cnn.sh BUILD/cnn DATA_DIR
 set -euo pipefail
 CNN=${1:-build/cnn}
@@ -71,4 +71,16 @@ if [ "$rc" != 2 ] || ! grep -q 'magic number 2049, expected 2051' "$tmp/bad.err"
     exit 1
 fi
 echo "refused: $(cat "$tmp/bad.err")"
+for bad in "--bogus" "--epochs 0" "--optimizer adam"; do
+    set +e
+    # shellcheck disable=SC2086
+    "$CNN" --data "$DATA" --out "$tmp/badrun" $bad >/dev/null 2>"$tmp/bad.err"
+    rc=$?
+    set -e
+    if [ "$rc" != 2 ] || ! grep -q -- "${bad%% *}" "$tmp/bad.err"; then
+        echo "test-cnn: '$bad' gave exit $rc: $(cat "$tmp/bad.err")" >&2
+        exit 1
+    fi
+done
+echo "bad flags refused with exit 2"
 echo "test-cnn: passed"

@@ -108,6 +108,19 @@ static bool parse_double(const char *s, double *out)
     return true;
 }
 
+static bool takes_value(const char *flag)
+{
+    static const char *const flags[] = {
+        "--data",     "--out",      "--epochs",  "--subset",     "--test-subset", "--batch",
+        "--threads",  "--log-every", "--seed",   "--stop-after", "--warmup",      "--hidden",
+        "--channels", "--optimizer", "--schedule", "--lr",       "--min-lr",      "--momentum",
+        "--weight-decay", "--dropout", "--min-accuracy",
+    };
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+        if (strcmp(flag, flags[i]) == 0) return true;
+    return false;
+}
+
 /* Returns 0 to run, -1 after --help, EXIT_USAGE on a bad flag. */
 static int parse_args(int argc, char **argv, struct config *c)
 {
@@ -143,8 +156,11 @@ static int parse_args(int argc, char **argv, struct config *c)
         } else if (strcmp(a, "--bench") == 0) {
             c->bench = true;
             takes = false;
+        } else if (!takes_value(a)) {
+            fprintf(stderr, PROGRAM ": unknown flag %s (see --help)\n", a);
+            return EXIT_USAGE;
         } else if (v == NULL) {
-            fprintf(stderr, PROGRAM ": %s needs a value (or is unknown; see --help)\n", a);
+            fprintf(stderr, PROGRAM ": %s needs a value\n", a);
             return EXIT_USAGE;
         } else if (strcmp(a, "--data") == 0) {
             c->data_dir = v;
@@ -202,9 +218,6 @@ static int parse_args(int argc, char **argv, struct config *c)
         } else if (strcmp(a, "--min-accuracy") == 0) {
             ok = parse_double(v, &c->min_accuracy) && c->min_accuracy >= 0 &&
                  c->min_accuracy <= 1;
-        } else {
-            fprintf(stderr, PROGRAM ": unknown flag %s (see --help)\n", a);
-            return EXIT_USAGE;
         }
         if (!ok) {
             fprintf(stderr, PROGRAM ": bad value for %s: %s\n", a, v);
@@ -427,6 +440,12 @@ static int run(struct trainer *tr)
         printf("resumed from %s at step %" PRIu64 " (epoch %" PRIu64 ", batch %" PRIu64
                " of %zu)\n",
                tr->ckpt, s.step, s.epoch + 1, s.batch_done, per_epoch);
+        if (cfg->stop_after != 0 && cfg->stop_after <= s.step) {
+            fprintf(stderr, PROGRAM ": --stop-after %" PRIu64 ": the run is at step %" PRIu64
+                                    " already\n",
+                    cfg->stop_after, s.step);
+            return EXIT_USAGE;
+        }
     }
     printf("%zu training images, %zu test images, batch %zu, %zu steps per epoch, %zu epochs, "
            "%s lr %g (%s, warm-up %" PRIu64 ")\n",
