@@ -24,7 +24,7 @@
 #define PROGRAM "cnn"
 #define SERIES_CAP 512
 #define EVAL_BATCH 500
-#define STATE_MAGIC 0x31434e4e41u /* "ANNC1" */
+#define STATE_MAGIC 0x636e6e31u /* "cnn1" */
 #define STATE_VERSION 1u
 
 enum optimizer { OPT_ADAMW, OPT_SGD };
@@ -455,6 +455,7 @@ static int run(struct trainer *tr)
     fflush(stdout);
 
     double acc = 0.0;
+    bool evaluated = false;
     uint64_t confusion[N_CLASSES][N_CLASSES];
     while (s.epoch < cfg->epochs) {
         if (s.batch_done == 0) s.epoch_rng = s.rng;
@@ -514,6 +515,7 @@ static int run(struct trainer *tr)
             double test_loss;
             st = evaluate(tr, &test_loss, &acc, confusion);
             if (st != AG_STATUS_OK) return report_failure(&tr->reporter, "evaluation", st);
+            evaluated = true;
             series_add(&tr->test_curve, (double)s.step, test_loss);
             printf("epoch %" PRIu64 "/%zu: train loss %.4f, test loss %.4f, test accuracy "
                    "%.2f%%, %.1f s of training steps (%.1f ms/step)\n",
@@ -531,7 +533,7 @@ static int run(struct trainer *tr)
             return 0;
         }
     }
-    if (cfg->resume && s.step == total && acc == 0.0) {
+    if (!evaluated) {
         /* Resumed at the very end: evaluate what was loaded. */
         double test_loss;
         st = evaluate(tr, &test_loss, &acc, confusion);
