@@ -9,8 +9,8 @@
 #     mid-epoch at step 5, resumed to step 15 (across the epoch boundary),
 #     then resumed to the end, must leave checkpoint files with the same bytes
 #     (weights, optimizer moments and the run state in the user bytes);
-#  3. a truncated images file and a labels file in the images' place are
-#     refused with exit 2 and a message saying which, as are bad flags.
+#  3. a truncated images file, a label out of range and a labels file in the
+#     images' place are refused with exit 2 and a message saying which, as are bad flags.
 # Usage: scripts/test_cnn.sh BUILD/cnn DATA_DIR
 set -euo pipefail
 CNN=${1:-build/cnn}
@@ -61,6 +61,22 @@ if [ "$rc" != 2 ] || ! grep -q truncated "$tmp/bad.err"; then
     exit 1
 fi
 echo "refused: $(cat "$tmp/bad.err")"
+# Label 10 at item 3 (plain IDX: zlib reads it as it is).
+ln -sf "$DATA/train-images-idx3-ubyte.gz" "$tmp/bad/train-images-idx3-ubyte.gz"
+rm "$tmp/bad/train-labels-idx1-ubyte.gz"
+gzip -dc "$DATA/train-labels-idx1-ubyte.gz" >"$tmp/labels"
+{ head -c 11 "$tmp/labels"; printf '\012'; tail -c +13 "$tmp/labels"; } \
+    >"$tmp/bad/train-labels-idx1-ubyte.gz"
+set +e
+"$CNN" --data "$tmp/bad" --out "$tmp/badrun" >/dev/null 2>"$tmp/bad.err"
+rc=$?
+set -e
+if [ "$rc" != 2 ] || ! grep -q 'label 10 of item 3 is out of range' "$tmp/bad.err"; then
+    echo "test-cnn: a label of 10 gave exit $rc: $(cat "$tmp/bad.err")" >&2
+    exit 1
+fi
+echo "refused: $(cat "$tmp/bad.err")"
+ln -sf "$DATA/train-labels-idx1-ubyte.gz" "$tmp/bad/train-labels-idx1-ubyte.gz"
 ln -sf "$DATA/train-labels-idx1-ubyte.gz" "$tmp/bad/train-images-idx3-ubyte.gz"
 set +e
 "$CNN" --data "$tmp/bad" --out "$tmp/badrun" >/dev/null 2>"$tmp/bad.err"
