@@ -284,7 +284,8 @@ valgrind: examples
 ## bench: speed and memory figures, printed (never asserted): runtime info,
 ## PyTorch ratios, kernel-family lines, the default-vs-1-thread step with
 ## busy loops on half of the CPUs, k contexts on k host threads at the
-## default thread count vs 1; writes docs/benchmarks.md
+## default thread count vs 1, the cnn example's epoch (cnn_epoch_ms); writes
+## docs/benchmarks.md
 bench: $(LIB)
 	$(CARGO) run --release --features trace --example bench -- $(BENCH_ARGS)
 	@$(MAKE) --no-print-directory $(BUILD)/bench_eager && $(BUILD)/bench_eager $(BENCH_ARGS)
