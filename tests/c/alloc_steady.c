@@ -15,7 +15,11 @@
  *      called from both threads;
  *   4. a posterior's gradient loop (eight schools, non-centred): write the
  *      position, zero the gradient, build log p, backward, read the
- *      gradient, reset.
+ *      gradient, reset;
+ *   5. c_examples/cnn's convolutional network at its default widths (conv,
+ *      ReLU, max pooling, linear, dropout with a new seed each step,
+ *      cross-entropy, AdamW with a changing learning rate) on 4 images, and
+ *      its evaluation forward with gradients off.
  * On failure it prints the call stack of the first counted call.
  */
 #define _GNU_SOURCE
@@ -299,6 +303,106 @@ static void schools_case(int warm, int iters) {
     check_set_ctx(NULL);
 }
 
+/* ------------------------------------------------------------------------ */
+/* The convolutional network of c_examples/cnn                              */
+/* ------------------------------------------------------------------------ */
+
+typedef struct convnet {
+    ag_context *ctx;
+    size_t B, C1, C2, H;
+    ag_tensor w[5], b[5]; /* conv1, conv2, conv3, fc1, fc2 */
+    float *images;
+    int32_t *labels;
+    uint64_t rng;
+    float loss;
+} convnet;
+
+static ag_status convnet_build(convnet *n) {
+    const size_t flat = n->C2 * 7 * 7;
+    const size_t wshape[5][4] = {
+        {n->C1, 1, 3, 3}, {n->C1, n->C1, 3, 3}, {n->C2, n->C1, 3, 3}, {flat, n->H}, {n->H, 10}};
+    const size_t wdims[5] = {4, 4, 4, 2, 2};
+    const size_t bsize[5] = {n->C1, n->C1, n->C2, n->H, 10};
+    for (int i = 0; i < 5; i++) {
+        TRY(ag_param_new(n->ctx, wshape[i], wdims[i], NULL, &n->w[i]));
+        TRY(ag_param_init(n->ctx, n->w[i], AG_INIT_UNIFORM, -0.1f, 0.1f, (uint64_t)i));
+        TRY(ag_param_new(n->ctx, &bsize[i], 1, NULL, &n->b[i]));
+    }
+    return ag_optimizer_adamw(n->ctx, 2e-3f, 0.9f, 0.999f, 1e-8f, 1e-4f);
+}
+
+/* The logits of the current images, as c_examples/cnn/model.c makes them. */
+static ag_status convnet_forward(convnet *n, bool training, uint64_t seed, ag_tensor *logits) {
+    ag_context *ctx = n->ctx;
+    ag_tensor h;
+    TRY(ag_tensor_new(ctx, (size_t[]){n->B, 1, 28, 28}, 4, n->images, &h));
+    for (int i = 0; i < 3; i++) {
+        TRY(ag_conv2d(ctx, h, n->w[i], &n->b[i], 1, 1, 1, 1, 1, 1, 1, &h));
+        TRY(ag_relu(ctx, h, &h));
+        if (i > 0) TRY(ag_max_pool2d(ctx, h, 2, 2, 2, 2, 0, 0, false, &h));
+    }
+    TRY(ag_reshape(ctx, h, (size_t[]){n->B, n->C2 * 7 * 7}, 2, &h));
+    TRY(ag_linear(ctx, h, n->w[3], &n->b[3], &h));
+    TRY(ag_relu(ctx, h, &h));
+    if (training) TRY(ag_dropout(ctx, h, 0.25f, seed, &h));
+    return ag_linear(ctx, h, n->w[4], &n->b[4], logits);
+}
+
+static void convnet_fill(convnet *n) {
+    for (size_t i = 0; i < n->B * 28 * 28; i++)
+        n->images[i] = (float)next_u32(&n->rng) / 2147483648.0f - 1.0f;
+    for (size_t i = 0; i < n->B; i++) n->labels[i] = (int32_t)(next_u32(&n->rng) % 10);
+}
+
+static ag_status convnet_step(void *arg, int iter) {
+    convnet *n = arg;
+    ag_context *ctx = n->ctx;
+    convnet_fill(n);
+    ag_tensor logits, loss;
+    TRY(ag_reset(ctx));
+    TRY(convnet_forward(n, true, 1000 + (uint64_t)iter, &logits));
+    TRY(ag_cross_entropy(ctx, logits, n->labels, n->B, &loss));
+    TRY(ag_tensor_item(ctx, loss, &n->loss));
+    TRY(ag_backward(ctx, loss));
+    TRY(ag_optimizer_set_lr(ctx, 2e-3f / (float)(1 + iter)));
+    TRY(ag_optimizer_step(ctx));
+    return ag_zero_grad(ctx);
+}
+
+static ag_status convnet_eval(void *arg, int iter) {
+    convnet *n = arg;
+    ag_context *ctx = n->ctx;
+    float logits_out[4 * 10];
+    (void)iter;
+    convnet_fill(n);
+    ag_tensor logits;
+    TRY(ag_set_grad_enabled(ctx, false));
+    TRY(ag_reset(ctx));
+    TRY(convnet_forward(n, false, 0, &logits));
+    TRY(ag_tensor_read(ctx, logits, logits_out, n->B * 10));
+    TRY(ag_reset(ctx));
+    return ag_set_grad_enabled(ctx, true);
+}
+
+static void convnet_case(int warm, int iters) {
+    const char *name = "cnn convnet";
+    check_begin(name);
+    convnet n = {.B = 4, .C1 = 16, .C2 = 64, .H = 128, .rng = 11};
+    n.images = malloc(n.B * 28 * 28 * sizeof(float));
+    n.labels = malloc(n.B * sizeof(int32_t));
+    REQUIRE(n.images != NULL && n.labels != NULL);
+    REQUIRE_OK(ag_context_new(&n.ctx));
+    check_set_ctx(n.ctx);
+    CHECK_OK(convnet_build(&n));
+    CHECK(counted(name, convnet_step, &n, warm, iters) == 0);
+    CHECK(isfinite(n.loss) && n.loss > 0.0f);
+    CHECK(counted("cnn convnet, evaluation", convnet_eval, &n, warm, iters) == 0);
+    CHECK_OK(ag_context_free(&n.ctx));
+    check_set_ctx(NULL);
+    free(n.images);
+    free(n.labels);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     if (!find_counter()) return reexec_with_counter(argv);
@@ -309,5 +413,6 @@ int main(int argc, char **argv) {
     gpt_case("gpt tiny, every block recomputed", 1, 2, 32, 32, 8, AG_RECOMPUTE_ALL, 3, 30);
     gpt_case("gpt small, two threads", 4, 4, 128, 64, 16, AG_RECOMPUTE_NONE, 3, 5);
     schools_case(50, 2000);
+    convnet_case(3, 20);
     return check_summary();
 }

@@ -1,0 +1,92 @@
+/*
+ * model.c: the convolutional network. Weights use PyTorch's default
+ * initialisation for conv and linear layers, U(-1/sqrt(fan_in),
+ * 1/sqrt(fan_in)) for weights and biases alike, so results are comparable.
+ */
+#include <math.h>
+
+#include "cnn.h"
+
+#define TRY(call)                                                                                  \
+    do {                                                                                           \
+        ag_status st_ = (call);                                                                    \
+        if (st_ != AG_STATUS_OK) return st_;                                                       \
+    } while (0)
+
+/* A parameter of `shape` drawn from U(-1/sqrt(fan_in), 1/sqrt(fan_in)). */
+static ag_status uniform_param(ag_context *ctx, const char *name, const size_t *shape,
+                               size_t ndim, size_t fan_in, uint64_t seed, ag_tensor *out)
+{
+    TRY(ag_param_new_named(ctx, name, shape, ndim, NULL, out));
+    const float bound = (float)(1.0 / sqrt((double)fan_in));
+    return ag_param_init(ctx, *out, AG_INIT_UNIFORM, -bound, bound, seed);
+}
+
+/* A conv layer's weight [c_out, c_in, 3, 3] and bias [c_out]. */
+static ag_status conv_params(ag_context *ctx, const char *wname, const char *bname, size_t c_in,
+                             size_t c_out, uint64_t seed, ag_tensor *w, ag_tensor *b)
+{
+    const size_t wshape[4] = {c_out, c_in, 3, 3}, bshape[1] = {c_out};
+    TRY(uniform_param(ctx, wname, wshape, 4, c_in * 9, seed, w));
+    return uniform_param(ctx, bname, bshape, 1, c_in * 9, seed + 1, b);
+}
+
+/* A linear layer's weight [in, out] (x @ w) and bias [out]. */
+static ag_status fc_params(ag_context *ctx, const char *wname, const char *bname, size_t in,
+                           size_t out, uint64_t seed, ag_tensor *w, ag_tensor *b)
+{
+    const size_t wshape[2] = {in, out}, bshape[1] = {out};
+    TRY(uniform_param(ctx, wname, wshape, 2, in, seed, w));
+    return uniform_param(ctx, bname, bshape, 1, in, seed + 1, b);
+}
+
+ag_status model_create(ag_context *ctx, struct model *m, const struct model_dims *dims,
+                       uint64_t seed)
+{
+    m->dims = *dims;
+    const size_t flat = dims->c2 * (IMG_SIDE / 4) * (IMG_SIDE / 4);
+    /* Seeds two apart: each layer's weight and bias draw their own streams. */
+    TRY(conv_params(ctx, "conv1.weight", "conv1.bias", 1, dims->c1, seed, &m->conv1_w,
+                    &m->conv1_b));
+    TRY(conv_params(ctx, "conv2.weight", "conv2.bias", dims->c1, dims->c1, seed + 2,
+                    &m->conv2_w, &m->conv2_b));
+    TRY(conv_params(ctx, "conv3.weight", "conv3.bias", dims->c1, dims->c2, seed + 4,
+                    &m->conv3_w, &m->conv3_b));
+    TRY(fc_params(ctx, "fc1.weight", "fc1.bias", flat, dims->hidden, seed + 6, &m->fc1_w,
+                  &m->fc1_b));
+    return fc_params(ctx, "fc2.weight", "fc2.bias", dims->hidden, N_CLASSES, seed + 8,
+                     &m->fc2_w, &m->fc2_b);
+}
+
+/* conv 3x3, stride 1, padding 1 (same size), then ReLU. */
+static ag_status conv_relu(ag_context *ctx, ag_tensor x, ag_tensor w, ag_tensor b, ag_tensor *out)
+{
+    ag_tensor y;
+    TRY(ag_conv2d(ctx, x, w, &b, 1, 1, 1, 1, 1, 1, 1, &y));
+    return ag_relu(ctx, y, out);
+}
+
+static ag_status max_pool2(ag_context *ctx, ag_tensor x, ag_tensor *out)
+{
+    return ag_max_pool2d(ctx, x, 2, 2, 2, 2, 0, 0, false, out);
+}
+
+ag_status model_forward(ag_context *ctx, const struct model *m, const float *images,
+                        size_t batch, bool training, uint64_t dropout_seed, ag_tensor *logits)
+{
+    const struct model_dims *d = &m->dims;
+    const size_t in_shape[4] = {batch, 1, IMG_SIDE, IMG_SIDE};
+    ag_tensor x, h;
+    TRY(ag_tensor_new(ctx, in_shape, 4, images, &x));
+    TRY(conv_relu(ctx, x, m->conv1_w, m->conv1_b, &h));
+    TRY(conv_relu(ctx, h, m->conv2_w, m->conv2_b, &h));
+    TRY(max_pool2(ctx, h, &h)); /* [B, c1, 14, 14] */
+    TRY(conv_relu(ctx, h, m->conv3_w, m->conv3_b, &h));
+    TRY(max_pool2(ctx, h, &h)); /* [B, c2, 7, 7] */
+    const size_t flat_shape[2] = {batch, d->c2 * (IMG_SIDE / 4) * (IMG_SIDE / 4)};
+    TRY(ag_reshape(ctx, h, flat_shape, 2, &h));
+    TRY(ag_linear(ctx, h, m->fc1_w, &m->fc1_b, &h));
+    TRY(ag_relu(ctx, h, &h));
+    if (training && d->dropout > 0.0f) TRY(ag_dropout(ctx, h, d->dropout, dropout_seed, &h));
+    return ag_linear(ctx, h, m->fc2_w, &m->fc2_b, logits);
+}

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# The cnn example's short checks (`make test-cnn`, part of `make test`):
+#  1. one epoch on the first 6,400 training images (50 steps), scored on the
+#     first 2,000 test images, must clear an accuracy floor: a fresh run
+#     reaches 75.85% (the same bits at any thread count), so the floor
+#     leaves room for numerical changes in the library but not for a broken
+#     model, data path or optimizer;
+#  2. --resume: 20 steps (2 epochs of 10) straight, and the same stopped
+#     mid-epoch at step 5, resumed to step 15 (across the epoch boundary),
+#     then resumed to the end, must leave checkpoint files with the same bytes
+#     (weights, optimizer moments and the run state in the user bytes);
+#  3. a truncated images file, a label out of range and a labels file in the
+#     images' place are refused with exit 2 and a message saying which, as are bad flags.
+# Usage: scripts/test_cnn.sh BUILD/cnn DATA_DIR
+set -euo pipefail
+CNN=${1:-build/cnn}
+DATA=${2:-/usr/share/datasets/fashion-mnist}
+FLOOR=0.70
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+echo "== test-cnn: 1 epoch on 6,400 images, accuracy floor $FLOOR"
+"$CNN" --data "$DATA" --out "$tmp/short" --epochs 1 --subset 6400 --test-subset 2000 \
+    --min-accuracy "$FLOOR" --log-every 25 | grep -E '^(epoch|test accuracy)'
+
+echo "== test-cnn: --resume gives the bytes of an uninterrupted run"
+common=(--data "$DATA" --epochs 2 --subset 1280 --test-subset 200 --warmup 3 --log-every 100)
+"$CNN" "${common[@]}" --out "$tmp/straight" >"$tmp/straight.log"
+"$CNN" "${common[@]}" --out "$tmp/split" --stop-after 5 >"$tmp/split1.log"
+"$CNN" "${common[@]}" --out "$tmp/split" --resume --stop-after 15 >"$tmp/split2.log"
+"$CNN" "${common[@]}" --out "$tmp/split" --resume >"$tmp/split3.log"
+grep -q 'resumed from .* at step 5 ' "$tmp/split2.log"
+grep -q 'resumed from .* at step 15 ' "$tmp/split3.log"
+if ! cmp "$tmp/straight/checkpoint.bin" "$tmp/split/checkpoint.bin"; then
+    echo "test-cnn: the resumed run's checkpoint differs from the uninterrupted one" >&2
+    exit 1
+fi
+want=$(grep '^test accuracy' "$tmp/straight.log")
+got=$(grep '^test accuracy' "$tmp/split3.log")
+if [ "$want" != "$got" ]; then
+    echo "test-cnn: accuracy '$got' after resuming, '$want' straight" >&2
+    exit 1
+fi
+echo "resume: 5 + 10 + 5 steps = 20 straight, same checkpoint bytes ($want)"
+
+echo "== test-cnn: a truncated data file is refused"
+mkdir -p "$tmp/bad"
+for f in train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do
+    ln -s "$DATA/$f" "$tmp/bad/$f"
+done
+# zlib reads plain files too: the first 100,000 bytes, uncompressed.
+# (gzip stops on the closed pipe: its status is not the test's.)
+{ gzip -dc "$DATA/train-images-idx3-ubyte.gz" || true; } | head -c 100000 \
+    >"$tmp/bad/train-images-idx3-ubyte.gz"
+set +e
+"$CNN" --data "$tmp/bad" --out "$tmp/badrun" >/dev/null 2>"$tmp/bad.err"
+rc=$?
+set -e
+if [ "$rc" != 2 ] || ! grep -q truncated "$tmp/bad.err"; then
+    echo "test-cnn: a truncated images file gave exit $rc: $(cat "$tmp/bad.err")" >&2
+    exit 1
+fi
+echo "refused: $(cat "$tmp/bad.err")"
+# Label 10 at item 3 (plain IDX: zlib reads it as it is).
+ln -sf "$DATA/train-images-idx3-ubyte.gz" "$tmp/bad/train-images-idx3-ubyte.gz"
+rm "$tmp/bad/train-labels-idx1-ubyte.gz"
+gzip -dc "$DATA/train-labels-idx1-ubyte.gz" >"$tmp/labels"
+{ head -c 11 "$tmp/labels"; printf '\012'; tail -c +13 "$tmp/labels"; } \
+    >"$tmp/bad/train-labels-idx1-ubyte.gz"
+set +e
+"$CNN" --data "$tmp/bad" --out "$tmp/badrun" >/dev/null 2>"$tmp/bad.err"
+rc=$?
+set -e
+if [ "$rc" != 2 ] || ! grep -q 'label 10 of item 3 is out of range' "$tmp/bad.err"; then
+    echo "test-cnn: a label of 10 gave exit $rc: $(cat "$tmp/bad.err")" >&2
+    exit 1
+fi
+echo "refused: $(cat "$tmp/bad.err")"
+ln -sf "$DATA/train-labels-idx1-ubyte.gz" "$tmp/bad/train-labels-idx1-ubyte.gz"
+ln -sf "$DATA/train-labels-idx1-ubyte.gz" "$tmp/bad/train-images-idx3-ubyte.gz"
+set +e
+"$CNN" --data "$tmp/bad" --out "$tmp/badrun" >/dev/null 2>"$tmp/bad.err"
+rc=$?
+set -e
+if [ "$rc" != 2 ] || ! grep -q 'magic number 2049, expected 2051' "$tmp/bad.err"; then
+    echo "test-cnn: a labels file given as images gave exit $rc: $(cat "$tmp/bad.err")" >&2
+    exit 1
+fi
+echo "refused: $(cat "$tmp/bad.err")"
+for bad in "--bogus" "--epochs 0" "--optimizer adam"; do
+    set +e
+    # shellcheck disable=SC2086
+    "$CNN" --data "$DATA" --out "$tmp/badrun" $bad >/dev/null 2>"$tmp/bad.err"
+    rc=$?
+    set -e
+    if [ "$rc" != 2 ] || ! grep -q -- "${bad%% *}" "$tmp/bad.err"; then
+        echo "test-cnn: '$bad' gave exit $rc: $(cat "$tmp/bad.err")" >&2
+        exit 1
+    fi
+done
+echo "bad flags refused with exit 2"
+echo "test-cnn: passed"
