@@ -138,9 +138,9 @@ fn ess_basic(x: &[f64], n: usize) -> f64 {
         .iter()
         .map(|mu| (mu - grand) * (mu - grand))
         .sum::<f64>()
-        / (m as f64 - 1.0).max(1.0);
-    let var_plus = mean_var * (n as f64 - 1.0) / n as f64 + if m > 1 { b } else { 0.0 };
-    if !(var_plus > 0.0) {
+        / (m as f64 - 1.0); // m >= 2: the callers pass split chains
+    let var_plus = mean_var * (n as f64 - 1.0) / n as f64 + b;
+    if var_plus.is_nan() || var_plus <= 0.0 {
         return f64::NAN;
     }
     let rho_at = |t: usize| 1.0 - (mean_var - acov(t)) / var_plus;

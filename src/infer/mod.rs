@@ -4,6 +4,7 @@
 //! nothing of contexts (src/ffi/sampler.rs evaluates the density).
 
 pub mod adapt;
+pub mod chain;
 pub mod diagnostics;
 pub mod nuts;
 pub mod rng;
