@@ -373,7 +373,8 @@ typedef struct ag_draws_info {
   // Draws every chain completed (config.draws unless cancelled).
   size_t draws;
   size_t dim;
-  // The run was stopped by ag_sampler_cancel.
+  // ag_sampler_cancel was called before the run ended (its chains
+  // stopped early, unless they were finishing anyway).
   bool cancelled;
 } ag_draws_info;
 
@@ -1610,7 +1611,7 @@ ag_status ag_sampler_free(struct ag_sampler *s);
 // (one atomic store) and callable from any thread; `s` must be a live
 // sampler (it is not looked up: freed or forged pointers are undefined
 // behaviour here). NULL does nothing.
-// Errors: none.
+// Errors: none of its own.
 ag_status ag_sampler_cancel(struct ag_sampler *s);
 
 // The message of the last failed sampler or draws call on this thread

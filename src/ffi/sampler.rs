@@ -100,7 +100,8 @@ pub struct ag_draws_info {
     /// Draws every chain completed (config.draws unless cancelled).
     pub draws: usize,
     pub dim: usize,
-    /// The run was stopped by ag_sampler_cancel.
+    /// ag_sampler_cancel was called before the run ended (its chains
+    /// stopped early, unless they were finishing anyway).
     pub cancelled: bool,
 }
 
@@ -398,7 +399,7 @@ pub extern "C" fn ag_sampler_free(s: *mut ag_sampler) -> ag_status {
 /// (one atomic store) and callable from any thread; `s` must be a live
 /// sampler (it is not looked up: freed or forged pointers are undefined
 /// behaviour here). NULL does nothing.
-/// Errors: none.
+/// Errors: none of its own.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_sampler_cancel(s: *mut ag_sampler) -> ag_status {
     if !s.is_null() {

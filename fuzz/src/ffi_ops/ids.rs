@@ -216,6 +216,16 @@ ids! {
     LOG1M_EXP = 0xD1;
     LBETA = 0xD2;
     LOG_DIFF_EXP = 0xD3;
+
+    // The NUTS sampler (sampler.rs), on a normal model the harness writes.
+    /// ag_nuts_config_default, ag_sampler_new (or a bad spec), ag_nuts_run
+    /// with chains, warm-up, draws, parallel and fixed_graph from the input
+    /// (or a bad config), ag_draws_info, ag_draws_chain, ag_draws_summary,
+    /// the frees (twice) and ag_sampler_last_error.
+    SAMPLER_RUN = 0xE0;
+    /// ag_sampler_cancel from the progress function after an iteration
+    /// count the input picks; the draws so far come back.
+    SAMPLER_CANCEL = 0xE1;
 }
 
 /// The ids a byte that is no id maps onto, in the order [`ALL`] had when

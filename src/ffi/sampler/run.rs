@@ -334,7 +334,7 @@ pub extern "C" fn ag_nuts_run(
             .into_iter()
             .collect::<std::result::Result<Vec<_>, _>>()?;
         let draws = Arc::new(ag_draws {
-            cancelled: chains.iter().any(|d| d.completed() < c.draws as usize),
+            cancelled: sampler.cancelled.load(Ordering::Acquire),
             chains,
             dim: sampler.dim,
             names: sampler.names.clone(),
