@@ -368,7 +368,7 @@ typedef struct ag_model_spec {
 } ag_model_spec;
 
 // What ag_draws_info reports of a run's draws.
-typedef struct ag_draws_info {
+typedef struct ag_draws_info_t {
   size_t chains;
   // Draws every chain completed (config.draws unless cancelled).
   size_t draws;
@@ -376,7 +376,7 @@ typedef struct ag_draws_info {
   // ag_sampler_cancel was called before the run ended (its chains
   // stopped early, unless they were finishing anyway).
   bool cancelled;
-} ag_draws_info;
+} ag_draws_info_t;
 
 // One chain's draws (ag_draws_chain): pointers into the ag_draws, valid
 // until ag_draws_free.
@@ -1640,7 +1640,7 @@ ag_status ag_nuts_run(struct ag_sampler *s, const struct ag_nuts_config *config,
 
 // Writes the counts of `d` to `*out`.
 // Errors: NULL_ARGUMENT (d, out), INVALID_HANDLE (d is not live draws).
-ag_status ag_draws_info(const struct ag_draws *d, struct ag_draws_info *out);
+ag_status ag_draws_info(const struct ag_draws *d, struct ag_draws_info_t *out);
 
 // Writes chain `chain`'s draws and statistics to `*out` (pointers into
 // `d`, valid until ag_draws_free).

@@ -229,7 +229,7 @@ fn last_error() -> String {
 
 /// A sampler's draws, copied out: per chain (positions, lp, step size).
 struct Sampled {
-    info: ag_draws_info,
+    info: ag_draws_info_t,
     chains: Vec<(Vec<f64>, Vec<f64>, f64)>,
     summary: Vec<ag_summary_row>,
 }
@@ -256,7 +256,7 @@ fn sample(model: &ag_model_spec, cfg: &ag_nuts_config) -> Sampled {
 }
 
 fn read_draws(d: *mut ag_draws) -> Sampled {
-    let mut info = ag_draws_info::default();
+    let mut info = ag_draws_info_t::default();
     assert_eq!(ag_draws_info(d, &mut info), AG_STATUS_OK);
     let chains = (0..info.chains)
         .map(|k| {
@@ -644,7 +644,7 @@ fn bad_inputs_are_refused_with_a_message_naming_the_function() {
         AG_STATUS_INDEX_OUT_OF_RANGE
     );
     assert_eq!(ag_draws_free(d), AG_STATUS_OK);
-    let mut info = ag_draws_info::default();
+    let mut info = ag_draws_info_t::default();
     assert_eq!(
         ag_draws_info(d, &mut info),
         AG_STATUS_INVALID_HANDLE,

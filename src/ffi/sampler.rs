@@ -95,7 +95,7 @@ pub struct ag_nuts_config {
 /// What ag_draws_info reports of a run's draws.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
-pub struct ag_draws_info {
+pub struct ag_draws_info_t {
     pub chains: usize,
     /// Draws every chain completed (config.draws unless cancelled).
     pub draws: usize,

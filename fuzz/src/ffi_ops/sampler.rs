@@ -153,7 +153,7 @@ impl FfiOps<'_> {
 
     /// Reads live draws back: counts, each chain, the summary.
     fn read_draws(&mut self, d: *mut ag_draws, dim: usize, chains: usize, draws: Option<usize>) {
-        let mut info = ag_draws_info::default();
+        let mut info = ag_draws_info_t::default();
         let st = ag_draws_info(d, &mut info);
         self.sampler_call("ag_draws_info", st, Some(AG_STATUS_OK));
         assert_eq!((info.chains, info.dim), (chains, dim));
@@ -218,7 +218,7 @@ impl FfiOps<'_> {
         let st = ag_nuts_run(s, &cfg, &mut d);
         self.sampler_call("ag_nuts_run", st, Some(AG_STATUS_OK));
         self.read_draws(d, spec.dim, cfg.chains as usize, None);
-        let mut info = ag_draws_info::default();
+        let mut info = ag_draws_info_t::default();
         assert_eq!(ag_draws_info(d, &mut info), AG_STATUS_OK);
         let total = (cfg.warmup + cfg.draws) * cfg.chains;
         assert_eq!(info.cancelled, canceller.after <= total);

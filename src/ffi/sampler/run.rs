@@ -348,11 +348,11 @@ pub extern "C" fn ag_nuts_run(
 /// Writes the counts of `d` to `*out`.
 /// Errors: NULL_ARGUMENT (d, out), INVALID_HANDLE (d is not live draws).
 #[unsafe(no_mangle)]
-pub extern "C" fn ag_draws_info(d: *const ag_draws, out: *mut ag_draws_info) -> ag_status {
+pub extern "C" fn ag_draws_info(d: *const ag_draws, out: *mut ag_draws_info_t) -> ag_status {
     const F: &str = "ag_draws_info";
     entry(F, || {
         let d = lookup(F, &DRAWS, "draws", d)?;
-        let info = ag_draws_info {
+        let info = ag_draws_info_t {
             chains: d.chains.len(),
             draws: common_draws(&d),
             dim: d.dim,
