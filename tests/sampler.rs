@@ -737,7 +737,7 @@ fn eight_schools_wall_time() {
             let t = std::time::Instant::now();
             let out = sample(&spec(10, Some(eight_schools), fixed), &cfg);
             println!(
-                "eight schools 4 x (1000 + 1000), parallel {parallel}, fixed_graph {fixed}: {:.2} s (mu {:.2} sd {:.2}, tau {:.2})",
+                "eight schools 4 x (1000 + 1000), parallel {parallel}, fixed_graph {fixed}: {:.3} s (mu {:.2} sd {:.2}, log tau {:.2})",
                 t.elapsed().as_secs_f64(),
                 out.summary[8].mean,
                 out.summary[8].sd,
