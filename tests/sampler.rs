@@ -5,6 +5,8 @@
 
 use arenagrad::ffi::*;
 use arenagrad::infer::{ChainError, Settings, run_chain};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::ffi::{CStr, c_void};
 use std::ptr::{null, null_mut};
 use std::sync::Mutex;
@@ -744,5 +746,76 @@ fn eight_schools_wall_time() {
                 out.summary[9].mean
             );
         }
+    }
+}
+
+/// Forwards to `System`, counting the calls a thread makes while its
+/// COUNT_HERE is set (the libtest harness's own threads are not counted).
+struct ThreadCountingAlloc;
+
+thread_local! {
+    static COUNT_HERE: Cell<bool> = const { Cell::new(false) };
+}
+static CHAIN_ALLOCS: AtomicUsize = AtomicUsize::new(0);
+
+fn bump() {
+    if COUNT_HERE.try_with(Cell::get).unwrap_or(false) {
+        CHAIN_ALLOCS.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+// SAFETY: every call is forwarded unchanged to `System`; the bookkeeping
+// touches a const-initialised thread-local and an atomic, which never allocate.
+unsafe impl GlobalAlloc for ThreadCountingAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        bump();
+        // SAFETY: forwarded with the caller's (valid) layout.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        bump();
+        // SAFETY: ptr/layout come from this allocator (i.e. from System).
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        bump();
+        // SAFETY: as alloc.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        bump();
+        // SAFETY: as dealloc.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: ThreadCountingAlloc = ThreadCountingAlloc;
+
+/// Counts on the chain's thread from the end of warm-up to the last draw.
+unsafe extern "C" fn count_after_warmup(user: *mut c_void, _: u32, iteration: u32, total: u32) {
+    let warmup = user as usize as u32;
+    COUNT_HERE.with(|c| c.set(iteration >= warmup && iteration < total));
+}
+
+#[test]
+fn sampling_after_warm_up_allocates_nothing() {
+    // the counter counts this thread's calls
+    COUNT_HERE.with(|c| c.set(true));
+    let v = std::hint::black_box(vec![1u8; 64]);
+    drop(v);
+    COUNT_HERE.with(|c| c.set(false));
+    assert_eq!(CHAIN_ALLOCS.swap(0, Ordering::SeqCst), 2);
+    for fixed in [true, false] {
+        let mut cfg = config(2, 200, 500, 17);
+        cfg.progress = Some(count_after_warmup);
+        cfg.progress_user = 200usize as *mut c_void;
+        let out = sample(&spec(10, Some(eight_schools), fixed), &cfg);
+        assert_eq!(out.info.draws, 500);
+        let n = CHAIN_ALLOCS.load(Ordering::SeqCst);
+        assert_eq!(
+            n, 0,
+            "fixed_graph {fixed}: {n} allocator calls in 2 x 499 iterations after warm-up"
+        );
     }
 }

@@ -1,7 +1,18 @@
 //! ag_nuts_run (a context per chain, capture and replay of fixed graphs,
 //! one thread per chain) and the accessors of its draws.
 
-use super::*;
+use super::model::{
+    DRAWS, Failure, SAMPLERS, UserPtr, ag_chain_draws, ag_draws, ag_draws_info_t, ag_nuts_config,
+    ag_progress_fn, ag_sampler, ag_summary_row, check_size, entry, fail, locked, lookup,
+};
+use crate::context::Step;
+use crate::ffi::panic_hook::install_panic_hook;
+use crate::ffi::prelude::*;
+use crate::ffi::registry::{context_free, context_new, last_error};
+use crate::infer::{ChainDraws, ChainError, Settings, SummaryRow, run_chain, summarise};
+use std::ffi::CStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A chain's context, freed on drop (with its captured step).
 struct ChainContext {

@@ -8,11 +8,8 @@
 //! (INVALID_HANDLE). ag_sampler_cancel cannot take a lock (it must be
 //! async-signal-safe), so it trusts its pointer: one atomic store.
 
-use super::panic_hook::install_panic_hook;
-use super::prelude::*;
-use super::registry::{context_free, context_new, last_error};
-use crate::context::Step;
-use crate::infer::{ChainDraws, ChainError, Settings, SummaryRow, run_chain, summarise};
+use crate::ffi::prelude::*;
+use crate::infer::{ChainDraws, Settings};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::ffi::{CStr, CString, c_void};
@@ -149,49 +146,49 @@ pub struct ag_summary_row {
 
 /// A model ready to sample (opaque): ag_sampler_new, ag_sampler_free.
 pub struct ag_sampler {
-    cancelled: AtomicBool,
-    running: AtomicBool,
-    dim: usize,
-    log_density:
+    pub(super) cancelled: AtomicBool,
+    pub(super) running: AtomicBool,
+    pub(super) dim: usize,
+    pub(super) log_density:
         unsafe extern "C" fn(*mut ag_context, ag_tensor, *mut c_void, *mut ag_tensor) -> ag_status,
-    user: UserPtr,
-    fixed_graph: bool,
-    names: Option<Arc<Vec<CString>>>,
+    pub(super) user: UserPtr,
+    pub(super) fixed_graph: bool,
+    pub(super) names: Option<Arc<Vec<CString>>>,
 }
 
 /// The draws of a run (opaque): ag_nuts_run, ag_draws_free.
 pub struct ag_draws {
-    chains: Vec<ChainDraws>,
-    dim: usize,
-    cancelled: bool,
-    names: Option<Arc<Vec<CString>>>,
+    pub(super) chains: Vec<ChainDraws>,
+    pub(super) dim: usize,
+    pub(super) cancelled: bool,
+    pub(super) names: Option<Arc<Vec<CString>>>,
 }
 
 /// A caller's `user` pointer, handed to the callbacks on the chains' threads.
 #[derive(Clone, Copy, Debug)]
-struct UserPtr(*mut c_void);
+pub(super) struct UserPtr(pub(super) *mut c_void);
 // SAFETY: the library never dereferences it; the header tells the caller
 // that the callbacks receive it on several threads at once.
 unsafe impl Send for UserPtr {}
 // SAFETY: as above.
 unsafe impl Sync for UserPtr {}
 
-static SAMPLERS: Mutex<BTreeMap<usize, Arc<ag_sampler>>> = Mutex::new(BTreeMap::new());
-static DRAWS: Mutex<BTreeMap<usize, Arc<ag_draws>>> = Mutex::new(BTreeMap::new());
+pub(super) static SAMPLERS: Mutex<BTreeMap<usize, Arc<ag_sampler>>> = Mutex::new(BTreeMap::new());
+pub(super) static DRAWS: Mutex<BTreeMap<usize, Arc<ag_draws>>> = Mutex::new(BTreeMap::new());
 
 thread_local! {
     /// The message of the last failed sampler call on this thread.
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
 }
 
-fn locked<T>(m: &'static Mutex<T>) -> MutexGuard<'static, T> {
+pub(super) fn locked<T>(m: &'static Mutex<T>) -> MutexGuard<'static, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A failed call: its status and its message.
-struct Failure {
-    status: ag_status,
-    message: String,
+pub(super) struct Failure {
+    pub(super) status: ag_status,
+    pub(super) message: String,
 }
 
 impl From<Error> for Failure {
@@ -203,12 +200,15 @@ impl From<Error> for Failure {
     }
 }
 
-fn fail(status: ag_status, message: String) -> Failure {
+pub(super) fn fail(status: ag_status, message: String) -> Failure {
     Failure { status, message }
 }
 
 /// Runs `f` with panics caught; records a failure's message.
-fn entry(func: &'static str, f: impl FnOnce() -> std::result::Result<(), Failure>) -> ag_status {
+pub(super) fn entry(
+    func: &'static str,
+    f: impl FnOnce() -> std::result::Result<(), Failure>,
+) -> ag_status {
     let r = catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|payload| {
         let what = payload
             .downcast_ref::<&str>()
@@ -230,7 +230,7 @@ fn entry(func: &'static str, f: impl FnOnce() -> std::result::Result<(), Failure
     }
 }
 
-fn lookup<T>(
+pub(super) fn lookup<T>(
     func: &str,
     table: &'static Mutex<BTreeMap<usize, Arc<T>>>,
     what: &str,
@@ -251,7 +251,7 @@ fn lookup<T>(
 }
 
 /// Checks a caller struct's size field: at least the size this library knows.
-fn check_size(
+pub(super) fn check_size(
     func: &str,
     what: &str,
     size: usize,
@@ -417,6 +417,3 @@ pub extern "C" fn ag_sampler_cancel(s: *mut ag_sampler) -> ag_status {
 pub extern "C" fn ag_sampler_last_error() -> *const c_char {
     LAST_ERROR.with(|m| m.borrow().as_ptr())
 }
-
-mod run;
-pub use run::*;
