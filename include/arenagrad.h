@@ -179,6 +179,12 @@ typedef struct ag_memory_stats_t ag_memory_figures;
 // so any call with a freed context is detected (INVALID_CONTEXT).
 typedef struct ag_context ag_context;
 
+// The draws of a run (opaque): ag_nuts_run, ag_draws_free.
+typedef struct ag_draws ag_draws;
+
+// A model ready to sample (opaque): ag_sampler_new, ag_sampler_free.
+typedef struct ag_sampler ag_sampler;
+
 // A GPT-2 tokenizer (opaque): a vocabulary and its merges, loaded by
 // ag_tokenizer_open, released by ag_tokenizer_close. Use it from one thread
 // at a time (a concurrent call gets AG_STATUS_BUSY). An `ag_tokenizer *` is
@@ -300,6 +306,115 @@ typedef struct ag_thread_info {
   // What decided `threads`: one of the AG_THREADS_FROM_ constants.
   uint32_t source;
 } ag_thread_info;
+
+// Called after each iteration of each chain (warm-up included):
+// `iteration` counts from 1 to `total` = warmup + draws. Called from the
+// chains' threads, concurrently when they run in parallel.
+typedef void (*ag_progress_fn)(void *user, uint32_t chain, uint32_t iteration, uint32_t total);
+
+// The settings of a run (ag_nuts_config_default fills Stan's defaults).
+typedef struct ag_nuts_config {
+  // sizeof(ag_nuts_config).
+  size_t struct_size;
+  // Chains (1 to 1024; default 4).
+  uint32_t chains;
+  // Warm-up iterations per chain (default 1000).
+  uint32_t warmup;
+  // Draws kept per chain after warm-up (at least 1; default 1000).
+  uint32_t draws;
+  // The largest tree depth, 2^max_depth leapfrog steps (1 to 20; default 10).
+  uint32_t max_depth;
+  // The acceptance statistic warm-up aims at, in (0, 1) (default 0.8).
+  double target_accept;
+  // Chain c's random stream comes from (seed, c) only (default 1234).
+  uint64_t seed;
+  // true: one OS thread per chain; false: chains one after another. The
+  // draws are the same bits either way (default true).
+  bool parallel;
+  // Called after each iteration of each chain, or NULL.
+  ag_progress_fn progress;
+  // Passed to progress as it is.
+  void *progress_user;
+} ag_nuts_config;
+
+// A model's log density: build log p(position) (up to a constant) with ag
+// ops on `ctx` from `position`, a parameter of shape [dim] holding the
+// unconstrained position, and write the scalar result (shape [1]) to
+// `*log_density`; return AG_STATUS_OK, or an error status to stop the
+// run. Each chain has its own context; with several chains in parallel
+// the function is called from several threads at once with the same
+// `user`, which must then be read-only or synchronised by the caller.
+// Do not call ag_reset, ag_backward or capture functions on `ctx` here.
+typedef ag_status (*ag_log_density_fn)(struct ag_context *ctx, struct ag_tensor position, void *user, struct ag_tensor *log_density);
+
+// A model for ag_sampler_new (copied; nothing is kept but `user`).
+typedef struct ag_model_spec {
+  // sizeof(ag_model_spec).
+  size_t struct_size;
+  // The number of unconstrained parameters (at least 1).
+  size_t dim;
+  // The log density (not NULL).
+  ag_log_density_fn log_density;
+  // Passed to log_density as it is.
+  void *user;
+  // true: the first evaluation of each chain is captured and replayed
+  // after (much faster), which is right only when the density builds
+  // the same ops whatever the position: a density that branches on the
+  // position's values keeps the branch of the first evaluation for the
+  // whole run. false: the density is built anew at each evaluation.
+  bool fixed_graph;
+  // `dim` NUL-terminated names of the coordinates (copied), or NULL.
+  const char *const *names;
+} ag_model_spec;
+
+// What ag_draws_info reports of a run's draws.
+typedef struct ag_draws_info_t {
+  size_t chains;
+  // Draws every chain completed (config.draws unless cancelled).
+  size_t draws;
+  size_t dim;
+  // ag_sampler_cancel was called before the run ended (its chains
+  // stopped early, unless they were finishing anyway).
+  bool cancelled;
+} ag_draws_info_t;
+
+// One chain's draws (ag_draws_chain): pointers into the ag_draws, valid
+// until ag_draws_free.
+typedef struct ag_chain_draws {
+  // Draws this chain completed (may exceed ag_draws_info's after a cancel).
+  size_t draws;
+  // Unconstrained positions, [draws * dim], draw after draw.
+  const double *positions;
+  // log p of each draw (up to the density's constant).
+  const double *lp;
+  // Mean Metropolis acceptance over each draw's trajectory.
+  const double *accept_stat;
+  const uint32_t *tree_depth;
+  const uint32_t *n_leapfrog;
+  const bool *divergent;
+  // The step size after warm-up.
+  double step_size;
+  // The diagonal inverse metric after warm-up, [dim].
+  const double *inv_metric;
+} ag_chain_draws;
+
+// One coordinate's summary over all chains (ag_draws_summary).
+typedef struct ag_summary_row {
+  // The coordinate's name (valid until ag_draws_free), or NULL.
+  const char *name;
+  double mean;
+  double sd;
+  // Monte Carlo standard error of the mean.
+  double mcse_mean;
+  double q5;
+  double q50;
+  double q95;
+  // Bulk and tail effective sample sizes (Vehtari et al. 2021).
+  double ess_bulk;
+  double ess_tail;
+  // Rank-normalised split R-hat.
+  double rhat;
+} ag_summary_row;
 
 // Success.
 #define AG_STATUS_OK 0
@@ -1516,6 +1631,80 @@ ag_status ag_tokenizer_end_of_text(struct ag_tokenizer *tok, int32_t *out);
 // none failed yet. Valid until the next ag_tokenizer_* call on this
 // thread; never free it. Never NULL.
 const char *ag_tokenizer_last_error(void);
+
+// Fills `*out` with the defaults: 4 chains in parallel, 1000 warm-up
+// iterations and 1000 draws each, max_depth 10, target_accept 0.8, seed
+// 1234, no progress function; struct_size is set.
+// Errors: NULL_ARGUMENT (out).
+ag_status ag_nuts_config_default(struct ag_nuts_config *out);
+
+// Makes a sampler of the model `*model` (copied) and writes it to `*out`.
+// Free it with ag_sampler_free.
+// Errors: NULL_ARGUMENT (model, out, model->log_density, a name when
+// names is not NULL), INVALID_ARGUMENT (struct_size smaller than
+// sizeof(ag_model_spec), dim 0 or above 2^20, a name not UTF-8).
+// Messages: ag_sampler_last_error.
+ag_status ag_sampler_new(const struct ag_model_spec *model, struct ag_sampler **out);
+
+// Frees the sampler `s`. NULL does nothing.
+// Errors: INVALID_HANDLE (not a live sampler), BUSY (ag_nuts_run is running on it).
+ag_status ag_sampler_free(struct ag_sampler *s);
+
+// Asks ag_nuts_run on `s` to stop after the current iteration of each
+// chain; it then returns AG_STATUS_OK with the draws made so far and
+// ag_draws_info's `cancelled` set. The request stays: a later run on `s`
+// stops at once (make a new sampler to sample again). Async-signal-safe
+// (one atomic store) and callable from any thread; `s` must be a live
+// sampler (it is not looked up: freed or forged pointers are undefined
+// behaviour here). NULL does nothing.
+// Errors: none of its own.
+ag_status ag_sampler_cancel(struct ag_sampler *s);
+
+// The message of the last failed sampler or draws call on this thread
+// (empty if none failed). Valid until the next such call on this thread;
+// never free it.
+const char *ag_sampler_last_error(void);
+
+// Runs NUTS with Stan's warm-up on the sampler's model: config->chains
+// chains (each on its own context, seeded from (seed, chain)), and writes
+// the draws to `*out` (free them with ag_draws_free). The draws are the
+// same bits in parallel or one chain after another, and at any
+// ag_set_num_threads. After ag_sampler_cancel the draws made so far come
+// back with AG_STATUS_OK and ag_draws_info's `cancelled` set. A failing
+// chain stops the run: nothing is written to `*out`, and the message
+// (ag_sampler_last_error) names the chain and iteration (0: the search
+// for an initial point).
+// Errors: NULL_ARGUMENT (s, config, out), INVALID_HANDLE (s is not a live
+// sampler), BUSY (a run on s is under way), INVALID_ARGUMENT (struct_size
+// smaller than sizeof(ag_nuts_config), chains not in 1..1024, draws 0,
+// max_depth not in 1..20, target_accept not in (0, 1)), NOT_SCALAR (the
+// density's result is not one element), NON_FINITE (no finite initial
+// point, or the step size heuristic diverged), OUT_OF_MEMORY (no context
+// for a chain), PANIC, or the status an ag call of the density or the
+// density itself returned.
+ag_status ag_nuts_run(struct ag_sampler *s, const struct ag_nuts_config *config, struct ag_draws **out);
+
+// Writes the counts of `d` to `*out`.
+// Errors: NULL_ARGUMENT (d, out), INVALID_HANDLE (d is not live draws).
+ag_status ag_draws_info(const struct ag_draws *d, struct ag_draws_info_t *out);
+
+// Writes chain `chain`'s draws and statistics to `*out` (pointers into
+// `d`, valid until ag_draws_free).
+// Errors: NULL_ARGUMENT (d, out), INVALID_HANDLE (d is not live draws),
+// INDEX_OUT_OF_RANGE (chain >= the number of chains).
+ag_status ag_draws_chain(const struct ag_draws *d, size_t chain, struct ag_chain_draws *out);
+
+// Writes the summary of each coordinate, over the draws every chain
+// completed (ag_draws_info's `draws`), to `rows[0..n]`; n must be the
+// model's dim.
+// Errors: NULL_ARGUMENT (d, rows), INVALID_HANDLE (d is not live draws),
+// INVALID_ARGUMENT (n is not dim, or fewer than 4 draws per chain).
+ag_status ag_draws_summary(const struct ag_draws *d, struct ag_summary_row *rows, size_t n);
+
+// Frees the draws `d`; the pointers ag_draws_chain gave die with them.
+// NULL does nothing.
+// Errors: INVALID_HANDLE (not live draws).
+ag_status ag_draws_free(struct ag_draws *d);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -88,6 +88,7 @@ pub mod ffi;
 mod fs;
 mod grad_ready;
 mod grads;
+pub mod infer;
 mod init;
 mod kernels;
 mod ops;

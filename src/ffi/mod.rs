@@ -61,6 +61,8 @@ mod test_hooks;
 
 mod tokenizer;
 
+mod sampler;
+
 pub use capture::*;
 pub use checkpoints::*;
 pub use grads::*;
@@ -71,6 +73,7 @@ pub use ops::*;
 pub use params::*;
 pub use recompute::*;
 pub use runtime::*;
+pub use sampler::*;
 pub use shard::*;
 pub use tensors::*;
 #[cfg(feature = "test-hooks")]

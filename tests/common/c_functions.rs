@@ -1109,6 +1109,58 @@ c_functions! {
         contract: none("takes no context first: tested on its own in tests/tokenizer.rs"),
     }
 
+    // src/ffi/sampler.rs
+    ag_nuts_config_default {
+        fuzz: SAMPLER_RUN,
+        null: none("fills a config: a NULL out-pointer gives NULL_ARGUMENT"),
+        contract: none("takes no context first: tested on its own in tests/sampler.rs"),
+    }
+    ag_sampler_new {
+        fuzz: SAMPLER_RUN,
+        null: none("makes a sampler: NULL model or out gives NULL_ARGUMENT"),
+        contract: none("takes no context first: tested on its own in tests/sampler.rs"),
+    }
+    ag_sampler_free {
+        fuzz: SAMPLER_RUN,
+        null: none("freeing NULL does nothing"),
+        contract: none("takes no context first: tested on its own in tests/sampler.rs"),
+    }
+    ag_sampler_cancel {
+        fuzz: SAMPLER_CANCEL,
+        null: none("cancelling NULL does nothing"),
+        contract: none("takes no context first: tested on its own in tests/sampler.rs"),
+    }
+    ag_sampler_last_error {
+        fuzz: SAMPLER_RUN,
+        null: none("takes no argument: returns the message of this thread's last failure"),
+        contract: none("takes no context first: tested on its own in tests/sampler.rs"),
+    }
+    ag_nuts_run {
+        fuzz: SAMPLER_RUN,
+        null: none("takes a sampler, not a context: tests/sampler.rs checks its NULLs"),
+        contract: none("takes no context first: tested on its own in tests/sampler.rs"),
+    }
+    ag_draws_info {
+        fuzz: SAMPLER_RUN,
+        null: none("takes draws, not a context: tests/sampler.rs checks its NULLs"),
+        contract: none("takes no context first: tested on its own in tests/sampler.rs"),
+    }
+    ag_draws_chain {
+        fuzz: SAMPLER_RUN,
+        null: none("takes draws, not a context: tests/sampler.rs checks its NULLs"),
+        contract: none("takes no context first: tested on its own in tests/sampler.rs"),
+    }
+    ag_draws_summary {
+        fuzz: SAMPLER_RUN,
+        null: none("takes draws, not a context: tests/sampler.rs checks its NULLs"),
+        contract: none("takes no context first: tested on its own in tests/sampler.rs"),
+    }
+    ag_draws_free {
+        fuzz: SAMPLER_RUN,
+        null: none("freeing NULL does nothing"),
+        contract: none("takes no context first: tested on its own in tests/sampler.rs"),
+    }
+
     // src/ffi/test_hooks.rs
     #[cfg(feature = "test-hooks")]
     ag_test_panic {

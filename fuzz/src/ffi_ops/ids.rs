@@ -223,6 +223,16 @@ ids! {
     SOLVE_LOWER = 0xD6;
     LOG_DET_SPD = 0xD7;
     DIAGONAL = 0xD8;
+
+    // The NUTS sampler (sampler.rs), on a normal model the harness writes.
+    /// ag_nuts_config_default, ag_sampler_new (or a bad spec), ag_nuts_run
+    /// with chains, warm-up, draws, parallel and fixed_graph from the input
+    /// (or a bad config), ag_draws_info, ag_draws_chain, ag_draws_summary,
+    /// the frees (twice) and ag_sampler_last_error.
+    SAMPLER_RUN = 0xE0;
+    /// ag_sampler_cancel from the progress function after an iteration
+    /// count the input picks; the draws so far come back.
+    SAMPLER_CANCEL = 0xE1;
 }
 
 /// The ids a byte that is no id maps onto, in the order [`ALL`] had when

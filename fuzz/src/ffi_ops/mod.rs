@@ -18,6 +18,7 @@ mod lifecycle;
 mod llama;
 mod model;
 mod ops;
+mod sampler;
 mod tensors;
 mod tokenizer;
 mod training;
@@ -270,6 +271,8 @@ impl<'a> FfiOps<'a> {
             ids::TOKENIZER_DECODE => self.tokenizer_decode(),
             ids::TOKENIZER_CLOSE => self.tokenizer_close(),
             ids::TOKENIZER_INFO => self.tokenizer_info(),
+            ids::SAMPLER_RUN => self.sampler_run(),
+            ids::SAMPLER_CANCEL => self.sampler_cancel(),
             _ => panic!(
                 "id {id:#04x} has no arm: give its row in tests/common/c_functions.rs \
                  a cell `fuzz: ID => method`, or write its arm here"

@@ -1,0 +1,497 @@
+//! ag_nuts_run (a context per chain, capture and replay of fixed graphs,
+//! one thread per chain) and the accessors of its draws.
+
+use super::model::{
+    DRAWS, Failure, SAMPLERS, UserPtr, ag_chain_draws, ag_draws, ag_draws_info_t, ag_nuts_config,
+    ag_progress_fn, ag_sampler, ag_summary_row, check_size, entry, fail, locked, lookup,
+};
+use crate::context::Step;
+use crate::ffi::panic_hook::install_panic_hook;
+use crate::ffi::prelude::*;
+use crate::ffi::registry::{context_free, context_new, last_error};
+use crate::infer::{ChainDraws, ChainError, Settings, SummaryRow, run_chain, summarise};
+use std::ffi::CStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// A chain's context, freed on drop (with its captured step).
+struct ChainContext {
+    ctx: *mut ag_context,
+    position: Tensor,
+    step: Option<(Step, Tensor)>,
+}
+
+impl Drop for ChainContext {
+    fn drop(&mut self) {
+        // The context dies with its step; nothing to report on failure.
+        let _ = context_free(self.ctx);
+    }
+}
+
+/// Runs `f` on the chain's context; a failure carries the context's message.
+fn with_ctx<T>(
+    ctx: *mut ag_context,
+    func: &'static str,
+    f: impl FnOnce(&mut Context) -> Result<T>,
+) -> std::result::Result<T, Failure> {
+    let mut value = None;
+    let st = guard(func, ctx, |c| {
+        value = Some(f(c)?);
+        Ok(())
+    });
+    match value {
+        Some(v) if st == AG_STATUS_OK => Ok(v),
+        _ => Err(fail(st, context_message(ctx))),
+    }
+}
+
+fn context_message(ctx: *mut ag_context) -> String {
+    // SAFETY: last_error never returns NULL, and its string is valid until
+    // the next call on the context, which this thread alone makes.
+    unsafe { CStr::from_ptr(last_error(ctx)) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+impl ChainContext {
+    fn new(dim: usize) -> std::result::Result<Self, Failure> {
+        install_panic_hook();
+        let ctx = context_new().ok_or_else(|| {
+            fail(
+                AG_STATUS_OUT_OF_MEMORY,
+                "no context for the chain: 2^22 are alive".into(),
+            )
+        })?;
+        let position = with_ctx(ctx, "ag_param_new", |c| c.param(&[dim], None));
+        let position = position.inspect_err(|_| {
+            // The context is not the chain's yet: free it here.
+            let _ = context_free(ctx);
+        })?;
+        let cc = ChainContext {
+            ctx,
+            position,
+            step: None,
+        };
+        Ok(cc)
+    }
+
+    /// log p at `q` into the return value and its gradient into `g`.
+    fn log_density(
+        &mut self,
+        s: &ag_sampler,
+        q: &[f64],
+        g: &mut [f64],
+        buf: &mut [f32],
+    ) -> std::result::Result<f64, Failure> {
+        let (ctx, position) = (self.ctx, self.position);
+        for (b, &v) in buf.iter_mut().zip(q) {
+            *b = v as f32;
+        }
+        with_ctx(ctx, "ag_param_write", |c| {
+            c.param_write(position, buf)?;
+            c.zero_grad();
+            Ok(())
+        })?;
+        let value = if let Some((step, lp)) = self.step {
+            with_ctx(ctx, "ag_replay", |c| {
+                c.replay(step)?;
+                c.item(lp)
+            })?
+        } else {
+            if s.fixed_graph {
+                with_ctx(ctx, "ag_capture_begin", |c| c.capture_begin())?;
+            }
+            // A handle no context made: left as it is, it is refused.
+            let mut out = ag_tensor {
+                index: u32::MAX,
+                context: 0,
+                generation: u64::MAX,
+            };
+            // SAFETY: the caller's function, given a live context, its own
+            // user pointer and a valid out-pointer, as the header documents.
+            let st = unsafe { (s.log_density)(ctx, position.into(), s.user.0, &mut out) };
+            if st != AG_STATUS_OK {
+                let msg = context_message(ctx);
+                return Err(fail(st, format!("the log density returned {st} ({msg})")));
+            }
+            let lp: Tensor = out.into();
+            let v = with_ctx(ctx, "ag_tensor_item", |c| {
+                let n = c.numel(lp)?;
+                if n != 1 {
+                    return Err(Error::InvalidArgument {
+                        op: "ag_nuts_run",
+                        what: format!("the log density has {n} elements, not 1 (a scalar)"),
+                    });
+                }
+                c.item(lp)
+            })
+            .map_err(|f| {
+                let status = if f.status == AG_STATUS_INVALID_ARGUMENT {
+                    AG_STATUS_NOT_SCALAR
+                } else {
+                    f.status
+                };
+                fail(status, format!("the log density's result: {}", f.message))
+            })?;
+            if s.fixed_graph {
+                let step = with_ctx(ctx, "ag_capture_end", |c| {
+                    c.backward(lp)?;
+                    c.capture_end(lp)
+                })?;
+                self.step = Some((step, lp));
+            } else if v.is_finite() {
+                with_ctx(ctx, "ag_backward", |c| c.backward(lp))?;
+            }
+            v
+        };
+        if value.is_finite() {
+            with_ctx(ctx, "ag_tensor_read_grad", |c| c.read_grad(position, buf))?;
+            for (g, &b) in g.iter_mut().zip(buf.iter()) {
+                *g = f64::from(b);
+            }
+        }
+        if self.step.is_none() {
+            with_ctx(ctx, "ag_reset", |c| {
+                c.reset();
+                Ok(())
+            })?;
+        }
+        Ok(if value.is_finite() {
+            f64::from(value)
+        } else {
+            f64::NEG_INFINITY
+        })
+    }
+}
+
+/// What every chain of a run shares.
+struct Run<'a> {
+    sampler: &'a ag_sampler,
+    settings: Settings,
+    seed: u64,
+    progress: ag_progress_fn,
+    progress_user: UserPtr,
+    /// Set when a chain fails, to stop the others.
+    failed: AtomicBool,
+}
+
+impl Run<'_> {
+    fn chain(&self, chain: u32) -> std::result::Result<ChainDraws, Failure> {
+        const F: &str = "ag_nuts_run";
+        let s = self.sampler;
+        let mut cc = ChainContext::new(s.dim)
+            .map_err(|f| fail(f.status, format!("{F}: chain {chain}: {}", f.message)))?;
+        let mut buf = vec![0.0f32; s.dim];
+        let total = self.settings.warmup + self.settings.draws;
+        let grad = |q: &[f64], g: &mut [f64]| cc.log_density(s, q, g, &mut buf);
+        let keep_going = |it: u32| {
+            if let Some(p) = self.progress {
+                // SAFETY: the caller's function with its own user pointer,
+                // as the header documents.
+                unsafe { p(self.progress_user.0, chain, it, total) };
+            }
+            !s.cancelled.load(Ordering::Acquire) && !self.failed.load(Ordering::Relaxed)
+        };
+        if s.cancelled.load(Ordering::Acquire) {
+            return Ok(ChainDraws {
+                dim: s.dim,
+                inv_metric: vec![1.0; s.dim],
+                ..ChainDraws::default()
+            });
+        }
+        let (draws, error) = run_chain(s.dim, &self.settings, self.seed, chain, grad, keep_going);
+        let Some(e) = error else { return Ok(draws) };
+        self.failed.store(true, Ordering::Relaxed);
+        Err(match e {
+            ChainError::Density { iteration, error } => fail(
+                error.status,
+                format!(
+                    "{F}: chain {chain}, iteration {iteration}: {}",
+                    error.message
+                ),
+            ),
+            ChainError::NoInitialPoint => fail(
+                AG_STATUS_NON_FINITE,
+                format!(
+                    "{F}: chain {chain}: no finite log density at 100 initial points in (-2, 2)^dim"
+                ),
+            ),
+            ChainError::StepSize { iteration } => fail(
+                AG_STATUS_NON_FINITE,
+                format!(
+                    "{F}: chain {chain}, iteration {iteration}: the step size heuristic diverged (improper posterior?)"
+                ),
+            ),
+        })
+    }
+}
+
+fn settings_of(c: &ag_nuts_config) -> std::result::Result<Settings, Failure> {
+    const F: &str = "ag_nuts_run";
+    let bad = |what: String| {
+        Err(fail(
+            AG_STATUS_INVALID_ARGUMENT,
+            format!("{F}: config->{what}"),
+        ))
+    };
+    if !(1..=1024).contains(&c.chains) {
+        return bad(format!("chains is {}, not in 1..1024", c.chains));
+    }
+    if c.draws == 0 {
+        return bad("draws is 0".into());
+    }
+    if c.warmup.checked_add(c.draws).is_none() {
+        return bad("warmup + draws passes 2^32 - 1".into());
+    }
+    if !(1..=20).contains(&c.max_depth) {
+        return bad(format!("max_depth is {}, not in 1..20", c.max_depth));
+    }
+    if !(c.target_accept > 0.0 && c.target_accept < 1.0) {
+        return bad(format!(
+            "target_accept is {}, not in (0, 1)",
+            c.target_accept
+        ));
+    }
+    let mut s = Settings {
+        warmup: c.warmup,
+        draws: c.draws,
+        max_depth: c.max_depth,
+        ..Settings::default()
+    };
+    s.dual_averaging.target_accept = c.target_accept;
+    Ok(s)
+}
+
+/// Runs NUTS with Stan's warm-up on the sampler's model: config->chains
+/// chains (each on its own context, seeded from (seed, chain)), and writes
+/// the draws to `*out` (free them with ag_draws_free). The draws are the
+/// same bits in parallel or one chain after another, and at any
+/// ag_set_num_threads. After ag_sampler_cancel the draws made so far come
+/// back with AG_STATUS_OK and ag_draws_info's `cancelled` set. A failing
+/// chain stops the run: nothing is written to `*out`, and the message
+/// (ag_sampler_last_error) names the chain and iteration (0: the search
+/// for an initial point).
+/// Errors: NULL_ARGUMENT (s, config, out), INVALID_HANDLE (s is not a live
+/// sampler), BUSY (a run on s is under way), INVALID_ARGUMENT (struct_size
+/// smaller than sizeof(ag_nuts_config), chains not in 1..1024, draws 0,
+/// max_depth not in 1..20, target_accept not in (0, 1)), NOT_SCALAR (the
+/// density's result is not one element), NON_FINITE (no finite initial
+/// point, or the step size heuristic diverged), OUT_OF_MEMORY (no context
+/// for a chain), PANIC, or the status an ag call of the density or the
+/// density itself returned.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_nuts_run(
+    s: *mut ag_sampler,
+    config: *const ag_nuts_config,
+    out: *mut *mut ag_draws,
+) -> ag_status {
+    const F: &str = "ag_nuts_run";
+    entry(F, || {
+        let sampler = lookup(F, &SAMPLERS, "sampler", s.cast_const())?;
+        need(F, "config", config)?;
+        need(F, "out", out)?;
+        // SAFETY: non-NULL; struct_size is checked before the rest is read.
+        let size = unsafe { config.cast::<usize>().read_unaligned() };
+        check_size(F, "ag_nuts_config", size, size_of::<ag_nuts_config>())?;
+        // SAFETY: non-NULL and, by struct_size, a whole ag_nuts_config.
+        let c = unsafe { config.read_unaligned() };
+        let settings = settings_of(&c)?;
+        if sampler.running.swap(true, Ordering::Acquire) {
+            return Err(fail(
+                AG_STATUS_BUSY,
+                format!("{F}: a run on this sampler is under way"),
+            ));
+        }
+        // Clears the running flag however the run ends (a panic included).
+        struct Running<'a>(&'a AtomicBool);
+        impl Drop for Running<'_> {
+            fn drop(&mut self) {
+                self.0.store(false, Ordering::Release);
+            }
+        }
+        let running = Running(&sampler.running);
+        let run = Run {
+            sampler: &sampler,
+            settings,
+            seed: c.seed,
+            progress: c.progress,
+            progress_user: UserPtr(c.progress_user),
+            failed: AtomicBool::new(false),
+        };
+        let results: Vec<_> = if c.parallel {
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = (0..c.chains)
+                    .map(|k| {
+                        scope.spawn({
+                            let run = &run;
+                            move || run.chain(k)
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| {
+                        h.join().unwrap_or_else(|_| {
+                            Err(fail(AG_STATUS_PANIC, format!("{F}: a chain panicked")))
+                        })
+                    })
+                    .collect()
+            })
+        } else {
+            (0..c.chains).map(|k| run.chain(k)).collect()
+        };
+        drop(running);
+        let chains = results
+            .into_iter()
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let draws = Arc::new(ag_draws {
+            cancelled: sampler.cancelled.load(Ordering::Acquire),
+            chains,
+            dim: sampler.dim,
+            names: sampler.names.clone(),
+        });
+        let addr = Arc::as_ptr(&draws) as usize;
+        locked(&DRAWS).insert(addr, draws);
+        Ok(write_out(F, "out", out, addr as *mut ag_draws)?)
+    })
+}
+
+/// Writes the counts of `d` to `*out`.
+/// Errors: NULL_ARGUMENT (d, out), INVALID_HANDLE (d is not live draws).
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_draws_info(d: *const ag_draws, out: *mut ag_draws_info_t) -> ag_status {
+    const F: &str = "ag_draws_info";
+    entry(F, || {
+        let d = lookup(F, &DRAWS, "draws", d)?;
+        let info = ag_draws_info_t {
+            chains: d.chains.len(),
+            draws: common_draws(&d),
+            dim: d.dim,
+            cancelled: d.cancelled,
+        };
+        Ok(write_out(F, "out", out, info)?)
+    })
+}
+
+fn common_draws(d: &ag_draws) -> usize {
+    d.chains
+        .iter()
+        .map(ChainDraws::completed)
+        .min()
+        .unwrap_or(0)
+}
+
+/// Writes chain `chain`'s draws and statistics to `*out` (pointers into
+/// `d`, valid until ag_draws_free).
+/// Errors: NULL_ARGUMENT (d, out), INVALID_HANDLE (d is not live draws),
+/// INDEX_OUT_OF_RANGE (chain >= the number of chains).
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_draws_chain(
+    d: *const ag_draws,
+    chain: usize,
+    out: *mut ag_chain_draws,
+) -> ag_status {
+    const F: &str = "ag_draws_chain";
+    entry(F, || {
+        let d = lookup(F, &DRAWS, "draws", d)?;
+        let c = d.chains.get(chain).ok_or_else(|| {
+            fail(
+                AG_STATUS_INDEX_OUT_OF_RANGE,
+                format!("{F}: chain {chain} of {} chains", d.chains.len()),
+            )
+        })?;
+        let v = ag_chain_draws {
+            draws: c.completed(),
+            positions: c.positions.as_ptr(),
+            lp: c.lp.as_ptr(),
+            accept_stat: c.accept_stat.as_ptr(),
+            tree_depth: c.tree_depth.as_ptr(),
+            n_leapfrog: c.n_leapfrog.as_ptr(),
+            divergent: c.divergent.as_ptr(),
+            step_size: c.step_size,
+            inv_metric: c.inv_metric.as_ptr(),
+        };
+        Ok(write_out(F, "out", out, v)?)
+    })
+}
+
+/// Writes the summary of each coordinate, over the draws every chain
+/// completed (ag_draws_info's `draws`), to `rows[0..n]`; n must be the
+/// model's dim.
+/// Errors: NULL_ARGUMENT (d, rows), INVALID_HANDLE (d is not live draws),
+/// INVALID_ARGUMENT (n is not dim, or fewer than 4 draws per chain).
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_draws_summary(
+    d: *const ag_draws,
+    rows: *mut ag_summary_row,
+    n: usize,
+) -> ag_status {
+    const F: &str = "ag_draws_summary";
+    entry(F, || {
+        let d = lookup(F, &DRAWS, "draws", d)?;
+        need(F, "rows", rows)?;
+        if n != d.dim {
+            return Err(fail(
+                AG_STATUS_INVALID_ARGUMENT,
+                format!("{F}: n is {n}, the model's dim is {}", d.dim),
+            ));
+        }
+        let draws = common_draws(&d);
+        if draws < 4 {
+            return Err(fail(
+                AG_STATUS_INVALID_ARGUMENT,
+                format!("{F}: {draws} draws per chain; a summary needs at least 4"),
+            ));
+        }
+        let out = slice_out(F, "rows", rows, n)?;
+        for (j, row) in out.iter_mut().enumerate() {
+            let SummaryRow {
+                mean,
+                sd,
+                mcse_mean,
+                q5,
+                q50,
+                q95,
+                ess_bulk,
+                ess_tail,
+                rhat,
+            } = summarise(&d.chains, j, draws);
+            let name = d.names.as_ref().map_or(std::ptr::null(), |v| v[j].as_ptr());
+            *row = ag_summary_row {
+                name,
+                mean,
+                sd,
+                mcse_mean,
+                q5,
+                q50,
+                q95,
+                ess_bulk,
+                ess_tail,
+                rhat,
+            };
+        }
+        Ok(())
+    })
+}
+
+/// Frees the draws `d`; the pointers ag_draws_chain gave die with them.
+/// NULL does nothing.
+/// Errors: INVALID_HANDLE (not live draws).
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_draws_free(d: *mut ag_draws) -> ag_status {
+    const F: &str = "ag_draws_free";
+    if d.is_null() {
+        return AG_STATUS_OK;
+    }
+    entry(F, || {
+        locked(&DRAWS)
+            .remove(&(d as usize))
+            .map(drop)
+            .ok_or_else(|| {
+                fail(
+                    AG_STATUS_INVALID_HANDLE,
+                    format!("{F}: `d` is not live draws (freed, or never made)"),
+                )
+            })
+    })
+}

@@ -1,0 +1,223 @@
+/*
+ * test_sampler.c: the NUTS sampler's C API on a model written here in C, a
+ * normal with known means and sds whose data the density reads through
+ * its user pointer: the posterior summary within Monte Carlo error, the
+ * chains' statistics, a cancel from the progress function, and the bad
+ * inputs (NULL arguments, struct sizes, dim 0, bad configs, a failing and
+ * a non-scalar density), each with its status and a message naming the
+ * function.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+#define DIM 3
+
+/* What the density reads (read-only, shared by the chains' threads). */
+typedef struct {
+    float mean[DIM], sd[DIM];
+} normal_data;
+
+/* log p = -sum(((q - mean) / sd)^2) / 2 */
+static ag_status normal_density(ag_context *ctx, ag_tensor q, void *user, ag_tensor *out) {
+    const normal_data *d = user;
+    size_t shape[1] = {DIM};
+    ag_tensor mean, sd, diff, z, sq, sum;
+    ag_status st;
+    if ((st = ag_tensor_new(ctx, shape, 1, d->mean, &mean)) != AG_STATUS_OK) return st;
+    if ((st = ag_tensor_new(ctx, shape, 1, d->sd, &sd)) != AG_STATUS_OK) return st;
+    if ((st = ag_sub(ctx, q, mean, &diff)) != AG_STATUS_OK) return st;
+    if ((st = ag_div(ctx, diff, sd, &z)) != AG_STATUS_OK) return st;
+    if ((st = ag_mul(ctx, z, z, &sq)) != AG_STATUS_OK) return st;
+    if ((st = ag_sum(ctx, sq, &sum)) != AG_STATUS_OK) return st;
+    return ag_scale(ctx, sum, -0.5f, out);
+}
+
+/* Fails where q[0] > 1.5 (reached within a few iterations). */
+static ag_status failing_density(ag_context *ctx, ag_tensor q, void *user, ag_tensor *out) {
+    float v[DIM];
+    ag_status st = ag_tensor_read(ctx, q, v, DIM);
+    if (st != AG_STATUS_OK) return st;
+    if (v[0] > 1.5f) return AG_STATUS_INVALID_ARGUMENT;
+    return normal_density(ctx, q, user, out);
+}
+
+/* Returns q itself: DIM elements, not a scalar. */
+static ag_status vector_density(ag_context *ctx, ag_tensor q, void *user, ag_tensor *out) {
+    (void)user;
+    return ag_scale(ctx, q, 1.0f, out);
+}
+
+static normal_data data = {{1.0f, -2.0f, 0.5f}, {1.0f, 3.0f, 0.2f}};
+static const char *const names[DIM] = {"a", "b", "c"};
+
+static ag_model_spec spec(ag_log_density_fn f) {
+    ag_model_spec m;
+    memset(&m, 0, sizeof m);
+    m.struct_size = sizeof m;
+    m.dim = DIM;
+    m.log_density = f;
+    m.user = &data;
+    m.fixed_graph = true;
+    m.names = names;
+    return m;
+}
+
+#define CHECK_SAMPLER(call, expected, needle)                                                  \
+    do {                                                                                       \
+        ag_status st_ = (call);                                                                \
+        CHECK_STATUS(st_, expected);                                                           \
+        const char *m_ = ag_sampler_last_error();                                              \
+        if (!check_record(m_ != NULL && strstr(m_, needle) != NULL, __FILE__, __LINE__,        \
+                          "message of " #call " names " needle)) {                             \
+            fprintf(stderr, "    last error: \"%s\"\n", m_ != NULL ? m_ : "(NULL)");          \
+        }                                                                                      \
+    } while (0)
+
+static void test_posterior(void) {
+    check_begin("a normal's posterior");
+    ag_model_spec m = spec(normal_density);
+    ag_sampler *s = NULL;
+    REQUIRE_OK(ag_sampler_new(&m, &s));
+    ag_nuts_config c;
+    REQUIRE_OK(ag_nuts_config_default(&c));
+    c.chains = 4;
+    c.warmup = 300;
+    c.draws = 500;
+    ag_draws *d = NULL;
+    REQUIRE_OK(ag_nuts_run(s, &c, &d));
+    ag_draws_info_t info;
+    CHECK_OK(ag_draws_info(d, &info));
+    CHECK(info.chains == 4 && info.draws == 500 && info.dim == DIM && !info.cancelled);
+    ag_summary_row rows[DIM];
+    CHECK_OK(ag_draws_summary(d, rows, DIM));
+    for (int j = 0; j < DIM; j++) {
+        CHECK(strcmp(rows[j].name, names[j]) == 0);
+        CHECK(fabs(rows[j].mean - data.mean[j]) < 4 * rows[j].mcse_mean);
+        CHECK(fabs(rows[j].sd / data.sd[j] - 1) < 0.1);
+        CHECK(rows[j].rhat < 1.02 && rows[j].ess_bulk > 200 && rows[j].ess_tail > 100);
+        CHECK(rows[j].q5 < rows[j].q50 && rows[j].q50 < rows[j].q95);
+    }
+    for (size_t k = 0; k < info.chains; k++) {
+        ag_chain_draws ch;
+        CHECK_OK(ag_draws_chain(d, k, &ch));
+        CHECK(ch.draws == 500 && ch.step_size > 0);
+        /* the metric learns the variances: 1, 9, 0.04 */
+        CHECK(ch.inv_metric[1] > 4 && ch.inv_metric[2] < 0.1);
+        int divergent = 0;
+        for (size_t i = 0; i < ch.draws; i++) {
+            divergent += ch.divergent[i];
+            CHECK(ch.tree_depth[i] <= c.max_depth && ch.n_leapfrog[i] >= 1);
+            CHECK(ch.accept_stat[i] >= 0 && ch.accept_stat[i] <= 1 && isfinite(ch.lp[i]));
+        }
+        CHECK(divergent == 0);
+    }
+    CHECK_OK(ag_draws_free(d));
+    CHECK_OK(ag_sampler_free(s));
+}
+
+static void cancel_at(void *user, uint32_t chain, uint32_t iteration, uint32_t total) {
+    (void)total;
+    if (chain == 0 && iteration == 50) ag_sampler_cancel((ag_sampler *)user);
+}
+
+static void test_cancel(void) {
+    check_begin("cancel from the progress function");
+    ag_model_spec m = spec(normal_density);
+    ag_sampler *s = NULL;
+    REQUIRE_OK(ag_sampler_new(&m, &s));
+    ag_nuts_config c;
+    REQUIRE_OK(ag_nuts_config_default(&c));
+    c.chains = 2;
+    c.warmup = 20;
+    c.draws = 1000000;
+    c.parallel = false;
+    c.progress = cancel_at;
+    c.progress_user = s;
+    ag_draws *d = NULL;
+    REQUIRE_OK(ag_nuts_run(s, &c, &d));
+    ag_draws_info_t info;
+    CHECK_OK(ag_draws_info(d, &info));
+    CHECK(info.cancelled && info.draws == 0);
+    ag_chain_draws ch;
+    CHECK_OK(ag_draws_chain(d, 0, &ch));
+    CHECK(ch.draws == 30); /* 50 iterations, 20 of them warm-up */
+    ag_summary_row rows[DIM];
+    CHECK_SAMPLER(ag_draws_summary(d, rows, DIM), AG_STATUS_INVALID_ARGUMENT, "at least 4");
+    CHECK_OK(ag_draws_free(d));
+    CHECK_OK(ag_sampler_free(s));
+}
+
+static void test_bad_inputs(void) {
+    check_begin("bad inputs");
+    ag_model_spec m = spec(normal_density);
+    ag_sampler *s = NULL;
+    CHECK_SAMPLER(ag_sampler_new(NULL, &s), AG_STATUS_NULL_ARGUMENT, "ag_sampler_new");
+    CHECK_SAMPLER(ag_sampler_new(&m, NULL), AG_STATUS_NULL_ARGUMENT, "out");
+    ag_model_spec bad = m;
+    bad.struct_size = sizeof(size_t);
+    CHECK_SAMPLER(ag_sampler_new(&bad, &s), AG_STATUS_INVALID_ARGUMENT, "struct_size");
+    bad = m;
+    bad.dim = 0;
+    CHECK_SAMPLER(ag_sampler_new(&bad, &s), AG_STATUS_INVALID_ARGUMENT, "dim is 0");
+    bad = m;
+    bad.log_density = NULL;
+    CHECK_SAMPLER(ag_sampler_new(&bad, &s), AG_STATUS_NULL_ARGUMENT, "log_density");
+    CHECK(s == NULL);
+    CHECK_STATUS(ag_nuts_config_default(NULL), AG_STATUS_NULL_ARGUMENT);
+
+    REQUIRE_OK(ag_sampler_new(&m, &s));
+    ag_nuts_config c;
+    REQUIRE_OK(ag_nuts_config_default(&c));
+    c.warmup = 10;
+    c.draws = 10;
+    ag_draws *d = NULL;
+    CHECK_SAMPLER(ag_nuts_run(NULL, &c, &d), AG_STATUS_NULL_ARGUMENT, "ag_nuts_run");
+    CHECK_SAMPLER(ag_nuts_run(s, NULL, &d), AG_STATUS_NULL_ARGUMENT, "config");
+    ag_nuts_config bc = c;
+    bc.chains = 0;
+    CHECK_SAMPLER(ag_nuts_run(s, &bc, &d), AG_STATUS_INVALID_ARGUMENT, "chains");
+    bc = c;
+    bc.target_accept = 1.5;
+    CHECK_SAMPLER(ag_nuts_run(s, &bc, &d), AG_STATUS_INVALID_ARGUMENT, "target_accept");
+    bc = c;
+    bc.struct_size = 1;
+    CHECK_SAMPLER(ag_nuts_run(s, &bc, &d), AG_STATUS_INVALID_ARGUMENT, "struct_size");
+    CHECK(d == NULL);
+    REQUIRE_OK(ag_nuts_run(s, &c, &d));
+    ag_chain_draws ch;
+    CHECK_SAMPLER(ag_draws_chain(d, 4, &ch), AG_STATUS_INDEX_OUT_OF_RANGE, "chain 4");
+    ag_summary_row rows[DIM + 1];
+    CHECK_SAMPLER(ag_draws_summary(d, rows, DIM + 1), AG_STATUS_INVALID_ARGUMENT, "dim");
+    CHECK_OK(ag_draws_free(d));
+    CHECK_SAMPLER(ag_draws_free(d), AG_STATUS_INVALID_HANDLE, "ag_draws_free");
+    ag_draws_info_t info;
+    CHECK_SAMPLER(ag_draws_info(d, &info), AG_STATUS_INVALID_HANDLE, "ag_draws_info");
+    CHECK_OK(ag_sampler_free(s));
+    CHECK_SAMPLER(ag_sampler_free(s), AG_STATUS_INVALID_HANDLE, "ag_sampler_free");
+    CHECK_OK(ag_sampler_free(NULL));
+    CHECK_OK(ag_draws_free(NULL));
+
+    m = spec(failing_density);
+    m.fixed_graph = false;
+    REQUIRE_OK(ag_sampler_new(&m, &s));
+    d = NULL;
+    c.warmup = 200;
+    c.draws = 200;
+    CHECK_SAMPLER(ag_nuts_run(s, &c, &d), AG_STATUS_INVALID_ARGUMENT, ", iteration ");
+    CHECK(d == NULL && strstr(ag_sampler_last_error(), "ag_nuts_run: chain ") != NULL);
+    CHECK_OK(ag_sampler_free(s));
+    m = spec(vector_density);
+    REQUIRE_OK(ag_sampler_new(&m, &s));
+    CHECK_SAMPLER(ag_nuts_run(s, &c, &d), AG_STATUS_NOT_SCALAR, "not 1");
+    CHECK_OK(ag_sampler_free(s));
+}
+
+int main(void) {
+    test_posterior();
+    test_cancel();
+    test_bad_inputs();
+    return check_summary();
+}
