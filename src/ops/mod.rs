@@ -81,10 +81,12 @@
 //! dispatch, with the same values.
 
 pub(crate) mod attention;
+pub(crate) mod batch_norm;
 pub(crate) mod conv;
 pub(crate) mod dropout;
 pub(crate) mod elementwise;
 pub(crate) mod embedding;
+pub(crate) mod group_norm;
 pub(crate) mod llama;
 pub(crate) mod loss;
 pub(crate) mod matmul;
@@ -352,6 +354,30 @@ pub(crate) enum Op {
         b: u32,
         mean: Buf,
         rstd: Buf,
+    },
+    /// Batch normalisation of `[N, C, *]` per channel; `stats` is the
+    /// running statistics' registry index; `saved` holds the mean and
+    /// 1/std used (`[C]` each) and `[2C]` of scratch.
+    BatchNorm {
+        x: u32,
+        w: u32,
+        b: u32,
+        stats: u32,
+        training: bool,
+        momentum: f32,
+        eps: f32,
+        saved: Buf,
+    },
+    /// Group normalisation of `[N, C, *]` over `groups` groups of
+    /// channels; `saved` holds each (image, group) row's mean and 1/std
+    /// (`[N G]` each) and `[2C]` of scratch.
+    GroupNorm {
+        x: u32,
+        w: u32,
+        b: u32,
+        groups: u32,
+        eps: f32,
+        saved: Buf,
     },
     /// RMSNorm over the last axis (no bias); per-row 1/rms saved.
     RmsNorm { x: u32, w: u32, eps: f32, rstd: Buf },
