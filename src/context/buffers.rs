@@ -90,19 +90,25 @@ impl Context {
         })
     }
 
-    /// The registry index of `s`, checked.
+    /// The registry index of `s`, checked: InvalidArgument for another
+    /// context's statistics or an index past the last set (not a tensor
+    /// handle, so not the handle errors).
     pub(crate) fn stats_index(&self, op: &'static str, s: BatchNormStats) -> Result<usize> {
-        if s.context != self.id {
-            return Err(Error::WrongContext {
-                op,
-                handle_context: s.context,
-                context: self.id,
-            });
-        }
-        if s.index as usize >= self.buffers.len() {
-            return Err(Error::InvalidHandle { op, index: s.index });
-        }
-        Ok(s.index as usize)
+        let what = if s.context != self.id {
+            format!(
+                "statistics of context {} used in context {}",
+                s.context, self.id
+            )
+        } else if s.index as usize >= self.buffers.len() {
+            format!(
+                "no statistics of index {} (the context has {})",
+                s.index,
+                self.buffers.len()
+            )
+        } else {
+            return Ok(s.index as usize);
+        };
+        Err(Error::InvalidArgument { op, what })
     }
 
     /// Channels, running mean and running variance of set `i`.

@@ -47,6 +47,8 @@ mod tensors;
 
 mod training;
 
+mod buffers;
+
 mod capture;
 mod checkpoints;
 mod grads;
@@ -61,6 +63,7 @@ mod test_hooks;
 
 mod tokenizer;
 
+pub use buffers::*;
 pub use capture::*;
 pub use checkpoints::*;
 pub use grads::*;

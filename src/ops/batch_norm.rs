@@ -176,12 +176,14 @@ impl Context {
     /// InvalidArgument when a channel has one value (N * positions = 1).
     /// Evaluation mode: normalises with the running statistics. `eps`
     /// (PyTorch's 1e-5 is [`BATCH_NORM_EPS`]) is added to the variance.
+    /// Without statistics (PyTorch's `track_running_stats=False`) it
+    /// normalises with the batch's statistics in both modes.
     pub fn batch_norm(
         &mut self,
         x: Tensor,
         w: Tensor,
         b: Tensor,
-        stats: BatchNormStats,
+        stats: Option<BatchNormStats>,
         momentum: f32,
         eps: f32,
     ) -> Result<Tensor> {
@@ -191,7 +193,10 @@ impl Context {
             self.resolve(OP, w)?,
             self.resolve(OP, b)?,
         );
-        let si = self.stats_index(OP, stats)?;
+        let si = match stats {
+            Some(s) => Some(self.stats_index(OP, s)?),
+            None => None,
+        };
         let (ex, ew, eb) = (self.entry(ix), self.entry(iw), self.entry(ib));
         if ex.shape.ndim() < 2 {
             return Err(Error::InvalidArgument {
@@ -213,8 +218,10 @@ impl Context {
                 });
             }
         }
-        let (sc, _, _) = self.stats_bufs(si);
-        if sc != d.c {
+        if let Some(si) = si
+            && self.stats_bufs(si).0 != d.c
+        {
+            let sc = self.stats_bufs(si).0;
             return Err(Error::InvalidArgument {
                 op: OP,
                 what: format!("statistics of {sc} channels for x {} of {}", ex.shape, d.c),
@@ -228,12 +235,13 @@ impl Context {
                 ),
             });
         }
-        let training = self.training();
+        // Batch statistics: training mode, or no running statistics.
+        let training = self.training() || si.is_none();
         if training && d.per_channel() <= 1 {
             return Err(Error::InvalidArgument {
                 op: OP,
                 what: format!(
-                    "in training mode each channel needs more than one value, but x {} has {} per channel",
+                    "with batch statistics each channel needs more than one value, but x {} has {} per channel",
                     ex.shape,
                     d.per_channel()
                 ),
@@ -246,7 +254,7 @@ impl Context {
             x: ix,
             w: iw,
             b: ib,
-            stats: si as u32,
+            stats: si.map_or(NO_STATS, |i| i as u32),
             training,
             momentum,
             eps,
@@ -255,6 +263,9 @@ impl Context {
         Ok(self.run(op, out))
     }
 }
+
+/// The record's `stats` without running statistics.
+const NO_STATS: u32 = u32::MAX;
 
 /// The four `[C]` parts of the saved buffer: mean, 1/std, then two
 /// scratch rows (the batch's unbiased variance in forward, the gradient
@@ -269,7 +280,7 @@ fn tasks(d: Dims) -> (usize, usize) {
 }
 
 /// `inputs` are x, w and b; `stats` the registry index of the running
-/// statistics.
+/// statistics, or [`NO_STATS`]; `training`: batch statistics.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn forward_batch_norm(
     ctx: &mut Context,
@@ -283,7 +294,7 @@ pub(crate) fn forward_batch_norm(
 ) {
     let [ex, ew, eb] = inputs.map(|i| ctx.entry(i));
     let d = Dims::of(ex.shape);
-    let (c, run_mean, run_var) = ctx.stats_bufs(stats as usize);
+    let c = d.c;
     let [mean, rstd, var, _] = parts(saved, c);
     let (n_ch, n_planes) = tasks(d);
     let work = ex.shape.numel() * fastmath::ELEMENT_COST;
@@ -297,6 +308,7 @@ pub(crate) fn forward_batch_norm(
             channel_stats(m, r, v, x, d, pool::task_range(c, n_ch, i), eps)
         });
     } else {
+        let (_, run_mean, run_var) = ctx.stats_bufs(stats as usize);
         let ([m, r], [rm, rv]) = ctx.access([mean, rstd], [run_mean, run_var]);
         m.copy_from_slice(rm);
         for (o, &v) in r.iter_mut().zip(rv) {
@@ -313,7 +325,8 @@ pub(crate) fn forward_batch_norm(
     fastmath::run_parts(pool, fastmath::row_parts(y, d.s, n_planes), &|i, y| {
         normalise_planes(y, x, m, r, w, b, d, pool::task_range(rows, n_planes, i))
     });
-    if training && !ctx.recomputing() {
+    if training && stats != NO_STATS && !ctx.recomputing() {
+        let (_, run_mean, run_var) = ctx.stats_bufs(stats as usize);
         let ([rm, rv], [m, v]) = ctx.access([run_mean, run_var], [mean, var]);
         for (o, &bm) in rm.iter_mut().zip(m) {
             *o = (1.0 - momentum) * *o + momentum * bm;

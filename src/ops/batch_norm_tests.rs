@@ -23,7 +23,7 @@ fn gradcheck_batch_norm_training_and_evaluation() {
             gradcheck(check, |ctx, x| {
                 ctx.set_training(training);
                 let s = stats(ctx, c);
-                ctx.batch_norm(x[0], x[1], x[2], s, 0.1, 1e-5)
+                ctx.batch_norm(x[0], x[1], x[2], Some(s), 0.1, 1e-5)
             });
         }
     }
@@ -74,7 +74,7 @@ fn training_steps_match_f64_reference() {
             .map(|_| rng.range(-2.0, 3.0) * (1 + step) as f32)
             .collect();
         let xt = ctx.tensor(&[n, c, s], &x).unwrap();
-        let y = ctx.batch_norm(xt, w, b, st, 0.1, 1e-5).unwrap();
+        let y = ctx.batch_norm(xt, w, b, Some(st), 0.1, 1e-5).unwrap();
         let mut got = vec![0.0; x.len()];
         ctx.read(y, &mut got).unwrap();
         let want = reference_step(&x, n, c, s, &mut rm, &mut rv);
@@ -98,7 +98,7 @@ fn training_steps_match_f64_reference() {
     ctx.reset();
     let x = vec![1.5f32; n * c * s];
     let xt = ctx.tensor(&[n, c, s], &x).unwrap();
-    let y = ctx.batch_norm(xt, w, b, st, 0.1, 1e-5).unwrap();
+    let y = ctx.batch_norm(xt, w, b, Some(st), 0.1, 1e-5).unwrap();
     let mut got = vec![0.0; x.len()];
     ctx.read(y, &mut got).unwrap();
     for (k, g) in got.iter().enumerate() {
@@ -122,16 +122,37 @@ fn one_value_per_channel_is_refused_in_training_only() {
     let b = ctx.param(&[3], None).unwrap();
     let st = ctx.batch_norm_stats("bn", 3).unwrap();
     let x = ctx.tensor(&[1, 3, 1, 1], &[1.0, 2.0, 3.0]).unwrap();
-    let e = ctx.batch_norm(x, w, b, st, 0.1, 1e-5).unwrap_err();
+    let e = ctx.batch_norm(x, w, b, Some(st), 0.1, 1e-5).unwrap_err();
     let msg = e.to_string();
     assert!(
         msg.contains("batch_norm") && msg.contains("[1,3,1,1]"),
         "{msg}"
     );
     ctx.set_training(false);
-    ctx.batch_norm(x, w, b, st, 0.1, 1e-5).unwrap();
+    ctx.batch_norm(x, w, b, Some(st), 0.1, 1e-5).unwrap();
     let other = ctx.batch_norm_stats_by_prefix("bn").unwrap();
     assert_eq!(other, st);
+    // Without running statistics the batch's are used in either mode.
+    assert!(ctx.batch_norm(x, w, b, None, 0.1, 1e-5).is_err());
+}
+
+/// Without running statistics, evaluation normalises as training does.
+#[test]
+fn without_statistics_both_modes_use_the_batch() {
+    let mut ctx = Context::new();
+    let w = ctx.param(&[2], Some(&[2.0, 1.0])).unwrap();
+    let b = ctx.param(&[2], Some(&[0.5, 0.0])).unwrap();
+    let x = ctx
+        .tensor(&[3, 2], &[1.0, 2.0, 4.0, -1.0, 0.5, 3.0])
+        .unwrap();
+    let mut outs = [[0.0f32; 6]; 2];
+    for (training, out) in [true, false].into_iter().zip(&mut outs) {
+        ctx.set_training(training);
+        let y = ctx.batch_norm(x, w, b, None, 0.1, 1e-5).unwrap();
+        ctx.read(y, out).unwrap();
+    }
+    assert_eq!(outs[0], outs[1]);
+    assert!(outs[0][0] != outs[0][2], "normalised");
 }
 
 /// A recomputed segment replays batch_norm's forward during backward: the
@@ -152,7 +173,7 @@ fn recomputed_segment_updates_running_statistics_once() {
         if segment {
             ctx.segment_begin().unwrap();
         }
-        let y = ctx.batch_norm(xt, w, b, st, 0.1, 1e-5).unwrap();
+        let y = ctx.batch_norm(xt, w, b, Some(st), 0.1, 1e-5).unwrap();
         let h = ctx.tanh(y).unwrap();
         if segment {
             ctx.segment_end(&[h]).unwrap();
@@ -190,7 +211,7 @@ fn captured_step_replays_match_eager_steps() {
         (ctx, w, b, st)
     };
     let model = |ctx: &mut Context, w, b, st, x| {
-        let y = ctx.batch_norm(x, w, b, st, 0.1, 1e-5).unwrap();
+        let y = ctx.batch_norm(x, w, b, Some(st), 0.1, 1e-5).unwrap();
         let y2 = ctx.mul(y, y).unwrap();
         (y, ctx.sum(y2).unwrap())
     };
@@ -249,7 +270,7 @@ fn statistics_stay_out_of_parameters_and_optimizer() {
     })
     .unwrap();
     let x = ctx.tensor(&[2, 2], &[1.0, 2.0, 3.0, 5.0]).unwrap();
-    let y = ctx.batch_norm(x, w, b, st, 0.5, 1e-5).unwrap();
+    let y = ctx.batch_norm(x, w, b, Some(st), 0.5, 1e-5).unwrap();
     let l = ctx.sum(y).unwrap();
     ctx.backward(l).unwrap();
     ctx.optimizer_step().unwrap();
@@ -280,7 +301,7 @@ fn parallel_path_matches_one_thread() {
         let b = ctx.param(&[c], None).unwrap();
         let px = ctx.param(&[n, c, s], Some(&x)).unwrap();
         let st = ctx.batch_norm_stats("bn", c).unwrap();
-        let y = ctx.batch_norm(px, w, b, st, 0.1, 1e-5).unwrap();
+        let y = ctx.batch_norm(px, w, b, Some(st), 0.1, 1e-5).unwrap();
         let y = ctx.mul(y, y).unwrap();
         let l = ctx.sum(y).unwrap();
         ctx.backward(l).unwrap();

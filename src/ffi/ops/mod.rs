@@ -24,12 +24,15 @@ mod loss;
 
 mod norm;
 
+mod batch_norm;
+
 mod attention;
 
 mod conv;
 mod llama;
 
 pub use attention::*;
+pub use batch_norm::*;
 pub use conv::*;
 pub use dropout::*;
 pub use elementwise::*;
