@@ -7,8 +7,15 @@
 //! u32 opt_kind (0 none, else the kind's tag: 1 sgd, 2 adamw) | u32 moments
 //! | f32 x5 hyper-params (as the kind's row orders them)
 //! u64 user_len | per param: u32 ndim, u64 dims[ndim]
-//! payload: per param: values, then each moment | user bytes | u32 CRC32
+//! payload: per param: values, then each moment | user bytes
+//! [version 2: u32 n_sets | per set of running statistics: u32 channels,
+//!  u64 num_batches_tracked, f32 running_mean[C], f32 running_var[C]]
+//! | u32 CRC32
 //! ```
+//! A context without running statistics writes version 1, byte for byte
+//! what it wrote before they existed; one with them writes version 2, their
+//! section after the user bytes. Either loads into a context with the same
+//! statistics (none for version 1: their count and channels must match).
 //! The CRC covers every byte before it. Loading validates the whole file
 //! into a staging buffer (magic, version, checked lengths, CRC, shapes)
 //! before touching any parameter, so a load is all or nothing. Saving
@@ -35,8 +42,12 @@ pub struct Staged {
     step: u64,
     code: u32,
     moments: usize,
+    /// Where the running statistics' section starts (version 2), if any.
+    buffers_start: Option<usize>,
 }
+/// Without running statistics, and with them (see the module docs).
 const VERSION: u32 = 1;
+const VERSION_WITH_BUFFERS: u32 = 2;
 /// Most user bytes a checkpoint may carry (64 MiB).
 pub const MAX_USER_BYTES: usize = 64 << 20;
 
@@ -141,7 +152,7 @@ impl Context {
                 what: format!("{} user bytes (at most {MAX_USER_BYTES})", user.len()),
             });
         }
-        let size = 64 + self.param_count() * 56 + floats * 4 + user.len();
+        let size = 64 + self.param_count() * 56 + floats * 4 + user.len() + self.buffers_bytes();
         self.fault_point(op, size)?;
         let mut out = Vec::new();
         out.try_reserve_exact(size)
@@ -149,7 +160,12 @@ impl Context {
         let opt = self.optimizer_state();
         let (code, hp) = kind_code(opt.map(|o| o.kind()));
         out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&VERSION.to_le_bytes());
+        let version = if self.batch_norm_stats_count() == 0 {
+            VERSION
+        } else {
+            VERSION_WITH_BUFFERS
+        };
+        out.extend_from_slice(&version.to_le_bytes());
         out.extend_from_slice(&(self.param_count() as u32).to_le_bytes());
         out.extend_from_slice(&opt.map_or(0, |o| o.steps()).to_le_bytes());
         out.extend_from_slice(&code.to_le_bytes());
@@ -187,6 +203,16 @@ impl Context {
             offset += n;
         }
         out.extend_from_slice(user);
+        if version == VERSION_WITH_BUFFERS {
+            let reg = self.buffers();
+            out.extend_from_slice(&(reg.len() as u32).to_le_bytes());
+            for i in 0..reg.len() {
+                let set = reg.get(i);
+                out.extend_from_slice(&(set.channels as u32).to_le_bytes());
+                out.extend_from_slice(&set.num_batches.to_le_bytes());
+                put(&mut out, self.read_only(set.values));
+            }
+        }
         let crc = crc32fast::hash(&out);
         out.extend_from_slice(&crc.to_le_bytes());
         Ok(out)
@@ -214,9 +240,9 @@ impl Context {
         let stored = u32::from_le_bytes(tail.try_into().unwrap_or([0; 4]));
         let mut r = Reader { buf: body, pos: 8 };
         let version = r.u32("version")?;
-        if version != VERSION {
+        if version != VERSION && version != VERSION_WITH_BUFFERS {
             return Err(corrupt(format!(
-                "unknown format version {version} (this library reads {VERSION})"
+                "unknown format version {version} (this library reads {VERSION} and {VERSION_WITH_BUFFERS})"
             )));
         }
         if crc32fast::hash(body) != stored {
@@ -295,16 +321,18 @@ impl Context {
             .sum();
         r.take(floats * 4, "payload")?;
         let user = r.take(user_len, "user bytes")?;
+        let buffers_start = self.validate_buffers(&mut r, version == VERSION_WITH_BUFFERS)?;
         if r.pos != body.len() {
             return Err(corrupt(format!("{} trailing bytes", body.len() - r.pos)));
         }
         Ok(Staged {
             payload_start,
-            user_start: r.pos - user.len(),
+            user_start: payload_start + floats * 4,
             user_len: user.len(),
             step,
             code,
             moments,
+            buffers_start,
         })
     }
 
@@ -317,6 +345,7 @@ impl Context {
             step,
             code,
             moments,
+            buffers_start,
         } = staged;
         let mut pos = payload_start;
         let n_params = self.param_count();
@@ -347,7 +376,66 @@ impl Context {
         if let Some(o) = self.optimizer_state_mut() {
             o.restore_steps(if code == 0 { 0 } else { step });
         }
+        if let Some(mut pos) = buffers_start {
+            pos += 4;
+            for i in 0..self.batch_norm_stats_count() {
+                let (c, values) = (self.stats_bufs(i).0, self.buffers().get(i).values);
+                let count =
+                    u64::from_le_bytes(bytes[pos + 4..pos + 12].try_into().unwrap_or([0; 8]));
+                pos += 12;
+                put(self, values, &bytes[pos..pos + 8 * c]);
+                pos += 8 * c;
+                self.set_batches_tracked(i, count);
+            }
+        }
         &bytes[user_start..user_start + user_len]
+    }
+
+    /// Bytes of the running statistics' section (0 without statistics).
+    fn buffers_bytes(&self) -> usize {
+        let reg = self.buffers();
+        if reg.len() == 0 {
+            return 0;
+        }
+        4 + (0..reg.len())
+            .map(|i| 12 + 8 * reg.get(i).channels)
+            .sum::<usize>()
+    }
+
+    /// Checks the running statistics' section (version 2) against the
+    /// context's statistics; where it starts. Version 1 has none, which
+    /// matches only a context without statistics.
+    fn validate_buffers(&self, r: &mut Reader, present: bool) -> Result<Option<usize>> {
+        let have = self.batch_norm_stats_count();
+        if !present {
+            if have != 0 {
+                return Err(Error::CheckpointMismatch {
+                    what: format!("checkpoint has no running statistics, the model {have} sets"),
+                });
+            }
+            return Ok(None);
+        }
+        let start = r.pos;
+        let n = r.u32("statistics count")? as usize;
+        if n != have {
+            return Err(Error::CheckpointMismatch {
+                what: format!("checkpoint has {n} sets of running statistics, the model {have}"),
+            });
+        }
+        for i in 0..n {
+            let c = r.u32("statistics channels")? as usize;
+            let want = self.buffers().get(i).channels;
+            if c != want {
+                return Err(Error::CheckpointMismatch {
+                    what: format!(
+                        "running statistics {i}: checkpoint has {c} channels, the model {want}"
+                    ),
+                });
+            }
+            r.u64("num_batches_tracked")?;
+            r.take(8 * c, "running statistics")?;
+        }
+        Ok(Some(start))
     }
 
     /// Writes a checkpoint atomically (temporary file, fsync, rename, fsync
@@ -393,8 +481,12 @@ impl Context {
         let floats: usize = (0..self.param_count())
             .map(|i| self.entry(i as u32).shape.numel() * 3)
             .sum();
-        let max =
-            64 + self.param_count() * (4 + 8 * crate::MAX_DIMS) + floats * 4 + MAX_USER_BYTES + 4;
+        let max = 64
+            + self.param_count() * (4 + 8 * crate::MAX_DIMS)
+            + floats * 4
+            + MAX_USER_BYTES
+            + 4
+            + self.buffers_bytes();
         let file = File::open(path).map_err(|e| io(op, path, e))?;
         let mut bytes = Vec::new();
         file.take(max as u64 + 1)

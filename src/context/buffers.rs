@@ -117,6 +117,11 @@ impl Context {
         (set.channels, set.mean(), set.var())
     }
 
+    /// Sets the count of training batches of set `i` (loading).
+    pub(crate) fn set_batches_tracked(&mut self, i: usize, n: u64) {
+        self.buffers.get_mut(i).num_batches = n;
+    }
+
     /// Counts one more training batch in set `i`.
     pub(crate) fn count_batch(&mut self, i: usize) {
         let set = self.buffers.get_mut(i);

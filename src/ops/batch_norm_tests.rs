@@ -325,3 +325,57 @@ fn parallel_path_matches_one_thread() {
     );
     assert_eq!(run(true), run(false));
 }
+
+/// Checkpoints carry the running statistics (format version 2), restore
+/// them on load, and refuse a model whose statistics differ; a model
+/// without statistics still writes version 1.
+#[test]
+fn checkpoints_round_trip_running_statistics() {
+    let make = |with_stats: bool, channels: usize| {
+        let mut ctx = Context::new();
+        let w = ctx.param(&[3], Some(&[1.0, 2.0, 3.0])).unwrap();
+        let st = with_stats.then(|| ctx.batch_norm_stats("features.bn", channels).unwrap());
+        (ctx, w, st)
+    };
+    let (mut a, _, sa) = make(true, 3);
+    let sa = sa.unwrap();
+    a.batch_norm_stats_write(sa, &[0.5, -1.0, 2.0], &[1.5, 0.25, 4.0], 7)
+        .unwrap();
+    let bytes = a.checkpoint_bytes(b"user").unwrap();
+    assert_eq!(
+        bytes[8..12],
+        2u32.to_le_bytes(),
+        "version 2 with statistics"
+    );
+    let (mut b, _, sb) = make(true, 3);
+    assert_eq!(b.checkpoint_load_bytes(&bytes).unwrap(), b"user");
+    let (mut mean, mut var) = ([0.0; 3], [0.0; 3]);
+    assert_eq!(
+        b.batch_norm_stats_read(sb.unwrap(), &mut mean, &mut var)
+            .unwrap(),
+        7
+    );
+    assert_eq!((mean, var), ([0.5, -1.0, 2.0], [1.5, 0.25, 4.0]));
+    // Other statistics, or none, are a mismatch; nothing changes.
+    let (mut other, _, so) = make(true, 4);
+    assert!(other.checkpoint_load_bytes(&bytes).is_err());
+    let (mut m4, mut v4) = ([0.0; 4], [0.0; 4]);
+    assert_eq!(
+        other
+            .batch_norm_stats_read(so.unwrap(), &mut m4, &mut v4)
+            .unwrap(),
+        0
+    );
+    assert_eq!(v4, [1.0; 4]);
+    let (mut none, _, _) = make(false, 0);
+    assert!(none.checkpoint_load_bytes(&bytes).is_err());
+    // Without statistics: version 1, loadable as before.
+    let v1 = none.checkpoint_bytes(b"").unwrap();
+    assert_eq!(v1[8..12], 1u32.to_le_bytes());
+    let (mut none2, _, _) = make(false, 0);
+    none2.checkpoint_load_bytes(&v1).unwrap();
+    assert!(
+        b.checkpoint_load_bytes(&v1).is_err(),
+        "statistics missing from the file"
+    );
+}
