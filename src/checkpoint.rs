@@ -8,14 +8,10 @@
 //! | f32 x5 hyper-params (as the kind's row orders them)
 //! u64 user_len | per param: u32 ndim, u64 dims[ndim]
 //! payload: per param: values, then each moment | user bytes
-//! [version 2: u32 n_sets | per set of running statistics: u32 channels,
-//!  u64 num_batches_tracked, f32 running_mean[C], f32 running_var[C]]
-//! | u32 CRC32
+//! [running statistics, version 2 only] | u32 CRC32
 //! ```
-//! A context without running statistics writes version 1, byte for byte
-//! what it wrote before they existed; one with them writes version 2, their
-//! section after the user bytes. Either loads into a context with the same
-//! statistics (none for version 1: their count and channels must match).
+//! Version 1 is a context without running statistics (byte for byte as
+//! before they existed); see `checkpoint_buffers.rs` for version 2.
 //! The CRC covers every byte before it. Loading validates the whole file
 //! into a staging buffer (magic, version, checked lengths, CRC, shapes)
 //! before touching any parameter, so a load is all or nothing. Saving
@@ -29,6 +25,9 @@ use crate::fs::{io, write_atomic};
 use crate::optim::OptimizerKind;
 use std::fs::File;
 use std::path::Path;
+
+#[path = "checkpoint_buffers.rs"]
+mod buffers;
 
 const MAGIC: &[u8; 8] = b"AGCKPT\r\n";
 
@@ -45,7 +44,6 @@ pub struct Staged {
     /// Where the running statistics' section starts (version 2), if any.
     buffers_start: Option<usize>,
 }
-/// Without running statistics, and with them (see the module docs).
 const VERSION: u32 = 1;
 const VERSION_WITH_BUFFERS: u32 = 2;
 /// Most user bytes a checkpoint may carry (64 MiB).
@@ -204,14 +202,7 @@ impl Context {
         }
         out.extend_from_slice(user);
         if version == VERSION_WITH_BUFFERS {
-            let reg = self.buffers();
-            out.extend_from_slice(&(reg.len() as u32).to_le_bytes());
-            for i in 0..reg.len() {
-                let set = reg.get(i);
-                out.extend_from_slice(&(set.channels as u32).to_le_bytes());
-                out.extend_from_slice(&set.num_batches.to_le_bytes());
-                put(&mut out, self.read_only(set.values));
-            }
+            self.put_buffers(&mut out);
         }
         let crc = crc32fast::hash(&out);
         out.extend_from_slice(&crc.to_le_bytes());
@@ -376,66 +367,10 @@ impl Context {
         if let Some(o) = self.optimizer_state_mut() {
             o.restore_steps(if code == 0 { 0 } else { step });
         }
-        if let Some(mut pos) = buffers_start {
-            pos += 4;
-            for i in 0..self.batch_norm_stats_count() {
-                let (c, values) = (self.stats_bufs(i).0, self.buffers().get(i).values);
-                let count =
-                    u64::from_le_bytes(bytes[pos + 4..pos + 12].try_into().unwrap_or([0; 8]));
-                pos += 12;
-                put(self, values, &bytes[pos..pos + 8 * c]);
-                pos += 8 * c;
-                self.set_batches_tracked(i, count);
-            }
+        if let Some(pos) = buffers_start {
+            self.load_buffers(&bytes[pos..]);
         }
         &bytes[user_start..user_start + user_len]
-    }
-
-    /// Bytes of the running statistics' section (0 without statistics).
-    fn buffers_bytes(&self) -> usize {
-        let reg = self.buffers();
-        if reg.len() == 0 {
-            return 0;
-        }
-        4 + (0..reg.len())
-            .map(|i| 12 + 8 * reg.get(i).channels)
-            .sum::<usize>()
-    }
-
-    /// Checks the running statistics' section (version 2) against the
-    /// context's statistics; where it starts. Version 1 has none, which
-    /// matches only a context without statistics.
-    fn validate_buffers(&self, r: &mut Reader, present: bool) -> Result<Option<usize>> {
-        let have = self.batch_norm_stats_count();
-        if !present {
-            if have != 0 {
-                return Err(Error::CheckpointMismatch {
-                    what: format!("checkpoint has no running statistics, the model {have} sets"),
-                });
-            }
-            return Ok(None);
-        }
-        let start = r.pos;
-        let n = r.u32("statistics count")? as usize;
-        if n != have {
-            return Err(Error::CheckpointMismatch {
-                what: format!("checkpoint has {n} sets of running statistics, the model {have}"),
-            });
-        }
-        for i in 0..n {
-            let c = r.u32("statistics channels")? as usize;
-            let want = self.buffers().get(i).channels;
-            if c != want {
-                return Err(Error::CheckpointMismatch {
-                    what: format!(
-                        "running statistics {i}: checkpoint has {c} channels, the model {want}"
-                    ),
-                });
-            }
-            r.u64("num_batches_tracked")?;
-            r.take(8 * c, "running statistics")?;
-        }
-        Ok(Some(start))
     }
 
     /// Writes a checkpoint atomically (temporary file, fsync, rename, fsync

@@ -379,3 +379,51 @@ fn checkpoints_round_trip_running_statistics() {
         "statistics missing from the file"
     );
 }
+
+/// Safetensors files hold the running statistics under PyTorch's names,
+/// the count as an int64 scalar, and loading restores them.
+#[test]
+fn safetensors_names_and_round_trip() {
+    let make = || {
+        let mut ctx = Context::new();
+        ctx.param_named("bn1.weight", &[2], Some(&[1.0, 2.0]))
+            .unwrap();
+        let st = ctx.batch_norm_stats("bn1", 2).unwrap();
+        (ctx, st)
+    };
+    let (mut a, sa) = make();
+    a.batch_norm_stats_write(sa, &[0.5, -0.5], &[2.0, 3.0], 1 << 40)
+        .unwrap();
+    let bytes = a.safetensors_bytes().unwrap();
+    let header_len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + header_len]).unwrap();
+    assert_eq!(header["bn1.running_mean"]["dtype"], "F32");
+    assert_eq!(header["bn1.running_var"]["shape"], serde_json::json!([2]));
+    assert_eq!(header["bn1.num_batches_tracked"]["dtype"], "I64");
+    assert_eq!(
+        header["bn1.num_batches_tracked"]["shape"],
+        serde_json::json!([])
+    );
+    let (mut b, sb) = make();
+    b.safetensors_load_bytes(&bytes).unwrap();
+    let (mut mean, mut var) = ([0.0; 2], [0.0; 2]);
+    assert_eq!(
+        b.batch_norm_stats_read(sb, &mut mean, &mut var).unwrap(),
+        1 << 40
+    );
+    assert_eq!((mean, var), ([0.5, -0.5], [2.0, 3.0]));
+    // A file without the statistics is refused, and changes nothing.
+    let mut plain = Context::new();
+    plain
+        .param_named("bn1.weight", &[2], Some(&[9.0, 9.0]))
+        .unwrap();
+    let without = plain.safetensors_bytes().unwrap();
+    let e = b.safetensors_load_bytes(&without).unwrap_err().to_string();
+    assert!(e.contains("bn1.running_mean"), "{e}");
+    let mut w = [0.0; 2];
+    b.read(b.param_by_name("bn1.weight").unwrap(), &mut w)
+        .unwrap();
+    assert_eq!(w, [1.0, 2.0]);
+    // The standalone reader still takes float32 only.
+    assert!(crate::safetensors_io::from_bytes(&bytes).is_err());
+}
