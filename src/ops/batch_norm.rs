@@ -227,7 +227,8 @@ impl Context {
                 what: format!("statistics of {sc} channels for x {} of {}", ex.shape, d.c),
             });
         }
-        if !(0.0..=1.0).contains(&momentum) || !(eps > 0.0 && eps.is_finite()) {
+        let valid = (0.0..=1.0).contains(&momentum) && eps > 0.0 && eps.is_finite();
+        if !valid {
             return Err(Error::InvalidArgument {
                 op: OP,
                 what: format!(
