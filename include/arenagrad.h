@@ -105,6 +105,11 @@ typedef struct ag_memory_stats_t ag_memory_figures;
 // comparable with ag_version_number() at run time.
 #define AG_VERSION_NUMBER (((AG_VERSION_MAJOR * 10000) + (AG_VERSION_MINOR * 100)) + AG_VERSION_PATCH)
 
+// Most bytes in a statistics prefix, without the terminating NUL: the
+// longest buffer name, "<prefix>.num_batches_tracked", still fits in
+// AG_MAX_PARAM_NAME.
+#define AG_MAX_STATS_PREFIX 200
+
 // ag_param_init kind: every value 0 (a and b must be 0).
 #define AG_INIT_ZEROS 0
 
@@ -132,6 +137,9 @@ typedef struct ag_memory_stats_t ag_memory_figures;
 // ag_param_init kind: Kaiming/He normal, N(0, s^2) with s = a / sqrt(fan_in);
 // a is the gain (> 0; sqrt(2) for ReLU), b must be 0.
 #define AG_INIT_KAIMING_NORMAL 7
+
+// The `stats` argument of ag_batch_norm for no running statistics.
+#define AG_NO_STATS UINT32_MAX
 
 // Most bytes in a parameter name, without the terminating NUL: a buffer
 // of AG_MAX_PARAM_NAME + 1 chars holds any name.
@@ -660,6 +668,49 @@ ag_status ag_optimizer_step(struct ag_context *ctx);
 // Errors: INVALID_ARGUMENT (max_norm <= 0, NaN or infinity), NON_FINITE
 // (the norm is NaN or infinite; nothing is scaled).
 ag_status ag_clip_grad_norm(struct ag_context *ctx, float max_norm, float *norm_out);
+
+// Training mode (the default) or evaluation mode, apart from grad mode
+// (ag_set_grad_enabled). It changes ag_batch_norm only: in training it
+// normalises with the batch's statistics and updates the running
+// statistics; in evaluation it normalises with the running statistics and
+// leaves them as they are. A captured step keeps the mode it was captured
+// in.
+// Errors: none of its own.
+ag_status ag_set_training(struct ag_context *ctx, bool training);
+
+// Writes whether the context is in training mode to `*out`.
+// Errors: NULL_ARGUMENT (out).
+ag_status ag_is_training(struct ag_context *ctx, bool *out);
+
+// Makes the running statistics of a batch norm over `channels` channels
+// and writes their index (0, 1, ... in creation order) to `*out`:
+// "<prefix>.running_mean" (zeros), "<prefix>.running_var" (ones) and
+// "<prefix>.num_batches_tracked" (0), PyTorch's names, under which
+// checkpoints and safetensors files store them. They are buffers, not
+// parameters: not in ag_param_count, no gradient, no optimizer state, not
+// sharded; they live as long as the context. Made, like parameters,
+// before the iteration's first activation.
+// Errors: NULL_ARGUMENT (prefix or out), INVALID_ARGUMENT (prefix empty,
+// longer than AG_MAX_STATS_PREFIX bytes, not UTF-8 or already used;
+// channels 0 or above 2^32 - 1), SEQUENCE (activations were made this
+// iteration), ALLOCATION_FAILED.
+ag_status ag_batch_norm_stats_new(struct ag_context *ctx, const char *prefix, size_t channels, uint32_t *out);
+
+// Copies the running mean and variance of statistics `stats_index` into `mean`
+// and `var` (`channels` floats each, the statistics' channel count) and
+// writes num_batches_tracked to `*num_batches_tracked`.
+// Errors: NULL_ARGUMENT (mean, var or num_batches_tracked),
+// INVALID_ARGUMENT (no statistics of that index, or channels is not their
+// channel count).
+ag_status ag_batch_norm_stats_read(struct ag_context *ctx, uint32_t stats_index, float *mean, float *var, size_t channels, int64_t *num_batches_tracked);
+
+// Overwrites the running mean and variance of statistics `stats_index` from
+// `mean` and `var` (`channels` floats each) and sets num_batches_tracked
+// (e.g. weights trained elsewhere).
+// Errors: NULL_ARGUMENT (mean or var), INVALID_ARGUMENT (no statistics
+// of that index, channels is not their channel count, or
+// num_batches_tracked below 0).
+ag_status ag_batch_norm_stats_write(struct ag_context *ctx, uint32_t stats_index, const float *mean, const float *var, size_t channels, int64_t num_batches_tracked);
 
 // Starts capturing a step: ends the current iteration (as ag_reset
 // does), then records the next one, an ordinary forward and ag_backward,
@@ -1251,6 +1302,35 @@ ag_status ag_mse_loss(struct ag_context *ctx, struct ag_tensor pred, struct ag_t
 // Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH
 // (w or b is not [C]), OUT_OF_MEMORY.
 ag_status ag_layernorm(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor w, struct ag_tensor b, struct ag_tensor *out);
+
+// Batch normalisation of x [N, C, *] (rank 2 or more), per channel, with
+// weight w [C], bias b [C] and the running statistics `stats` (an index
+// from ag_batch_norm_stats_new, of C channels, or AG_NO_STATS for none,
+// PyTorch's track_running_stats=False: then the batch's statistics
+// normalise in both modes). In training mode
+// (ag_set_training) it normalises with the batch's mean and biased
+// variance, then updates the running statistics as PyTorch does:
+// new = (1 - momentum) old + momentum batch, with the unbiased variance,
+// and counts the batch; once per forward (a recomputed segment's replay
+// does not update them again; a captured step's replay does, as its eager
+// step). In evaluation mode it normalises with the running statistics.
+// PyTorch's defaults: momentum 0.1, eps 1e-5.
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT,
+// INVALID_HANDLE, SHAPE_MISMATCH (w or b is not [C]), INVALID_ARGUMENT
+// (x of rank below 2, no statistics of that index, or of another channel
+// count, momentum outside [0, 1], eps not
+// above 0, or one value per channel with batch statistics), OUT_OF_MEMORY.
+ag_status ag_batch_norm(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor w, struct ag_tensor b, uint32_t stats, float momentum, float eps, struct ag_tensor *out);
+
+// Group normalisation of x [N, C, *] (rank 2 or more): the channels split
+// into `groups` groups, each image's group normalised with its own mean
+// and biased variance (plus eps; PyTorch's default 1e-5), then scaled by
+// w [C] and shifted by b [C]. The same in training and evaluation mode.
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT,
+// INVALID_HANDLE, SHAPE_MISMATCH (w or b is not [C]), INVALID_ARGUMENT
+// (x of rank below 2, groups 0 or not dividing C, eps not above 0),
+// OUT_OF_MEMORY.
+ag_status ag_group_norm(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor w, struct ag_tensor b, size_t groups, float eps, struct ag_tensor *out);
 
 // softmax(scale * x) over the last axis; with `causal`, the last two axes
 // are [Tq, Tk] and row i only sees columns up to i + Tk - Tq.

@@ -168,12 +168,16 @@ impl Context {
             let reached = (first_op..end_op).any(|j| self.entry(self.node(j).out).flow);
             if reached {
                 let needed = self.mark_needed(first_op, end_op);
+                // A replay recomputes values: running statistics were
+                // updated by the first run.
+                self.set_recomputing(true);
                 for j in first_op..end_op {
                     if needed[(j - first_op) as usize] {
                         let node = self.node(j);
                         crate::ops::dispatch::forward(self, &node.op, node.out);
                     }
                 }
+                self.set_recomputing(false);
                 self.rc_mut().put_needed(needed);
             }
             return;

@@ -7,8 +7,11 @@
 //! u32 opt_kind (0 none, else the kind's tag: 1 sgd, 2 adamw) | u32 moments
 //! | f32 x5 hyper-params (as the kind's row orders them)
 //! u64 user_len | per param: u32 ndim, u64 dims[ndim]
-//! payload: per param: values, then each moment | user bytes | u32 CRC32
+//! payload: per param: values, then each moment | user bytes
+//! [running statistics, version 2 only] | u32 CRC32
 //! ```
+//! Version 1 is a context without running statistics (byte for byte as
+//! before they existed); see `checkpoint_buffers.rs` for version 2.
 //! The CRC covers every byte before it. Loading validates the whole file
 //! into a staging buffer (magic, version, checked lengths, CRC, shapes)
 //! before touching any parameter, so a load is all or nothing. Saving
@@ -23,6 +26,9 @@ use crate::optim::OptimizerKind;
 use std::fs::File;
 use std::path::Path;
 
+#[path = "checkpoint_buffers.rs"]
+mod buffers;
+
 const MAGIC: &[u8; 8] = b"AGCKPT\r\n";
 
 /// A checkpoint that passed validation against a model: where its parts are.
@@ -35,8 +41,11 @@ pub struct Staged {
     step: u64,
     code: u32,
     moments: usize,
+    /// Where the running statistics' section starts (version 2), if any.
+    buffers_start: Option<usize>,
 }
 const VERSION: u32 = 1;
+const VERSION_WITH_BUFFERS: u32 = 2;
 /// Most user bytes a checkpoint may carry (64 MiB).
 pub const MAX_USER_BYTES: usize = 64 << 20;
 
@@ -141,7 +150,7 @@ impl Context {
                 what: format!("{} user bytes (at most {MAX_USER_BYTES})", user.len()),
             });
         }
-        let size = 64 + self.param_count() * 56 + floats * 4 + user.len();
+        let size = 64 + self.param_count() * 56 + floats * 4 + user.len() + self.buffers_bytes();
         self.fault_point(op, size)?;
         let mut out = Vec::new();
         out.try_reserve_exact(size)
@@ -149,7 +158,12 @@ impl Context {
         let opt = self.optimizer_state();
         let (code, hp) = kind_code(opt.map(|o| o.kind()));
         out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&VERSION.to_le_bytes());
+        let version = if self.batch_norm_stats_count() == 0 {
+            VERSION
+        } else {
+            VERSION_WITH_BUFFERS
+        };
+        out.extend_from_slice(&version.to_le_bytes());
         out.extend_from_slice(&(self.param_count() as u32).to_le_bytes());
         out.extend_from_slice(&opt.map_or(0, |o| o.steps()).to_le_bytes());
         out.extend_from_slice(&code.to_le_bytes());
@@ -187,6 +201,9 @@ impl Context {
             offset += n;
         }
         out.extend_from_slice(user);
+        if version == VERSION_WITH_BUFFERS {
+            self.put_buffers(&mut out);
+        }
         let crc = crc32fast::hash(&out);
         out.extend_from_slice(&crc.to_le_bytes());
         Ok(out)
@@ -214,9 +231,9 @@ impl Context {
         let stored = u32::from_le_bytes(tail.try_into().unwrap_or([0; 4]));
         let mut r = Reader { buf: body, pos: 8 };
         let version = r.u32("version")?;
-        if version != VERSION {
+        if version != VERSION && version != VERSION_WITH_BUFFERS {
             return Err(corrupt(format!(
-                "unknown format version {version} (this library reads {VERSION})"
+                "unknown format version {version} (this library reads {VERSION} and {VERSION_WITH_BUFFERS})"
             )));
         }
         if crc32fast::hash(body) != stored {
@@ -295,16 +312,18 @@ impl Context {
             .sum();
         r.take(floats * 4, "payload")?;
         let user = r.take(user_len, "user bytes")?;
+        let buffers_start = self.validate_buffers(&mut r, version == VERSION_WITH_BUFFERS)?;
         if r.pos != body.len() {
             return Err(corrupt(format!("{} trailing bytes", body.len() - r.pos)));
         }
         Ok(Staged {
             payload_start,
-            user_start: r.pos - user.len(),
+            user_start: payload_start + floats * 4,
             user_len: user.len(),
             step,
             code,
             moments,
+            buffers_start,
         })
     }
 
@@ -317,6 +336,7 @@ impl Context {
             step,
             code,
             moments,
+            buffers_start,
         } = staged;
         let mut pos = payload_start;
         let n_params = self.param_count();
@@ -346,6 +366,9 @@ impl Context {
         }
         if let Some(o) = self.optimizer_state_mut() {
             o.restore_steps(if code == 0 { 0 } else { step });
+        }
+        if let Some(pos) = buffers_start {
+            self.load_buffers(&bytes[pos..]);
         }
         &bytes[user_start..user_start + user_len]
     }
@@ -393,8 +416,12 @@ impl Context {
         let floats: usize = (0..self.param_count())
             .map(|i| self.entry(i as u32).shape.numel() * 3)
             .sum();
-        let max =
-            64 + self.param_count() * (4 + 8 * crate::MAX_DIMS) + floats * 4 + MAX_USER_BYTES + 4;
+        let max = 64
+            + self.param_count() * (4 + 8 * crate::MAX_DIMS)
+            + floats * 4
+            + MAX_USER_BYTES
+            + 4
+            + self.buffers_bytes();
         let file = File::open(path).map_err(|e| io(op, path, e))?;
         let mut bytes = Vec::new();
         file.take(max as u64 + 1)

@@ -80,6 +80,7 @@
 mod arena;
 mod backward;
 pub mod blas;
+mod buffers;
 pub mod checkpoint;
 mod context;
 pub mod error;
@@ -113,11 +114,15 @@ pub mod tokenizer;
 #[cfg(feature = "trace")]
 pub mod trace;
 
+pub use buffers::MAX_PREFIX_BYTES as MAX_STATS_PREFIX_BYTES;
+pub use context::BatchNormStats;
 pub use context::{Context, MemoryStats, Step, Tensor};
 pub use error::{Error, Result, StepProblem};
 pub use grad_ready::{GradEvent, GradReadyFn};
 pub use init::Init;
+pub use ops::batch_norm::{BATCH_NORM_EPS, BATCH_NORM_MOMENTUM};
 pub use ops::conv::{Conv2dOptions, Pool2dOptions};
+pub use ops::group_norm::GROUP_NORM_EPS;
 pub use ops::norm::LAYERNORM_EPS;
 pub use optim::OptimizerKind;
 pub use params::MAX_PARAM_NAME_BYTES;

@@ -286,6 +286,68 @@ const CASES: &[Case] = &[
         out.grads = common::param_bits(&ctx, true);
         out
     }),
+    // Batch norm over [32, 16, 32, 32] in training (channel tasks for the
+    // statistics and gradient sums, plane tasks elsewhere), then evaluation
+    // on the updated running statistics: values, gradients and statistics.
+    ("batch_norm, training and evaluation", || {
+        let (n, c, s) = (32, 16, 32 * 32);
+        let mut rng = Rng(35);
+        let mut random = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.normal() as f32).collect() };
+        let mut ctx = Context::new();
+        let w = ctx.param(&[c], Some(&random(c))).unwrap();
+        let b = ctx.param(&[c], Some(&random(c))).unwrap();
+        let x = ctx
+            .param(&[n, c, 32, 32], Some(&random(n * c * s)))
+            .unwrap();
+        let st = ctx.batch_norm_stats("bn", c).unwrap();
+        let r = random(n * c * s);
+        let mut out = Bits {
+            losses: vec![],
+            grads: vec![],
+            params: vec![],
+        };
+        for training in [true, false] {
+            ctx.reset();
+            ctx.set_training(training);
+            let y = ctx.batch_norm(x, w, b, Some(st), 0.1, 1e-5).unwrap();
+            let rt = ctx.tensor(&[n, c, 32, 32], &r).unwrap();
+            let yr = ctx.mul(y, rt).unwrap();
+            let loss = ctx.sum(yr).unwrap();
+            out.losses.push(ctx.item(loss).unwrap().to_bits());
+            ctx.backward(loss).unwrap();
+            out.grads.extend(common::param_bits(&ctx, true));
+            let (mut mean, mut var) = (vec![0.0f32; c], vec![0.0f32; c]);
+            ctx.batch_norm_stats_read(st, &mut mean, &mut var).unwrap();
+            out.params
+                .extend(mean.iter().chain(&var).map(|v| v.to_bits()));
+        }
+        out
+    }),
+    // Group norm over [16, 32, 32, 32] in 8 groups (row tasks forward and
+    // for dx, channel tasks for the weight and bias sums).
+    ("group_norm", || {
+        let (n, c, s) = (16, 32, 32 * 32);
+        let mut rng = Rng(36);
+        let mut random = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.normal() as f32).collect() };
+        let mut ctx = Context::new();
+        let w = ctx.param(&[c], Some(&random(c))).unwrap();
+        let b = ctx.param(&[c], Some(&random(c))).unwrap();
+        let x = ctx
+            .param(&[n, c, 32, 32], Some(&random(n * c * s)))
+            .unwrap();
+        let y = ctx.group_norm(x, w, b, 8, 1e-5).unwrap();
+        let rt = ctx.tensor(&[n, c, 32, 32], &random(n * c * s)).unwrap();
+        let yr = ctx.mul(y, rt).unwrap();
+        let loss = ctx.sum(yr).unwrap();
+        let mut out = Bits {
+            losses: vec![ctx.item(loss).unwrap().to_bits()],
+            grads: vec![],
+            params: vec![],
+        };
+        ctx.backward(loss).unwrap();
+        out.grads = common::param_bits(&ctx, true);
+        out
+    }),
     // A 3x3 convolution with bias over 16 images (cut into image tasks,
     // products tiled), then max pooling: x, weight and bias gradients.
     ("conv2d and max pooling", || {

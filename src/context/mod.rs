@@ -9,6 +9,7 @@
 //! steps), `stats` (memory figures).
 
 use crate::arena::{Buf, Storage};
+use crate::buffers::BufferRegistry;
 use crate::grad_ready::GradReady;
 use crate::optim::Optimizer;
 use crate::params::ParamRegistry;
@@ -20,6 +21,7 @@ use crate::tape::Node;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 mod access;
+mod buffers;
 mod capture;
 mod clip;
 mod grad_ready;
@@ -33,6 +35,7 @@ mod table;
 
 pub use stats::MemoryStats;
 
+pub use buffers::BatchNormStats;
 pub use capture::Step;
 pub(crate) use replay_program::OneKernels;
 
@@ -100,6 +103,13 @@ pub struct Context {
     /// Their names and weight-decay flags.
     registry: ParamRegistry,
     grad_enabled: bool,
+    /// Running statistics (batch norm's buffers).
+    buffers: BufferRegistry,
+    /// Training mode (batch statistics, running statistics updated) or
+    /// evaluation mode; and whether a recomputed segment is replaying its
+    /// forward (which must not update the running statistics again).
+    training: bool,
+    recomputing: bool,
     backward_done: bool,
     /// Parameter gradients hold values not yet consumed by an optimizer step.
     pending_grads: bool,
@@ -143,6 +153,9 @@ impl Context {
             n_params: 0,
             registry: ParamRegistry::default(),
             grad_enabled: true,
+            buffers: BufferRegistry::default(),
+            training: true,
+            recomputing: false,
             backward_done: false,
             pending_grads: false,
             grads_checked_finite: false,

@@ -47,6 +47,8 @@ mod tensors;
 
 mod training;
 
+mod buffers;
+
 mod capture;
 mod checkpoints;
 mod grads;
@@ -63,6 +65,7 @@ mod tokenizer;
 
 mod sampler;
 
+pub use buffers::*;
 pub use capture::*;
 pub use checkpoints::*;
 pub use grads::*;

@@ -34,8 +34,9 @@
 //! must then state it, or the table does not build.
 
 use super::{
-    BackwardReads, CaptureRule, IdAxis, IdBuffer, OneOp, Op, ReplayForm, attention, conv, dropout,
-    elementwise, embedding, linalg, llama, loss, matmul, norm, reduce, shape_ops,
+    BackwardReads, CaptureRule, IdAxis, IdBuffer, OneOp, Op, ReplayForm, attention, batch_norm,
+    conv, dropout, elementwise, embedding, group_norm, linalg, llama, loss, matmul, norm, reduce,
+    shape_ops,
 };
 use crate::context::Context;
 
@@ -190,6 +191,22 @@ macro_rules! op_table {
                 name "layernorm", inputs [x, w, b], reads (true, true),
                 forward norm::forward_layernorm([x, w, b], mean, rstd),
                 backward norm::backward_layernorm([x, w, b], mean, rstd),
+                replay None,
+                capture CaptureRule::Plain;
+            // Forward updates the running statistics (training, not in a
+            // recomputed segment's replay); backward reads the mean and
+            // 1/std it saved.
+            BatchNorm { x, w, b, stats, training, momentum, eps, saved }:
+                name "batch_norm", inputs [x, w, b], reads (true, true),
+                forward batch_norm::forward_batch_norm(
+                    [x, w, b], stats, training, momentum, eps, saved),
+                backward batch_norm::backward_batch_norm([x, w, b], training, saved),
+                replay None,
+                capture CaptureRule::Plain;
+            GroupNorm { x, w, b, groups, eps, saved }:
+                name "group_norm", inputs [x, w, b], reads (true, true),
+                forward group_norm::forward_group_norm([x, w, b], groups as usize, eps, saved),
+                backward group_norm::backward_group_norm([x, w, b], groups as usize, saved),
                 replay None,
                 capture CaptureRule::Plain;
             RmsNorm { x, w, eps, rstd }:

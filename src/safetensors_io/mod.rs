@@ -81,6 +81,11 @@ impl View for F32View<'_> {
 /// name `__metadata__`, a shape whose element count overflows, or a value
 /// count different from it.
 pub fn to_bytes(tensors: &[(&str, &[usize], &[f32])]) -> Result<Vec<u8>> {
+    to_bytes_with(tensors, &[])
+}
+
+/// [`to_bytes`], plus int64 scalars `counts` (name, value).
+fn to_bytes_with(tensors: &[(&str, &[usize], &[f32])], counts: &[(&str, i64)]) -> Result<Vec<u8>> {
     const OP: &str = "safetensors_save";
     let invalid = |what: String| Error::InvalidArgument { op: OP, what };
     let mut names: Vec<&str> = Vec::with_capacity(tensors.len());
@@ -103,13 +108,19 @@ pub fn to_bytes(tensors: &[(&str, &[usize], &[f32])]) -> Result<Vec<u8>> {
         }
         names.push(name);
     }
+    names.extend(counts.iter().map(|c| c.0));
     names.sort_unstable();
     if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
         return Err(invalid(format!("duplicate tensor name `{}`", w[0])));
     }
     let views = tensors
         .iter()
-        .map(|&(name, shape, data)| (name, F32View { shape, data }));
+        .map(|&(name, shape, data)| (name, buffers::AnyView::F32(F32View { shape, data })))
+        .chain(
+            counts
+                .iter()
+                .map(|&(name, v)| (name, buffers::AnyView::I64(v))),
+        );
     safetensors::serialize(views, None).map_err(|e| invalid(format!("cannot serialise: {e}")))
 }
 
@@ -200,10 +211,21 @@ fn diagnose(text: &str) -> Option<String> {
 /// (writers, this one included, sort them by name). Errors: BadFile (see
 /// the module docs).
 pub fn from_bytes(bytes: &[u8]) -> Result<Vec<NamedTensor>> {
-    parse("safetensors_load", "<bytes>", bytes)
+    parse("safetensors_load", "<bytes>", bytes, None)
 }
 
-fn parse(op: &'static str, path: &str, bytes: &[u8]) -> Result<Vec<NamedTensor>> {
+/// Batch norm counts read from a file: (name, value) of each int64 scalar
+/// named `<prefix>.num_batches_tracked`, as PyTorch writes them.
+pub(crate) type Counts = Vec<(String, i64)>;
+
+/// The tensors of `bytes`; with `counts`, int64 batch norm counts go there
+/// instead of being refused.
+fn parse(
+    op: &'static str,
+    path: &str,
+    bytes: &[u8],
+    mut counts: Option<&mut Counts>,
+) -> Result<Vec<NamedTensor>> {
     let Some((len, rest)) = bytes.split_first_chunk::<8>() else {
         return Err(bad(
             op,
@@ -256,6 +278,15 @@ fn parse(op: &'static str, path: &str, bytes: &[u8]) -> Result<Vec<NamedTensor>>
         let Some(info) = meta.info(&name) else {
             continue;
         };
+        if let Some(counts) = counts.as_deref_mut()
+            && info.dtype == Dtype::I64
+            && info.shape.is_empty()
+            && name.ends_with(".num_batches_tracked")
+        {
+            let b = &data[info.data_offsets.0..info.data_offsets.1];
+            counts.push((name, i64::from_le_bytes(b.try_into().unwrap_or([0; 8]))));
+            continue;
+        }
         if info.dtype != Dtype::F32 {
             return Err(bad(
                 op,
@@ -297,6 +328,11 @@ fn parse(op: &'static str, path: &str, bytes: &[u8]) -> Result<Vec<NamedTensor>>
 /// open or read), BadFile (truncated, corrupt, trailing bytes, duplicate
 /// name, dtype other than F32), AllocationFailed.
 pub fn load(path: &Path) -> Result<Vec<NamedTensor>> {
+    load_with(path, None)
+}
+
+/// [`load`], with the int64 batch norm counts going to `counts`.
+fn load_with(path: &Path, mut counts: Option<&mut Counts>) -> Result<Vec<NamedTensor>> {
     const OP: &str = "safetensors_load";
     let shown = path.display().to_string();
     let io = |e: std::io::Error| Error::Io {
@@ -314,13 +350,13 @@ pub fn load(path: &Path) -> Result<Vec<NamedTensor>> {
     let mut len = [0u8; 8];
     let got = read_up_to(&mut file, &mut len).map_err(io)?;
     if got < 8 {
-        return parse(OP, &shown, &len[..got]);
+        return parse(OP, &shown, &len[..got], counts.take());
     }
     let n = u64::from_le_bytes(len);
     if n > MAX_HEADER_BYTES || size.is_some_and(|s| 8 + n > s) {
         // parse() reports the limit; for a short file, say how short.
         if n > MAX_HEADER_BYTES {
-            return parse(OP, &shown, &len);
+            return parse(OP, &shown, &len, counts.take());
         }
         return Err(bad(
             OP,
@@ -341,7 +377,7 @@ pub fn load(path: &Path) -> Result<Vec<NamedTensor>> {
     bytes.extend_from_slice(&len);
     (&mut file).take(n).read_to_end(&mut bytes).map_err(io)?;
     if bytes.len() as u64 != 8 + n {
-        return parse(OP, &shown, &bytes);
+        return parse(OP, &shown, &bytes, counts.take());
     }
     let data_len = parse_header(OP, &shown, &bytes[8..])?.data_len() as u64;
     let total = 8 + n + data_len;
@@ -369,7 +405,7 @@ pub fn load(path: &Path) -> Result<Vec<NamedTensor>> {
         .take(data_len + 1)
         .read_to_end(&mut bytes)
         .map_err(io)?;
-    parse(OP, &shown, &bytes)
+    parse(OP, &shown, &bytes, counts)
 }
 
 /// Reads until `buf` is full or the end of the file; returns the count.
@@ -410,17 +446,22 @@ impl Context {
     }
 
     /// The bytes of a safetensors file holding every parameter under its
-    /// name, float32, shapes as they are (see [`Context::safetensors_save`]).
+    /// name, float32, shapes as they are, and the running statistics (see
+    /// [`Context::safetensors_save`]).
     pub fn safetensors_bytes(&self) -> Result<Vec<u8>> {
-        to_bytes(&self.named_params())
+        self.with_file_tensors(to_bytes_with)
     }
 
     /// Writes every parameter under its name (float32, its shape) to a
     /// safetensors file at `path`, atomically: a crash or an error leaves
     /// any earlier file at `path` as it was. Only the values are written:
-    /// not gradients, optimizer state or weight-decay flags. Errors: Io.
+    /// not gradients, optimizer state or weight-decay flags. Batch norm's
+    /// running statistics go under PyTorch's names: `<prefix>.running_mean`
+    /// and `.running_var` (float32 `[C]`), `.num_batches_tracked` (an int64
+    /// scalar). Errors: Io.
     pub fn safetensors_save(&self, path: &Path) -> Result<()> {
-        save(path, &self.named_params())
+        let bytes = self.safetensors_bytes()?;
+        write_atomic("safetensors_save", path, &bytes, "safetensors file")
     }
 
     /// Fills every parameter from the tensor of the same name in the
@@ -431,20 +472,32 @@ impl Context {
     /// [`Error::Mismatch`] naming the tensor; a truncated or damaged file
     /// or a dtype other than F32 with [`Error::BadFile`]; an unreadable one
     /// with [`Error::Io`]. Only parameter values change (gradients,
-    /// optimizer state and step count are kept).
+    /// optimizer state and step count are kept). A context with running
+    /// statistics needs them in the file too (under the names
+    /// [`Context::safetensors_save`] gives them), and restores them.
     pub fn safetensors_load(&mut self, path: &Path) -> Result<()> {
         // The staging buffers count as one fallible persistent allocation
         // (so the allocation-failure hooks reach this path too).
         self.fault_point("safetensors_load", 0)?;
-        let tensors = load(path)?;
-        self.fill_params("safetensors_load", &path.display().to_string(), &tensors)
+        let mut counts = Counts::new();
+        let want = (self.batch_norm_stats_count() > 0).then_some(&mut counts);
+        let tensors = load_with(path, want)?;
+        self.fill_all(
+            "safetensors_load",
+            &path.display().to_string(),
+            tensors,
+            counts,
+        )
     }
 
     /// Like [`Context::safetensors_load`], from a whole file in memory.
     pub fn safetensors_load_bytes(&mut self, bytes: &[u8]) -> Result<()> {
-        self.fault_point("safetensors_load", 0)?;
-        let tensors = from_bytes(bytes)?;
-        self.fill_params("safetensors_load", "<bytes>", &tensors)
+        const OP: &str = "safetensors_load";
+        self.fault_point(OP, 0)?;
+        let mut counts = Counts::new();
+        let want = (self.batch_norm_stats_count() > 0).then_some(&mut counts);
+        let tensors = parse(OP, "<bytes>", bytes, want)?;
+        self.fill_all(OP, "<bytes>", tensors, counts)
     }
 
     /// Checks that `tensors` are exactly the parameters (names and shapes),
@@ -500,5 +553,6 @@ impl Context {
     }
 }
 
+mod buffers;
 #[cfg(test)]
 mod tests;

@@ -224,6 +224,56 @@ c_functions! {
         contract: call(ag_clip_grad_norm(ctx, fl, &mut v)),
     }
 
+    // src/ffi/buffers.rs
+    ag_set_training {
+        fuzz: SET_TRAINING,
+        null: call(ag_set_training(n, false)),
+        contract: call(ag_set_training(ctx, a.null)),
+    }
+    ag_is_training {
+        fuzz: SET_TRAINING,
+        null: call({
+            let mut flag = false;
+            ag_is_training(n, &mut flag)
+        }),
+        contract: call({
+            let mut flag = false;
+            ag_is_training(ctx, if a.null { null_mut() } else { &mut flag })
+        }),
+    }
+    ag_batch_norm_stats_new {
+        fuzz: BATCH_NORM_STATS,
+        null: call({
+            let mut index = 0u32;
+            ag_batch_norm_stats_new(n, c"bn".as_ptr(), 3, &mut index)
+        }),
+        contract: call({
+            // n == 2: after a reset, where only the allocation can fail.
+            if n == 2 {
+                ag_reset(ctx);
+            }
+            let mut index = 0u32;
+            let prefix = if a.null { null() } else { c"bn".as_ptr() };
+            ag_batch_norm_stats_new(ctx, prefix, n, &mut index)
+        }),
+    }
+    ag_batch_norm_stats_read {
+        fuzz: BATCH_NORM_STATS,
+        null: call({
+            let mut count = 0i64;
+            ag_batch_norm_stats_read(n, 0, buf.as_mut_ptr(), buf.as_mut_ptr(), 1, &mut count)
+        }),
+        contract: call({
+            let (mut m, mut count) = ([0f32; BUF], 0i64);
+            ag_batch_norm_stats_read(ctx, 0, pm(f.as_mut_ptr()), m.as_mut_ptr(), n, &mut count)
+        }),
+    }
+    ag_batch_norm_stats_write {
+        fuzz: BATCH_NORM_STATS,
+        null: call(ag_batch_norm_stats_write(n, 0, data.as_ptr(), data.as_ptr(), 1, 0)),
+        contract: call(ag_batch_norm_stats_write(ctx, 0, p(f.as_ptr()), f.as_ptr(), n, 0)),
+    }
+
     // src/ffi/capture.rs
     ag_capture_begin {
         fuzz: CAPTURE_REPLAY,
@@ -820,6 +870,29 @@ c_functions! {
         null: call(ag_layernorm(n, p, q, q, &mut o)),
         contract: call(ag_layernorm(ctx, t, fx.b, fx.b, o)),
         c: AG_OP("3, (2, 3), (3), (3), ag_layernorm(c, t[0], t[1], t[2], out)"),
+    }
+
+    // src/ffi/ops/batch_norm.rs
+    ag_batch_norm {
+        fuzz: BATCH_NORM,
+        null: call(ag_batch_norm(n, p, q, q, u32::MAX, 0.1, 1e-5, &mut o)),
+        contract: call(ag_batch_norm(
+            ctx,
+            t,
+            fx.b,
+            fx.b,
+            if n == 1 { 0 } else { u32::MAX },
+            0.1,
+            fl,
+            o,
+        )),
+        c: AG_OP("3, (2, 3), (3), (3), ag_batch_norm(c, t[0], t[1], t[2], AG_NO_STATS, 0.1f, 1e-5f, out)"),
+    }
+    ag_group_norm {
+        fuzz: GROUP_NORM,
+        null: call(ag_group_norm(n, p, q, q, 1, 1e-5, &mut o)),
+        contract: call(ag_group_norm(ctx, t, fx.b, fx.b, n, fl, o)),
+        c: AG_OP("3, (2, 4), (4), (4), ag_group_norm(c, t[0], t[1], t[2], 2, 1e-5f, out)"),
     }
 
     // src/ffi/ops/attention.rs

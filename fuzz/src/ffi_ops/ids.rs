@@ -213,6 +213,17 @@ ids! {
     AVG_POOL2D = 0xC3;
     GLOBAL_AVG_POOL2D = 0xC4;
 
+    // Normalisation over channels and training mode (norm.rs).
+    /// ag_set_training, then ag_is_training.
+    SET_TRAINING = 0xC5;
+    /// ag_batch_norm_stats_new, then a read and a write of some statistics.
+    BATCH_NORM_STATS = 0xC6;
+    /// ag_batch_norm with statistics (or none), momentum and eps from the
+    /// input.
+    BATCH_NORM = 0xC7;
+    /// ag_group_norm with a group count and eps from the input.
+    GROUP_NORM = 0xC8;
+
     // Stan's special functions (ops.rs).
     TRIGAMMA = 0xD0;
     LOG1M_EXP = 0xD1;

@@ -17,6 +17,7 @@ pub mod ids;
 mod lifecycle;
 mod llama;
 mod model;
+mod norm;
 mod ops;
 mod sampler;
 mod tensors;
@@ -255,6 +256,10 @@ impl<'a> FfiOps<'a> {
             ids::THREADS => self.threads(),
 
             ids::CONV2D => self.conv(true),
+            ids::SET_TRAINING => self.set_training(),
+            ids::BATCH_NORM_STATS => self.batch_norm_stats(),
+            ids::BATCH_NORM => self.batch_norm(),
+            ids::GROUP_NORM => self.group_norm(),
             ids::CONV1D => self.conv(false),
             ids::MAX_POOL2D => self.pool(true),
             ids::AVG_POOL2D => self.pool(false),

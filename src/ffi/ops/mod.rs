@@ -24,6 +24,8 @@ mod loss;
 
 mod norm;
 
+mod batch_norm;
+
 mod attention;
 
 mod conv;
@@ -32,6 +34,7 @@ mod llama;
 mod linalg;
 
 pub use attention::*;
+pub use batch_norm::*;
 pub use conv::*;
 pub use dropout::*;
 pub use elementwise::*;

@@ -1,0 +1,67 @@
+//! Normalisation over channels: batch norm and group norm.
+
+use crate::ffi::prelude::*;
+
+/// The `stats` argument of ag_batch_norm for no running statistics.
+pub const AG_NO_STATS: u32 = u32::MAX;
+
+/// Batch normalisation of x [N, C, *] (rank 2 or more), per channel, with
+/// weight w [C], bias b [C] and the running statistics `stats` (an index
+/// from ag_batch_norm_stats_new, of C channels, or AG_NO_STATS for none,
+/// PyTorch's track_running_stats=False: then the batch's statistics
+/// normalise in both modes). In training mode
+/// (ag_set_training) it normalises with the batch's mean and biased
+/// variance, then updates the running statistics as PyTorch does:
+/// new = (1 - momentum) old + momentum batch, with the unbiased variance,
+/// and counts the batch; once per forward (a recomputed segment's replay
+/// does not update them again; a captured step's replay does, as its eager
+/// step). In evaluation mode it normalises with the running statistics.
+/// PyTorch's defaults: momentum 0.1, eps 1e-5.
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT,
+/// INVALID_HANDLE, SHAPE_MISMATCH (w or b is not [C]), INVALID_ARGUMENT
+/// (x of rank below 2, no statistics of that index, or of another channel
+/// count, momentum outside [0, 1], eps not
+/// above 0, or one value per channel with batch statistics), OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub extern "C" fn ag_batch_norm(
+    ctx: *mut ag_context,
+    x: ag_tensor,
+    w: ag_tensor,
+    b: ag_tensor,
+    stats: u32,
+    momentum: f32,
+    eps: f32,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_batch_norm", ctx, out, |c| {
+        let stats = (stats != AG_NO_STATS).then(|| crate::BatchNormStats {
+            index: stats,
+            context: c.id(),
+        });
+        c.batch_norm(x.into(), w.into(), b.into(), stats, momentum, eps)
+    })
+}
+
+/// Group normalisation of x [N, C, *] (rank 2 or more): the channels split
+/// into `groups` groups, each image's group normalised with its own mean
+/// and biased variance (plus eps; PyTorch's default 1e-5), then scaled by
+/// w [C] and shifted by b [C]. The same in training and evaluation mode.
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT,
+/// INVALID_HANDLE, SHAPE_MISMATCH (w or b is not [C]), INVALID_ARGUMENT
+/// (x of rank below 2, groups 0 or not dividing C, eps not above 0),
+/// OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_group_norm(
+    ctx: *mut ag_context,
+    x: ag_tensor,
+    w: ag_tensor,
+    b: ag_tensor,
+    groups: usize,
+    eps: f32,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_group_norm", ctx, out, |c| {
+        c.group_norm(x.into(), w.into(), b.into(), groups, eps)
+    })
+}

@@ -1,0 +1,360 @@
+//! Group normalisation over `[N, C, *]`: the C channels split into G
+//! groups, each image's group normalised on its own (its `C / G` channels
+//! times every position form one contiguous row), then scaled and shifted
+//! per channel. Row tasks for the normalisation and dx, channel tasks for
+//! the weight and bias sums; both cut by shape alone, sums in f64 in one
+//! fixed order, so the bits do not depend on the thread count.
+
+use crate::arena::{Buf, Storage};
+use crate::context::{Context, Tensor};
+use crate::error::{Error, Result};
+use crate::kernels::fastmath;
+use crate::ops::Op;
+use crate::ops::norm::row_tasks;
+use crate::pool;
+use std::ops::Range;
+
+/// PyTorch's default.
+pub const GROUP_NORM_EPS: f32 = 1e-5;
+
+/// The sizes of `[N, C, *]` cut into G groups.
+#[derive(Clone, Copy)]
+struct Dims {
+    n: usize,
+    c: usize,
+    g: usize,
+    /// Positions per plane.
+    s: usize,
+}
+
+impl Dims {
+    fn of(shape: crate::shape::Shape, groups: usize) -> Dims {
+        let d = shape.dims();
+        Dims {
+            n: d[0],
+            c: d[1],
+            g: groups,
+            s: d[2..].iter().product(),
+        }
+    }
+
+    /// One row's length: its group's channels times the positions.
+    fn row_len(self) -> usize {
+        self.c / self.g * self.s
+    }
+
+    fn rows(self) -> usize {
+        self.n * self.g
+    }
+
+    /// The channel of element `j` of row `r`.
+    fn channel(self, r: usize, j: usize) -> usize {
+        (r % self.g) * (self.c / self.g) + j / self.s
+    }
+}
+
+/// Normalises the rows `rows`, saving each one's mean and 1/std.
+#[allow(clippy::too_many_arguments)]
+fn forward_rows(
+    y: &mut [f32],
+    mean: &mut [f32],
+    rstd: &mut [f32],
+    x: &[f32],
+    w: &[f32],
+    b: &[f32],
+    d: Dims,
+    rows: Range<usize>,
+    eps: f32,
+) {
+    let l = d.row_len();
+    let xs = x[rows.start * l..].chunks_exact(l);
+    let it = y.chunks_exact_mut(l).zip(xs).zip(mean.iter_mut().zip(rstd));
+    for (r, ((yr, xr), (m, rs))) in rows.zip(it) {
+        let mu = xr.iter().map(|&v| v as f64).sum::<f64>() / l as f64;
+        let var = xr.iter().map(|&v| (v as f64 - mu).powi(2)).sum::<f64>() / l as f64;
+        let (mu32, rs32) = (mu as f32, (1.0 / (var + eps as f64).sqrt()) as f32);
+        for (j, (yv, &xv)) in yr.iter_mut().zip(xr).enumerate() {
+            let ch = d.channel(r, j);
+            *yv = (xv - mu32) * rs32 * w[ch] + b[ch];
+        }
+        (*m, *rs) = (mu32, rs32);
+    }
+}
+
+/// dx += rstd (dout w - mean(dout w) - xhat mean(dout w xhat)) over the
+/// rows `rows`.
+#[allow(clippy::too_many_arguments)]
+fn dx_rows(
+    dx: &mut [f32],
+    g: &[f32],
+    x: &[f32],
+    mean: &[f32],
+    rstd: &[f32],
+    w: &[f32],
+    d: Dims,
+    rows: Range<usize>,
+) {
+    let l = d.row_len();
+    let at = rows.start * l;
+    let it = dx
+        .chunks_exact_mut(l)
+        .zip(g[at..].chunks_exact(l))
+        .zip(x[at..].chunks_exact(l));
+    for (r, ((dr, gr), xr)) in rows.zip(it) {
+        let (mu, rs) = (mean[r], rstd[r]);
+        let (mut a1, mut a2) = (0.0f64, 0.0f64);
+        for (j, (&gv, &xv)) in gr.iter().zip(xr).enumerate() {
+            let gw = gv as f64 * w[d.channel(r, j)] as f64;
+            a1 += gw;
+            a2 += gw * ((xv - mu) * rs) as f64;
+        }
+        let (m1, m2) = ((a1 / l as f64) as f32, (a2 / l as f64) as f32);
+        for (j, ((o, &gv), &xv)) in dr.iter_mut().zip(gr).zip(xr).enumerate() {
+            let xhat = (xv - mu) * rs;
+            *o += rs * (gv * w[d.channel(r, j)] - m1 - xhat * m2);
+        }
+    }
+}
+
+/// Per channel: sum(dout) and sum(dout * xhat), in f64.
+#[allow(clippy::too_many_arguments)]
+fn channel_sums(
+    sg: &mut [f32],
+    sgx: &mut [f32],
+    g: &[f32],
+    x: &[f32],
+    mean: &[f32],
+    rstd: &[f32],
+    d: Dims,
+    channels: Range<usize>,
+) {
+    let per_group = d.c / d.g;
+    for (k, ch) in channels.enumerate() {
+        let (mut a, mut bsum) = (0.0f64, 0.0f64);
+        for i in 0..d.n {
+            let row = i * d.g + ch / per_group;
+            let (mu, rs) = (mean[row], rstd[row]);
+            let p = (i * d.c + ch) * d.s..(i * d.c + ch + 1) * d.s;
+            for (&gv, &xv) in g[p.clone()].iter().zip(&x[p]) {
+                a += gv as f64;
+                bsum += gv as f64 * ((xv - mu) * rs) as f64;
+            }
+        }
+        sg[k] = a as f32;
+        sgx[k] = bsum as f32;
+    }
+}
+
+impl Context {
+    /// Group normalisation of x `[N, C, *]` (rank 2 or more) over `groups`
+    /// groups (C a multiple of it), with weight and bias `[C]`; `eps`
+    /// (PyTorch's 1e-5 is [`GROUP_NORM_EPS`]) is added to each group's
+    /// biased variance. The same in training and evaluation mode.
+    pub fn group_norm(
+        &mut self,
+        x: Tensor,
+        w: Tensor,
+        b: Tensor,
+        groups: usize,
+        eps: f32,
+    ) -> Result<Tensor> {
+        const OP: &str = "group_norm";
+        let (ix, iw, ib) = (
+            self.resolve(OP, x)?,
+            self.resolve(OP, w)?,
+            self.resolve(OP, b)?,
+        );
+        let (ex, ew, eb) = (self.entry(ix), self.entry(iw), self.entry(ib));
+        if ex.shape.ndim() < 2 {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                what: format!("x {} must be [N, C, *] (rank 2 or more)", ex.shape),
+            });
+        }
+        let c = ex.shape.dims()[1];
+        if groups == 0 || c % groups != 0 {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                what: format!(
+                    "{groups} groups do not divide the {c} channels of x {}",
+                    ex.shape
+                ),
+            });
+        }
+        for (what, s) in [
+            ("weight must be [C] for x [N, C, *]", ew.shape),
+            ("bias must be [C] for x [N, C, *]", eb.shape),
+        ] {
+            if s.ndim() != 1 || s.numel() != c {
+                return Err(Error::ShapeMismatch {
+                    op: OP,
+                    what,
+                    a: ex.shape,
+                    b: s,
+                });
+            }
+        }
+        if !(eps > 0.0 && eps.is_finite()) {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                what: format!("eps {eps} must be finite and above 0"),
+            });
+        }
+        let d = Dims::of(ex.shape, groups);
+        let tracks = self.tracks(&[ix, iw, ib]);
+        let saved = self.alloc_scratchable::<f32>(OP, 2 * d.rows() + 2 * c)?;
+        let out = self.push_output(OP, ex.shape, tracks)?;
+        let op = Op::GroupNorm {
+            x: ix,
+            w: iw,
+            b: ib,
+            groups: groups as u32,
+            eps,
+            saved,
+        };
+        Ok(self.run(op, out))
+    }
+}
+
+/// The parts of the saved buffer: each row's mean and 1/std, then the
+/// per-channel gradient sums.
+fn parts(saved: Buf, d: Dims) -> [Buf; 4] {
+    let (r, c) = (d.rows(), d.c);
+    [
+        Storage::sub(saved, 0, r),
+        Storage::sub(saved, r, r),
+        Storage::sub(saved, 2 * r, c),
+        Storage::sub(saved, 2 * r + c, c),
+    ]
+}
+
+/// `inputs` are x, w and b.
+pub(crate) fn forward_group_norm(
+    ctx: &mut Context,
+    out: u32,
+    inputs: [u32; 3],
+    groups: usize,
+    eps: f32,
+    saved: Buf,
+) {
+    let [ex, ew, eb] = inputs.map(|i| ctx.entry(i));
+    let d = Dims::of(ex.shape, groups);
+    let [mean, rstd, _, _] = parts(saved, d);
+    let n = row_tasks(d.rows(), d.row_len());
+    let par = n > 1 && ctx.want_pool(ex.shape.numel() * fastmath::ELEMENT_COST);
+    let (pool, [y, m, r], [x, w, b]) = ctx.access_on(
+        par,
+        [ctx.entry(out).data, mean, rstd],
+        [ex.data, ew.data, eb.data],
+    );
+    let parts = fastmath::row_parts(y, d.row_len(), n)
+        .zip(fastmath::row_parts(m, 1, n))
+        .zip(fastmath::row_parts(r, 1, n));
+    fastmath::run_parts(pool, parts, &|i, ((y, m), r)| {
+        forward_rows(y, m, r, x, w, b, d, pool::task_range(d.rows(), n, i), eps)
+    });
+}
+
+/// `inputs` are x, w and b.
+pub(crate) fn backward_group_norm(
+    ctx: &mut Context,
+    out: u32,
+    inputs: [u32; 3],
+    groups: usize,
+    saved: Buf,
+) {
+    let Some(dout) = ctx.grad_out(out) else {
+        return;
+    };
+    let [ix, iw, ib] = inputs;
+    let (ex, ew) = (ctx.entry(ix), ctx.entry(iw));
+    let d = Dims::of(ex.shape, groups);
+    let [mean, rstd, sg, sgx] = parts(saved, d);
+    let work = ex.shape.numel() * fastmath::ELEMENT_COST;
+    if let Some(dx) = ctx.grad_of(ix) {
+        let n = row_tasks(d.rows(), d.row_len());
+        let par = n > 1 && ctx.want_pool(work);
+        let (pool, [dx], [g, x, m, r, w]) =
+            ctx.access_on(par, [dx], [dout, ex.data, mean, rstd, ew.data]);
+        fastmath::run_parts(pool, fastmath::row_parts(dx, d.row_len(), n), &|i, dx| {
+            dx_rows(dx, g, x, m, r, w, d, pool::task_range(d.rows(), n, i))
+        });
+    }
+    let (gw, gb) = (ctx.grad_of(iw), ctx.grad_of(ib));
+    if gw.is_none() && gb.is_none() {
+        return;
+    }
+    let n = row_tasks(d.c, d.n * d.s);
+    let par = n > 1 && ctx.want_pool(work);
+    let (pool, [s1, s2], [g, x, m, r]) = ctx.access_on(par, [sg, sgx], [dout, ex.data, mean, rstd]);
+    let parts = fastmath::row_parts(s1, 1, n).zip(fastmath::row_parts(s2, 1, n));
+    fastmath::run_parts(pool, parts, &|i, (s1, s2)| {
+        channel_sums(s1, s2, g, x, m, r, d, pool::task_range(d.c, n, i))
+    });
+    for (grad, sums) in [(gw, sgx), (gb, sg)] {
+        if let Some(grad) = grad {
+            let ([o], [s]) = ctx.access([grad], [sums]);
+            o.iter_mut().zip(s).for_each(|(o, &v)| *o += v);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ops::gradcheck::{Check, Lcg, gradcheck};
+
+    #[test]
+    fn gradcheck_group_norm() {
+        for (shape, groups) in [
+            (&[3usize, 4][..], 2usize),
+            (&[2, 6, 2, 3][..], 3),
+            (&[2, 4, 5][..], 1),
+        ] {
+            let c = shape[1];
+            gradcheck(
+                Check::new("group_norm", &[shape, &[c], &[c]]).range(-2.0, 2.0),
+                |ctx, x| ctx.group_norm(x[0], x[1], x[2], groups, 1e-5),
+            );
+        }
+    }
+
+    /// Against a naive f64 group norm of the same f32 inputs: within 1e-5
+    /// relative of the output's scale, the rounding of a handful of f32
+    /// operations on values of order 1 (the sums are taken in f64).
+    #[test]
+    fn matches_f64_reference() {
+        let (n, c, s, g) = (3, 6, 5, 2);
+        let mut rng = Lcg(7);
+        let x: Vec<f32> = (0..n * c * s).map(|_| rng.range(-3.0, 3.0)).collect();
+        let w: Vec<f32> = (0..c).map(|_| rng.range(0.5, 1.5)).collect();
+        let b: Vec<f32> = (0..c).map(|_| rng.range(-0.5, 0.5)).collect();
+        let mut ctx = crate::Context::new();
+        let (pw, pb) = (
+            ctx.param(&[c], Some(&w)).unwrap(),
+            ctx.param(&[c], Some(&b)).unwrap(),
+        );
+        let px = ctx.tensor(&[n, c, s], &x).unwrap();
+        let y = ctx.group_norm(px, pw, pb, g, 1e-5).unwrap();
+        let mut got = vec![0.0; n * c * s];
+        ctx.read(y, &mut got).unwrap();
+        let l = c / g * s;
+        for (r, row) in x.chunks(l).enumerate() {
+            let mu = row.iter().map(|&v| v as f64).sum::<f64>() / l as f64;
+            let var = row.iter().map(|&v| (v as f64 - mu).powi(2)).sum::<f64>() / l as f64;
+            for (j, &v) in row.iter().enumerate() {
+                let ch = (r % g) * (c / g) + j / s;
+                let want = (v as f64 - mu) / (var + 1e-5).sqrt() * w[ch] as f64 + b[ch] as f64;
+                let have = got[r * l + j] as f64;
+                assert!(
+                    (have - want).abs() <= 1e-5 * (1.0 + want.abs()),
+                    "{have} vs {want}"
+                );
+            }
+        }
+        let bad = ctx.group_norm(px, pw, pb, 4, 1e-5).unwrap_err();
+        assert!(
+            bad.to_string()
+                .contains("4 groups do not divide the 6 channels")
+        );
+    }
+}
