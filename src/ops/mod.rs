@@ -106,15 +106,13 @@ mod rules;
 mod table;
 
 pub(crate) use functions::{BinaryFn, UnaryFn, unary_fns};
+pub use rules::MAX_CONCAT;
 pub(crate) use rules::{CaptureRule, IdAxis, IdBuffer, OneOp, ReplayForm};
 
 use crate::arena::Buf;
 use crate::error::{Error, Result};
 use crate::shape::MAX_DIMS;
 
-/// Most tensors one concat joins: their ids are held inline in the tape
-/// record, so a concat never allocates for its inputs.
-pub const MAX_CONCAT: usize = 8;
 
 /// Stride, padding, dilation and groups of a convolution, as recorded.
 /// Index 0 is the height axis, 1 the width axis.

@@ -4,8 +4,12 @@
 //! caller rewrites before each replay, or a seed recorded by value).
 
 use crate::arena::Buf;
-use crate::ops::{BinaryFn, MAX_CONCAT, UnaryFn};
+use super::functions::{BinaryFn, UnaryFn};
 use crate::shape::MAX_DIMS;
+
+/// Most tensors one concat joins: their ids are held inline in the tape
+/// record, so a concat never allocates for its inputs.
+pub const MAX_CONCAT: usize = 8;
 
 /// The integer ids an op reads from a buffer it owns (embedding ids,
 /// cross-entropy targets), which a captured step lets the caller rewrite
