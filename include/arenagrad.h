@@ -106,7 +106,7 @@ typedef struct ag_memory_stats_t ag_memory_figures;
 #define AG_VERSION_NUMBER (((AG_VERSION_MAJOR * 10000) + (AG_VERSION_MINOR * 100)) + AG_VERSION_PATCH)
 
 // Most bytes in a statistics prefix, without the terminating NUL: the
-// longest buffer name, "<prefix>.num_batches_tracked", still fits in
+// longest buffer name, `<prefix>.num_batches_tracked`, still fits in
 // AG_MAX_PARAM_NAME.
 #define AG_MAX_STATS_PREFIX 200
 
@@ -684,8 +684,8 @@ ag_status ag_is_training(struct ag_context *ctx, bool *out);
 
 // Makes the running statistics of a batch norm over `channels` channels
 // and writes their index (0, 1, ... in creation order) to `*out`:
-// "<prefix>.running_mean" (zeros), "<prefix>.running_var" (ones) and
-// "<prefix>.num_batches_tracked" (0), PyTorch's names, under which
+// `<prefix>.running_mean` (zeros), `<prefix>.running_var` (ones) and
+// `<prefix>.num_batches_tracked` (0), PyTorch's names, under which
 // checkpoints and safetensors files store them. They are buffers, not
 // parameters: not in ag_param_count, no gradient, no optimizer state, not
 // sharded; they live as long as the context. Made, like parameters,
@@ -1450,6 +1450,24 @@ ag_status ag_log_det_spd(struct ag_context *ctx, struct ag_tensor a, struct ag_t
 // Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH
 // (a is not a matrix), OUT_OF_MEMORY.
 ag_status ag_diagonal(struct ag_context *ctx, struct ag_tensor a, struct ag_tensor *out);
+
+// out = lb + e^x (every element above lb); log_jacobian = sum(x), the
+// scalar ln |d out / dx| summed, to add to a density on out sampled in x.
+// Errors: NULL_ARGUMENT (out, log_jacobian), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// INVALID_ARGUMENT (lb not finite), OUT_OF_MEMORY.
+ag_status ag_constrain_lower(struct ag_context *ctx, struct ag_tensor x, float lb, struct ag_tensor *out, struct ag_tensor *log_jacobian);
+
+// out = ub - e^x (every element below ub); log_jacobian = sum(x).
+// Errors: NULL_ARGUMENT (out, log_jacobian), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// INVALID_ARGUMENT (ub not finite), OUT_OF_MEMORY.
+ag_status ag_constrain_upper(struct ag_context *ctx, struct ag_tensor x, float ub, struct ag_tensor *out, struct ag_tensor *log_jacobian);
+
+// out = lb + (ub - lb) sigmoid(x) (every element in (lb, ub));
+// log_jacobian = n ln(ub - lb) + sum(ln sigmoid(x) + ln sigmoid(-x)),
+// finite however large |x| is.
+// Errors: NULL_ARGUMENT (out, log_jacobian), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// INVALID_ARGUMENT (a bound not finite, lb >= ub, or ub - lb past f32), OUT_OF_MEMORY.
+ag_status ag_constrain_interval(struct ag_context *ctx, struct ag_tensor x, float lb, float ub, struct ag_tensor *out, struct ag_tensor *log_jacobian);
 
 // Like ag_param_new, and names the parameter `name` (copied): UTF-8, 1 to
 // AG_MAX_PARAM_NAME bytes, not "__metadata__" (reserved by safetensors),

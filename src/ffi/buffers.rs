@@ -6,7 +6,7 @@ use crate::BatchNormStats;
 use std::ffi::CStr;
 
 /// Most bytes in a statistics prefix, without the terminating NUL: the
-/// longest buffer name, "<prefix>.num_batches_tracked", still fits in
+/// longest buffer name, `<prefix>.num_batches_tracked`, still fits in
 /// AG_MAX_PARAM_NAME.
 pub const AG_MAX_STATS_PREFIX: usize = 200;
 const _: () = assert!(AG_MAX_STATS_PREFIX == crate::MAX_STATS_PREFIX_BYTES);
@@ -36,8 +36,8 @@ pub extern "C" fn ag_is_training(ctx: *mut ag_context, out: *mut bool) -> ag_sta
 
 /// Makes the running statistics of a batch norm over `channels` channels
 /// and writes their index (0, 1, ... in creation order) to `*out`:
-/// "<prefix>.running_mean" (zeros), "<prefix>.running_var" (ones) and
-/// "<prefix>.num_batches_tracked" (0), PyTorch's names, under which
+/// `<prefix>.running_mean` (zeros), `<prefix>.running_var` (ones) and
+/// `<prefix>.num_batches_tracked` (0), PyTorch's names, under which
 /// checkpoints and safetensors files store them. They are buffers, not
 /// parameters: not in ag_param_count, no gradient, no optimizer state, not
 /// sharded; they live as long as the context. Made, like parameters,
