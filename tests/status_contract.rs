@@ -867,6 +867,20 @@ fn targeted_cases(env: &Env) -> Vec<(&'static str, String)> {
     check("ag_log_det_spd", st, "OUT_OF_MEMORY", c);
     let st = ag_solve_lower(c, square, column, &mut out);
     check("ag_solve_lower", st, "OUT_OF_MEMORY", c);
+    let mut jac = zero();
+    // Bounds are checked before anything is allocated.
+    let st = ag_constrain_lower(c, square, f32::NAN, &mut out, &mut jac);
+    check("ag_constrain_lower", st, "INVALID_ARGUMENT", c);
+    let st = ag_constrain_upper(c, square, f32::INFINITY, &mut out, &mut jac);
+    check("ag_constrain_upper", st, "INVALID_ARGUMENT", c);
+    let st = ag_constrain_interval(c, square, 1.0, 1.0, &mut out, &mut jac);
+    check("ag_constrain_interval", st, "INVALID_ARGUMENT", c);
+    let st = ag_constrain_lower(c, square, 0.0, &mut out, &mut jac);
+    check("ag_constrain_lower", st, "OUT_OF_MEMORY", c);
+    let st = ag_constrain_upper(c, square, 0.0, &mut out, &mut jac);
+    check("ag_constrain_upper", st, "OUT_OF_MEMORY", c);
+    let st = ag_constrain_interval(c, square, 0.0, 1.0, &mut out, &mut jac);
+    check("ag_constrain_interval", st, "OUT_OF_MEMORY", c);
     let st = ag_attention_gqa(c, heads, heads, heads, &mut out);
     check("ag_attention_gqa", st, "OUT_OF_MEMORY", c);
     let st = ag_bmm(c, a3, b3, false, false, &mut out);

@@ -97,6 +97,7 @@ pub(crate) mod matmul;
 pub(crate) mod norm;
 pub(crate) mod reduce;
 pub(crate) mod shape_ops;
+pub(crate) mod transforms;
 
 pub(crate) mod dispatch;
 mod functions;
@@ -112,7 +113,6 @@ pub(crate) use rules::{CaptureRule, IdAxis, IdBuffer, OneOp, ReplayForm};
 use crate::arena::Buf;
 use crate::error::{Error, Result};
 use crate::shape::MAX_DIMS;
-
 
 /// Stride, padding, dilation and groups of a convolution, as recorded.
 /// Index 0 is the height axis, 1 the width axis.

@@ -3,8 +3,8 @@
 //! with [`OneOp`] for its element-wise kinds) and [`CaptureRule`] (ids a
 //! caller rewrites before each replay, or a seed recorded by value).
 
-use crate::arena::Buf;
 use super::functions::{BinaryFn, UnaryFn};
+use crate::arena::Buf;
 use crate::shape::MAX_DIMS;
 
 /// Most tensors one concat joins: their ids are held inline in the tape

@@ -38,6 +38,8 @@ typedef struct op_scratch {
     float src[8];
     char name[16];
     ag_step step;
+    ag_tensor y;   /* a transform's value */
+    ag_tensor jac; /* and its log-Jacobian */
 } op_scratch;
 
 static inline void op_scratch_init(op_scratch *s) {

@@ -663,6 +663,24 @@ c_functions! {
         contract: call(ag_diagonal(ctx, t, o)),
         c: AG_OP("1, (2, 3), (1), (1), ag_diagonal(c, t[0], out)"),
     }
+    ag_constrain_lower {
+        fuzz: CONSTRAIN_LOWER,
+        null: call(ag_constrain_lower(n, p, 0.0, &mut o, null_mut())),
+        contract: call(ag_constrain_lower(ctx, t, fl, o, o)),
+        c: AG_HANDLE_FN("1, AG_NEED_ANY, true, (2, 3), ag_constrain_lower(c, t[0], 0.5f, AG_OUT(&s->y), &s->jac)"),
+    }
+    ag_constrain_upper {
+        fuzz: CONSTRAIN_UPPER,
+        null: call(ag_constrain_upper(n, p, 0.0, &mut o, null_mut())),
+        contract: call(ag_constrain_upper(ctx, t, fl, o, o)),
+        c: AG_HANDLE_FN("1, AG_NEED_ANY, true, (2, 3), ag_constrain_upper(c, t[0], 0.5f, AG_OUT(&s->y), &s->jac)"),
+    }
+    ag_constrain_interval {
+        fuzz: CONSTRAIN_INTERVAL,
+        null: call(ag_constrain_interval(n, p, 0.0, 1.0, &mut o, null_mut())),
+        contract: call(ag_constrain_interval(ctx, t, fl, 2.0, o, o)),
+        c: AG_HANDLE_FN("1, AG_NEED_ANY, true, (2, 3), ag_constrain_interval(c, t[0], -1.0f, 2.0f, AG_OUT(&s->y), &s->jac)"),
+    }
     ag_log1m_exp {
         fuzz: LOG1M_EXP => unary,
         null: call(ag_log1m_exp(n, p, &mut o)),

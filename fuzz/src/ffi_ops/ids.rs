@@ -234,6 +234,10 @@ ids! {
     SOLVE_LOWER = 0xD6;
     LOG_DET_SPD = 0xD7;
     DIAGONAL = 0xD8;
+    /// ag_constrain_lower, _upper and _interval: x, then the bounds.
+    CONSTRAIN_LOWER = 0xD9;
+    CONSTRAIN_UPPER = 0xDA;
+    CONSTRAIN_INTERVAL = 0xDB;
 
     // The NUTS sampler (sampler.rs), on a normal model the harness writes.
     /// ag_nuts_config_default, ag_sampler_new (or a bad spec), ag_nuts_run

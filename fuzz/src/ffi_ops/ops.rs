@@ -4,7 +4,7 @@
 
 use super::{FfiOps, SENTINEL};
 use arenagrad::ffi::*;
-use std::ptr::null;
+use std::ptr::{null, null_mut};
 
 type Unary = extern "C" fn(*mut ag_context, ag_tensor, *mut ag_tensor) -> ag_status;
 type Binary = extern "C" fn(*mut ag_context, ag_tensor, ag_tensor, *mut ag_tensor) -> ag_status;
@@ -212,5 +212,53 @@ impl FfiOps<'_> {
         let p = self.input.f32();
         let seed = self.input.u64();
         self.op("ag_dropout", t, &[x], |c, o| ag_dropout(c, x, p, seed, o));
+    }
+}
+
+impl FfiOps<'_> {
+    /// A constraining transform (`which`: 0 lower, 1 upper, 2 interval):
+    /// two results, each made of several ops, so the one-op checks of
+    /// `op` do not apply; on success both handles are remembered, on
+    /// failure neither out-value is written.
+    pub(super) fn constrain(&mut self, which: u8) {
+        let t = self.target();
+        let x = self.handle();
+        let (a, b) = (self.input.f32(), self.input.f32());
+        let null_out = self.input.u8() == 255;
+        let pre = self.pre(t, &[x]);
+        let (mut y, mut j) = (SENTINEL, SENTINEL);
+        let yp: *mut ag_tensor = if null_out { null_mut() } else { &mut y };
+        let (func, st) = match which {
+            0 => (
+                "ag_constrain_lower",
+                ag_constrain_lower(self.ptr(t), x, a, yp, &mut j),
+            ),
+            1 => (
+                "ag_constrain_upper",
+                ag_constrain_upper(self.ptr(t), x, a, yp, &mut j),
+            ),
+            _ => (
+                "ag_constrain_interval",
+                ag_constrain_interval(self.ptr(t), x, a, b, yp, &mut j),
+            ),
+        };
+        self.post(func, t, &pre, st);
+        if null_out && pre.live.is_some() {
+            assert_eq!(st, AG_STATUS_NULL_ARGUMENT, "{func}: NULL out accepted");
+        }
+        if st != AG_STATUS_OK {
+            assert!(
+                y == SENTINEL && j == SENTINEL,
+                "{func}: out written on failure"
+            );
+            return;
+        }
+        let i = pre.live.expect("OK only on a live context");
+        assert!(
+            y.context == self.ids[i] && j.context == self.ids[i],
+            "{func}: handle context"
+        );
+        self.remember(y);
+        self.remember(j);
     }
 }

@@ -33,6 +33,8 @@ mod llama;
 
 mod linalg;
 
+mod transforms;
+
 pub use attention::*;
 pub use batch_norm::*;
 pub use conv::*;
@@ -47,3 +49,4 @@ pub use norm::*;
 pub use reduce::*;
 pub use shape::*;
 pub use special::*;
+pub use transforms::*;
