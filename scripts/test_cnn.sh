@@ -8,7 +8,8 @@
 #  2. --resume: 20 steps (2 epochs of 10) straight, and the same stopped
 #     mid-epoch at step 5, resumed to step 15 (across the epoch boundary),
 #     then resumed to the end, must leave checkpoint files with the same bytes
-#     (weights, optimizer moments and the run state in the user bytes);
+#     (weights, optimizer moments and the run state in the user bytes),
+#     without and with batch norm (whose running statistics it holds too);
 #  3. a truncated images file, a label out of range and a labels file in the
 #     images' place are refused with exit 2 and a message saying which, as are bad flags.
 # Usage: scripts/test_cnn.sh BUILD/cnn DATA_DIR
@@ -23,25 +24,39 @@ echo "== test-cnn: 1 epoch on 6,400 images, accuracy floor $FLOOR"
 "$CNN" --data "$DATA" --out "$tmp/short" --epochs 1 --subset 6400 --test-subset 2000 \
     --min-accuracy "$FLOOR" --log-every 25 | grep -E '^(epoch|test accuracy)'
 
+# resume_check NAME [FLAGS...]: the split run's checkpoint equals the
+# straight run's, byte for byte.
+resume_check() {
+    local name=$1
+    shift
+    local common=(--data "$DATA" --epochs 2 --subset 1280 --test-subset 200 --warmup 3
+        --log-every 100 "$@")
+    local d="$tmp/$name"
+    mkdir -p "$d"
+    "$CNN" "${common[@]}" --out "$d/straight" >"$d/straight.log"
+    "$CNN" "${common[@]}" --out "$d/split" --stop-after 5 >"$d/split1.log"
+    "$CNN" "${common[@]}" --out "$d/split" --resume --stop-after 15 >"$d/split2.log"
+    "$CNN" "${common[@]}" --out "$d/split" --resume >"$d/split3.log"
+    grep -q 'resumed from .* at step 5 ' "$d/split2.log"
+    grep -q 'resumed from .* at step 15 ' "$d/split3.log"
+    if ! cmp "$d/straight/checkpoint.bin" "$d/split/checkpoint.bin"; then
+        echo "test-cnn ($name): the resumed run's checkpoint differs from the uninterrupted one" >&2
+        exit 1
+    fi
+    local want got
+    want=$(grep '^test accuracy' "$d/straight.log")
+    got=$(grep '^test accuracy' "$d/split3.log")
+    if [ "$want" != "$got" ]; then
+        echo "test-cnn ($name): accuracy '$got' after resuming, '$want' straight" >&2
+        exit 1
+    fi
+    echo "resume ($name): 5 + 10 + 5 steps = 20 straight, same checkpoint bytes ($want)"
+}
+
 echo "== test-cnn: --resume gives the bytes of an uninterrupted run"
-common=(--data "$DATA" --epochs 2 --subset 1280 --test-subset 200 --warmup 3 --log-every 100)
-"$CNN" "${common[@]}" --out "$tmp/straight" >"$tmp/straight.log"
-"$CNN" "${common[@]}" --out "$tmp/split" --stop-after 5 >"$tmp/split1.log"
-"$CNN" "${common[@]}" --out "$tmp/split" --resume --stop-after 15 >"$tmp/split2.log"
-"$CNN" "${common[@]}" --out "$tmp/split" --resume >"$tmp/split3.log"
-grep -q 'resumed from .* at step 5 ' "$tmp/split2.log"
-grep -q 'resumed from .* at step 15 ' "$tmp/split3.log"
-if ! cmp "$tmp/straight/checkpoint.bin" "$tmp/split/checkpoint.bin"; then
-    echo "test-cnn: the resumed run's checkpoint differs from the uninterrupted one" >&2
-    exit 1
-fi
-want=$(grep '^test accuracy' "$tmp/straight.log")
-got=$(grep '^test accuracy' "$tmp/split3.log")
-if [ "$want" != "$got" ]; then
-    echo "test-cnn: accuracy '$got' after resuming, '$want' straight" >&2
-    exit 1
-fi
-echo "resume: 5 + 10 + 5 steps = 20 straight, same checkpoint bytes ($want)"
+resume_check plain
+# Batch norm's running statistics travel in the checkpoint too.
+resume_check batch-norm --batch-norm
 
 echo "== test-cnn: a truncated data file is refused"
 mkdir -p "$tmp/bad"

@@ -1,6 +1,6 @@
 /*
  * cnn: a Fashion-MNIST image classifier trained with arenagrad (a small
- * convolutional network, no batch normalisation). Units:
+ * convolutional network, with batch normalisation on request). Units:
  *
  *   data.c   IDX files read through zlib (gzip or plain), checked, and the
  *            pixels normalised with the training set's mean and deviation
@@ -42,16 +42,22 @@ void dataset_normalise(struct dataset *d, float mean, float std);
 void dataset_free(struct dataset *d);
 
 /* The network: conv(1->C1, 3x3) relu conv(C1->C1) relu maxpool2,
- * conv(C1->C2) relu maxpool2, fc(C2*7*7 -> H) relu dropout, fc(H -> 10). */
+ * conv(C1->C2) relu maxpool2, fc(C2*7*7 -> H) relu dropout, fc(H -> 10);
+ * with batch_norm, a batch norm between each conv and its relu. */
 struct model_dims {
     size_t c1, c2, hidden;
     float dropout;
+    bool batch_norm;
 };
 
 struct model {
     struct model_dims dims;
     ag_tensor conv1_w, conv1_b, conv2_w, conv2_b, conv3_w, conv3_b;
     ag_tensor fc1_w, fc1_b, fc2_w, fc2_b;
+    /* With batch_norm: each conv's batch norm weight, bias and running
+     * statistics (bn1..bn3). */
+    ag_tensor bn_w[3], bn_b[3];
+    uint32_t bn_stats[3];
 };
 
 /* Creates the parameters (PyTorch's default uniform initialisation, drawn
@@ -60,7 +66,8 @@ ag_status model_create(ag_context *ctx, struct model *m, const struct model_dims
                        uint64_t seed);
 /* Logits [batch, N_CLASSES] of `images` (batch x IMG_PIXELS floats);
  * dropout (when training and dims.dropout > 0) draws its mask from
- * `dropout_seed`. */
+ * `dropout_seed`. Sets the context's training mode to `training`: batch
+ * norm then uses and updates batch statistics, else its running ones. */
 ag_status model_forward(ag_context *ctx, const struct model *m, const float *images,
                         size_t batch, bool training, uint64_t dropout_seed, ag_tensor *logits);
 

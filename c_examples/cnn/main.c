@@ -79,6 +79,7 @@ static void usage(FILE *f)
             "  --channels C1,C2    conv channels (default 16,64)\n"
             "  --hidden H          fully connected width (default 128)\n"
             "  --dropout P         before the last layer (default 0.25)\n"
+            "  --batch-norm        a batch norm between each conv and its relu\n"
             "  --log-every K       progress line every K steps when not a terminal (default 50)\n"
             "  --resume            continue from DIR/checkpoint.bin\n"
             "  --stop-after N      stop after global step N (checkpoint saved)\n"
@@ -155,6 +156,9 @@ static int parse_args(int argc, char **argv, struct config *c)
             takes = false;
         } else if (strcmp(a, "--bench") == 0) {
             c->bench = true;
+            takes = false;
+        } else if (strcmp(a, "--batch-norm") == 0) {
+            c->dims.batch_norm = true;
             takes = false;
         } else if (!takes_value(a)) {
             fprintf(stderr, PROGRAM ": unknown flag %s (see --help)\n", a);

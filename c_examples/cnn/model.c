@@ -4,6 +4,7 @@
  * 1/sqrt(fan_in)) for weights and biases alike, so results are comparable.
  */
 #include <math.h>
+#include <stdio.h>
 
 #include "cnn.h"
 
@@ -40,10 +41,29 @@ static ag_status fc_params(ag_context *ctx, const char *wname, const char *bname
     return uniform_param(ctx, bname, bshape, 1, in, seed + 1, b);
 }
 
+/* Batch norm `i` (bn1..bn3) over c channels: weight 1, bias 0 (PyTorch's
+ * defaults) and its running statistics. */
+static ag_status batch_norm_params(ag_context *ctx, struct model *m, int i, size_t c)
+{
+    char w[32], b[32], prefix[16];
+    snprintf(w, sizeof w, "bn%d.weight", i + 1);
+    snprintf(b, sizeof b, "bn%d.bias", i + 1);
+    snprintf(prefix, sizeof prefix, "bn%d", i + 1);
+    const size_t shape[1] = {c};
+    TRY(ag_param_new_named(ctx, w, shape, 1, NULL, &m->bn_w[i]));
+    TRY(ag_param_init(ctx, m->bn_w[i], AG_INIT_ONES, 0.0f, 0.0f, 0));
+    TRY(ag_param_new_named(ctx, b, shape, 1, NULL, &m->bn_b[i]));
+    return ag_batch_norm_stats_new(ctx, prefix, c, &m->bn_stats[i]);
+}
+
 ag_status model_create(ag_context *ctx, struct model *m, const struct model_dims *dims,
                        uint64_t seed)
 {
     m->dims = *dims;
+    if (dims->batch_norm) {
+        const size_t channels[3] = {dims->c1, dims->c1, dims->c2};
+        for (int i = 0; i < 3; i++) TRY(batch_norm_params(ctx, m, i, channels[i]));
+    }
     const size_t flat = dims->c2 * (IMG_SIDE / 4) * (IMG_SIDE / 4);
     /* Seeds two apart: each layer's weight and bias draw their own streams. */
     TRY(conv_params(ctx, "conv1.weight", "conv1.bias", 1, dims->c1, seed, &m->conv1_w,
@@ -58,11 +78,15 @@ ag_status model_create(ag_context *ctx, struct model *m, const struct model_dims
                      &m->fc2_w, &m->fc2_b);
 }
 
-/* conv 3x3, stride 1, padding 1 (same size), then ReLU. */
-static ag_status conv_relu(ag_context *ctx, ag_tensor x, ag_tensor w, ag_tensor b, ag_tensor *out)
+/* conv 3x3, stride 1, padding 1 (same size), batch norm `bn` when the
+ * model has them, then ReLU. */
+static ag_status conv_relu(ag_context *ctx, const struct model *m, int bn, ag_tensor x,
+                           ag_tensor w, ag_tensor b, ag_tensor *out)
 {
     ag_tensor y;
     TRY(ag_conv2d(ctx, x, w, &b, 1, 1, 1, 1, 1, 1, 1, &y));
+    if (m->dims.batch_norm)
+        TRY(ag_batch_norm(ctx, y, m->bn_w[bn], m->bn_b[bn], m->bn_stats[bn], 0.1f, 1e-5f, &y));
     return ag_relu(ctx, y, out);
 }
 
@@ -77,11 +101,12 @@ ag_status model_forward(ag_context *ctx, const struct model *m, const float *ima
     const struct model_dims *d = &m->dims;
     const size_t in_shape[4] = {batch, 1, IMG_SIDE, IMG_SIDE};
     ag_tensor x, h;
+    TRY(ag_set_training(ctx, training));
     TRY(ag_tensor_new(ctx, in_shape, 4, images, &x));
-    TRY(conv_relu(ctx, x, m->conv1_w, m->conv1_b, &h));
-    TRY(conv_relu(ctx, h, m->conv2_w, m->conv2_b, &h));
+    TRY(conv_relu(ctx, m, 0, x, m->conv1_w, m->conv1_b, &h));
+    TRY(conv_relu(ctx, m, 1, h, m->conv2_w, m->conv2_b, &h));
     TRY(max_pool2(ctx, h, &h)); /* [B, c1, 14, 14] */
-    TRY(conv_relu(ctx, h, m->conv3_w, m->conv3_b, &h));
+    TRY(conv_relu(ctx, m, 2, h, m->conv3_w, m->conv3_b, &h));
     TRY(max_pool2(ctx, h, &h)); /* [B, c2, 7, 7] */
     const size_t flat_shape[2] = {batch, d->c2 * (IMG_SIDE / 4) * (IMG_SIDE / 4)};
     TRY(ag_reshape(ctx, h, flat_shape, 2, &h));
