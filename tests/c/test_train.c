@@ -938,6 +938,11 @@ static float grad_input(int op, int pos, size_t i) {
     /* Inside the domains: log1m_exp needs x < 0, log_diff_exp(a, b) a > b. */
     if (op == OP_log1m_exp) return -v;
     if (op == OP_log_diff_exp && pos == 0) return v + 1.0f;
+    /* inv_phi needs 0 < x < 1, and [0.25, 0.7] keeps its curvature mild for
+     * the step h; the symmetric-matrix ops need a positive-definite [3, 3]:
+     * a diagonal of 3.55 or more outweighs the rest of its row. */
+    if (op == OP_inv_phi) return 0.25f + 0.5f * (v - 0.55f);
+    if ((op == OP_cholesky || op == OP_log_det_spd) && i % 4 == 0) return v + 3.0f;
     /* Max pooling: distinct values 0.05 apart (37 is prime to the row's 50
      * elements), so no step of h crosses a window's maximum. */
     if (op == OP_max_pool2d) return 0.05f * (float)((i * 37) % 50);
