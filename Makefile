@@ -40,7 +40,7 @@ C_TEST_HEADERS := tests/c/check.h tests/c/op_table.h tests/c/ops.def
 C_TESTS_ASAN := $(patsubst tests/c/%.c,$(BUILD)/asan/%,$(wildcard tests/c/test_*.c))
 # Trainer helpers any C trainer links (c_examples/common/trainer.h).
 COMMON_SRC   := $(wildcard c_examples/common/*.c)
-COMMON_HDR   := c_examples/common/trainer.h
+COMMON_HDR   := c_examples/common/trainer.h c_examples/common/gpt2_tokenizer.h
 TRAIN_FULL_SRC := $(wildcard c_examples/train_full/*.c) $(COMMON_SRC)
 EXAMPLES     := $(patsubst c_examples/%.c,$(BUILD)/%,$(wildcard c_examples/*.c)) $(BUILD)/train_full
 
@@ -107,7 +107,7 @@ $(BUILD)/train_full: $(TRAIN_FULL_SRC) c_examples/train_full/train_full.h $(COMM
 
 # tokenize: text files to llm.c token shards for train_full --data.
 EXAMPLES     += $(BUILD)/tokenize
-$(BUILD)/tokenize: c_examples/tokenize/main.c $(LIB) include/arenagrad.h
+$(BUILD)/tokenize: c_examples/tokenize/main.c c_examples/common/gpt2_tokenizer.h $(LIB) include/arenagrad.h
 	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS) $< $(LIB) $(LIBS) -o $@
 
