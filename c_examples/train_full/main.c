@@ -189,26 +189,34 @@ static int open_tokenizer(struct config *cfg, struct trainer *tr, FILE *info)
         close_tokenizer(tr);
         return EXIT_LIBRARY;
     }
-    if (prompt_len > 0) {
-        size_t count = 0;
-        st = ag_tokenizer_encode(tr->tok, (const uint8_t *)cfg->prompt, prompt_len, false,
-                                 tr->prompt_ids, tr->prompt_cap, &count);
-        if (st != AG_STATUS_OK) {
-            fprintf(stderr, "train_full: --prompt: ag_tokenizer_encode: %s\n",
-                    ag_tokenizer_last_error());
+    /* The prompt run() samples after: --prompt, else a newline. */
+    const char *text = prompt_len > 0 ? cfg->prompt : "\n";
+    size_t count = 0;
+    st = ag_tokenizer_encode(tr->tok, (const uint8_t *)text, strlen(text), false, tr->prompt_ids,
+                             tr->prompt_cap, &count);
+    if (st != AG_STATUS_OK) {
+        fprintf(stderr, "train_full: --prompt: ag_tokenizer_encode: %s\n",
+                ag_tokenizer_last_error());
+        close_tokenizer(tr);
+        return EXIT_LIBRARY;
+    }
+    for (size_t i = 0; i < count; i++) {
+        const int32_t id = tr->prompt_ids[i];
+        if ((size_t)id >= tr->draw_V) {
             close_tokenizer(tr);
-            return EXIT_LIBRARY;
-        }
-        for (size_t i = 0; i < count; i++) {
-            if ((size_t)tr->prompt_ids[i] >= tr->draw_V) {
+            if (prompt_len == 0) { /* a vocabulary too small for GPT-2's newline */
                 if (dist_root())
-                    fprintf(stderr,
-                            "train_full: --prompt: its token %zu is id %d, not below --vocab "
-                            "%zu\n",
-                            i, tr->prompt_ids[i], tr->draw_V);
-                close_tokenizer(tr);
-                return EXIT_USAGE;
+                    fprintf(info, "note: no sample: a newline is id %d, not below --vocab %zu; "
+                                  "pass --prompt\n",
+                            id, tr->draw_V);
+                cfg->sample_chars = 0;
+                return 0;
             }
+            if (dist_root())
+                fprintf(stderr, "train_full: --prompt: its token %zu is id %d, not below --vocab "
+                                "%zu\n",
+                        i, id, tr->draw_V);
+            return EXIT_USAGE;
         }
     }
     return 0;
