@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/gpt2_tokenizer.h"
 #include "arenagrad.h"
 
 #define HEADER_INTS 256
@@ -170,7 +171,8 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-    const char *prefix = NULL, *vocab = "data/gpt2/encoder.json", *merges = "data/gpt2/vocab.bpe";
+    const char *prefix = NULL, *vocab = GPT2_TOKENIZER_DIR "/" GPT2_VOCAB_JSON;
+    const char *merges = GPT2_TOKENIZER_DIR "/" GPT2_MERGES;
     const char *split = NULL;
     long shard_tokens = DEFAULT_SHARD_TOKENS;
     int first_file = argc;
@@ -224,8 +226,8 @@ int main(int argc, char **argv)
     ag_status st = ag_tokenizer_open(vocab, merges, &tok);
     if (st != AG_STATUS_OK) {
         fprintf(stderr, "tokenize: ag_tokenizer_open: %s: %s (make tokenizer-data installs "
-                        "data/gpt2)\n",
-                ag_status_str(st), ag_tokenizer_last_error());
+                        "%s)\n",
+                ag_status_str(st), ag_tokenizer_last_error(), GPT2_TOKENIZER_DIR);
         return 1;
     }
     int32_t eot = 0;

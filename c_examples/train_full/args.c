@@ -157,6 +157,7 @@ int parse_args(int argc, char **argv, struct config *cfg, char *err, size_t errl
     cfg->eval_every = 250;
     cfg->eval_iters = 10;
     cfg->sample_chars = 200;
+    cfg->tokenizer_dir = GPT2_TOKENIZER_DIR;
     cfg->temperature = 1.0f;
     cfg->recompute = -1;
     /* Model flags: 0 (or NAN) until given; the preset and --arch fill the rest. */
@@ -352,6 +353,7 @@ int parse_args(int argc, char **argv, struct config *cfg, char *err, size_t errl
             VALUE("--sample-chars", v);
             if (!parse_long("--sample-chars", v, 0, MAX_ITERS, &cfg->sample_chars, err, errlen))
                 return EXIT_USAGE;
+            cfg->sample_chars_given = true;
         } else if (IS("--temperature")) {
             VALUE("--temperature", v);
             if (!parse_float("--temperature", v, false, &cfg->temperature, err, errlen))
@@ -359,6 +361,18 @@ int parse_args(int argc, char **argv, struct config *cfg, char *err, size_t errl
         } else if (IS("--top-k")) {
             VALUE("--top-k", v);
             if (!parse_long("--top-k", v, 0, 256, &cfg->top_k, err, errlen)) return EXIT_USAGE;
+        } else if (IS("--tokenizer")) {
+            VALUE("--tokenizer", v);
+            if (v[0] == '\0') {
+                snprintf(err, errlen, "--tokenizer: empty path");
+                return EXIT_USAGE;
+            }
+            if (strlen(v) >= PATH_CAP - 64) {
+                snprintf(err, errlen, "--tokenizer: path longer than %d bytes", PATH_CAP - 64);
+                return EXIT_USAGE;
+            }
+            cfg->tokenizer_dir = v;
+            cfg->tokenizer_given = true;
         } else if (IS("--prompt")) {
             VALUE("--prompt", v);
             cfg->prompt = v;
@@ -453,11 +467,11 @@ int parse_args(int argc, char **argv, struct config *cfg, char *err, size_t errl
                  cfg->val);
         return EXIT_USAGE;
     }
-    if (shards && (cfg->sample_only || cfg->prompt != NULL)) {
+    if (cfg->tokenizer_given && !shards) {
         snprintf(err, errlen,
-                 "%s: sampling from token shards' ids needs their tokenizer; train_full "
-                 "samples characters only",
-                 cfg->sample_only ? "--sample-only" : "--prompt");
+                 "--tokenizer %s: the tokenizer goes with token shards (--data PATTERN.bin); "
+                 "character text samples bytes",
+                 cfg->tokenizer_dir);
         return EXIT_USAGE;
     }
     if (cfg->sample_only) {
@@ -627,6 +641,9 @@ void usage(FILE *f)
             "                      shards, e.g. 'data/x_train_*.bin'); ids below --vocab\n"
             "  --val PATTERN.bin   validation shards (default: --data's with _train_\n"
             "                      replaced by _val_)\n"
+            "  --tokenizer DIR     GPT-2's encoder.json and vocab.bpe, to encode --prompt\n"
+            "                      and decode samples from shards (default " GPT2_TOKENIZER_DIR ",\n"
+            "                      make tokenizer-data)\n"
             "  --seed S            seed for init, batches, evaluation and sampling (1337)\n"
             "\n"
             "Optimisation (AdamW, gradients clipped at norm 1.0):\n"
@@ -690,9 +707,10 @@ void usage(FILE *f)
             "Sampling:\n"
             "  --sample-only       sample from --resume's (or --init-from's) model to\n"
             "                      stdout; train nothing\n"
-            "  --sample-chars N    UTF-8 characters sampled after training (200; 0: none)\n"
+            "  --sample-chars N    UTF-8 characters sampled after training (200; 0: none);\n"
+            "                      with token shards, tokens decoded by --tokenizer\n"
             "  --temperature F     sampling temperature, > 0 (1.0)\n"
-            "  --top-k K           sample among the K likeliest bytes only (0: all)\n"
+            "  --top-k K           sample among the K likeliest bytes (tokens) only (0: all)\n"
             "  --prompt TEXT       start of the sample (default: a newline)\n"
             "\n"
             "Ctrl-C (SIGINT) or SIGTERM finishes the current step, saves the checkpoint,\n"

@@ -118,6 +118,110 @@ static int plan_outputs(const struct config *cfg, struct run_paths *p, FILE *inf
     return 0;
 }
 
+static void close_tokenizer(struct trainer *tr)
+{
+    ag_tokenizer_close(&tr->tok);
+    free(tr->prompt_ids);
+    free(tr->piece);
+    tr->prompt_ids = NULL;
+    tr->piece = NULL;
+}
+
+/*
+ * Token shards with a sample to write: opens GPT-2's tokenizer from
+ * --tokenizer DIR and sizes the sampler's buffers (the prompt's ids, the
+ * longest token's bytes), so that sampling allocates nothing. A tokenizer
+ * that cannot be opened ends the run (EXIT_USAGE) when --tokenizer, --prompt,
+ * --sample-only or --sample-chars asked for it; otherwise the run trains
+ * without a sample.
+ */
+static int open_tokenizer(struct config *cfg, struct trainer *tr, FILE *info)
+{
+    char vocab[PATH_CAP], merges[PATH_CAP];
+    snprintf(vocab, sizeof vocab, "%s/%s", cfg->tokenizer_dir, GPT2_VOCAB_JSON);
+    snprintf(merges, sizeof merges, "%s/%s", cfg->tokenizer_dir, GPT2_MERGES);
+    ag_status st = ag_tokenizer_open(vocab, merges, &tr->tok);
+    if (st != AG_STATUS_OK) {
+        const bool asked = cfg->tokenizer_given || cfg->prompt != NULL || cfg->sample_only ||
+                           cfg->sample_chars_given;
+        if (!asked) {
+            if (dist_root())
+                fprintf(info,
+                        "note: no sample: token shards decode with --tokenizer DIR (%s; make "
+                        "tokenizer-data installs %s)\n",
+                        ag_tokenizer_last_error(), GPT2_TOKENIZER_DIR);
+            cfg->sample_chars = 0;
+            return 0;
+        }
+        if (dist_root())
+            fprintf(stderr,
+                    "train_full: --tokenizer %s: sampling from token shards needs GPT-2's "
+                    "tokenizer there (%s, %s): %s (make tokenizer-data installs %s)\n",
+                    cfg->tokenizer_dir, GPT2_VOCAB_JSON, GPT2_MERGES, ag_tokenizer_last_error(),
+                    GPT2_TOKENIZER_DIR);
+        return EXIT_USAGE;
+    }
+    size_t tok_V = 0;
+    st = ag_tokenizer_vocab_size(tr->tok, &tok_V);
+    if (st != AG_STATUS_OK) {
+        fprintf(stderr, "train_full: ag_tokenizer_vocab_size: %s\n", ag_tokenizer_last_error());
+        close_tokenizer(tr);
+        return EXIT_LIBRARY;
+    }
+    /* A model wider than the tokenizer (a padded --vocab) never draws the ids past it. */
+    if (tok_V < tr->draw_V) tr->draw_V = tok_V;
+    for (int32_t id = 0; (size_t)id < tr->draw_V; id++) {
+        size_t bytes = 0;
+        st = ag_tokenizer_decode(tr->tok, &id, 1, NULL, 0, &bytes);
+        if (st != AG_STATUS_OK && st != AG_STATUS_BUFFER_TOO_SMALL) {
+            fprintf(stderr, "train_full: ag_tokenizer_decode: %s\n", ag_tokenizer_last_error());
+            close_tokenizer(tr);
+            return EXIT_LIBRARY;
+        }
+        if (bytes > tr->piece_cap) tr->piece_cap = bytes;
+    }
+    const size_t prompt_len = cfg->prompt != NULL ? strlen(cfg->prompt) : 0;
+    tr->prompt_cap = prompt_len > 0 ? prompt_len : 1; /* the default prompt is one byte */
+    tr->prompt_ids = malloc(tr->prompt_cap * sizeof *tr->prompt_ids);
+    tr->piece = malloc(tr->piece_cap > 0 ? tr->piece_cap : 1);
+    if (tr->prompt_ids == NULL || tr->piece == NULL) {
+        fprintf(stderr, "train_full: out of memory for the sampler's buffers\n");
+        close_tokenizer(tr);
+        return EXIT_LIBRARY;
+    }
+    /* The prompt run() samples after: --prompt, else a newline. */
+    const char *text = prompt_len > 0 ? cfg->prompt : "\n";
+    size_t count = 0;
+    st = ag_tokenizer_encode(tr->tok, (const uint8_t *)text, strlen(text), false, tr->prompt_ids,
+                             tr->prompt_cap, &count);
+    if (st != AG_STATUS_OK) {
+        fprintf(stderr, "train_full: --prompt: ag_tokenizer_encode: %s\n",
+                ag_tokenizer_last_error());
+        close_tokenizer(tr);
+        return EXIT_LIBRARY;
+    }
+    for (size_t i = 0; i < count; i++) {
+        const int32_t id = tr->prompt_ids[i];
+        if ((size_t)id >= tr->draw_V) {
+            close_tokenizer(tr);
+            if (prompt_len == 0) { /* a vocabulary too small for GPT-2's newline */
+                if (dist_root())
+                    fprintf(info, "note: no sample: a newline is id %d, not below --vocab %zu; "
+                                  "pass --prompt\n",
+                            id, tr->draw_V);
+                cfg->sample_chars = 0;
+                return 0;
+            }
+            if (dist_root())
+                fprintf(stderr, "train_full: --prompt: its token %zu is id %d, not below --vocab "
+                                "%zu\n",
+                        i, id, tr->draw_V);
+            return EXIT_USAGE;
+        }
+    }
+    return 0;
+}
+
 /* The validation pattern of token shards (--val, or --data's with _train_
    as _val_) and a vocabulary size; false with a message. */
 static bool shard_paths(const struct config *cfg, char *val, size_t cap, char *err,
@@ -191,7 +295,6 @@ static int train_main(int argc, char **argv)
             free_data(&data);
             return EXIT_USAGE;
         }
-        cfg.sample_chars = 0; /* ids, not characters: no sample (see --help) */
     } else if (!dist_load_data(path, &data, err, sizeof err)) {
         /* Under MPI, rank 0 read the file and sent its bytes to every rank. */
         if (dist_root()) fprintf(stderr, "train_full: --data: %s\n", err);
@@ -232,7 +335,7 @@ static int train_main(int argc, char **argv)
         free_data(&data);
         return EXIT_USAGE;
     }
-    if (cfg.prompt != NULL) {
+    if (cfg.prompt != NULL && !shards) {
         for (const char *p = cfg.prompt; *p != '\0'; p++) {
             if (data.id_of[(unsigned char)*p] < 0) {
                 if (dist_root())
@@ -246,16 +349,27 @@ static int train_main(int argc, char **argv)
             }
         }
     }
+    static struct trainer tr;
+    tr.draw_V = (size_t)data.V;
+    if (shards && (cfg.sample_chars > 0 || cfg.sample_only)) {
+        rc = open_tokenizer(&cfg, &tr, info);
+        if (rc != 0) {
+            free_data(&data);
+            return rc;
+        }
+    }
     static struct run_paths paths; /* ~36 KiB of paths: static, not on the stack */
     /* Only rank 0 writes files: the other ranks' paths stay empty. */
     rc = dist_root() ? plan_outputs(&cfg, &paths, info) : 0;
     if (rc != 0) {
+        close_tokenizer(&tr);
         free_data(&data);
         return rc;
     }
     if (!install_signals()) {
         fprintf(stderr, "train_full: cannot install the SIGINT/SIGTERM handler: %s\n",
                 strerror(errno));
+        close_tokenizer(&tr);
         free_data(&data);
         return EXIT_LIBRARY;
     }
@@ -287,7 +401,6 @@ static int train_main(int argc, char **argv)
                 path, origin, data.n, data.V, data.n_train, data.n_val);
 
     /* Every host buffer, allocated once. */
-    static struct trainer tr;
     static struct run_log log;
     tr.cfg = &cfg;
     tr.data = &data;
@@ -345,6 +458,7 @@ static int train_main(int argc, char **argv)
     free(tr.step_ms);
     free(tr.init_buf);
     free(tr.model.pos_ids);
+    close_tokenizer(&tr);
     for (int i = 0; i < 2; i++) {
         free(curves[i]->x);
         free(curves[i]->y);

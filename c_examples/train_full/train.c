@@ -131,20 +131,26 @@ static void resume_notes(struct trainer *tr, const struct saved_settings *sv, ui
                 lr_at(&tr->schedule, step + 1), schedule_name(cfg->schedule));
 }
 
+/* What --sample-chars counts: characters of text, or tokens of shards. */
+static const char *sample_unit(const struct trainer *tr)
+{
+    return tr->data->shards ? "tokens" : "characters";
+}
+
 /* --sample-only: the sample on stdout, everything else on stderr. */
 static int sample_only(struct trainer *tr, const struct train_state *s, const char *prompt)
 {
     const struct config *cfg = tr->cfg;
     uint64_t seed = cfg->seed_given ? derive_seed(cfg->seed, STREAM_SAMPLE) : s->sample_seed;
-    fprintf(stderr, "sample: %ld characters, temperature %g, top-k %ld, seed %" PRIu64 "\n",
-            cfg->sample_chars, (double)cfg->temperature, cfg->top_k, seed);
+    fprintf(stderr, "sample: %ld %s, temperature %g, top-k %ld, seed %" PRIu64 "\n",
+            cfg->sample_chars, sample_unit(tr), (double)cfg->temperature, cfg->top_k, seed);
     long written = 0;
     ag_status st = sample(tr, seed, prompt, cfg->sample_chars, stdout, NULL, &written);
     if (st != AG_STATUS_OK) return report_failure(&tr->reporter, "sampling", st);
     fputc('\n', stdout);
     fflush(stdout);
     if (g_stop_signal != 0) {
-        fprintf(stderr, "train_full: interrupted after %ld characters\n", written);
+        fprintf(stderr, "train_full: interrupted after %ld %s\n", written, sample_unit(tr));
         return 128 + g_stop_signal;
     }
     return 0;
@@ -270,14 +276,15 @@ static int resume(struct trainer *tr, struct run_state *r)
     return 0;
 }
 
-/* Sample prompt: the user's, else a newline (else the first vocabulary byte). */
+/* Sample prompt: the user's, else a newline (else, for character text
+   without one, the first vocabulary byte). */
 static const char *sample_prompt(const struct trainer *tr)
 {
     const struct config *cfg = tr->cfg;
     const struct dataset *d = tr->data;
     const char *prompt = cfg->prompt != NULL && cfg->prompt[0] != '\0' ? cfg->prompt : "\n";
     static char first_byte[2];
-    if (d->id_of['\n'] < 0 && prompt[0] == '\n' && prompt[1] == '\0') {
+    if (!d->shards && d->id_of['\n'] < 0 && prompt[0] == '\n' && prompt[1] == '\0') {
         first_byte[0] = (char)d->vocab[0];
         prompt = first_byte;
     }
@@ -700,8 +707,8 @@ static int sample_after(struct trainer *tr, struct run_state *r)
                     strerror(copy.err));
     }
     uint64_t seed = r->s.sample_seed;
-    printf("sample (%ld characters, temperature %g, top-k %ld, seed %" PRIu64 "):\n",
-           cfg->sample_chars, (double)cfg->temperature, cfg->top_k, seed);
+    printf("sample (%ld %s, temperature %g, top-k %ld, seed %" PRIu64 "):\n",
+           cfg->sample_chars, sample_unit(tr), (double)cfg->temperature, cfg->top_k, seed);
     printf("----\n");
     long written = 0;
     ag_status st = sample(tr, seed, r->prompt, cfg->sample_chars, stdout, copyp, &written);

@@ -27,6 +27,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "../common/gpt2_tokenizer.h"
 #include "../common/trainer.h"
 #include "arenagrad.h"
 
@@ -86,12 +87,15 @@ struct config {
     long log_every;
     long eval_every;
     long eval_iters;
-    long sample_chars;   /* UTF-8 characters to sample; 0: none */
+    long sample_chars;   /* UTF-8 characters (token shards: tokens) to sample; 0: none */
+    bool sample_chars_given; /* --sample-chars was passed */
     float temperature;
     long top_k;          /* 0: sample from the whole vocabulary */
     const char *prompt;  /* NULL: start the sample from a newline */
     const char *data;    /* NULL: data/shakespeare.txt, else the tiny corpus */
     const char *val;     /* token shards for validation; NULL: --data's with _val_ */
+    const char *tokenizer_dir; /* GPT-2's encoder.json and vocab.bpe, to sample from shards */
+    bool tokenizer_given;      /* --tokenizer was passed */
     const char *out;     /* run folder, NULL: none */
     const char *save;    /* checkpoint path, NULL: from --out or --resume */
     const char *resume;  /* NULL: fresh start */
@@ -296,6 +300,14 @@ struct trainer {
     double *probs;    /* [V] */
     float *sorted;    /* [V]: top-k threshold scratch */
     int32_t *window;  /* [T]: sampling context */
+    size_t draw_V;    /* ids drawn are below it: V, or the tokenizer's size if smaller */
+    /* Token shards: the tokenizer that decodes sampled ids (NULL: no sample),
+       the prompt's ids and one token's bytes. */
+    ag_tokenizer *tok;
+    int32_t *prompt_ids; /* [prompt_cap]: a token has at least one byte */
+    size_t prompt_cap;
+    uint8_t *piece;      /* [piece_cap]: the longest token's bytes */
+    size_t piece_cap;
     float *step_ms;   /* [steps this run] */
     float *init_buf;  /* largest parameter, for initialisation */
     struct lr_schedule schedule; /* from the configuration */
@@ -315,7 +327,8 @@ int run(struct trainer *tr);
 int export_model(struct trainer *tr, const char *path);
 int arena_budget(struct trainer *tr, uint64_t rng); /* budget.c */
 
-/* Writes n UTF-8 characters after the prompt to `out` (and `copy` if not NULL). */
+/* Writes n UTF-8 characters (token shards: n tokens, decoded) after the
+   prompt to `out` (and `copy` if not NULL). */
 ag_status sample(struct trainer *tr, uint64_t seed, const char *prompt, long n, FILE *out,
                  struct outfile *copy, long *written);
 

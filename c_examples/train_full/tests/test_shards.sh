@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Token shards: build/tokenize writes llm.c shards from text, train_full
 # trains on them (--data glob, --val derived from _train_), resumes on them
-# bit for bit, and refuses bad shards with a message naming file and offset.
+# bit for bit, samples token ids decoded by the tokenizer (valid UTF-8, a
+# prompt echoed), and refuses bad shards with a message naming file and offset.
 # Usage: test_shards.sh TRAIN_FULL TOKENIZE CORPUS (from the repository
 # root, with data/gpt2 installed by make tokenizer-data)
 set -euo pipefail
@@ -49,6 +50,36 @@ if cmp -s "$tmp/full.bin" "$tmp/part.bin"; then
 else
     fail "resumed shard run differs from the run in one go"
 fi
+
+# A sample of 20 token ids, decoded: valid UTF-8 in sample.txt; --prompt is
+# encoded and the output starts with it (a 2-byte character in it too).
+"$bin" "${args[@]}" --iters 4 --sample-chars 20 --out "$tmp/run" >"$tmp/run.out" \
+    || fail "sampling run exited $?: $(tail -n2 "$tmp/run.out")"
+grep -q "^sample (20 tokens, " "$tmp/run.out" || fail "sample line: $(grep '^sample' "$tmp/run.out")"
+sample_bytes=$(tr -d '\n' <"$tmp/run/sample.txt" | wc -c)
+if [ "$sample_bytes" -gt 0 ] && iconv -f UTF-8 -t UTF-8 "$tmp/run/sample.txt" >/dev/null; then
+    echo "ok: 20 sampled tokens decode to $sample_bytes bytes of valid UTF-8"
+else
+    fail "sample.txt: $sample_bytes bytes, or not UTF-8: $(od -c "$tmp/run/sample.txt" | head -n3)"
+fi
+prompt=$'ROMEO:\nO caf\u00e9'
+prompt_bytes=$(printf %s "$prompt" | wc -c)
+"$bin" "${args[@]}" --sample-only --resume "$tmp/run/ckpt.bin" --prompt "$prompt" \
+    --sample-chars 20 >"$tmp/prompt.out" 2>"$tmp/prompt.err" || fail "--prompt run exited $?"
+if [ "$(head -c "$prompt_bytes" "$tmp/prompt.out")" = "$prompt" ] &&
+    [ "$(wc -c <"$tmp/prompt.out")" -gt $((prompt_bytes + 1)) ] &&
+    iconv -f UTF-8 -t UTF-8 "$tmp/prompt.out" >/dev/null; then
+    echo "ok: --prompt output starts with the prompt and goes on in valid UTF-8"
+else
+    fail "--prompt output: $(od -c "$tmp/prompt.out" | head -n3) $(cat "$tmp/prompt.err")"
+fi
+# Training alone needs no tokenizer: from a folder without data/gpt2 the run
+# notes that it writes no sample and succeeds.
+abs_bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
+(cd "$tmp" && "$abs_bin" "${args[@]}" --iters 1 >"$tmp/notok.out") \
+    && grep -q "^note: no sample: token shards decode with --tokenizer DIR" "$tmp/notok.out" \
+    && ! grep -q "^sample (" "$tmp/notok.out" && echo "ok: shards train without a tokenizer" \
+    || fail "training without a tokenizer: $(tail -n2 "$tmp/notok.out")"
 
 # uint32 shards (magic 20240801, version 7), as llm.c writes for vocabularies
 # past 65536: ids up to 69999 under --vocab 70000.
@@ -100,8 +131,9 @@ expect_fail "--data: no file matches '$tmp/none_train_*.bin'" $V --data "$tmp/no
 expect_fail "token shards need --vocab V" --data "$tmp/sh_train_*.bin"
 expect_fail "no _train_ in the pattern" $V --data "$tmp/sh_val_*.bin"
 expect_fail "--val x.bin: validation shards go with training shards" --val x.bin
-expect_fail "--prompt: sampling from token shards' ids needs their tokenizer" \
-    $V --data "$tmp/sh_train_*.bin" --prompt hi
+expect_fail "--tokenizer $tmp/none: sampling from token shards needs GPT-2's tokenizer" \
+    $V --data "$tmp/sh_train_*.bin" --tokenizer "$tmp/none" --prompt hi
+expect_fail "--tokenizer x: the tokenizer goes with token shards" --tokenizer x
 
 if [ "$fails" -ne 0 ]; then
     echo "test_shards: $fails failed"
