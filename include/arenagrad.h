@@ -1170,6 +1170,26 @@ ag_status ag_lbeta(struct ag_context *ctx, struct ag_tensor a, struct ag_tensor 
 // TOO_LARGE, OUT_OF_MEMORY.
 ag_status ag_log_diff_exp(struct ag_context *ctx, struct ag_tensor a, struct ag_tensor b, struct ag_tensor *out);
 
+// out = P(a, x) = gamma(a, x) / Gamma(a), the regularised lower
+// incomplete gamma function, element-wise with broadcasting (Stan's
+// gamma_p), for a > 0, x >= 0: 0 at x = 0, 1 at x = +inf, NaN for a <= 0
+// or x < 0. Gradients: in a no closed form (a float64 central
+// difference, accurate far beyond float32); in x x^(a - 1) e^-x /
+// Gamma(a).
+// Errors as for ag_add:
+// NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH,
+// TOO_LARGE, OUT_OF_MEMORY.
+ag_status ag_gamma_p(struct ag_context *ctx, struct ag_tensor a, struct ag_tensor x, struct ag_tensor *out);
+
+// out = Q(a, x) = 1 - P(a, x), the regularised upper incomplete gamma
+// function, element-wise with broadcasting (Stan's gamma_q): 1 at x = 0,
+// 0 at x = +inf, NaN where ag_gamma_p is. Gradients the negated ones of
+// ag_gamma_p; small values of Q keep their relative accuracy.
+// Errors as for ag_add:
+// NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH,
+// TOO_LARGE, OUT_OF_MEMORY.
+ag_status ag_gamma_q(struct ag_context *ctx, struct ag_tensor a, struct ag_tensor x, struct ag_tensor *out);
+
 // out = inv_Phi(x), the standard normal quantile (Stan's inv_Phi): the y
 // with Phi(y) = x; NaN outside [0, 1], -inf at 0, +inf at 1. Gradient
 // 1 / phi(y) (infinite at 0 and 1).

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the float64 reference values of the two-argument special functions
-(lbeta, log_diff_exp) and their partial derivatives on a fixed grid, computed
+(lbeta, log_diff_exp, gamma_p, gamma_q) and their partial derivatives on a fixed grid, computed
 with mpmath at 120 digits and rounded once to float64, to
 tests/data/special/<name>.csv.
 
@@ -59,6 +59,56 @@ def log_diff_exp_all(a, b):
     return a + mp.log(-mp.expm1(b - a)), -1 / mp.expm1(b - a), -1 / mp.expm1(a - b)
 
 
+def gamma_pq_all(a, x):
+    """(P, dP/da, dP/dx) and (Q, dQ/da, dQ/dx). The tail on x's side of a
+    (P for x < a: the smaller one, away from the median) is computed and
+    differentiated in a directly, the other is 1 minus it: mpmath's
+    series for the far tail does not converge for large a."""
+    a, x = mp.mpf(a), mp.mpf(x)
+    if x == 0:
+        dx = mp.inf if a < 1 else (1 if a == 1 else 0)
+        return (0, 0, dx), (1, 0, -dx)
+    if x < a:
+        p = mp.gammainc(a, 0, x, regularized=True)
+        q = 1 - p
+        dp_da = mp.diff(lambda s: mp.gammainc(s, 0, x, regularized=True), a)
+    else:
+        q = mp.gammainc(a, x, mp.inf, regularized=True)
+        p = 1 - q
+        dp_da = -mp.diff(lambda s: mp.gammainc(s, x, mp.inf, regularized=True), a)
+    dx = mp.exp((a - 1) * mp.log(x) - x - mp.loggamma(a))
+    return (p, dp_da, dx), (q, -dp_da, -dx)
+
+
+def gamma_pq_grid(rng):
+    # Tails (x << a, x >> a), a near 0, a up to 1e6, x = 0, around x = a
+    # (the median) and both sides of the switches at x = a + 1, a = 1,
+    # x = 2 and a = 10.
+    avals = [1e-30, 1e-10, 1e-5, 1e-3, 0.1, 0.5, 0.9, 0.999, 1.0, 1.001, 1.5, 2.0, 3.0, 5.0,
+             9.5, 10.0, 10.5, 20.0, 50.0, 100.0, 300.0, 1e3, 1e4, 1e5, 1e6]
+    xvals = [0.0, 1e-30, 1e-10, 1e-5, 1e-3, 0.1, 0.5, 0.9, 1.0, 1.5, 1.999, 2.0, 2.001, 3.0,
+             5.0, 10.0, 20.0, 50.0, 100.0, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8]
+    pts = [(f32(a), f32(x)) for a in avals for x in xvals]
+    for a in avals:
+        for r in (0.5, 0.9, 0.99, 0.999, 1.0, 1.001, 1.01, 1.1, 1.5, 2.0):
+            pts.append((f32(a), f32(a * r)))
+        for d in (-1.0, -0.5, 0.999, 1.0, 1.001, 3.0):
+            if a + d >= 0:
+                pts.append((f32(a), f32(a + d)))
+        # Around the median, within a few standard deviations sqrt(a).
+        for z in (-5.0, -2.0, -1.0, -0.3, 0.3, 1.0, 2.0, 5.0):
+            x = a + z * mp.sqrt(a)
+            if x > 0:
+                pts.append((f32(a), f32(x)))
+    # Random: a log-uniform over [1e-6, 1e6], x = a times a log-uniform
+    # factor in [1e-3, 1e3].
+    for _ in range(1500):
+        a = 10 ** rng.uniform(-6, 6)
+        x = a * 10 ** rng.uniform(-3, 3)
+        pts.append((f32(a), f32(x)))
+    return pts
+
+
 def lbeta_grid(rng):
     # Tails (tiny and huge), around the zero curve through (1, 1) and (2, 1/2),
     # and both sides of the switch to the Stirling forms at 10.
@@ -112,6 +162,32 @@ def log_diff_exp_grid(rng):
     return [(a, b) for a, b in pts if a > b]
 
 
+def write_gamma_pq(pts):
+    os.makedirs(OUT, exist_ok=True)
+    files = [open(os.path.join(OUT, name + ".csv"), "w") for name in ("gamma_p", "gamma_q")]
+    for name, out in zip(("gamma_p", "gamma_q"), files):
+        out.write("# a,x,%s(a, x),d/da,d/dx: mpmath at %d digits, rounded to float64 "
+                  "(scripts/special_reference.py)\n" % (name, mp.dps))
+    kept, skipped = 0, []
+    for a, x in pts:
+        try:
+            both = gamma_pq_all(a, x)
+        except (mpmath.libmp.NoConvergence, ValueError):
+            # mpmath gives up on some far tails of large a.
+            skipped.append((a, x))
+            continue
+        kept += 1
+        for out, vals in zip(files, both):
+            out.write("%r,%r,%s\n" % (a, x, ",".join(fmt(mp.mpf(v)) for v in vals)))
+    for out in files:
+        print(out.name, kept, "points")
+        out.close()
+    if skipped:
+        print(len(skipped), "points left out (mpmath did not converge), a from",
+              min(a for a, _ in skipped), "x / a from", min(x / a for a, x in skipped))
+        out.close()
+
+
 def write(name, f, pts):
     os.makedirs(OUT, exist_ok=True)
     path = os.path.join(OUT, name + ".csv")
@@ -127,6 +203,7 @@ def main():
     rng = random.Random(20261126)
     write("lbeta", lbeta_all, lbeta_grid(rng))
     write("log_diff_exp", log_diff_exp_all, log_diff_exp_grid(rng))
+    write_gamma_pq(gamma_pq_grid(rng))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,10 @@ pub(crate) enum BinaryFn {
     Lbeta,
     /// ln(e^a - e^b) (`crate::special::log_diff_exp`).
     LogDiffExp,
+    /// The regularised lower incomplete gamma P(a, x) (`crate::special::gamma_p`).
+    GammaP,
+    /// The regularised upper incomplete gamma Q(a, x) (`crate::special::gamma_q`).
+    GammaQ,
 }
 
 impl BinaryFn {
@@ -43,6 +47,8 @@ impl BinaryFn {
             BinaryFn::Min => body(BinaryFn::Min),
             BinaryFn::Lbeta => body(BinaryFn::Lbeta),
             BinaryFn::LogDiffExp => body(BinaryFn::LogDiffExp),
+            BinaryFn::GammaP => body(BinaryFn::GammaP),
+            BinaryFn::GammaQ => body(BinaryFn::GammaQ),
         }
     }
 
@@ -58,6 +64,8 @@ impl BinaryFn {
             BinaryFn::Min => "min",
             BinaryFn::Lbeta => "lbeta",
             BinaryFn::LogDiffExp => "log_diff_exp",
+            BinaryFn::GammaP => "gamma_p",
+            BinaryFn::GammaQ => "gamma_q",
         }
     }
 }

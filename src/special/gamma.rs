@@ -188,6 +188,12 @@ pub(super) fn lgamma_f64(x: f64) -> f64 {
     }
 }
 
+/// lgamma(1 + t) in f64 for |t| < 1/2, the series at 1: keeps its relative
+/// accuracy as t -> 0, where lgamma_f64(1 + t) would round t away.
+pub(super) fn lgamma1p_f64(t: f64) -> f64 {
+    -EULER * t + power_series(&Z1, -t) * -t
+}
+
 /// lgamma(x) - ((x - 1/2) ln x - x + ln(2 pi) / 2) for x >= 10, Stirling's
 /// series; its eighth term is below 1e-17 at x = 10.
 pub(super) fn stirling_tail(x: f64) -> f64 {

@@ -27,6 +27,7 @@
 
 mod beta;
 mod gamma;
+mod incgamma;
 mod inv_phi;
 mod logdiff;
 mod logexp;
@@ -35,6 +36,9 @@ mod normal;
 
 pub use beta::{lbeta, lbeta_grad_a, lbeta_grad_b};
 pub use gamma::{digamma, digamma_grad, lgamma, lgamma_grad, trigamma, trigamma_grad};
+pub use incgamma::{
+    gamma_p, gamma_p_grad_a, gamma_p_grad_b, gamma_q, gamma_q_grad_a, gamma_q_grad_b,
+};
 pub use inv_phi::{inv_phi, inv_phi_grad};
 pub use logdiff::{
     log_diff_exp, log_diff_exp_grad_a, log_diff_exp_grad_b, log1m_exp, log1m_exp_grad,

@@ -699,6 +699,18 @@ c_functions! {
         contract: call(ag_log_diff_exp(ctx, t, u, o)),
         c: AG_OP("2, (2, 3), (2, 3), (1), ag_log_diff_exp(c, t[0], t[1], out)"),
     }
+    ag_gamma_p {
+        fuzz: GAMMA_P => binary,
+        null: call(ag_gamma_p(n, p, p, &mut o)),
+        contract: call(ag_gamma_p(ctx, t, u, o)),
+        c: AG_OP("2, (2, 3), (3), (1), ag_gamma_p(c, t[0], t[1], out)"),
+    }
+    ag_gamma_q {
+        fuzz: GAMMA_Q => binary,
+        null: call(ag_gamma_q(n, p, p, &mut o)),
+        contract: call(ag_gamma_q(ctx, t, u, o)),
+        c: AG_OP("2, (2, 3), (3), (1), ag_gamma_q(c, t[0], t[1], out)"),
+    }
 
     // src/ffi/ops/reduce.rs
     ag_sum {

@@ -238,6 +238,8 @@ ids! {
     CONSTRAIN_LOWER = 0xD9;
     CONSTRAIN_UPPER = 0xDA;
     CONSTRAIN_INTERVAL = 0xDB;
+    GAMMA_P = 0xDC;
+    GAMMA_Q = 0xDD;
 
     // The NUTS sampler (sampler.rs), on a normal model the harness writes.
     /// ag_nuts_config_default, ag_sampler_new (or a bad spec), ag_nuts_run

@@ -71,6 +71,8 @@ fn binary_kernel(
         BinaryFn::Min => binary_forward(o, x, y, shape, sa, sb, min_of),
         BinaryFn::Lbeta => binary_forward(o, x, y, shape, sa, sb, special::lbeta),
         BinaryFn::LogDiffExp => binary_forward(o, x, y, shape, sa, sb, special::log_diff_exp),
+        BinaryFn::GammaP => binary_forward(o, x, y, shape, sa, sb, special::gamma_p),
+        BinaryFn::GammaQ => binary_forward(o, x, y, shape, sa, sb, special::gamma_q),
     });
 }
 
@@ -167,6 +169,12 @@ fn backward_binary_many(ctx: &mut Context, dout: Buf, out: u32, ia: u32, ib: u32
                         g * special::log_diff_exp_grad_a(x, y)
                     })
                 }
+                BinaryFn::GammaP => binary_backward_into(da, dout, a, b, so, sa, sb, |g, x, y| {
+                    g * special::gamma_p_grad_a(x, y)
+                }),
+                BinaryFn::GammaQ => binary_backward_into(da, dout, a, b, so, sa, sb, |g, x, y| {
+                    g * special::gamma_q_grad_a(x, y)
+                }),
             }
         );
     }
@@ -195,6 +203,12 @@ fn backward_binary_many(ctx: &mut Context, dout: Buf, out: u32, ia: u32, ib: u32
                         g * special::log_diff_exp_grad_b(x, y)
                     })
                 }
+                BinaryFn::GammaP => binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| {
+                    g * special::gamma_p_grad_b(x, y)
+                }),
+                BinaryFn::GammaQ => binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| {
+                    g * special::gamma_q_grad_b(x, y)
+                }),
             }
         );
     }

@@ -105,6 +105,23 @@ impl Context {
         self.binary(BinaryFn::LogDiffExp, "log_diff_exp", a, b)
     }
 
+    /// The regularised lower incomplete gamma P(a, x) = gamma(a, x) /
+    /// Gamma(a) element-wise with broadcasting, for a > 0, x >= 0 (Stan's
+    /// gamma_p): 0 at x = 0, 1 at x = +inf, NaN for a <= 0 or x < 0.
+    /// Gradients: no closed form in a (an f64 central difference of ln P
+    /// or ln Q, whichever tail is smaller), x^(a - 1) e^-x / Gamma(a) in x.
+    pub fn gamma_p(&mut self, a: Tensor, x: Tensor) -> Result<Tensor> {
+        self.binary(BinaryFn::GammaP, "gamma_p", a, x)
+    }
+
+    /// The regularised upper incomplete gamma Q(a, x) = 1 - P(a, x)
+    /// element-wise with broadcasting (Stan's gamma_q): 1 at x = 0, 0 at
+    /// x = +inf, NaN where [`Context::gamma_p`] is; gradients the negated
+    /// ones of P, the smaller tail keeping its relative accuracy.
+    pub fn gamma_q(&mut self, a: Tensor, x: Tensor) -> Result<Tensor> {
+        self.binary(BinaryFn::GammaQ, "gamma_q", a, x)
+    }
+
     /// x limited to [lo, hi] element-wise (NaN stays NaN). `lo <= hi` is
     /// required and neither may be NaN; infinite bounds leave that side
     /// open. The gradient is 1 strictly inside (lo < x < hi) and 0 outside

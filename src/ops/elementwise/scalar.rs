@@ -27,6 +27,8 @@ pub(super) fn binary_kernel_one(f: BinaryFn, o: &mut [f32], x: &[f32], y: &[f32]
         BinaryFn::Min => min_of(x, y),
         BinaryFn::Lbeta => special::lbeta(x, y),
         BinaryFn::LogDiffExp => special::log_diff_exp(x, y),
+        BinaryFn::GammaP => special::gamma_p(x, y),
+        BinaryFn::GammaQ => special::gamma_q(x, y),
     };
 }
 
@@ -97,6 +99,8 @@ pub(crate) fn grad_a(f: BinaryFn, g: f32, a: f32, b: f32) -> f32 {
         }
         BinaryFn::Lbeta => g * special::lbeta_grad_a(a, b),
         BinaryFn::LogDiffExp => g * special::log_diff_exp_grad_a(a, b),
+        BinaryFn::GammaP => g * special::gamma_p_grad_a(a, b),
+        BinaryFn::GammaQ => g * special::gamma_q_grad_a(a, b),
     }
 }
 
@@ -124,6 +128,8 @@ pub(crate) fn grad_b(f: BinaryFn, g: f32, a: f32, b: f32) -> f32 {
         }
         BinaryFn::Lbeta => g * special::lbeta_grad_b(a, b),
         BinaryFn::LogDiffExp => g * special::log_diff_exp_grad_b(a, b),
+        BinaryFn::GammaP => g * special::gamma_p_grad_b(a, b),
+        BinaryFn::GammaQ => g * special::gamma_q_grad_b(a, b),
     }
 }
 
@@ -282,6 +288,8 @@ mod tests {
             BinaryFn::Min => c.minimum(pa, pb),
             BinaryFn::Lbeta => c.lbeta(pa, pb),
             BinaryFn::LogDiffExp => c.log_diff_exp(pa, pb),
+            BinaryFn::GammaP => c.gamma_p(pa, pb),
+            BinaryFn::GammaQ => c.gamma_q(pa, pb),
         }
         .unwrap();
         let wt = c.tensor(&[n], &vec![w; n]).unwrap();
@@ -309,6 +317,8 @@ mod tests {
             BinaryFn::Min,
             BinaryFn::Lbeta,
             BinaryFn::LogDiffExp,
+            BinaryFn::GammaP,
+            BinaryFn::GammaQ,
         ];
         for f in fs {
             for &a in &vals {

@@ -215,7 +215,8 @@ fn gradcheck_binary_broadcast_both_directions() {
     }
 }
 
-/// lbeta and log_diff_exp in both arguments, broadcasting both ways.
+/// lbeta, log_diff_exp, gamma_p and gamma_q in both arguments,
+/// broadcasting both ways.
 #[test]
 fn gradcheck_special_binary_ops() {
     for (sa, sb) in [
@@ -233,6 +234,14 @@ fn gradcheck_special_binary_ops() {
         gradcheck(chk, |c, x| {
             let b = c.scale(x[1], 0.2)?;
             c.log_diff_exp(x[0], b)
+        });
+        // a and x over [0.5, 4]: both sides of x = a + 1, where P and Q
+        // switch between the series and the continued fraction.
+        gradcheck(Check::new("gamma_p", &[sa, sb]).range(0.5, 4.0), |c, x| {
+            c.gamma_p(x[0], x[1])
+        });
+        gradcheck(Check::new("gamma_q", &[sa, sb]).range(0.5, 4.0), |c, x| {
+            c.gamma_q(x[0], x[1])
         });
     }
     gradcheck(Check::new("lbeta(x,x)", &[&[5]]).range(0.5, 4.0), |c, x| {

@@ -109,3 +109,111 @@ fn lbeta_and_log_diff_exp_edges() {
     );
     assert!(log_diff_exp_grad_a(1.0, 2.0).is_nan() && log_diff_exp_grad_b(nan, 0.0).is_nan());
 }
+
+const GAMMA_P: &str = include_str!("../../../tests/data/special/gamma_p.csv");
+const GAMMA_Q: &str = include_str!("../../../tests/data/special/gamma_q.csv");
+
+/// Worst relative error of `f` over `rows` against column `k`, counting a
+/// reference below f32's smallest normal by its ulps instead (there the
+/// relative error of an f32 is not small); where it is, printed.
+fn worst_relative(name: &str, rows: &[(f32, f32, [f64; 3])], k: usize, f: Binary) -> f64 {
+    let (mut worst, mut at) = (0.0f64, (f32::NAN, f32::NAN));
+    for &(a, b, want) in rows {
+        let (got, w) = (f(a, b) as f64, want[k]);
+        let e = if w == 0.0 || !w.is_finite() || w.abs() < f32::MIN_POSITIVE as f64 {
+            if ulps(got as f32, w as f32) <= 4 {
+                0.0
+            } else {
+                f64::INFINITY
+            }
+        } else {
+            ((got - w) / w).abs()
+        };
+        if e > worst || at.0.is_nan() {
+            (worst, at) = (e, (a, b));
+        }
+    }
+    println!(
+        "{name:<12} d/da  {:>5} points: worst relative {worst:.2e} at ({:e}, {:e})",
+        rows.len(),
+        at.0,
+        at.1
+    );
+    worst
+}
+
+/// P and Q and their x-partials within 4 ulps of the float64 reference
+/// rounded to float32, on a grid of a from 1e-30 to 1e6 and x from 0 to
+/// 1e8 (tails both ways, the median, the switches between the series and
+/// the continued fraction); the a-partials, a float64 central difference,
+/// within a relative 1e-6 (see `incgamma.rs` for its error bound).
+#[test]
+fn gamma_p_and_gamma_q_match_mpmath() {
+    let p_ok = check(
+        "gamma_p",
+        GAMMA_P,
+        [
+            ("value", gamma_p),
+            ("d/da", gamma_p_grad_a),
+            ("d/dx", gamma_p_grad_b),
+        ],
+        4,
+    );
+    let q_ok = check(
+        "gamma_q",
+        GAMMA_Q,
+        [
+            ("value", gamma_q),
+            ("d/da", gamma_q_grad_a),
+            ("d/dx", gamma_q_grad_b),
+        ],
+        4,
+    );
+    let rel_p = worst_relative("gamma_p", &rows(GAMMA_P), 1, gamma_p_grad_a);
+    let rel_q = worst_relative("gamma_q", &rows(GAMMA_Q), 1, gamma_q_grad_a);
+    assert!(p_ok && q_ok, "over 4 ulps (see the lines above)");
+    assert!(rel_p <= 1e-6 && rel_q <= 1e-6, "d/da over 1e-6 relative");
+}
+
+/// The edges P and Q state, and their partials there.
+#[test]
+fn gamma_p_and_gamma_q_edges() {
+    let (inf, nan) = (f32::INFINITY, f32::NAN);
+    for (a, x) in [
+        (0.0, 1.0),
+        (-1.0, 1.0),
+        (1.0, -1.0),
+        (nan, 1.0),
+        (1.0, nan),
+        (inf, inf),
+    ] {
+        assert!(
+            gamma_p(a, x).is_nan() && gamma_q(a, x).is_nan(),
+            "({a}, {x})"
+        );
+        assert!(gamma_p_grad_a(a, x).is_nan() && gamma_q_grad_b(a, x).is_nan());
+    }
+    assert_eq!((gamma_p(2.5, 0.0), gamma_q(2.5, 0.0)), (0.0, 1.0));
+    assert_eq!((gamma_p(2.5, inf), gamma_q(2.5, inf)), (1.0, 0.0));
+    assert_eq!((gamma_p(inf, 3.0), gamma_q(inf, 3.0)), (0.0, 1.0));
+    // d/dx P at x = 0: x^(a - 1) / Gamma(a)'s limit.
+    assert_eq!(gamma_p_grad_b(0.5, 0.0), inf);
+    assert_eq!(gamma_p_grad_b(1.0, 0.0), 1.0);
+    assert_eq!(gamma_p_grad_b(2.0, 0.0), 0.0);
+    assert_eq!(gamma_q_grad_b(0.5, 0.0), -inf);
+    assert_eq!(
+        (gamma_p_grad_a(2.0, 0.0), gamma_p_grad_a(2.0, inf)),
+        (0.0, 0.0)
+    );
+    // a = 1: P = 1 - e^-x, d/dx = e^-x.
+    assert_eq!(gamma_q(1.0, 3.0), (-3.0f64).exp() as f32);
+    assert_eq!(gamma_p_grad_b(1.0, 3.0), (-3.0f64).exp() as f32);
+    // Q's far tail keeps its relative accuracy where 1 - P would be 0.
+    assert!(gamma_q(1.0, 80.0) > 0.0 && gamma_p(1.0, 80.0) == 1.0);
+    assert!(gamma_q(1e-30, 0.5) > 0.0 && gamma_p(1e-30, 0.5) == 1.0);
+    // At x = a = 1e7, within the step cap: P(a, a) = 1/2 + 1 / (3 sqrt(2
+    // pi a)) + O(a^-3/2) = 0.50004205. Past the cap the sums have not
+    // converged: NaN.
+    assert!((gamma_p(1e7, 1e7) as f64 - 0.50004205).abs() < 2e-7);
+    assert!(gamma_p(1e12, 1e12).is_nan());
+}
