@@ -348,6 +348,52 @@ const CASES: &[Case] = &[
         out.grads = common::param_bits(&ctx, true);
         out
     }),
+    // The statistics functions (serial kernels, element maps and small
+    // matrices) inside a model that uses the pool elsewhere: inv_Phi,
+    // the incomplete gamma, Cholesky with a solve and ln det, a transform.
+    (
+        "inv_phi, gamma_p, cholesky, solve, log_det, transforms",
+        || {
+            let n = 24;
+            let mut rng = Rng(37);
+            let mut random =
+                |n: usize| -> Vec<f32> { (0..n).map(|_| rng.normal() as f32).collect() };
+            let mut ctx = Context::new();
+            let x = ctx.param(&[n], Some(&random(n))).unwrap();
+            let b = ctx.param(&[n, n], Some(&random(n * n))).unwrap();
+            let p = ctx.sigmoid(x).unwrap();
+            let q = ctx.inv_phi(p).unwrap();
+            let a = ctx.exp(x).unwrap();
+            let g = ctx.gamma_p(a, p).unwrap();
+            // A = B B^T + n I: positive definite.
+            let bbt = ctx.matmul(b, b, false, true).unwrap();
+            let eye: Vec<f32> = (0..n * n)
+                .map(|k| if k % (n + 1) == 0 { n as f32 } else { 0.0 })
+                .collect();
+            let e = ctx.tensor(&[n, n], &eye).unwrap();
+            let spd = ctx.add(bbt, e).unwrap();
+            let l = ctx.cholesky(spd).unwrap();
+            let z = ctx.solve_lower(l, q).unwrap();
+            let ld = ctx.log_det_spd(spd).unwrap();
+            let (y, jac) = ctx.constrain_interval(g, -1.0, 2.0).unwrap();
+            let mut terms = Vec::new();
+            for t in [z, y] {
+                let sq = ctx.mul(t, t).unwrap();
+                terms.push(ctx.sum(sq).unwrap());
+            }
+            let s1 = ctx.add(terms[0], terms[1]).unwrap();
+            let s2 = ctx.add(ld, jac).unwrap();
+            let loss = ctx.add(s1, s2).unwrap();
+            let mut out = Bits {
+                losses: vec![ctx.item(loss).unwrap().to_bits()],
+                grads: vec![],
+                params: vec![],
+            };
+            ctx.backward(loss).unwrap();
+            out.grads = common::param_bits(&ctx, true);
+            out
+        },
+    ),
     // A 3x3 convolution with bias over 16 images (cut into image tasks,
     // products tiled), then max pooling: x, weight and bias gradients.
     ("conv2d and max pooling", || {
