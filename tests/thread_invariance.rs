@@ -431,6 +431,43 @@ const CASES: &[Case] = &[
             params: vec![],
         }
     }),
+    // Pools large enough to be cut by planes: overlapping max windows
+    // (shared input pixels in the backward), average windows clipped by
+    // padding and ceil mode, and the global average.
+    ("max, average and global pooling", || {
+        let mut rng = Rng(34);
+        let mut random = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.normal() as f32).collect() };
+        let mut ctx = Context::new();
+        let x = ctx
+            .param(&[32, 32, 16, 16], Some(&random(32 * 32 * 256)))
+            .unwrap();
+        let overlapping = arenagrad::Pool2dOptions {
+            kernel: [3, 3],
+            stride: [1, 1],
+            padding: [1, 1],
+            ceil_mode: false,
+        };
+        let clipped = arenagrad::Pool2dOptions {
+            kernel: [3, 3],
+            stride: [2, 2],
+            padding: [1, 1],
+            ceil_mode: true,
+        };
+        let m = ctx.max_pool2d(x, overlapping).unwrap();
+        let a = ctx.avg_pool2d(m, clipped, false).unwrap();
+        let g = ctx.global_avg_pool2d(a).unwrap();
+        let weights = random(ctx.numel(g).unwrap());
+        let wt = ctx.tensor(ctx.shape(g).unwrap().dims(), &weights).unwrap();
+        let wg = ctx.mul(g, wt).unwrap();
+        let loss = ctx.sum(wg).unwrap();
+        let losses = vec![ctx.item(loss).unwrap().to_bits()];
+        ctx.backward(loss).unwrap();
+        Bits {
+            losses,
+            grads: common::param_bits(&ctx, true),
+            params: vec![],
+        }
+    }),
 ];
 
 #[test]

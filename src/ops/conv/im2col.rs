@@ -114,6 +114,7 @@ fn im2col(d: &Dims, x: &[f32], col: &mut [f32]) {
             for j in 0..d.kw {
                 let row = rows.next().expect("col holds C kH kW rows");
                 let (di, dj) = (i * d.dilation[0], j * d.dilation[1]);
+                let cols = Taps::new(d, dj);
                 for (oh, out) in row.chunks_exact_mut(d.wo).enumerate() {
                     let ih = (oh * d.stride[0] + di).wrapping_sub(d.pad[0]);
                     if ih >= d.h {
@@ -121,13 +122,49 @@ fn im2col(d: &Dims, x: &[f32], col: &mut [f32]) {
                         continue;
                     }
                     let src = &plane[ih * d.w..][..d.w];
-                    for (ow, o) in out.iter_mut().enumerate() {
-                        let iw = (ow * d.stride[1] + dj).wrapping_sub(d.pad[1]);
-                        *o = if iw < d.w { src[iw] } else { 0.0 };
+                    out[..cols.lo].fill(0.0);
+                    out[cols.hi..].fill(0.0);
+                    let inside = &mut out[cols.lo..cols.hi];
+                    if d.stride[1] == 1 {
+                        inside.copy_from_slice(&src[cols.first..][..inside.len()]);
+                    } else {
+                        let taken = src[cols.first..].iter().step_by(d.stride[1]);
+                        for (o, &v) in inside.iter_mut().zip(taken) {
+                            *o = v;
+                        }
                     }
                 }
             }
         }
+    }
+}
+
+/// The output positions whose kernel tap at offset `tap` lands inside the
+/// input (not in the padding) along one axis: `lo..hi`, reading input
+/// positions `first`, `first + stride`, ...
+pub(super) struct Taps {
+    pub lo: usize,
+    pub hi: usize,
+    pub first: usize,
+}
+
+impl Taps {
+    /// Along an axis of `len` inputs and `out_len` outputs.
+    pub fn along(len: usize, out_len: usize, stride: usize, pad: usize, tap: usize) -> Taps {
+        // i = o stride + tap - pad is in 0..len for o in lo..hi.
+        let lo = pad.saturating_sub(tap).div_ceil(stride);
+        let hi = (len + pad)
+            .saturating_sub(tap)
+            .div_ceil(stride)
+            .min(out_len);
+        let lo = lo.min(hi);
+        // No tap inside: nothing is read, and `first` must stay in bounds.
+        let first = if lo < hi { lo * stride + tap - pad } else { 0 };
+        Taps { lo, hi, first }
+    }
+
+    fn new(d: &Dims, dj: usize) -> Taps {
+        Taps::along(d.w, d.wo, d.stride[1], d.pad[1], dj)
     }
 }
 
@@ -141,17 +178,17 @@ fn col2im(d: &Dims, col: &[f32], dx: &mut [f32]) {
             for j in 0..d.kw {
                 let row = rows.next().expect("col holds C kH kW rows");
                 let (di, dj) = (i * d.dilation[0], j * d.dilation[1]);
+                let cols = Taps::new(d, dj);
                 for (oh, src) in row.chunks_exact(d.wo).enumerate() {
                     let ih = (oh * d.stride[0] + di).wrapping_sub(d.pad[0]);
                     if ih >= d.h {
                         continue;
                     }
                     let dst = &mut plane[ih * d.w..][..d.w];
-                    for (ow, &g) in src.iter().enumerate() {
-                        let iw = (ow * d.stride[1] + dj).wrapping_sub(d.pad[1]);
-                        if iw < d.w {
-                            dst[iw] += g;
-                        }
+                    let inside = &src[cols.lo..cols.hi];
+                    let put = dst[cols.first..].iter_mut().step_by(d.stride[1]);
+                    for (o, &g) in put.zip(inside) {
+                        *o += g;
                     }
                 }
             }
@@ -317,5 +354,95 @@ pub(crate) fn backward_conv2d(
             let dy = &dy[pool::task_range(d.n, tasks, i).start * d.image_out()..];
             dx_images(&d, None, dx, col, dy, w)
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Dims, col2im, im2col};
+
+    /// Every geometry of small sides, kernels, strides, paddings and
+    /// dilations whose output is not empty.
+    fn geometries() -> impl Iterator<Item = Dims> {
+        let mut all = Vec::new();
+        for (h, w) in [(1, 1), (3, 5), (6, 4), (7, 7)] {
+            for (kh, kw) in [(1, 1), (2, 3), (3, 3)] {
+                for stride in [[1, 1], [2, 1], [1, 3], [2, 2]] {
+                    for pad in [[0, 0], [1, 2], [2, 1]] {
+                        for dilation in [[1, 1], [2, 2], [1, 3]] {
+                            let out = |side: usize, k: usize, a: usize| {
+                                let span = dilation[a] * (k - 1) + 1;
+                                (side + 2 * pad[a])
+                                    .checked_sub(span)
+                                    .map(|v| v / stride[a] + 1)
+                            };
+                            let (Some(ho), Some(wo)) = (out(h, kh, 0), out(w, kw, 1)) else {
+                                continue;
+                            };
+                            all.push(Dims {
+                                n: 1,
+                                c: 2,
+                                h,
+                                w,
+                                c_out: 1,
+                                kh,
+                                kw,
+                                ho,
+                                wo,
+                                groups: 1,
+                                stride,
+                                pad,
+                                dilation,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        all.into_iter()
+    }
+
+    /// The input index under tap (i, j) at output (oh, ow), if not padding.
+    fn source(d: &Dims, i: usize, j: usize, oh: usize, ow: usize) -> Option<(usize, usize)> {
+        let ih = (oh * d.stride[0] + i * d.dilation[0]).checked_sub(d.pad[0])?;
+        let iw = (ow * d.stride[1] + j * d.dilation[1]).checked_sub(d.pad[1])?;
+        (ih < d.h && iw < d.w).then_some((ih, iw))
+    }
+
+    #[test]
+    fn columns_and_their_adjoint_match_the_definition() {
+        let mut checked = 0;
+        for d in geometries() {
+            let x: Vec<f32> = (0..d.c * d.h * d.w).map(|v| v as f32 + 1.0).collect();
+            let mut col = vec![f32::NAN; d.k_all() * d.l()];
+            im2col(&d, &x, &mut col);
+            let g: Vec<f32> = (0..col.len()).map(|v| (v % 7) as f32 - 3.0).collect();
+            let mut dx = vec![0.0f32; x.len()];
+            col2im(&d, &g, &mut dx);
+            let mut want_dx = vec![0.0f32; x.len()];
+            for c in 0..d.c {
+                for i in 0..d.kh {
+                    for j in 0..d.kw {
+                        let row = (c * d.kh + i) * d.kw + j;
+                        for oh in 0..d.ho {
+                            for ow in 0..d.wo {
+                                let at = row * d.l() + oh * d.wo + ow;
+                                let want = match source(&d, i, j, oh, ow) {
+                                    Some((ih, iw)) => {
+                                        want_dx[(c * d.h + ih) * d.w + iw] += g[at];
+                                        x[(c * d.h + ih) * d.w + iw]
+                                    }
+                                    None => 0.0,
+                                };
+                                assert_eq!(col[at], want, "{d:?} row {row} at ({oh}, {ow})");
+                            }
+                        }
+                    }
+                }
+            }
+            assert_eq!(dx, want_dx, "{d:?}");
+            checked += 1;
+        }
+        assert!(checked > 200, "only {checked} geometries");
     }
 }

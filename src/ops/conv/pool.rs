@@ -2,9 +2,18 @@
 //! Windows follow PyTorch: a window starts at `o * stride - pad`, is
 //! clipped to the input, and (ceil mode) may run past the padding.
 
+use super::im2col::Taps;
 use super::{PoolGeom, nchw};
 use crate::arena::Buf;
 use crate::context::Context;
+use crate::kernels::fastmath;
+use crate::pool::{self, Pool};
+
+/// A pooling task: (first plane, planes, its parts of the written buffers).
+type PlaneTask<'a, const W: usize> = dyn Fn(usize, usize, [&mut [f32]; W]) + Sync + 'a;
+
+/// Most tasks a pooling's planes are cut into.
+const MAX_PLANE_TASKS: usize = 8;
 
 /// One pooling's sizes.
 #[derive(Clone, Copy)]
@@ -58,10 +67,11 @@ impl Windows {
     }
 
     /// Calls `f(plane, output index, row span, column span)` for every
-    /// output element, in order.
-    fn each(&self, mut f: impl FnMut(usize, usize, Span, Span)) {
+    /// output element of `planes` planes, in order; both indices count
+    /// from the first of them.
+    fn each(&self, planes: usize, mut f: impl FnMut(usize, usize, Span, Span)) {
         let mut o = 0;
-        for p in 0..self.planes {
+        for p in 0..planes {
             for oh in 0..self.ho {
                 let rs = self.span(0, oh);
                 for ow in 0..self.wo {
@@ -70,6 +80,51 @@ impl Windows {
                 }
             }
         }
+    }
+
+    /// How many tasks the planes are cut into. Each output element depends
+    /// on its own window alone, so the cut changes no bits; only whether
+    /// it pays: a window's element costs about as much as a few flops.
+    fn plane_tasks(&self) -> usize {
+        let work = self.planes * self.ho * self.wo * self.kernel[0] * self.kernel[1] * 4;
+        if Context::worth_two_threads(work) {
+            self.planes.min(MAX_PLANE_TASKS)
+        } else {
+            1
+        }
+    }
+
+    fn out_plane(&self) -> usize {
+        self.ho * self.wo
+    }
+
+    /// Runs `task(first plane, planes, parts)` on each task's planes: the
+    /// `W` written buffers are cut at plane boundaries (`widths[k]`
+    /// elements a plane).
+    fn run<const W: usize>(
+        &self,
+        pool: Option<&Pool>,
+        bufs: [&mut [f32]; W],
+        widths: [usize; W],
+        task: &PlaneTask<'_, W>,
+    ) {
+        let tasks = self.plane_tasks();
+        let mut cut = bufs.map(Some);
+        let parts = (0..tasks).map(|i| {
+            let range = pool::task_range(self.planes, tasks, i);
+            let mut k = 0;
+            let part = cut.each_mut().map(|b| {
+                let whole = b.take().expect("each buffer is cut once a task");
+                let (head, rest) = whole.split_at_mut(range.len() * widths[k]);
+                *b = Some(rest);
+                k += 1;
+                head
+            });
+            (range, part)
+        });
+        fastmath::run_parts(pool, parts, &|_, (range, part)| {
+            task(range.start, range.len(), part)
+        });
     }
 
     fn plane(&self) -> usize {
@@ -89,22 +144,49 @@ pub(crate) fn forward_max_pool2d(
 ) {
     let win = Windows::new(ctx, ix, out, geom);
     let (ex, eo) = (ctx.entry(ix), ctx.entry(out));
-    let ([y, arg], [x]) = ctx.access([eo.data, argmax], [ex.data]);
-    let kw = win.kernel[1] as i64;
-    win.each(|p, o, rs, cs| {
-        let plane = &x[p * win.plane()..][..win.plane()];
-        let (mut best, mut at) = (f32::NEG_INFINITY, (rs.lo, cs.lo));
-        for ih in rs.lo..rs.hi {
-            for iw in cs.lo..cs.hi {
-                let v = plane[ih * win.w + iw];
-                if v > best || v.is_nan() {
-                    (best, at) = (v, (ih, iw));
+    let par = ctx.want_pool(win.planes * win.plane());
+    let (pool, [y, arg], [x]) = ctx.access_on(par, [eo.data, argmax], [ex.data]);
+    let op = win.out_plane();
+    win.run(pool, [y, arg], [op, op], &|first, planes, [y, arg]| {
+        let x = &x[first * win.plane()..][..planes * win.plane()];
+        let rows = y.chunks_exact_mut(win.wo).zip(arg.chunks_exact_mut(win.wo));
+        for (r, (y, arg)) in rows.enumerate() {
+            let (plane, oh) = (r / win.ho, r % win.ho);
+            max_row(&win, &x[plane * win.plane()..][..win.plane()], oh, y, arg);
+        }
+    });
+}
+
+/// One output row of a max pooling: the windows are visited tap by tap,
+/// each tap across the whole row, so no output waits on another's
+/// comparisons. For each window the taps come in row-major order, as a
+/// window-by-window walk would take them, so the first maximum is kept.
+fn max_row(win: &Windows, plane: &[f32], oh: usize, y: &mut [f32], arg: &mut [f32]) {
+    let (kw, sw, pw) = (win.kernel[1], win.stride[1], win.pad[1]);
+    let rs = win.span(0, oh);
+    let first_row = (rs.lo as i64 - rs.start) as usize;
+    for (ow, (yv, av)) in y.iter_mut().zip(arg.iter_mut()).enumerate() {
+        let cs = win.span(1, ow);
+        *yv = f32::NEG_INFINITY;
+        *av = (first_row * kw + (cs.lo as i64 - cs.start) as usize) as f32;
+    }
+    for ih in rs.lo..rs.hi {
+        let src = &plane[ih * win.w..][..win.w];
+        let i = (ih as i64 - rs.start) as usize;
+        for j in 0..kw {
+            let taps = Taps::along(win.w, win.wo, sw, pw, j);
+            let code = (i * kw + j) as f32;
+            let taken = src[taps.first..].iter().step_by(sw);
+            let outs = y[taps.lo..taps.hi]
+                .iter_mut()
+                .zip(&mut arg[taps.lo..taps.hi]);
+            for ((yv, av), &v) in outs.zip(taken) {
+                if v > *yv || v.is_nan() {
+                    (*yv, *av) = (v, code);
                 }
             }
         }
-        y[o] = best;
-        arg[o] = ((at.0 as i64 - rs.start) * kw + (at.1 as i64 - cs.start)) as f32;
-    });
+    }
 }
 
 /// dx += dy at each window's recorded maximum.
@@ -122,12 +204,17 @@ pub(crate) fn backward_max_pool2d(
         return;
     };
     let win = Windows::new(ctx, ix, out, geom);
-    let ([dx], [dy, arg]) = ctx.access([dx], [dout, argmax]);
+    let par = ctx.want_pool(win.planes * win.plane());
+    let (pool, [dx], [dy, arg]) = ctx.access_on(par, [dx], [dout, argmax]);
     let kw = win.kernel[1] as i64;
-    win.each(|p, o, rs, cs| {
-        let off = arg[o] as i64;
-        let (ih, iw) = (rs.start + off / kw, cs.start + off % kw);
-        dx[p * win.plane() + ih as usize * win.w + iw as usize] += dy[o];
+    let op = win.out_plane();
+    win.run(pool, [dx], [win.plane()], &|first, planes, [dx]| {
+        let (dy, arg) = (&dy[first * op..], &arg[first * op..]);
+        win.each(planes, |p, o, rs, cs| {
+            let off = arg[o] as i64;
+            let (ih, iw) = (rs.start + off / kw, cs.start + off % kw);
+            dx[p * win.plane() + ih as usize * win.w + iw as usize] += dy[o];
+        });
     });
 }
 
@@ -155,14 +242,18 @@ pub(crate) fn forward_avg_pool2d(
 ) {
     let win = Windows::new(ctx, ix, out, geom);
     let (ex, eo) = (ctx.entry(ix), ctx.entry(out));
-    let ([y], [x]) = ctx.access([eo.data], [ex.data]);
-    win.each(|p, o, rs, cs| {
-        let plane = &x[p * win.plane()..][..win.plane()];
-        let mut sum = 0.0f32;
-        for ih in rs.lo..rs.hi {
-            sum += plane[ih * win.w..][cs.lo..cs.hi].iter().sum::<f32>();
-        }
-        y[o] = sum / divisor(&win, rs, cs, count_include_pad);
+    let par = ctx.want_pool(win.planes * win.plane());
+    let (pool, [y], [x]) = ctx.access_on(par, [eo.data], [ex.data]);
+    win.run(pool, [y], [win.out_plane()], &|first, planes, [y]| {
+        let x = &x[first * win.plane()..][..planes * win.plane()];
+        win.each(planes, |p, o, rs, cs| {
+            let plane = &x[p * win.plane()..][..win.plane()];
+            let mut sum = 0.0f32;
+            for ih in rs.lo..rs.hi {
+                sum += plane[ih * win.w..][cs.lo..cs.hi].iter().sum::<f32>();
+            }
+            y[o] = sum / divisor(&win, rs, cs, count_include_pad);
+        });
     });
 }
 
@@ -181,15 +272,19 @@ pub(crate) fn backward_avg_pool2d(
         return;
     };
     let win = Windows::new(ctx, ix, out, geom);
-    let ([dx], [dy]) = ctx.access([dx], [dout]);
-    win.each(|p, o, rs, cs| {
-        let g = dy[o] / divisor(&win, rs, cs, count_include_pad);
-        let plane = &mut dx[p * win.plane()..][..win.plane()];
-        for ih in rs.lo..rs.hi {
-            plane[ih * win.w..][cs.lo..cs.hi]
-                .iter_mut()
-                .for_each(|d| *d += g);
-        }
+    let par = ctx.want_pool(win.planes * win.plane());
+    let (pool, [dx], [dy]) = ctx.access_on(par, [dx], [dout]);
+    win.run(pool, [dx], [win.plane()], &|first, planes, [dx]| {
+        let dy = &dy[first * win.out_plane()..];
+        win.each(planes, |p, o, rs, cs| {
+            let g = dy[o] / divisor(&win, rs, cs, count_include_pad);
+            let plane = &mut dx[p * win.plane()..][..win.plane()];
+            for ih in rs.lo..rs.hi {
+                plane[ih * win.w..][cs.lo..cs.hi]
+                    .iter_mut()
+                    .for_each(|d| *d += g);
+            }
+        });
     });
 }
 
