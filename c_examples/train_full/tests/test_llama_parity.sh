@@ -65,6 +65,24 @@ else
     echo "ok: train_full --init-from (transformers' save_pretrained folder) --score matches torch"
 fi
 
+# --export of --arch llama reads back with --init-from DIR and no model
+# flags: config.json carries every size, theta and epsilon.
+mkdir -p "$tmp/ex"
+rc=0
+"$bin" --arch llama --preset tiny --heads 4 --kv-heads 2 --rope-theta 500000 --norm-eps 1e-6 \
+    --context 16 --tie-embeddings --iters 5 --sample-chars 0 --data "$fx/text.dat" \
+    --export "$tmp/ex/model.safetensors" >"$tmp/ex.out" 2>&1 || rc=$?
+[ "$rc" -eq 0 ] && "$bin" --arch llama --init-from "$tmp/ex" --data "$fx/text.dat" --score \
+    >"$tmp/ex_score" 2>"$tmp/ex_score.err" || rc=$?
+want='"architectures": ["LlamaForCausalLM"]|"model_type": "llama"|"vocab_size": 256|"hidden_size": 32|"intermediate_size": 96|"num_hidden_layers": 1|"num_attention_heads": 4|"num_key_value_heads": 2|"max_position_embeddings": 16|"rms_norm_eps": 1e-06|"rope_theta": 500000|"tie_word_embeddings": true|"hidden_act": "silu"|"torch_dtype": "float32"'
+missing=$(IFS='|'; for w in $want; do grep -qF -- "$w" "$tmp/ex/config.json" || echo "$w"; done)
+if [ "$rc" -ne 0 ] || [ -n "$missing" ] || ! grep -q "^logits 15 " "$tmp/ex_score"; then
+    echo "FAIL: llama --export then --init-from DIR --score (exit $rc; config.json lacks: $missing)"
+    cat "$tmp/ex.out" "$tmp/ex_score.err" "$tmp/ex/config.json" 2>/dev/null; fails=$((fails + 1))
+else
+    echo "ok: --arch llama --export's config.json has LlamaConfig's members; --init-from DIR reads it back"
+fi
+
 # expect_fail "MESSAGE PART" ARGS...: exit status 2 and the message on stderr.
 expect_fail() {
     local want=$1
@@ -109,4 +127,9 @@ for edit in 's/"silu"/"gelu"/' 's/"mlp_bias": false/"mlp_bias": true/' \
     esac
     expect_fail "$want" --arch llama --init-from "$tmp/bad" --data "$fx/text.dat" --score
 done
+if [ "$fails" -eq 0 ]; then
+    echo "test_llama_parity: all passed"
+else
+    echo "test_llama_parity: $fails failed"
+fi
 exit "$fails"
