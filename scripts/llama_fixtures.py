@@ -18,10 +18,13 @@ context 32, rope_theta 10000, eps 1e-5, untied lm_head) and writes into DIR:
                 loss64 L        mean cross-entropy
                 loss32 L
                 grad_norm64 G   the global L2 norm of every gradient
+                grad_norm32 G
                 sgd_loss64 L    the loss after one plain SGD step, lr 0.1
                 sgd_loss32 L
                 logits64 t v0 v1 ... v255   (one line per position t)
                 logits32 t v0 ...
+              Float64 means float64 throughout, RoPE's angles too (which
+              transformers computes in float32 in any model: see rope_in).
 
 The initial weights are wider than transformers' default (std 0.2, not
 0.02) and the norms' weights are not all one, so that attention is far from
@@ -40,8 +43,29 @@ TEXT = b"ROMEO: But soft! what light thro"
 SGD_LR = 0.1
 
 
+def rope_in(dtype, theta, dim):
+    """A LlamaRotaryEmbedding.forward whose angles, cos and sin are computed
+    in `dtype`: transformers computes them in float32 even in a float64
+    model, which would leave float32 rounding in the float64 reference."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=dtype) / dim))
+
+    def forward(x, position_ids):
+        freqs = position_ids[..., None].to(dtype) * inv_freq
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+    return forward
+
+
 def scored(model, ids, dtype):
     m = model.to(dtype)
+    cfg = m.config
+    dim = cfg.hidden_size // cfg.num_attention_heads
+    rope = m.model.rotary_emb
+    if dtype == torch.float64:
+        rope.forward = rope_in(dtype, cfg.rope_parameters["rope_theta"], dim)
+    elif "forward" in vars(rope):
+        del rope.forward  # transformers' own, as it runs in float32
     inp = torch.tensor([ids[:-1]])
     tgt = torch.tensor(ids[1:])
     logits = m(inp).logits[0]

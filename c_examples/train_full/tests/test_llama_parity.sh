@@ -8,12 +8,12 @@
 #   logits     5e-5 absolute of torch's float64: they reach 6.3 (rms 1.6),
 #              where one float32 rounding is ~4e-7, and 2 blocks of float32
 #              sums compound it: torch's own float32 run is 1.1e-5 off its
-#              float64 one, train_full ~8e-6; 5e-5 leaves room for another
+#              float64 one, train_full 7.8e-6; 5e-5 leaves room for another
 #              BLAS or thread count, while a wrong RoPE pairing, norm or
 #              head grouping moves logits by 0.1 or more
-#   loss       1e-6 relative; grad_norm and sgd_loss 2e-6 relative: about
-#              ten times the larger of torch float32's and train_full's
-#              distance to float64 (2e-7 at most)
+#   loss       1e-6 relative, grad_norm 2e-6, sgd_loss 3e-6: ten times or
+#              more the larger of torch float32's and train_full's distance
+#              to float64 (loss 4e-8, grad_norm 1.6e-7, sgd_loss 2.4e-7)
 # and the config.json checks refuse flags that disagree with the file.
 # Usage: test_llama_parity.sh BINARY FIXTURE_DIR
 set -euo pipefail
@@ -30,7 +30,7 @@ if [ "$rc" -ne 0 ]; then
     echo "FAIL: train_full --score exited $rc"; cat "$tmp/err"; exit 1
 fi
 # One line per figure: name, ours, float64's, float32's, and the verdict.
-awk -v tol_logit=5e-5 -v tol_loss=1e-6 -v tol_grad=2e-6 '
+awk -v tol_logit=5e-5 -v tol_loss=1e-6 -v tol_grad=2e-6 -v tol_sgd=3e-6 '
     function abs(x) { return x < 0 ? -x : x }
     FNR == NR { if ($1 == "logits") for (i = 3; i <= NF; i++) ours[$2, i] = $i;
                 else ours[$1] = $2; next }
@@ -51,7 +51,7 @@ awk -v tol_logit=5e-5 -v tol_loss=1e-6 -v tol_grad=2e-6 '
         if (max64 > tol_logit) bad = 1
         split("loss grad_norm sgd_loss", names, " ")
         for (k = 1; k <= 3; k++) {
-            name = names[k]; tol = name == "loss" ? tol_loss : tol_grad
+            name = names[k]; tol = name == "loss" ? tol_loss : name == "grad_norm" ? tol_grad : tol_sgd
             r64 = ref[name "64"]; rel = abs(ours[name] - r64) / abs(r64)
             printf "%s: ours %s, torch float64 %.9g (rel. diff %.3g), float32 %s (tolerance %g)\n", name, ours[name], r64, rel, ref[name "32"], tol
             if (!(name in ours) || rel > tol) bad = 1
