@@ -228,9 +228,12 @@ test-c: $(LIB_HOOKS) $(C_TESTS) $(C_TESTS_ASAN)
 	@set -e; for t in $(C_TESTS); do echo "== valgrind $$t"; OPENBLAS_NUM_THREADS=1 TEST_THREADS_WIDE=1 $(VALGRIND) $$t; done
 
 ## test-train-flags: train_full's model flags (bad values exit 2 naming the
-## flags; a preset's values as flags build the same model)
+## flags; a preset's values as flags build the same model), and --arch llama
+## against a LlamaForCausalLM folder transformers wrote (tests/data/llama:
+## logits, loss, gradient norm and one SGD step within stated tolerances)
 test-train-flags: $(BUILD)/train_full
 	@bash c_examples/train_full/tests/test_model_flags.sh $(BUILD)/train_full $(TINY_DATA)
+	@bash c_examples/train_full/tests/test_llama_parity.sh $(BUILD)/train_full tests/data/llama
 
 ## test-shards: build/tokenize writes llm.c token shards, train_full trains
 ## and resumes on them and refuses bad ones (file and offset named)

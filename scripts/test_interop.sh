@@ -8,11 +8,14 @@
 # train_full's tiny preset for 500 steps, exports it into a folder, loads the
 # folder with GPT2LMHeadModel.from_pretrained and compares 200 greedy
 # characters (--top-k 1) after each of three prompts with train_full's own,
-# byte for byte.
+# byte for byte. The same for --arch llama (LlamaForCausalLM.from_pretrained),
+# with grouped-query attention and an untied lm_head, and once more tied;
+# train_full samples from the folder itself (--init-from DIR: config.json
+# sets the model's sizes), so the folder also reads back.
 # Not part of `make test`: it needs the network the first time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-venv=target/interop/venv
+venv=${INTEROP_VENV:-target/interop/venv} # another venv with torch and transformers: INTEROP_VENV=DIR
 data=../shared/data/shakespeare_tiny.txt
 [ -f "$data" ] || data=data/shakespeare.txt
 [ -f "$data" ] || make data
@@ -25,28 +28,47 @@ fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/test_interop.XXXXXX")
 # Main shell only: bash runs an inherited EXIT trap in a subshell killed at fork.
 trap 'if [ "$BASHPID" = "$$" ]; then rm -rf "$work"; fi' EXIT
-mkdir -p "$work/hf"
+mkdir -p "$work/hf" "$work/llama" "$work/llama_tied"
 build/train_full --preset tiny --iters 500 --lr 1e-2 --eval-every 500 --sample-chars 0 --data "$data" \
     --export "$work/hf/model.safetensors" >"$work/train.out"
-# --top-k 1 keeps only the most likely byte: greedy. A small model's greedy
-# text soon repeats itself, so three prompts give three different starts.
+build/train_full --arch llama --preset tiny --heads 4 --kv-heads 2 --iters 1500 --lr 1e-2 \
+    --eval-every 1500 --sample-chars 0 --data "$data" --export "$work/llama/model.safetensors" \
+    >"$work/train_llama.out"
+build/train_full --arch llama --preset tiny --heads 4 --kv-heads 1 --tie-embeddings --iters 1500 \
+    --lr 1e-2 --eval-every 1500 --sample-chars 0 --data "$data" \
+    --export "$work/llama_tied/model.safetensors" >"$work/train_llama_tied.out"
 fail=0
-for prompt in "ROMEO:" $'\nKING HENRY.\n' "What say you, my lord"; do
-    build/train_full --preset tiny --sample-only --init-from "$work/hf/model.safetensors" \
-        --data "$data" --prompt "$prompt" --top-k 1 --sample-chars 200 >"$work/out.txt" 2>/dev/null
+# compare CLASS SCRIPT FOLDER PROMPT TRAIN_FULL_FLAGS...: 200 greedy
+# characters of train_full --init-from FOLDER and of transformers, byte for byte.
+compare() {
+    local class=$1 script=$2 folder=$3 prompt=$4
+    shift 4
+    build/train_full "$@" --sample-only --init-from "$folder" --data "$data" --prompt "$prompt" \
+        --top-k 1 --sample-chars 200 >"$work/out.txt" 2>"$work/err.txt" ||
+        { cat "$work/err.txt" >&2; exit 1; }
     head -c -1 "$work/out.txt" >"$work/ours.txt" # the newline train_full ends its output with
     n=$(( $(wc -c <"$work/ours.txt") - ${#prompt} ))
-    "$venv/bin/python" scripts/interop_gpt2.py "$work/hf" "$prompt" "$n" >"$work/theirs.txt" 2>"$work/py.err" ||
-        { cat "$work/py.err" >&2; exit 1; }
+    "$venv/bin/python" "scripts/$script" "$folder" "$prompt" "$n" >"$work/theirs.txt" \
+        2>"$work/py.err" || { cat "$work/py.err" >&2; exit 1; }
     if cmp -s "$work/ours.txt" "$work/theirs.txt"; then
-        echo "PASS interop: transformers' GPT2LMHeadModel.from_pretrained(folder) gives" \
+        echo "PASS interop ($(basename "$folder")): transformers' $class.from_pretrained(folder) gives" \
              "train_full's 200 greedy characters byte for byte:"
-        { fold -w 72 "$work/ours.txt"; echo; } | head -n 3 | sed "s/^/    | /"
+        # sed, not head: it reads to the end, so fold never meets a closed pipe (SIGPIPE).
+        { fold -w 72 "$work/ours.txt"; echo; } | sed -n "1,3s/^/    | /p"
     else
-        echo "FAIL interop: the greedy samples differ"
+        echo "FAIL interop ($(basename "$folder"), $class): the greedy samples differ"
         echo "  train_full:";   sed 's/^/    | /' "$work/ours.txt"
         echo "  transformers:"; sed 's/^/    | /' "$work/theirs.txt"
         fail=1
     fi
+}
+# --top-k 1 keeps only the most likely byte: greedy. A small model's greedy
+# text soon repeats itself, so three prompts give three different starts.
+for prompt in "ROMEO:" $'\nKING HENRY.\n' "What say you, my lord"; do
+    compare GPT2LMHeadModel interop_gpt2.py "$work/hf" "$prompt" --preset tiny
 done
+for prompt in "ROMEO:" $'\nKING HENRY.\n' "What say you, my lord"; do
+    compare LlamaForCausalLM interop_llama.py "$work/llama" "$prompt" --arch llama
+done
+compare LlamaForCausalLM interop_llama.py "$work/llama_tied" "ROMEO:" --arch llama
 exit "$fail"

@@ -120,10 +120,6 @@ static bool parse_u64(const char *flag, const char *s, uint64_t *out, char *err,
     return true;
 }
 
-static int model_flags(struct config *cfg, const struct preset *preset, const char *arch_name,
-                       long layers, long heads, long kv_heads, long embd, long ffn, long context,
-                       long vocab, float rope_theta, float norm_eps, char *err, size_t errlen);
-
 /*
  * Fills *cfg from argv. Returns 0 on success (cfg->help set for --help) or
  * EXIT_USAGE with a one-line message naming the flag and value in err.
@@ -161,9 +157,8 @@ int parse_args(int argc, char **argv, struct config *cfg, char *err, size_t errl
     cfg->temperature = 1.0f;
     cfg->recompute = -1;
     /* Model flags: 0 (or NAN) until given; the preset and --arch fill the rest. */
-    long layers = 0, heads = 0, kv_heads = 0, embd = 0, ffn = 0, context = 0, vocab = 0;
-    float rope_theta = NAN, norm_eps = NAN;
-    const char *arch_name = "gpt2";
+    cfg->given.rope_theta = NAN;
+    cfg->given.norm_eps = NAN;
 
     for (int i = 1; i < argc; i++) {
         const char *arg = argv ? argv[i] : NULL;
@@ -245,40 +240,40 @@ int parse_args(int argc, char **argv, struct config *cfg, char *err, size_t errl
                          v);
                 return EXIT_USAGE;
             }
-            arch_name = cfg->arch == ARCH_GPT2 ? "gpt2" : "llama";
+            cfg->given.arch = true;
         } else if (IS("--layers")) {
             VALUE("--layers", v);
-            if (!parse_long("--layers", v, 1, MAX_LAYERS, &layers, err, errlen)) return EXIT_USAGE;
+            if (!parse_long("--layers", v, 1, MAX_LAYERS, &cfg->given.layers, err, errlen)) return EXIT_USAGE;
         } else if (IS("--heads")) {
             VALUE("--heads", v);
-            if (!parse_long("--heads", v, 1, MAX_HEADS, &heads, err, errlen)) return EXIT_USAGE;
+            if (!parse_long("--heads", v, 1, MAX_HEADS, &cfg->given.heads, err, errlen)) return EXIT_USAGE;
         } else if (IS("--kv-heads")) {
             VALUE("--kv-heads", v);
-            if (!parse_long("--kv-heads", v, 1, MAX_HEADS, &kv_heads, err, errlen))
+            if (!parse_long("--kv-heads", v, 1, MAX_HEADS, &cfg->given.kv_heads, err, errlen))
                 return EXIT_USAGE;
         } else if (IS("--embd")) {
             VALUE("--embd", v);
-            if (!parse_long("--embd", v, 1, MAX_EMBD, &embd, err, errlen)) return EXIT_USAGE;
+            if (!parse_long("--embd", v, 1, MAX_EMBD, &cfg->given.embd, err, errlen)) return EXIT_USAGE;
         } else if (IS("--ffn-hidden")) {
             VALUE("--ffn-hidden", v);
-            if (!parse_long("--ffn-hidden", v, 1, MAX_FFN, &ffn, err, errlen)) return EXIT_USAGE;
+            if (!parse_long("--ffn-hidden", v, 1, MAX_FFN, &cfg->given.ffn, err, errlen)) return EXIT_USAGE;
         } else if (IS("--context")) {
             VALUE("--context", v);
-            if (!parse_long("--context", v, 1, MAX_CONTEXT, &context, err, errlen))
+            if (!parse_long("--context", v, 1, MAX_CONTEXT, &cfg->given.context, err, errlen))
                 return EXIT_USAGE;
         } else if (IS("--vocab")) {
             VALUE("--vocab", v);
-            if (!parse_long("--vocab", v, 1, MAX_VOCAB, &vocab, err, errlen)) return EXIT_USAGE;
+            if (!parse_long("--vocab", v, 1, MAX_VOCAB, &cfg->given.vocab, err, errlen)) return EXIT_USAGE;
         } else if (IS("--rope-theta")) {
             VALUE("--rope-theta", v);
-            if (!parse_float("--rope-theta", v, false, &rope_theta, err, errlen))
+            if (!parse_float("--rope-theta", v, false, &cfg->given.rope_theta, err, errlen))
                 return EXIT_USAGE;
         } else if (IS("--norm-eps")) {
             VALUE("--norm-eps", v);
-            if (!parse_float("--norm-eps", v, false, &norm_eps, err, errlen)) return EXIT_USAGE;
+            if (!parse_float("--norm-eps", v, false, &cfg->given.norm_eps, err, errlen)) return EXIT_USAGE;
         } else if (IS("--tie-embeddings")) {
             NO_VALUE("--tie-embeddings");
-            cfg->tie_embeddings = true;
+            cfg->given.tie = true;
         } else if (IS("--iters")) {
             VALUE("--iters", v);
             if (!parse_long("--iters", v, 1, MAX_ITERS, &cfg->iters, err, errlen))
@@ -392,6 +387,9 @@ int parse_args(int argc, char **argv, struct config *cfg, char *err, size_t errl
         } else if (IS("--sample-only")) {
             NO_VALUE("--sample-only");
             cfg->sample_only = true;
+        } else if (IS("--score")) {
+            NO_VALUE("--score");
+            cfg->score = true;
         } else if (IS("--no-capture")) {
             NO_VALUE("--no-capture");
             cfg->no_capture = true;
@@ -489,19 +487,40 @@ int parse_args(int argc, char **argv, struct config *cfg, char *err, size_t errl
         }
     }
 
+    if (cfg->score) {
+        if (cfg->init_from == NULL) {
+            snprintf(err, errlen,
+                     "--score needs --init-from FILE or DIR (the model to score; a checkpoint's "
+                     "weights: --export them first)");
+            return EXIT_USAGE;
+        }
+        if (cfg->sample_only || cfg->out != NULL || cfg->save != NULL ||
+            cfg->export_path != NULL) {
+            snprintf(err, errlen, "--score prints its figures and writes nothing: drop %s",
+                     cfg->sample_only ? "--sample-only"
+                     : cfg->out != NULL ? "--out"
+                     : cfg->save != NULL ? "--save"
+                                          : "--export");
+            return EXIT_USAGE;
+        }
+    }
     cfg->preset = preset->name;
     cfg->batch = batch > 0 ? (int)batch : preset->batch;
-    return model_flags(cfg, preset, arch_name, layers, heads, kv_heads, embd, ffn, context, vocab,
-                       rope_theta, norm_eps, err, errlen);
+    return resolve_model(cfg, err, errlen);
 }
 
 /* The model's sizes: each flag given overrides the preset's value; then
    the combinations every block needs. */
-static int model_flags(struct config *cfg, const struct preset *preset, const char *arch_name,
-                       long layers, long heads, long kv_heads, long embd, long ffn, long context,
-                       long vocab, float rope_theta, float norm_eps, char *err, size_t errlen)
+int resolve_model(struct config *cfg, char *err, size_t errlen)
 {
+    const struct preset *preset = find_preset(cfg->preset);
+    if (preset == NULL) preset = &PRESETS[0];
     const bool llama = cfg->arch == ARCH_LLAMA;
+    const char *arch_name = llama ? "llama" : "gpt2";
+    const long layers = cfg->given.layers, heads = cfg->given.heads;
+    const long kv_heads = cfg->given.kv_heads, embd = cfg->given.embd, ffn = cfg->given.ffn;
+    const long context = cfg->given.context, vocab = cfg->given.vocab;
+    const float rope_theta = cfg->given.rope_theta, norm_eps = cfg->given.norm_eps;
     cfg->n_layer = layers > 0 ? (int)layers : preset->n_layer;
     cfg->n_head = heads > 0 ? (int)heads : preset->n_head;
     cfg->n_embd = embd > 0 ? (int)embd : preset->n_embd;
@@ -558,13 +577,7 @@ static int model_flags(struct config *cfg, const struct preset *preset, const ch
                  cfg->n_embd, cfg->n_head, cfg->n_embd / cfg->n_head);
         return EXIT_USAGE;
     }
-    if (cfg->export_path != NULL || cfg->init_from != NULL) {
-        snprintf(err, errlen,
-                 "%s: --arch llama's weights are not exported or imported yet (GPT-2's "
-                 "config.json and names only)",
-                 cfg->export_path != NULL ? "--export" : "--init-from");
-        return EXIT_USAGE;
-    }
+    cfg->tie_embeddings = cfg->given.tie;
     /* Llama's SwiGLU width: 2/3 of 4C, rounded up to a multiple of 32. */
     cfg->ffn_hidden = ffn > 0 ? (int)ffn : (8 * cfg->n_embd / 3 + 31) / 32 * 32;
     cfg->rope_theta = isnan(rope_theta) ? 10000.0f : rope_theta;
@@ -697,12 +710,19 @@ void usage(FILE *f)
             "Weights as safetensors (the names of transformers' GPT2LMHeadModel:\n"
             "transformer.wte.weight, transformer.h.0.attn.c_attn.weight [C, 3C], ...;\n"
             "weights [in, out] like GPT-2's Conv1D; the output projection is tied to wte;\n"
-            "the byte vocabulary in the metadata, but --init-from needs the same --data):\n"
+            "--arch llama: LlamaForCausalLM's, weights [out, in]; the byte vocabulary\n"
+            "in the metadata, but --init-from needs the same --data):\n"
             "  --export PATH       write the parameters to PATH after training, and\n"
             "                      config.json beside it: --export DIR/model.safetensors\n"
             "                      makes DIR loadable by GPT2LMHeadModel.from_pretrained\n"
+            "                      (llama: LlamaForCausalLM.from_pretrained)\n"
             "  --init-from PATH    start from PATH's parameters (not with --resume); with\n"
-            "                      --sample-only, sample from them\n"
+            "                      --sample-only, sample from them; PATH may be a folder\n"
+            "                      (PATH/model.safetensors); llama: its config.json sets\n"
+            "                      the model flags not given and must agree with the rest\n"
+            "  --score             with --init-from: print the loss, gradient norm, loss\n"
+            "                      after one plain SGD step (--lr) and logits of --data's\n"
+            "                      first T + 1 tokens; train and write nothing\n"
             "\n"
             "Sampling:\n"
             "  --sample-only       sample from --resume's (or --init-from's) model to\n"

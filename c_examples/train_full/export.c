@@ -2,13 +2,20 @@
  * export.c: --export, a folder Hugging Face transformers loads as it is.
  *
  * The parameters are already named as GPT2LMHeadModel's state dict
- * (model.c), weights in Conv1D's [in, out] layout, so the library's
- * safetensors writer gives the weights. This file adds what a loader needs
- * beside them: the byte vocabulary in the file's metadata ("vocab_hex":
- * two hex digits per id, id i = byte i of the string; "format": "pt", which
- * transformers checks) and config.json (GPT2Config) in the same folder.
- * The output projection is tied to wte ("tie_word_embeddings"), so the file
- * has no lm_head.weight.
+ * (model.c), weights in Conv1D's [in, out] layout, or with --arch llama as
+ * LlamaForCausalLM's, weights in nn.Linear's [out, in] layout, so the
+ * library's safetensors writer gives the weights. This file adds what a
+ * loader needs beside them: the byte vocabulary in the file's metadata
+ * ("vocab_hex": two hex digits per id, id i = byte i of the string;
+ * "format": "pt", which transformers checks) and config.json (GPT2Config
+ * or LlamaConfig) in the same folder. A tied output projection
+ * ("tie_word_embeddings": GPT-2 always, llama with --tie-embeddings) has no
+ * lm_head.weight in the file.
+ *
+ * Llama's q_proj and k_proj need no permutation: ag_rope pairs element i
+ * with i + D/2 of each head, as transformers' rotate_half does (Meta's
+ * original checkpoints pair 2i with 2i + 1; transformers' conversion
+ * script permutes those, and a folder it wrote is already in this layout).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -122,6 +129,60 @@ static bool write_config(const char *path, const struct model *md, char *err, si
     return write_replace(cfg_path, json, (size_t)n, "", 0, "", 0, err, errlen);
 }
 
+/* The shortest decimal of a float that reads back as the same float. */
+static void format_float(char *buf, size_t len, float v)
+{
+    for (int digits = 6; digits <= 9; digits++) {
+        snprintf(buf, len, "%.*g", digits, (double)v);
+        if (strtof(buf, NULL) == v) return;
+    }
+}
+
+/* config.json for LlamaConfig: the model as model.c's llama blocks build
+ * it (SwiGLU with silu, no biases, default RoPE, no dropout). */
+static bool write_llama_config(const char *path, const struct model *md, char *err,
+                               size_t errlen)
+{
+    char cfg_path[PATH_CAP + 16];
+    const char *slash = strrchr(path, '/');
+    int dir = slash == NULL ? 0 : (int)(slash - path + 1);
+    snprintf(cfg_path, sizeof cfg_path, "%.*sconfig.json", dir, path);
+    char eps[32], theta[32];
+    format_float(eps, sizeof eps, md->norm_eps);
+    format_float(theta, sizeof theta, md->rope_theta);
+    char json[1536];
+    int n = snprintf(json, sizeof json,
+                     "{\n"
+                     "  \"architectures\": [\"LlamaForCausalLM\"],\n"
+                     "  \"model_type\": \"llama\",\n"
+                     "  \"vocab_size\": %d,\n"
+                     "  \"hidden_size\": %d,\n"
+                     "  \"intermediate_size\": %d,\n"
+                     "  \"num_hidden_layers\": %d,\n"
+                     "  \"num_attention_heads\": %d,\n"
+                     "  \"num_key_value_heads\": %d,\n"
+                     "  \"head_dim\": %d,\n"
+                     "  \"max_position_embeddings\": %d,\n"
+                     "  \"rms_norm_eps\": %s,\n"
+                     "  \"rope_theta\": %s,\n"
+                     "  \"rope_scaling\": null,\n"
+                     "  \"tie_word_embeddings\": %s,\n"
+                     "  \"hidden_act\": \"silu\",\n"
+                     "  \"attention_bias\": false,\n"
+                     "  \"attention_dropout\": 0.0,\n"
+                     "  \"mlp_bias\": false,\n"
+                     "  \"pretraining_tp\": 1,\n"
+                     "  \"use_cache\": true,\n"
+                     "  \"bos_token_id\": null,\n"
+                     "  \"eos_token_id\": null,\n"
+                     "  \"pad_token_id\": null,\n"
+                     "  \"torch_dtype\": \"float32\"\n"
+                     "}\n",
+                     md->V, md->C, md->F, md->L, md->NH, md->KV, md->C / md->NH, md->T, eps,
+                     theta, md->tie ? "true" : "false");
+    return write_replace(cfg_path, json, (size_t)n, "", 0, "", 0, err, errlen);
+}
+
 int export_model(struct trainer *tr, const char *path)
 {
     char err[PATH_CAP + 128];
@@ -129,7 +190,9 @@ int export_model(struct trainer *tr, const char *path)
     if (st != AG_STATUS_OK) {
         snprintf(err, sizeof err, "%s", ag_context_last_error(tr->ctx));
     } else if (add_metadata(path, tr->data, tr->V, err, sizeof err) &&
-               write_config(path, &tr->model, err, sizeof err)) {
+               (tr->model.arch == ARCH_LLAMA
+                    ? write_llama_config(path, &tr->model, err, sizeof err)
+                    : write_config(path, &tr->model, err, sizeof err))) {
         return 0;
     }
     fflush(stdout);

@@ -265,8 +265,15 @@ static int train_main(int argc, char **argv)
     }
     int rc = dist_check_config(&cfg);
     if (rc != 0) return rc;
-    /* --sample-only keeps stdout for the sample alone. */
-    FILE *info = cfg.sample_only ? stderr : stdout;
+    /* --init-from DIR: DIR/model.safetensors, and config.json's sizes. */
+    static char init_file[PATH_CAP];
+    rc = init_from_config(&cfg, init_file, err, sizeof err);
+    if (rc != 0) {
+        if (dist_root()) fprintf(stderr, "train_full: %s\n", err);
+        return rc;
+    }
+    /* --sample-only keeps stdout for the sample alone, --score for its figures. */
+    FILE *info = cfg.sample_only || cfg.score ? stderr : stdout;
 
     /* Data: --data, else data/shakespeare.txt, else the tiny shared corpus. */
     static const char *const DEFAULT_DATA = "data/shakespeare.txt";
@@ -327,6 +334,16 @@ static int train_main(int argc, char **argv)
                     "train_full: --vocab %d: the vocabulary of character data (%s) is its %d "
                     "distinct bytes; --vocab sizes the model for token shards\n",
                     cfg.vocab, path, data.V);
+        free_data(&data);
+        return EXIT_USAGE;
+    }
+    if (cfg.hf_vocab > 0 && cfg.hf_vocab != data.V) {
+        if (dist_root())
+            fprintf(stderr,
+                    "train_full: --init-from %s: its config.json has vocab_size %d, but %s has "
+                    "%s%d: the ids would not match%s\n",
+                    cfg.init_from, cfg.hf_vocab, path, shards ? "--vocab " : "V=", data.V,
+                    shards ? "" : " (character data's ids are its distinct bytes, sorted)");
         free_data(&data);
         return EXIT_USAGE;
     }

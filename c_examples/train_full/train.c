@@ -220,6 +220,12 @@ static int setup(struct trainer *tr)
     }
     st = dist_before_optimizer(ctx, cfg);
     if (st != AG_STATUS_OK) return report_failure(&tr->reporter, "ag_optimizer_shard", st);
+    if (cfg->score) {
+        /* --score's one step: plain SGD, comparable with any framework's. */
+        st = ag_optimizer_sgd(ctx, cfg->lr, 0.0f, 0.0f);
+        if (st != AG_STATUS_OK) return report_failure(&tr->reporter, "ag_optimizer_sgd", st);
+        return 0;
+    }
     /* The decay applies to the parameters model_build flagged: the matrices. */
     st = ag_optimizer_adamw(ctx, cfg->lr, 0.9f, 0.999f, 1e-8f, cfg->weight_decay);
     if (st != AG_STATUS_OK) return report_failure(&tr->reporter, "ag_optimizer_adamw", st);
@@ -802,6 +808,7 @@ int run(struct trainer *tr)
     int rc = setup(tr);
     if (rc == 0 && cfg->resume != NULL) rc = resume(tr, &r);
     if (rc != 0) return rc;
+    if (cfg->score) return score(tr);
     r.prompt = sample_prompt(tr);
     if (cfg->sample_only) return sample_only(tr, &r.s, r.prompt);
     rc = arena_budget(tr, r.s.rng);

@@ -105,14 +105,27 @@ struct config {
     long arena_limit_mb; /* 0: no cap */
     int recompute;       /* AG_RECOMPUTE_*; -1: AUTO with --arena-limit-mb, else NONE */
     bool sample_only;
+    bool score;          /* --score: loss, logits and gradient of --data's first T + 1 tokens */
     bool no_capture;     /* --no-capture: build every micro-batch's graph eagerly */
     bool help;
     bool overlap;        /* MPI: all-reduce each gradient bucket during backward (default) */
     long bucket_kb;      /* MPI: smallest bucket of the overlapped all-reduce, KiB */
     long zero;           /* MPI: 1: each rank keeps AdamW moments of its slice only (ZeRO-1) */
+    /* The model flags as given (0, NAN or false: not given), which a
+       config.json beside --init-from may fill in (hf_config.c). */
+    struct {
+        bool arch, tie;
+        long layers, heads, kv_heads, embd, ffn, context, vocab;
+        float rope_theta, norm_eps;
+    } given;
+    int hf_vocab;        /* --init-from's config.json vocab_size; 0: none read */
 };
 
 int parse_args(int argc, char **argv, struct config *cfg, char *err, size_t errlen);
+/* The model's sizes from the flags given (cfg->given) over the preset's;
+   parse_args calls it, and hf_config.c again after config.json filled in
+   the flags not given. EXIT_USAGE with a message naming the flags, else 0. */
+int resolve_model(struct config *cfg, char *err, size_t errlen);
 /* Once the vocabulary V is known: EXIT_USAGE with a message naming the flags
    if the model's parameters cannot be held, else 0. */
 int check_model_size(const struct config *cfg, size_t V, char *err, size_t errlen);
@@ -322,6 +335,15 @@ struct trainer {
 extern volatile sig_atomic_t g_stop_signal;
 
 int run(struct trainer *tr);
+/* --init-from DIR or FILE (hf_config.c): the safetensors file to load
+ * (DIR/model.safetensors for a folder, written into `file`, PATH_CAP
+ * bytes), and for --arch llama the model's sizes from config.json beside
+ * it, if there is one: it sets each model flag not given and must agree
+ * with each one given. 0, or EXIT_USAGE having said why. */
+int init_from_config(struct config *cfg, char *file, char *err, size_t errlen);
+/* --score (score.c): prints loss, logits, gradient norm and the loss
+ * after one SGD step of --data's first T + 1 tokens. 0 or an exit status. */
+int score(struct trainer *tr);
 /* --export: the safetensors file at path, with the vocabulary in its metadata,
  * and config.json beside it (export.c). 0 or EXIT_IO, having said why. */
 int export_model(struct trainer *tr, const char *path);

@@ -86,9 +86,6 @@ else
     echo "FAIL: override run: want params=$want status=done: $summary"; fails=$((fails + 1))
 fi
 
-expect_fail "--export: --arch llama's weights are not exported or imported yet" \
-    --arch llama --export "$tmp/m.safetensors"
-
 # Llama blocks: the parameter count of LlamaForCausalLM's tensors, a loss
 # that falls, and a resumed run that continues bit for bit.
 "$bin" --arch llama --preset tiny --heads 4 --kv-heads 2 --iters 60 --lr 3e-3 --log-every 10 \
