@@ -9,11 +9,14 @@ Reads the posteriordb repository (a git directory, default the mirror under
   tests/data/posteriordb/<posterior>.ref   quantity,mean,sd,mcse_mean from
                                            posteriordb's 10,000 reference draws
 
+and synthetic-gamma_iid, a model posteriordb lacks, whose .ref is its exact
+posterior by quadrature.
+
 mcse_mean is sd / sqrt(ESS) with ESS from split chains, Geyer's initial
 monotone sequence (Vehtari et al. 2021), as posteriordb's summaries. The big
 draw files are read from git and never written. Standard library only.
 """
-import argparse, io, json, math, os, subprocess, zipfile
+import argparse, io, json, math, os, random, struct, subprocess, zipfile
 
 OUT = os.path.join(os.path.dirname(__file__), "..", "tests", "data", "posteriordb")
 
@@ -71,7 +74,7 @@ def summaries(draws, names):
     return rows
 
 
-def write(name, kind, header, names, rows, repo, ref=True):
+def write_rows(name, kind, header, names, rows):
     with open(os.path.join(OUT, name + ".data"), "w") as f:
         f.write(f"model {kind}\n")
         for k, v in header.items():
@@ -80,12 +83,69 @@ def write(name, kind, header, names, rows, repo, ref=True):
         f.write(f"rows {len(rows)} {len(rows[0])}\n")
         for r in rows:
             f.write(" ".join(repr(float(v)) for v in r) + "\n")
+
+
+def write(name, kind, header, names, rows, repo, ref=True):
+    write_rows(name, kind, header, names, rows)
     if ref:
         draws = git_json_zip(repo, f"posterior_database/reference_posteriors/draws/draws/{name}.json.zip")
         with open(os.path.join(OUT, name + ".ref"), "w") as f:
             f.write("quantity,mean,sd,mcse_mean\n")
             for q, mean, sd, mcse in summaries(draws, names):
                 f.write(f"{q},{mean!r},{sd!r},{mcse!r}\n")
+    print("wrote", name)
+
+
+def f32(v):
+    """v rounded to float32, as build/nuts reads the data"""
+    return struct.unpack("f", struct.pack("f", v))[0]
+
+
+def grid_summary(log_post, lo, hi, transforms, names, points=400):
+    """quantity,mean,sd,0 of a 2-parameter posterior by quadrature: log_post
+    on the unconstrained (u, v) plane over the box lo..hi, narrowed to
+    where it is within 40 of its peak, then a points x points midpoint
+    rule; transforms map (u, v) to each reported quantity. mcse 0: exact
+    to the grid's error (far below a sampler's)."""
+    for _ in range(2):
+        du, dv = (hi[0] - lo[0]) / points, (hi[1] - lo[1]) / points
+        grid = [(lo[0] + (i + 0.5) * du, lo[1] + (j + 0.5) * dv) for i in range(points) for j in range(points)]
+        lps = [log_post(u, v) for u, v in grid]
+        top = max(lps)
+        keep = [g for g, l in zip(grid, lps) if l > top - 40]
+        lo = (min(g[0] for g in keep) - du, min(g[1] for g in keep) - dv)
+        hi = (max(g[0] for g in keep) + du, max(g[1] for g in keep) + dv)
+    w = [math.exp(l - top) for l in lps]
+    total = sum(w)
+    rows = []
+    for name, t in zip(names, transforms):
+        vals = [t(u, v) for u, v in grid]
+        mean = sum(wi * x for wi, x in zip(w, vals)) / total
+        sd = math.sqrt(sum(wi * (x - mean) ** 2 for wi, x in zip(w, vals)) / total)
+        rows.append((name, mean, sd, 0.0))
+    return rows
+
+
+def write_gamma_iid():
+    """200 draws of gamma(shape 2.5, rate 1.5) (a fixed seed); alpha, beta
+    ~ half-normal(0, 10). Not in posteriordb: the reference is the exact
+    posterior by quadrature."""
+    rng = random.Random(20260101)
+    y = [f32(rng.gammavariate(2.5, 1 / 1.5)) for _ in range(200)]
+    n, s1, s2 = len(y), sum(math.log(v) for v in y), sum(y)
+
+    def log_post(u, v):  # u = log alpha, v = log beta, Jacobian u + v
+        a, b = math.exp(u), math.exp(v)
+        return n * a * v - n * math.lgamma(a) + (a - 1) * s1 - b * s2 - (a * a + b * b) / 200 + u + v
+
+    name = "synthetic-gamma_iid"
+    write_rows(name, "gamma_iid", {}, ["alpha", "beta"], [(v,) for v in y])
+    rows = grid_summary(log_post, (-3, -3), (4, 4), [lambda u, v: math.exp(u), lambda u, v: math.exp(v)],
+                        ["alpha", "beta"])
+    with open(os.path.join(OUT, name + ".ref"), "w") as f:
+        f.write("quantity,mean,sd,mcse_mean\n")
+        for q, mean, sd, mcse in rows:
+            f.write(f"{q},{mean!r},{sd!r},{mcse!r}\n")
     print("wrote", name)
 
 
@@ -126,6 +186,40 @@ def main():
           ["alpha"] + [f"beta[{k}]" for k in range(1, K + 1)] + ["sigma"],
           [(y[t], 1, *[y[t - k] for k in range(1, K + 1)]) for t in range(K, d["T"])], repo)
 
+    # More of the ARM book's regressions: flat priors on beta, sigma flat or
+    # half-Cauchy(0, 2.5) as in each model's Stan code.
+    d = data("kidiq")
+    write("kidiq-kidscore_momhs", "linreg", {"beta_prior_sd": 0, "sigma_prior": "cauchy 2.5"},
+          ["beta[1]", "beta[2]", "sigma"],
+          [(y, 1, hs) for y, hs in zip(d["kid_score"], d["mom_hs"])], repo)
+    write("kidiq-kidscore_interaction", "linreg", {"beta_prior_sd": 0, "sigma_prior": "cauchy 2.5"},
+          [f"beta[{k}]" for k in range(1, 5)] + ["sigma"],
+          [(y, 1, hs, iq, hs * iq) for y, hs, iq in zip(d["kid_score"], d["mom_hs"], d["mom_iq"])], repo)
+    d = data("kidiq_with_mom_work")
+    write("kidiq_with_mom_work-kidscore_mom_work", "linreg", {"beta_prior_sd": 0, "sigma_prior": "flat 0"},
+          [f"beta[{k}]" for k in range(1, 5)] + ["sigma"],
+          [(y, 1, w == 2, w == 3, w == 4) for y, w in zip(d["kid_score"], d["mom_work"])], repo)
+    d = data("mesquite")
+    write("mesquite-mesquite", "linreg", {"beta_prior_sd": 0, "sigma_prior": "flat 0"},
+          [f"beta[{k}]" for k in range(1, 8)] + ["sigma"],
+          [(w, 1, a, b, c, t, de, g) for w, a, b, c, t, de, g in
+           zip(d["weight"], d["diam1"], d["diam2"], d["canopy_height"], d["total_height"], d["density"],
+               d["group"])], repo)
+    write("mesquite-logmesquite_logva", "linreg", {"beta_prior_sd": 0, "sigma_prior": "flat 0"},
+          [f"beta[{k}]" for k in range(1, 5)] + ["sigma"],
+          [(L(w), 1, L(a * b * c), L(a * b), g) for w, a, b, c, g in
+           zip(d["weight"], d["diam1"], d["diam2"], d["canopy_height"], d["group"])], repo)
+    d = data("earnings")
+    write("earnings-logearn_height", "linreg", {"beta_prior_sd": 0, "sigma_prior": "flat 0"},
+          ["beta[1]", "beta[2]", "sigma"],
+          [(L(e), 1, h) for e, h in zip(d["earn"], d["height"])], repo)
+    d = data("nes2000")
+    write("nes2000-nes", "linreg", {"beta_prior_sd": 0, "sigma_prior": "flat 0"},
+          [f"beta[{k}]" for k in range(1, 10)] + ["sigma"],
+          [(p, 1, ideo, race, a == 2, a == 3, a == 4, ed, g, inc) for p, ideo, race, a, ed, g, inc in
+           zip(d["partyid7"], d["real_ideo"], d["race_adj"], d["age_discrete"], d["educ1"], d["gender"],
+               d["income"])], repo)
+
     # Two-component normal mixture, ordered means (needs logsumexp).
     d = data("low_dim_gauss_mix")
     write("low_dim_gauss_mix-low_dim_gauss_mix", "mixture2", {},
@@ -137,6 +231,9 @@ def main():
     write("wells-logistic", "logistic", {"beta_prior_sd": 10},
           ["beta[1]", "beta[2]", "beta[3]"],
           [(s, 1, di / 100, a) for s, di, a in zip(d["switched"], d["dist"], d["arsenic"])], repo, ref=False)
+
+    # A gamma likelihood (ag_lgamma), checked against its exact posterior.
+    write_gamma_iid()
 
 
 if __name__ == "__main__":
