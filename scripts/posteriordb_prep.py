@@ -16,7 +16,7 @@ mcse_mean is sd / sqrt(ESS) with ESS from split chains, Geyer's initial
 monotone sequence (Vehtari et al. 2021), as posteriordb's summaries. The big
 draw files are read from git and never written. Standard library only.
 """
-import argparse, io, json, math, os, random, struct, subprocess, zipfile
+import argparse, io, itertools, json, math, os, random, struct, subprocess, zipfile
 
 OUT = os.path.join(os.path.dirname(__file__), "..", "tests", "data", "posteriordb")
 
@@ -74,13 +74,14 @@ def summaries(draws, names):
     return rows
 
 
-def write_rows(name, kind, header, names, rows):
+def write_rows(name, kind, header, names, rows, cols=None):
+    """the .data file; cols where there are no rows"""
     with open(os.path.join(OUT, name + ".data"), "w") as f:
         f.write(f"model {kind}\n")
         for k, v in header.items():
             f.write(f"{k} {v}\n")
         f.write("names " + " ".join(names) + "\n")
-        f.write(f"rows {len(rows)} {len(rows[0])}\n")
+        f.write(f"rows {len(rows)} {len(rows[0]) if rows else cols}\n")
         for r in rows:
             f.write(" ".join(repr(float(v)) for v in r) + "\n")
 
@@ -101,29 +102,87 @@ def f32(v):
     return struct.unpack("f", struct.pack("f", v))[0]
 
 
-def grid_summary(log_post, lo, hi, transforms, names, points=400):
-    """quantity,mean,sd,0 of a 2-parameter posterior by quadrature: log_post
-    on the unconstrained (u, v) plane over the box lo..hi, narrowed to
-    where it is within 40 of its peak, then a points x points midpoint
-    rule; transforms map (u, v) to each reported quantity. mcse 0: exact
-    to the grid's error (far below a sampler's)."""
+def grid_summary(log_post, lo, hi, transforms, names, points):
+    """quantity,mean,sd,0 of a posterior of 2 or 3 parameters by
+    quadrature: log_post on the unconstrained space over the box lo..hi,
+    narrowed to where it is within 40 of its peak, then a midpoint rule
+    with `points` per axis; transforms map a point to each reported
+    quantity. mcse 0: exact to the grid's error (far below a sampler's)."""
+    dims = len(lo)
     for _ in range(2):
-        du, dv = (hi[0] - lo[0]) / points, (hi[1] - lo[1]) / points
-        grid = [(lo[0] + (i + 0.5) * du, lo[1] + (j + 0.5) * dv) for i in range(points) for j in range(points)]
-        lps = [log_post(u, v) for u, v in grid]
+        step = [(hi[k] - lo[k]) / points for k in range(dims)]
+        axes = [[lo[k] + (i + 0.5) * step[k] for i in range(points)] for k in range(dims)]
+        grid = list(itertools.product(*axes))
+        lps = [log_post(*g) for g in grid]
         top = max(lps)
         keep = [g for g, l in zip(grid, lps) if l > top - 40]
-        lo = (min(g[0] for g in keep) - du, min(g[1] for g in keep) - dv)
-        hi = (max(g[0] for g in keep) + du, max(g[1] for g in keep) + dv)
+        lo = [min(g[k] for g in keep) - step[k] for k in range(dims)]
+        hi = [max(g[k] for g in keep) + step[k] for k in range(dims)]
     w = [math.exp(l - top) for l in lps]
     total = sum(w)
     rows = []
     for name, t in zip(names, transforms):
-        vals = [t(u, v) for u, v in grid]
+        vals = [t(*g) for g in grid]
         mean = sum(wi * x for wi, x in zip(w, vals)) / total
         sd = math.sqrt(sum(wi * (x - mean) ** 2 for wi, x in zip(w, vals)) / total)
         rows.append((name, mean, sd, 0.0))
     return rows
+
+
+def write_ref(name, rows):
+    with open(os.path.join(OUT, name + ".ref"), "w") as f:
+        f.write("quantity,mean,sd,mcse_mean\n")
+        for q, mean, sd, mcse in rows:
+            f.write(f"{q},{mean!r},{sd!r},{mcse!r}\n")
+    print("wrote", name)
+
+
+def log_sigmoid(u):
+    return -math.log1p(math.exp(-u)) if u > 0 else u - math.log1p(math.exp(u))
+
+
+def write_mvn_lkj():
+    """Two checks of the LKJ model's Cholesky factor, neither in posteriordb.
+    The prior alone, K = 3, eta = 2, tau ~ half-normal(0, 1): each
+    correlation is 2 Beta(b, b) - 1 with b = eta - 1 + K / 2 (mean 0, sd
+    1 / sqrt(2 b + 1)), each tau half-normal (mean sqrt(2 / pi), sd
+    sqrt(1 - 2 / pi)). And K = 2 with 100 seeded draws of a correlated
+    normal (tau (1, 2), correlation 0.6), eta = 2, tau ~ half-normal(0, 5):
+    the exact posterior by quadrature over (log tau1, log tau2, u)."""
+    names = ["tau[1]", "tau[2]", "tau[3]", "Omega.2.1", "Omega.3.1", "Omega.3.2"]
+    write_rows("synthetic-lkj_prior", "mvn_lkj", {"lkj_eta": 2, "sigma_prior": "normal 1"}, names, [], cols=3)
+    b = 2 - 1 + 3 / 2
+    tau = (math.sqrt(2 / math.pi), math.sqrt(1 - 2 / math.pi))
+    write_ref("synthetic-lkj_prior", [(n, *tau, 0.0) for n in names[:3]] +
+              [(n, 0.0, 1 / math.sqrt(2 * b + 1), 0.0) for n in names[3:]])
+
+    rng = random.Random(20260102)
+    rho, t1, t2 = 0.6, 1.0, 2.0
+    y = []
+    for _ in range(100):
+        e1, e2 = rng.gauss(0, 1), rng.gauss(0, 1)
+        y.append((f32(t1 * e1), f32(t2 * (rho * e1 + math.sqrt(1 - rho * rho) * e2))))
+    n = len(y)
+    s11, s12, s22 = (sum(a * a for a, _ in y), sum(a * c for a, c in y), sum(c * c for _, c in y))
+    eta, scale = 2.0, 5.0
+
+    def log_post(a1, a2, u):  # tau = e^a, correlation z = 2 sigmoid(u) - 1
+        x1, x2 = math.exp(a1), math.exp(a2)
+        z = 2 / (1 + math.exp(-u)) - 1
+        one_m = 1 - z * z
+        if one_m <= 0:
+            return -math.inf
+        quad = (s11 / (x1 * x1) - 2 * z * s12 / (x1 * x2) + s22 / (x2 * x2)) / one_m
+        log_det = 2 * a1 + 2 * a2 + math.log(one_m)
+        return (-0.5 * quad - 0.5 * n * log_det + (eta - 1) * math.log(one_m) - (x1 * x1 + x2 * x2) / (2 * scale**2)
+                + a1 + a2 + log_sigmoid(u) + log_sigmoid(-u))
+
+    name = "synthetic-mvn_lkj"
+    names = ["tau[1]", "tau[2]", "Omega.2.1"]
+    write_rows(name, "mvn_lkj", {"lkj_eta": 2, "sigma_prior": "normal 5"}, names, y)
+    write_ref(name, grid_summary(log_post, (-3, -3, -6), (3, 3, 6),
+                                 [lambda a1, a2, u: math.exp(a1), lambda a1, a2, u: math.exp(a2),
+                                  lambda a1, a2, u: 2 / (1 + math.exp(-u)) - 1], names, 64))
 
 
 def write_gamma_iid():
@@ -140,13 +199,8 @@ def write_gamma_iid():
 
     name = "synthetic-gamma_iid"
     write_rows(name, "gamma_iid", {}, ["alpha", "beta"], [(v,) for v in y])
-    rows = grid_summary(log_post, (-3, -3), (4, 4), [lambda u, v: math.exp(u), lambda u, v: math.exp(v)],
-                        ["alpha", "beta"])
-    with open(os.path.join(OUT, name + ".ref"), "w") as f:
-        f.write("quantity,mean,sd,mcse_mean\n")
-        for q, mean, sd, mcse in rows:
-            f.write(f"{q},{mean!r},{sd!r},{mcse!r}\n")
-    print("wrote", name)
+    write_ref(name, grid_summary(log_post, (-3, -3), (4, 4), [lambda u, v: math.exp(u), lambda u, v: math.exp(v)],
+                                 ["alpha", "beta"], 400))
 
 
 def main():
@@ -234,6 +288,8 @@ def main():
 
     # A gamma likelihood (ag_lgamma), checked against its exact posterior.
     write_gamma_iid()
+    # The LKJ prior on a correlation's Cholesky factor (ag_solve_lower).
+    write_mvn_lkj()
 
 
 if __name__ == "__main__":

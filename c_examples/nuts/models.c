@@ -30,6 +30,19 @@
  *    and beta ~ half-normal(0, 10); q = (log alpha, log beta),
  *    log p = sum(alpha log beta - lgamma(alpha) + (alpha - 1) log y - beta y)
  *            - (alpha^2 + beta^2) / 200 + Jacobians; reported: alpha, beta.
+ *  mvn_lkj: rows are vectors y_n in R^K (K = columns, 2 to 4; no rows: the
+ *    prior alone); y_n ~ multi_normal(0, Sigma), Sigma = diag(tau) Omega
+ *    diag(tau), Omega = L L^T a correlation matrix with L ~
+ *    lkj_corr_cholesky(eta) ("lkj_eta ETA"), tau ~ half-normal(0, s)
+ *    ("sigma_prior normal S"). q = (log tau[1..K], u[1..K(K-1)/2]): each
+ *    partial correlation z = -1 + 2 sigmoid(u) (ag_constrain_interval),
+ *    and L from them row by row as Stan's cholesky_corr_constrain:
+ *    L[i][j] = z_ij sqrt(1 - sum_{k<j} L[i][k]^2), L[i][i] the rest, with
+ *    log Jacobian sum 0.5 log(1 - sum_{k<j} L[i][k]^2) over j >= 1.
+ *    log p = -|L_Sigma^{-1} Y^T|^2 / 2 - N sum log diag(L_Sigma)
+ *            + sum_{i>=2} (K - i + 2 eta - 2) log L[i][i] - |tau|^2 / (2 s^2)
+ *            + Jacobians, with L_Sigma = diag(tau) L (ag_solve_lower);
+ *    reported: tau[k], then Omega.i.j for i > j, row by row.
  * Constants of the densities are dropped: NUTS needs log p up to a constant.
  *
  * Every function here returns the first failing call's status, so an error
@@ -74,8 +87,10 @@ static void name_coordinates(model *m) {
         } else if (!strcmp(m->kind, "mixture2")) {
             static const char *const c[5] = {"mu[1]", "log_mu_gap", "log_sigma[1]", "log_sigma[2]", "logit_theta"};
             snprintf(buf, sizeof buf, "%s", c[i]);
-        } else if (!strcmp(m->kind, "gamma_iid")) {
+        } else if (!strcmp(m->kind, "gamma_iid") || (!strcmp(m->kind, "mvn_lkj") && i < m->d)) {
             snprintf(buf, sizeof buf, "log_%s", n);
+        } else if (!strcmp(m->kind, "mvn_lkj")) {
+            snprintf(buf, sizeof buf, "u_%s", n); /* the partial correlation's */
         } else {
             snprintf(buf, sizeof buf, "%s", n);
         }
@@ -101,6 +116,8 @@ void model_load(model *m, const char *path) {
             if (fscanf(f, "%lf", &m->beta_sd) != 1) die(path, "bad beta_prior_sd");
         } else if (!strcmp(key, "sigma_prior")) {
             if (fscanf(f, "%15s %lf", m->sigma_prior, &m->sigma_scale) != 2) die(path, "bad sigma_prior");
+        } else if (!strcmp(key, "lkj_eta")) {
+            if (fscanf(f, "%lf", &m->lkj_eta) != 1 || !(m->lkj_eta > 0)) die(path, "bad lkj_eta");
         } else if (!strcmp(key, "names")) {
             char line[4096];
             if (!fgets(line, sizeof line, f)) die(path, "bad names");
@@ -109,7 +126,9 @@ void model_load(model *m, const char *path) {
                 m->names[m->n_out++] = copy_str(t);
             }
         } else if (!strcmp(key, "rows")) {
-            if (fscanf(f, "%d %d", &m->rows, &m->cols) != 2 || m->rows < 1 || m->cols < 1)
+            /* the prior alone: no rows, for mvn_lkj */
+            int least = strcmp(m->kind, "mvn_lkj") ? 1 : 0;
+            if (fscanf(f, "%d %d", &m->rows, &m->cols) != 2 || m->rows < least || m->cols < 1)
                 die(path, "bad rows line");
             break;
         } else {
@@ -118,15 +137,17 @@ void model_load(model *m, const char *path) {
     }
     int n = m->rows, c = m->cols;
     m->d = c - 1;
-    m->y = malloc(sizeof(float) * n);
-    m->x = malloc(sizeof(float) * n * (m->d > 0 ? m->d : 1));
-    if (!m->y || !m->x) die(path, "out of memory");
+    m->y = malloc(sizeof(float) * (n > 0 ? n : 1));
+    m->x = malloc(sizeof(float) * (n > 0 ? n : 1) * (m->d > 0 ? m->d : 1));
+    m->yt = malloc(sizeof(float) * (n > 0 ? n : 1) * c);
+    if (!m->y || !m->x || !m->yt) die(path, "out of memory");
     for (int i = 0; i < n; i++)
         for (int j = 0; j < c; j++) {
             double v;
             if (fscanf(f, "%lf", &v) != 1) die(path, "short data");
             if (j == 0) m->y[i] = (float)v;
             else m->x[i * m->d + j - 1] = (float)v;
+            m->yt[j * n + i] = (float)v;
         }
     fclose(f);
     if (!strcmp(m->kind, "eight_schools")) {
@@ -148,6 +169,13 @@ void model_load(model *m, const char *path) {
         if (m->n_out != 2 || c != 1) die(path, "gamma_iid: names must be alpha, beta; one column");
         for (int i = 0; i < n; i++)
             if (!(m->y[i] > 0)) die(path, "gamma_iid: data must be positive");
+    } else if (!strcmp(m->kind, "mvn_lkj")) {
+        m->d = c; /* K */
+        m->dim = c + c * (c - 1) / 2;
+        if (c < 2 || c > 4) die(path, "mvn_lkj: 2 to 4 columns");
+        if (m->n_out != m->dim) die(path, "mvn_lkj: names must be tau[1..K], then Omega.i.j for i > j");
+        if (!(m->lkj_eta > 0) || strcmp(m->sigma_prior, "normal") || !(m->sigma_scale > 0))
+            die(path, "mvn_lkj: needs lkj_eta and sigma_prior normal");
     } else {
         die(path, "unknown model kind");
     }
@@ -163,6 +191,7 @@ void model_free(model *m) {
     for (int i = 0; i < m->dim; i++) free(m->coord_names[i]);
     free(m->y);
     free(m->x);
+    free(m->yt);
     ag_context_free(&m->ctx);
 }
 
@@ -335,12 +364,92 @@ static ag_status gamma_iid(ag_context *ctx, const model *m, ag_tensor q, ag_tens
     return ag_add(ctx, lp, jac, out);
 }
 
+/* The Cholesky factor L of a K x K correlation matrix from the partial
+ * correlations z (Stan's cholesky_corr_constrain, see the top), built
+ * entry by entry: writes L [K, K], its diagonal's logs into log_diag[i]
+ * ([1] each, i >= 1) and adds the map's log Jacobian to *lp. */
+static ag_status cholesky_corr(ag_context *ctx, ag_tensor z, int K, ag_tensor one, ag_tensor zero, ag_tensor *L,
+                               ag_tensor *log_diag, ag_tensor *lp) {
+    ag_tensor entries[16], zij, sum_sq, rest, w, t;
+    int k = 0;
+    for (int i = 0; i < K; i++)
+        for (int j = 0; j < K; j++) entries[i * K + j] = zero;
+    entries[0] = one;
+    for (int i = 1; i < K; i++) {
+        bool have_sum = false;
+        for (int j = 0; j < i; j++) {
+            TRY(ag_slice(ctx, z, 0, (size_t)k++, 1, &zij));
+            if (!have_sum) {
+                entries[i * K] = zij;
+                TRY(ag_mul(ctx, zij, zij, &sum_sq));
+                have_sum = true;
+                continue;
+            }
+            TRY(ag_sub(ctx, one, sum_sq, &rest));
+            TRY(ag_log(ctx, rest, &t));
+            TRY(ag_scale(ctx, t, 0.5f, &t));
+            TRY(accumulate(ctx, lp, t));
+            TRY(ag_sqrt(ctx, rest, &w));
+            TRY(ag_mul(ctx, zij, w, &entries[i * K + j]));
+            TRY(ag_mul(ctx, entries[i * K + j], entries[i * K + j], &t));
+            TRY(accumulate(ctx, &sum_sq, t));
+        }
+        TRY(ag_sub(ctx, one, sum_sq, &rest));
+        TRY(ag_log(ctx, rest, &t));
+        TRY(ag_scale(ctx, t, 0.5f, &log_diag[i])); /* log L[i][i] = log(rest) / 2 */
+        TRY(ag_sqrt(ctx, rest, &entries[i * K + i]));
+    }
+    ag_tensor rows[4]; /* row by row: ag_concat takes at most AG_MAX_CONCAT */
+    for (int i = 0; i < K; i++) TRY(ag_concat(ctx, entries + i * K, (size_t)K, 0, &rows[i]));
+    size_t shape[2] = {(size_t)K, (size_t)K};
+    TRY(ag_concat(ctx, rows, (size_t)K, 0, &t));
+    return ag_reshape(ctx, t, shape, 2, L);
+}
+
+static ag_status mvn_lkj(ag_context *ctx, const model *m, ag_tensor q, ag_tensor *out) {
+    int K = m->d;
+    size_t n = (size_t)m->rows, pairs = (size_t)(K * (K - 1) / 2);
+    float onev = 1.0f, zerov = 0.0f;
+    ag_tensor one, zero, ltau, tau, jac_tau, u, z, jac_z, L, log_diag[4], lp, t, tau_col, Ls, y, x, d;
+    TRY(constant(ctx, &onev, 1, 0, &one));
+    TRY(constant(ctx, &zerov, 1, 0, &zero));
+    TRY(ag_slice(ctx, q, 0, 0, (size_t)K, &ltau));
+    TRY(ag_slice(ctx, q, 0, (size_t)K, pairs, &u));
+    TRY(ag_constrain_lower(ctx, ltau, 0.0f, &tau, &jac_tau));
+    TRY(ag_constrain_interval(ctx, u, -1.0f, 1.0f, &z, &jac_z));
+    TRY(ag_add(ctx, jac_tau, jac_z, &lp));
+    TRY(cholesky_corr(ctx, z, K, one, zero, &L, log_diag, &lp));
+    for (int i = 1; i < K; i++) { /* lkj_corr_cholesky(eta); rows counted from 1 */
+        TRY(ag_scale(ctx, log_diag[i], (float)(K - (i + 1) + 2.0 * m->lkj_eta - 2.0), &t));
+        TRY(accumulate(ctx, &lp, t));
+    }
+    TRY(sumsq(ctx, tau, (float)(-0.5 / (m->sigma_scale * m->sigma_scale)), &t));
+    TRY(accumulate(ctx, &lp, t));
+    if (n > 0) {
+        size_t col[2] = {(size_t)K, 1};
+        TRY(ag_reshape(ctx, tau, col, 2, &tau_col));
+        TRY(ag_mul(ctx, L, tau_col, &Ls)); /* diag(tau) L: row i times tau_i */
+        TRY(constant(ctx, m->yt, (size_t)K, n, &y));
+        TRY(ag_solve_lower(ctx, Ls, y, &x));
+        TRY(sumsq(ctx, x, -0.5f, &t));
+        TRY(accumulate(ctx, &lp, t));
+        TRY(ag_diagonal(ctx, Ls, &d));
+        TRY(ag_log(ctx, d, &d));
+        TRY(ag_sum(ctx, d, &t));
+        TRY(ag_scale(ctx, t, -(float)n, &t));
+        TRY(accumulate(ctx, &lp, t));
+    }
+    *out = lp;
+    return AG_STATUS_OK;
+}
+
 ag_status model_density(ag_context *ctx, ag_tensor q, void *user, ag_tensor *log_density) {
     const model *m = user;
     if (!strcmp(m->kind, "eight_schools")) return eight_schools(ctx, m, q, log_density);
     if (!strcmp(m->kind, "linreg")) return linreg(ctx, m, q, log_density);
     if (!strcmp(m->kind, "mixture2")) return mixture2(ctx, m, q, log_density);
     if (!strcmp(m->kind, "gamma_iid")) return gamma_iid(ctx, m, q, log_density);
+    if (!strcmp(m->kind, "mvn_lkj")) return mvn_lkj(ctx, m, q, log_density);
     return logistic(ctx, m, q, log_density);
 }
 
@@ -365,6 +474,27 @@ void model_constrain(const model *m, const double *q, double *out) {
     } else if (!strcmp(m->kind, "gamma_iid")) {
         out[0] = exp(q[0]);
         out[1] = exp(q[1]);
+    } else if (!strcmp(m->kind, "mvn_lkj")) {
+        int K = m->d, k = K;
+        double L[4][4] = {{0}};
+        for (int i = 0; i < K; i++) out[i] = exp(q[i]);
+        L[0][0] = 1;
+        for (int i = 1; i < K; i++) {
+            double sum_sq = 0;
+            for (int j = 0; j < i; j++) {
+                double z = 2 * sigmoid(q[k++]) - 1;
+                L[i][j] = z * sqrt(1 - sum_sq);
+                sum_sq += L[i][j] * L[i][j];
+            }
+            L[i][i] = sqrt(1 - sum_sq);
+        }
+        int pair = K;
+        for (int i = 1; i < K; i++)
+            for (int j = 0; j < i; j++) {
+                double omega = 0;
+                for (int c = 0; c <= j; c++) omega += L[i][c] * L[j][c];
+                out[pair++] = omega;
+            }
     } else {
         for (int j = 0; j < m->d; j++) out[j] = q[j];
     }
@@ -378,6 +508,16 @@ int model_depends(const model *m, int k, int *coords, bool *identity) {
         coords[1] = m->d;     /* mu */
         coords[2] = m->d + 1; /* log tau */
         return 3;
+    }
+    if (!strcmp(m->kind, "mvn_lkj") && k >= m->d) {
+        /* Omega.i.j = sum_{c <= j} L[i][c] L[j][c]: z_i0..z_ij and row j's;
+         * row r's partial correlations start at K + r (r - 1) / 2 */
+        int K = m->d, pair = k - K, i = 1, n = 0;
+        while (pair >= i) pair -= i++;
+        int j = pair;
+        for (int c = 0; c <= j; c++) coords[n++] = K + i * (i - 1) / 2 + c;
+        for (int c = 0; c < j; c++) coords[n++] = K + j * (j - 1) / 2 + c;
+        return n;
     }
     if (!strcmp(m->kind, "mixture2") && k == 1) {
         coords[0] = 0; /* mu[2] = mu[1] + e^gap */

@@ -24,10 +24,10 @@
 
 #define NUTS_MAX_NAMES 64
 /* the most coordinates one reported quantity is a function of */
-#define NUTS_MAX_DEPS 3
+#define NUTS_MAX_DEPS 8
 
 typedef struct model {
-    char kind[32];      /* eight_schools, linreg, logistic, mixture2, gamma_reg */
+    char kind[32];      /* eight_schools, linreg, logistic, mixture2, gamma_iid, mvn_lkj */
     char name[128];     /* file stem, e.g. kidiq-kidscore_momiq */
     int rows, cols;     /* data table */
     float *y;           /* [rows] response (linreg, logistic, gamma_reg) */
@@ -37,6 +37,8 @@ typedef struct model {
     double beta_sd;     /* normal(0, beta_sd) prior on coefficients; 0 = flat */
     char sigma_prior[16];
     double sigma_scale; /* half-cauchy or half-normal scale of sigma */
+    double lkj_eta;     /* mvn_lkj: the LKJ prior's shape */
+    float *yt;          /* [cols, rows]: the data table transposed (mvn_lkj) */
     int dim;            /* unconstrained parameters */
     int n_out;          /* reported (constrained) quantities */
     char *names[NUTS_MAX_NAMES];
