@@ -203,6 +203,89 @@ def write_gamma_iid():
                                  ["alpha", "beta"], 400))
 
 
+def write_hier_lkj():
+    """A hierarchical model with a covariance: G = 12 groups' 2-vectors
+    theta_g ~ multi_normal(0, diag(tau) Omega diag(tau)), observed as y_g ~
+    normal(theta_g, s_g I) (seeded: tau (1, 0.5), correlation -0.5, s_g in
+    0.2..0.6); Omega's Cholesky factor ~ LKJ(2), tau ~ half-normal(0, 2).
+    Integrating theta out, y_g ~ multi_normal(0, Sigma + s_g^2 I): the
+    exact posterior of (tau, Omega) by quadrature on its 3 coordinates, and
+    theta's posterior means and sds from its normal conditional given them,
+    E[theta_g] = Sigma V_g^-1 y_g, Cov = Sigma - Sigma V_g^-1 Sigma with V_g =
+    Sigma + s_g^2 I, averaged over that grid."""
+    rng = random.Random(20260103)
+    rho, t1, t2, G = -0.5, 1.0, 0.5, 12
+    rows = []
+    for _ in range(G):
+        e1, e2 = rng.gauss(0, 1), rng.gauss(0, 1)
+        th = (t1 * e1, t2 * (rho * e1 + math.sqrt(1 - rho * rho) * e2))
+        s = 0.2 + 0.4 * rng.random()
+        rows.append((f32(th[0] + s * rng.gauss(0, 1)), f32(th[1] + s * rng.gauss(0, 1)), f32(s)))
+    eta, scale = 2.0, 2.0
+
+    def sigma(a1, a2, u):
+        x1, x2, z = math.exp(a1), math.exp(a2), 2 / (1 + math.exp(-u)) - 1
+        return x1 * x1, z * x1 * x2, x2 * x2, z
+
+    def log_post(a1, a2, u):
+        s11, s12, s22, z = sigma(a1, a2, u)
+        lp = 0.0
+        for y1, y2, s in rows:
+            v11, v22 = s11 + s * s, s22 + s * s
+            det = v11 * v22 - s12 * s12
+            lp -= 0.5 * (math.log(det) + (v22 * y1 * y1 - 2 * s12 * y1 * y2 + v11 * y2 * y2) / det)
+        x1, x2 = math.exp(a1), math.exp(a2)
+        return (lp + (eta - 1) * math.log(1 - z * z) - (x1 * x1 + x2 * x2) / (2 * scale**2) + a1 + a2
+                + log_sigmoid(u) + log_sigmoid(-u))
+
+    def theta_moments(a1, a2, u):
+        """each theta_g's conditional means and second moments, flattened"""
+        s11, s12, s22, _ = sigma(a1, a2, u)
+        out = []
+        for y1, y2, s in rows:
+            v11, v22 = s11 + s * s, s22 + s * s
+            det = v11 * v22 - s12 * s12
+            w1, w2 = (v22 * y1 - s12 * y2) / det, (v11 * y2 - s12 * y1) / det  # V^-1 y
+            m1, m2 = s11 * w1 + s12 * w2, s12 * w1 + s22 * w2
+            # Sigma V^-1 Sigma's diagonal
+            c11 = (s11 * (v22 * s11 - s12 * s12) + s12 * (v11 * s12 - s12 * s11)) / det
+            c22 = (s12 * (v22 * s12 - s12 * s22) + s22 * (v11 * s22 - s12 * s12)) / det
+            out += [(m1, m1 * m1 + s11 - c11), (m2, m2 * m2 + s22 - c22)]
+        return out
+
+    name = "synthetic-hier_lkj"
+    names = ["tau[1]", "tau[2]", "Omega.2.1"] + [f"theta.{g}.{k}" for g in range(1, G + 1) for k in (1, 2)]
+    write_rows(name, "hier_lkj", {"lkj_eta": 2, "sigma_prior": "normal 2"}, names, rows)
+    lo, hi, points, dims = [-8, -8, -8], [3, 3, 8], 64, 3
+    for _ in range(2):  # narrow the box to within 40 of the peak, as grid_summary
+        step = [(hi[k] - lo[k]) / points for k in range(dims)]
+        grid = list(itertools.product(*[[lo[k] + (i + 0.5) * step[k] for i in range(points)] for k in range(dims)]))
+        lps = [log_post(*g) for g in grid]
+        top = max(lps)
+        keep = [g for g, l in zip(grid, lps) if l > top - 40]
+        lo = [min(g[k] for g in keep) - step[k] for k in range(dims)]
+        hi = [max(g[k] for g in keep) + step[k] for k in range(dims)]
+    w = [math.exp(l - top) for l in lps]
+    total = sum(w)
+    hyper = [lambda a1, a2, u: math.exp(a1), lambda a1, a2, u: math.exp(a2),
+             lambda a1, a2, u: 2 / (1 + math.exp(-u)) - 1]
+    first = [0.0] * (3 + 2 * G)
+    second = [0.0] * (3 + 2 * G)
+    for wi, g in zip(w, grid):
+        for k, t in enumerate(hyper):
+            v = t(*g)
+            first[k] += wi * v
+            second[k] += wi * v * v
+        for k, (m1, m2) in enumerate(theta_moments(*g)):
+            first[3 + k] += wi * m1
+            second[3 + k] += wi * m2
+    ref = []
+    for k, n in enumerate(names):
+        mean = first[k] / total
+        ref.append((n, mean, math.sqrt(second[k] / total - mean * mean), 0.0))
+    write_ref(name, ref)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repo", default="/work/.mirror/stan-dev+posteriordb/repo")
@@ -290,6 +373,7 @@ def main():
     write_gamma_iid()
     # The LKJ prior on a correlation's Cholesky factor (ag_solve_lower).
     write_mvn_lkj()
+    write_hier_lkj()
 
 
 if __name__ == "__main__":

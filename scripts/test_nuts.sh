@@ -45,7 +45,7 @@ for data in "$dir"/*.data; do
     name=$(basename "$data" .data)
     [ -f "$dir/$name.ref" ] || continue
     check=(--check-means 0.1)
-    grep -q '^model eight_schools' "$data" && check=()
+    grep -qE '^model (eight_schools|hier_lkj)$' "$data" && check=()
     if build/advi "$data" --ref "$dir/$name.ref" "${check[@]}" > "$out/$name-advi.txt"; then
         gap=$(awk 'f && NF == 6 && $6 > m {m = $6} /^quantity/ {f = 1} END {print m}' "$out/$name-advi.txt")
         echo "test-nuts: $name ADVI vs reference: ${check:+passed, }largest mean gap $gap sd"

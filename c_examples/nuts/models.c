@@ -43,6 +43,11 @@
  *            + sum_{i>=2} (K - i + 2 eta - 2) log L[i][i] - |tau|^2 / (2 s^2)
  *            + Jacobians, with L_Sigma = diag(tau) L (ag_solve_lower);
  *    reported: tau[k], then Omega.i.j for i > j, row by row.
+ *  hier_lkj: rows are groups (y_g in R^K, s_g): y_g ~ normal(theta_g, s_g I),
+ *    theta_g = diag(tau) L z_g with z_g ~ normal(0, I) (non-centred:
+ *    theta_g ~ multi_normal(0, Sigma)), tau, L and their priors as in
+ *    mvn_lkj; q = (log tau, u, z_1, .., z_G), theta = Z L_Sigma^T;
+ *    reported: tau[k], Omega.i.j, then theta.g.k group by group.
  * Constants of the densities are dropped: NUTS needs log p up to a constant.
  *
  * Every function here returns the first failing call's status, so an error
@@ -87,10 +92,12 @@ static void name_coordinates(model *m) {
         } else if (!strcmp(m->kind, "mixture2")) {
             static const char *const c[5] = {"mu[1]", "log_mu_gap", "log_sigma[1]", "log_sigma[2]", "logit_theta"};
             snprintf(buf, sizeof buf, "%s", c[i]);
-        } else if (!strcmp(m->kind, "gamma_iid") || (!strcmp(m->kind, "mvn_lkj") && i < m->d)) {
+        } else if (!strcmp(m->kind, "gamma_iid") || (strstr(m->kind, "_lkj") && i < m->d)) {
             snprintf(buf, sizeof buf, "log_%s", n);
-        } else if (!strcmp(m->kind, "mvn_lkj")) {
+        } else if (strstr(m->kind, "_lkj") && i < m->d + m->d * (m->d - 1) / 2) {
             snprintf(buf, sizeof buf, "u_%s", n); /* the partial correlation's */
+        } else if (!strcmp(m->kind, "hier_lkj")) {
+            snprintf(buf, sizeof buf, "z_%s", n); /* theta's standardised effect */
         } else {
             snprintf(buf, sizeof buf, "%s", n);
         }
@@ -176,6 +183,23 @@ void model_load(model *m, const char *path) {
         if (m->n_out != m->dim) die(path, "mvn_lkj: names must be tau[1..K], then Omega.i.j for i > j");
         if (!(m->lkj_eta > 0) || strcmp(m->sigma_prior, "normal") || !(m->sigma_scale > 0))
             die(path, "mvn_lkj: needs lkj_eta and sigma_prior normal");
+    } else if (!strcmp(m->kind, "hier_lkj")) {
+        int K = c - 1;
+        m->d = K;
+        m->dim = K + K * (K - 1) / 2 + n * K;
+        if (K < 2 || K > 4) die(path, "hier_lkj: 3 to 5 columns");
+        if (m->n_out != m->dim)
+            die(path, "hier_lkj: names must be tau[1..K], Omega.i.j for i > j, then theta.j.k group by group");
+        if (!(m->lkj_eta > 0) || strcmp(m->sigma_prior, "normal") || !(m->sigma_scale > 0))
+            die(path, "hier_lkj: needs lkj_eta and sigma_prior normal");
+        m->obs = malloc(sizeof(float) * n * K);
+        m->se = malloc(sizeof(float) * n);
+        if (!m->obs || !m->se) die(path, "out of memory");
+        for (int g = 0; g < n; g++) {
+            for (int k = 0; k < K; k++) m->obs[g * K + k] = m->yt[k * n + g];
+            m->se[g] = m->yt[K * n + g];
+            if (!(m->se[g] > 0)) die(path, "hier_lkj: standard errors must be positive");
+        }
     } else {
         die(path, "unknown model kind");
     }
@@ -192,6 +216,8 @@ void model_free(model *m) {
     free(m->y);
     free(m->x);
     free(m->yt);
+    free(m->obs);
+    free(m->se);
     ag_context_free(&m->ctx);
 }
 
@@ -406,29 +432,39 @@ static ag_status cholesky_corr(ag_context *ctx, ag_tensor z, int K, ag_tensor on
     return ag_reshape(ctx, t, shape, 2, L);
 }
 
-static ag_status mvn_lkj(ag_context *ctx, const model *m, ag_tensor q, ag_tensor *out) {
-    int K = m->d;
-    size_t n = (size_t)m->rows, pairs = (size_t)(K * (K - 1) / 2);
+/* L_Sigma = diag(tau) L, the Cholesky factor of Sigma, from q's first K
+ * + K(K-1)/2 coordinates (log tau, then the partial correlations'),
+ * with the LKJ and half-normal priors and every Jacobian in *lp. */
+static ag_status covariance_factor(ag_context *ctx, const model *m, ag_tensor q, int K, ag_tensor *Ls,
+                                   ag_tensor *lp) {
+    size_t pairs = (size_t)(K * (K - 1) / 2);
     float onev = 1.0f, zerov = 0.0f;
-    ag_tensor one, zero, ltau, tau, jac_tau, u, z, jac_z, L, log_diag[4], lp, t, tau_col, Ls, y, x, d;
+    ag_tensor one, zero, ltau, tau, jac_tau, u, z, jac_z, L, log_diag[4], t, tau_col;
     TRY(constant(ctx, &onev, 1, 0, &one));
     TRY(constant(ctx, &zerov, 1, 0, &zero));
     TRY(ag_slice(ctx, q, 0, 0, (size_t)K, &ltau));
     TRY(ag_slice(ctx, q, 0, (size_t)K, pairs, &u));
     TRY(ag_constrain_lower(ctx, ltau, 0.0f, &tau, &jac_tau));
     TRY(ag_constrain_interval(ctx, u, -1.0f, 1.0f, &z, &jac_z));
-    TRY(ag_add(ctx, jac_tau, jac_z, &lp));
-    TRY(cholesky_corr(ctx, z, K, one, zero, &L, log_diag, &lp));
+    TRY(ag_add(ctx, jac_tau, jac_z, lp));
+    TRY(cholesky_corr(ctx, z, K, one, zero, &L, log_diag, lp));
     for (int i = 1; i < K; i++) { /* lkj_corr_cholesky(eta); rows counted from 1 */
         TRY(ag_scale(ctx, log_diag[i], (float)(K - (i + 1) + 2.0 * m->lkj_eta - 2.0), &t));
-        TRY(accumulate(ctx, &lp, t));
+        TRY(accumulate(ctx, lp, t));
     }
     TRY(sumsq(ctx, tau, (float)(-0.5 / (m->sigma_scale * m->sigma_scale)), &t));
-    TRY(accumulate(ctx, &lp, t));
+    TRY(accumulate(ctx, lp, t));
+    size_t col[2] = {(size_t)K, 1};
+    TRY(ag_reshape(ctx, tau, col, 2, &tau_col));
+    return ag_mul(ctx, L, tau_col, Ls); /* diag(tau) L: row i times tau_i */
+}
+
+static ag_status mvn_lkj(ag_context *ctx, const model *m, ag_tensor q, ag_tensor *out) {
+    int K = m->d;
+    size_t n = (size_t)m->rows;
+    ag_tensor lp, Ls, y, x, d, t;
+    TRY(covariance_factor(ctx, m, q, K, &Ls, &lp));
     if (n > 0) {
-        size_t col[2] = {(size_t)K, 1};
-        TRY(ag_reshape(ctx, tau, col, 2, &tau_col));
-        TRY(ag_mul(ctx, L, tau_col, &Ls)); /* diag(tau) L: row i times tau_i */
         TRY(constant(ctx, m->yt, (size_t)K, n, &y));
         TRY(ag_solve_lower(ctx, Ls, y, &x));
         TRY(sumsq(ctx, x, -0.5f, &t));
@@ -443,6 +479,25 @@ static ag_status mvn_lkj(ag_context *ctx, const model *m, ag_tensor q, ag_tensor
     return AG_STATUS_OK;
 }
 
+static ag_status hier_lkj(ag_context *ctx, const model *m, ag_tensor q, ag_tensor *out) {
+    int K = m->d;
+    size_t J = (size_t)m->rows, first = (size_t)(K + K * (K - 1) / 2);
+    ag_tensor lp, Ls, zf, Z, theta, y, se, r, t;
+    TRY(covariance_factor(ctx, m, q, K, &Ls, &lp));
+    size_t shape[2] = {J, (size_t)K};
+    TRY(ag_slice(ctx, q, 0, first, J * (size_t)K, &zf));
+    TRY(ag_reshape(ctx, zf, shape, 2, &Z));
+    TRY(sumsq(ctx, Z, -0.5f, &t)); /* z ~ normal(0, 1) */
+    TRY(accumulate(ctx, &lp, t));
+    TRY(ag_matmul(ctx, Z, Ls, false, true, &theta)); /* theta_j = L_Sigma z_j */
+    TRY(constant(ctx, m->obs, J, (size_t)K, &y));
+    TRY(constant(ctx, m->se, J, 1, &se));
+    TRY(ag_sub(ctx, y, theta, &r));
+    TRY(ag_div(ctx, r, se, &r));
+    TRY(sumsq(ctx, r, -0.5f, &t));
+    return ag_add(ctx, lp, t, out);
+}
+
 ag_status model_density(ag_context *ctx, ag_tensor q, void *user, ag_tensor *log_density) {
     const model *m = user;
     if (!strcmp(m->kind, "eight_schools")) return eight_schools(ctx, m, q, log_density);
@@ -450,6 +505,7 @@ ag_status model_density(ag_context *ctx, ag_tensor q, void *user, ag_tensor *log
     if (!strcmp(m->kind, "mixture2")) return mixture2(ctx, m, q, log_density);
     if (!strcmp(m->kind, "gamma_iid")) return gamma_iid(ctx, m, q, log_density);
     if (!strcmp(m->kind, "mvn_lkj")) return mvn_lkj(ctx, m, q, log_density);
+    if (!strcmp(m->kind, "hier_lkj")) return hier_lkj(ctx, m, q, log_density);
     return logistic(ctx, m, q, log_density);
 }
 
@@ -474,7 +530,7 @@ void model_constrain(const model *m, const double *q, double *out) {
     } else if (!strcmp(m->kind, "gamma_iid")) {
         out[0] = exp(q[0]);
         out[1] = exp(q[1]);
-    } else if (!strcmp(m->kind, "mvn_lkj")) {
+    } else if (!strcmp(m->kind, "mvn_lkj") || !strcmp(m->kind, "hier_lkj")) {
         int K = m->d, k = K;
         double L[4][4] = {{0}};
         for (int i = 0; i < K; i++) out[i] = exp(q[i]);
@@ -495,6 +551,13 @@ void model_constrain(const model *m, const double *q, double *out) {
                 for (int c = 0; c <= j; c++) omega += L[i][c] * L[j][c];
                 out[pair++] = omega;
             }
+        if (!strcmp(m->kind, "hier_lkj")) /* theta_j = diag(tau) L z_j */
+            for (int g = 0; g < m->rows; g++)
+                for (int i = 0; i < K; i++) {
+                    double v = 0;
+                    for (int c = 0; c <= i; c++) v += L[i][c] * q[k + g * K + c];
+                    out[pair++] = out[i] * v;
+                }
     } else {
         for (int j = 0; j < m->d; j++) out[j] = q[j];
     }
@@ -509,7 +572,15 @@ int model_depends(const model *m, int k, int *coords, bool *identity) {
         coords[2] = m->d + 1; /* log tau */
         return 3;
     }
-    if (!strcmp(m->kind, "mvn_lkj") && k >= m->d) {
+    if (!strcmp(m->kind, "hier_lkj") && k >= m->d + m->d * (m->d - 1) / 2) {
+        /* theta.g.i: tau_i, row i's partial correlations, z_g0..z_gi */
+        int K = m->d, first = K + K * (K - 1) / 2, g = (k - first) / K, i = (k - first) % K, n = 0;
+        coords[n++] = i;
+        for (int c = 0; c < i; c++) coords[n++] = K + i * (i - 1) / 2 + c;
+        for (int c = 0; c <= i; c++) coords[n++] = first + g * K + c;
+        return n;
+    }
+    if ((!strcmp(m->kind, "mvn_lkj") || !strcmp(m->kind, "hier_lkj")) && k >= m->d) {
         /* Omega.i.j = sum_{c <= j} L[i][c] L[j][c]: z_i0..z_ij and row j's;
          * row r's partial correlations start at K + r (r - 1) / 2 */
         int K = m->d, pair = k - K, i = 1, n = 0;
