@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# NUTS (build/nuts) against posteriordb's reference posteriors, and the
-# posterior gradient soak. `short` (make test-nuts): 4 chains x 1,000 draws
-# per posterior, ADVI against NUTS on the logistic regression and against
-# the reference posteriors, a 20,000-gradient soak; `long` (make nuts-long):
-# 4 chains x 10,000 draws, 1,000,000-gradient soaks. Seeds are fixed; no
-# network.
+# NUTS (build/nuts, the library's ag_nuts_run) against posteriordb's
+# reference posteriors and the exact posteriors of the synthetic models
+# (scripts/posteriordb_prep.py), and the posterior gradient soak.
+# `short` (make test-nuts): 4 chains x 1,000 draws per posterior, ADVI
+# against NUTS on the logistic regression and against the reference
+# posteriors, a 20,000-gradient soak; `long` (make nuts-long): 4 chains x
+# 10,000 draws, 1,000,000-gradient soaks. Seeds are fixed; no network.
 set -euo pipefail
 mode=${1:-short}
 cd "$(dirname "$0")/.."
@@ -39,8 +40,9 @@ else
     fail=1
 fi
 # ADVI's defaults on the regressions against posteriordb's reference (Stan's
-# NUTS): means within 0.1 sd, from sds of 0.001 (sblrc) to 6 (kidiq). On
-# eight schools mean-field's bias is printed, not bounded.
+# NUTS) or the exact posterior: means within 0.1 sd, from sds of 0.001
+# (sblrc) to 6 (kidiq). On the hierarchical models (eight schools,
+# hier_lkj) mean-field's bias is printed, not bounded.
 for data in "$dir"/*.data; do
     name=$(basename "$data" .data)
     [ -f "$dir/$name.ref" ] || continue

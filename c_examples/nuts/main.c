@@ -137,8 +137,9 @@ static int cmp_d(const void *a, const void *b) {
  * is a coordinate takes its row as it is. Any other (sigma = e^{log sigma},
  * theta[j] = mu + tau theta_trans[j]) gets its mean, sd and quantiles from
  * its own draws, and the smallest bulk ESS and largest R-hat of the
- * coordinates it is a function of: both are rank-based, so exact for a
- * monotone function of one coordinate, and the weakest link's otherwise. */
+ * coordinates it is a function of: bulk ESS is rank-based, so exact for a
+ * monotone function of one coordinate (R-hat's folded half only close),
+ * and the weakest link's for a function of several. */
 static void summarise(const model *m, const ag_chain_draws *ch, int chains, size_t n, const ag_summary_row *rows,
                       int k, double *x, quantity_summary *out) {
     int deps[NUTS_MAX_DEPS];
