@@ -71,6 +71,34 @@ for data in "$dir"/*.data; do
         fail=1
     fi
 done
+# Chains in parallel (the default) against --sequential: the same draws;
+# --progress: a line per 10% of each chain.
+name=kidiq-kidscore_momiq
+build/nuts "$dir/$name.data" --chains 3 --warmup 200 --draws 50 --seed 5 --csv "$out/$name-par.csv" \
+    --progress > /dev/null 2> "$out/$name-progress.txt"
+build/nuts "$dir/$name.data" --chains 3 --warmup 200 --draws 50 --seed 5 --csv "$out/$name-seq.csv" \
+    --sequential > /dev/null
+lines=$(grep -c '^  chain [123]: .*%' "$out/$name-progress.txt" || true)
+if cmp -s "$out/$name-par.csv" "$out/$name-seq.csv" && [ "$lines" = 30 ]; then
+    echo "test-nuts: $name parallel = sequential, 30 progress lines: passed"
+else
+    echo "test-nuts: $name parallel = sequential, progress: FAILED ($lines progress lines)"
+    fail=1
+fi
+# Ctrl-C: the run stops, summarises what it drew and exits 130.
+build/nuts "$dir/$name.data" --warmup 150 --draws 1000000 --csv "$out/$name-int.csv" > "$out/$name-int.txt" &
+pid=$!
+sleep 3
+kill -INT "$pid"
+rc=0
+wait "$pid" || rc=$?
+if [ "$rc" = 130 ] && grep -q '^  interrupted: ' "$out/$name-int.txt" && grep -q '^sigma ' "$out/$name-int.txt"; then
+    echo "test-nuts: $name SIGINT: passed ($(grep -o '[0-9]* draws in every chain' "$out/$name-int.txt"))"
+else
+    echo "test-nuts: $name SIGINT: FAILED (exit $rc)"
+    cat "$out/$name-int.txt"
+    fail=1
+fi
 # ADVI's replayed step against --no-capture: the same output, byte for byte.
 for name in wells-logistic eight_schools-eight_schools_noncentered; do
     build/advi "$dir/$name.data" --iters 300 > "$out/$name-advi-replay.txt"
