@@ -357,6 +357,13 @@ def main():
            zip(d["partyid7"], d["real_ideo"], d["race_adj"], d["age_discrete"], d["educ1"], d["gender"],
                d["income"])], repo)
 
+    # Time series whose recursions are linear: one triangular solve each.
+    d = data("arma")
+    write("arma-arma11", "arma11", {}, ["mu", "phi", "theta", "sigma"], [(y,) for y in d["y"]], repo)
+    d = data("garch")
+    write("garch-garch11", "garch11", {"sigma1": d["sigma1"]}, ["mu", "alpha0", "alpha1", "beta1"],
+          [(y,) for y in d["y"]], repo)
+
     # Two-component normal mixture, ordered means (needs logsumexp).
     d = data("low_dim_gauss_mix")
     write("low_dim_gauss_mix-low_dim_gauss_mix", "mixture2", {},

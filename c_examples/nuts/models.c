@@ -48,6 +48,18 @@
  *    theta_g ~ multi_normal(0, Sigma)), tau, L and their priors as in
  *    mvn_lkj; q = (log tau, u, z_1, .., z_G), theta = Z L_Sigma^T;
  *    reported: tau[k], Omega.i.j, then theta.g.k group by group.
+ *  arma11: rows are (y_t); err_t = y_t - mu - phi y_{t-1} - theta err_{t-1}
+ *    (y_0 = mu, err_0 = 0), err ~ normal(0, sigma), mu ~ normal(0, 10),
+ *    phi and theta ~ normal(0, 2), sigma ~ half-Cauchy(0, 2.5) (posteriordb's
+ *    arma11). The recursion is linear, err_t = -theta err_{t-1} + c_t with
+ *    c_t = y_t - mu - phi y_{t-1}: log2(T) doubling steps (linear_recurrence).
+ *    q = (mu, phi, theta, log sigma); reported: mu, phi, theta, sigma.
+ *  garch11: rows are (y_t), "sigma1 S": y_t ~ normal(mu, sigma_t), sigma_1 = S,
+ *    sigma_t^2 = alpha0 + alpha1 (y_{t-1} - mu)^2 + beta1 sigma_{t-1}^2, flat
+ *    priors on alpha0 > 0, alpha1 in (0, 1), beta1 in (0, 1 - alpha1)
+ *    (posteriordb's garch11). Linear in sigma^2: sigma_t^2 = beta1
+ *    sigma_{t-1}^2 + a_t, as arma11's errors. q = (mu, log alpha0, logit alpha1, logit w) with
+ *    beta1 = (1 - alpha1) w; reported: mu, alpha0, alpha1, beta1.
  * Constants of the densities are dropped: NUTS needs log p up to a constant.
  *
  * Every function here returns the first failing call's status, so an error
@@ -92,6 +104,11 @@ static void name_coordinates(model *m) {
         } else if (!strcmp(m->kind, "mixture2")) {
             static const char *const c[5] = {"mu[1]", "log_mu_gap", "log_sigma[1]", "log_sigma[2]", "logit_theta"};
             snprintf(buf, sizeof buf, "%s", c[i]);
+        } else if (!strcmp(m->kind, "arma11")) {
+            snprintf(buf, sizeof buf, i < 3 ? "%s" : "log_%s", n);
+        } else if (!strcmp(m->kind, "garch11")) {
+            static const char *const c[4] = {"mu", "log_alpha0", "logit_alpha1", "logit_beta1_share"};
+            snprintf(buf, sizeof buf, "%s", c[i]);
         } else if (!strcmp(m->kind, "gamma_iid") || (strstr(m->kind, "_lkj") && i < m->d)) {
             snprintf(buf, sizeof buf, "log_%s", n);
         } else if (strstr(m->kind, "_lkj") && i < m->d + m->d * (m->d - 1) / 2) {
@@ -123,6 +140,8 @@ void model_load(model *m, const char *path) {
             if (fscanf(f, "%lf", &m->beta_sd) != 1) die(path, "bad beta_prior_sd");
         } else if (!strcmp(key, "sigma_prior")) {
             if (fscanf(f, "%15s %lf", m->sigma_prior, &m->sigma_scale) != 2) die(path, "bad sigma_prior");
+        } else if (!strcmp(key, "sigma1")) {
+            if (fscanf(f, "%lf", &m->sigma1) != 1 || !(m->sigma1 > 0)) die(path, "bad sigma1");
         } else if (!strcmp(key, "lkj_eta")) {
             if (fscanf(f, "%lf", &m->lkj_eta) != 1 || !(m->lkj_eta > 0)) die(path, "bad lkj_eta");
         } else if (!strcmp(key, "names")) {
@@ -183,6 +202,12 @@ void model_load(model *m, const char *path) {
         if (m->n_out != m->dim) die(path, "mvn_lkj: names must be tau[1..K], then Omega.i.j for i > j");
         if (!(m->lkj_eta > 0) || strcmp(m->sigma_prior, "normal") || !(m->sigma_scale > 0))
             die(path, "mvn_lkj: needs lkj_eta and sigma_prior normal");
+    } else if (!strcmp(m->kind, "arma11") || !strcmp(m->kind, "garch11")) {
+        m->dim = 4;
+        if (m->n_out != 4 || c != 1 || n < 2) die(path, "arma11, garch11: 4 names, one column, 2 rows or more");
+        if (!strcmp(m->kind, "garch11") && !(m->sigma1 > 0)) die(path, "garch11: needs sigma1");
+        m->zeros = calloc((size_t)n, sizeof(float));
+        if (!m->zeros) die(path, "out of memory");
     } else if (!strcmp(m->kind, "hier_lkj")) {
         int K = c - 1;
         m->d = K;
@@ -218,6 +243,7 @@ void model_free(model *m) {
     free(m->yt);
     free(m->obs);
     free(m->se);
+    free(m->zeros);
     ag_context_free(&m->ctx);
 }
 
@@ -498,6 +524,99 @@ static ag_status hier_lkj(ag_context *ctx, const model *m, ag_tensor q, ag_tenso
     return ag_add(ctx, lp, t, out);
 }
 
+/* x_t = a x_{t-1} + c_t (x_0 = 0) for a [1] tensor a and c [n], by
+ * doubling: after the step of d, x_t = sum_{k < 2d} a^k c_{t-k}, so
+ * log2(n) steps of O(n) each (a sequential loop would be n ops). */
+static ag_status linear_recurrence(ag_context *ctx, const model *m, ag_tensor a, ag_tensor c, ag_tensor *out) {
+    size_t n = (size_t)m->rows;
+    ag_tensor zeros, x = c, p = a, pair[2], shifted, t;
+    TRY(constant(ctx, m->zeros, n, 0, &zeros));
+    for (size_t d = 1; d < n; d *= 2) {
+        TRY(ag_slice(ctx, zeros, 0, 0, d, &pair[0]));
+        TRY(ag_slice(ctx, x, 0, 0, n - d, &pair[1]));
+        TRY(ag_concat(ctx, pair, 2, 0, &shifted)); /* x_{t-d}, 0 before the start */
+        TRY(ag_mul(ctx, shifted, p, &t));
+        TRY(ag_add(ctx, x, t, &x));
+        if (2 * d < n) TRY(ag_mul(ctx, p, p, &p));
+    }
+    *out = x;
+    return AG_STATUS_OK;
+}
+
+static ag_status arma11(ag_context *ctx, const model *m, ag_tensor q, ag_tensor *out) {
+    size_t n = (size_t)m->rows;
+    ag_tensor mu, phi, theta, ls, sigma, jac, y, prev, pair[2], c, t, err, lp;
+    TRY(ag_slice(ctx, q, 0, 0, 1, &mu));
+    TRY(ag_slice(ctx, q, 0, 1, 1, &phi));
+    TRY(ag_slice(ctx, q, 0, 2, 1, &theta));
+    TRY(ag_slice(ctx, q, 0, 3, 1, &ls));
+    TRY(ag_constrain_lower(ctx, ls, 0.0f, &sigma, &jac));
+    /* c = y - mu - phi (mu, y_1, .., y_{T-1}) */
+    TRY(constant(ctx, m->y, n, 0, &y));
+    pair[0] = mu;
+    TRY(ag_slice(ctx, y, 0, 0, n - 1, &pair[1]));
+    TRY(ag_concat(ctx, pair, 2, 0, &prev));
+    TRY(ag_mul(ctx, prev, phi, &t));
+    TRY(ag_sub(ctx, y, t, &c));
+    TRY(ag_sub(ctx, c, mu, &c));
+    TRY(ag_neg(ctx, theta, &t));
+    TRY(linear_recurrence(ctx, m, t, c, &err));
+    TRY(sumsq(ctx, err, -0.5f, &t));
+    TRY(ag_mul(ctx, sigma, sigma, &lp));
+    TRY(ag_div(ctx, t, lp, &lp));
+    TRY(ag_scale(ctx, ls, -(float)n, &t)); /* -T log sigma */
+    TRY(accumulate(ctx, &lp, t));
+    TRY(sumsq(ctx, mu, -0.5f / 100.0f, &t));
+    TRY(accumulate(ctx, &lp, t));
+    TRY(sumsq(ctx, phi, -0.5f / 4.0f, &t));
+    TRY(accumulate(ctx, &lp, t));
+    TRY(sumsq(ctx, theta, -0.5f / 4.0f, &t));
+    TRY(accumulate(ctx, &lp, t));
+    TRY(log1p_sq_over(ctx, sigma, 2.5f, &t));
+    TRY(ag_sub(ctx, lp, t, &lp));
+    return ag_add(ctx, lp, jac, out);
+}
+
+static ag_status garch11(ag_context *ctx, const model *m, ag_tensor q, ag_tensor *out) {
+    size_t n = (size_t)m->rows;
+    float s1 = (float)(m->sigma1 * m->sigma1);
+    ag_tensor mu, la0, ua1, uw, alpha0, alpha1, w, beta1, j0, j1, jw, rest, y, r, r2, pair[2], a, s2, t, lp;
+    TRY(ag_slice(ctx, q, 0, 0, 1, &mu));
+    TRY(ag_slice(ctx, q, 0, 1, 1, &la0));
+    TRY(ag_slice(ctx, q, 0, 2, 1, &ua1));
+    TRY(ag_slice(ctx, q, 0, 3, 1, &uw));
+    TRY(ag_constrain_lower(ctx, la0, 0.0f, &alpha0, &j0));
+    TRY(ag_constrain_interval(ctx, ua1, 0.0f, 1.0f, &alpha1, &j1));
+    TRY(ag_constrain_interval(ctx, uw, 0.0f, 1.0f, &w, &jw));
+    /* beta1 = (1 - alpha1) w: its Jacobian adds log(1 - alpha1) = log_sigmoid(-u) */
+    TRY(ag_neg(ctx, ua1, &t));
+    TRY(ag_log_sigmoid(ctx, t, &rest));
+    TRY(ag_exp(ctx, rest, &t));
+    TRY(ag_mul(ctx, t, w, &beta1));
+    /* a = (sigma1^2, alpha0 + alpha1 (y_{t-1} - mu)^2 for t >= 2) */
+    TRY(constant(ctx, m->y, n, 0, &y));
+    TRY(ag_sub(ctx, y, mu, &r));
+    TRY(ag_slice(ctx, r, 0, 0, n - 1, &t));
+    TRY(ag_mul(ctx, t, t, &r2));
+    TRY(ag_mul(ctx, r2, alpha1, &t));
+    TRY(ag_add(ctx, t, alpha0, &pair[1]));
+    TRY(constant(ctx, &s1, 1, 0, &pair[0]));
+    TRY(ag_concat(ctx, pair, 2, 0, &a));
+    TRY(linear_recurrence(ctx, m, beta1, a, &s2)); /* sigma_t^2 */
+    /* sum(-log sigma_t - (y_t - mu)^2 / (2 sigma_t^2)) */
+    TRY(ag_mul(ctx, r, r, &r2));
+    TRY(ag_div(ctx, r2, s2, &t));
+    TRY(ag_sum(ctx, t, &lp));
+    TRY(ag_log(ctx, s2, &t));
+    TRY(ag_sum(ctx, t, &t));
+    TRY(ag_add(ctx, lp, t, &lp));
+    TRY(ag_scale(ctx, lp, -0.5f, &lp));
+    TRY(accumulate(ctx, &lp, j0));
+    TRY(accumulate(ctx, &lp, j1));
+    TRY(accumulate(ctx, &lp, jw));
+    return ag_add(ctx, lp, rest, out);
+}
+
 ag_status model_density(ag_context *ctx, ag_tensor q, void *user, ag_tensor *log_density) {
     const model *m = user;
     if (!strcmp(m->kind, "eight_schools")) return eight_schools(ctx, m, q, log_density);
@@ -506,6 +625,8 @@ ag_status model_density(ag_context *ctx, ag_tensor q, void *user, ag_tensor *log
     if (!strcmp(m->kind, "gamma_iid")) return gamma_iid(ctx, m, q, log_density);
     if (!strcmp(m->kind, "mvn_lkj")) return mvn_lkj(ctx, m, q, log_density);
     if (!strcmp(m->kind, "hier_lkj")) return hier_lkj(ctx, m, q, log_density);
+    if (!strcmp(m->kind, "arma11")) return arma11(ctx, m, q, log_density);
+    if (!strcmp(m->kind, "garch11")) return garch11(ctx, m, q, log_density);
     return logistic(ctx, m, q, log_density);
 }
 
@@ -530,6 +651,16 @@ void model_constrain(const model *m, const double *q, double *out) {
     } else if (!strcmp(m->kind, "gamma_iid")) {
         out[0] = exp(q[0]);
         out[1] = exp(q[1]);
+    } else if (!strcmp(m->kind, "arma11")) {
+        out[0] = q[0];
+        out[1] = q[1];
+        out[2] = q[2];
+        out[3] = exp(q[3]);
+    } else if (!strcmp(m->kind, "garch11")) {
+        out[0] = q[0];
+        out[1] = exp(q[1]);
+        out[2] = sigmoid(q[2]);
+        out[3] = sigmoid(-q[2]) * sigmoid(q[3]);
     } else if (!strcmp(m->kind, "mvn_lkj") || !strcmp(m->kind, "hier_lkj")) {
         int K = m->d, k = K;
         double L[4][4] = {{0}};
@@ -566,6 +697,7 @@ void model_constrain(const model *m, const double *q, double *out) {
 int model_depends(const model *m, int k, int *coords, bool *identity) {
     coords[0] = k;
     *identity = !strcmp(m->kind, "logistic") || (!strcmp(m->kind, "linreg") && k < m->d) ||
+                (!strcmp(m->kind, "arma11") && k < 3) || (!strcmp(m->kind, "garch11") && k == 0) ||
                 (!strcmp(m->kind, "eight_schools") && k == m->d) || (!strcmp(m->kind, "mixture2") && k == 0);
     if (!strcmp(m->kind, "eight_schools") && k < m->d) {
         coords[1] = m->d;     /* mu */
@@ -589,6 +721,11 @@ int model_depends(const model *m, int k, int *coords, bool *identity) {
         for (int c = 0; c <= j; c++) coords[n++] = K + i * (i - 1) / 2 + c;
         for (int c = 0; c < j; c++) coords[n++] = K + j * (j - 1) / 2 + c;
         return n;
+    }
+    if (!strcmp(m->kind, "garch11") && k == 3) {
+        coords[0] = 2; /* beta1 = (1 - alpha1) w */
+        coords[1] = 3;
+        return 2;
     }
     if (!strcmp(m->kind, "mixture2") && k == 1) {
         coords[0] = 0; /* mu[2] = mu[1] + e^gap */

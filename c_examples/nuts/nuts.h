@@ -27,7 +27,7 @@
 #define NUTS_MAX_DEPS 8
 
 typedef struct model {
-    char kind[32];      /* eight_schools, linreg, logistic, mixture2, gamma_iid, mvn_lkj, hier_lkj */
+    char kind[32];      /* eight_schools, linreg, logistic, mixture2, gamma_iid, mvn_lkj, hier_lkj, arma11, garch11 */
     char name[128];     /* file stem, e.g. kidiq-kidscore_momiq */
     int rows, cols;     /* data table */
     float *y;           /* [rows] response (linreg, logistic, gamma_reg) */
@@ -40,6 +40,8 @@ typedef struct model {
     double lkj_eta;     /* mvn_lkj: the LKJ prior's shape */
     float *yt;          /* [cols, rows]: the data table transposed (mvn_lkj) */
     float *obs, *se;    /* hier_lkj: [rows, K] group means, [rows] their standard errors */
+    double sigma1;      /* garch11: the first volatility */
+    float *zeros;       /* arma11, garch11: [rows] zeros */
     int dim;            /* unconstrained parameters */
     int n_out;          /* reported (constrained) quantities */
     char *names[NUTS_MAX_NAMES];
