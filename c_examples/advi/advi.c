@@ -206,7 +206,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "advi: need --iters >= 100, --samples in 1..64, --lr > 0\n");
         return 2;
     }
-    model_load(&m, argv[1]);
+    model_open(&m, argv[1]);
     int d = m.dim;
     size_t shape[1] = {(size_t)d};
     ag_tensor mt, ot; /* mu and omega in units of the start (see the top) */

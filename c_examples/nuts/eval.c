@@ -17,6 +17,13 @@ void nuts_check(ag_context *ctx, ag_status st, const char *what) {
 }
 #define CALL(x) nuts_check(m->ctx, (x), #x)
 
+void model_open(model *m, const char *path) {
+    model_load(m, path);
+    nuts_check(NULL, ag_context_new(&m->ctx), "ag_context_new");
+    size_t shape[1] = {(size_t)m->dim};
+    CALL(ag_param_new(m->ctx, shape, 1, NULL, &m->q));
+}
+
 ag_tensor model_logp(model *m, ag_tensor q) {
     ag_tensor lp;
     CALL(model_density(m->ctx, q, m, &lp));

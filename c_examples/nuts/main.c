@@ -288,7 +288,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     model m;
-    model_load(&m, argv[1]);
+    model_open(&m, argv[1]);
     m.capture = capture;
     if (bench) return grad_bench(&m, bench);
     if (soak_n) return soak(&m, soak_n);

@@ -230,9 +230,6 @@ void model_load(model *m, const char *path) {
     }
     if (m->dim > NUTS_MAX_NAMES) die(path, "too many parameters");
     name_coordinates(m);
-    nuts_check(NULL, ag_context_new(&m->ctx), "ag_context_new");
-    size_t shape[1] = {(size_t)m->dim};
-    nuts_check(m->ctx, ag_param_new(m->ctx, shape, 1, NULL, &m->q), "ag_param_new");
 }
 
 void model_free(model *m) {

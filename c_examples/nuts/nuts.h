@@ -56,8 +56,8 @@ typedef struct model {
 } model;
 
 /* models.c */
-void model_load(model *m, const char *path); /* exits with a message on error */
-void model_free(model *m);
+void model_load(model *m, const char *path); /* the data only; exits with a message on error */
+void model_free(model *m);                   /* and m->ctx, if model_open made one */
 /* The log density (an ag_log_density_fn; user is the model): log p(q) up
  * to a constant, from q of shape [dim], any tensor on ctx. */
 ag_status model_density(ag_context *ctx, ag_tensor q, void *user, ag_tensor *log_density);
@@ -67,7 +67,9 @@ void model_constrain(const model *m, const double *q, double *out);
  * NUTS_MAX_DEPS), returning how many; *identity: it is coords[0] itself */
 int model_depends(const model *m, int k, int *coords, bool *identity);
 
-/* eval.c: the direct path on m->ctx (made by model_load) */
+/* eval.c: the direct path on a context of the caller's own, m->ctx */
+/* model_load, then m->ctx and its position parameter m->q */
+void model_open(model *m, const char *path);
 /* log p of an unconstrained position tensor q (exits on an error) */
 ag_tensor model_logp(model *m, ag_tensor q);
 /* log p(q) (up to a constant) and its gradient g = d log p / dq; -inf
