@@ -9,8 +9,8 @@ Reads the posteriordb repository (a git directory, default the mirror under
   tests/data/posteriordb/<posterior>.ref   quantity,mean,sd,mcse_mean from
                                            posteriordb's 10,000 reference draws
 
-and synthetic-gamma_iid, a model posteriordb lacks, whose .ref is its exact
-posterior by quadrature.
+and the synthetic-* models posteriordb lacks, whose .ref is their exact
+posterior (by quadrature, or the LKJ prior's known marginals).
 
 mcse_mean is sd / sqrt(ESS) with ESS from split chains, Geyer's initial
 monotone sequence (Vehtari et al. 2021), as posteriordb's summaries. The big
@@ -139,6 +139,24 @@ def write_ref(name, rows):
 
 def log_sigmoid(u):
     return -math.log1p(math.exp(-u)) if u > 0 else u - math.log1p(math.exp(u))
+
+
+def write_beta_iid():
+    """150 draws of beta(2, 5) (a fixed seed); a, b ~ half-normal(0, 10);
+    the exact posterior by quadrature, as write_gamma_iid."""
+    rng = random.Random(20260104)
+    y = [f32(rng.betavariate(2, 5)) for _ in range(150)]
+    n, s1, s2 = len(y), sum(math.log(v) for v in y), sum(math.log1p(-v) for v in y)
+
+    def log_post(u, v):  # u = log a, v = log b, Jacobian u + v
+        a, b = math.exp(u), math.exp(v)
+        lbeta = math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
+        return (a - 1) * s1 + (b - 1) * s2 - n * lbeta - (a * a + b * b) / 200 + u + v
+
+    name = "synthetic-beta_iid"
+    write_rows(name, "beta_iid", {}, ["a", "b"], [(v,) for v in y])
+    write_ref(name, grid_summary(log_post, (-3, -3), (4, 4), [lambda u, v: math.exp(u), lambda u, v: math.exp(v)],
+                                 ["a", "b"], 400))
 
 
 def write_mvn_lkj():
@@ -376,8 +394,10 @@ def main():
           ["beta[1]", "beta[2]", "beta[3]"],
           [(s, 1, di / 100, a) for s, di, a in zip(d["switched"], d["dist"], d["arsenic"])], repo, ref=False)
 
-    # A gamma likelihood (ag_lgamma), checked against its exact posterior.
+    # Gamma and beta likelihoods (ag_lgamma, ag_lbeta), checked against
+    # their exact posteriors.
     write_gamma_iid()
+    write_beta_iid()
     # The LKJ prior on a correlation's Cholesky factor (ag_solve_lower).
     write_mvn_lkj()
     write_hier_lkj()

@@ -1,11 +1,12 @@
 /*
  * models.c: the log densities, written with arenagrad ops, and the data
  * files they read (tests/data/posteriordb/NAME.data, written once by
- * scripts/posteriordb_prep.py).
+ * scripts/posteriordb_prep.py). Each density is an ag_log_density_fn
+ * (model_density) over the model's data, which stays read-only.
  *
- * File format: "model KIND", optional "beta_prior_sd S" and
- * "sigma_prior flat|cauchy|normal SCALE" lines, "names q1 q2 ...",
- * "rows N C", then N rows of C numbers.
+ * File format: "model KIND", optional "beta_prior_sd S",
+ * "sigma_prior flat|cauchy|normal SCALE", "lkj_eta ETA" and "sigma1 S"
+ * lines, "names q1 q2 ...", "rows N C", then N rows of C numbers.
  *
  *  eight_schools (non-centred): rows are (y_j, sigma_j);
  *    q = (theta_trans[1..J], mu, log tau), tau = e^{log tau} (ag_constrain_lower),
@@ -30,6 +31,10 @@
  *    and beta ~ half-normal(0, 10); q = (log alpha, log beta),
  *    log p = sum(alpha log beta - lgamma(alpha) + (alpha - 1) log y - beta y)
  *            - (alpha^2 + beta^2) / 200 + Jacobians; reported: alpha, beta.
+ *  beta_iid: rows are (y in (0, 1)); y ~ beta(a, b), a and b ~
+ *    half-normal(0, 10); q = (log a, log b),
+ *    log p = sum((a - 1) log y + (b - 1) log(1 - y)) - N lbeta(a, b)
+ *            - (a^2 + b^2) / 200 + Jacobians; reported: a, b.
  *  mvn_lkj: rows are vectors y_n in R^K (K = columns, 2 to 4; no rows: the
  *    prior alone); y_n ~ multi_normal(0, Sigma), Sigma = diag(tau) Omega
  *    diag(tau), Omega = L L^T a correlation matrix with L ~
@@ -58,8 +63,9 @@
  *    sigma_t^2 = alpha0 + alpha1 (y_{t-1} - mu)^2 + beta1 sigma_{t-1}^2, flat
  *    priors on alpha0 > 0, alpha1 in (0, 1), beta1 in (0, 1 - alpha1)
  *    (posteriordb's garch11). Linear in sigma^2: sigma_t^2 = beta1
- *    sigma_{t-1}^2 + a_t, as arma11's errors. q = (mu, log alpha0, logit alpha1, logit w) with
- *    beta1 = (1 - alpha1) w; reported: mu, alpha0, alpha1, beta1.
+ *    sigma_{t-1}^2 + a_t, as arma11's errors. q = (mu, log alpha0,
+ *    logit alpha1, logit w) with beta1 = (1 - alpha1) w; reported: mu,
+ *    alpha0, alpha1, beta1.
  * Constants of the densities are dropped: NUTS needs log p up to a constant.
  *
  * Every function here returns the first failing call's status, so an error
@@ -109,7 +115,8 @@ static void name_coordinates(model *m) {
         } else if (!strcmp(m->kind, "garch11")) {
             static const char *const c[4] = {"mu", "log_alpha0", "logit_alpha1", "logit_beta1_share"};
             snprintf(buf, sizeof buf, "%s", c[i]);
-        } else if (!strcmp(m->kind, "gamma_iid") || (strstr(m->kind, "_lkj") && i < m->d)) {
+        } else if (!strcmp(m->kind, "gamma_iid") || !strcmp(m->kind, "beta_iid") ||
+                   (strstr(m->kind, "_lkj") && i < m->d)) {
             snprintf(buf, sizeof buf, "log_%s", n);
         } else if (strstr(m->kind, "_lkj") && i < m->d + m->d * (m->d - 1) / 2) {
             snprintf(buf, sizeof buf, "u_%s", n); /* the partial correlation's */
@@ -195,6 +202,15 @@ void model_load(model *m, const char *path) {
         if (m->n_out != 2 || c != 1) die(path, "gamma_iid: names must be alpha, beta; one column");
         for (int i = 0; i < n; i++)
             if (!(m->y[i] > 0)) die(path, "gamma_iid: data must be positive");
+    } else if (!strcmp(m->kind, "beta_iid")) {
+        m->dim = 2;
+        if (m->n_out != 2 || c != 1) die(path, "beta_iid: names must be a, b; one column");
+        m->x = realloc(m->x, sizeof(float) * n); /* log(1 - y) */
+        if (!m->x) die(path, "out of memory");
+        for (int i = 0; i < n; i++) {
+            if (!(m->y[i] > 0 && m->y[i] < 1)) die(path, "beta_iid: data must be in (0, 1)");
+            m->x[i] = (float)log1p(-(double)m->y[i]);
+        }
     } else if (!strcmp(m->kind, "mvn_lkj")) {
         m->d = c; /* K */
         m->dim = c + c * (c - 1) / 2;
@@ -413,6 +429,30 @@ static ag_status gamma_iid(ag_context *ctx, const model *m, ag_tensor q, ag_tens
     return ag_add(ctx, lp, jac, out);
 }
 
+static ag_status beta_iid(ag_context *ctx, const model *m, ag_tensor q, ag_tensor *out) {
+    size_t n = (size_t)m->rows;
+    ag_tensor pos, jac, a, b, y, logy, log1my, t, u, lp;
+    TRY(ag_constrain_lower(ctx, q, 0.0f, &pos, &jac));
+    TRY(ag_slice(ctx, pos, 0, 0, 1, &a));
+    TRY(ag_slice(ctx, pos, 0, 1, 1, &b));
+    TRY(constant(ctx, m->y, n, 0, &y));
+    TRY(ag_log(ctx, y, &logy));
+    TRY(constant(ctx, m->x, n, 0, &log1my));
+    /* sum((a - 1) log y + (b - 1) log(1 - y)) - N lbeta(a, b) */
+    TRY(ag_mul(ctx, logy, a, &t));
+    TRY(ag_sub(ctx, t, logy, &t));
+    TRY(ag_mul(ctx, log1my, b, &u));
+    TRY(ag_add(ctx, t, u, &t));
+    TRY(ag_sub(ctx, t, log1my, &t));
+    TRY(ag_sum(ctx, t, &lp));
+    TRY(ag_lbeta(ctx, a, b, &t));
+    TRY(ag_scale(ctx, t, -(float)n, &t));
+    TRY(accumulate(ctx, &lp, t));
+    TRY(sumsq(ctx, pos, -1.0f / 200.0f, &t));
+    TRY(accumulate(ctx, &lp, t));
+    return ag_add(ctx, lp, jac, out);
+}
+
 /* The Cholesky factor L of a K x K correlation matrix from the partial
  * correlations z (Stan's cholesky_corr_constrain, see the top), built
  * entry by entry: writes L [K, K], its diagonal's logs into log_diag[i]
@@ -620,6 +660,7 @@ ag_status model_density(ag_context *ctx, ag_tensor q, void *user, ag_tensor *log
     if (!strcmp(m->kind, "linreg")) return linreg(ctx, m, q, log_density);
     if (!strcmp(m->kind, "mixture2")) return mixture2(ctx, m, q, log_density);
     if (!strcmp(m->kind, "gamma_iid")) return gamma_iid(ctx, m, q, log_density);
+    if (!strcmp(m->kind, "beta_iid")) return beta_iid(ctx, m, q, log_density);
     if (!strcmp(m->kind, "mvn_lkj")) return mvn_lkj(ctx, m, q, log_density);
     if (!strcmp(m->kind, "hier_lkj")) return hier_lkj(ctx, m, q, log_density);
     if (!strcmp(m->kind, "arma11")) return arma11(ctx, m, q, log_density);
@@ -645,7 +686,7 @@ void model_constrain(const model *m, const double *q, double *out) {
         out[2] = exp(q[2]);
         out[3] = exp(q[3]);
         out[4] = sigmoid(q[4]);
-    } else if (!strcmp(m->kind, "gamma_iid")) {
+    } else if (!strcmp(m->kind, "gamma_iid") || !strcmp(m->kind, "beta_iid")) {
         out[0] = exp(q[0]);
         out[1] = exp(q[1]);
     } else if (!strcmp(m->kind, "arma11")) {

@@ -27,11 +27,11 @@
 #define NUTS_MAX_DEPS 8
 
 typedef struct model {
-    char kind[32];      /* eight_schools, linreg, logistic, mixture2, gamma_iid, mvn_lkj, hier_lkj, arma11, garch11 */
+    char kind[32];      /* eight_schools, linreg, logistic, mixture2, gamma_iid, beta_iid, mvn_lkj, hier_lkj, arma11, garch11 */
     char name[128];     /* file stem, e.g. kidiq-kidscore_momiq */
     int rows, cols;     /* data table */
     float *y;           /* [rows] response (linreg, logistic, gamma_reg) */
-    float *x;           /* [rows, d] design matrix */
+    float *x;           /* [rows, d] design matrix (beta_iid: log(1 - y)) */
     float *sigma_obs;   /* eight_schools: the known standard errors */
     int d;              /* regression coefficients / schools */
     double beta_sd;     /* normal(0, beta_sd) prior on coefficients; 0 = flat */
