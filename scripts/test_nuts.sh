@@ -85,14 +85,17 @@ else
     echo "test-nuts: $name parallel = sequential, progress: FAILED ($lines progress lines)"
     fail=1
 fi
-# Ctrl-C: the run stops, summarises what it drew and exits 130.
+# Ctrl-C: the run stops, summarises what it drew and exits 130
 build/nuts "$dir/$name.data" --warmup 150 --draws 1000000 --csv "$out/$name-int.csv" > "$out/$name-int.txt" &
 pid=$!
 sleep 3
 kill -INT "$pid"
 rc=0
 wait "$pid" || rc=$?
-if [ "$rc" = 130 ] && grep -q '^  interrupted: ' "$out/$name-int.txt" && grep -q '^sigma ' "$out/$name-int.txt"; then
+# (a machine slow enough to be still warming up after 3 s has no draws to
+# summarise, and says so)
+if [ "$rc" = 130 ] && grep -q '^  interrupted: ' "$out/$name-int.txt" &&
+    grep -q '^sigma \|^too few draws to summarise' "$out/$name-int.txt"; then
     echo "test-nuts: $name SIGINT: passed ($(grep -o '[0-9]* draws in every chain' "$out/$name-int.txt"))"
 else
     echo "test-nuts: $name SIGINT: FAILED (exit $rc)"
