@@ -21,6 +21,9 @@
  * sd, mcse_mean): each mean within 4 sqrt(mcse^2 + mcse_ref^2) + 0.05 sd_ref,
  * each sd within 10%; exit status 1 if any fails, or on R-hat > 1.05.
  */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* sigaction, clock_gettime under -std=c11 */
+#endif
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
