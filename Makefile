@@ -149,8 +149,9 @@ cnn-valgrind: $(BUILD)/cnn $(FASHION_DATA)
 
 .PHONY: cnn test-cnn cnn-valgrind
 
-# ---- Bayesian inference: build/nuts (c_examples/nuts/), its posteriordb
-# checks and the special-function sweep.
+# ---- Bayesian inference: build/nuts (c_examples/nuts/: models sampled by
+# the library's ag_nuts_run), its posteriordb checks and the
+# special-function sweep.
 NUTS_SRC     := $(wildcard c_examples/nuts/*.c)
 EXAMPLES     += $(BUILD)/nuts
 $(BUILD)/nuts: $(NUTS_SRC) c_examples/nuts/nuts.h $(LIB) include/arenagrad.h
@@ -163,8 +164,8 @@ $(BUILD)/advi: c_examples/advi/advi.c $(filter-out %/main.c,$(NUTS_SRC)) c_examp
 	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS) -D_POSIX_C_SOURCE=200809L $< $(filter-out %/main.c,$(NUTS_SRC)) $(LIB) $(LIBS) -o $@
 
-## test-nuts: NUTS vs posteriordb reference posteriors (4 chains x 1,000 draws), ADVI vs NUTS on
-## the logistic regression, gradient soak
+## test-nuts: NUTS vs posteriordb reference posteriors and exact ones (4 chains x 1,000 draws),
+## ADVI vs NUTS and the references, replay = eager, parallel = sequential, Ctrl-C, gradient soak
 test-nuts: $(BUILD)/nuts $(BUILD)/advi
 	@bash scripts/test_nuts.sh short
 

@@ -206,7 +206,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "advi: need --iters >= 100, --samples in 1..64, --lr > 0\n");
         return 2;
     }
-    model_load(&m, argv[1]);
+    model_open(&m, argv[1]);
     int d = m.dim;
     size_t shape[1] = {(size_t)d};
     ag_tensor mt, ot; /* mu and omega in units of the start (see the top) */
@@ -334,33 +334,45 @@ int main(int argc, char **argv) {
         fclose(f);
         if (found != K) { fprintf(stderr, "advi: %s lacks some quantities\n", ref); return 2; }
         with_nuts = 1;
-    } else if (with_nuts) {
-        model mn;
-        model_load(&mn, argv[1]);
-        nuts_config c;
-        nuts_default_config(&c);
-        c.quiet = true;
+    } else if (with_nuts) { /* the library's NUTS on the same density, Stan's defaults */
+        ag_model_spec spec;
+        memset(&spec, 0, sizeof spec);
+        spec.struct_size = sizeof spec;
+        spec.dim = (size_t)d;
+        spec.log_density = model_density;
+        spec.user = &m;
+        spec.fixed_graph = true;
+        ag_nuts_config c;
+        ag_sampler *s;
+        ag_draws *dr;
+        ag_draws_info_t info;
+        if (ag_nuts_config_default(&c) != AG_STATUS_OK || ag_sampler_new(&spec, &s) != AG_STATUS_OK ||
+            ag_nuts_run(s, &c, &dr) != AG_STATUS_OK || ag_draws_info(dr, &info) != AG_STATUS_OK) {
+            fprintf(stderr, "advi: NUTS failed: %s\n", ag_sampler_last_error());
+            return 1;
+        }
         nm = calloc((size_t)K, sizeof(double));
         ns = calloc((size_t)K, sizeof(double));
         double *nq = calloc((size_t)K, sizeof(double));
-        for (int ch = 0; ch < c.chains; ch++) {
-            chain_out o;
-            nuts_run_chain(&mn, &c, ch, &o);
-            for (int i = 0; i < c.draws; i++)
+        for (size_t ch = 0; ch < info.chains; ch++) {
+            ag_chain_draws o;
+            if (ag_draws_chain(dr, ch, &o) != AG_STATUS_OK) return 1;
+            for (size_t i = 0; i < info.draws; i++) {
+                model_constrain(&m, o.positions + i * (size_t)d, out);
                 for (int j = 0; j < K; j++) {
-                    double v = o.values[(size_t)i * K + j];
-                    nm[j] += v;
-                    nq[j] += v * v;
+                    nm[j] += out[j];
+                    nq[j] += out[j] * out[j];
                 }
-            chain_out_free(&o);
+            }
         }
-        double n = (double)c.chains * c.draws;
+        double n = (double)info.chains * (double)info.draws;
         for (int j = 0; j < K; j++) {
             nm[j] /= n;
             ns[j] = sqrt((nq[j] - n * nm[j] * nm[j]) / (n - 1));
         }
         free(nq);
-        model_free(&mn);
+        ag_draws_free(dr);
+        ag_sampler_free(s);
     }
     printf("\n%-12s %11s %11s", "quantity", "advi mean", "advi sd");
     if (with_nuts) printf(" %11s %11s %9s", "nuts mean", "nuts sd", "gap/sd");

@@ -2,19 +2,30 @@
  * main.c: build/nuts, the command line (see README.md here).
  *
  *   nuts MODEL.data [--chains 4] [--warmup 1000] [--draws 1000] [--seed 1234]
- *        [--max-depth 10] [--csv FILE] [--check REF] [--quiet] [--no-capture]
+ *        [--max-depth 10] [--csv FILE] [--check REF] [--quiet] [--progress]
+ *        [--sequential] [--no-capture]
  *   nuts MODEL.data --grad-bench N     time N gradient evaluations
  *   nuts MODEL.data --soak N           N gradient evaluations, RSS and arena flat
  *
- * The first gradient evaluation is captured and every later one replays it
- * (ag_replay, bit-identical to building the graph each time); --no-capture
- * builds the graph eagerly at every evaluation.
+ * The model's density (models.c) is sampled by the library: ag_sampler_new
+ * then ag_nuts_run, the chains in parallel unless --sequential (the same
+ * draws either way). The first gradient evaluation of each chain is
+ * captured and replayed after (fixed_graph); --no-capture builds the graph
+ * at every evaluation, the same draws bit for bit.
+ *
+ * Ctrl-C (SIGINT) asks the run to stop (ag_sampler_cancel, from the signal
+ * handler: the library installs none); the draws made so far are then
+ * summarised and written as usual, and the exit status is 130.
  *
  * --check REF compares with a posteriordb reference summary (quantity, mean,
  * sd, mcse_mean): each mean within 4 sqrt(mcse^2 + mcse_ref^2) + 0.05 sd_ref,
  * each sd within 10%; exit status 1 if any fails, or on R-hat > 1.05.
  */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* sigaction, clock_gettime under -std=c11 */
+#endif
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,7 +52,8 @@ static long rss_kib(void) {
 static int usage(void) {
     fprintf(stderr,
             "usage: nuts MODEL.data [--chains N] [--warmup N] [--draws N] [--seed N] [--max-depth N]\n"
-            "            [--csv FILE] [--check REF] [--quiet] [--no-capture] | --grad-bench N | --soak N\n");
+            "            [--csv FILE] [--check REF] [--quiet] [--progress] [--sequential] [--no-capture]\n"
+            "            | --grad-bench N | --soak N\n");
     return 2;
 }
 
@@ -96,160 +108,284 @@ static int soak(model *m, long n) {
     return flat ? 0 : 1;
 }
 
+/* The sampler a SIGINT cancels: set before the handler is installed,
+ * cleared after it is removed. */
+static ag_sampler *volatile running_sampler;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    ag_sampler_cancel(running_sampler); /* one atomic store: async-signal-safe */
+}
+
+/* --progress: a line on stderr each time a chain passes another 10% of its
+ * iterations (called from the chains' threads; stdio locks the stream). */
+static void progress(void *user, uint32_t chain, uint32_t iteration, uint32_t total) {
+    uint32_t warmup = *(const uint32_t *)user;
+    if (iteration * 10ull / total == (iteration - 1) * 10ull / total) return;
+    fprintf(stderr, "  chain %u: %3u%% (iteration %u of %u, %s)\n", chain + 1,
+            (unsigned)(iteration * 100ull / total), iteration, total, iteration <= warmup ? "warm-up" : "sampling");
+}
+
+/* One reported quantity's summary over every chain's first n draws. */
+typedef struct {
+    double mean, sd, mcse, q5, q50, q95, ess, rhat;
+} quantity_summary;
+
 static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
+/* The library summarises the coordinates (rows); a reported quantity that
+ * is a coordinate takes its row as it is. Any other (sigma = e^{log sigma},
+ * theta[j] = mu + tau theta_trans[j]) gets its mean, sd and quantiles from
+ * its own draws, and the smallest bulk ESS and largest R-hat of the
+ * coordinates it is a function of: bulk ESS is rank-based, so exact for a
+ * monotone function of one coordinate (R-hat's folded half only close),
+ * and the weakest link's for a function of several. */
+static void summarise(const model *m, const ag_chain_draws *ch, int chains, size_t n, const ag_summary_row *rows,
+                      int k, double *x, quantity_summary *out) {
+    int deps[NUTS_MAX_DEPS];
+    bool identity;
+    int nd = model_depends(m, k, deps, &identity);
+    if (identity) {
+        const ag_summary_row *r = &rows[deps[0]];
+        *out = (quantity_summary){r->mean, r->sd, r->mcse_mean, r->q5, r->q50, r->q95, r->ess_bulk, r->rhat};
+        return;
+    }
+    double vals[NUTS_MAX_NAMES];
+    size_t S = (size_t)chains * n;
+    double s = 0, ss = 0;
+    for (int c = 0; c < chains; c++)
+        for (size_t i = 0; i < n; i++) {
+            model_constrain(m, ch[c].positions + i * (size_t)m->dim, vals);
+            x[(size_t)c * n + i] = vals[k];
+            s += vals[k];
+        }
+    out->mean = s / (double)S;
+    for (size_t i = 0; i < S; i++) ss += (x[i] - out->mean) * (x[i] - out->mean);
+    out->sd = sqrt(ss / (double)(S - 1));
+    out->ess = INFINITY;
+    out->rhat = 0;
+    for (int j = 0; j < nd; j++) {
+        if (rows[deps[j]].ess_bulk < out->ess) out->ess = rows[deps[j]].ess_bulk;
+        if (rows[deps[j]].rhat > out->rhat) out->rhat = rows[deps[j]].rhat;
+    }
+    out->mcse = out->sd / sqrt(out->ess);
+    qsort(x, S, sizeof(double), cmp_d);
+    out->q5 = x[(size_t)(0.05 * (double)(S - 1))];
+    out->q50 = x[(size_t)(0.5 * (double)(S - 1))];
+    out->q95 = x[(size_t)(0.95 * (double)(S - 1))];
+}
+
+/* --check: the reference summary against ours; returns the failures */
+static int check_ref(const model *m, const char *path, const quantity_summary *qs, bool rhat_bad) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "nuts: cannot open %s\n", path);
+        return 1;
+    }
+    int K = m->n_out, fails = 0, seen = 0;
+    char line[512];
+    if (!fgets(line, sizeof line, f)) line[0] = 0; /* header */
+    printf("\ncheck against %s: |mean - ref| <= 4 sqrt(mcse^2 + mcse_ref^2) + 0.05 sd_ref, |sd/sd_ref - 1| <= 0.1\n",
+           path);
+    printf("%-12s %11s %11s %11s %11s %11s %6s\n", "quantity", "ref mean", "ours", "tolerance", "ref sd", "our sd",
+           "pass");
+    while (fgets(line, sizeof line, f)) {
+        char name[64];
+        double rm, rs, rmc;
+        if (sscanf(line, "%63[^,],%lf,%lf,%lf", name, &rm, &rs, &rmc) != 4) continue;
+        int q = -1;
+        for (int k = 0; k < K; k++)
+            if (!strcmp(m->names[k], name)) q = k;
+        if (q < 0) {
+            printf("%-12s not in the model\n", name);
+            fails++;
+            continue;
+        }
+        seen++;
+        double tol = 4 * sqrt(qs[q].mcse * qs[q].mcse + rmc * rmc) + 0.05 * rs;
+        bool ok = fabs(qs[q].mean - rm) <= tol && fabs(qs[q].sd / rs - 1) <= 0.1;
+        fails += !ok;
+        printf("%-12s %11.4g %11.4g %11.3g %11.4g %11.4g %6s\n", name, rm, qs[q].mean, tol, rs, qs[q].sd,
+               ok ? "yes" : "NO");
+    }
+    fclose(f);
+    if (seen != K) {
+        printf("reference covers %d of %d quantities\n", seen, K);
+        fails++;
+    }
+    if (rhat_bad) {
+        printf("an R-hat is above 1.05\n");
+        fails++;
+    }
+    printf("%s: %s\n", m->name, fails ? "CHECK FAILED" : "check passed");
+    return fails;
+}
+
+static int write_csv(const model *m, const char *path, const ag_chain_draws *ch, int chains, size_t n) {
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "nuts: cannot write %s\n", path);
+        return 1;
+    }
+    int K = m->n_out;
+    double vals[NUTS_MAX_NAMES];
+    fprintf(f, "chain,draw,lp__,accept_stat__,stepsize__,treedepth__,n_leapfrog__,divergent__");
+    for (int q = 0; q < K; q++) fprintf(f, ",%s", m->names[q]);
+    fprintf(f, "\n");
+    for (int c = 0; c < chains; c++)
+        for (size_t i = 0; i < n; i++) {
+            fprintf(f, "%d,%zu,%.9g,%.4f,%.6g,%u,%u,%d", c + 1, i + 1, ch[c].lp[i], ch[c].accept_stat[i],
+                    ch[c].step_size, ch[c].tree_depth[i], ch[c].n_leapfrog[i], ch[c].divergent[i]);
+            model_constrain(m, ch[c].positions + i * (size_t)m->dim, vals);
+            for (int q = 0; q < K; q++) fprintf(f, ",%.9g", vals[q]);
+            fprintf(f, "\n");
+        }
+    fclose(f);
+    printf("draws written to %s\n", path);
+    return 0;
+}
+
+static void sampler_fail(const char *what, ag_status st) {
+    fprintf(stderr, "nuts: %s failed: %s: %s\n", what, ag_status_str(st), ag_sampler_last_error());
+    exit(1);
+}
+#define SCALL(x)                                      \
+    do {                                              \
+        ag_status st_ = (x);                          \
+        if (st_ != AG_STATUS_OK) sampler_fail(#x, st_); \
+    } while (0)
+
 int main(int argc, char **argv) {
     if (argc < 2) return usage();
-    nuts_config c;
-    nuts_default_config(&c);
+    ag_nuts_config c;
+    SCALL(ag_nuts_config_default(&c));
     const char *csv = NULL, *check = NULL;
     long bench = 0, soak_n = 0;
-    bool capture = true;
+    bool capture = true, show_progress = false;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--quiet")) { c.quiet = true; continue; }
+        if (!strcmp(a, "--quiet")) continue; /* nothing is printed while sampling unless --progress */
+        if (!strcmp(a, "--progress")) { show_progress = true; continue; }
+        if (!strcmp(a, "--sequential")) { c.parallel = false; continue; }
         if (!strcmp(a, "--no-capture")) { capture = false; continue; }
         if (!v) return usage();
         i++;
-        if (!strcmp(a, "--chains")) c.chains = atoi(v);
-        else if (!strcmp(a, "--warmup")) c.warmup = atoi(v);
-        else if (!strcmp(a, "--draws")) c.draws = atoi(v);
+        if (!strcmp(a, "--chains")) c.chains = (uint32_t)atoi(v);
+        else if (!strcmp(a, "--warmup")) c.warmup = (uint32_t)atoi(v);
+        else if (!strcmp(a, "--draws")) c.draws = (uint32_t)atoi(v);
         else if (!strcmp(a, "--seed")) c.seed = strtoull(v, NULL, 10);
-        else if (!strcmp(a, "--max-depth")) c.max_depth = atoi(v);
+        else if (!strcmp(a, "--max-depth")) c.max_depth = (uint32_t)atoi(v);
         else if (!strcmp(a, "--csv")) csv = v;
         else if (!strcmp(a, "--check")) check = v;
         else if (!strcmp(a, "--grad-bench")) bench = atol(v);
         else if (!strcmp(a, "--soak")) soak_n = atol(v);
         else return usage();
     }
-    if (c.chains < 2 || c.draws < 20 || c.warmup < 150 || c.max_depth < 1 || c.max_depth > 20) {
-        fprintf(stderr, "nuts: need --chains >= 2, --draws >= 20, --warmup >= 150, --max-depth in 1..20\n");
+    if (c.chains < 2 || c.chains > 1024 || c.draws < 20 || c.draws > 10000000 || c.warmup < 150 ||
+        c.warmup > 10000000 || c.max_depth < 1 || c.max_depth > 20) {
+        fprintf(stderr, "nuts: need --chains in 2..1024, --draws >= 20, --warmup >= 150, --max-depth in 1..20\n");
         return 2;
     }
     model m;
-    model_load(&m, argv[1]);
+    model_open(&m, argv[1]);
     m.capture = capture;
     if (bench) return grad_bench(&m, bench);
     if (soak_n) return soak(&m, soak_n);
 
-    int K = m.n_out, M = c.chains, N = c.draws;
-    chain_out *ch = calloc((size_t)M, sizeof(chain_out));
-    double t0 = now();
-    for (int k = 0; k < M; k++) nuts_run_chain(&m, &c, k, &ch[k]);
-    double secs = now() - t0;
+    ag_model_spec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.struct_size = sizeof spec;
+    spec.dim = (size_t)m.dim;
+    spec.log_density = model_density;
+    spec.user = &m;
+    spec.fixed_graph = capture;
+    spec.names = (const char *const *)m.coord_names;
+    ag_sampler *s;
+    SCALL(ag_sampler_new(&spec, &s));
+    uint32_t warmup = c.warmup;
+    if (show_progress) {
+        c.progress = progress;
+        c.progress_user = &warmup;
+    }
 
-    printf("%s: NUTS, %d chains x (%d warm-up + %d draws), seed %llu, %.1f s, %llu gradients (%.1f us each)\n",
-           m.name, M, c.warmup, N, (unsigned long long)c.seed, secs, (unsigned long long)m.evals,
-           secs / (double)m.evals * 1e6);
-    int div = 0;
+    running_sampler = s;
+    struct sigaction sa, old_sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_sa);
+    ag_draws *draws;
+    double t0 = now();
+    ag_status st = ag_nuts_run(s, &c, &draws);
+    double secs = now() - t0;
+    sigaction(SIGINT, &old_sa, NULL);
+    running_sampler = NULL;
+    if (st != AG_STATUS_OK) sampler_fail("ag_nuts_run", st);
+
+    ag_draws_info_t info;
+    SCALL(ag_draws_info(draws, &info));
+    int K = m.n_out, M = (int)info.chains;
+    size_t N = info.draws;
+    ag_chain_draws *ch = calloc((size_t)M, sizeof *ch);
+    unsigned long long leapfrogs = 0;
     for (int k = 0; k < M; k++) {
+        SCALL(ag_draws_chain(draws, (size_t)k, &ch[k]));
+        for (size_t i = 0; i < N; i++) leapfrogs += ch[k].n_leapfrog[i];
+    }
+    printf("%s: NUTS, %d chains x (%u warm-up + %zu draws), seed %llu, %.1f s, %llu leapfrog steps after "
+           "warm-up%s\n",
+           m.name, M, c.warmup, N, (unsigned long long)c.seed, secs, leapfrogs,
+           c.parallel ? "" : " (sequential)");
+    if (info.cancelled)
+        printf("  interrupted: %zu draws in every chain (of %u asked for)\n", N, c.draws);
+    int div = 0;
+    for (int k = 0; k < M && N > 0; k++) {
         double acc = 0, leap = 0;
-        int maxd = 0;
-        for (int i = 0; i < N; i++) {
+        int maxd = 0, dk = 0;
+        for (size_t i = 0; i < N; i++) {
             acc += ch[k].accept_stat[i];
             leap += ch[k].n_leapfrog[i];
-            if (ch[k].treedepth[i] >= c.max_depth) maxd++;
+            if (ch[k].tree_depth[i] >= c.max_depth) maxd++;
+            dk += ch[k].divergent[i];
         }
-        div += ch[k].divergences;
+        div += dk;
         printf("  chain %d: step size %.4g, mean accept_stat %.3f, mean leapfrog steps %.1f, divergences %d, "
-               "at max depth %d, %.1f s\n",
-               k + 1, ch[k].step_size, acc / N, leap / N, ch[k].divergences, maxd, ch[k].seconds);
+               "at max depth %d\n",
+               k + 1, ch[k].step_size, N ? acc / (double)N : 0.0, N ? leap / (double)N : 0.0, dk, maxd);
     }
-    printf("  divergences after warm-up: %d of %d draws\n\n", div, M * N);
+    printf("  divergences after warm-up: %d of %zu draws\n\n", div, (size_t)M * N);
 
-    /* summary */
-    double *x = malloc(sizeof(double) * (size_t)M * N);
-    double *mean = malloc(sizeof(double) * K), *sd = malloc(sizeof(double) * K), *mcse = malloc(sizeof(double) * K),
-           *rhat = malloc(sizeof(double) * K);
-    bool rhat_bad = false;
-    printf("%-12s %11s %11s %11s %11s %11s %11s %8s %6s\n", "quantity", "mean", "sd", "mcse", "5%", "50%", "95%",
-           "ess_bulk", "rhat");
-    for (int q = 0; q < K; q++) {
-        double s = 0, ss = 0;
-        for (int k = 0; k < M; k++)
-            for (int i = 0; i < N; i++) x[k * N + i] = ch[k].values[(size_t)i * K + q];
-        for (int i = 0; i < M * N; i++) s += x[i];
-        mean[q] = s / (M * N);
-        for (int i = 0; i < M * N; i++) ss += (x[i] - mean[q]) * (x[i] - mean[q]);
-        sd[q] = sqrt(ss / (M * N - 1));
-        double ess = diag_ess_bulk(x, M, N);
-        rhat[q] = diag_rhat(x, M, N);
-        mcse[q] = sd[q] / sqrt(ess);
-        if (rhat[q] > 1.05) rhat_bad = true;
-        qsort(x, (size_t)M * N, sizeof(double), cmp_d);
-        int S = M * N;
-        printf("%-12s %11.4g %11.4g %11.3g %11.4g %11.4g %11.4g %8.0f %6.3f\n", m.names[q], mean[q], sd[q], mcse[q],
-               x[(int)(0.05 * (S - 1))], x[(int)(0.5 * (S - 1))], x[(int)(0.95 * (S - 1))], ess, rhat[q]);
-    }
     int fails = 0;
-    if (check) {
-        FILE *f = fopen(check, "r");
-        if (!f) {
-            fprintf(stderr, "nuts: cannot open %s\n", check);
-            return 1;
+    if (N < 4) {
+        printf("too few draws to summarise\n");
+    } else {
+        ag_summary_row *rows = calloc((size_t)m.dim, sizeof *rows);
+        quantity_summary *qs = calloc((size_t)K, sizeof *qs);
+        double *x = malloc(sizeof(double) * (size_t)M * N);
+        SCALL(ag_draws_summary(draws, rows, (size_t)m.dim));
+        bool rhat_bad = false;
+        printf("%-12s %11s %11s %11s %11s %11s %11s %8s %6s\n", "quantity", "mean", "sd", "mcse", "5%", "50%",
+               "95%", "ess_bulk", "rhat");
+        for (int q = 0; q < K; q++) {
+            summarise(&m, ch, M, N, rows, q, x, &qs[q]);
+            if (qs[q].rhat > 1.05) rhat_bad = true;
+            printf("%-12s %11.4g %11.4g %11.3g %11.4g %11.4g %11.4g %8.0f %6.3f\n", m.names[q], qs[q].mean,
+                   qs[q].sd, qs[q].mcse, qs[q].q5, qs[q].q50, qs[q].q95, qs[q].ess, qs[q].rhat);
         }
-        char line[512];
-        if (!fgets(line, sizeof line, f)) line[0] = 0; /* header */
-        printf("\ncheck against %s: |mean - ref| <= 4 sqrt(mcse^2 + mcse_ref^2) + 0.05 sd_ref, |sd/sd_ref - 1| <= 0.1\n",
-               check);
-        printf("%-12s %11s %11s %11s %11s %11s %6s\n", "quantity", "ref mean", "ours", "tolerance", "ref sd", "our sd",
-               "pass");
-        int seen = 0;
-        while (fgets(line, sizeof line, f)) {
-            char name[64];
-            double rm, rs, rmc;
-            if (sscanf(line, "%63[^,],%lf,%lf,%lf", name, &rm, &rs, &rmc) != 4) continue;
-            int q = -1;
-            for (int k = 0; k < K; k++)
-                if (!strcmp(m.names[k], name)) q = k;
-            if (q < 0) {
-                printf("%-12s not in the model\n", name);
-                fails++;
-                continue;
-            }
-            seen++;
-            double tol = 4 * sqrt(mcse[q] * mcse[q] + rmc * rmc) + 0.05 * rs;
-            bool ok = fabs(mean[q] - rm) <= tol && fabs(sd[q] / rs - 1) <= 0.1;
-            fails += !ok;
-            printf("%-12s %11.4g %11.4g %11.3g %11.4g %11.4g %6s\n", name, rm, mean[q], tol, rs, sd[q],
-                   ok ? "yes" : "NO");
-        }
-        fclose(f);
-        if (seen != K) {
-            printf("reference covers %d of %d quantities\n", seen, K);
-            fails++;
-        }
-        if (rhat_bad) {
-            printf("an R-hat is above 1.05\n");
-            fails++;
-        }
-        printf("%s: %s\n", m.name, fails ? "CHECK FAILED" : "check passed");
+        if (check) fails += check_ref(&m, check, qs, rhat_bad);
+        free(rows);
+        free(qs);
+        free(x);
     }
-    if (csv) {
-        FILE *f = fopen(csv, "w");
-        if (!f) {
-            fprintf(stderr, "nuts: cannot write %s\n", csv);
-            return 1;
-        }
-        fprintf(f, "chain,draw,lp__,accept_stat__,stepsize__,treedepth__,n_leapfrog__,divergent__");
-        for (int q = 0; q < K; q++) fprintf(f, ",%s", m.names[q]);
-        fprintf(f, "\n");
-        for (int k = 0; k < M; k++)
-            for (int i = 0; i < N; i++) {
-                fprintf(f, "%d,%d,%.9g,%.4f,%.6g,%d,%d,%d", k + 1, i + 1, ch[k].lp[i], ch[k].accept_stat[i],
-                        ch[k].step_size, ch[k].treedepth[i], ch[k].n_leapfrog[i], ch[k].divergent[i]);
-                for (int q = 0; q < K; q++) fprintf(f, ",%.9g", ch[k].values[(size_t)i * K + q]);
-                fprintf(f, "\n");
-            }
-        fclose(f);
-        printf("draws written to %s\n", csv);
-    }
-    for (int k = 0; k < M; k++) chain_out_free(&ch[k]);
-    free(ch); free(x); free(mean); free(sd); free(mcse); free(rhat);
+    if (csv) fails += write_csv(&m, csv, ch, M, N);
+    free(ch);
+    SCALL(ag_draws_free(draws));
+    SCALL(ag_sampler_free(s));
     model_free(&m);
+    if (info.cancelled) return 130;
     return fails ? 1 : 0;
 }

@@ -1,14 +1,15 @@
 /*
  * models.c: the log densities, written with arenagrad ops, and the data
  * files they read (tests/data/posteriordb/NAME.data, written once by
- * scripts/posteriordb_prep.py).
+ * scripts/posteriordb_prep.py). Each density is an ag_log_density_fn
+ * (model_density) over the model's data, which stays read-only.
  *
- * File format: "model KIND", optional "beta_prior_sd S" and
- * "sigma_prior flat|cauchy|normal SCALE" lines, "names q1 q2 ...",
- * "rows N C", then N rows of C numbers.
+ * File format: "model KIND", optional "beta_prior_sd S",
+ * "sigma_prior flat|cauchy|normal SCALE", "lkj_eta ETA" and "sigma1 S"
+ * lines, "names q1 q2 ...", "rows N C", then N rows of C numbers.
  *
  *  eight_schools (non-centred): rows are (y_j, sigma_j);
- *    q = (theta_trans[1..J], mu, log tau),
+ *    q = (theta_trans[1..J], mu, log tau), tau = e^{log tau} (ag_constrain_lower),
  *    log p = -|theta_trans|^2/2 - sum((y - mu - tau theta_trans) / sigma)^2 / 2
  *            - mu^2 / 50 - log(1 + tau^2 / 25) + log tau   (Jacobian of tau)
  *    reported: theta[j] = mu + tau theta_trans[j], mu, tau.
@@ -16,18 +17,59 @@
  *    log p = -n log sigma - |y - X beta|^2 / (2 sigma^2) + log sigma (Jacobian)
  *            + beta prior + sigma prior; reported: beta, sigma.
  *  logistic: rows are (y in {0, 1}, x_1..x_d); y ~ bernoulli_logit(X beta),
- *    log p = sum(y eta - softplus(eta)) + beta prior, with
- *    softplus(eta) = relu(eta) + log(1 + exp(-|eta|)) (no overflow).
+ *    log p = sum(y eta - softplus(eta)) + beta prior.
  *  mixture2: rows are (y); y ~ theta normal(mu_1, sigma_1) + (1 - theta)
  *    normal(mu_2, sigma_2) with mu ordered, mu ~ normal(0, 2), sigma ~
  *    half-normal(0, 2), theta ~ beta(5, 5) (posteriordb's
  *    low_dim_gauss_mix); q = (mu_1, log(mu_2 - mu_1), log sigma, logit theta),
  *    log p = sum_n logsumexp_k(log w_k - log sigma_k - (y_n - mu_k)^2 / (2 sigma_k^2))
- *            - |mu|^2 / 8 - |sigma|^2 / 8 + 5 log theta + 5 log(1 - theta)
- *            + log(mu_2 - mu_1) + sum log sigma   (Jacobians; beta's 4 + logit's 1),
+ *            - |mu|^2 / 8 - |sigma|^2 / 8 + 4 log theta + 4 log(1 - theta)
+ *            + log(mu_2 - mu_1) + Jacobians of sigma and theta,
  *    with w = (theta, 1 - theta), log theta = log_sigmoid(logit theta);
  *    reported: mu[1], mu[2], sigma[1], sigma[2], theta.
+ *  gamma_iid: rows are (y > 0); y ~ gamma(alpha, beta) (shape, rate), alpha
+ *    and beta ~ half-normal(0, 10); q = (log alpha, log beta),
+ *    log p = sum(alpha log beta - lgamma(alpha) + (alpha - 1) log y - beta y)
+ *            - (alpha^2 + beta^2) / 200 + Jacobians; reported: alpha, beta.
+ *  beta_iid: rows are (y in (0, 1)); y ~ beta(a, b), a and b ~
+ *    half-normal(0, 10); q = (log a, log b),
+ *    log p = sum((a - 1) log y + (b - 1) log(1 - y)) - N lbeta(a, b)
+ *            - (a^2 + b^2) / 200 + Jacobians; reported: a, b.
+ *  mvn_lkj: rows are vectors y_n in R^K (K = columns, 2 to 4; no rows: the
+ *    prior alone); y_n ~ multi_normal(0, Sigma), Sigma = diag(tau) Omega
+ *    diag(tau), Omega = L L^T a correlation matrix with L ~
+ *    lkj_corr_cholesky(eta) ("lkj_eta ETA"), tau ~ half-normal(0, s)
+ *    ("sigma_prior normal S"). q = (log tau[1..K], u[1..K(K-1)/2]): each
+ *    partial correlation z = -1 + 2 sigmoid(u) (ag_constrain_interval),
+ *    and L from them row by row as Stan's cholesky_corr_constrain:
+ *    L[i][j] = z_ij sqrt(1 - sum_{k<j} L[i][k]^2), L[i][i] the rest, with
+ *    log Jacobian sum 0.5 log(1 - sum_{k<j} L[i][k]^2) over j >= 1.
+ *    log p = -|L_Sigma^{-1} Y^T|^2 / 2 - N sum log diag(L_Sigma)
+ *            + sum_{i>=2} (K - i + 2 eta - 2) log L[i][i] - |tau|^2 / (2 s^2)
+ *            + Jacobians, with L_Sigma = diag(tau) L (ag_solve_lower);
+ *    reported: tau[k], then Omega.i.j for i > j, row by row.
+ *  hier_lkj: rows are groups (y_g in R^K, s_g): y_g ~ normal(theta_g, s_g I),
+ *    theta_g = diag(tau) L z_g with z_g ~ normal(0, I) (non-centred:
+ *    theta_g ~ multi_normal(0, Sigma)), tau, L and their priors as in
+ *    mvn_lkj; q = (log tau, u, z_1, .., z_G), theta = Z L_Sigma^T;
+ *    reported: tau[k], Omega.i.j, then theta.g.k group by group.
+ *  arma11: rows are (y_t); err_t = y_t - mu - phi y_{t-1} - theta err_{t-1}
+ *    (y_0 = mu, err_0 = 0), err ~ normal(0, sigma), mu ~ normal(0, 10),
+ *    phi and theta ~ normal(0, 2), sigma ~ half-Cauchy(0, 2.5) (posteriordb's
+ *    arma11). The recursion is linear, err_t = -theta err_{t-1} + c_t with
+ *    c_t = y_t - mu - phi y_{t-1}: log2(T) doubling steps (linear_recurrence).
+ *    q = (mu, phi, theta, log sigma); reported: mu, phi, theta, sigma.
+ *  garch11: rows are (y_t), "sigma1 S": y_t ~ normal(mu, sigma_t), sigma_1 = S,
+ *    sigma_t^2 = alpha0 + alpha1 (y_{t-1} - mu)^2 + beta1 sigma_{t-1}^2, flat
+ *    priors on alpha0 > 0, alpha1 in (0, 1), beta1 in (0, 1 - alpha1)
+ *    (posteriordb's garch11). Linear in sigma^2: sigma_t^2 = beta1
+ *    sigma_{t-1}^2 + a_t, as arma11's errors. q = (mu, log alpha0,
+ *    logit alpha1, logit w) with beta1 = (1 - alpha1) w; reported: mu,
+ *    alpha0, alpha1, beta1.
  * Constants of the densities are dropped: NUTS needs log p up to a constant.
+ *
+ * Every function here returns the first failing call's status, so an error
+ * inside the density stops ag_nuts_run with that status.
  */
 #include <math.h>
 #include <stdio.h>
@@ -36,18 +78,55 @@
 
 #include "nuts.h"
 
-void nuts_check(ag_context *ctx, ag_status st, const char *what) {
-    if (st != AG_STATUS_OK) {
-        fprintf(stderr, "nuts: %s failed: %s: %s\n", what, ag_status_str(st),
-                ag_context_last_error(ctx));
-        exit(1);
-    }
-}
-#define CALL(x) nuts_check(m->ctx, (x), #x)
+#define TRY(x)                                   \
+    do {                                         \
+        ag_status st_ = (x);                     \
+        if (st_ != AG_STATUS_OK) return st_;     \
+    } while (0)
 
 static void die(const char *path, const char *msg) {
     fprintf(stderr, "nuts: %s: %s\n", path, msg);
     exit(1);
+}
+
+static char *copy_str(const char *s) {
+    char *c = malloc(strlen(s) + 1);
+    if (!c) die(s, "out of memory");
+    strcpy(c, s);
+    return c;
+}
+
+/* coordinate names: the reported names where a coordinate is one, else
+ * the transform's, e.g. log_sigma */
+static void name_coordinates(model *m) {
+    char buf[96];
+    for (int i = 0; i < m->dim; i++) {
+        const char *n = i < m->n_out ? m->names[i] : "";
+        if (!strcmp(m->kind, "eight_schools")) {
+            if (i < m->d) snprintf(buf, sizeof buf, "theta_trans[%d]", i + 1);
+            else snprintf(buf, sizeof buf, i == m->d ? "mu" : "log_tau");
+        } else if (!strcmp(m->kind, "linreg")) {
+            snprintf(buf, sizeof buf, i < m->d ? "%s" : "log_%s", n);
+        } else if (!strcmp(m->kind, "mixture2")) {
+            static const char *const c[5] = {"mu[1]", "log_mu_gap", "log_sigma[1]", "log_sigma[2]", "logit_theta"};
+            snprintf(buf, sizeof buf, "%s", c[i]);
+        } else if (!strcmp(m->kind, "arma11")) {
+            snprintf(buf, sizeof buf, i < 3 ? "%s" : "log_%s", n);
+        } else if (!strcmp(m->kind, "garch11")) {
+            static const char *const c[4] = {"mu", "log_alpha0", "logit_alpha1", "logit_beta1_share"};
+            snprintf(buf, sizeof buf, "%s", c[i]);
+        } else if (!strcmp(m->kind, "gamma_iid") || !strcmp(m->kind, "beta_iid") ||
+                   (strstr(m->kind, "_lkj") && i < m->d)) {
+            snprintf(buf, sizeof buf, "log_%s", n);
+        } else if (strstr(m->kind, "_lkj") && i < m->d + m->d * (m->d - 1) / 2) {
+            snprintf(buf, sizeof buf, "u_%s", n); /* the partial correlation's */
+        } else if (!strcmp(m->kind, "hier_lkj")) {
+            snprintf(buf, sizeof buf, "z_%s", n); /* theta's standardised effect */
+        } else {
+            snprintf(buf, sizeof buf, "%s", n);
+        }
+        m->coord_names[i] = copy_str(buf);
+    }
 }
 
 void model_load(model *m, const char *path) {
@@ -68,16 +147,21 @@ void model_load(model *m, const char *path) {
             if (fscanf(f, "%lf", &m->beta_sd) != 1) die(path, "bad beta_prior_sd");
         } else if (!strcmp(key, "sigma_prior")) {
             if (fscanf(f, "%15s %lf", m->sigma_prior, &m->sigma_scale) != 2) die(path, "bad sigma_prior");
+        } else if (!strcmp(key, "sigma1")) {
+            if (fscanf(f, "%lf", &m->sigma1) != 1 || !(m->sigma1 > 0)) die(path, "bad sigma1");
+        } else if (!strcmp(key, "lkj_eta")) {
+            if (fscanf(f, "%lf", &m->lkj_eta) != 1 || !(m->lkj_eta > 0)) die(path, "bad lkj_eta");
         } else if (!strcmp(key, "names")) {
             char line[4096];
             if (!fgets(line, sizeof line, f)) die(path, "bad names");
             for (char *t = strtok(line, " \n"); t; t = strtok(NULL, " \n")) {
                 if (m->n_out == NUTS_MAX_NAMES) die(path, "too many names");
-                m->names[m->n_out] = malloc(strlen(t) + 1);
-                strcpy(m->names[m->n_out++], t);
+                m->names[m->n_out++] = copy_str(t);
             }
         } else if (!strcmp(key, "rows")) {
-            if (fscanf(f, "%d %d", &m->rows, &m->cols) != 2 || m->rows < 1 || m->cols < 1)
+            /* the prior alone: no rows, for mvn_lkj */
+            int least = strcmp(m->kind, "mvn_lkj") ? 1 : 0;
+            if (fscanf(f, "%d %d", &m->rows, &m->cols) != 2 || m->rows < least || m->cols < 1)
                 die(path, "bad rows line");
             break;
         } else {
@@ -86,14 +170,17 @@ void model_load(model *m, const char *path) {
     }
     int n = m->rows, c = m->cols;
     m->d = c - 1;
-    m->y = malloc(sizeof(float) * n);
-    m->x = malloc(sizeof(float) * n * (m->d > 0 ? m->d : 1));
+    m->y = malloc(sizeof(float) * (n > 0 ? n : 1));
+    m->x = malloc(sizeof(float) * (n > 0 ? n : 1) * (m->d > 0 ? m->d : 1));
+    m->yt = malloc(sizeof(float) * (n > 0 ? n : 1) * c);
+    if (!m->y || !m->x || !m->yt) die(path, "out of memory");
     for (int i = 0; i < n; i++)
         for (int j = 0; j < c; j++) {
             double v;
             if (fscanf(f, "%lf", &v) != 1) die(path, "short data");
             if (j == 0) m->y[i] = (float)v;
             else m->x[i * m->d + j - 1] = (float)v;
+            m->yt[j * n + i] = (float)v;
         }
     fclose(f);
     if (!strcmp(m->kind, "eight_schools")) {
@@ -110,216 +197,478 @@ void model_load(model *m, const char *path) {
     } else if (!strcmp(m->kind, "mixture2")) {
         m->dim = 5;
         if (m->n_out != 5) die(path, "mixture2: names must be mu[1..2], sigma[1..2], theta");
+    } else if (!strcmp(m->kind, "gamma_iid")) {
+        m->dim = 2;
+        if (m->n_out != 2 || c != 1) die(path, "gamma_iid: names must be alpha, beta; one column");
+        for (int i = 0; i < n; i++)
+            if (!(m->y[i] > 0)) die(path, "gamma_iid: data must be positive");
+    } else if (!strcmp(m->kind, "beta_iid")) {
+        m->dim = 2;
+        if (m->n_out != 2 || c != 1) die(path, "beta_iid: names must be a, b; one column");
+        m->x = realloc(m->x, sizeof(float) * n); /* log(1 - y) */
+        if (!m->x) die(path, "out of memory");
+        for (int i = 0; i < n; i++) {
+            if (!(m->y[i] > 0 && m->y[i] < 1)) die(path, "beta_iid: data must be in (0, 1)");
+            m->x[i] = (float)log1p(-(double)m->y[i]);
+        }
+    } else if (!strcmp(m->kind, "mvn_lkj")) {
+        m->d = c; /* K */
+        m->dim = c + c * (c - 1) / 2;
+        if (c < 2 || c > 4) die(path, "mvn_lkj: 2 to 4 columns");
+        if (m->n_out != m->dim) die(path, "mvn_lkj: names must be tau[1..K], then Omega.i.j for i > j");
+        if (!(m->lkj_eta > 0) || strcmp(m->sigma_prior, "normal") || !(m->sigma_scale > 0))
+            die(path, "mvn_lkj: needs lkj_eta and sigma_prior normal");
+    } else if (!strcmp(m->kind, "arma11") || !strcmp(m->kind, "garch11")) {
+        m->dim = 4;
+        if (m->n_out != 4 || c != 1 || n < 2) die(path, "arma11, garch11: 4 names, one column, 2 rows or more");
+        if (!strcmp(m->kind, "garch11") && !(m->sigma1 > 0)) die(path, "garch11: needs sigma1");
+        m->zeros = calloc((size_t)n, sizeof(float));
+        if (!m->zeros) die(path, "out of memory");
+    } else if (!strcmp(m->kind, "hier_lkj")) {
+        int K = c - 1;
+        m->d = K;
+        m->dim = K + K * (K - 1) / 2 + n * K;
+        if (K < 2 || K > 4) die(path, "hier_lkj: 3 to 5 columns");
+        if (m->n_out != m->dim)
+            die(path, "hier_lkj: names must be tau[1..K], Omega.i.j for i > j, then theta.j.k group by group");
+        if (!(m->lkj_eta > 0) || strcmp(m->sigma_prior, "normal") || !(m->sigma_scale > 0))
+            die(path, "hier_lkj: needs lkj_eta and sigma_prior normal");
+        m->obs = malloc(sizeof(float) * n * K);
+        m->se = malloc(sizeof(float) * n);
+        if (!m->obs || !m->se) die(path, "out of memory");
+        for (int g = 0; g < n; g++) {
+            for (int k = 0; k < K; k++) m->obs[g * K + k] = m->yt[k * n + g];
+            m->se[g] = m->yt[K * n + g];
+            if (!(m->se[g] > 0)) die(path, "hier_lkj: standard errors must be positive");
+        }
     } else {
         die(path, "unknown model kind");
     }
     if (m->dim > NUTS_MAX_NAMES) die(path, "too many parameters");
-    nuts_check(NULL, ag_context_new(&m->ctx), "ag_context_new");
-    size_t shape[1] = {(size_t)m->dim};
-    CALL(ag_param_new(m->ctx, shape, 1, NULL, &m->q));
+    name_coordinates(m);
 }
 
 void model_free(model *m) {
     for (int i = 0; i < m->n_out; i++) free(m->names[i]);
+    for (int i = 0; i < m->dim; i++) free(m->coord_names[i]);
     free(m->y);
     free(m->x);
+    free(m->yt);
+    free(m->obs);
+    free(m->se);
+    free(m->zeros);
     ag_context_free(&m->ctx);
 }
 
-/* a constant [n] (or [n, 1] when col) tensor */
-static ag_tensor constant(model *m, const float *v, size_t n, size_t cols) {
+/* a constant [n] (or [n, cols] when cols) tensor */
+static ag_status constant(ag_context *ctx, const float *v, size_t n, size_t cols, ag_tensor *out) {
     size_t shape[2] = {n, cols};
-    ag_tensor t;
-    CALL(ag_tensor_new(m->ctx, shape, cols ? 2 : 1, v, &t));
-    return t;
-}
-
-static ag_tensor slice(model *m, ag_tensor x, size_t start, size_t len) {
-    ag_tensor t;
-    CALL(ag_slice(m->ctx, x, 0, start, len, &t));
-    return t;
+    return ag_tensor_new(ctx, shape, cols ? 2 : 1, v, out);
 }
 
 /* sum(v * v) * s */
-static ag_tensor sumsq(model *m, ag_tensor v, float s) {
-    ag_tensor sq, sum, out;
-    CALL(ag_mul(m->ctx, v, v, &sq));
-    CALL(ag_sum(m->ctx, sq, &sum));
-    CALL(ag_scale(m->ctx, sum, s, &out));
-    return out;
+static ag_status sumsq(ag_context *ctx, ag_tensor v, float s, ag_tensor *out) {
+    ag_tensor sq, sum;
+    TRY(ag_mul(ctx, v, v, &sq));
+    TRY(ag_sum(ctx, sq, &sum));
+    return ag_scale(ctx, sum, s, out);
 }
 
-static ag_tensor add(model *m, ag_tensor a, ag_tensor b) {
+/* *acc += t */
+static ag_status accumulate(ag_context *ctx, ag_tensor *acc, ag_tensor t) {
+    return ag_add(ctx, *acc, t, acc);
+}
+
+/* log(1 + (x / c)^2): minus a half-Cauchy(0, c)'s log density at x >= 0 */
+static ag_status log1p_sq_over(ag_context *ctx, ag_tensor x, float c, ag_tensor *out) {
     ag_tensor t;
-    CALL(ag_add(m->ctx, a, b, &t));
-    return t;
+    TRY(sumsq(ctx, x, 1.0f / (c * c), &t));
+    return ag_log1p(ctx, t, out);
 }
 
-/* log(1 + e^{2 s} / c^2) for a half-Cauchy(0, c) on sigma = e^s */
-static ag_tensor log1p_sq_over(model *m, ag_tensor s, float c, ag_tensor one) {
-    ag_tensor e, r, t;
-    CALL(ag_scale(m->ctx, s, 2.0f, &e));
-    CALL(ag_exp(m->ctx, e, &r));
-    CALL(ag_scale(m->ctx, r, 1.0f / (c * c), &e));
-    t = add(m, e, one);
-    CALL(ag_log(m->ctx, t, &r));
-    return r;
-}
-
-static ag_tensor build_eight_schools(model *m, ag_tensor q, ag_tensor one) {
+static ag_status eight_schools(ag_context *ctx, const model *m, ag_tensor q, ag_tensor *out) {
     size_t J = (size_t)m->d;
-    ag_tensor tt = slice(m, q, 0, J), mu = slice(m, q, J, 1), ltau = slice(m, q, J + 1, 1);
-    ag_tensor tau, theta, r, z, lp, t;
-    CALL(ag_exp(m->ctx, ltau, &tau));
-    CALL(ag_mul(m->ctx, tt, tau, &t));
-    theta = add(m, t, mu);
-    CALL(ag_sub(m->ctx, constant(m, m->y, J, 0), theta, &r));
-    CALL(ag_div(m->ctx, r, constant(m, m->sigma_obs, J, 0), &z));
-    lp = add(m, sumsq(m, z, -0.5f), sumsq(m, tt, -0.5f));
-    lp = add(m, lp, sumsq(m, mu, -1.0f / 50.0f));
-    CALL(ag_sub(m->ctx, lp, log1p_sq_over(m, ltau, 5.0f, one), &t));
-    return add(m, t, ltau);
+    ag_tensor tt, mu, ltau, tau, jac, theta, y, s, r, z, lp, t;
+    TRY(ag_slice(ctx, q, 0, 0, J, &tt));
+    TRY(ag_slice(ctx, q, 0, J, 1, &mu));
+    TRY(ag_slice(ctx, q, 0, J + 1, 1, &ltau));
+    TRY(ag_constrain_lower(ctx, ltau, 0.0f, &tau, &jac));
+    TRY(ag_mul(ctx, tt, tau, &t));
+    TRY(ag_add(ctx, t, mu, &theta));
+    TRY(constant(ctx, m->y, J, 0, &y));
+    TRY(constant(ctx, m->sigma_obs, J, 0, &s));
+    TRY(ag_sub(ctx, y, theta, &r));
+    TRY(ag_div(ctx, r, s, &z));
+    TRY(sumsq(ctx, z, -0.5f, &lp));
+    TRY(sumsq(ctx, tt, -0.5f, &t));
+    TRY(accumulate(ctx, &lp, t));
+    TRY(sumsq(ctx, mu, -1.0f / 50.0f, &t));
+    TRY(accumulate(ctx, &lp, t));
+    TRY(log1p_sq_over(ctx, tau, 5.0f, &t));
+    TRY(ag_sub(ctx, lp, t, &lp));
+    return ag_add(ctx, lp, jac, out);
 }
 
-static ag_tensor beta_prior(model *m, ag_tensor lp, ag_tensor beta) {
-    if (m->beta_sd <= 0) return lp;
-    return add(m, lp, sumsq(m, beta, (float)(-0.5 / (m->beta_sd * m->beta_sd))));
-}
-
-static ag_tensor build_linreg(model *m, ag_tensor q, ag_tensor one) {
-    size_t n = (size_t)m->rows, d = (size_t)m->d;
-    ag_tensor beta = slice(m, q, 0, d), s = slice(m, q, d, 1);
-    ag_tensor b2, mu, r, inv_var, t, lp;
-    size_t col[2] = {d, 1};
-    CALL(ag_reshape(m->ctx, beta, col, 2, &b2));
-    CALL(ag_matmul(m->ctx, constant(m, m->x, n, d), b2, false, false, &mu));
-    CALL(ag_sub(m->ctx, constant(m, m->y, n, 1), mu, &r));
-    CALL(ag_scale(m->ctx, s, -2.0f, &t));
-    CALL(ag_exp(m->ctx, t, &inv_var));
-    CALL(ag_mul(m->ctx, sumsq(m, r, -0.5f), inv_var, &lp));
-    CALL(ag_scale(m->ctx, s, (float)(1.0 - (double)n), &t)); /* -n log sigma + log sigma */
-    lp = beta_prior(m, add(m, lp, t), beta);
-    if (!strcmp(m->sigma_prior, "cauchy")) {
-        CALL(ag_sub(m->ctx, lp, log1p_sq_over(m, s, (float)m->sigma_scale, one), &t));
-        lp = t;
-    } else if (!strcmp(m->sigma_prior, "normal")) {
-        ag_tensor e;
-        CALL(ag_scale(m->ctx, s, 2.0f, &t));
-        CALL(ag_exp(m->ctx, t, &e));
-        CALL(ag_scale(m->ctx, e, (float)(-0.5 / (m->sigma_scale * m->sigma_scale)), &t));
-        lp = add(m, lp, t);
-    }
-    return lp;
-}
-
-static ag_tensor build_logistic(model *m, ag_tensor q, ag_tensor one) {
-    size_t n = (size_t)m->rows, d = (size_t)m->d;
-    ag_tensor b2, eta, a, na, e, l, rl, sp, yeta, t, lp;
-    size_t col[2] = {d, 1};
-    CALL(ag_reshape(m->ctx, q, col, 2, &b2));
-    CALL(ag_matmul(m->ctx, constant(m, m->x, n, d), b2, false, false, &eta));
-    CALL(ag_abs(m->ctx, eta, &a));
-    CALL(ag_neg(m->ctx, a, &na));
-    CALL(ag_exp(m->ctx, na, &e));
-    CALL(ag_log(m->ctx, add(m, e, one), &l));
-    CALL(ag_relu(m->ctx, eta, &rl));
-    sp = add(m, rl, l);
-    CALL(ag_mul(m->ctx, constant(m, m->y, n, 1), eta, &yeta));
-    CALL(ag_sub(m->ctx, yeta, sp, &t));
-    CALL(ag_sum(m->ctx, t, &lp));
-    return beta_prior(m, lp, q);
-}
-
-static ag_tensor unary(model *m, ag_status (*f)(ag_context *, ag_tensor, ag_tensor *), ag_tensor x) {
+static ag_status beta_prior(ag_context *ctx, const model *m, ag_tensor beta, ag_tensor *lp) {
+    if (m->beta_sd <= 0) return AG_STATUS_OK;
     ag_tensor t;
-    CALL(f(m->ctx, x, &t));
-    return t;
+    TRY(sumsq(ctx, beta, (float)(-0.5 / (m->beta_sd * m->beta_sd)), &t));
+    return accumulate(ctx, lp, t);
 }
 
-static ag_tensor build_mixture2(model *m, ag_tensor q) {
+static ag_status linreg(ag_context *ctx, const model *m, ag_tensor q, ag_tensor *out) {
+    size_t n = (size_t)m->rows, d = (size_t)m->d;
+    ag_tensor beta, s, sigma, jac, b2, x, y, mu, r, var, t, lp;
+    TRY(ag_slice(ctx, q, 0, 0, d, &beta));
+    TRY(ag_slice(ctx, q, 0, d, 1, &s));
+    TRY(ag_constrain_lower(ctx, s, 0.0f, &sigma, &jac));
+    size_t col[2] = {d, 1};
+    TRY(ag_reshape(ctx, beta, col, 2, &b2));
+    TRY(constant(ctx, m->x, n, d, &x));
+    TRY(constant(ctx, m->y, n, 1, &y));
+    TRY(ag_matmul(ctx, x, b2, false, false, &mu));
+    TRY(ag_sub(ctx, y, mu, &r));
+    TRY(sumsq(ctx, r, -0.5f, &t));
+    TRY(ag_mul(ctx, sigma, sigma, &var));
+    TRY(ag_div(ctx, t, var, &lp));
+    TRY(ag_scale(ctx, s, -(float)n, &t)); /* -n log sigma */
+    TRY(accumulate(ctx, &lp, t));
+    TRY(accumulate(ctx, &lp, jac));
+    TRY(beta_prior(ctx, m, beta, &lp));
+    if (!strcmp(m->sigma_prior, "cauchy")) {
+        TRY(log1p_sq_over(ctx, sigma, (float)m->sigma_scale, &t));
+        TRY(ag_sub(ctx, lp, t, &lp));
+    } else if (!strcmp(m->sigma_prior, "normal")) {
+        TRY(sumsq(ctx, sigma, (float)(-0.5 / (m->sigma_scale * m->sigma_scale)), &t));
+        TRY(accumulate(ctx, &lp, t));
+    }
+    *out = lp;
+    return AG_STATUS_OK;
+}
+
+static ag_status logistic(ag_context *ctx, const model *m, ag_tensor q, ag_tensor *out) {
+    size_t n = (size_t)m->rows, d = (size_t)m->d;
+    ag_tensor b2, x, y, eta, sp, yeta, t, lp;
+    size_t col[2] = {d, 1};
+    TRY(ag_reshape(ctx, q, col, 2, &b2));
+    TRY(constant(ctx, m->x, n, d, &x));
+    TRY(constant(ctx, m->y, n, 1, &y));
+    TRY(ag_matmul(ctx, x, b2, false, false, &eta));
+    TRY(ag_softplus(ctx, eta, &sp));
+    TRY(ag_mul(ctx, y, eta, &yeta));
+    TRY(ag_sub(ctx, yeta, sp, &t));
+    TRY(ag_sum(ctx, t, &lp));
+    TRY(beta_prior(ctx, m, q, &lp));
+    *out = lp;
+    return AG_STATUS_OK;
+}
+
+static ag_status mixture2(ag_context *ctx, const model *m, ag_tensor q, ag_tensor *out) {
     size_t n = (size_t)m->rows;
-    ag_tensor mu1 = slice(m, q, 0, 1), gap = slice(m, q, 1, 1), ls = slice(m, q, 2, 2);
-    ag_tensor lt = slice(m, q, 4, 1), t, r, z, lpk, lse, lp;
-    ag_tensor pair[2];
+    ag_tensor mu1, gap, ls, lt, sigma, jac_s, theta, jac_t, pair[2], mu, lw, y, r, z, sq, lpk, lse, lp, t;
+    TRY(ag_slice(ctx, q, 0, 0, 1, &mu1));
+    TRY(ag_slice(ctx, q, 0, 1, 1, &gap));
+    TRY(ag_slice(ctx, q, 0, 2, 2, &ls));
+    TRY(ag_slice(ctx, q, 0, 4, 1, &lt));
+    TRY(ag_constrain_lower(ctx, ls, 0.0f, &sigma, &jac_s));
+    TRY(ag_constrain_interval(ctx, lt, 0.0f, 1.0f, &theta, &jac_t));
     /* mu = (mu_1, mu_1 + e^gap): ordered by construction */
     pair[0] = mu1;
-    pair[1] = add(m, mu1, unary(m, ag_exp, gap));
-    ag_tensor mu, lw, sigma = unary(m, ag_exp, ls);
-    CALL(ag_concat(m->ctx, pair, 2, 0, &mu));
+    TRY(ag_exp(ctx, gap, &t));
+    TRY(ag_add(ctx, mu1, t, &pair[1]));
+    TRY(ag_concat(ctx, pair, 2, 0, &mu));
     /* log w = (log theta, log(1 - theta)) = log_sigmoid(+-logit theta) */
-    pair[0] = unary(m, ag_log_sigmoid, lt);
-    pair[1] = unary(m, ag_log_sigmoid, unary(m, ag_neg, lt));
-    CALL(ag_concat(m->ctx, pair, 2, 0, &lw));
+    TRY(ag_log_sigmoid(ctx, lt, &pair[0]));
+    TRY(ag_neg(ctx, lt, &t));
+    TRY(ag_log_sigmoid(ctx, t, &pair[1]));
+    TRY(ag_concat(ctx, pair, 2, 0, &lw));
     /* [n, 1] - [2] -> [n, 2]: each point against each component */
-    CALL(ag_sub(m->ctx, constant(m, m->y, n, 1), mu, &r));
-    CALL(ag_div(m->ctx, r, sigma, &z));
-    CALL(ag_sub(m->ctx, lw, ls, &t));
-    CALL(ag_mul(m->ctx, z, z, &r));
-    CALL(ag_scale(m->ctx, r, -0.5f, &z));
-    lpk = add(m, z, t);
-    CALL(ag_logsumexp_axis(m->ctx, lpk, 1, false, &lse));
-    CALL(ag_sum(m->ctx, lse, &lp));
-    lp = add(m, lp, sumsq(m, mu, -1.0f / 8.0f));
-    lp = add(m, lp, sumsq(m, sigma, -1.0f / 8.0f));
-    CALL(ag_sum(m->ctx, lw, &t));
-    CALL(ag_scale(m->ctx, t, 5.0f, &r));
-    lp = add(m, lp, r);
-    CALL(ag_sum(m->ctx, ls, &t));
-    lp = add(m, lp, t);
-    return add(m, lp, gap);
+    TRY(constant(ctx, m->y, n, 1, &y));
+    TRY(ag_sub(ctx, y, mu, &r));
+    TRY(ag_div(ctx, r, sigma, &z));
+    TRY(ag_mul(ctx, z, z, &sq));
+    TRY(ag_scale(ctx, sq, -0.5f, &z));
+    TRY(ag_sub(ctx, lw, ls, &t));
+    TRY(ag_add(ctx, z, t, &lpk));
+    TRY(ag_logsumexp_axis(ctx, lpk, 1, false, &lse));
+    TRY(ag_sum(ctx, lse, &lp));
+    TRY(sumsq(ctx, mu, -1.0f / 8.0f, &t));
+    TRY(accumulate(ctx, &lp, t));
+    TRY(sumsq(ctx, sigma, -1.0f / 8.0f, &t));
+    TRY(accumulate(ctx, &lp, t));
+    TRY(ag_sum(ctx, lw, &t));
+    TRY(ag_scale(ctx, t, 4.0f, &t)); /* beta(5, 5) */
+    TRY(accumulate(ctx, &lp, t));
+    TRY(accumulate(ctx, &lp, jac_s));
+    TRY(accumulate(ctx, &lp, jac_t));
+    return ag_add(ctx, lp, gap, out);
 }
 
-ag_tensor model_logp(model *m, ag_tensor q) {
-    float onev = 1.0f;
-    ag_tensor one = constant(m, &onev, 1, 0);
-    if (!strcmp(m->kind, "eight_schools")) return build_eight_schools(m, q, one);
-    if (!strcmp(m->kind, "linreg")) return build_linreg(m, q, one);
-    if (!strcmp(m->kind, "mixture2")) return build_mixture2(m, q);
-    return build_logistic(m, q, one);
+static ag_status gamma_iid(ag_context *ctx, const model *m, ag_tensor q, ag_tensor *out) {
+    size_t n = (size_t)m->rows;
+    ag_tensor pos, jac, alpha, beta, lbeta, y, logy, t, u, lp;
+    TRY(ag_constrain_lower(ctx, q, 0.0f, &pos, &jac));
+    TRY(ag_slice(ctx, pos, 0, 0, 1, &alpha));
+    TRY(ag_slice(ctx, pos, 0, 1, 1, &beta));
+    TRY(ag_slice(ctx, q, 0, 1, 1, &lbeta)); /* log beta */
+    TRY(constant(ctx, m->y, n, 0, &y));
+    TRY(ag_log(ctx, y, &logy));
+    /* per row: alpha log beta - lgamma(alpha) + (alpha - 1) log y - beta y */
+    TRY(ag_mul(ctx, alpha, lbeta, &t));
+    TRY(ag_lgamma(ctx, alpha, &u));
+    TRY(ag_sub(ctx, t, u, &t));
+    TRY(ag_scale(ctx, t, (float)n, &lp));
+    TRY(ag_mul(ctx, logy, alpha, &t));
+    TRY(ag_sub(ctx, t, logy, &t));
+    TRY(ag_mul(ctx, y, beta, &u));
+    TRY(ag_sub(ctx, t, u, &t));
+    TRY(ag_sum(ctx, t, &u));
+    TRY(accumulate(ctx, &lp, u));
+    TRY(sumsq(ctx, pos, -1.0f / 200.0f, &t));
+    TRY(accumulate(ctx, &lp, t));
+    return ag_add(ctx, lp, jac, out);
 }
 
-/* With m->capture, the first evaluation is captured (ag_capture_begin ..
- * ag_capture_end) and every later one replays it (ag_replay): the same
- * kernels on the new position, without building the graph again, and
- * bit-identical to the eager path. A replay always runs backward; where
- * log p is not finite its gradient is ignored, as the eager path never
- * computes it. */
-double model_logp_grad(model *m, const double *q, double *g) {
-    float qf[NUTS_MAX_NAMES], gf[NUTS_MAX_NAMES];
-    for (int i = 0; i < m->dim; i++) qf[i] = (float)q[i];
-    CALL(ag_param_write(m->ctx, m->q, qf, (size_t)m->dim));
-    CALL(ag_zero_grad(m->ctx));
-    bool replay = m->capture && m->step.context != 0;
-    ag_tensor lp = m->step_lp;
-    if (replay) {
-        CALL(ag_replay(m->ctx, m->step));
-    } else {
-        if (m->capture) CALL(ag_capture_begin(m->ctx));
-        lp = model_logp(m, m->q);
-    }
-    float v;
-    CALL(ag_tensor_item(m->ctx, lp, &v));
-    double out = v;
-    if (m->capture && !replay) {
-        CALL(ag_backward(m->ctx, lp));
-        CALL(ag_capture_end(m->ctx, lp, &m->step));
-        m->step_lp = lp;
-    }
-    if (isfinite(v)) {
-        if (!m->capture) CALL(ag_backward(m->ctx, lp));
-        CALL(ag_tensor_read_grad(m->ctx, m->q, gf, (size_t)m->dim));
-        for (int i = 0; i < m->dim; i++) {
-            if (!isfinite(gf[i])) out = -INFINITY;
-            g[i] = gf[i];
+static ag_status beta_iid(ag_context *ctx, const model *m, ag_tensor q, ag_tensor *out) {
+    size_t n = (size_t)m->rows;
+    ag_tensor pos, jac, a, b, y, logy, log1my, t, u, lp;
+    TRY(ag_constrain_lower(ctx, q, 0.0f, &pos, &jac));
+    TRY(ag_slice(ctx, pos, 0, 0, 1, &a));
+    TRY(ag_slice(ctx, pos, 0, 1, 1, &b));
+    TRY(constant(ctx, m->y, n, 0, &y));
+    TRY(ag_log(ctx, y, &logy));
+    TRY(constant(ctx, m->x, n, 0, &log1my));
+    /* sum((a - 1) log y + (b - 1) log(1 - y)) - N lbeta(a, b) */
+    TRY(ag_mul(ctx, logy, a, &t));
+    TRY(ag_sub(ctx, t, logy, &t));
+    TRY(ag_mul(ctx, log1my, b, &u));
+    TRY(ag_add(ctx, t, u, &t));
+    TRY(ag_sub(ctx, t, log1my, &t));
+    TRY(ag_sum(ctx, t, &lp));
+    TRY(ag_lbeta(ctx, a, b, &t));
+    TRY(ag_scale(ctx, t, -(float)n, &t));
+    TRY(accumulate(ctx, &lp, t));
+    TRY(sumsq(ctx, pos, -1.0f / 200.0f, &t));
+    TRY(accumulate(ctx, &lp, t));
+    return ag_add(ctx, lp, jac, out);
+}
+
+/* The Cholesky factor L of a K x K correlation matrix from the partial
+ * correlations z (Stan's cholesky_corr_constrain, see the top), built
+ * entry by entry: writes L [K, K], its diagonal's logs into log_diag[i]
+ * ([1] each, i >= 1) and adds the map's log Jacobian to *lp. */
+static ag_status cholesky_corr(ag_context *ctx, ag_tensor z, int K, ag_tensor one, ag_tensor zero, ag_tensor *L,
+                               ag_tensor *log_diag, ag_tensor *lp) {
+    ag_tensor entries[16], zij, sum_sq, rest, w, t;
+    int k = 0;
+    for (int i = 0; i < K; i++)
+        for (int j = 0; j < K; j++) entries[i * K + j] = zero;
+    entries[0] = one;
+    for (int i = 1; i < K; i++) {
+        bool have_sum = false;
+        for (int j = 0; j < i; j++) {
+            TRY(ag_slice(ctx, z, 0, (size_t)k++, 1, &zij));
+            if (!have_sum) {
+                entries[i * K] = zij;
+                TRY(ag_mul(ctx, zij, zij, &sum_sq));
+                have_sum = true;
+                continue;
+            }
+            TRY(ag_sub(ctx, one, sum_sq, &rest));
+            TRY(ag_log(ctx, rest, &t));
+            TRY(ag_scale(ctx, t, 0.5f, &t));
+            TRY(accumulate(ctx, lp, t));
+            TRY(ag_sqrt(ctx, rest, &w));
+            TRY(ag_mul(ctx, zij, w, &entries[i * K + j]));
+            TRY(ag_mul(ctx, entries[i * K + j], entries[i * K + j], &t));
+            TRY(accumulate(ctx, &sum_sq, t));
         }
-    } else {
-        out = -INFINITY;
+        TRY(ag_sub(ctx, one, sum_sq, &rest));
+        TRY(ag_log(ctx, rest, &t));
+        TRY(ag_scale(ctx, t, 0.5f, &log_diag[i])); /* log L[i][i] = log(rest) / 2 */
+        TRY(ag_sqrt(ctx, rest, &entries[i * K + i]));
     }
-    /* A captured step stays the current iteration between replays. */
-    if (!m->capture) CALL(ag_reset(m->ctx));
-    m->evals++;
-    return out;
+    ag_tensor rows[4]; /* row by row: ag_concat takes at most AG_MAX_CONCAT */
+    for (int i = 0; i < K; i++) TRY(ag_concat(ctx, entries + i * K, (size_t)K, 0, &rows[i]));
+    size_t shape[2] = {(size_t)K, (size_t)K};
+    TRY(ag_concat(ctx, rows, (size_t)K, 0, &t));
+    return ag_reshape(ctx, t, shape, 2, L);
 }
+
+/* L_Sigma = diag(tau) L, the Cholesky factor of Sigma, from q's first K
+ * + K(K-1)/2 coordinates (log tau, then the partial correlations'),
+ * with the LKJ and half-normal priors and every Jacobian in *lp. */
+static ag_status covariance_factor(ag_context *ctx, const model *m, ag_tensor q, int K, ag_tensor *Ls,
+                                   ag_tensor *lp) {
+    size_t pairs = (size_t)(K * (K - 1) / 2);
+    float onev = 1.0f, zerov = 0.0f;
+    ag_tensor one, zero, ltau, tau, jac_tau, u, z, jac_z, L, log_diag[4], t, tau_col;
+    TRY(constant(ctx, &onev, 1, 0, &one));
+    TRY(constant(ctx, &zerov, 1, 0, &zero));
+    TRY(ag_slice(ctx, q, 0, 0, (size_t)K, &ltau));
+    TRY(ag_slice(ctx, q, 0, (size_t)K, pairs, &u));
+    TRY(ag_constrain_lower(ctx, ltau, 0.0f, &tau, &jac_tau));
+    TRY(ag_constrain_interval(ctx, u, -1.0f, 1.0f, &z, &jac_z));
+    TRY(ag_add(ctx, jac_tau, jac_z, lp));
+    TRY(cholesky_corr(ctx, z, K, one, zero, &L, log_diag, lp));
+    for (int i = 1; i < K; i++) { /* lkj_corr_cholesky(eta); rows counted from 1 */
+        TRY(ag_scale(ctx, log_diag[i], (float)(K - (i + 1) + 2.0 * m->lkj_eta - 2.0), &t));
+        TRY(accumulate(ctx, lp, t));
+    }
+    TRY(sumsq(ctx, tau, (float)(-0.5 / (m->sigma_scale * m->sigma_scale)), &t));
+    TRY(accumulate(ctx, lp, t));
+    size_t col[2] = {(size_t)K, 1};
+    TRY(ag_reshape(ctx, tau, col, 2, &tau_col));
+    return ag_mul(ctx, L, tau_col, Ls); /* diag(tau) L: row i times tau_i */
+}
+
+static ag_status mvn_lkj(ag_context *ctx, const model *m, ag_tensor q, ag_tensor *out) {
+    int K = m->d;
+    size_t n = (size_t)m->rows;
+    ag_tensor lp, Ls, y, x, d, t;
+    TRY(covariance_factor(ctx, m, q, K, &Ls, &lp));
+    if (n > 0) {
+        TRY(constant(ctx, m->yt, (size_t)K, n, &y));
+        TRY(ag_solve_lower(ctx, Ls, y, &x));
+        TRY(sumsq(ctx, x, -0.5f, &t));
+        TRY(accumulate(ctx, &lp, t));
+        TRY(ag_diagonal(ctx, Ls, &d));
+        TRY(ag_log(ctx, d, &d));
+        TRY(ag_sum(ctx, d, &t));
+        TRY(ag_scale(ctx, t, -(float)n, &t));
+        TRY(accumulate(ctx, &lp, t));
+    }
+    *out = lp;
+    return AG_STATUS_OK;
+}
+
+static ag_status hier_lkj(ag_context *ctx, const model *m, ag_tensor q, ag_tensor *out) {
+    int K = m->d;
+    size_t J = (size_t)m->rows, first = (size_t)(K + K * (K - 1) / 2);
+    ag_tensor lp, Ls, zf, Z, theta, y, se, r, t;
+    TRY(covariance_factor(ctx, m, q, K, &Ls, &lp));
+    size_t shape[2] = {J, (size_t)K};
+    TRY(ag_slice(ctx, q, 0, first, J * (size_t)K, &zf));
+    TRY(ag_reshape(ctx, zf, shape, 2, &Z));
+    TRY(sumsq(ctx, Z, -0.5f, &t)); /* z ~ normal(0, 1) */
+    TRY(accumulate(ctx, &lp, t));
+    TRY(ag_matmul(ctx, Z, Ls, false, true, &theta)); /* theta_j = L_Sigma z_j */
+    TRY(constant(ctx, m->obs, J, (size_t)K, &y));
+    TRY(constant(ctx, m->se, J, 1, &se));
+    TRY(ag_sub(ctx, y, theta, &r));
+    TRY(ag_div(ctx, r, se, &r));
+    TRY(sumsq(ctx, r, -0.5f, &t));
+    return ag_add(ctx, lp, t, out);
+}
+
+/* x_t = a x_{t-1} + c_t (x_0 = 0) for a [1] tensor a and c [n], by
+ * doubling: after the step of d, x_t = sum_{k < 2d} a^k c_{t-k}, so
+ * log2(n) steps of O(n) each (a sequential loop would be n ops). */
+static ag_status linear_recurrence(ag_context *ctx, const model *m, ag_tensor a, ag_tensor c, ag_tensor *out) {
+    size_t n = (size_t)m->rows;
+    ag_tensor zeros, x = c, p = a, pair[2], shifted, t;
+    TRY(constant(ctx, m->zeros, n, 0, &zeros));
+    for (size_t d = 1; d < n; d *= 2) {
+        TRY(ag_slice(ctx, zeros, 0, 0, d, &pair[0]));
+        TRY(ag_slice(ctx, x, 0, 0, n - d, &pair[1]));
+        TRY(ag_concat(ctx, pair, 2, 0, &shifted)); /* x_{t-d}, 0 before the start */
+        TRY(ag_mul(ctx, shifted, p, &t));
+        TRY(ag_add(ctx, x, t, &x));
+        if (2 * d < n) TRY(ag_mul(ctx, p, p, &p));
+    }
+    *out = x;
+    return AG_STATUS_OK;
+}
+
+static ag_status arma11(ag_context *ctx, const model *m, ag_tensor q, ag_tensor *out) {
+    size_t n = (size_t)m->rows;
+    ag_tensor mu, phi, theta, ls, sigma, jac, y, prev, pair[2], c, t, err, lp;
+    TRY(ag_slice(ctx, q, 0, 0, 1, &mu));
+    TRY(ag_slice(ctx, q, 0, 1, 1, &phi));
+    TRY(ag_slice(ctx, q, 0, 2, 1, &theta));
+    TRY(ag_slice(ctx, q, 0, 3, 1, &ls));
+    TRY(ag_constrain_lower(ctx, ls, 0.0f, &sigma, &jac));
+    /* c = y - mu - phi (mu, y_1, .., y_{T-1}) */
+    TRY(constant(ctx, m->y, n, 0, &y));
+    pair[0] = mu;
+    TRY(ag_slice(ctx, y, 0, 0, n - 1, &pair[1]));
+    TRY(ag_concat(ctx, pair, 2, 0, &prev));
+    TRY(ag_mul(ctx, prev, phi, &t));
+    TRY(ag_sub(ctx, y, t, &c));
+    TRY(ag_sub(ctx, c, mu, &c));
+    TRY(ag_neg(ctx, theta, &t));
+    TRY(linear_recurrence(ctx, m, t, c, &err));
+    TRY(sumsq(ctx, err, -0.5f, &t));
+    TRY(ag_mul(ctx, sigma, sigma, &lp));
+    TRY(ag_div(ctx, t, lp, &lp));
+    TRY(ag_scale(ctx, ls, -(float)n, &t)); /* -T log sigma */
+    TRY(accumulate(ctx, &lp, t));
+    TRY(sumsq(ctx, mu, -0.5f / 100.0f, &t));
+    TRY(accumulate(ctx, &lp, t));
+    TRY(sumsq(ctx, phi, -0.5f / 4.0f, &t));
+    TRY(accumulate(ctx, &lp, t));
+    TRY(sumsq(ctx, theta, -0.5f / 4.0f, &t));
+    TRY(accumulate(ctx, &lp, t));
+    TRY(log1p_sq_over(ctx, sigma, 2.5f, &t));
+    TRY(ag_sub(ctx, lp, t, &lp));
+    return ag_add(ctx, lp, jac, out);
+}
+
+static ag_status garch11(ag_context *ctx, const model *m, ag_tensor q, ag_tensor *out) {
+    size_t n = (size_t)m->rows;
+    float s1 = (float)(m->sigma1 * m->sigma1);
+    ag_tensor mu, la0, ua1, uw, alpha0, alpha1, w, beta1, j0, j1, jw, rest, y, r, r2, pair[2], a, s2, t, lp;
+    TRY(ag_slice(ctx, q, 0, 0, 1, &mu));
+    TRY(ag_slice(ctx, q, 0, 1, 1, &la0));
+    TRY(ag_slice(ctx, q, 0, 2, 1, &ua1));
+    TRY(ag_slice(ctx, q, 0, 3, 1, &uw));
+    TRY(ag_constrain_lower(ctx, la0, 0.0f, &alpha0, &j0));
+    TRY(ag_constrain_interval(ctx, ua1, 0.0f, 1.0f, &alpha1, &j1));
+    TRY(ag_constrain_interval(ctx, uw, 0.0f, 1.0f, &w, &jw));
+    /* beta1 = (1 - alpha1) w: its Jacobian adds log(1 - alpha1) = log_sigmoid(-u) */
+    TRY(ag_neg(ctx, ua1, &t));
+    TRY(ag_log_sigmoid(ctx, t, &rest));
+    TRY(ag_exp(ctx, rest, &t));
+    TRY(ag_mul(ctx, t, w, &beta1));
+    /* a = (sigma1^2, alpha0 + alpha1 (y_{t-1} - mu)^2 for t >= 2) */
+    TRY(constant(ctx, m->y, n, 0, &y));
+    TRY(ag_sub(ctx, y, mu, &r));
+    TRY(ag_slice(ctx, r, 0, 0, n - 1, &t));
+    TRY(ag_mul(ctx, t, t, &r2));
+    TRY(ag_mul(ctx, r2, alpha1, &t));
+    TRY(ag_add(ctx, t, alpha0, &pair[1]));
+    TRY(constant(ctx, &s1, 1, 0, &pair[0]));
+    TRY(ag_concat(ctx, pair, 2, 0, &a));
+    TRY(linear_recurrence(ctx, m, beta1, a, &s2)); /* sigma_t^2 */
+    /* sum(-log sigma_t - (y_t - mu)^2 / (2 sigma_t^2)) */
+    TRY(ag_mul(ctx, r, r, &r2));
+    TRY(ag_div(ctx, r2, s2, &t));
+    TRY(ag_sum(ctx, t, &lp));
+    TRY(ag_log(ctx, s2, &t));
+    TRY(ag_sum(ctx, t, &t));
+    TRY(ag_add(ctx, lp, t, &lp));
+    TRY(ag_scale(ctx, lp, -0.5f, &lp));
+    TRY(accumulate(ctx, &lp, j0));
+    TRY(accumulate(ctx, &lp, j1));
+    TRY(accumulate(ctx, &lp, jw));
+    return ag_add(ctx, lp, rest, out);
+}
+
+ag_status model_density(ag_context *ctx, ag_tensor q, void *user, ag_tensor *log_density) {
+    const model *m = user;
+    if (!strcmp(m->kind, "eight_schools")) return eight_schools(ctx, m, q, log_density);
+    if (!strcmp(m->kind, "linreg")) return linreg(ctx, m, q, log_density);
+    if (!strcmp(m->kind, "mixture2")) return mixture2(ctx, m, q, log_density);
+    if (!strcmp(m->kind, "gamma_iid")) return gamma_iid(ctx, m, q, log_density);
+    if (!strcmp(m->kind, "beta_iid")) return beta_iid(ctx, m, q, log_density);
+    if (!strcmp(m->kind, "mvn_lkj")) return mvn_lkj(ctx, m, q, log_density);
+    if (!strcmp(m->kind, "hier_lkj")) return hier_lkj(ctx, m, q, log_density);
+    if (!strcmp(m->kind, "arma11")) return arma11(ctx, m, q, log_density);
+    if (!strcmp(m->kind, "garch11")) return garch11(ctx, m, q, log_density);
+    return logistic(ctx, m, q, log_density);
+}
+
+static double sigmoid(double x) { return x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x)); }
 
 void model_constrain(const model *m, const double *q, double *out) {
     if (!strcmp(m->kind, "eight_schools")) {
@@ -336,8 +685,90 @@ void model_constrain(const model *m, const double *q, double *out) {
         out[1] = q[0] + exp(q[1]);
         out[2] = exp(q[2]);
         out[3] = exp(q[3]);
-        out[4] = 1.0 / (1.0 + exp(-q[4]));
+        out[4] = sigmoid(q[4]);
+    } else if (!strcmp(m->kind, "gamma_iid") || !strcmp(m->kind, "beta_iid")) {
+        out[0] = exp(q[0]);
+        out[1] = exp(q[1]);
+    } else if (!strcmp(m->kind, "arma11")) {
+        out[0] = q[0];
+        out[1] = q[1];
+        out[2] = q[2];
+        out[3] = exp(q[3]);
+    } else if (!strcmp(m->kind, "garch11")) {
+        out[0] = q[0];
+        out[1] = exp(q[1]);
+        out[2] = sigmoid(q[2]);
+        out[3] = sigmoid(-q[2]) * sigmoid(q[3]);
+    } else if (!strcmp(m->kind, "mvn_lkj") || !strcmp(m->kind, "hier_lkj")) {
+        int K = m->d, k = K;
+        double L[4][4] = {{0}};
+        for (int i = 0; i < K; i++) out[i] = exp(q[i]);
+        L[0][0] = 1;
+        for (int i = 1; i < K; i++) {
+            double sum_sq = 0;
+            for (int j = 0; j < i; j++) {
+                double z = 2 * sigmoid(q[k++]) - 1;
+                L[i][j] = z * sqrt(1 - sum_sq);
+                sum_sq += L[i][j] * L[i][j];
+            }
+            L[i][i] = sqrt(1 - sum_sq);
+        }
+        int pair = K;
+        for (int i = 1; i < K; i++)
+            for (int j = 0; j < i; j++) {
+                double omega = 0;
+                for (int c = 0; c <= j; c++) omega += L[i][c] * L[j][c];
+                out[pair++] = omega;
+            }
+        if (!strcmp(m->kind, "hier_lkj")) /* theta_j = diag(tau) L z_j */
+            for (int g = 0; g < m->rows; g++)
+                for (int i = 0; i < K; i++) {
+                    double v = 0;
+                    for (int c = 0; c <= i; c++) v += L[i][c] * q[k + g * K + c];
+                    out[pair++] = out[i] * v;
+                }
     } else {
         for (int j = 0; j < m->d; j++) out[j] = q[j];
     }
+}
+
+int model_depends(const model *m, int k, int *coords, bool *identity) {
+    coords[0] = k;
+    *identity = !strcmp(m->kind, "logistic") || (!strcmp(m->kind, "linreg") && k < m->d) ||
+                (!strcmp(m->kind, "arma11") && k < 3) || (!strcmp(m->kind, "garch11") && k == 0) ||
+                (!strcmp(m->kind, "eight_schools") && k == m->d) || (!strcmp(m->kind, "mixture2") && k == 0);
+    if (!strcmp(m->kind, "eight_schools") && k < m->d) {
+        coords[1] = m->d;     /* mu */
+        coords[2] = m->d + 1; /* log tau */
+        return 3;
+    }
+    if (!strcmp(m->kind, "hier_lkj") && k >= m->d + m->d * (m->d - 1) / 2) {
+        /* theta.g.i: tau_i, row i's partial correlations, z_g0..z_gi */
+        int K = m->d, first = K + K * (K - 1) / 2, g = (k - first) / K, i = (k - first) % K, n = 0;
+        coords[n++] = i;
+        for (int c = 0; c < i; c++) coords[n++] = K + i * (i - 1) / 2 + c;
+        for (int c = 0; c <= i; c++) coords[n++] = first + g * K + c;
+        return n;
+    }
+    if ((!strcmp(m->kind, "mvn_lkj") || !strcmp(m->kind, "hier_lkj")) && k >= m->d) {
+        /* Omega.i.j = sum_{c <= j} L[i][c] L[j][c]: z_i0..z_ij and row j's;
+         * row r's partial correlations start at K + r (r - 1) / 2 */
+        int K = m->d, pair = k - K, i = 1, n = 0;
+        while (pair >= i) pair -= i++;
+        int j = pair;
+        for (int c = 0; c <= j; c++) coords[n++] = K + i * (i - 1) / 2 + c;
+        for (int c = 0; c < j; c++) coords[n++] = K + j * (j - 1) / 2 + c;
+        return n;
+    }
+    if (!strcmp(m->kind, "garch11") && k == 3) {
+        coords[0] = 2; /* beta1 = (1 - alpha1) w */
+        coords[1] = 3;
+        return 2;
+    }
+    if (!strcmp(m->kind, "mixture2") && k == 1) {
+        coords[0] = 0; /* mu[2] = mu[1] + e^gap */
+        coords[1] = 1;
+        return 2;
+    }
+    return 1;
 }

@@ -1,11 +1,17 @@
 /*
- * nuts.h: the No-U-Turn sampler on arenagrad (see README.md here).
+ * nuts.h: posteriordb's models as arenagrad log densities (see README.md
+ * here), sampled by the library's NUTS (ag_nuts_run).
  *
- * A model is a log density over an unconstrained vector q (constrained
- * parameters enter through a transform plus its log Jacobian), built with
- * the library's ops from a parameter tensor of shape [dim]. Its gradient
- * comes through the public header only: write q into the parameter,
- * ag_zero_grad, build log p, ag_backward, read the gradient, ag_reset.
+ * A model is a log density over an unconstrained vector q: model_density,
+ * an ag_log_density_fn, builds log p with the library's ops from the
+ * position parameter, constrained parameters entering through the
+ * library's transforms (ag_constrain_lower, ag_constrain_interval) with
+ * their log Jacobians. The model's data is read-only once loaded, so the
+ * chains' threads share it.
+ *
+ * build/advi and build/nuts's --soak and --grad-bench also evaluate the
+ * same density directly on a context of their own (eval.c): write q into
+ * a parameter, ag_zero_grad, build log p, ag_backward, read the gradient.
  */
 #ifndef NUTS_H
 #define NUTS_H
@@ -17,21 +23,30 @@
 #include "arenagrad.h"
 
 #define NUTS_MAX_NAMES 64
+/* the most coordinates one reported quantity is a function of */
+#define NUTS_MAX_DEPS 8
 
 typedef struct model {
-    char kind[32];      /* eight_schools, linreg, logistic, mixture2 */
+    char kind[32];      /* eight_schools, linreg, logistic, mixture2, gamma_iid, beta_iid, mvn_lkj, hier_lkj, arma11, garch11 */
     char name[128];     /* file stem, e.g. kidiq-kidscore_momiq */
     int rows, cols;     /* data table */
-    float *y;           /* [rows] response (linreg, logistic) */
-    float *x;           /* [rows, d] design matrix */
+    float *y;           /* [rows] response (linreg, logistic, gamma_reg) */
+    float *x;           /* [rows, d] design matrix (beta_iid: log(1 - y)) */
     float *sigma_obs;   /* eight_schools: the known standard errors */
     int d;              /* regression coefficients / schools */
     double beta_sd;     /* normal(0, beta_sd) prior on coefficients; 0 = flat */
     char sigma_prior[16];
     double sigma_scale; /* half-cauchy or half-normal scale of sigma */
+    double lkj_eta;     /* mvn_lkj: the LKJ prior's shape */
+    float *yt;          /* [cols, rows]: the data table transposed (mvn_lkj) */
+    float *obs, *se;    /* hier_lkj: [rows, K] group means, [rows] their standard errors */
+    double sigma1;      /* garch11: the first volatility */
+    float *zeros;       /* arma11, garch11: [rows] zeros */
     int dim;            /* unconstrained parameters */
     int n_out;          /* reported (constrained) quantities */
     char *names[NUTS_MAX_NAMES];
+    char *coord_names[NUTS_MAX_NAMES]; /* the unconstrained coordinates, e.g. log_sigma */
+    /* The direct evaluation path (eval.c): a context of the caller's own. */
     ag_context *ctx;
     ag_tensor q;        /* the parameter holding the position */
     uint64_t evals;     /* gradient evaluations so far */
@@ -41,16 +56,25 @@ typedef struct model {
 } model;
 
 /* models.c */
-void model_load(model *m, const char *path);   /* exits with a message on error */
-void model_free(model *m);
+void model_load(model *m, const char *path); /* the data only; exits with a message on error */
+void model_free(model *m);                   /* and m->ctx, if model_open made one */
+/* The log density (an ag_log_density_fn; user is the model): log p(q) up
+ * to a constant, from q of shape [dim], any tensor on ctx. */
+ag_status model_density(ag_context *ctx, ag_tensor q, void *user, ag_tensor *log_density);
+/* the reported quantities of position q, n_out values */
+void model_constrain(const model *m, const double *q, double *out);
+/* the coordinates reported quantity k is a function of (at most
+ * NUTS_MAX_DEPS), returning how many; *identity: it is coords[0] itself */
+int model_depends(const model *m, int k, int *coords, bool *identity);
+
+/* eval.c: the direct path on a context of the caller's own, m->ctx */
+/* model_load, then m->ctx and its position parameter m->q */
+void model_open(model *m, const char *path);
+/* log p of an unconstrained position tensor q (exits on an error) */
+ag_tensor model_logp(model *m, ag_tensor q);
 /* log p(q) (up to a constant) and its gradient g = d log p / dq; -inf
  * (and g untouched) when the density is not finite there. */
 double model_logp_grad(model *m, const double *q, double *g);
-/* log p of an unconstrained position tensor q of shape [dim] (any tensor:
- * the sampler passes the parameter, ADVI a reparameterised draw) */
-ag_tensor model_logp(model *m, ag_tensor q);
-/* the reported quantities of position q, n_out values */
-void model_constrain(const model *m, const double *q, double *out);
 /* fails with the status name and the context's last error */
 void nuts_check(ag_context *ctx, ag_status st, const char *what);
 
@@ -59,37 +83,5 @@ typedef struct { uint64_t s[4]; } rng_t;
 void rng_seed(rng_t *r, uint64_t seed);
 double rng_uniform(rng_t *r); /* [0, 1) */
 double rng_normal(rng_t *r);
-
-typedef struct {
-    int chains, warmup, draws, max_depth;
-    double delta, gamma, kappa, t0;  /* dual averaging */
-    int init_buffer, term_buffer, base_window;
-    uint64_t seed;
-    bool quiet;
-} nuts_config;
-
-void nuts_default_config(nuts_config *c);
-
-/* One chain's output: draws x n_out constrained values and the sampler's
- * per-draw statistics. */
-typedef struct {
-    double *values;       /* [draws * n_out] */
-    double *lp;           /* [draws] */
-    double *accept_stat;  /* [draws] */
-    int *treedepth, *n_leapfrog;
-    bool *divergent;
-    double step_size;     /* after warm-up */
-    double *inv_metric;   /* [dim] */
-    int divergences;      /* during sampling */
-    double seconds;
-} chain_out;
-
-void nuts_run_chain(model *m, const nuts_config *c, int chain, chain_out *out);
-void chain_out_free(chain_out *o);
-
-/* diagnostics.c: Vehtari et al. (2021) rank-normalised split R-hat and
- * bulk ESS over `m` chains of `n` draws each, x[chain * n + i]. */
-double diag_rhat(const double *x, int m, int n);
-double diag_ess_bulk(const double *x, int m, int n);
 
 #endif
