@@ -52,6 +52,8 @@ CASES = [
     conv2d_case("conv2d 1x1", 2, 8, 6, 6, 5, 1, 1),
     conv2d_case("conv2d network layer", 2, 16, 14, 14, 32, 3, 3, ph=1, pw=1),
     conv2d_case("conv2d first layer", 4, 1, 28, 28, 8, 5, 5, ph=2, pw=2),
+    # Enough work to be cut into image tasks (per-task weight gradients).
+    conv2d_case("conv2d image tasks", 10, 16, 10, 10, 16, 3, 3, ph=1, pw=1),
     conv1d_case("conv1d k3 pad 1", 2, 3, 20, 4, 3, p=1),
     conv1d_case("conv1d stride dilation groups", 2, 4, 31, 6, 4, s=2, p=3, d=2, groups=2),
     conv1d_case("conv1d no bias", 3, 2, 9, 3, 5, bias=False),

@@ -98,9 +98,22 @@ pub(crate) fn image_tasks(n: usize, macs: usize) -> usize {
     }
 }
 
-/// The column buffer's length: one image's columns per task.
-pub(crate) fn col_len(n: usize, k_all: usize, l: usize, macs: usize) -> Option<usize> {
-    k_all.checked_mul(l)?.checked_mul(image_tasks(n, macs))
+/// The column buffer's length: one image's columns per task, then, when
+/// there are several tasks, one weight gradient per task (each task's
+/// images add into their own, and the parts are summed in task order).
+pub(crate) fn col_len(
+    n: usize,
+    k_all: usize,
+    l: usize,
+    w_len: usize,
+    macs: usize,
+) -> Option<usize> {
+    let tasks = image_tasks(n, macs);
+    let partials = if tasks > 1 { w_len } else { 0 };
+    k_all
+        .checked_mul(l)?
+        .checked_add(partials)?
+        .checked_mul(tasks)
 }
 
 /// Unfolds one image `x` (`[C, H, W]`) into `col` (`[C kH kW, H_out W_out]`):
@@ -186,9 +199,16 @@ fn col2im(d: &Dims, col: &[f32], dx: &mut [f32]) {
                     }
                     let dst = &mut plane[ih * d.w..][..d.w];
                     let inside = &src[cols.lo..cols.hi];
-                    let put = dst[cols.first..].iter_mut().step_by(d.stride[1]);
-                    for (o, &g) in put.zip(inside) {
-                        *o += g;
+                    if d.stride[1] == 1 {
+                        let put = &mut dst[cols.first..][..inside.len()];
+                        for (o, &g) in put.iter_mut().zip(inside) {
+                            *o += g;
+                        }
+                    } else {
+                        let put = dst[cols.first..].iter_mut().step_by(d.stride[1]);
+                        for (o, &g) in put.zip(inside) {
+                            *o += g;
+                        }
                     }
                 }
             }
@@ -295,6 +315,32 @@ fn dx_images(
     }
 }
 
+/// dW_g [C_out/G, K] += dY_g [C_out/G, L] @ col_g^T over the images of
+/// `dy` and `x`, one after another.
+fn weight_grad_images(
+    d: &Dims,
+    pool: Option<&Pool>,
+    dw: &mut [f32],
+    col: &mut [f32],
+    dy: &[f32],
+    x: &[f32],
+) {
+    let (kg, l, cog) = (d.k_group(), d.l(), d.cout_group());
+    let g = Gemm::dense(false, true, cog, kg, l);
+    let images = dy
+        .chunks_exact(d.image_out())
+        .zip(x.chunks_exact(d.image_in()));
+    for (dyi, xi) in images {
+        im2col(d, xi, col);
+        for grp in 0..d.groups {
+            let dyg = &dyi[grp * cog * l..][..cog * l];
+            let cg = &col[grp * kg * l..][..kg * l];
+            let dwg = &mut dw[grp * cog * kg..][..cog * kg];
+            sgemm_on(pool, g, 1.0, dyg, cg, 1.0, dwg);
+        }
+    }
+}
+
 /// Adds the gradients of x, w and the bias. The column buffer is rewritten:
 /// first each image's columns again (for dW), then the columns' gradient.
 pub(crate) fn backward_conv2d(
@@ -310,7 +356,7 @@ pub(crate) fn backward_conv2d(
         return;
     };
     let d = Dims::new(ctx, ix, iw, out, geom);
-    let (kg, l, cog) = (d.k_group(), d.l(), d.cout_group());
+    let l = d.l();
     let par = ctx.want_pool(d.n * d.macs_per_image());
     let (ex, ew) = (ctx.entry(ix), ctx.entry(iw));
     if let Some(db) = bias.and_then(|b| ctx.grad_of(b)) {
@@ -326,19 +372,26 @@ pub(crate) fn backward_conv2d(
         }
     }
     if let Some(dw) = ctx.grad_of(iw) {
-        // dW_g [C_out/G, K] += dY_g [C_out/G, L] @ col_g^T, image by image.
         let (pool, [dw, col], [dy, x]) = ctx.access_on(par, [dw, col], [dout, ex.data]);
-        let g = Gemm::dense(false, true, cog, kg, l);
-        let images = dy
-            .chunks_exact(d.image_out())
-            .zip(x.chunks_exact(d.image_in()));
-        for (dyi, xi) in images {
-            im2col(&d, xi, col);
-            for grp in 0..d.groups {
-                let dyg = &dyi[grp * cog * l..][..cog * l];
-                let cg = &col[grp * kg * l..][..kg * l];
-                let dwg = &mut dw[grp * cog * kg..][..cog * kg];
-                sgemm_on(pool, g, 1.0, dyg, cg, 1.0, dwg);
+        let tasks = image_tasks(d.n, d.macs_per_image());
+        if tasks == 1 {
+            weight_grad_images(&d, pool, dw, col, dy, x);
+        } else {
+            let (cols, partials) = col.split_at_mut(tasks * d.k_all() * l);
+            let parts = cols
+                .chunks_exact_mut(d.k_all() * l)
+                .zip(partials.chunks_exact_mut(dw.len()));
+            fastmath::run_parts(pool, parts, &|i, (col, partial)| {
+                let images = pool::task_range(d.n, tasks, i);
+                let dy = &dy[images.start * d.image_out()..][..images.len() * d.image_out()];
+                let x = &x[images.start * d.image_in()..][..images.len() * d.image_in()];
+                partial.fill(0.0);
+                weight_grad_images(&d, None, partial, col, dy, x);
+            });
+            for partial in partials.chunks_exact(dw.len()) {
+                for (g, &p) in dw.iter_mut().zip(partial) {
+                    *g += p;
+                }
             }
         }
     }

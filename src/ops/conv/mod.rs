@@ -249,12 +249,14 @@ impl Context {
             .into_iter()
             .fold(1usize, usize::saturating_mul);
         let col_len =
-            im2col::col_len(n, c * kh * kw, ho * wo, macs).ok_or_else(|| Error::TooLarge {
-                op,
-                what: format!(
-                    "column buffer for input {} and weight {}",
-                    ex.shape, ew.shape
-                ),
+            im2col::col_len(n, c * kh * kw, ho * wo, ew.shape.numel(), macs).ok_or_else(|| {
+                Error::TooLarge {
+                    op,
+                    what: format!(
+                        "column buffer for input {} and weight {}",
+                        ex.shape, ew.shape
+                    ),
+                }
             })?;
         let tracks = match ib {
             Some(ib) => self.tracks(&[ix, iw, ib]),
