@@ -1,19 +1,10 @@
 //! Training mode and the running statistics of batch normalisation: the
 //! context's side of the buffer registry (`crate::buffers`).
 
-use super::Context;
+use super::{BatchNormStats, Context};
 use crate::arena::Buf;
 use crate::buffers::StatsSet;
 use crate::error::{Error, Result};
-
-/// A handle to one set of batch normalisation running statistics: its
-/// index in creation order and the context that made it. Lives as long as
-/// the context, like a parameter.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct BatchNormStats {
-    pub index: u32,
-    pub context: u32,
-}
 
 impl Context {
     /// Training mode (the default) or evaluation mode, apart from grad

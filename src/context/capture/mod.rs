@@ -87,99 +87,17 @@
 
 mod inputs;
 mod resident;
+pub(super) mod state;
+
+use state::{Recorded, Recording};
 
 use super::replay_program::Program;
-use super::{Context, Tensor, TensorEntry};
-use crate::arena::{Activations, Buf, Storage};
+use super::{Context, Step, Tensor, TensorEntry};
+use crate::arena::{Buf, Storage};
 use crate::error::{Error, Result};
-use crate::ops::{CaptureRule, Op};
+use crate::ops::CaptureRule;
 use crate::plan::GradPlan;
-use crate::recompute::Segment;
 use crate::tape::Node;
-
-/// A captured step's handle: a small value, like a tensor handle.
-/// `generation` is the step's epoch, unique within its context.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Step {
-    /// Slot in the context's step list.
-    pub index: u32,
-    /// Id of the context that captured the step.
-    pub context: u32,
-    /// The epoch the step was captured under.
-    pub generation: u64,
-}
-
-/// One recorded step (see the module docs).
-struct Recorded {
-    epoch: u64,
-    /// Not resident: the step's memory. Resident: the parked eager memory.
-    act: Activations,
-    /// Likewise: the step's gradient plan, or the parked eager one.
-    plan: GradPlan,
-    rows: Vec<TensorEntry>,
-    tape: Vec<Node>,
-    log: Vec<Node>,
-    segments: Vec<Segment>,
-    inputs: Vec<u32>,
-    region: Option<Buf>,
-    loss: u32,
-    n_params: usize,
-    need: usize,
-    /// The fast path of a replay, when the step has one.
-    program: Option<Box<Program>>,
-}
-
-/// A capture in progress: the parked eager memory and plan, and the log.
-struct Recording {
-    act: Activations,
-    plan: GradPlan,
-    log: Vec<Node>,
-    /// The log could not grow: capture_end reports it.
-    log_failed: bool,
-    region: Option<Buf>,
-    loss: Option<u32>,
-}
-
-/// A context's captured steps and capture state.
-#[derive(Default)]
-pub(crate) struct Captures {
-    steps: Vec<Option<Box<Recorded>>>,
-    resident: Option<usize>,
-    recording: Option<Box<Recording>>,
-    /// During a replay's backward: use the step's region, plan nothing.
-    replaying: Option<Option<Buf>>,
-    /// Data tensors (input slots, constants) of the current iteration.
-    inputs: Vec<u32>,
-}
-
-impl Captures {
-    /// Step `k`'s replay program slot (see `replay_program`).
-    pub(super) fn program(&mut self, k: usize) -> Option<&mut Option<Box<Program>>> {
-        self.steps.get_mut(k)?.as_mut().map(|s| &mut s.program)
-    }
-
-    /// The captured step that is the current iteration, if any.
-    pub(super) fn resident(&self) -> Option<usize> {
-        self.resident
-    }
-
-    pub(crate) fn clear_inputs(&mut self) {
-        self.inputs.clear();
-    }
-
-    /// Appends an op to the capture's log (no-op outside a capture); inline.
-    #[inline(always)]
-    pub(crate) fn log(&mut self, op: Op, out: u32) {
-        if let Some(r) = self.recording.as_mut() {
-            if r.log.try_reserve(1).is_err() {
-                r.log_failed = true;
-                return;
-            }
-            r.log.push(Node { op, out });
-        }
-    }
-}
 
 impl Context {
     /// Starts capturing: ends the current iteration (as [`reset`] does)
