@@ -179,11 +179,13 @@ impl Context {
         self
     }
 
+    #[inline]
     pub fn id(&self) -> u32 {
         self.id
     }
 
     /// The current activation generation (changes at every reset).
+    #[inline]
     pub fn generation(&self) -> u64 {
         self.store.epoch()
     }
@@ -215,8 +217,22 @@ impl Context {
         self.grad_enabled = enabled;
     }
 
+    #[inline]
     pub fn grad_enabled(&self) -> bool {
         self.grad_enabled
+    }
+
+    /// Training mode (the default) or evaluation mode, apart from grad
+    /// mode. It changes what `batch_norm` does: in training it normalises
+    /// with the batch's statistics and updates the running statistics; in
+    /// evaluation it normalises with the running statistics and leaves them
+    /// alone. Every other op ignores it.
+    pub fn set_training(&mut self, training: bool) {
+        self.training = training;
+    }
+
+    pub fn training(&self) -> bool {
+        self.training
     }
 
     /// Caps the arena at `limit` bytes (None: no cap). An op that would pass
@@ -226,6 +242,7 @@ impl Context {
     }
 
     /// Number of parameters (in creation order, indices 0..count).
+    #[inline]
     pub fn param_count(&self) -> usize {
         self.n_params
     }
@@ -314,5 +331,12 @@ impl Context {
         if single {
             self.pool = None;
         }
+    }
+
+    /// Every kernel on the calling thread (true) or not (tests).
+    #[cfg(test)]
+    pub(crate) fn keep_on_one_thread(&mut self, single: bool) {
+        self.single_thread = single;
+        self.pool = None;
     }
 }
