@@ -1,9 +1,10 @@
 //! The narrow interface the rest of the crate uses on a [`Context`]: one
 //! table row at a time, checked access to buffers (the arena and persistent
 //! blocks), gradient slots, the worker thread paired with a kernel's
-//! slices, and the iteration flags. Nothing here hands out the storage,
-//! table, tape or pool whole, so every module outside `context` reaches
-//! memory through the checks of [`Storage`](crate::arena::Storage).
+//! slices, and the iteration flags. Nothing here hands out the storage or
+//! the pool, nor the table or tape for writing (only whole-row reads), so
+//! every module outside this file and `mod.rs` reaches memory through the
+//! checks of [`Storage`](crate::arena::Storage).
 
 use super::capture::state::Captures;
 use super::{Context, TensorEntry};

@@ -1,12 +1,15 @@
 //! The context: persistent parameters, the per-iteration arena, the tensor
 //! table and the tape, and the safe Rust API over them.
 //!
-//! This file holds the context's fields, its lifecycle (new, reset) and
-//! its settings (grad mode, arena cap, worker thread). Its rooms: `table`
-//! (rows and the tape), `handles` (making and checking handles), `read`
-//! (values and gradients for the caller), `access` (the narrow interface
-//! the rest of the crate uses), `capture` and `replay_program` (captured
-//! steps), `stats` (memory figures).
+//! This file holds the context's fields, its lifecycle (new, reset), its
+//! settings (grad mode, training mode, arena cap, worker thread) and its
+//! memory figures. Only this file and `access` (the narrow interface the
+//! rest of the crate, the other rooms included, uses) touch the fields.
+//! The rooms: `table` (rows and the tape), `handles` (making and checking
+//! handles), `read` (values and gradients for the caller), `capture` and
+//! `replay_program` (captured steps), `segments` (recomputation segments),
+//! `buffers` (batch norm statistics); `entry`, `stats` and `capture::state`
+//! are plain records the context holds and that import no Context.
 
 use crate::arena::Storage;
 use crate::buffers::BufferRegistry;
