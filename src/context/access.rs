@@ -140,10 +140,10 @@ impl Context {
         self.table.len() as u32 - 1
     }
 
-    /// Appends a parameter's row (room was reserved, and no activation
-    /// exists yet): the parameters are rows 0..param_count.
+    /// Appends a parameter's row (room was reserved; the caller checked
+    /// the sequence, so the parameters stay rows 0..param_count) and
+    /// rebinds the parameters' gradients.
     pub(crate) fn push_param_entry(&mut self, entry: TensorEntry) -> u32 {
-        debug_assert_eq!(self.table.len(), self.n_params);
         self.table.push(entry);
         self.n_params += 1;
         self.bind_param_grads();
