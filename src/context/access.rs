@@ -236,12 +236,10 @@ impl Context {
         (self.pool.as_ref().filter(|_| par), wm, rm)
     }
 
-    #[inline(always)]
     pub(crate) fn access_one<T: Plain>(&mut self, b: Buf<T>) -> &mut [T] {
         self.store.access_one(b)
     }
 
-    #[inline(always)]
     pub(crate) fn read_only<T: Plain>(&self, b: Buf<T>) -> &[T] {
         self.store.read(b)
     }
