@@ -2,7 +2,7 @@
 //! activations.
 //!
 //! A segment is a stretch of ops (a transformer block) between
-//! [`Context::segment_begin`] and [`Context::segment_end`]. When the segment
+//! `Context::segment_begin` and `Context::segment_end`. When the segment
 //! is recomputed, the buffers of its ops (outputs that need a gradient and
 //! the values saved for backward) come from one scratch region that every
 //! recomputed segment reuses from its start; only the segment's declared
@@ -34,8 +34,6 @@
 //! next iteration's choice (policy `auto`) comes from them, so it does not
 //! change while the graph repeats.
 
-use crate::arena::Storage;
-use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
 
 /// Most outputs one segment declares (held inline, so no allocation).
@@ -231,6 +229,168 @@ impl Recompute {
         let s = self.segments.get(k.checked_sub(1)?)?;
         (id < s.end_tensor && !s.is_output(id)).then_some(k - 1)
     }
+
+    pub(crate) fn set_policy(&mut self, policy: RecomputePolicy) {
+        self.policy = policy;
+    }
+
+    pub(crate) fn policy(&self) -> RecomputePolicy {
+        self.policy
+    }
+
+    /// SEQUENCE for `segment_begin` while a segment is open.
+    pub(crate) fn check_can_begin(&self, op: &'static str) -> Result<()> {
+        if self.open.is_some() {
+            return Err(Error::Sequence {
+                op,
+                what: format!(
+                    "segment {} is still open: segments do not nest (call ag_segment_end first)",
+                    self.segments.len()
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// The bytes the segment list grows to when one more segment does not
+    /// fit its capacity (warm-up iterations only), an allocation the
+    /// fault-injection tests may fail; None when it fits.
+    pub(crate) fn growth_bytes(&self) -> Option<usize> {
+        let index = self.segments.len();
+        (index == self.segments.capacity()).then(|| size_of::<Segment>() * (index + 1))
+    }
+
+    /// Opens the next segment at `start` (the caller checked
+    /// [`check_can_begin`](Self::check_can_begin) and passed the fault
+    /// point of [`growth_bytes`](Self::growth_bytes)); returns whether it
+    /// is recomputed. `arena_limit` is the arena's cap, if any.
+    pub(crate) fn begin(
+        &mut self,
+        op: &'static str,
+        start: SegmentMark,
+        arena_limit: Option<usize>,
+    ) -> Result<bool> {
+        let index = self.segments.len();
+        if let Some(bytes) = self.growth_bytes() {
+            self.segments
+                .try_reserve(1)
+                .map_err(|_| Error::AllocationFailed { op, bytes })?;
+        }
+        let recompute = self.recomputes(index, arena_limit);
+        self.open = Some(Segment {
+            first_op: start.first_op,
+            end_op: start.first_op,
+            first_tensor: start.first_tensor,
+            end_tensor: start.first_tensor,
+            outputs: [u32::MAX; MAX_SEGMENT_OUTPUTS],
+            n_outputs: 0,
+            recompute,
+            internal: 0,
+            kept: 0,
+            routable_at_begin: start.routable_bytes,
+            grad_enabled: start.grad_enabled,
+        });
+        Ok(recompute)
+    }
+
+    /// The open segment, for `segment_end` (SEQUENCE if none is open).
+    pub(crate) fn open_segment(&self, op: &'static str) -> Result<OpenSegment> {
+        match self.open {
+            Some(s) => Ok(OpenSegment {
+                first_tensor: s.first_tensor,
+                recompute: s.recompute,
+                grad_enabled: s.grad_enabled,
+            }),
+            None => Err(Error::Sequence {
+                op,
+                what: "no segment is open (call ag_segment_begin first)".into(),
+            }),
+        }
+    }
+
+    /// Ends the open segment (the caller copied its outputs out of the
+    /// scratch region): `outputs` are its declared outputs' table rows,
+    /// `end` where the tape, table and routable bytes stand now (after the
+    /// scratch region closed), `kept` the bytes of its routable outputs.
+    pub(crate) fn end(&mut self, outputs: &[u32], end: SegmentMark, kept: usize) {
+        let Some(mut seg) = self.open.take() else {
+            return;
+        };
+        seg.outputs[..outputs.len()].copy_from_slice(outputs);
+        seg.n_outputs = outputs.len() as u8;
+        seg.end_tensor = end.first_tensor;
+        seg.end_op = end.first_op;
+        seg.kept = kept;
+        seg.internal = end.routable_bytes - seg.routable_at_begin;
+        // Capacity was reserved by begin.
+        self.segments.push(seg);
+    }
+
+    /// Refuses backward while a segment is open.
+    pub(crate) fn check_none_open(&self, op: &'static str) -> Result<()> {
+        match self.open {
+            Some(_) => Err(Error::Sequence {
+                op,
+                what: format!(
+                    "segment {} is still open (call ag_segment_end before ag_backward)",
+                    self.segments.len()
+                ),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// The segment figures of `memory_stats`. `backward_done`: this
+    /// iteration's backward ran; `used` and `scratch`: the arena's bytes
+    /// of this iteration and the scratch region's share.
+    pub(crate) fn stats(&self, backward_done: bool, used: usize, scratch: usize) -> RecomputeStats {
+        let recomputed = self.segments.iter().filter(|s| s.recompute);
+        let moved: usize = recomputed
+            .clone()
+            .map(|s| s.internal.saturating_sub(s.kept))
+            .sum();
+        let (need_none, need_all) = if backward_done && self.open.is_none() {
+            // This iteration's own figures, as the next reset will keep them.
+            let mut base = used - scratch;
+            let (mut internal, mut kept, mut largest) = (0, 0, 0);
+            for s in &self.segments {
+                base = base.saturating_sub(if s.recompute { s.kept } else { s.internal });
+                internal += s.internal;
+                kept += s.kept;
+                largest = largest.max(s.internal);
+            }
+            (base + internal, base + kept + largest)
+        } else if self.has_measure {
+            (self.need(|_| false), self.need(|_| true))
+        } else {
+            (0, 0)
+        };
+        RecomputeStats {
+            segments: self.segments.len(),
+            recomputed: recomputed.count(),
+            saved: moved.saturating_sub(scratch),
+            need_none,
+            need_all,
+        }
+    }
+}
+
+/// Where the tape, the table and the arena's routable bytes stand when a
+/// segment begins or ends, and the grad mode then.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SegmentMark {
+    pub first_op: u32,
+    pub first_tensor: u32,
+    pub routable_bytes: usize,
+    pub grad_enabled: bool,
+}
+
+/// What `segment_end` reads of the open segment.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct OpenSegment {
+    pub first_tensor: u32,
+    pub recompute: bool,
+    pub grad_enabled: bool,
 }
 
 /// Segment figures reported by `memory_stats`.
@@ -241,187 +401,4 @@ pub(crate) struct RecomputeStats {
     pub saved: usize,
     pub need_none: usize,
     pub need_all: usize,
-}
-
-impl Context {
-    /// Sets which segments are recomputed from the next segment on
-    /// (default [`RecomputePolicy::None`]).
-    pub fn set_recompute(&mut self, policy: RecomputePolicy) {
-        self.rc_mut().policy = policy;
-    }
-
-    pub fn recompute_policy(&self) -> RecomputePolicy {
-        self.rc().policy
-    }
-
-    /// Starts a segment: the ops recorded until [`segment_end`] may be
-    /// recomputed during backward instead of keeping their activations (see
-    /// [`set_recompute`]). Segments do not nest: SEQUENCE while one is open.
-    ///
-    /// [`segment_end`]: Self::segment_end
-    /// [`set_recompute`]: Self::set_recompute
-    pub fn segment_begin(&mut self) -> Result<()> {
-        const OP: &str = "segment_begin";
-        self.check_not_resident(OP)?;
-        if self.rc().open.is_some() {
-            return Err(Error::Sequence {
-                op: OP,
-                what: format!(
-                    "segment {} is still open: segments do not nest (call ag_segment_end first)",
-                    self.rc().segments.len()
-                ),
-            });
-        }
-        let index = self.rc().segments.len();
-        if index == self.rc().segments.capacity() {
-            // Growing the list (warm-up iterations only) is an allocation
-            // the fault-injection tests may fail.
-            let bytes = size_of::<Segment>() * (index + 1);
-            self.fault_point(OP, bytes)?;
-            self.rc_mut()
-                .segments
-                .try_reserve(1)
-                .map_err(|_| Error::AllocationFailed { op: OP, bytes })?;
-        }
-        let limit = self.arena_stats().limit;
-        let recompute = self
-            .rc_mut()
-            .recomputes(index, (limit != 0).then_some(limit));
-        let (first_op, first_tensor) = (self.tape_len() as u32, self.live_tensors() as u32);
-        self.rc_mut().open = Some(Segment {
-            first_op,
-            end_op: first_op,
-            first_tensor,
-            end_tensor: first_tensor,
-            outputs: [u32::MAX; MAX_SEGMENT_OUTPUTS],
-            n_outputs: 0,
-            recompute,
-            internal: 0,
-            kept: 0,
-            routable_at_begin: self.routable_bytes(),
-            grad_enabled: self.grad_enabled(),
-        });
-        if recompute {
-            self.scratch_begin();
-        }
-        Ok(())
-    }
-
-    /// Ends the open segment. `outputs` (1 to [`MAX_SEGMENT_OUTPUTS`]) are
-    /// the tensors made inside it that are used after it: they stay valid
-    /// (a recomputed segment copies them into the arena). Every other tensor
-    /// made inside the segment is private to it from now on: its handle is
-    /// refused (STALE_HANDLE). Outputs made before the segment are allowed
-    /// and left alone. SEQUENCE if no segment is open; on OUT_OF_MEMORY
-    /// (copying an output) the segment stays open.
-    pub fn segment_end(&mut self, outputs: &[Tensor]) -> Result<()> {
-        const OP: &str = "segment_end";
-        let Some(mut seg) = self.rc().open else {
-            return Err(Error::Sequence {
-                op: OP,
-                what: "no segment is open (call ag_segment_begin first)".into(),
-            });
-        };
-        if outputs.is_empty() || outputs.len() > MAX_SEGMENT_OUTPUTS {
-            return Err(Error::InvalidArgument {
-                op: OP,
-                what: format!(
-                    "{} outputs; a segment declares 1 to {MAX_SEGMENT_OUTPUTS}",
-                    outputs.len()
-                ),
-            });
-        }
-        for (slot, &t) in seg.outputs.iter_mut().zip(outputs) {
-            *slot = self.resolve(OP, t)?;
-        }
-        seg.n_outputs = outputs.len() as u8;
-        seg.end_tensor = self.live_tensors() as u32;
-        let inside = |id: u32| id >= seg.first_tensor && id < seg.end_tensor;
-        // The outputs' own buffers, once each (a view shares its base's).
-        let mut roots = [u32::MAX; MAX_SEGMENT_OUTPUTS];
-        let mut n_roots = 0;
-        for &id in &seg.outputs[..outputs.len()] {
-            let root = self.entry(id).view_of.unwrap_or(id);
-            if inside(root) && !roots.contains(&root) {
-                roots[n_roots] = root;
-                n_roots += 1;
-            }
-        }
-        let mut kept = 0;
-        for &root in &roots[..n_roots] {
-            let e = self.entry(root);
-            // What recomputation would copy: the routable outputs (those
-            // that need a gradient, or all with grad mode off).
-            if e.requires_grad || !seg.grad_enabled {
-                kept += Storage::padded_len::<f32>(e.shape.numel());
-            }
-            if !seg.recompute || !self.in_scratch(e.data) {
-                continue;
-            }
-            let copy = self.alloc_main::<f32>(OP, e.shape.numel())?;
-            let ([dst], [src]) = self.access([copy], [e.data]);
-            dst.copy_from_slice(src);
-            for i in seg.first_tensor..seg.end_tensor {
-                let t = self.entry_mut(i);
-                if i == root || t.view_of == Some(root) {
-                    t.data = copy;
-                }
-            }
-        }
-        if seg.recompute {
-            self.scratch_end();
-        }
-        seg.kept = kept;
-        seg.internal = self.routable_bytes() - seg.routable_at_begin;
-        seg.end_op = self.tape_len() as u32;
-        self.rc_mut().segments.push(seg);
-        self.rc_mut().open = None;
-        Ok(())
-    }
-
-    /// Refuses backward while a segment is open.
-    pub(crate) fn check_no_open_segment(&self, op: &'static str) -> Result<()> {
-        match self.rc().open {
-            Some(_) => Err(Error::Sequence {
-                op,
-                what: format!(
-                    "segment {} is still open (call ag_segment_end before ag_backward)",
-                    self.rc().segments.len()
-                ),
-            }),
-            None => Ok(()),
-        }
-    }
-
-    pub(crate) fn recompute_stats(&self) -> RecomputeStats {
-        let r = self.rc();
-        let recomputed = r.segments.iter().filter(|s| s.recompute);
-        let moved: usize = recomputed
-            .clone()
-            .map(|s| s.internal.saturating_sub(s.kept))
-            .sum();
-        let (need_none, need_all) = if self.backward_done() && r.open.is_none() {
-            // This iteration's own figures, as the next reset will keep them.
-            let mut base = self.arena_stats().used - self.scratch_bytes();
-            let (mut internal, mut kept, mut largest) = (0, 0, 0);
-            for s in &r.segments {
-                base = base.saturating_sub(if s.recompute { s.kept } else { s.internal });
-                internal += s.internal;
-                kept += s.kept;
-                largest = largest.max(s.internal);
-            }
-            (base + internal, base + kept + largest)
-        } else if r.has_measure {
-            (r.need(|_| false), r.need(|_| true))
-        } else {
-            (0, 0)
-        };
-        RecomputeStats {
-            segments: r.segments.len(),
-            recomputed: recomputed.count(),
-            saved: moved.saturating_sub(self.scratch_bytes()),
-            need_none,
-            need_all,
-        }
-    }
 }

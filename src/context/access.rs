@@ -1,13 +1,16 @@
 //! The narrow interface the rest of the crate uses on a [`Context`]: one
 //! table row at a time, checked access to buffers (the arena and persistent
 //! blocks), gradient slots, the worker thread paired with a kernel's
-//! slices, and the iteration flags. Nothing here hands out the storage,
-//! table, tape or pool whole, so every module outside `context` reaches
-//! memory through the checks of [`Storage`](crate::arena::Storage).
+//! slices, and the iteration flags. Nothing here hands out the storage or
+//! the pool, nor the table or tape for writing (only whole-row reads), so
+//! every module outside this file and `mod.rs` reaches memory through the
+//! checks of [`Storage`](crate::arena::Storage).
 
+use super::capture::state::Captures;
 use super::{Context, TensorEntry};
-use crate::arena::{ArenaStats, Buf, Plain, Slices};
-use crate::error::Result;
+use crate::arena::{Activations, ArenaStats, Buf, Plain, Slices, Storage};
+use crate::buffers::{BufferRegistry, StatsSet};
+use crate::error::{Error, Result};
 use crate::grad_ready::GradReady;
 use crate::optim::Optimizer;
 use crate::plan::{self, GradPlan};
@@ -17,21 +20,25 @@ use crate::tape::Node;
 
 impl Context {
     /// One table row, borrowed (for values that borrow from it).
+    #[inline]
     pub(crate) fn entry_ref(&self, id: u32) -> &TensorEntry {
         &self.table[id as usize]
     }
 
     /// One table row, to update its gradient slot, flags or buffer.
+    #[inline]
     pub(crate) fn entry_mut(&mut self, id: u32) -> &mut TensorEntry {
         &mut self.table[id as usize]
     }
 
     /// Rows of the tensor table (parameters first).
+    #[inline]
     pub(crate) fn live_tensors(&self) -> usize {
         self.table.len()
     }
 
     /// Ops recorded this iteration.
+    #[inline]
     pub(crate) fn tape_len(&self) -> usize {
         self.tape.len()
     }
@@ -65,6 +72,132 @@ impl Context {
             loss,
             &row,
         );
+    }
+
+    /// Every row of the table, read-only (a captured step copies them and
+    /// its program reads them whole).
+    #[inline]
+    pub(crate) fn table_rows(&self) -> &[TensorEntry] {
+        &self.table
+    }
+
+    /// The ops recorded this iteration, read-only.
+    pub(crate) fn tape_nodes(&self) -> &[Node] {
+        &self.tape
+    }
+
+    /// The gradient plan of the last backward, read-only.
+    pub(crate) fn current_plan(&self) -> &GradPlan {
+        &self.plan
+    }
+
+    /// Room for one more row and one more tape record: TOO_LARGE past the
+    /// last index a handle can name, ALLOCATION_FAILED if either cannot
+    /// grow. Past warm-up both have room: two compares, no call.
+    #[inline(always)]
+    pub(crate) fn reserve_row(&mut self, op: &'static str) -> Result<()> {
+        if self.table.len() >= (u32::MAX - 1) as usize {
+            return Err(Error::TooLarge {
+                op,
+                what: "too many tensors in one iteration".into(),
+            });
+        }
+        if self.table.len() == self.table.capacity() {
+            self.table
+                .try_reserve(1)
+                .map_err(|_| Error::AllocationFailed {
+                    op,
+                    bytes: size_of::<TensorEntry>(),
+                })?;
+        }
+        if self.tape.len() == self.tape.capacity() {
+            self.tape
+                .try_reserve(1)
+                .map_err(|_| Error::AllocationFailed {
+                    op,
+                    bytes: size_of::<Node>(),
+                })?;
+        }
+        Ok(())
+    }
+
+    /// Room for one more parameter: its table row and its place in the
+    /// gradient-ready bookkeeping.
+    pub(crate) fn reserve_param_row(&mut self, op: &'static str) -> Result<()> {
+        self.table
+            .try_reserve(1)
+            .map_err(|_| Error::AllocationFailed {
+                op,
+                bytes: size_of::<TensorEntry>(),
+            })?;
+        self.grad_ready.reserve(op, self.n_params + 1)
+    }
+
+    /// Appends `entry` to the table (room was reserved); its row index.
+    #[inline(always)]
+    pub(crate) fn push_row(&mut self, entry: TensorEntry) -> u32 {
+        self.table.push(entry);
+        self.table.len() as u32 - 1
+    }
+
+    /// Appends a parameter's row (room was reserved; the caller checked
+    /// the sequence, so the parameters stay rows 0..param_count) and
+    /// rebinds the parameters' gradients.
+    pub(crate) fn push_param_entry(&mut self, entry: TensorEntry) -> u32 {
+        self.table.push(entry);
+        self.n_params += 1;
+        self.bind_param_grads();
+        self.n_params as u32 - 1
+    }
+
+    /// Records `node` on the tape (room was reserved).
+    #[inline(always)]
+    pub(crate) fn push_node(&mut self, node: Node) {
+        self.tape.push(node);
+    }
+
+    /// Logs `op` (output `out`) to an open capture; nothing otherwise.
+    #[inline(always)]
+    pub(crate) fn log_capture(&mut self, op: crate::ops::Op, out: u32) {
+        self.capture.log(op, out);
+    }
+
+    /// Points every parameter's gradient (and every view of a parameter's)
+    /// at its place in the gradient block.
+    pub(crate) fn bind_param_grads(&mut self) {
+        let Some(block) = self.store.grads() else {
+            return;
+        };
+        let mut offset = 0;
+        for e in &mut self.table[..self.n_params] {
+            let n = e.shape.numel();
+            e.grad = Some(Storage::sub(block, offset, n));
+            offset += n;
+        }
+        debug_assert_eq!(offset, block.len());
+        for i in self.n_params..self.table.len() {
+            if let Some(root) = self.table[i].view_of
+                && (root as usize) < self.n_params
+            {
+                self.table[i].grad = self.table[root as usize].grad;
+            }
+        }
+    }
+
+    /// Makes `rows` and `tape` this iteration's activation rows and tape
+    /// (a captured step becoming the current iteration); capacity grows
+    /// the first time only.
+    pub(crate) fn load_activation_rows(&mut self, rows: &[TensorEntry], tape: &[Node]) {
+        self.table.truncate(self.n_params);
+        self.table.extend_from_slice(rows);
+        self.tape.clear();
+        self.tape.extend_from_slice(tape);
+    }
+
+    /// Forgets this iteration's activation rows and tape.
+    pub(crate) fn clear_activation_rows(&mut self) {
+        self.tape.clear();
+        self.table.truncate(self.n_params);
     }
 
     // ---- checked access to buffers (see arena::Storage) --------------------
@@ -132,10 +265,41 @@ impl Context {
         self.store.fault_point(op, bytes)
     }
 
+    /// The newest generation ever issued (a handle's from past it cannot
+    /// come from this context).
+    #[inline]
+    pub(crate) fn top_generation(&self) -> u64 {
+        self.store.top_epoch()
+    }
+
+    /// Moves this iteration to a generation never issued before.
+    pub(crate) fn fresh_generation(&mut self) {
+        self.store.fresh_epoch()
+    }
+
+    /// Swaps the iteration's activation memory and gradient plan with
+    /// `act` and `plan` (parking one, making the other current) under
+    /// `epoch`.
+    pub(crate) fn swap_iteration_memory(
+        &mut self,
+        act: &mut Activations,
+        plan: &mut GradPlan,
+        epoch: u64,
+    ) {
+        self.store.swap_activations(act, epoch);
+        std::mem::swap(&mut self.plan, plan);
+    }
+
     // ---- persistent memory (optimizer state, gradient block) ---------------
 
     pub(crate) fn alloc_persistent(&mut self, op: &'static str, len: usize) -> Result<Buf> {
         self.store.alloc_persistent(op, len)
+    }
+
+    /// Appends `len` floats to the gradient block (which may move: rebind
+    /// the parameters' gradients after).
+    pub(crate) fn grow_grads(&mut self, op: &'static str, len: usize) -> Result<()> {
+        self.store.grads_grow(op, len)
     }
 
     /// Bytes of every persistent block (parameters, gradients, optimizer
@@ -202,12 +366,68 @@ impl Context {
 
     // ---- iteration state ---------------------------------------------------
 
+    #[inline]
     pub(crate) fn backward_done(&self) -> bool {
         self.backward_done
     }
 
     pub(crate) fn set_backward_done(&mut self) {
         self.backward_done = true;
+    }
+
+    /// This iteration's backward has not run (or its result was dropped).
+    pub(crate) fn clear_backward_done(&mut self) {
+        self.backward_done = false;
+    }
+
+    /// Whether a recomputed segment is replaying its forward now.
+    pub(crate) fn recomputing(&self) -> bool {
+        self.recomputing
+    }
+
+    /// Marks the start and end of a recomputed segment's forward replay.
+    pub(crate) fn set_recomputing(&mut self, on: bool) {
+        self.recomputing = on;
+    }
+
+    /// The captured steps and the capture state, read-only.
+    #[inline(always)]
+    pub(crate) fn captures(&self) -> &Captures {
+        &self.capture
+    }
+
+    /// The captured steps and capture state, driven through their methods.
+    #[inline(always)]
+    pub(crate) fn captures_mut(&mut self) -> &mut Captures {
+        &mut self.capture
+    }
+
+    // ---- batch norm running statistics -------------------------------------
+
+    /// The registry, for checkpoints and safetensors files.
+    pub(crate) fn buffers(&self) -> &BufferRegistry {
+        &self.buffers
+    }
+
+    /// Checks `prefix` can name a new set of statistics.
+    pub(crate) fn check_new_stats(&mut self, op: &'static str, prefix: &str) -> Result<()> {
+        self.buffers.check_new(op, prefix)
+    }
+
+    /// Adds a set of statistics; its index.
+    pub(crate) fn push_stats(&mut self, set: StatsSet) -> u32 {
+        self.buffers.push(set)
+    }
+
+    /// Sets the count of training batches of set `i` (loading).
+    pub(crate) fn set_batches_tracked(&mut self, i: usize, n: u64) {
+        self.buffers.get_mut(i).num_batches = n;
+    }
+
+    /// Counts one more training batch in set `i`.
+    pub(crate) fn count_batch(&mut self, i: usize) {
+        let set = self.buffers.get_mut(i);
+        set.num_batches = set.num_batches.saturating_add(1);
     }
 
     /// Whether parameter gradients hold values no optimizer step consumed.
@@ -248,6 +468,7 @@ impl Context {
     }
 
     /// The recomputation segments and their measurements.
+    #[inline]
     pub(crate) fn rc(&self) -> &Recompute {
         &self.recompute
     }

@@ -1,44 +1,12 @@
-//! Training mode and the running statistics of batch normalisation: the
-//! context's side of the buffer registry (`crate::buffers`).
+//! The running statistics of batch normalisation: the context's side of
+//! the buffer registry (`crate::buffers`).
 
-use super::Context;
+use super::{BatchNormStats, Context};
 use crate::arena::Buf;
 use crate::buffers::StatsSet;
 use crate::error::{Error, Result};
 
-/// A handle to one set of batch normalisation running statistics: its
-/// index in creation order and the context that made it. Lives as long as
-/// the context, like a parameter.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct BatchNormStats {
-    pub index: u32,
-    pub context: u32,
-}
-
 impl Context {
-    /// Training mode (the default) or evaluation mode, apart from grad
-    /// mode. It changes what `batch_norm` does: in training it normalises
-    /// with the batch's statistics and updates the running statistics; in
-    /// evaluation it normalises with the running statistics and leaves them
-    /// alone. Every other op ignores it.
-    pub fn set_training(&mut self, training: bool) {
-        self.training = training;
-    }
-
-    pub fn training(&self) -> bool {
-        self.training
-    }
-
-    /// Whether a recomputed segment is replaying its forward now.
-    pub(crate) fn recomputing(&self) -> bool {
-        self.recomputing
-    }
-
-    /// Marks the start and end of a recomputed segment's forward replay.
-    pub(crate) fn set_recomputing(&mut self, on: bool) {
-        self.recomputing = on;
-    }
-
     /// New running statistics for a batch norm over `channels` channels:
     /// `<prefix>.running_mean` (zeros), `<prefix>.running_var` (ones) and
     /// `<prefix>.num_batches_tracked` (0), the names checkpoints and
@@ -61,7 +29,7 @@ impl Context {
                 what: "statistics must be created before any activation of the iteration (call ag_reset first)".into(),
             });
         }
-        self.buffers.check_new(OP, prefix)?;
+        self.check_new_stats(OP, prefix)?;
         let values = self.alloc_persistent(OP, 2 * channels)?;
         let set = StatsSet {
             prefix: prefix.into(),
@@ -70,23 +38,23 @@ impl Context {
             num_batches: 0,
         };
         self.access_one(set.var()).fill(1.0);
-        let index = self.buffers.push(set);
+        let index = self.push_stats(set);
         Ok(BatchNormStats {
             index,
-            context: self.id,
+            context: self.id(),
         })
     }
 
     /// How many sets of running statistics the context has.
     pub fn batch_norm_stats_count(&self) -> usize {
-        self.buffers.len()
+        self.buffers().len()
     }
 
     /// The set named by `prefix`, if any.
     pub fn batch_norm_stats_by_prefix(&self, prefix: &str) -> Option<BatchNormStats> {
-        self.buffers.find(prefix).map(|index| BatchNormStats {
+        self.buffers().find(prefix).map(|index| BatchNormStats {
             index,
-            context: self.id,
+            context: self.id(),
         })
     }
 
@@ -94,16 +62,17 @@ impl Context {
     /// context's statistics or an index past the last set (not a tensor
     /// handle, so not the handle errors).
     pub(crate) fn stats_index(&self, op: &'static str, s: BatchNormStats) -> Result<usize> {
-        let what = if s.context != self.id {
+        let what = if s.context != self.id() {
             format!(
                 "statistics of context {} used in context {}",
-                s.context, self.id
+                s.context,
+                self.id()
             )
-        } else if s.index as usize >= self.buffers.len() {
+        } else if s.index as usize >= self.buffers().len() {
             format!(
                 "no statistics of index {} (the context has {})",
                 s.index,
-                self.buffers.len()
+                self.buffers().len()
             )
         } else {
             return Ok(s.index as usize);
@@ -113,25 +82,14 @@ impl Context {
 
     /// Channels, running mean and running variance of set `i`.
     pub(crate) fn stats_bufs(&self, i: usize) -> (usize, Buf, Buf) {
-        let set = self.buffers.get(i);
+        let set = self.buffers().get(i);
         (set.channels, set.mean(), set.var())
-    }
-
-    /// Sets the count of training batches of set `i` (loading).
-    pub(crate) fn set_batches_tracked(&mut self, i: usize, n: u64) {
-        self.buffers.get_mut(i).num_batches = n;
-    }
-
-    /// Counts one more training batch in set `i`.
-    pub(crate) fn count_batch(&mut self, i: usize) {
-        let set = self.buffers.get_mut(i);
-        set.num_batches = set.num_batches.saturating_add(1);
     }
 
     /// The prefix and number of channels of `s`.
     pub fn batch_norm_stats_info(&self, s: BatchNormStats) -> Result<(&str, usize)> {
         let set = self
-            .buffers
+            .buffers()
             .get(self.stats_index("batch_norm_stats_info", s)?);
         Ok((&set.prefix, set.channels))
     }
@@ -150,7 +108,7 @@ impl Context {
         check_len(OP, c, mean.len(), var.len())?;
         mean.copy_from_slice(self.read_only(m));
         var.copy_from_slice(self.read_only(v));
-        Ok(self.buffers.get(i).num_batches)
+        Ok(self.buffers().get(i).num_batches)
     }
 
     /// Overwrites the running mean, variance and `num_batches_tracked` of
@@ -168,20 +126,8 @@ impl Context {
         check_len(OP, c, mean.len(), var.len())?;
         self.access_one(m).copy_from_slice(mean);
         self.access_one(v).copy_from_slice(var);
-        self.buffers.get_mut(i).num_batches = num_batches;
+        self.set_batches_tracked(i, num_batches);
         Ok(())
-    }
-
-    /// Every kernel on the calling thread (true) or not (tests).
-    #[cfg(test)]
-    pub(crate) fn keep_on_one_thread(&mut self, single: bool) {
-        self.single_thread = single;
-        self.pool = None;
-    }
-
-    /// The registry, for checkpoints and safetensors files.
-    pub(crate) fn buffers(&self) -> &crate::buffers::BufferRegistry {
-        &self.buffers
     }
 }
 

@@ -9,14 +9,14 @@ use crate::error::{Error, Result};
 impl Context {
     #[inline(always)]
     pub(crate) fn handle(&self, id: u32) -> Tensor {
-        let generation = if (id as usize) < self.n_params {
+        let generation = if (id as usize) < self.param_count() {
             0
         } else {
-            self.store.epoch()
+            self.generation()
         };
         Tensor {
             index: id,
-            context: self.id,
+            context: self.id(),
             generation,
         }
     }
@@ -28,14 +28,15 @@ impl Context {
     #[inline(always)]
     pub(crate) fn resolve(&self, op: &'static str, t: Tensor) -> Result<u32> {
         let idx = t.index as usize;
-        let valid = t.context == self.id
+        let n_params = self.param_count();
+        let valid = t.context == self.id()
             && if t.generation == 0 {
-                idx < self.n_params
+                idx < n_params
             } else {
-                t.generation == self.store.epoch()
-                    && idx >= self.n_params
-                    && idx < self.table.len()
-                    && self.recompute.segments_len() == 0
+                t.generation == self.generation()
+                    && idx >= n_params
+                    && idx < self.live_tensors()
+                    && self.rc().segments_len() == 0
             };
         // A context id is never 0, so a valid handle's is not either.
         if valid {
@@ -51,38 +52,39 @@ impl Context {
             // No context has id 0: a zeroed or garbage handle.
             return Err(Error::InvalidHandle { op, index: t.index });
         }
-        if t.context != self.id {
+        if t.context != self.id() {
             return Err(Error::WrongContext {
                 op,
                 handle_context: t.context,
-                context: self.id,
+                context: self.id(),
             });
         }
         let idx = t.index as usize;
+        let n_params = self.param_count();
         if t.generation == 0 {
-            if idx < self.n_params {
+            if idx < n_params {
                 return Ok(t.index);
             }
             return Err(Error::InvalidHandle { op, index: t.index });
         }
-        if idx < self.n_params {
+        if idx < n_params {
             return Err(Error::InvalidHandle { op, index: t.index });
         }
-        if t.generation != self.store.epoch() {
+        if t.generation != self.generation() {
             // A generation from the future cannot come from this context.
-            if t.generation > self.store.top_epoch() {
+            if t.generation > self.top_generation() {
                 return Err(Error::InvalidHandle { op, index: t.index });
             }
             return Err(Error::StaleHandle {
                 op,
                 generation: t.generation,
-                current: self.store.epoch(),
+                current: self.generation(),
             });
         }
-        if idx >= self.table.len() {
+        if idx >= self.live_tensors() {
             return Err(Error::InvalidHandle { op, index: t.index });
         }
-        if let Some(segment) = self.recompute.sealed(t.index) {
+        if let Some(segment) = self.rc().sealed(t.index) {
             return Err(Error::SegmentInternal {
                 op,
                 index: t.index,

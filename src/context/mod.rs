@@ -1,14 +1,17 @@
 //! The context: persistent parameters, the per-iteration arena, the tensor
 //! table and the tape, and the safe Rust API over them.
 //!
-//! This file holds the context's fields, its lifecycle (new, reset) and
-//! its settings (grad mode, arena cap, worker thread). Its rooms: `table`
-//! (rows and the tape), `handles` (making and checking handles), `read`
-//! (values and gradients for the caller), `access` (the narrow interface
-//! the rest of the crate uses), `capture` and `replay_program` (captured
-//! steps), `stats` (memory figures).
+//! This file holds the context's fields, its lifecycle (new, reset), its
+//! settings (grad mode, training mode, arena cap, worker thread) and its
+//! memory figures. Only this file and `access` (the narrow interface the
+//! rest of the crate, the other rooms included, uses) touch the fields.
+//! The rooms: `table` (rows and the tape), `handles` (making and checking
+//! handles), `read` (values and gradients for the caller), `capture` and
+//! `replay_program` (captured steps), `segments` (recomputation segments),
+//! `buffers` (batch norm statistics); `entry`, `stats` and `capture::state`
+//! are plain records the context holds and that import no Context.
 
-use crate::arena::{Buf, Storage};
+use crate::arena::Storage;
 use crate::buffers::BufferRegistry;
 use crate::grad_ready::GradReady;
 use crate::optim::Optimizer;
@@ -16,7 +19,6 @@ use crate::params::ParamRegistry;
 use crate::plan::GradPlan;
 use crate::pool::Pool;
 use crate::recompute::Recompute;
-use crate::shape::Shape;
 use crate::tape::Node;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -24,19 +26,20 @@ mod access;
 mod buffers;
 mod capture;
 mod clip;
+mod entry;
 mod grad_ready;
 mod handles;
 mod optim;
 mod params;
 mod read;
 mod replay_program;
+mod segments;
 mod stats;
 mod table;
 
 pub use stats::MemoryStats;
 
-pub use buffers::BatchNormStats;
-pub use capture::Step;
+pub(crate) use entry::TensorEntry;
 pub(crate) use replay_program::OneKernels;
 
 /// A tensor handle: a small value, never a pointer. Activation handles carry
@@ -53,29 +56,26 @@ pub struct Tensor {
     pub generation: u64,
 }
 
-/// One row of the tensor table (plain data; the buffers live in Storage).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct TensorEntry {
-    pub shape: Shape,
-    pub data: Buf,
-    /// Gradient buffer: persistent for parameters; for activations, a slot
-    /// of the planned gradient region during backward, kept afterwards only
-    /// when `retain` is set.
-    pub grad: Option<Buf>,
-    pub requires_grad: bool,
-    /// The caller asked to keep this activation's gradient past backward.
-    pub retain: bool,
-    /// For reshape views: the entry whose memory (and gradient) this shares.
-    pub view_of: Option<u32>,
-    /// Set during backward once a gradient flows into this tensor from the
-    /// loss; ops whose output never receives one are skipped (they are not
-    /// part of the loss's graph, and 0 * NaN would poison gradients).
-    pub flow: bool,
-    /// During backward: this tensor's gradient slot is born (its first
-    /// write comes next) but still holds whatever the slot held before.
-    /// The first access zeroes it, unless the kernel asked to overwrite it
-    /// whole ([`Context::grad_to_overwrite`]): then no fill is wasted.
-    pub unzeroed: bool,
+/// A captured step's handle: a small value, like a tensor handle.
+/// `generation` is the step's epoch, unique within its context.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Step {
+    /// Slot in the context's step list.
+    pub index: u32,
+    /// Id of the context that captured the step.
+    pub context: u32,
+    /// The epoch the step was captured under.
+    pub generation: u64,
+}
+
+/// A handle to one set of batch normalisation running statistics: its
+/// index in creation order and the context that made it. Lives as long as
+/// the context, like a parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BatchNormStats {
+    pub index: u32,
+    pub context: u32,
 }
 
 static NEXT_CONTEXT_ID: AtomicU32 = AtomicU32::new(1);
@@ -132,7 +132,7 @@ pub struct Context {
     /// The float range the next optimizer keeps state for (None: all).
     pending_shard: Option<(usize, usize)>,
     /// Captured steps, an open capture, and input slots.
-    capture: capture::Captures,
+    capture: capture::state::Captures,
 }
 
 impl Default for Context {
@@ -182,11 +182,13 @@ impl Context {
         self
     }
 
+    #[inline]
     pub fn id(&self) -> u32 {
         self.id
     }
 
     /// The current activation generation (changes at every reset).
+    #[inline]
     pub fn generation(&self) -> u64 {
         self.store.epoch()
     }
@@ -218,8 +220,22 @@ impl Context {
         self.grad_enabled = enabled;
     }
 
+    #[inline]
     pub fn grad_enabled(&self) -> bool {
         self.grad_enabled
+    }
+
+    /// Training mode (the default) or evaluation mode, apart from grad
+    /// mode. It changes what `batch_norm` does: in training it normalises
+    /// with the batch's statistics and updates the running statistics; in
+    /// evaluation it normalises with the running statistics and leaves them
+    /// alone. Every other op ignores it.
+    pub fn set_training(&mut self, training: bool) {
+        self.training = training;
+    }
+
+    pub fn training(&self) -> bool {
+        self.training
     }
 
     /// Caps the arena at `limit` bytes (None: no cap). An op that would pass
@@ -229,6 +245,7 @@ impl Context {
     }
 
     /// Number of parameters (in creation order, indices 0..count).
+    #[inline]
     pub fn param_count(&self) -> usize {
         self.n_params
     }
@@ -239,6 +256,33 @@ impl Context {
 
     pub(crate) fn registry_mut(&mut self) -> &mut ParamRegistry {
         &mut self.registry
+    }
+
+    /// The context's memory figures, read without changing anything.
+    pub fn memory_stats(&self) -> MemoryStats {
+        let a = self.store.stats();
+        let r = self.recompute_stats();
+        let opt = self.optimizer.as_ref().map_or(0, |o| o.state_bytes());
+        MemoryStats {
+            arena_used_bytes: a.used as u64,
+            arena_reserved_bytes: a.reserved as u64,
+            arena_high_water_bytes: a.high_water as u64,
+            arena_limit_bytes: a.limit as u64,
+            tape_len: self.tape.len() as u64,
+            tape_capacity: self.tape.capacity() as u64,
+            live_tensors: self.table.len() as u64,
+            table_capacity: self.table.capacity() as u64,
+            param_count: self.n_params as u64,
+            param_bytes: (self.store.persistent_bytes() - opt) as u64,
+            optimizer_bytes: opt as u64,
+            resets: self.resets,
+            generation: self.generation(),
+            segments: r.segments as u64,
+            recomputed_segments: r.recomputed as u64,
+            recompute_saved_bytes: r.saved as u64,
+            arena_need_none_bytes: r.need_none as u64,
+            arena_need_all_bytes: r.need_all as u64,
+        }
     }
 
     /// Whether the process's pool should run a kernel of `work`
@@ -290,5 +334,12 @@ impl Context {
         if single {
             self.pool = None;
         }
+    }
+
+    /// Every kernel on the calling thread (true) or not (tests).
+    #[cfg(test)]
+    pub(crate) fn keep_on_one_thread(&mut self, single: bool) {
+        self.single_thread = single;
+        self.pool = None;
     }
 }

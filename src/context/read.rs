@@ -19,7 +19,7 @@ impl Context {
 
     pub(crate) fn shape_for(&self, op: &'static str, t: Tensor) -> Result<Shape> {
         let id = self.resolve(op, t)?;
-        Ok(self.table[id as usize].shape)
+        Ok(self.entry(id).shape)
     }
 
     /// Copies the values of `t` into `out` (whose length must equal numel).
@@ -39,7 +39,7 @@ impl Context {
 
     fn read_buf(&self, op: &'static str, t: Tensor, out: &mut [f32], grad: bool) -> Result<()> {
         let id = self.resolve(op, t)?;
-        let e = self.table[id as usize];
+        let e = self.entry(id);
         if out.len() != e.shape.numel() {
             return Err(Error::InvalidArgument {
                 op,
@@ -64,7 +64,7 @@ impl Context {
         } else {
             e.data
         };
-        out.copy_from_slice(self.store.read(buf));
+        out.copy_from_slice(self.read_only(buf));
         Ok(())
     }
 
@@ -77,7 +77,7 @@ impl Context {
             format!(
                 "tensor {s} has no gradient: it is a constant (made by ag_tensor_new, or with grad mode off), so no gradient is computed for it; read the gradient of a parameter, or of an activation computed from one"
             )
-        } else if !self.backward_done {
+        } else if !self.backward_done() {
             format!(
                 "tensor {s} has no gradient yet: ag_backward has not run this iteration (for an activation, call ag_tensor_retain_grad on it, then ag_backward, then read it)"
             )
@@ -97,10 +97,10 @@ impl Context {
     pub fn retain_grad(&mut self, t: Tensor) -> Result<()> {
         const OP: &str = "tensor_retain_grad";
         let id = self.resolve(OP, t)?;
-        if (id as usize) < self.n_params {
+        if (id as usize) < self.param_count() {
             return Ok(());
         }
-        let e = self.table[id as usize];
+        let e = self.entry(id);
         if !e.requires_grad {
             return Err(Error::InvalidArgument {
                 op: OP,
@@ -110,15 +110,15 @@ impl Context {
                 ),
             });
         }
-        if self.backward_done {
+        if self.backward_done() {
             return Err(Error::Sequence {
                 op: OP,
                 what: "backward already ran this iteration; call ag_tensor_retain_grad before ag_backward".into(),
             });
         }
-        let root = e.view_of.unwrap_or(id) as usize;
-        self.table[id as usize].retain = true;
-        self.table[root].retain = true;
+        let root = e.view_of.unwrap_or(id);
+        self.entry_mut(id).retain = true;
+        self.entry_mut(root).retain = true;
         Ok(())
     }
 
@@ -131,12 +131,11 @@ impl Context {
 
     /// Clears every parameter gradient.
     pub fn zero_grad(&mut self) {
-        for i in 0..self.n_params {
-            if let Some(g) = self.table[i].grad {
-                self.store.access_one(g).fill(0.0);
+        for i in 0..self.param_count() as u32 {
+            if let Some(g) = self.entry(i).grad {
+                self.access_one(g).fill(0.0);
             }
         }
-        self.pending_grads = false;
-        self.grads_checked_finite = false;
+        self.set_grads_pending(false);
     }
 }

@@ -1,7 +1,6 @@
 //! The memory figures a context reports: what its arena, tape, table,
-//! parameters and optimizer hold, read without changing anything.
-
-use super::Context;
+//! parameters and optimizer hold, read without changing anything (the
+//! context fills them in `Context::memory_stats`).
 
 /// A context's memory figures (ag_memory_stats in C, Context::memory_stats
 /// in Rust).
@@ -44,32 +43,4 @@ pub struct MemoryStats {
     /// else from the last iteration that reached backward (0 before one).
     pub arena_need_none_bytes: u64,
     pub arena_need_all_bytes: u64,
-}
-
-impl Context {
-    pub fn memory_stats(&self) -> MemoryStats {
-        let a = self.store.stats();
-        let r = self.recompute_stats();
-        let opt = self.optimizer.as_ref().map_or(0, |o| o.state_bytes());
-        MemoryStats {
-            arena_used_bytes: a.used as u64,
-            arena_reserved_bytes: a.reserved as u64,
-            arena_high_water_bytes: a.high_water as u64,
-            arena_limit_bytes: a.limit as u64,
-            tape_len: self.tape.len() as u64,
-            tape_capacity: self.tape.capacity() as u64,
-            live_tensors: self.table.len() as u64,
-            table_capacity: self.table.capacity() as u64,
-            param_count: self.n_params as u64,
-            param_bytes: (self.store.persistent_bytes() - opt) as u64,
-            optimizer_bytes: opt as u64,
-            resets: self.resets,
-            generation: self.generation(),
-            segments: r.segments as u64,
-            recomputed_segments: r.recomputed as u64,
-            recompute_saved_bytes: r.saved as u64,
-            arena_need_none_bytes: r.need_none as u64,
-            arena_need_all_bytes: r.need_all as u64,
-        }
-    }
 }

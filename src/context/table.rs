@@ -3,7 +3,6 @@
 //! passes through here once per output, so its checks stay few and inline.
 
 use super::{Context, Tensor, TensorEntry};
-use crate::arena::Storage;
 use crate::error::{Error, Result};
 use crate::ops::Op;
 use crate::shape::Shape;
@@ -19,25 +18,19 @@ impl Context {
         shape: Shape,
         init: Option<&[f32]>,
     ) -> Result<u32> {
-        self.table
-            .try_reserve(1)
-            .map_err(|_| Error::AllocationFailed {
-                op,
-                bytes: size_of::<TensorEntry>(),
-            })?;
-        self.grad_ready.reserve(op, self.n_params + 1)?;
-        let keep = self.store.persistent_blocks();
-        let data = self.store.alloc_persistent(op, shape.numel())?;
+        self.reserve_param_row(op)?;
+        let keep = self.persistent_blocks();
+        let data = self.alloc_persistent(op, shape.numel())?;
         // The gradient goes at the end of the one gradient block (which may
         // move: every parameter's gradient is rebound below).
-        if let Err(e) = self.store.grads_grow(op, shape.numel()) {
-            self.store.truncate_persistent(keep);
+        if let Err(e) = self.grow_grads(op, shape.numel()) {
+            self.truncate_persistent(keep);
             return Err(e);
         }
         if let Some(v) = init {
-            self.store.access_one(data).copy_from_slice(v);
+            self.access_one(data).copy_from_slice(v);
         }
-        self.table.push(TensorEntry {
+        Ok(self.push_param_entry(TensorEntry {
             shape,
             data,
             grad: None,
@@ -46,30 +39,7 @@ impl Context {
             view_of: None,
             flow: false,
             unzeroed: false,
-        });
-        self.n_params += 1;
-        self.bind_param_grads();
-        Ok(self.n_params as u32 - 1)
-    }
-
-    pub(crate) fn bind_param_grads(&mut self) {
-        let Some(block) = self.store.grads() else {
-            return;
-        };
-        let mut offset = 0;
-        for e in &mut self.table[..self.n_params] {
-            let n = e.shape.numel();
-            e.grad = Some(Storage::sub(block, offset, n));
-            offset += n;
-        }
-        debug_assert_eq!(offset, block.len());
-        for i in self.n_params..self.table.len() {
-            if let Some(root) = self.table[i].view_of
-                && (root as usize) < self.n_params
-            {
-                self.table[i].grad = self.table[root as usize].grad;
-            }
-        }
+        }))
     }
 
     /// A constant (non-trainable) activation holding a copy of `data`.
@@ -88,19 +58,20 @@ impl Context {
         }
         self.reserve_input(OP)?;
         let id = self.push_output(OP, shape, false)?;
-        let buf = self.table[id as usize].data;
-        self.store.access_one(buf).copy_from_slice(data);
+        let buf = self.entry(id).data;
+        self.access_one(buf).copy_from_slice(data);
         self.note_input(id);
         Ok(self.handle(id))
     }
 
+    #[inline]
     pub(crate) fn entry(&self, id: u32) -> TensorEntry {
-        self.table[id as usize]
+        *self.entry_ref(id)
     }
 
     /// Whether an op over `inputs` is recorded (and its output needs a grad).
     pub(crate) fn tracks(&self, inputs: &[u32]) -> bool {
-        self.grad_enabled && inputs.iter().any(|&i| self.table[i as usize].requires_grad)
+        self.grad_enabled() && inputs.iter().any(|&i| self.entry_ref(i).requires_grad)
     }
 
     /// Appends a fresh output of `shape` to the table. Its contents are
@@ -117,12 +88,12 @@ impl Context {
         // be replayed: it never goes to a recomputed segment's scratch,
         // unless grad mode is off (then nothing is replayed at all, and a
         // segment's internal tensors die with it).
-        let data = if requires_grad || !self.grad_enabled {
-            self.store.alloc_scratchable::<f32>(op, shape.numel())?
+        let data = if requires_grad || !self.grad_enabled() {
+            self.alloc_scratchable::<f32>(op, shape.numel())?
         } else {
-            self.store.alloc_main::<f32>(op, shape.numel())?
+            self.alloc_main::<f32>(op, shape.numel())?
         };
-        self.table.push(TensorEntry {
+        Ok(self.push_row(TensorEntry {
             shape,
             data,
             grad: None,
@@ -131,22 +102,21 @@ impl Context {
             view_of: None,
             flow: false,
             unzeroed: false,
-        });
-        Ok(self.table.len() as u32 - 1)
+        }))
     }
 
     /// Appends a view sharing `base`'s memory with a new shape.
     pub(crate) fn push_view(&mut self, op: &'static str, base: u32, shape: Shape) -> Result<u32> {
         self.reserve_slot(op)?;
-        let b = self.table[base as usize];
-        let requires_grad = self.grad_enabled && b.requires_grad;
+        let b = self.entry(base);
+        let requires_grad = self.grad_enabled() && b.requires_grad;
         let root = b.view_of.unwrap_or(base);
-        let grad = if (root as usize) < self.n_params {
+        let grad = if (root as usize) < self.param_count() {
             b.grad
         } else {
             None
         };
-        self.table.push(TensorEntry {
+        Ok(self.push_row(TensorEntry {
             shape,
             data: b.data,
             grad,
@@ -155,15 +125,14 @@ impl Context {
             view_of: Some(root),
             flow: false,
             unzeroed: false,
-        });
-        Ok(self.table.len() as u32 - 1)
+        }))
     }
 
     /// SEQUENCE while a captured step is the current iteration: its graph
     /// cannot grow.
     #[inline(always)]
     pub(crate) fn check_not_resident(&self, op: &'static str) -> Result<()> {
-        match self.capture.resident() {
+        match self.captures().resident() {
             Some(k) => Err(Error::Sequence {
                 op,
                 what: format!(
@@ -177,40 +146,17 @@ impl Context {
     #[inline(always)]
     pub(super) fn reserve_slot(&mut self, op: &'static str) -> Result<()> {
         self.check_not_resident(op)?;
-        if self.table.len() >= (u32::MAX - 1) as usize {
-            return Err(Error::TooLarge {
-                op,
-                what: "too many tensors in one iteration".into(),
-            });
-        }
-        // Past warm-up both have room: two compares, no call.
-        if self.table.len() == self.table.capacity() {
-            self.table
-                .try_reserve(1)
-                .map_err(|_| Error::AllocationFailed {
-                    op,
-                    bytes: size_of::<TensorEntry>(),
-                })?;
-        }
-        if self.tape.len() == self.tape.capacity() {
-            self.tape
-                .try_reserve(1)
-                .map_err(|_| Error::AllocationFailed {
-                    op,
-                    bytes: size_of::<Node>(),
-                })?;
-        }
-        Ok(())
+        self.reserve_row(op)
     }
 
     /// Records `op` as the producer of `out` when `out` needs a gradient
     /// (capacity was reserved by push_output, so this never allocates).
     #[inline(always)]
     pub(crate) fn record(&mut self, op: Op, out: u32) {
-        self.capture.log(op, out);
-        if !self.table[out as usize].requires_grad {
+        self.log_capture(op, out);
+        if !self.entry_ref(out).requires_grad {
             return;
         }
-        self.tape.push(Node { op, out });
+        self.push_node(Node { op, out });
     }
 }

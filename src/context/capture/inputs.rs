@@ -20,9 +20,9 @@ impl Context {
         self.reserve_input(OP)?;
         // Kept out of any recomputed segment's scratch: it is not computed.
         self.reserve_slot(OP)?;
-        let data = self.store.alloc_main::<f32>(OP, shape.numel())?;
-        self.store.access_one(data).fill(0.0);
-        self.table.push(TensorEntry {
+        let data = self.alloc_main::<f32>(OP, shape.numel())?;
+        self.access_one(data).fill(0.0);
+        let id = self.push_row(TensorEntry {
             shape,
             data,
             grad: None,
@@ -32,26 +32,19 @@ impl Context {
             flow: false,
             unzeroed: false,
         });
-        let id = self.table.len() as u32 - 1;
         self.note_input(id);
         Ok(self.handle(id))
     }
 
     /// Room to note one more data tensor of this iteration.
     pub(crate) fn reserve_input(&mut self, op: &'static str) -> Result<()> {
-        self.capture
-            .inputs
-            .try_reserve(1)
-            .map_err(|_| Error::AllocationFailed {
-                op,
-                bytes: size_of::<u32>(),
-            })
+        self.captures_mut().reserve_input(op)
     }
 
     /// Notes table row `id` as a data tensor ([`tensor`](Self::tensor) or
     /// an input slot): [`input_write`](Self::input_write) may rewrite it.
     pub(crate) fn note_input(&mut self, id: u32) {
-        self.capture.inputs.push(id);
+        self.captures_mut().push_input(id);
     }
 
     /// Writes `data` (numel values) into input slot `t` (or a constant made
@@ -65,34 +58,30 @@ impl Context {
 
     /// [`input_write`](Self::input_write) for `op` (named in errors).
     pub(crate) fn write_data(&mut self, op: &'static str, t: Tensor, data: &[f32]) -> Result<()> {
-        if t.context == self.id
-            && t.generation != self.store.epoch()
-            && let Some(k) = self
-                .capture
-                .steps
-                .iter()
-                .position(|s| s.as_ref().is_some_and(|s| s.epoch == t.generation))
+        if t.context == self.id()
+            && t.generation != self.generation()
+            && let Some(k) = self.captures().step_of_epoch(t.generation)
         {
             self.check_replayable(op, k)?;
-            let Some(step) = self.capture.steps[k].as_ref() else {
+            let Some(step) = self.captures().step(k) else {
                 return Err(Error::InvalidHandle { op, index: t.index });
             };
             let row = (t.index as usize)
-                .checked_sub(self.n_params)
+                .checked_sub(self.param_count())
                 .and_then(|i| step.rows.get(i));
             self.check_input(op, &step.inputs, row, t, data)?;
             self.make_resident(k);
         }
         let id = self.resolve(op, t)?;
-        let e = self.table[id as usize];
-        self.check_input(op, &self.capture.inputs, Some(&e), t, data)?;
-        self.store.access_one(e.data).copy_from_slice(data);
+        let e = self.entry(id);
+        self.check_input(op, self.captures().inputs(), Some(&e), t, data)?;
+        self.access_one(e.data).copy_from_slice(data);
         Ok(())
     }
 
     /// Row `id` is data (input slot, constant): nothing recomputes it.
     pub(crate) fn is_data(&self, id: u32) -> bool {
-        self.capture.inputs.contains(&id)
+        self.captures().inputs().contains(&id)
     }
 
     /// Rewrites the `k`-th id buffer of captured step `s` (its embedding
@@ -105,16 +94,16 @@ impl Context {
         const OP: &str = "input_write_ids";
         let idx = self.resolve_step(OP, s)?;
         self.check_replayable(OP, idx)?;
-        let Some(step) = self.capture.steps[idx].as_ref() else {
+        let Some(step) = self.captures().step(idx) else {
             return Err(Error::BadStep {
                 op: OP,
                 index: s.index,
                 why: StepProblem::Invalid,
             });
         };
-        let n_params = self.n_params;
+        let n_params = self.param_count();
         let shape = |id: u32| match (id as usize).checked_sub(n_params) {
-            None => self.table[id as usize].shape,
+            None => self.entry_ref(id).shape,
             Some(i) => step.rows[i].shape,
         };
         // (buffer, bound, op name) of every id buffer, in log order.
@@ -150,7 +139,7 @@ impl Context {
         }
         crate::ops::check_ids(OP, ids, bound)?;
         self.make_resident(idx);
-        for (d, &v) in self.store.access_one(buf).iter_mut().zip(ids) {
+        for (d, &v) in self.access_one(buf).iter_mut().zip(ids) {
             *d = v as u32;
         }
         Ok(())

@@ -87,99 +87,17 @@
 
 mod inputs;
 mod resident;
+pub(super) mod state;
+
+use state::{Recorded, Recording};
 
 use super::replay_program::Program;
-use super::{Context, Tensor, TensorEntry};
-use crate::arena::{Activations, Buf, Storage};
+use super::{Context, Step, Tensor, TensorEntry};
+use crate::arena::{Buf, Storage};
 use crate::error::{Error, Result};
-use crate::ops::{CaptureRule, Op};
+use crate::ops::CaptureRule;
 use crate::plan::GradPlan;
-use crate::recompute::Segment;
 use crate::tape::Node;
-
-/// A captured step's handle: a small value, like a tensor handle.
-/// `generation` is the step's epoch, unique within its context.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Step {
-    /// Slot in the context's step list.
-    pub index: u32,
-    /// Id of the context that captured the step.
-    pub context: u32,
-    /// The epoch the step was captured under.
-    pub generation: u64,
-}
-
-/// One recorded step (see the module docs).
-struct Recorded {
-    epoch: u64,
-    /// Not resident: the step's memory. Resident: the parked eager memory.
-    act: Activations,
-    /// Likewise: the step's gradient plan, or the parked eager one.
-    plan: GradPlan,
-    rows: Vec<TensorEntry>,
-    tape: Vec<Node>,
-    log: Vec<Node>,
-    segments: Vec<Segment>,
-    inputs: Vec<u32>,
-    region: Option<Buf>,
-    loss: u32,
-    n_params: usize,
-    need: usize,
-    /// The fast path of a replay, when the step has one.
-    program: Option<Box<Program>>,
-}
-
-/// A capture in progress: the parked eager memory and plan, and the log.
-struct Recording {
-    act: Activations,
-    plan: GradPlan,
-    log: Vec<Node>,
-    /// The log could not grow: capture_end reports it.
-    log_failed: bool,
-    region: Option<Buf>,
-    loss: Option<u32>,
-}
-
-/// A context's captured steps and capture state.
-#[derive(Default)]
-pub(crate) struct Captures {
-    steps: Vec<Option<Box<Recorded>>>,
-    resident: Option<usize>,
-    recording: Option<Box<Recording>>,
-    /// During a replay's backward: use the step's region, plan nothing.
-    replaying: Option<Option<Buf>>,
-    /// Data tensors (input slots, constants) of the current iteration.
-    inputs: Vec<u32>,
-}
-
-impl Captures {
-    /// Step `k`'s replay program slot (see `replay_program`).
-    pub(super) fn program(&mut self, k: usize) -> Option<&mut Option<Box<Program>>> {
-        self.steps.get_mut(k)?.as_mut().map(|s| &mut s.program)
-    }
-
-    /// The captured step that is the current iteration, if any.
-    pub(super) fn resident(&self) -> Option<usize> {
-        self.resident
-    }
-
-    pub(crate) fn clear_inputs(&mut self) {
-        self.inputs.clear();
-    }
-
-    /// Appends an op to the capture's log (no-op outside a capture); inline.
-    #[inline(always)]
-    pub(crate) fn log(&mut self, op: Op, out: u32) {
-        if let Some(r) = self.recording.as_mut() {
-            if r.log.try_reserve(1).is_err() {
-                r.log_failed = true;
-                return;
-            }
-            r.log.push(Node { op, out });
-        }
-    }
-}
 
 impl Context {
     /// Starts capturing: ends the current iteration (as [`reset`] does)
@@ -190,7 +108,7 @@ impl Context {
     /// [`capture_end`]: Self::capture_end
     pub fn capture_begin(&mut self) -> Result<()> {
         const OP: &str = "capture_begin";
-        if self.capture.recording.is_some() {
+        if self.captures().recording().is_some() {
             return Err(Error::Sequence {
                 op: OP,
                 what: "a capture is already open (call ag_capture_end first)".into(),
@@ -206,10 +124,9 @@ impl Context {
         });
         self.reset();
         let mut rec = rec;
-        let epoch = self.store.epoch();
-        self.store.swap_activations(&mut rec.act, epoch);
-        std::mem::swap(&mut self.plan, &mut rec.plan);
-        self.capture.recording = Some(rec);
+        let epoch = self.generation();
+        self.swap_iteration_memory(&mut rec.act, &mut rec.plan, epoch);
+        self.captures_mut().start_recording(rec);
         Ok(())
     }
 
@@ -225,7 +142,7 @@ impl Context {
     pub fn capture_end(&mut self, loss: Tensor) -> Result<Step> {
         const OP: &str = "capture_end";
         let id = self.resolve(OP, loss)?;
-        let Some(rec) = self.capture.recording.as_ref() else {
+        let Some(rec) = self.captures().recording() else {
             return Err(Error::Sequence {
                 op: OP,
                 what: "no capture is open (call ag_capture_begin first)".into(),
@@ -233,8 +150,8 @@ impl Context {
         };
         // A loss that needs no gradient has no planned backward: its
         // backward only marks the iteration done.
-        let no_grad = rec.loss.is_none() && !self.table[id as usize].requires_grad;
-        let ran_backward = self.backward_done && (rec.loss == Some(id) || no_grad);
+        let no_grad = rec.loss.is_none() && !self.entry_ref(id).requires_grad;
+        let ran_backward = self.backward_done() && (rec.loss == Some(id) || no_grad);
         if !ran_backward {
             return Err(Error::Sequence {
                 op: OP,
@@ -257,40 +174,27 @@ impl Context {
                 what: "the graph has an ag_dropout op: its mask is drawn from a seed passed by value, so a replay would reuse it (use ag_dropout_seeded, whose seed is an input slot written before each replay)".into(),
             });
         }
-        let slot = match self.capture.steps.iter().position(|s| s.is_none()) {
-            Some(k) => k,
-            None => {
-                self.capture
-                    .steps
-                    .try_reserve(1)
-                    .map_err(|_| Error::AllocationFailed {
-                        op: OP,
-                        bytes: size_of::<usize>(),
-                    })?;
-                self.capture.steps.push(None);
-                self.capture.steps.len() - 1
-            }
-        };
+        let slot = self.captures_mut().free_slot(OP)?;
         if slot > u32::MAX as usize {
             return Err(Error::TooLarge {
                 op: OP,
                 what: "too many captured steps".into(),
             });
         }
-        let n_params = self.n_params;
+        let n_params = self.param_count();
         // The step's copies of the rows and the tape (the forward log and
         // the memory move into it as they are).
-        let n_rows = self.table.len() - n_params;
-        let bytes = size_of::<TensorEntry>() * n_rows + size_of::<Node>() * self.tape.len();
+        let n_rows = self.live_tensors() - n_params;
+        let bytes = size_of::<TensorEntry>() * n_rows + size_of::<Node>() * self.tape_len();
         self.fault_point(OP, bytes)?;
         let failed = |_| Error::AllocationFailed { op: OP, bytes };
         let mut rows = Vec::new();
         rows.try_reserve_exact(n_rows).map_err(failed)?;
-        rows.extend_from_slice(&self.table[n_params..]);
+        rows.extend_from_slice(&self.table_rows()[n_params..]);
         let mut tape = Vec::new();
-        tape.try_reserve_exact(self.tape.len()).map_err(failed)?;
-        tape.extend_from_slice(&self.tape);
-        let Some(rec) = self.capture.recording.take() else {
+        tape.try_reserve_exact(self.tape_len()).map_err(failed)?;
+        tape.extend_from_slice(self.tape_nodes());
+        let Some(rec) = self.captures_mut().take_recording() else {
             return Err(Error::Sequence {
                 op: OP,
                 what: "no capture is open".into(),
@@ -299,41 +203,40 @@ impl Context {
         let rec = *rec;
         let program = Program::build(self, &rec.log, rec.region, id);
         let step = Recorded {
-            epoch: self.store.epoch(),
+            epoch: self.generation(),
             // Resident from the start: the parked eager memory and plan.
             act: rec.act,
             plan: rec.plan,
             rows,
             tape,
             log: rec.log,
-            segments: self.recompute.segments_snapshot().to_vec(),
-            inputs: self.capture.inputs.clone(),
+            segments: self.rc().segments_snapshot().to_vec(),
+            inputs: self.captures().inputs().to_vec(),
             region: rec.region,
             loss: id,
             n_params,
-            need: self.store.stats().used,
+            need: self.arena_stats().used,
             program,
         };
         let handle = Step {
             index: slot as u32,
-            context: self.id,
+            context: self.id(),
             generation: step.epoch,
         };
-        self.capture.steps[slot] = Some(Box::new(step));
-        self.capture.resident = Some(slot);
+        self.captures_mut().put_step(slot, Box::new(step));
+        self.captures_mut().set_resident(slot);
         Ok(handle)
     }
 
     /// Abandons an open capture (called by reset): the eager memory and
     /// plan come back, the capture's memory is freed.
     pub(crate) fn abandon_capture(&mut self) {
-        if let Some(mut rec) = self.capture.recording.take() {
-            let epoch = self.store.epoch();
-            self.store.swap_activations(&mut rec.act, epoch);
-            std::mem::swap(&mut self.plan, &mut rec.plan);
+        if let Some(mut rec) = self.captures_mut().take_recording() {
+            let epoch = self.generation();
+            self.swap_iteration_memory(&mut rec.act, &mut rec.plan, epoch);
             // Nothing of the abandoned iteration is measured.
-            self.recompute.set_segments(&[]);
-            self.backward_done = false;
+            self.rc_mut().set_segments(&[]);
+            self.clear_backward_done();
         }
     }
 
@@ -343,16 +246,16 @@ impl Context {
     pub fn step_free(&mut self, s: Step) -> Result<()> {
         const OP: &str = "step_free";
         let k = self.resolve_step(OP, s)?;
-        if self.capture.resident == Some(k) {
+        if self.captures().resident() == Some(k) {
             self.reset();
         }
-        self.capture.steps[k] = None;
+        self.captures_mut().free_step(k);
         Ok(())
     }
 
     /// Number of live captured steps.
     pub fn step_count(&self) -> usize {
-        self.capture.steps.iter().filter(|s| s.is_some()).count()
+        self.captures().live_steps()
     }
 
     /// The region backward's activation gradients use: planned and
@@ -364,7 +267,7 @@ impl Context {
         plan: &mut GradPlan,
         loss: u32,
     ) -> Result<Option<Buf>> {
-        if let Some(region) = self.capture.replaying {
+        if let Some(region) = self.captures().replaying() {
             return Ok(region);
         }
         self.plan_backward(plan, loss);
@@ -372,10 +275,7 @@ impl Context {
             0 => None,
             n => Some(self.alloc_scratchable::<f32>(op, n)?),
         };
-        if let Some(rec) = self.capture.recording.as_mut() {
-            rec.region = region;
-            rec.loss = Some(loss);
-        }
+        self.captures_mut().note_backward(region, loss);
         Ok(region)
     }
 }

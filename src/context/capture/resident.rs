@@ -19,15 +19,15 @@ impl Context {
         if s.context == 0 {
             return Err(bad(StepProblem::Invalid));
         }
-        if s.context != self.id {
+        if s.context != self.id() {
             return Err(bad(StepProblem::WrongContext {
                 handle_context: s.context,
-                context: self.id,
+                context: self.id(),
             }));
         }
-        match self.capture.steps.get(s.index as usize) {
-            Some(Some(r)) if r.epoch == s.generation => Ok(s.index as usize),
-            _ if s.generation == 0 || s.generation > self.store.top_epoch() => {
+        match self.captures().step(s.index as usize) {
+            Some(r) if r.epoch == s.generation => Ok(s.index as usize),
+            _ if s.generation == 0 || s.generation > self.top_generation() => {
                 Err(bad(StepProblem::Invalid))
             }
             _ => Err(bad(StepProblem::Freed)),
@@ -45,58 +45,57 @@ impl Context {
 
     /// The length of resident step `k`'s forward log.
     pub(crate) fn replay_log_len(&self, k: usize) -> usize {
-        self.capture.steps[k]
-            .as_ref()
-            .map_or(0, |step| step.log.len())
+        self.captures().step(k).map_or(0, |step| step.log.len())
     }
 
     /// Entry `i` of step `k`'s forward log (read by index: no borrow
     /// across the kernels).
     pub(crate) fn replay_log_node(&self, k: usize, i: usize) -> Option<Node> {
-        self.capture.steps[k].as_ref().map(|step| step.log[i])
+        self.captures().step(k).map(|step| step.log[i])
     }
 
     /// The ordinary backward of resident step `k`, into its planned region
     /// (the forward log has run).
     pub(crate) fn replay_backward(&mut self, k: usize) -> Result<()> {
-        let Some(step) = self.capture.steps[k].as_ref() else {
+        let Some(step) = self.captures().step(k) else {
             return Ok(());
         };
         let (region, loss) = (step.region, step.loss);
-        self.backward_done = false;
-        self.capture.replaying = Some(region);
+        self.clear_backward_done();
+        self.captures_mut().set_replaying(Some(region));
         let handle = self.handle(loss);
         let result = self.backward(handle);
-        self.capture.replaying = None;
+        self.captures_mut().set_replaying(None);
         result
     }
 
     /// The checks of a replay (and of writing a step's input): nothing
     /// has changed yet when one fails.
     pub(super) fn check_replayable(&self, op: &'static str, k: usize) -> Result<()> {
-        if self.capture.recording.is_some() {
+        if self.captures().recording().is_some() {
             return Err(Error::Sequence {
                 op,
                 what: "a capture is open (call ag_capture_end first)".into(),
             });
         }
-        let Some(step) = self.capture.steps[k].as_ref() else {
+        let Some(step) = self.captures().step(k) else {
             return Err(Error::BadStep {
                 op,
                 index: k as u32,
                 why: StepProblem::Invalid,
             });
         };
-        if step.n_params != self.n_params {
+        if step.n_params != self.param_count() {
             return Err(Error::Sequence {
                 op,
                 what: format!(
                     "the step was captured with {} parameters and the context has {} now: capture it again",
-                    step.n_params, self.n_params
+                    step.n_params,
+                    self.param_count()
                 ),
             });
         }
-        let limit = self.store.stats().limit;
+        let limit = self.arena_stats().limit;
         if limit != 0 && step.need > limit {
             return Err(Error::OutOfMemory {
                 op,
@@ -110,26 +109,22 @@ impl Context {
 
     /// Makes step `k` the current iteration (nothing to do if it is).
     pub(super) fn make_resident(&mut self, k: usize) {
-        if self.capture.resident == Some(k) {
+        if self.captures().resident() == Some(k) {
             return;
         }
         self.reset();
-        let n_params = self.n_params;
-        let Some(step) = self.capture.steps[k].as_mut() else {
+        let Some(mut step) = self.captures_mut().take_step(k) else {
             return;
         };
-        self.store.swap_activations(&mut step.act, step.epoch);
-        std::mem::swap(&mut self.plan, &mut step.plan);
-        self.table.truncate(n_params);
+        let epoch = step.epoch;
+        self.swap_iteration_memory(&mut step.act, &mut step.plan, epoch);
         // Capacity grows the first time only (the table and tape keep it).
-        self.table.extend_from_slice(&step.rows);
-        self.tape.clear();
-        self.tape.extend_from_slice(&step.tape);
-        self.recompute.set_segments(&step.segments);
-        self.capture.inputs.clear();
-        self.capture.inputs.extend_from_slice(&step.inputs);
-        self.backward_done = true;
-        self.capture.resident = Some(k);
+        self.load_activation_rows(&step.rows, &step.tape);
+        self.rc_mut().set_segments(&step.segments);
+        self.captures_mut().set_inputs(&step.inputs);
+        self.captures_mut().put_step(k, step);
+        self.set_backward_done();
+        self.captures_mut().set_resident(k);
         // Views of parameters share their (possibly moved) gradients.
         self.bind_param_grads();
     }
@@ -137,20 +132,19 @@ impl Context {
     /// Parks the resident step again (called by reset): the eager memory
     /// comes back under an epoch never issued before.
     pub(crate) fn park_resident(&mut self) -> bool {
-        let Some(k) = self.capture.resident.take() else {
+        let Some(k) = self.captures_mut().take_resident() else {
             return false;
         };
-        if let Some(step) = self.capture.steps[k].as_mut() {
+        if let Some(mut step) = self.captures_mut().take_step(k) {
             let epoch = step.epoch;
-            self.store.swap_activations(&mut step.act, epoch);
-            std::mem::swap(&mut self.plan, &mut step.plan);
+            self.swap_iteration_memory(&mut step.act, &mut step.plan, epoch);
+            self.captures_mut().put_step(k, step);
         }
-        self.store.fresh_epoch();
-        self.recompute.set_segments(&[]);
-        self.capture.inputs.clear();
-        self.tape.clear();
-        self.table.truncate(self.n_params);
-        self.backward_done = false;
+        self.fresh_generation();
+        self.rc_mut().set_segments(&[]);
+        self.captures_mut().clear_inputs();
+        self.clear_activation_rows();
+        self.clear_backward_done();
         true
     }
 }

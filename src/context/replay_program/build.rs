@@ -58,15 +58,15 @@ impl Program {
             return None;
         }
         let region = region?;
-        let rows = &ctx.table;
-        let n_params = ctx.n_params;
+        let rows = ctx.table_rows();
+        let n_params = ctx.param_count();
         // A view is its root's buffer, gradient slot and "born" mark; it
         // stands for its root once its shape has been read, which holds
         // only if it needs a gradient exactly when its root does (not so
         // for a view made with gradients off).
         let root = |id: u32| rows[id as usize].view_of.unwrap_or(id);
         if !rows[loss as usize].requires_grad
-            || !ctx.recompute.segments_snapshot().is_empty()
+            || !ctx.rc().segments_snapshot().is_empty()
             || rows.iter().enumerate().any(|(i, e)| {
                 (i >= n_params && e.retain)
                     || e.view_of
@@ -183,14 +183,14 @@ impl Program {
             Some(v)
         };
         let fwd = list(log)?;
-        let mut bwd = list(&ctx.tape)?;
+        let mut bwd = list(ctx.tape_nodes())?;
         // The flow of the loss's gradient depends on the graph only: an
         // op runs if its output (never a view) is reached; reaching a view
         // reaches its root.
         let loss = root(loss);
         let mut flow = filled(rows.len(), false)?;
         flow[loss as usize] = true;
-        for (s, n) in bwd.iter_mut().zip(&ctx.tape).rev() {
+        for (s, n) in bwd.iter_mut().zip(ctx.tape_nodes()).rev() {
             if flow[s.out as usize] {
                 s.runs = true;
                 for &x in n.op.inputs().as_slice() {
@@ -199,8 +199,9 @@ impl Program {
             }
         }
         let mut births = Vec::new();
-        births.try_reserve_exact(ctx.plan.births_len()).ok()?;
-        births.extend((0..ctx.plan.births_len()).map(|k| ctx.plan.birth(k)));
+        let plan = ctx.current_plan();
+        births.try_reserve_exact(plan.births_len()).ok()?;
+        births.extend((0..plan.births_len()).map(|k| plan.birth(k)));
         let mut dense = Vec::new();
         dense.try_reserve_exact(rows.len()).ok()?;
         dense.extend(rows.iter().map(|e| Row {
@@ -209,7 +210,7 @@ impl Program {
             needs: e.requires_grad,
             unzeroed: false,
         }));
-        for (t, offset, len) in ctx.plan.slots() {
+        for (t, offset, len) in plan.slots() {
             dense[t as usize].grad = Some(Storage::sub(region, offset, len));
         }
         Some(Box::new(Program {

@@ -210,7 +210,7 @@ struct Side {
 }
 
 /// A step's program (see the module docs).
-pub(super) struct Program {
+pub(crate) struct Program {
     fwd: Vec<Step1>,
     /// The tape, in tape order (walked in reverse).
     bwd: Vec<Step1>,

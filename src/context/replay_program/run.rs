@@ -18,7 +18,7 @@ impl Program {
         if std::mem::take(&mut row.unzeroed)
             && let Some(g) = row.grad
         {
-            ctx.store.access_one(g).fill(0.0);
+            ctx.access_one(g).fill(0.0);
         }
     }
 
@@ -66,13 +66,13 @@ impl Program {
         let data = |id: u32| rows[id as usize].data;
         match s.op {
             Kind::One(op) => {
-                let x = ctx.store.read(data(s.a))[0];
-                let y = ctx.store.read(data(s.b))[0];
+                let x = ctx.read_only(data(s.a))[0];
+                let y = ctx.read_only(data(s.b))[0];
                 let v = K::forward(op, x, y);
-                ctx.store.access_one(data(s.out))[0] = v;
+                ctx.access_one(data(s.out))[0] = v;
             }
             Kind::Map(op) => {
-                let ([y], [x]) = ctx.store.access([data(s.out)], [data(s.a)]);
+                let ([y], [x]) = ctx.access([data(s.out)], [data(s.a)]);
                 for (y, &x) in y.iter_mut().zip(x) {
                     *y = K::forward(op, x, x);
                 }
@@ -80,7 +80,7 @@ impl Program {
             Kind::Bin(f, k) => {
                 let m = &side.bcast[k as usize];
                 let (o, a, b) = (data(s.out), data(s.a), data(s.b));
-                let ([o], [a, b]) = ctx.store.access([o], [a, b]);
+                let ([o], [a, b]) = ctx.access([o], [a, b]);
                 f.with_const(|f| {
                     for i in 0..m.n as usize {
                         let (x, y) = (a[m.ia[i] as usize], b[m.ib[i] as usize]);
@@ -89,17 +89,17 @@ impl Program {
                 });
             }
             Kind::Sum(mean) => {
-                let v = K::sum(ctx.store.read(data(s.a)), mean);
-                ctx.store.access_one(data(s.out))[0] = v;
+                let v = K::sum(ctx.read_only(data(s.a)), mean);
+                ctx.access_one(data(s.out))[0] = v;
             }
             Kind::Slice { row, off, len } => {
                 let (y, x) = (data(s.out), data(s.a));
-                let ([y], [x]) = ctx.store.access([y], [x]);
+                let ([y], [x]) = ctx.access([y], [x]);
                 K::slice(y, x, row as usize, off as usize, len as usize);
             }
             Kind::Pick(at) => {
-                let v = ctx.store.read(data(s.a))[at as usize];
-                ctx.store.access_one(data(s.out))[0] = v;
+                let v = ctx.read_only(data(s.a))[at as usize];
+                ctx.access_one(data(s.out))[0] = v;
             }
             Kind::SumAxis {
                 outer,
@@ -108,27 +108,27 @@ impl Program {
                 mean,
             } => {
                 let (y, x) = (data(s.out), data(s.a));
-                let ([y], [x]) = ctx.store.access([y], [x]);
+                let ([y], [x]) = ctx.access([y], [x]);
                 K::sum_axis(y, x, outer as usize, n as usize, inner as usize, mean);
             }
             Kind::Select(k) => {
                 let m = &side.selects[k as usize];
                 let (o, c, a, b) = (data(s.out), data(m.cond), data(s.a), data(s.b));
-                let ([o], [c, a, b]) = ctx.store.access([o], [c, a, b]);
+                let ([o], [c, a, b]) = ctx.access([o], [c, a, b]);
                 K::select(o, c, a, b, &m.shapes);
             }
             Kind::Join(k) => {
                 let m = &side.joins[k as usize];
                 let mut off = 0;
                 for (&x, &len) in m.xs.iter().zip(&m.lens).take(m.n as usize) {
-                    let ([y], [x]) = ctx.store.access([data(s.out)], [data(x)]);
+                    let ([y], [x]) = ctx.access([data(s.out)], [data(x)]);
                     K::concat(y, x, m.row as usize, off, len as usize);
                     off += len as usize;
                 }
             }
             Kind::Permute(k) => {
                 let m = &side.permutes[k as usize];
-                let ([y], [x]) = ctx.store.access([data(s.out)], [data(s.a)]);
+                let ([y], [x]) = ctx.access([data(s.out)], [data(s.a)]);
                 K::permute(y, x, &m.shapes, &m.perm[..m.shapes[0].ndim()]);
             }
         }
@@ -147,7 +147,7 @@ impl Program {
             let (ga, gb) = (self.grad_to_overwrite(s.a), self.grad_to_overwrite(s.b));
             for (grad, k) in [(ga, 1.0), (gb, sign)] {
                 if let Some((d, fresh)) = grad {
-                    let ([d], [g]) = ctx.store.access([d], [dout]);
+                    let ([d], [g]) = ctx.access([d], [dout]);
                     for (d, &g) in d.iter_mut().zip(g) {
                         *d = K::add_scaled(*d, g, k, fresh);
                     }
@@ -157,7 +157,7 @@ impl Program {
         }
         let (va, vb) = (self.rows[s.a as usize].data, self.rows[s.b as usize].data);
         if let Some(da) = self.grad_of(ctx, s.a) {
-            let ([d], [g, a, b]) = ctx.store.access([da], [dout, va, vb]);
+            let ([d], [g, a, b]) = ctx.access([da], [dout, va, vb]);
             f.with_const(|f| {
                 // dout has the output's m.n elements.
                 for (o, &g) in g.iter().enumerate() {
@@ -167,7 +167,7 @@ impl Program {
             });
         }
         if let Some(db) = self.grad_of(ctx, s.b) {
-            let ([d], [g, a, b]) = ctx.store.access([db], [dout, va, vb]);
+            let ([d], [g, a, b]) = ctx.access([db], [dout, va, vb]);
             f.with_const(|f| {
                 // dout has the output's m.n elements.
                 for (o, &g) in g.iter().enumerate() {
@@ -182,7 +182,7 @@ impl Program {
     #[inline(always)]
     fn backward<K: OneKernels>(&mut self, ctx: &mut Context, s: Step1) {
         let buf = |p: &Self, id: u32| p.rows[id as usize].data;
-        let data = |p: &Self, ctx: &Context, id: u32| ctx.store.read(buf(p, id))[0];
+        let data = |p: &Self, ctx: &Context, id: u32| ctx.read_only(buf(p, id))[0];
         match s.op {
             Kind::One(OneOp::Binary(f)) => {
                 let Some(dout) = self.grad_out(ctx, s.out) else {
@@ -194,8 +194,8 @@ impl Program {
                     let (ga, gb) = (self.grad_to_overwrite(s.a), self.grad_to_overwrite(s.b));
                     for (grad, k) in [(ga, 1.0), (gb, sign)] {
                         if let Some((d, fresh)) = grad {
-                            let g = ctx.store.read(dout)[0];
-                            let d = &mut ctx.store.access_one(d)[0];
+                            let g = ctx.read_only(dout)[0];
+                            let d = &mut ctx.access_one(d)[0];
                             *d = K::add_scaled(*d, g, k, fresh);
                         }
                     }
@@ -203,19 +203,19 @@ impl Program {
                 }
                 if let Some(da) = self.grad_of(ctx, s.a) {
                     let (g, a, b) = (
-                        ctx.store.read(dout)[0],
+                        ctx.read_only(dout)[0],
                         data(self, ctx, s.a),
                         data(self, ctx, s.b),
                     );
-                    ctx.store.access_one(da)[0] += K::grad_a(f, g, a, b);
+                    ctx.access_one(da)[0] += K::grad_a(f, g, a, b);
                 }
                 if let Some(db) = self.grad_of(ctx, s.b) {
                     let (g, a, b) = (
-                        ctx.store.read(dout)[0],
+                        ctx.read_only(dout)[0],
                         data(self, ctx, s.a),
                         data(self, ctx, s.b),
                     );
-                    ctx.store.access_one(db)[0] += K::grad_b(f, g, a, b);
+                    ctx.access_one(db)[0] += K::grad_b(f, g, a, b);
                 }
             }
             Kind::One(op @ OneOp::Unary(f)) => {
@@ -227,11 +227,11 @@ impl Program {
                 };
                 let assign = fresh && f.assigns_fresh_grad();
                 let (g, x, y) = (
-                    ctx.store.read(dout)[0],
+                    ctx.read_only(dout)[0],
                     data(self, ctx, s.a),
                     data(self, ctx, s.out),
                 );
-                let d = &mut ctx.store.access_one(dx)[0];
+                let d = &mut ctx.access_one(dx)[0];
                 if fresh && !assign {
                     *d = 0.0;
                 }
@@ -244,8 +244,8 @@ impl Program {
                 else {
                     return;
                 };
-                let (g, x) = (ctx.store.read(dout)[0], data(self, ctx, s.a));
-                let d = &mut ctx.store.access_one(dx)[0];
+                let (g, x) = (ctx.read_only(dout)[0], data(self, ctx, s.a));
+                let d = &mut ctx.access_one(dx)[0];
                 *d = K::backward(op, false, *d, g, x, x);
             }
             Kind::Map(op @ OneOp::Unary(f)) => {
@@ -257,7 +257,7 @@ impl Program {
                 };
                 let assign = fresh && f.assigns_fresh_grad();
                 let (x, y) = (buf(self, s.a), buf(self, s.out));
-                let ([d], [g, x, y]) = ctx.store.access([dx], [dout, x, y]);
+                let ([d], [g, x, y]) = ctx.access([dx], [dout, x, y]);
                 if fresh && !assign {
                     d.fill(0.0);
                 }
@@ -271,7 +271,7 @@ impl Program {
                     return;
                 };
                 let x = buf(self, s.a);
-                let ([d], [g, x]) = ctx.store.access([dx], [dout, x]);
+                let ([d], [g, x]) = ctx.access([dx], [dout, x]);
                 for (i, d) in d.iter_mut().enumerate() {
                     *d = K::backward(op, false, *d, g[i], x[i], x[i]);
                 }
@@ -282,15 +282,15 @@ impl Program {
                 else {
                     return;
                 };
-                let g = ctx.store.read(dout)[0];
-                K::sum_backward(ctx.store.access_one(dx), g, mean);
+                let g = ctx.read_only(dout)[0];
+                K::sum_backward(ctx.access_one(dx), g, mean);
             }
             Kind::Slice { row, off, len } => {
                 let (Some(dx), Some(dout)) = (self.grad_of(ctx, s.a), self.grad_out(ctx, s.out))
                 else {
                     return;
                 };
-                let ([dx], [g]) = ctx.store.access([dx], [dout]);
+                let ([dx], [g]) = ctx.access([dx], [dout]);
                 K::slice_backward(dx, g, row as usize, off as usize, len as usize);
             }
             Kind::Pick(at) => {
@@ -298,8 +298,8 @@ impl Program {
                 else {
                     return;
                 };
-                let g = ctx.store.read(dout)[0];
-                ctx.store.access_one(dx)[at as usize] += g;
+                let g = ctx.read_only(dout)[0];
+                ctx.access_one(dx)[at as usize] += g;
             }
             Kind::SumAxis {
                 outer,
@@ -311,7 +311,7 @@ impl Program {
                 else {
                     return;
                 };
-                let ([dx], [g]) = ctx.store.access([dx], [dout]);
+                let ([dx], [g]) = ctx.access([dx], [dout]);
                 let (outer, n, inner) = (outer as usize, n as usize, inner as usize);
                 K::sum_axis_backward(dx, g, outer, n, inner, mean);
             }
@@ -325,7 +325,7 @@ impl Program {
                     if let Some(dx) = self.grad_of(ctx, x) {
                         let m = &self.side.selects[k as usize];
                         let c = self.rows[m.cond as usize].data;
-                        let ([dx], [g, c]) = ctx.store.access([dx], [dout, c]);
+                        let ([dx], [g, c]) = ctx.access([dx], [dout, c]);
                         K::select_backward(dx, g, c, take, &m.shapes);
                     }
                 }
@@ -338,7 +338,7 @@ impl Program {
                 let mut off = 0;
                 for (&x, &len) in m.xs.iter().zip(&m.lens).take(m.n as usize) {
                     if let Some(dx) = self.grad_of(ctx, x) {
-                        let ([dx], [g]) = ctx.store.access([dx], [dout]);
+                        let ([dx], [g]) = ctx.access([dx], [dout]);
                         K::concat_backward(dx, g, m.row as usize, off, len as usize);
                     }
                     off += len as usize;
@@ -350,7 +350,7 @@ impl Program {
                     return;
                 };
                 let m = &self.side.permutes[k as usize];
-                let ([dx], [g]) = ctx.store.access([dx], [dout]);
+                let ([dx], [g]) = ctx.access([dx], [dout]);
                 K::permute_backward(dx, g, &m.shapes, &m.perm[..m.shapes[0].ndim()]);
             }
         }
@@ -362,7 +362,7 @@ impl Program {
             Self::forward::<K>(ctx, &self.rows, &self.side, s);
         }
         let n_params = self.n_params;
-        for (row, e) in self.rows.iter_mut().zip(&ctx.table[..n_params]) {
+        for (row, e) in self.rows.iter_mut().zip(&ctx.table_rows()[..n_params]) {
             *row = Row {
                 data: e.data,
                 grad: e.grad,
@@ -378,7 +378,7 @@ impl Program {
         let mut born = 0;
         self.mark_births(&mut born, n);
         if let Some(g) = self.grad_out(ctx, self.loss) {
-            ctx.store.access_one(g)[0] += 1.0;
+            ctx.access_one(g)[0] += 1.0;
         }
         for i in (0..n).rev() {
             self.mark_births(&mut born, i);
@@ -390,9 +390,9 @@ impl Program {
         // As the walk's end: parameters' slots settled, marks cleared.
         for i in 0..n_params {
             self.settle(ctx, i as u32);
-            ctx.table[i].unzeroed = false;
+            ctx.entry_mut(i as u32).unzeroed = false;
         }
-        ctx.backward_done = true;
+        ctx.set_backward_done();
         ctx.set_grads_pending(true);
     }
 }
@@ -405,11 +405,11 @@ impl Context {
         if !self.grad_ready().idle() || self.check_no_open_segment("replay").is_err() {
             return false;
         }
-        let Some(mut program) = self.capture.program(k).and_then(Option::take) else {
+        let Some(mut program) = self.captures_mut().program(k).and_then(Option::take) else {
             return false;
         };
         program.run::<K>(self);
-        if let Some(slot) = self.capture.program(k) {
+        if let Some(slot) = self.captures_mut().program(k) {
             *slot = Some(program);
         }
         true
@@ -419,7 +419,7 @@ impl Context {
     /// through a program (tests of the fast path's coverage).
     #[cfg(any(test, feature = "test-hooks"))]
     pub fn step_has_program(&mut self, s: crate::context::Step) -> bool {
-        self.capture
+        self.captures_mut()
             .program(s.index as usize)
             .is_some_and(|p| p.is_some())
     }

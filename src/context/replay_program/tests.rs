@@ -40,7 +40,7 @@ fn bits(c: &Context, p: &[Tensor], loss: Tensor) -> Vec<u32> {
 fn params(c: &mut Context, single_thread: bool) -> Vec<Tensor> {
     // Kept on this thread, or free to use the worker (one-element
     // kernels never do, but the walk must not depend on it either).
-    c.single_thread = single_thread;
+    c.keep_on_one_thread(single_thread);
     vec![
         c.param(&[1], Some(&[0.7])).unwrap(),
         c.param(&[1], Some(&[-0.2])).unwrap(),
