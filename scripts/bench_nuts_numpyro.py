@@ -1,0 +1,276 @@
+#!/usr/bin/env python3
+"""NumPyro's NUTS on the posteriors build/nuts samples, for scripts/bench_nuts.sh.
+
+Reads a tests/data/posteriordb/NAME.data file (the format c_examples/nuts
+reads) and samples THE SAME posterior as build/nuts: the same priors, the
+same unconstrained parameterisation (log sigma, non-centred eight schools,
+ordered mixture means), float32 as ours, NUTS with a diagonal metric,
+target acceptance 0.8 and tree depth 10 (NumPyro's defaults, and ours).
+
+  eight_schools  mu ~ normal(0, 5), tau ~ half-Cauchy(0, 5),
+                 theta_trans ~ normal(0, 1), y ~ normal(mu + tau theta_trans, sigma_j)
+  linreg         beta ~ normal(0, beta_prior_sd) (flat when 0), sigma ~
+                 half-Cauchy / half-normal(0, scale) or flat on (0, inf),
+                 y ~ normal(X beta, sigma)
+  logistic       beta as linreg, y ~ bernoulli_logit(X beta)
+  mixture2       mu ordered with normal(0, 2) each, sigma ~ half-normal(0, 2),
+                 theta ~ beta(5, 5), y ~ theta normal(mu_1, sigma_1)
+                 + (1 - theta) normal(mu_2, sigma_2)
+
+The chains run in parallel: numpyro.set_host_device_count(CHAINS) before jax
+is imported (its --xla_force_host_platform_device_count is the only XLA flag)
+and jax.pmap over the chains, which is what chain_method="parallel" does, but
+one pmap kept across the runs of one MCMC object: "parallel" wraps a fresh
+function in pmap at every mcmc.run, so each run would trace and compile again
+(about 13 s on eight schools, where sampling takes well under 1 s). A first
+run of the same shapes compiles and is not timed. Each timed run is mcmc.run
+plus get_samples, blocked until the samples are ready. Prints, per seed,
+
+  numpyro_sampling_s SEED SECONDS
+
+and writes OUT.SEED.csv (chain, draw, divergent__, then the .data file's
+quantity names). Exit status 3 (and one line) for a model kind without a
+NumPyro twin. --check REF compares the first seed's means and sds with a
+posteriordb reference summary (loosely: mean within 4 sqrt(mcse^2 +
+mcse_ref^2) + 0.1 sd_ref, sd within 15%) and exits 1 if any fails.
+"""
+import argparse
+import os
+import sys
+import time
+
+TWINS = ("eight_schools", "linreg", "logistic", "mixture2")
+
+
+class PmapOnce:
+    """chain_method for one MCMC object: pmap the per-chain function of the
+    first run and reuse it. Every run of that object passes the same model
+    arguments and fields; only the keys (mapped over) differ."""
+
+    def __init__(self, pmap):
+        self.pmap = pmap
+        self.mapped = None
+
+    def __call__(self, per_chain):
+        if self.mapped is None:
+            self.mapped = self.pmap(per_chain)
+        return self.mapped
+
+
+def read_data(path):
+    """(kind, settings, names, rows) of a .data file."""
+    settings = {}
+    with open(path) as f:
+        tokens = f.read().split("\n")
+    kind, names, rows, i = None, [], None, 0
+    while i < len(tokens):
+        line = tokens[i].split()
+        i += 1
+        if not line:
+            continue
+        key = line[0]
+        if key == "model":
+            kind = line[1]
+        elif key == "names":
+            names = line[1:]
+        elif key == "rows":
+            n, c = int(line[1]), int(line[2])
+            values = " ".join(tokens[i:]).split()
+            if len(values) < n * c:
+                raise ValueError(f"{path}: short data")
+            rows = [[float(v) for v in values[r * c : (r + 1) * c]] for r in range(n)]
+            break
+        else:
+            settings[key] = line[1:]
+    if kind is None or rows is None:
+        raise ValueError(f"{path}: no model or rows line")
+    return kind, settings, names, rows
+
+
+def build(kind, settings, names, rows):
+    """(model, model args, quantities(samples) -> array [chains, draws, K])."""
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+    from numpyro.distributions import constraints
+
+    data = jnp.asarray(rows, dtype=jnp.float32)
+    y, x = data[:, 0], data[:, 1:]
+    d = x.shape[1]
+    beta_sd = float(settings.get("beta_prior_sd", ["0"])[0])
+    sigma_kind, sigma_scale = (settings.get("sigma_prior", ["flat", "0"]) + ["0"])[:2]
+    sigma_scale = float(sigma_scale)
+
+    def beta_prior(size):
+        if beta_sd > 0:
+            return dist.Normal(0.0, beta_sd).expand([size]).to_event(1)
+        return dist.ImproperUniform(constraints.real_vector, (), (size,))
+
+    if kind == "eight_schools":
+        J = y.shape[0]
+        sigma_obs = x[:, 0]
+        if len(names) != J + 2:
+            raise ValueError("eight_schools: names must be theta[1..J], mu, tau")
+
+        def model(y):
+            mu = numpyro.sample("mu", dist.Normal(0.0, 5.0))
+            tau = numpyro.sample("tau", dist.HalfCauchy(5.0))
+            theta_trans = numpyro.sample("theta_trans", dist.Normal(0.0, 1.0).expand([J]).to_event(1))
+            theta = numpyro.deterministic("theta", mu + tau * theta_trans)
+            numpyro.sample("y", dist.Normal(theta, sigma_obs).to_event(1), obs=y)
+
+        def quantities(s):
+            return jnp.concatenate([s["theta"], s["mu"][..., None], s["tau"][..., None]], axis=-1)
+
+        return model, (y,), quantities
+
+    if kind == "linreg":
+        if len(names) != d + 1:
+            raise ValueError("linreg: names must be the coefficients and sigma")
+        if sigma_kind == "cauchy":
+            sigma_prior = dist.HalfCauchy(sigma_scale)
+        elif sigma_kind == "normal":
+            sigma_prior = dist.HalfNormal(sigma_scale)
+        elif sigma_kind == "flat":
+            sigma_prior = dist.ImproperUniform(constraints.positive, (), ())
+        else:
+            raise ValueError(f"linreg: unknown sigma_prior {sigma_kind}")
+
+        def model(y):
+            beta = numpyro.sample("beta", beta_prior(d))
+            sigma = numpyro.sample("sigma", sigma_prior)
+            numpyro.sample("y", dist.Normal(x @ beta, sigma).to_event(1), obs=y)
+
+        def quantities(s):
+            return jnp.concatenate([s["beta"], s["sigma"][..., None]], axis=-1)
+
+        return model, (y,), quantities
+
+    if kind == "logistic":
+        if len(names) != d:
+            raise ValueError("logistic: names must be the coefficients")
+
+        def model(y):
+            beta = numpyro.sample("beta", beta_prior(d))
+            numpyro.sample("y", dist.Bernoulli(logits=x @ beta).to_event(1), obs=y)
+
+        def quantities(s):
+            return s["beta"]
+
+        return model, (y,), quantities
+
+    if kind == "mixture2":
+        if len(names) != 5:
+            raise ValueError("mixture2: names must be mu[1..2], sigma[1..2], theta")
+
+        def model(y):
+            mu = numpyro.sample("mu", dist.ImproperUniform(constraints.ordered_vector, (), (2,)))
+            numpyro.factor("mu_prior", dist.Normal(0.0, 2.0).log_prob(mu).sum())
+            sigma = numpyro.sample("sigma", dist.HalfNormal(2.0).expand([2]).to_event(1))
+            theta = numpyro.sample("theta", dist.Beta(5.0, 5.0))
+            mix = dist.Categorical(probs=jnp.stack([theta, 1.0 - theta]))
+            with numpyro.plate("n", y.shape[0]):
+                numpyro.sample("y", dist.MixtureSameFamily(mix, dist.Normal(mu, sigma)), obs=y)
+
+        def quantities(s):
+            return jnp.concatenate([s["mu"], s["sigma"], s["theta"][..., None]], axis=-1)
+
+        return model, (y,), quantities
+
+    return None
+
+
+def write_csv(path, names, values, divergent):
+    chains, draws, _ = values.shape
+    with open(path, "w") as f:
+        f.write(",".join(["chain", "draw", "divergent__"] + names) + "\n")
+        for c in range(chains):
+            for i in range(draws):
+                row = [str(c + 1), str(i + 1), str(int(divergent[c, i]))]
+                row += [f"{v:.9g}" for v in values[c, i]]
+                f.write(",".join(row) + "\n")
+
+
+def check(ref_path, names, values):
+    """True when every reference quantity's mean and sd agree loosely."""
+    import numpy as np
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from ess import bulk_ess
+
+    ok = True
+    print(f"check against {ref_path}: |mean - ref| <= 4 sqrt(mcse^2 + mcse_ref^2) + 0.1 sd_ref, sd within 15%")
+    with open(ref_path) as f:
+        lines = f.read().split("\n")[1:]
+    for line in lines:
+        if not line.strip():
+            continue
+        name, rm, rs, rmc = line.split(",")
+        rm, rs, rmc = float(rm), float(rs), float(rmc)
+        if name not in names:
+            print(f"  {name}: not in the model")
+            ok = False
+            continue
+        v = values[:, :, names.index(name)].astype(np.float64)
+        mean, sd = v.mean(), v.std(ddof=1)
+        mcse = sd / np.sqrt(bulk_ess(v))
+        tol = 4 * np.sqrt(mcse**2 + rmc**2) + 0.1 * rs
+        good = abs(mean - rm) <= tol and abs(sd / rs - 1) <= 0.15
+        ok = ok and good
+        print(f"  {name:12s} ref {rm:11.4g} ours {mean:11.4g} tol {tol:9.3g} ref sd {rs:10.4g} sd {sd:10.4g} "
+              f"{'yes' if good else 'NO'}")
+    return ok
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("data")
+    ap.add_argument("--chains", type=int, default=4)
+    ap.add_argument("--warmup", type=int, default=1000)
+    ap.add_argument("--draws", type=int, default=1000)
+    ap.add_argument("--seeds", default="1,2,3", help="comma-separated, one timed run each")
+    ap.add_argument("--out", help="CSV prefix: OUT.SEED.csv per seed (default: no CSV)")
+    ap.add_argument("--check", metavar="REF", help="posteriordb reference summary to compare the first seed with")
+    a = ap.parse_args()
+
+    kind, settings, names, rows = read_data(a.data)
+    if kind not in TWINS:
+        print(f"no NumPyro twin for model kind {kind}")
+        return 3
+
+    import numpyro
+
+    numpyro.set_host_device_count(a.chains)
+    import jax
+
+    import numpy as np
+    from numpyro.infer import MCMC, NUTS
+
+    model, args, quantities = build(kind, settings, names, rows)
+    mcmc = MCMC(NUTS(model), num_warmup=a.warmup, num_samples=a.draws, num_chains=a.chains,
+                chain_method=PmapOnce(jax.pmap), progress_bar=False)
+
+    def run(seed):
+        t0 = time.perf_counter()
+        mcmc.run(jax.random.PRNGKey(seed), *args)
+        samples = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
+        secs = time.perf_counter() - t0
+        divergent = np.asarray(mcmc.get_extra_fields(group_by_chain=True)["diverging"])
+        return secs, np.asarray(quantities(samples)), divergent
+
+    seeds = [int(s) for s in a.seeds.split(",") if s]
+    first, _, _ = run(seeds[0] + 1000003)  # compiles; not timed
+    print(f"numpyro_first_run_s {first:.3f} (compilation included, not counted)")
+    ok = True
+    for k, seed in enumerate(seeds):
+        secs, values, divergent = run(seed)
+        print(f"numpyro_sampling_s {seed} {secs:.4f} divergences {int(divergent.sum())}", flush=True)
+        if a.out:
+            write_csv(f"{a.out}.{seed}.csv", names, values, divergent)
+        if a.check and k == 0:
+            ok = check(a.check, names, values)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
