@@ -16,6 +16,7 @@ target acceptance 0.8 and tree depth 10 (NumPyro's defaults, and ours).
   mixture2       mu ordered with normal(0, 2) each, sigma ~ half-normal(0, 2),
                  theta ~ beta(5, 5), y ~ theta normal(mu_1, sigma_1)
                  + (1 - theta) normal(mu_2, sigma_2)
+  gamma_iid      alpha, beta ~ half-normal(0, 10), y ~ gamma(alpha, rate beta)
 
 The chains run in parallel: numpyro.set_host_device_count(CHAINS) before jax
 is imported (its --xla_force_host_platform_device_count is the only XLA flag)
@@ -39,7 +40,7 @@ import os
 import sys
 import time
 
-TWINS = ("eight_schools", "linreg", "logistic", "mixture2")
+TWINS = ("eight_schools", "linreg", "logistic", "mixture2", "gamma_iid")
 
 
 class PmapOnce:
@@ -174,6 +175,20 @@ def build(kind, settings, names, rows):
 
         def quantities(s):
             return jnp.concatenate([s["mu"], s["sigma"], s["theta"][..., None]], axis=-1)
+
+        return model, (y,), quantities
+
+    if kind == "gamma_iid":
+        if len(names) != 2 or d != 0:
+            raise ValueError("gamma_iid: names must be alpha, beta; one column")
+
+        def model(y):
+            alpha = numpyro.sample("alpha", dist.HalfNormal(10.0))
+            beta = numpyro.sample("beta", dist.HalfNormal(10.0))
+            numpyro.sample("y", dist.Gamma(alpha, beta).expand([y.shape[0]]).to_event(1), obs=y)
+
+        def quantities(s):
+            return jnp.stack([s["alpha"], s["beta"]], axis=-1)
 
         return model, (y,), quantities
 
