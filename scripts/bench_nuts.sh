@@ -16,13 +16,16 @@
 #
 # Usage: scripts/bench_nuts.sh [--quick] [--nuts PATH] [--python PY]
 #          [--taskset CPUS] [--posteriors A,B] [--seeds 1,2,3]
-#          [--warmup N] [--draws N] [--out DIR]
+#          [--warmup N] [--draws N] [--out DIR] [--check]
 #   --quick      one posterior (eight schools), one seed, 200 + 200;
 #                skips (exit 0, one line) without a Python with NumPyro
 #   --python PY  a Python with numpyro and jax (default: BENCH_PYTHON,
 #                target/numpyro-venv/bin/python, python3)
 #   --taskset C  pin both samplers to the CPU list C (taskset -c C)
 #   --posteriors names (file names without .data) to run, comma-separated
+#   --check      also compare each NumPyro twin's first-seed means and sds
+#                with the posterior's .ref (bench_nuts_numpyro.py --check);
+#                exit status 1 if a twin samples another posterior
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -36,6 +39,8 @@ draws=1000
 chains=4
 out=
 quick=0
+check=0
+check_failed=0
 data_dir=$root/tests/data/posteriordb
 die() {
     echo "bench nuts: $*" >&2
@@ -52,6 +57,7 @@ while [ $# -gt 0 ]; do
     --warmup) warmup=${2:?}; shift ;;
     --draws) draws=${2:?}; shift ;;
     --out) out=${2:?}; shift ;;
+    --check) check=1 ;;
     -h | --help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument $1 (--help)" ;;
     esac
@@ -138,11 +144,19 @@ for name in "${post_list[@]}"; do
     done
     o=$(printf '%s\n' "${ours[@]}" | median)
     base=$out/$name.numpyro
+    ref=()
+    [ "$check" = 1 ] && [ -f "$data_dir/$name.ref" ] && ref=(--check "$data_dir/$name.ref")
     set +e
     "${pin[@]}" "$py" "$here/bench_nuts_numpyro.py" "$data" --chains "$chains" --warmup "$warmup" --draws "$draws" \
-        --seeds "$seeds" --out "$base" > "$base.txt" 2> "$base.err"
+        --seeds "$seeds" --out "$base" "${ref[@]}" > "$base.txt" 2> "$base.err"
     rc=$?
     set -e
+    if [ "$rc" = 1 ] && [ ${#ref[@]} -gt 0 ] && grep -q '^numpyro_sampling_s' "$base.txt"; then
+        echo "bench nuts: $name: the NumPyro twin's posterior does not match ${ref[1]}:"
+        grep '^ ' "$base.txt"
+        check_failed=1
+        rc=0
+    fi
     if [ "$rc" = 3 ]; then
         printf '%-42s %12s %14s %8s  %s\n' "$name" "$o" - - "no NumPyro twin for model kind $kind"
         lines+=("nuts_ess_per_s $name ours $o numpyro none (no NumPyro twin for model kind $kind)")
@@ -165,3 +179,4 @@ for name in "${post_list[@]}"; do
     lines+=("nuts_ess_per_s $name ours $o numpyro $t ratio $r")
 done
 printf '%s\n' "${lines[@]}"
+exit "$check_failed"

@@ -232,7 +232,7 @@ def check(ref_path, names, values):
         tol = 4 * np.sqrt(mcse**2 + rmc**2) + 0.1 * rs
         good = abs(mean - rm) <= tol and abs(sd / rs - 1) <= 0.15
         ok = ok and good
-        print(f"  {name:12s} ref {rm:11.4g} ours {mean:11.4g} tol {tol:9.3g} ref sd {rs:10.4g} sd {sd:10.4g} "
+        print(f"  {name:12s} ref {rm:11.4g} numpyro {mean:11.4g} tol {tol:9.3g} ref sd {rs:10.4g} sd {sd:10.4g} "
               f"{'yes' if good else 'NO'}")
     return ok
 
