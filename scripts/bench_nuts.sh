@@ -12,7 +12,9 @@
 # per posterior:
 #   nuts_ess_per_s POSTERIOR ours X numpyro Y ratio R
 # (R = ours / NumPyro's; "numpyro none" where a model kind has no NumPyro
-# twin). Works from prebuilt binaries without network or toolchain.
+# twin). Works from prebuilt binaries without network or toolchain. Says
+# so where scripts/ess.py's smallest ESS of our draws is not the one in
+# build/nuts's own summary (the library's estimator).
 #
 # Usage: scripts/bench_nuts.sh [--quick] [--nuts PATH] [--python PY]
 #          [--taskset CPUS] [--posteriors A,B] [--seeds 1,2,3]
@@ -139,6 +141,14 @@ for name in "${post_list[@]}"; do
             secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b - a}')
         fi
         read -r ess _ <<< "$(min_ess "$here" "$base.csv" "${names[@]}")"
+        # the same figure from build/nuts's own summary (its ess_bulk column)
+        printed=$(awk -v names=" ${names[*]} " '
+            $1 == "quantity" { for (i = 1; i <= NF; i++) if ($i == "ess_bulk") col = i; next }
+            col && index(names, " " $1 " ") { if (min == "" || $col + 0 < min) min = $col + 0 }
+            END { print min }' "$base.txt")
+        if [ -n "$printed" ] && awk -v a="$ess" -v b="$printed" 'BEGIN {exit !((a - b) ^ 2 > 1)}'; then
+            echo "bench nuts: $name seed $seed: scripts/ess.py gives $ess, build/nuts's summary $printed"
+        fi
         ours+=("$(awk -v e="$ess" -v s="$secs" 'BEGIN {printf "%.1f", e / s}')")
         detail+=("$ess/$secs")
     done
