@@ -17,6 +17,20 @@ target acceptance 0.8 and tree depth 10 (NumPyro's defaults, and ours).
                  theta ~ beta(5, 5), y ~ theta normal(mu_1, sigma_1)
                  + (1 - theta) normal(mu_2, sigma_2)
   gamma_iid      alpha, beta ~ half-normal(0, 10), y ~ gamma(alpha, rate beta)
+  beta_iid       a, b ~ half-normal(0, 10), y ~ beta(a, b)
+  arma11         mu ~ normal(0, 10), phi, theta ~ normal(0, 2), sigma ~
+                 half-Cauchy(0, 2.5), err_t = y_t - mu - phi y_{t-1} - theta
+                 err_{t-1} (y_0 = mu, err_0 = 0) ~ normal(0, sigma)
+  garch11        flat mu, alpha0 > 0, alpha1 in (0, 1), beta1 in (0, 1 - alpha1)
+                 (as (1 - alpha1) w, w in (0, 1)), y_t ~ normal(mu, sigma_t),
+                 sigma_t^2 = alpha0 + alpha1 (y_{t-1} - mu)^2 + beta1 sigma_{t-1}^2
+  mvn_lkj        tau ~ half-normal(0, s), L ~ lkj_corr_cholesky(eta),
+                 y_n ~ multi_normal(0, diag(tau) L L^T diag(tau))
+  hier_lkj       tau and L as mvn_lkj, theta_g = diag(tau) L z_g, z_g ~
+                 normal(0, I), y_g ~ normal(theta_g, s_g I)
+                 (the partial correlations are tanh(u) here, tanh(u / 2) in
+                 ours: a fixed scale per coordinate, which the adapted
+                 diagonal metric absorbs)
 
 The chains run in parallel: numpyro.set_host_device_count(CHAINS) before jax
 is imported (its --xla_force_host_platform_device_count is the only XLA flag)
@@ -40,7 +54,8 @@ import os
 import sys
 import time
 
-TWINS = ("eight_schools", "linreg", "logistic", "mixture2", "gamma_iid")
+TWINS = ("eight_schools", "linreg", "logistic", "mixture2", "gamma_iid", "beta_iid", "arma11", "garch11", "mvn_lkj",
+         "hier_lkj")
 
 
 class PmapOnce:
@@ -59,11 +74,11 @@ class PmapOnce:
 
 
 def read_data(path):
-    """(kind, settings, names, rows) of a .data file."""
+    """(kind, settings, names, rows, columns) of a .data file."""
     settings = {}
     with open(path) as f:
         tokens = f.read().split("\n")
-    kind, names, rows, i = None, [], None, 0
+    kind, names, rows, c, i = None, [], None, 0, 0
     while i < len(tokens):
         line = tokens[i].split()
         i += 1
@@ -85,17 +100,18 @@ def read_data(path):
             settings[key] = line[1:]
     if kind is None or rows is None:
         raise ValueError(f"{path}: no model or rows line")
-    return kind, settings, names, rows
+    return kind, settings, names, rows, c
 
 
-def build(kind, settings, names, rows):
+def build(kind, settings, names, rows, cols):
     """(model, model args, quantities(samples) -> array [chains, draws, K])."""
+    import jax
     import jax.numpy as jnp
     import numpyro
     import numpyro.distributions as dist
     from numpyro.distributions import constraints
 
-    data = jnp.asarray(rows, dtype=jnp.float32)
+    data = jnp.asarray(rows, dtype=jnp.float32).reshape(len(rows), cols)
     y, x = data[:, 0], data[:, 1:]
     d = x.shape[1]
     beta_sd = float(settings.get("beta_prior_sd", ["0"])[0])
@@ -192,6 +208,121 @@ def build(kind, settings, names, rows):
 
         return model, (y,), quantities
 
+    if kind == "beta_iid":
+        if len(names) != 2 or d != 0:
+            raise ValueError("beta_iid: names must be a, b; one column")
+
+        def model(y):
+            a = numpyro.sample("a", dist.HalfNormal(10.0))
+            b = numpyro.sample("b", dist.HalfNormal(10.0))
+            numpyro.sample("y", dist.Beta(a, b).expand([y.shape[0]]).to_event(1), obs=y)
+
+        def quantities(s):
+            return jnp.stack([s["a"], s["b"]], axis=-1)
+
+        return model, (y,), quantities
+
+    if kind == "arma11":
+        if len(names) != 4 or d != 0:
+            raise ValueError("arma11: names must be mu, phi, theta, sigma; one column")
+        y_prev = jnp.concatenate([jnp.zeros(1, y.dtype), y[:-1]])
+
+        def model(y):
+            mu = numpyro.sample("mu", dist.Normal(0.0, 10.0))
+            phi = numpyro.sample("phi", dist.Normal(0.0, 2.0))
+            theta = numpyro.sample("theta", dist.Normal(0.0, 2.0))
+            sigma = numpyro.sample("sigma", dist.HalfCauchy(2.5))
+            # err_t = y_t - mu - phi y_{t-1} - theta err_{t-1}, y_0 = mu, err_0 = 0
+            c = y - mu - phi * y_prev.at[0].set(mu)
+
+            def step(err_prev, c_t):
+                err = c_t - theta * err_prev
+                return err, err
+
+            _, err = jax.lax.scan(step, jnp.zeros((), y.dtype), c)
+            numpyro.factor("err", dist.Normal(0.0, sigma).log_prob(err).sum())
+
+        def quantities(s):
+            return jnp.stack([s["mu"], s["phi"], s["theta"], s["sigma"]], axis=-1)
+
+        return model, (y,), quantities
+
+    if kind == "garch11":
+        if len(names) != 4 or d != 0 or "sigma1" not in settings:
+            raise ValueError("garch11: names must be mu, alpha0, alpha1, beta1; one column; a sigma1 line")
+        sigma1 = float(settings["sigma1"][0])
+
+        def model(y):
+            mu = numpyro.sample("mu", dist.ImproperUniform(constraints.real, (), ()))
+            alpha0 = numpyro.sample("alpha0", dist.ImproperUniform(constraints.positive, (), ()))
+            alpha1 = numpyro.sample("alpha1", dist.ImproperUniform(constraints.unit_interval, (), ()))
+            # beta1 flat on (0, 1 - alpha1) as beta1 = (1 - alpha1) w, w in (0, 1)
+            w = numpyro.sample("w", dist.ImproperUniform(constraints.unit_interval, (), ()))
+            beta1 = numpyro.deterministic("beta1", (1.0 - alpha1) * w)
+            numpyro.factor("beta1_jacobian", jnp.log1p(-alpha1))
+
+            def step(var_prev, y_prev):
+                var = alpha0 + alpha1 * (y_prev - mu) ** 2 + beta1 * var_prev
+                return var, var
+
+            _, var = jax.lax.scan(step, jnp.asarray(sigma1 * sigma1, y.dtype), y[:-1])
+            sigma = jnp.sqrt(jnp.concatenate([jnp.full(1, sigma1, y.dtype), var]))
+            numpyro.sample("y", dist.Normal(mu, sigma).to_event(1), obs=y)
+
+        def quantities(s):
+            return jnp.stack([s["mu"], s["alpha0"], s["alpha1"], s["beta1"]], axis=-1)
+
+        return model, (y,), quantities
+
+    if kind in ("mvn_lkj", "hier_lkj"):
+        # tau ~ half-normal(0, s), L ~ lkj_corr_cholesky(eta). NumPyro's
+        # unconstrained partial correlations are tanh(u), ours tanh(u / 2):
+        # a fixed scale per coordinate, which the adapted metric absorbs.
+        eta = float(settings["lkj_eta"][0])
+        tau_sd = float(settings["sigma_prior"][1])
+        K = cols if kind == "mvn_lkj" else cols - 1
+        G = data.shape[0]
+        low = [(i, j) for i in range(1, K) for j in range(i)]
+        n_out = K + len(low) + (G * K if kind == "hier_lkj" else 0)
+        if len(names) != n_out:
+            raise ValueError(f"{kind}: names must be tau[1..K], Omega.i.j for i > j" +
+                             (", then theta.g.k group by group" if kind == "hier_lkj" else ""))
+        rows_i = jnp.asarray([i for i, _ in low], dtype=jnp.int32)
+        cols_j = jnp.asarray([j for _, j in low], dtype=jnp.int32)
+
+        def omega_lower(L):
+            omega = L @ jnp.swapaxes(L, -1, -2)
+            return omega[..., rows_i, cols_j]
+
+        if kind == "mvn_lkj":
+
+            def model(y):
+                tau = numpyro.sample("tau", dist.HalfNormal(tau_sd).expand([K]).to_event(1))
+                L = numpyro.sample("L", dist.LKJCholesky(K, eta))
+                if y.shape[0] > 0:
+                    with numpyro.plate("n", y.shape[0]):
+                        numpyro.sample("y", dist.MultivariateNormal(0.0, scale_tril=tau[:, None] * L), obs=y)
+
+            def quantities(s):
+                return jnp.concatenate([s["tau"], omega_lower(s["L"])], axis=-1)
+
+            return model, (data,), quantities
+
+        obs, se = data[:, :K], data[:, K]
+
+        def model(obs):
+            tau = numpyro.sample("tau", dist.HalfNormal(tau_sd).expand([K]).to_event(1))
+            L = numpyro.sample("L", dist.LKJCholesky(K, eta))
+            z = numpyro.sample("z", dist.Normal(0.0, 1.0).expand([G, K]).to_event(2))
+            theta = numpyro.deterministic("theta", z @ (tau[:, None] * L).T)
+            numpyro.sample("obs", dist.Normal(theta, se[:, None]).to_event(2), obs=obs)
+
+        def quantities(s):
+            theta = s["theta"].reshape(s["theta"].shape[:-2] + (G * K,))
+            return jnp.concatenate([s["tau"], omega_lower(s["L"]), theta], axis=-1)
+
+        return model, (obs,), quantities
+
     return None
 
 
@@ -248,7 +379,7 @@ def main():
     ap.add_argument("--check", metavar="REF", help="posteriordb reference summary to compare the first seed with")
     a = ap.parse_args()
 
-    kind, settings, names, rows = read_data(a.data)
+    kind, settings, names, rows, cols = read_data(a.data)
     if kind not in TWINS:
         print(f"no NumPyro twin for model kind {kind}")
         return 3
@@ -261,7 +392,7 @@ def main():
     import numpy as np
     from numpyro.infer import MCMC, NUTS
 
-    model, args, quantities = build(kind, settings, names, rows)
+    model, args, quantities = build(kind, settings, names, rows, cols)
     mcmc = MCMC(NUTS(model), num_warmup=a.warmup, num_samples=a.draws, num_chains=a.chains,
                 chain_method=PmapOnce(jax.pmap), progress_bar=False)
 
