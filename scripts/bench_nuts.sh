@@ -25,6 +25,7 @@
 #                target/numpyro-venv/bin/python, python3)
 #   --taskset C  pin both samplers to the CPU list C (taskset -c C)
 #   --posteriors names (file names without .data) to run, comma-separated
+#   --out DIR    keep the draws, logs and NumPyro's output there
 #   --check      also compare each NumPyro twin's first-seed means and sds
 #                with the posterior's .ref (bench_nuts_numpyro.py --check);
 #                exit status 1 if a twin samples another posterior
@@ -189,4 +190,6 @@ for name in "${post_list[@]}"; do
     lines+=("nuts_ess_per_s $name ours $o numpyro $t ratio $r")
 done
 printf '%s\n' "${lines[@]}"
+# the NumPyro set-up as its first run printed it (XLA flags included)
+cat "$out"/*.numpyro.txt 2> /dev/null | grep -m1 '^numpyro_setup' || true
 exit "$check_failed"

@@ -404,6 +404,8 @@ def main():
         divergent = np.asarray(mcmc.get_extra_fields(group_by_chain=True)["diverging"])
         return secs, np.asarray(quantities(samples)), divergent
 
+    print(f"numpyro_setup numpyro {numpyro.__version__} jax {jax.__version__} {jax.local_device_count()} CPU devices, "
+          f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}, float32, chains by pmap")
     seeds = [int(s) for s in a.seeds.split(",") if s]
     first, _, _ = run(seeds[0] + 1000003)  # compiles; not timed
     print(f"numpyro_first_run_s {first:.3f} (compilation included, not counted)")
