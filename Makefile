@@ -345,14 +345,15 @@ valgrind: examples
 ## bench: speed and memory figures, printed (never asserted): runtime info,
 ## PyTorch ratios, kernel-family lines, the default-vs-1-thread step with
 ## busy loops on half of the CPUs, k contexts on k host threads at the
-## default thread count vs 1, the cnn example's epoch (cnn_epoch_ms); writes
-## docs/benchmarks.md
+## default thread count vs 1, the cnn example's epoch (cnn_epoch_ms), NUTS's
+## effective samples per second beside NumPyro's; writes docs/benchmarks.md
 bench: $(LIB)
 	$(CARGO) run --release --features trace --example bench -- $(BENCH_ARGS)
 	@$(MAKE) --no-print-directory $(BUILD)/bench_eager && $(BUILD)/bench_eager $(BENCH_ARGS)
 	@$(MAKE) --no-print-directory $(BUILD)/bench_replay && $(BUILD)/bench_replay $(BENCH_ARGS)
 	@$(MAKE) --no-print-directory $(BUILD)/train_full && bash scripts/bench_replay_gpt.sh $(BENCH_ARGS)
 	@$(MAKE) --no-print-directory $(BUILD)/cnn && bash scripts/bench_cnn.sh $(BUILD)/cnn $(FASHION_DIR) $(BENCH_ARGS)
+	@$(MAKE) --no-print-directory $(BUILD)/nuts && bash scripts/bench_nuts.sh $(filter --quick,$(BENCH_ARGS))
 	@python3 scripts/bench_scaling.py --bench target/release/examples/bench $(filter --quick,$(BENCH_ARGS))
 	$(CARGO) build --release --example bench_tokenizer
 	@python3 scripts/bench_tokenizer.py $(filter --quick,$(BENCH_ARGS))
@@ -370,10 +371,13 @@ bench-instructions: $(LIB)
 	@bash scripts/eager_instructions.sh
 
 ## bench-deps: PyTorch (from PyPI, several GB with its CUDA wheels) in
-## target/bench-venv, so `make bench` prints its ratios to PyTorch's step
+## target/bench-venv and NumPyro with CPU jax (~100 MB) in target/numpyro-venv,
+## so `make bench` prints its ratios to PyTorch's step and NumPyro's NUTS
 bench-deps:
 	test -x target/bench-venv/bin/python || python3 -m venv target/bench-venv
 	target/bench-venv/bin/pip install --quiet torch numpy
+	test -x target/numpyro-venv/bin/python || python3 -m venv target/numpyro-venv
+	target/numpyro-venv/bin/pip install --quiet numpyro jax
 
 ## bench-gemm: the system OpenBLAS vs PyPI's scipy-openblas32, Intel MKL (when
 ## installed) and Debian's BLIS on one small and one medium step's products
