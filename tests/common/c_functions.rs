@@ -1263,6 +1263,21 @@ c_functions! {
         null: none("freeing NULL does nothing"),
         contract: none("takes no context first: tested on its own in tests/sampler.rs"),
     }
+    ag_advi_config_default {
+        fuzz: ADVI_RUN,
+        null: none("fills a config: a NULL out-pointer gives NULL_ARGUMENT"),
+        contract: none("takes no context first: tested on its own in tests/advi.rs"),
+    }
+    ag_advi_run {
+        fuzz: ADVI_RUN,
+        null: none("takes a sampler, not a context: tests/advi.rs checks its NULLs"),
+        contract: none("takes no context first: tested on its own in tests/advi.rs"),
+    }
+    ag_draws_advi {
+        fuzz: ADVI_RUN,
+        null: none("takes draws, not a context: tests/advi.rs checks its NULLs"),
+        contract: none("takes no context first: tested on its own in tests/advi.rs"),
+    }
 
     // src/ffi/test_hooks.rs
     #[cfg(feature = "test-hooks")]

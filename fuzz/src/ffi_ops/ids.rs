@@ -250,6 +250,11 @@ ids! {
     /// ag_sampler_cancel from the progress function after an iteration
     /// count the input picks; the draws so far come back.
     SAMPLER_CANCEL = 0xE1;
+    /// ag_advi_config_default, ag_advi_run (mean-field or full-rank, eta
+    /// given or adapted, from the input; or a bad config) on the harness's
+    /// normal model, the draws read back, ag_draws_advi on them and on
+    /// NUTS draws (refused); a cancel from the progress function.
+    ADVI_RUN = 0xE2;
 }
 
 /// The ids a byte that is no id maps onto, in the order [`ALL`] had when

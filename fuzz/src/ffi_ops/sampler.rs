@@ -1,7 +1,7 @@
 //! The NUTS sampler: a standard normal model the harness writes, sampled
 //! with chains, warm-up, draws, parallel and fixed_graph from the input
 //! (or a bad spec or config); the draws read back, summarised and freed
-//! twice; a cancel from the progress function.
+//! twice; a cancel from the progress function; ADVI on the same model.
 
 use super::{FfiOps, documented, status_name};
 use arenagrad::ffi::*;
@@ -224,6 +224,111 @@ impl FfiOps<'_> {
         assert_eq!(info.cancelled, canceller.after <= total);
         let st = ag_draws_free(d);
         self.sampler_call("ag_draws_free", st, Some(AG_STATUS_OK));
+        let st = ag_sampler_free(s);
+        self.sampler_call("ag_sampler_free", st, Some(AG_STATUS_OK));
+    }
+
+    /// ADVI on the normal model: a config from the input (mean-field or
+    /// full-rank, eta given or adapted, a bad field, or a cancel from the
+    /// progress function), the draws and the fit read back, and
+    /// ag_draws_advi refusing NUTS draws.
+    pub(super) fn advi_run(&mut self) {
+        let k = self.input.u8();
+        let mut c = std::mem::MaybeUninit::<ag_advi_config>::uninit();
+        let st = ag_advi_config_default(c.as_mut_ptr());
+        self.sampler_call("ag_advi_config_default", st, Some(AG_STATUS_OK));
+        // SAFETY: written by ag_advi_config_default.
+        let mut c = unsafe { c.assume_init() };
+        c.algorithm = u32::from(k & 1);
+        c.eta = [0.0, 0.1, 1.0, 0.0][usize::from(k >> 1) & 3];
+        c.iterations = 1 + u32::from(self.input.u8() % 200);
+        c.adapt_iterations = 1 + u32::from(self.input.u8() % 20);
+        c.eval_elbo = 1 + u32::from(self.input.u8() % 50);
+        c.elbo_samples = 1 + u32::from(self.input.u8() % 20);
+        c.grad_samples = 1 + u32::from(self.input.u8() % 3);
+        c.output_draws = 1 + u32::from(self.input.u8() % 40);
+        c.seed = u64::from(self.input.u8());
+        let dim = 1 + usize::from(self.input.u8() % 4);
+        let spec = ag_model_spec {
+            struct_size: size_of::<ag_model_spec>(),
+            dim,
+            log_density: Some(std_normal),
+            user: null_mut(),
+            fixed_graph: k & 8 != 0,
+            names: null(),
+        };
+        let canceller = Canceller {
+            sampler: AtomicUsize::new(0),
+            after: 1 + u32::from(self.input.u8()),
+            calls: AtomicU32::new(0),
+        };
+        let mut bad = true;
+        match k >> 4 {
+            0 => c.algorithm = 7,
+            1 => c.iterations = 0,
+            2 => c.eta = -1.0,
+            3 => c.struct_size = 4,
+            4 => c.tol_rel_obj = f64::NAN,
+            5 => {
+                c.progress = Some(cancel_after);
+                c.progress_user = &canceller as *const Canceller as *mut c_void;
+                bad = false;
+            }
+            _ => bad = false,
+        }
+        let mut s = null_mut();
+        let st = ag_sampler_new(&spec, &mut s);
+        self.sampler_call("ag_sampler_new", st, Some(AG_STATUS_OK));
+        canceller.sampler.store(s as usize, Ordering::SeqCst);
+        let mut d = null_mut();
+        let st = ag_advi_run(s, &c, &mut d);
+        if bad {
+            self.sampler_call("ag_advi_run", st, Some(AG_STATUS_INVALID_ARGUMENT));
+            assert!(d.is_null(), "ag_advi_run wrote *out on failure");
+        } else {
+            // a short run may diverge or find every eta worse: NON_FINITE
+            let want = (st != AG_STATUS_NON_FINITE).then_some(AG_STATUS_OK);
+            self.sampler_call("ag_advi_run", st, want);
+        }
+        if st == AG_STATUS_OK {
+            self.read_draws(d, dim, 1, None);
+            let mut fit = std::mem::MaybeUninit::<ag_advi_fit>::uninit();
+            let st = ag_draws_advi(d, fit.as_mut_ptr());
+            self.sampler_call("ag_draws_advi", st, Some(AG_STATUS_OK));
+            // SAFETY: written by ag_draws_advi; mean holds dim entries and
+            // scale dim (mean-field) or dim * dim (full-rank) until
+            // ag_draws_free.
+            let (fit, scale) = unsafe {
+                let fit = fit.assume_init();
+                let n = if fit.algorithm == AG_ADVI_FULLRANK {
+                    dim * dim
+                } else {
+                    dim
+                };
+                (fit, std::slice::from_raw_parts(fit.scale, n).to_vec())
+            };
+            assert_eq!((fit.dim, fit.algorithm), (dim, c.algorithm));
+            assert!(fit.iterations_run <= c.iterations);
+            if fit.algorithm == AG_ADVI_MEANFIELD {
+                assert!(scale.iter().all(|&v| v >= 0.0), "negative sd {scale:?}");
+            }
+            let st = ag_draws_free(d);
+            self.sampler_call("ag_draws_free", st, Some(AG_STATUS_OK));
+        }
+        // NUTS draws carry no fit
+        let mut nc = std::mem::MaybeUninit::<ag_nuts_config>::uninit();
+        assert_eq!(ag_nuts_config_default(nc.as_mut_ptr()), AG_STATUS_OK);
+        // SAFETY: written by ag_nuts_config_default.
+        let mut nc = unsafe { nc.assume_init() };
+        (nc.chains, nc.warmup, nc.draws) = (1, 0, 1);
+        let mut d = null_mut();
+        let st = ag_nuts_run(s, &nc, &mut d);
+        if st == AG_STATUS_OK {
+            let mut fit = std::mem::MaybeUninit::<ag_advi_fit>::uninit();
+            let st = ag_draws_advi(d, fit.as_mut_ptr());
+            self.sampler_call("ag_draws_advi", st, Some(AG_STATUS_INVALID_ARGUMENT));
+            assert_eq!(ag_draws_free(d), AG_STATUS_OK);
+        }
         let st = ag_sampler_free(s);
         self.sampler_call("ag_sampler_free", st, Some(AG_STATUS_OK));
     }

@@ -156,12 +156,25 @@ pub struct ag_sampler {
     pub(super) names: Option<Arc<Vec<CString>>>,
 }
 
-/// The draws of a run (opaque): ag_nuts_run, ag_draws_free.
+/// The draws of a run (opaque): ag_nuts_run or ag_advi_run, ag_draws_free.
 pub struct ag_draws {
     pub(super) chains: Vec<ChainDraws>,
     pub(super) dim: usize,
     pub(super) cancelled: bool,
     pub(super) names: Option<Arc<Vec<CString>>>,
+    /// The fitted approximation, for ag_advi_run's draws.
+    pub(super) advi: Option<AdviOut>,
+}
+
+/// What ag_draws_advi points into.
+pub(super) struct AdviOut {
+    pub(super) algorithm: u32,
+    pub(super) mean: Vec<f64>,
+    /// Mean-field: the sds [dim]; full-rank: L row-major [dim * dim].
+    pub(super) scale: Vec<f64>,
+    pub(super) elbo: f64,
+    pub(super) iterations: u32,
+    pub(super) converged: bool,
 }
 
 /// A caller's `user` pointer, handed to the callbacks on the chains' threads.
@@ -366,7 +379,8 @@ pub extern "C" fn ag_sampler_new(
 }
 
 /// Frees the sampler `s`. NULL does nothing.
-/// Errors: INVALID_HANDLE (not a live sampler), BUSY (ag_nuts_run is running on it).
+/// Errors: INVALID_HANDLE (not a live sampler), BUSY (ag_nuts_run or
+/// ag_advi_run is running on it).
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_sampler_free(s: *mut ag_sampler) -> ag_status {
     const F: &str = "ag_sampler_free";
@@ -384,7 +398,7 @@ pub extern "C" fn ag_sampler_free(s: *mut ag_sampler) -> ag_status {
         if found.running.load(Ordering::Acquire) {
             return Err(fail(
                 AG_STATUS_BUSY,
-                format!("{F}: ag_nuts_run is running on this sampler"),
+                format!("{F}: a run is under way on this sampler"),
             ));
         }
         table.remove(&(s as usize));
@@ -393,7 +407,7 @@ pub extern "C" fn ag_sampler_free(s: *mut ag_sampler) -> ag_status {
 }
 
 /// Asks ag_nuts_run on `s` to stop after the current iteration of each
-/// chain; it then returns AG_STATUS_OK with the draws made so far and
+/// chain (ag_advi_run: after the current gradient step); it then returns AG_STATUS_OK with the draws made so far and
 /// ag_draws_info's `cancelled` set. The request stays: a later run on `s`
 /// stops at once (make a new sampler to sample again). Async-signal-safe
 /// (one atomic store) and callable from any thread; `s` must be a live
