@@ -273,7 +273,11 @@ where
 fn ascend(theta: &mut [f64], s: &mut [f64], g: &[f64], eta: f64, k: u32) {
     let scaled = eta * f64::from(k).powf(-0.5 + 1e-16);
     for ((t, s), &g) in theta.iter_mut().zip(s.iter_mut()).zip(g) {
-        *s = if k == 1 { g * g } else { 0.1 * g * g + 0.9 * *s };
+        *s = if k == 1 {
+            g * g
+        } else {
+            0.1 * g * g + 0.9 * *s
+        };
         *t += scaled * g / (1.0 + s.sqrt());
     }
 }
@@ -294,9 +298,10 @@ fn median(v: &[f64]) -> f64 {
 pub type AdviOutput<E> = (Option<AdviFit>, ChainDraws, Option<AdviError<E>>);
 
 /// Runs ADVI from a uniform(-2, 2) initial point; random numbers come from
-/// the stream of (seed, chain 0). `keep_going(step)` is called after each
-/// gradient step (adaptation first); false stops the run there, and the
-/// current fit (the initial one during adaptation) is drawn from.
+/// the stream of (seed, chain 0). `keep_going(step)` is called with 0
+/// before the first gradient step, then after each (adaptation first);
+/// false stops the run there, and the current fit (the initial one during
+/// adaptation) is drawn from.
 pub fn run_advi<E, F, K>(
     dim: usize,
     settings: &AdviSettings,
@@ -358,8 +363,8 @@ where
     }
     let family = a.settings.family;
     let mut eta = a.settings.eta;
-    let mut stopped = false;
-    if eta == 0.0 {
+    let mut stopped = !keep_going(0);
+    if eta == 0.0 && !stopped {
         match adapt_eta(a, &q0, keep_going)? {
             Some(e) => eta = e,
             None => stopped = true,
@@ -372,8 +377,8 @@ where
     let mut elbo_is_current = false;
     let (mut k, mut converged) = (0, false);
     let settings = a.settings;
-    let window = ((0.1 * f64::from(settings.iterations) / f64::from(settings.eval_elbo)) as usize)
-        .max(2);
+    let window =
+        ((0.1 * f64::from(settings.iterations) / f64::from(settings.eval_elbo)) as usize).max(2);
     let mut changes: Vec<f64> = Vec::with_capacity(window);
     while !stopped && k < settings.iterations {
         k += 1;

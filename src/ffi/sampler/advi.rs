@@ -270,19 +270,14 @@ pub extern "C" fn ag_advi_run(
         let grad = |q: &[f64], g: &mut [f64]| cc.log_density(sp, q, g, &mut buf);
         let user = c.progress_user;
         let keep_going = |step: u32| {
-            if let Some(p) = c.progress {
+            if let (Some(p), 1..) = (c.progress, step) {
                 // SAFETY: the caller's function with its own user pointer,
                 // as the header documents.
                 unsafe { p(user, 0, step, total) };
             }
             !sp.cancelled.load(Ordering::Acquire)
         };
-        let (fit, draws, error) = if sp.cancelled.load(Ordering::Acquire) {
-            // stop before the first step: the initial fit is drawn from
-            run_advi(sp.dim, &settings, c.seed, grad, |_| false)
-        } else {
-            run_advi(sp.dim, &settings, c.seed, grad, keep_going)
-        };
+        let (fit, draws, error) = run_advi(sp.dim, &settings, c.seed, grad, keep_going);
         drop(running);
         if let Some(e) = error {
             return Err(failure_of(e));
