@@ -317,6 +317,7 @@ pub extern "C" fn ag_draws_advi(d: *const ag_draws, out: *mut ag_advi_fit) -> ag
     const F: &str = "ag_draws_advi";
     entry(F, || {
         let d = lookup(F, &DRAWS, "draws", d)?;
+        need(F, "out", out)?;
         let a = d.advi.as_ref().ok_or_else(|| {
             fail(
                 AG_STATUS_INVALID_ARGUMENT,
