@@ -421,6 +421,14 @@ typedef struct ag_nuts_config {
 // Do not call ag_reset, ag_backward or capture functions on `ctx` here.
 typedef ag_status (*ag_log_density_fn)(struct ag_context *ctx, struct ag_tensor position, void *user, struct ag_tensor *log_density);
 
+// A model's reported quantities at one draw: write `n_reported` plain
+// doubles (constrained parameters, generated quantities) to `reported`,
+// computed from the unconstrained `position` ([dim]); return
+// AG_STATUS_OK, or an error status to stop the run. Called once per kept
+// draw, from the chain's thread (concurrently for parallel chains, with
+// the model's `user`).
+typedef ag_status (*ag_report_fn)(const double *position, void *user, double *reported);
+
 // A model for ag_sampler_new (copied; nothing is kept but `user`).
 typedef struct ag_model_spec {
   // sizeof(ag_model_spec).
@@ -439,6 +447,16 @@ typedef struct ag_model_spec {
   bool fixed_graph;
   // `dim` NUL-terminated names of the coordinates (copied), or NULL.
   const char *const *names;
+  // The number of reported quantities per draw (0: none; at most 2^20).
+  // This field and the two after it were added later: a caller whose
+  // struct_size ends before them reports nothing.
+  size_t n_reported;
+  // Computes the reported quantities of a draw (not NULL when
+  // n_reported > 0; NULL when it is 0).
+  ag_report_fn report;
+  // `n_reported` NUL-terminated names of the reported quantities
+  // (copied), or NULL.
+  const char *const *reported_names;
 } ag_model_spec;
 
 // What ag_draws_info reports of a run's draws.
@@ -470,6 +488,9 @@ typedef struct ag_chain_draws {
   double step_size;
   // The diagonal inverse metric after warm-up, [dim].
   const double *inv_metric;
+  // The reported quantities of each draw, [draws * n_reported], draw
+  // after draw (NULL when the model reports nothing).
+  const double *reported;
 } ag_chain_draws;
 
 // One coordinate's summary over all chains (ag_draws_summary).
@@ -1864,9 +1885,13 @@ ag_status ag_nuts_config_default(struct ag_nuts_config *out);
 
 // Makes a sampler of the model `*model` (copied) and writes it to `*out`.
 // Free it with ag_sampler_free.
+// A struct_size that ends before n_reported (an older ag_model_spec) is
+// taken as reporting nothing.
 // Errors: NULL_ARGUMENT (model, out, model->log_density, a name when
-// names is not NULL), INVALID_ARGUMENT (struct_size smaller than
-// sizeof(ag_model_spec), dim 0 or above 2^20, a name not UTF-8).
+// names or reported_names is not NULL, report when n_reported > 0),
+// INVALID_ARGUMENT (struct_size smaller than ag_model_spec up to its
+// names, dim 0 or above 2^20, n_reported above 2^20, report set with
+// n_reported 0, a name not UTF-8).
 // Messages: ag_sampler_last_error.
 ag_status ag_sampler_new(const struct ag_model_spec *model, struct ag_sampler **out);
 
@@ -1925,6 +1950,14 @@ ag_status ag_draws_chain(const struct ag_draws *d, size_t chain, struct ag_chain
 // Errors: NULL_ARGUMENT (d, rows), INVALID_HANDLE (d is not live draws),
 // INVALID_ARGUMENT (n is not dim, or fewer than 4 draws per chain).
 ag_status ag_draws_summary(const struct ag_draws *d, struct ag_summary_row *rows, size_t n);
+
+// Writes the summary of each reported quantity (ag_model_spec's report),
+// over the draws every chain completed, to `rows[0..n]`, named by
+// reported_names; n must be the model's n_reported.
+// Errors: NULL_ARGUMENT (d, rows), INVALID_HANDLE (d is not live draws),
+// INVALID_ARGUMENT (the model reports nothing, n is not n_reported, or
+// fewer than 4 draws per chain).
+ag_status ag_draws_summary_reported(const struct ag_draws *d, struct ag_summary_row *rows, size_t n);
 
 // Frees the draws `d`; the pointers ag_draws_chain gave die with them.
 // NULL does nothing.

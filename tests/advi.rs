@@ -70,6 +70,9 @@ fn spec(dim: usize, f: ag_log_density_fn, fixed_graph: bool) -> ag_model_spec {
         user: null_mut(),
         fixed_graph,
         names: null(),
+        n_reported: 0,
+        report: None,
+        reported_names: null(),
     }
 }
 

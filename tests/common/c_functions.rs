@@ -1258,6 +1258,11 @@ c_functions! {
         null: none("takes draws, not a context: tests/sampler.rs checks its NULLs"),
         contract: none("takes no context first: tested on its own in tests/sampler.rs"),
     }
+    ag_draws_summary_reported {
+        fuzz: SAMPLER_REPORTED,
+        null: none("takes draws, not a context: tests/sampler.rs checks its NULLs"),
+        contract: none("takes no context first: tested on its own in tests/sampler.rs"),
+    }
     ag_draws_free {
         fuzz: SAMPLER_RUN,
         null: none("freeing NULL does nothing"),

@@ -282,6 +282,7 @@ impl<'a> FfiOps<'a> {
             ids::SAMPLER_RUN => self.sampler_run(),
             ids::SAMPLER_CANCEL => self.sampler_cancel(),
             ids::ADVI_RUN => self.advi_run(),
+            ids::SAMPLER_REPORTED => self.sampler_reported(),
             _ => panic!(
                 "id {id:#04x} has no arm: give its row in tests/common/c_functions.rs \
                  a cell `fuzz: ID => method`, or write its arm here"

@@ -107,6 +107,9 @@ impl FfiOps<'_> {
             user: null_mut(),
             fixed_graph: k & 8 != 0,
             names: null(),
+            n_reported: 0,
+            report: None,
+            reported_names: null(),
         };
         let (mut bad_spec, mut bad_config) = (false, false);
         match k >> 4 {
@@ -256,6 +259,9 @@ impl FfiOps<'_> {
             user: null_mut(),
             fixed_graph: k & 8 != 0,
             names: null(),
+            n_reported: 0,
+            report: None,
+            reported_names: null(),
         };
         let canceller = Canceller {
             sampler: AtomicUsize::new(0),
@@ -332,4 +338,103 @@ impl FfiOps<'_> {
         let st = ag_sampler_free(s);
         self.sampler_call("ag_sampler_free", st, Some(AG_STATUS_OK));
     }
+
+    /// A model that reports exp(q) (failing where q[0] passes a bound the
+    /// input picks), run by NUTS or ADVI; the reported values are checked
+    /// against the positions and summarised.
+    pub(super) fn sampler_reported(&mut self) {
+        let k = self.input.u8();
+        let bound = BOUNDS[usize::from(k & 3)];
+        let spec = ag_model_spec {
+            struct_size: size_of::<ag_model_spec>(),
+            dim: 2,
+            log_density: Some(std_normal),
+            user: &bound as *const f64 as *mut c_void,
+            fixed_graph: true,
+            names: null(),
+            n_reported: 2,
+            report: Some(report_exp),
+            reported_names: null(),
+        };
+        let mut s = null_mut();
+        let st = ag_sampler_new(&spec, &mut s);
+        self.sampler_call("ag_sampler_new", st, Some(AG_STATUS_OK));
+        let draws = 4 + u32::from(self.input.u8() % 40);
+        let mut d = null_mut();
+        let (func, st) = if k & 4 == 0 {
+            let mut c = std::mem::MaybeUninit::<ag_nuts_config>::uninit();
+            assert_eq!(ag_nuts_config_default(c.as_mut_ptr()), AG_STATUS_OK);
+            // SAFETY: written by ag_nuts_config_default.
+            let mut c = unsafe { c.assume_init() };
+            (c.chains, c.warmup, c.draws) = (2, 10, draws);
+            ("ag_nuts_run", ag_nuts_run(s, &c, &mut d))
+        } else {
+            let mut c = std::mem::MaybeUninit::<ag_advi_config>::uninit();
+            assert_eq!(ag_advi_config_default(c.as_mut_ptr()), AG_STATUS_OK);
+            // SAFETY: written by ag_advi_config_default.
+            let mut c = unsafe { c.assume_init() };
+            (c.eta, c.iterations, c.output_draws) = (1.0, 100, draws);
+            ("ag_advi_run", ag_advi_run(s, &c, &mut d))
+        };
+        // a finite bound can fail the report: its status comes back
+        let want = if bound.is_infinite() {
+            AG_STATUS_OK
+        } else {
+            st
+        };
+        self.sampler_call(func, st, Some(want));
+        if st == AG_STATUS_OK {
+            let mut c = std::mem::MaybeUninit::<ag_chain_draws>::uninit();
+            assert_eq!(ag_draws_chain(d, 0, c.as_mut_ptr()), AG_STATUS_OK);
+            // SAFETY: written by ag_draws_chain; positions and reported
+            // hold draws * 2 values until ag_draws_free.
+            let (pos, rep) = unsafe {
+                let c = c.assume_init();
+                (
+                    std::slice::from_raw_parts(c.positions, c.draws * 2),
+                    std::slice::from_raw_parts(c.reported, c.draws * 2),
+                )
+            };
+            assert!(
+                pos.iter()
+                    .zip(rep)
+                    .all(|(q, r)| r.to_bits() == q.exp().to_bits())
+            );
+            let mut rows = [std::mem::MaybeUninit::<ag_summary_row>::uninit(); 3];
+            let st = ag_draws_summary_reported(d, rows.as_mut_ptr().cast(), 2);
+            self.sampler_call("ag_draws_summary_reported", st, Some(AG_STATUS_OK));
+            let st = ag_draws_summary_reported(d, rows.as_mut_ptr().cast(), 3);
+            self.sampler_call(
+                "ag_draws_summary_reported",
+                st,
+                Some(AG_STATUS_INVALID_ARGUMENT),
+            );
+            assert_eq!(ag_draws_free(d), AG_STATUS_OK);
+        } else {
+            assert_eq!(st, AG_STATUS_INVALID_ARGUMENT, "{}", sampler_error());
+            assert!(sampler_error().contains(", draw "), "{}", sampler_error());
+            assert!(d.is_null());
+        }
+        let st = ag_sampler_free(s);
+        self.sampler_call("ag_sampler_free", st, Some(AG_STATUS_OK));
+    }
+}
+
+/// Where report_exp fails (q[0] above it), by the input's choice.
+const BOUNDS: [f64; 4] = [f64::INFINITY, 1.0, 2.5, f64::INFINITY];
+
+/// reported = exp(q) for dim 2; fails (INVALID_ARGUMENT) where q[0] passes
+/// the bound `user` points to.
+unsafe extern "C" fn report_exp(q: *const f64, user: *mut c_void, out: *mut f64) -> ag_status {
+    // SAFETY: the library passes 2 positions and room for 2 values; user
+    // is the &f64 bound sampler_reported gives.
+    unsafe {
+        if *q > *(user as *const f64) {
+            return AG_STATUS_INVALID_ARGUMENT;
+        }
+        for j in 0..2 {
+            *out.add(j) = (*q.add(j)).exp();
+        }
+    }
+    AG_STATUS_OK
 }

@@ -1,7 +1,7 @@
 //! ag_advi_run (ADVI on the sampler's model, on one context, through
 //! src/infer/advi.rs) and ag_draws_advi (the fitted approximation).
 
-use super::density::{ChainContext, Running};
+use super::density::{ChainContext, Running, report_draws};
 use super::model::{
     AdviOut, DRAWS, Failure, SAMPLERS, ag_draws, ag_progress_fn, ag_sampler, check_size, entry,
     fail, locked, lookup,
@@ -295,12 +295,15 @@ pub extern "C" fn ag_advi_run(
             iterations: fit.iterations,
             converged: fit.converged,
         };
+        let reported = report_draws(F, sp, 0, &draws)?;
         let draws = Arc::new(ag_draws {
             cancelled: sp.cancelled.load(Ordering::Acquire),
             chains: vec![draws],
             dim: sp.dim,
             names: sp.names.clone(),
             advi: Some(advi),
+            reported: vec![reported],
+            reporter: sp.reporter.clone(),
         });
         let addr = Arc::as_ptr(&draws) as usize;
         locked(&DRAWS).insert(addr, draws);

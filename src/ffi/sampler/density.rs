@@ -8,6 +8,7 @@ use crate::context::Step;
 use crate::ffi::panic_hook::install_panic_hook;
 use crate::ffi::prelude::*;
 use crate::ffi::registry::{context_free, context_new, last_error};
+use crate::infer::ChainDraws;
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -163,6 +164,48 @@ impl ChainContext {
             f64::NEG_INFINITY
         })
     }
+}
+
+/// The model's reported quantities at each of `draws`' positions, called
+/// on this (the chain's) thread, as the positions of a chain of dim
+/// n_reported (an empty chain when the model reports nothing). A failing
+/// report stops the run, named by `func`, chain and draw (from 1).
+pub(super) fn report_draws(
+    func: &str,
+    s: &ag_sampler,
+    chain: u32,
+    draws: &ChainDraws,
+) -> std::result::Result<ChainDraws, Failure> {
+    let Some(r) = &s.reporter else {
+        return Ok(ChainDraws::default());
+    };
+    let mut out = ChainDraws {
+        dim: r.n,
+        positions: vec![0.0; draws.completed() * r.n],
+        ..ChainDraws::default()
+    };
+    let rows = out.positions.chunks_exact_mut(r.n);
+    for (i, (q, v)) in draws
+        .positions
+        .chunks_exact(draws.dim)
+        .zip(rows)
+        .enumerate()
+    {
+        // SAFETY: the caller's function, given `dim` doubles to read,
+        // `n_reported` to write and its own user pointer, as the header
+        // documents.
+        let st = unsafe { (r.report)(q.as_ptr(), s.user.0, v.as_mut_ptr()) };
+        if st != AG_STATUS_OK {
+            return Err(fail(
+                st,
+                format!(
+                    "{func}: chain {chain}, draw {}: the report function returned {st}",
+                    i + 1
+                ),
+            ));
+        }
+    }
+    Ok(out)
 }
 
 /// Marks a sampler as running until dropped, however the run ends (a

@@ -1,13 +1,14 @@
 //! ag_nuts_run (a context per chain, capture and replay of fixed graphs,
 //! one thread per chain) and the accessors of its draws.
 
-use super::density::{ChainContext, Running};
+use super::density::{ChainContext, Running, report_draws};
 use super::model::{
     DRAWS, Failure, SAMPLERS, UserPtr, ag_chain_draws, ag_draws, ag_draws_info_t, ag_nuts_config,
     ag_progress_fn, ag_sampler, ag_summary_row, check_size, entry, fail, locked, lookup,
 };
 use crate::ffi::prelude::*;
 use crate::infer::{ChainDraws, ChainError, Settings, SummaryRow, run_chain, summarise};
+use std::ffi::CString;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -23,7 +24,15 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
-    fn chain(&self, chain: u32) -> std::result::Result<ChainDraws, Failure> {
+    /// Chain `chain`'s draws and their reported quantities.
+    fn chain(&self, chain: u32) -> std::result::Result<(ChainDraws, ChainDraws), Failure> {
+        let draws = self.sample(chain)?;
+        let reported = report_draws("ag_nuts_run", self.sampler, chain, &draws)
+            .inspect_err(|_| self.failed.store(true, Ordering::Relaxed))?;
+        Ok((draws, reported))
+    }
+
+    fn sample(&self, chain: u32) -> std::result::Result<ChainDraws, Failure> {
         const F: &str = "ag_nuts_run";
         let s = self.sampler;
         let mut cc = ChainContext::new(F, s.dim)
@@ -175,15 +184,17 @@ pub extern "C" fn ag_nuts_run(
             (0..c.chains).map(|k| run.chain(k)).collect()
         };
         drop(running);
-        let chains = results
+        let (chains, reported) = results
             .into_iter()
-            .collect::<std::result::Result<Vec<_>, _>>()?;
+            .collect::<std::result::Result<(Vec<_>, Vec<_>), _>>()?;
         let draws = Arc::new(ag_draws {
             cancelled: sampler.cancelled.load(Ordering::Acquire),
             chains,
             dim: sampler.dim,
             names: sampler.names.clone(),
             advi: None,
+            reported,
+            reporter: sampler.reporter.clone(),
         });
         let addr = Arc::as_ptr(&draws) as usize;
         locked(&DRAWS).insert(addr, draws);
@@ -245,9 +256,59 @@ pub extern "C" fn ag_draws_chain(
             divergent: c.divergent.as_ptr(),
             step_size: c.step_size,
             inv_metric: c.inv_metric.as_ptr(),
+            reported: match d.reporter {
+                Some(_) => d.reported[chain].positions.as_ptr(),
+                None => std::ptr::null(),
+            },
         };
         Ok(write_out(F, "out", out, v)?)
     })
+}
+
+/// Writes the summary of each coordinate of `chains` over their first
+/// `draws` draws to `rows[0..n]`.
+fn write_summary(
+    func: &'static str,
+    chains: &[ChainDraws],
+    names: Option<&Arc<Vec<CString>>>,
+    draws: usize,
+    rows: *mut ag_summary_row,
+    n: usize,
+) -> std::result::Result<(), Failure> {
+    if draws < 4 {
+        return Err(fail(
+            AG_STATUS_INVALID_ARGUMENT,
+            format!("{func}: {draws} draws per chain; a summary needs at least 4"),
+        ));
+    }
+    let out = slice_out(func, "rows", rows, n)?;
+    for (j, row) in out.iter_mut().enumerate() {
+        let SummaryRow {
+            mean,
+            sd,
+            mcse_mean,
+            q5,
+            q50,
+            q95,
+            ess_bulk,
+            ess_tail,
+            rhat,
+        } = summarise(chains, j, draws);
+        let name = names.map_or(std::ptr::null(), |v| v[j].as_ptr());
+        *row = ag_summary_row {
+            name,
+            mean,
+            sd,
+            mcse_mean,
+            q5,
+            q50,
+            q95,
+            ess_bulk,
+            ess_tail,
+            rhat,
+        };
+    }
+    Ok(())
 }
 
 /// Writes the summary of each coordinate, over the draws every chain
@@ -271,41 +332,39 @@ pub extern "C" fn ag_draws_summary(
                 format!("{F}: n is {n}, the model's dim is {}", d.dim),
             ));
         }
-        let draws = common_draws(&d);
-        if draws < 4 {
+        write_summary(F, &d.chains, d.names.as_ref(), common_draws(&d), rows, n)
+    })
+}
+
+/// Writes the summary of each reported quantity (ag_model_spec's report),
+/// over the draws every chain completed, to `rows[0..n]`, named by
+/// reported_names; n must be the model's n_reported.
+/// Errors: NULL_ARGUMENT (d, rows), INVALID_HANDLE (d is not live draws),
+/// INVALID_ARGUMENT (the model reports nothing, n is not n_reported, or
+/// fewer than 4 draws per chain).
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_draws_summary_reported(
+    d: *const ag_draws,
+    rows: *mut ag_summary_row,
+    n: usize,
+) -> ag_status {
+    const F: &str = "ag_draws_summary_reported";
+    entry(F, || {
+        let d = lookup(F, &DRAWS, "draws", d)?;
+        need(F, "rows", rows)?;
+        let Some(r) = &d.reporter else {
             return Err(fail(
                 AG_STATUS_INVALID_ARGUMENT,
-                format!("{F}: {draws} draws per chain; a summary needs at least 4"),
+                format!("{F}: the model reports nothing (its n_reported is 0)"),
+            ));
+        };
+        if n != r.n {
+            return Err(fail(
+                AG_STATUS_INVALID_ARGUMENT,
+                format!("{F}: n is {n}, the model's n_reported is {}", r.n),
             ));
         }
-        let out = slice_out(F, "rows", rows, n)?;
-        for (j, row) in out.iter_mut().enumerate() {
-            let SummaryRow {
-                mean,
-                sd,
-                mcse_mean,
-                q5,
-                q50,
-                q95,
-                ess_bulk,
-                ess_tail,
-                rhat,
-            } = summarise(&d.chains, j, draws);
-            let name = d.names.as_ref().map_or(std::ptr::null(), |v| v[j].as_ptr());
-            *row = ag_summary_row {
-                name,
-                mean,
-                sd,
-                mcse_mean,
-                q5,
-                q50,
-                q95,
-                ess_bulk,
-                ess_tail,
-                rhat,
-            };
-        }
-        Ok(())
+        write_summary(F, &d.reported, r.names.as_ref(), common_draws(&d), rows, n)
     })
 }
 
