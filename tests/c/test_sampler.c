@@ -6,7 +6,8 @@
  * inputs (NULL arguments, struct sizes, dim 0, bad configs, a failing and
  * a non-scalar density), each with its status and a message naming the
  * function. ADVI on the same model: its fit and draws against the known
- * moments, a cancel, and its bad inputs.
+ * moments, a cancel, and its bad inputs. Reported quantities: exp of the
+ * position, a lognormal with a known mean, and a report that fails.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -323,11 +324,65 @@ static void test_advi_cancel_and_bad_inputs(void) {
     CHECK_OK(ag_sampler_free(s));
 }
 
+/* reported = exp(q): lognormal, mean e^(m + sd^2 / 2) */
+static ag_status report_exp(const double *q, void *user, double *reported) {
+    (void)user;
+    for (int j = 0; j < DIM; j++) reported[j] = exp(q[j]);
+    return AG_STATUS_OK;
+}
+
+static ag_status report_failing(const double *q, void *user, double *reported) {
+    if (q[0] > 2.5) return AG_STATUS_INVALID_ARGUMENT;
+    return report_exp(q, user, reported);
+}
+
+static void test_reported(void) {
+    check_begin("reported quantities");
+    static const char *const rnames[DIM] = {"exp_a", "exp_b", "exp_c"};
+    ag_model_spec m = spec(normal_density);
+    m.n_reported = DIM;
+    m.report = report_exp;
+    m.reported_names = rnames;
+    ag_sampler *s = NULL;
+    REQUIRE_OK(ag_sampler_new(&m, &s));
+    ag_nuts_config c;
+    REQUIRE_OK(ag_nuts_config_default(&c));
+    c.warmup = 300;
+    c.draws = 1000;
+    ag_draws *d = NULL;
+    REQUIRE_OK(ag_nuts_run(s, &c, &d));
+    ag_summary_row rows[DIM];
+    CHECK_OK(ag_draws_summary_reported(d, rows, DIM));
+    for (int j = 0; j < DIM; j++) {
+        double want = exp(data.mean[j] + 0.5 * data.sd[j] * data.sd[j]);
+        CHECK(strcmp(rows[j].name, rnames[j]) == 0);
+        CHECK(fabs(rows[j].mean - want) < 4 * rows[j].mcse_mean);
+    }
+    ag_chain_draws ch;
+    CHECK_OK(ag_draws_chain(d, 1, &ch));
+    for (size_t i = 0; i < ch.draws * DIM; i++) CHECK(ch.reported[i] == exp(ch.positions[i]));
+    CHECK_SAMPLER(ag_draws_summary_reported(d, rows, DIM - 1), AG_STATUS_INVALID_ARGUMENT, "n_reported");
+    CHECK_OK(ag_draws_free(d));
+    CHECK_OK(ag_sampler_free(s));
+
+    m.report = report_failing;
+    REQUIRE_OK(ag_sampler_new(&m, &s));
+    d = NULL;
+    CHECK_SAMPLER(ag_nuts_run(s, &c, &d), AG_STATUS_INVALID_ARGUMENT, ", draw ");
+    CHECK(d == NULL);
+    CHECK_OK(ag_sampler_free(s));
+    m.report = NULL;
+    s = NULL;
+    CHECK_SAMPLER(ag_sampler_new(&m, &s), AG_STATUS_NULL_ARGUMENT, "report");
+    CHECK(s == NULL);
+}
+
 int main(void) {
     test_posterior();
     test_cancel();
     test_bad_inputs();
     test_advi();
     test_advi_cancel_and_bad_inputs();
+    test_reported();
     return check_summary();
 }
