@@ -180,6 +180,12 @@ typedef struct ag_memory_stats_t ag_memory_figures;
 // The most threads ag_set_num_threads accepts.
 #define AG_MAX_THREADS 1024
 
+// ag_advi_config's `algorithm`: independent coordinates, N(mu, diag(sd^2)).
+#define AG_ADVI_MEANFIELD 0
+
+// ag_advi_config's `algorithm`: N(mu, L L^T) with L lower triangular.
+#define AG_ADVI_FULLRANK 1
+
 // An arenagrad context (opaque): parameters, optimizer, arena and tape.
 // Made by ag_context_new, freed by ag_context_free; use it from one thread
 // at a time (a concurrent call gets AG_STATUS_BUSY). An `ag_context *` is
@@ -187,7 +193,7 @@ typedef struct ag_memory_stats_t ag_memory_figures;
 // so any call with a freed context is detected (INVALID_CONTEXT).
 typedef struct ag_context ag_context;
 
-// The draws of a run (opaque): ag_nuts_run, ag_draws_free.
+// The draws of a run (opaque): ag_nuts_run or ag_advi_run, ag_draws_free.
 typedef struct ag_draws ag_draws;
 
 // A model ready to sample (opaque): ag_sampler_new, ag_sampler_free.
@@ -320,6 +326,66 @@ typedef struct ag_thread_info {
 // chains' threads, concurrently when they run in parallel.
 typedef void (*ag_progress_fn)(void *user, uint32_t chain, uint32_t iteration, uint32_t total);
 
+// The settings of an ADVI run (ag_advi_config_default fills Stan's
+// defaults, but for eta: 0 here, which adapts it).
+typedef struct ag_advi_config {
+  // sizeof(ag_advi_config).
+  size_t struct_size;
+  // AG_ADVI_MEANFIELD (default) or AG_ADVI_FULLRANK.
+  uint32_t algorithm;
+  // The most gradient steps after the eta adaptation (at least 1;
+  // default 10000).
+  uint32_t iterations;
+  // Draws per ELBO gradient (at least 1; default 1).
+  uint32_t grad_samples;
+  // Draws per ELBO estimate (at least 1; default 100).
+  uint32_t elbo_samples;
+  // The ELBO is estimated, and convergence tested, every eval_elbo
+  // steps (at least 1; default 100).
+  uint32_t eval_elbo;
+  // The step size scale, finite and >= 0; 0 (default) adapts it,
+  // trying 100, 10, 1, 0.1 and 0.01.
+  double eta;
+  // Steps per eta tried when adapting (at least 1 when eta is 0;
+  // default 50).
+  uint32_t adapt_iterations;
+  // Converged when the mean or median relative ELBO change over the
+  // last evaluations falls under this (finite, > 0; default 0.01).
+  double tol_rel_obj;
+  // Draws from the fitted approximation (at least 1; default 1000).
+  uint32_t output_draws;
+  // The run's random numbers come from this only (default 1234).
+  uint64_t seed;
+  // Called after each gradient step with chain 0, the steps so far
+  // (adaptation first) and the most there can be (the run may stop
+  // sooner), or NULL.
+  ag_progress_fn progress;
+  // Passed to progress as it is.
+  void *progress_user;
+} ag_advi_config;
+
+// The approximation ag_advi_run fitted (ag_draws_advi): pointers into the
+// ag_draws, valid until ag_draws_free.
+typedef struct ag_advi_fit {
+  // The model's dim.
+  size_t dim;
+  // AG_ADVI_MEANFIELD or AG_ADVI_FULLRANK.
+  uint32_t algorithm;
+  // The approximation's mean on the unconstrained space, [dim].
+  const double *mean;
+  // Mean-field: the sds, [dim]. Full-rank: the Cholesky factor L of the
+  // covariance, row-major [dim * dim], zero above the diagonal (its
+  // diagonal may be negative: the covariance is L L^T).
+  const double *scale;
+  // The ELBO of this fit (up to the log density's constant), from
+  // elbo_samples draws; NaN when none had a finite density.
+  double elbo;
+  // Gradient steps run after the eta adaptation.
+  uint32_t iterations_run;
+  // The relative ELBO change fell under tol_rel_obj.
+  bool converged;
+} ag_advi_fit;
+
 // The settings of a run (ag_nuts_config_default fills Stan's defaults).
 typedef struct ag_nuts_config {
   // sizeof(ag_nuts_config).
@@ -355,6 +421,14 @@ typedef struct ag_nuts_config {
 // Do not call ag_reset, ag_backward or capture functions on `ctx` here.
 typedef ag_status (*ag_log_density_fn)(struct ag_context *ctx, struct ag_tensor position, void *user, struct ag_tensor *log_density);
 
+// A model's reported quantities at one draw: write `n_reported` plain
+// doubles (constrained parameters, generated quantities) to `reported`,
+// computed from the unconstrained `position` ([dim]); return
+// AG_STATUS_OK, or an error status to stop the run. Called once per kept
+// draw, from the chain's thread (concurrently for parallel chains, with
+// the model's `user`).
+typedef ag_status (*ag_report_fn)(const double *position, void *user, double *reported);
+
 // A model for ag_sampler_new (copied; nothing is kept but `user`).
 typedef struct ag_model_spec {
   // sizeof(ag_model_spec).
@@ -373,6 +447,16 @@ typedef struct ag_model_spec {
   bool fixed_graph;
   // `dim` NUL-terminated names of the coordinates (copied), or NULL.
   const char *const *names;
+  // The number of reported quantities per draw (0: none; at most 2^20).
+  // This field and the two after it were added later: a caller whose
+  // struct_size ends before them reports nothing.
+  size_t n_reported;
+  // Computes the reported quantities of a draw (not NULL when
+  // n_reported > 0; NULL when it is 0).
+  ag_report_fn report;
+  // `n_reported` NUL-terminated names of the reported quantities
+  // (copied), or NULL.
+  const char *const *reported_names;
 } ag_model_spec;
 
 // What ag_draws_info reports of a run's draws.
@@ -404,6 +488,9 @@ typedef struct ag_chain_draws {
   double step_size;
   // The diagonal inverse metric after warm-up, [dim].
   const double *inv_metric;
+  // The reported quantities of each draw, [draws * n_reported], draw
+  // after draw (NULL when the model reports nothing).
+  const double *reported;
 } ag_chain_draws;
 
 // One coordinate's summary over all chains (ag_draws_summary).
@@ -1750,6 +1837,46 @@ ag_status ag_tokenizer_end_of_text(struct ag_tokenizer *tok, int32_t *out);
 // thread; never free it. Never NULL.
 const char *ag_tokenizer_last_error(void);
 
+// Fills `*out` with the defaults: mean-field, 10000 iterations, 1 gradient
+// draw, 100 ELBO draws every 100 steps, eta 0 (adapted over 50 steps per
+// value tried), tol_rel_obj 0.01, 1000 output draws, seed 1234, no
+// progress function; struct_size is set.
+// Errors: NULL_ARGUMENT (out).
+ag_status ag_advi_config_default(struct ag_advi_config *out);
+
+// Fits a Gaussian approximation to the sampler's model by ADVI (Stan's
+// algorithm: Kucukelbir et al. 2017) on one context, from a uniform(-2, 2)
+// initial point, and writes `output_draws` draws from it to `*out` as one
+// chain (free them with ag_draws_free): ag_draws_chain gives their
+// positions and log densities (accept_stat 1, tree_depth and n_leapfrog
+// 0, divergent false, step_size 0, inv_metric the approximation's
+// marginal variances), ag_draws_summary their summary (the draws are
+// independent), ag_draws_advi the fit itself. The same bits at any
+// ag_set_num_threads, for a fixed graph or not. After ag_sampler_cancel
+// the run stops at the next gradient step and the draws come from the
+// fit so far (the initial one if the eta adaptation was under way; at
+// once for a sampler cancelled before), with ag_draws_info's `cancelled`
+// set. A failure writes nothing to `*out`; the message
+// (ag_sampler_last_error) names the step or draw.
+// Errors: NULL_ARGUMENT (s, config, out), INVALID_HANDLE (s is not a live
+// sampler), BUSY (a run on s is under way), INVALID_ARGUMENT (struct_size
+// smaller than sizeof(ag_advi_config), algorithm unknown, or full-rank
+// with dim above 2048, iterations, grad_samples, elbo_samples, eval_elbo
+// or output_draws 0, eta negative or not finite, adapt_iterations 0 with
+// eta 0, tol_rel_obj not finite and positive, iterations + 5
+// adapt_iterations above 2^32 - 1), NOT_SCALAR (the density's result is
+// not one element), NON_FINITE (no finite initial point, every step size
+// failed, a non-finite gradient draw, no finite ELBO draw), OUT_OF_MEMORY
+// (no context), PANIC, or the status an ag call of the density or the
+// density itself returned.
+ag_status ag_advi_run(struct ag_sampler *s, const struct ag_advi_config *config, struct ag_draws **out);
+
+// Writes the approximation ag_advi_run fitted to `*out` (pointers into
+// `d`, valid until ag_draws_free).
+// Errors: NULL_ARGUMENT (d, out), INVALID_HANDLE (d is not live draws),
+// INVALID_ARGUMENT (d comes from ag_nuts_run, not ag_advi_run).
+ag_status ag_draws_advi(const struct ag_draws *d, struct ag_advi_fit *out);
+
 // Fills `*out` with the defaults: 4 chains in parallel, 1000 warm-up
 // iterations and 1000 draws each, max_depth 10, target_accept 0.8, seed
 // 1234, no progress function; struct_size is set.
@@ -1758,18 +1885,23 @@ ag_status ag_nuts_config_default(struct ag_nuts_config *out);
 
 // Makes a sampler of the model `*model` (copied) and writes it to `*out`.
 // Free it with ag_sampler_free.
+// A struct_size that ends before n_reported (an older ag_model_spec) is
+// taken as reporting nothing.
 // Errors: NULL_ARGUMENT (model, out, model->log_density, a name when
-// names is not NULL), INVALID_ARGUMENT (struct_size smaller than
-// sizeof(ag_model_spec), dim 0 or above 2^20, a name not UTF-8).
+// names or reported_names is not NULL, report when n_reported > 0),
+// INVALID_ARGUMENT (struct_size smaller than ag_model_spec up to its
+// names, dim 0 or above 2^20, n_reported above 2^20, report set with
+// n_reported 0, a name not UTF-8).
 // Messages: ag_sampler_last_error.
 ag_status ag_sampler_new(const struct ag_model_spec *model, struct ag_sampler **out);
 
 // Frees the sampler `s`. NULL does nothing.
-// Errors: INVALID_HANDLE (not a live sampler), BUSY (ag_nuts_run is running on it).
+// Errors: INVALID_HANDLE (not a live sampler), BUSY (ag_nuts_run or
+// ag_advi_run is running on it).
 ag_status ag_sampler_free(struct ag_sampler *s);
 
 // Asks ag_nuts_run on `s` to stop after the current iteration of each
-// chain; it then returns AG_STATUS_OK with the draws made so far and
+// chain (ag_advi_run: after the current gradient step); it then returns AG_STATUS_OK with the draws made so far and
 // ag_draws_info's `cancelled` set. The request stays: a later run on `s`
 // stops at once (make a new sampler to sample again). Async-signal-safe
 // (one atomic store) and callable from any thread; `s` must be a live
@@ -1818,6 +1950,14 @@ ag_status ag_draws_chain(const struct ag_draws *d, size_t chain, struct ag_chain
 // Errors: NULL_ARGUMENT (d, rows), INVALID_HANDLE (d is not live draws),
 // INVALID_ARGUMENT (n is not dim, or fewer than 4 draws per chain).
 ag_status ag_draws_summary(const struct ag_draws *d, struct ag_summary_row *rows, size_t n);
+
+// Writes the summary of each reported quantity (ag_model_spec's report),
+// over the draws every chain completed, to `rows[0..n]`, named by
+// reported_names; n must be the model's n_reported.
+// Errors: NULL_ARGUMENT (d, rows), INVALID_HANDLE (d is not live draws),
+// INVALID_ARGUMENT (the model reports nothing, n is not n_reported, or
+// fewer than 4 draws per chain).
+ag_status ag_draws_summary_reported(const struct ag_draws *d, struct ag_summary_row *rows, size_t n);
 
 // Frees the draws `d`; the pointers ag_draws_chain gave die with them.
 // NULL does nothing.

@@ -210,6 +210,9 @@ fn spec(dim: usize, f: ag_log_density_fn, fixed_graph: bool) -> ag_model_spec {
         user: null_mut(),
         fixed_graph,
         names: null(),
+        n_reported: 0,
+        report: None,
+        reported_names: null(),
     }
 }
 
@@ -818,4 +821,195 @@ fn sampling_after_warm_up_allocates_nothing() {
             "fixed_graph {fixed}: {n} allocator calls in 2 x 499 iterations after warm-up"
         );
     }
+}
+
+/// Reports exp(q): a standard normal's position reported as a lognormal.
+unsafe extern "C" fn report_exp(position: *const f64, _: *mut c_void, out: *mut f64) -> ag_status {
+    // SAFETY: the library passes 2 positions and room for 2 values.
+    unsafe {
+        for j in 0..2 {
+            *out.add(j) = (*position.add(j)).exp();
+        }
+    }
+    AG_STATUS_OK
+}
+
+/// Fails where q[0] > 1.5 (a standard normal gets there within a few draws).
+unsafe extern "C" fn report_failing(
+    position: *const f64,
+    user: *mut c_void,
+    out: *mut f64,
+) -> ag_status {
+    // SAFETY: as report_exp.
+    if unsafe { *position } > 1.5 {
+        return AG_STATUS_INVALID_ARGUMENT;
+    }
+    unsafe { report_exp(position, user, out) }
+}
+
+fn reporting(report: ag_report_fn, names: *const *const std::ffi::c_char) -> ag_model_spec {
+    ag_model_spec {
+        n_reported: 2,
+        report,
+        reported_names: names,
+        ..spec(2, Some(std_normal), true)
+    }
+}
+
+fn summary_reported(d: *mut ag_draws, n: usize) -> (ag_status, Vec<ag_summary_row>) {
+    let mut rows = vec![std::mem::MaybeUninit::<ag_summary_row>::zeroed(); n];
+    let st = ag_draws_summary_reported(d, rows.as_mut_ptr().cast(), n);
+    // SAFETY: zeroed rows are valid (NULL names, zeros); written on success.
+    let rows = rows
+        .into_iter()
+        .map(|r| unsafe { r.assume_init() })
+        .collect();
+    (st, rows)
+}
+
+/// exp of a standard normal is lognormal: mean e^(1/2), sd sqrt((e - 1) e).
+#[test]
+fn reported_quantities_of_a_lognormal_match_its_known_moments() {
+    let names = [c"exp_a".as_ptr(), c"exp_b".as_ptr()];
+    let mut s = null_mut();
+    assert_eq!(
+        ag_sampler_new(&reporting(Some(report_exp), names.as_ptr()), &mut s),
+        AG_STATUS_OK
+    );
+    let mut d = null_mut();
+    assert_eq!(
+        ag_nuts_run(s, &config(4, 300, 1000, 5), &mut d),
+        AG_STATUS_OK
+    );
+    let (st, rows) = summary_reported(d, 2);
+    assert_eq!(st, AG_STATUS_OK, "{}", last_error());
+    let e = std::f64::consts::E;
+    for (j, r) in rows.iter().enumerate() {
+        assert!(
+            (r.mean - e.sqrt()).abs() < 4.0 * r.mcse_mean,
+            "exp(q[{j}]): mean {} mcse {}",
+            r.mean,
+            r.mcse_mean
+        );
+        // the sd of a heavy tail converges slowly: 25%
+        assert!(
+            (r.sd / ((e - 1.0) * e).sqrt() - 1.0).abs() < 0.25,
+            "sd {}",
+            r.sd
+        );
+        // SAFETY: valid until ag_draws_free, below.
+        let name = unsafe { CStr::from_ptr(r.name) };
+        assert_eq!(name, [c"exp_a", c"exp_b"][j]);
+    }
+    for k in 0..4 {
+        let mut c = std::mem::MaybeUninit::<ag_chain_draws>::uninit();
+        assert_eq!(ag_draws_chain(d, k, c.as_mut_ptr()), AG_STATUS_OK);
+        // SAFETY: written by ag_draws_chain; positions and reported hold
+        // draws * 2 values until ag_draws_free.
+        let (pos, rep) = unsafe {
+            let c = c.assume_init();
+            (
+                std::slice::from_raw_parts(c.positions, c.draws * 2),
+                std::slice::from_raw_parts(c.reported, c.draws * 2),
+            )
+        };
+        assert!(
+            pos.iter()
+                .zip(rep)
+                .all(|(q, r)| r.to_bits() == q.exp().to_bits())
+        );
+    }
+    let (st, _) = summary_reported(d, 3);
+    assert_eq!(st, AG_STATUS_INVALID_ARGUMENT);
+    assert!(last_error().contains("n_reported is 2"), "{}", last_error());
+    assert_eq!(ag_draws_free(d), AG_STATUS_OK);
+
+    // ADVI's draws carry them too
+    let mut a = std::mem::MaybeUninit::<ag_advi_config>::uninit();
+    assert_eq!(ag_advi_config_default(a.as_mut_ptr()), AG_STATUS_OK);
+    // SAFETY: written by ag_advi_config_default.
+    let a = unsafe { a.assume_init() };
+    assert_eq!(ag_advi_run(s, &a, &mut d), AG_STATUS_OK, "{}", last_error());
+    let (st, rows) = summary_reported(d, 2);
+    assert_eq!(st, AG_STATUS_OK, "{}", last_error());
+    assert!(
+        rows.iter().all(|r| (r.mean - e.sqrt()).abs() < 0.5),
+        "{rows:?}"
+    );
+    assert_eq!(ag_draws_free(d), AG_STATUS_OK);
+    assert_eq!(ag_sampler_free(s), AG_STATUS_OK);
+}
+
+#[test]
+fn a_failing_report_stops_the_run_and_bad_report_specs_are_refused() {
+    let mut s = null_mut();
+    assert_eq!(
+        ag_sampler_new(&reporting(Some(report_failing), null()), &mut s),
+        AG_STATUS_OK
+    );
+    let mut d = null_mut();
+    assert_eq!(
+        ag_nuts_run(s, &config(2, 50, 200, 3), &mut d),
+        AG_STATUS_INVALID_ARGUMENT
+    );
+    let e = last_error();
+    assert!(
+        e.starts_with("ag_nuts_run: chain ") && e.contains(", draw "),
+        "{e}"
+    );
+    assert!(d.is_null());
+    assert_eq!(ag_sampler_free(s), AG_STATUS_OK);
+
+    s = null_mut();
+    let no_fn = reporting(None, null());
+    assert_eq!(ag_sampler_new(&no_fn, &mut s), AG_STATUS_NULL_ARGUMENT);
+    assert!(last_error().contains("report is NULL"), "{}", last_error());
+    let no_count = ag_model_spec {
+        n_reported: 0,
+        ..reporting(Some(report_exp), null())
+    };
+    assert_eq!(
+        ag_sampler_new(&no_count, &mut s),
+        AG_STATUS_INVALID_ARGUMENT
+    );
+    let bad_name = [c"ok".as_ptr(), null()];
+    let m = reporting(Some(report_exp), bad_name.as_ptr());
+    assert_eq!(ag_sampler_new(&m, &mut s), AG_STATUS_NULL_ARGUMENT);
+    assert!(
+        last_error().contains("reported_names[1]"),
+        "{}",
+        last_error()
+    );
+    assert!(s.is_null());
+
+    // an older, shorter spec (up to names) reports nothing
+    let old = ag_model_spec {
+        struct_size: std::mem::offset_of!(ag_model_spec, n_reported),
+        ..reporting(Some(report_exp), null())
+    };
+    assert_eq!(
+        ag_sampler_new(&old, &mut s),
+        AG_STATUS_OK,
+        "{}",
+        last_error()
+    );
+    assert_eq!(ag_nuts_run(s, &config(1, 20, 20, 3), &mut d), AG_STATUS_OK);
+    let mut c = std::mem::MaybeUninit::<ag_chain_draws>::uninit();
+    assert_eq!(ag_draws_chain(d, 0, c.as_mut_ptr()), AG_STATUS_OK);
+    // SAFETY: written by ag_draws_chain.
+    assert!(unsafe { c.assume_init() }.reported.is_null());
+    let (st, _) = summary_reported(d, 2);
+    assert_eq!(st, AG_STATUS_INVALID_ARGUMENT);
+    assert!(last_error().contains("reports nothing"), "{}", last_error());
+    assert_eq!(
+        ag_draws_summary_reported(d, null_mut(), 2),
+        AG_STATUS_NULL_ARGUMENT
+    );
+    assert_eq!(ag_draws_free(d), AG_STATUS_OK);
+    assert_eq!(ag_sampler_free(s), AG_STATUS_OK);
+    let small = ag_model_spec {
+        struct_size: std::mem::offset_of!(ag_model_spec, names),
+        ..spec(2, Some(std_normal), true)
+    };
+    assert_eq!(ag_sampler_new(&small, &mut s), AG_STATUS_INVALID_ARGUMENT);
 }

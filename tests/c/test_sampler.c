@@ -5,7 +5,9 @@
  * chains' statistics, a cancel from the progress function, and the bad
  * inputs (NULL arguments, struct sizes, dim 0, bad configs, a failing and
  * a non-scalar density), each with its status and a message naming the
- * function.
+ * function. ADVI on the same model: its fit and draws against the known
+ * moments, a cancel, and its bad inputs. Reported quantities: exp of the
+ * position, a lognormal with a known mean, and a report that fails.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -215,9 +217,172 @@ static void test_bad_inputs(void) {
     CHECK_OK(ag_sampler_free(s));
 }
 
+/* ADVI: the fit's mean and sd within the tolerances tests/advi.rs
+ * justifies (0.25 sd for means, 20% for sds), the draws' summary against
+ * the fit within 4 Monte Carlo standard errors (independent draws), and
+ * full-rank's L lower triangular. */
+static void test_advi(void) {
+    check_begin("ADVI on a normal");
+    ag_model_spec m = spec(normal_density);
+    ag_sampler *s = NULL;
+    REQUIRE_OK(ag_sampler_new(&m, &s));
+    for (uint32_t alg = AG_ADVI_MEANFIELD; alg <= AG_ADVI_FULLRANK; alg++) {
+        ag_advi_config c;
+        REQUIRE_OK(ag_advi_config_default(&c));
+        c.algorithm = alg;
+        /* full-rank's off-diagonal steps on scales 3 and 0.2 side by side
+         * are noisy with one draw per gradient (the adapted eta is 10):
+         * 10 draws bring its last iterate within the tolerances */
+        if (alg == AG_ADVI_FULLRANK) c.grad_samples = 10;
+        ag_draws *d = NULL;
+        REQUIRE_OK(ag_advi_run(s, &c, &d));
+        ag_draws_info_t info;
+        CHECK_OK(ag_draws_info(d, &info));
+        CHECK(info.chains == 1 && info.draws == 1000 && info.dim == DIM && !info.cancelled);
+        ag_advi_fit f;
+        CHECK_OK(ag_draws_advi(d, &f));
+        CHECK(f.dim == DIM && f.algorithm == alg && f.iterations_run >= 100 && isfinite(f.elbo));
+        ag_summary_row rows[DIM];
+        CHECK_OK(ag_draws_summary(d, rows, DIM));
+        for (int j = 0; j < DIM; j++) {
+            double sd = f.scale[j];
+            if (alg == AG_ADVI_FULLRANK) {
+                double v = 0;
+                for (int k = 0; k <= j; k++) v += f.scale[j * DIM + k] * f.scale[j * DIM + k];
+                for (int k = j + 1; k < DIM; k++) CHECK(f.scale[j * DIM + k] == 0);
+                sd = sqrt(v);
+            }
+            CHECK(fabs(f.mean[j] - data.mean[j]) < 0.25 * data.sd[j]);
+            CHECK(fabs(sd / data.sd[j] - 1) < 0.2);
+            CHECK(fabs(rows[j].mean - f.mean[j]) < 4 * sd / sqrt(1000.0));
+            CHECK(strcmp(rows[j].name, names[j]) == 0);
+        }
+        ag_chain_draws ch;
+        CHECK_OK(ag_draws_chain(d, 0, &ch));
+        CHECK(ch.draws == 1000 && ch.step_size == 0);
+        for (size_t i = 0; i < ch.draws; i++) CHECK(isfinite(ch.lp[i]) && ch.accept_stat[i] == 1);
+        CHECK_OK(ag_draws_free(d));
+    }
+    CHECK_OK(ag_sampler_free(s));
+}
+
+static void cancel_advi_at(void *user, uint32_t chain, uint32_t iteration, uint32_t total) {
+    (void)total;
+    if (chain == 0 && iteration == 40) ag_sampler_cancel((ag_sampler *)user);
+}
+
+static void test_advi_cancel_and_bad_inputs(void) {
+    check_begin("ADVI cancel and bad inputs");
+    ag_model_spec m = spec(normal_density);
+    ag_sampler *s = NULL;
+    REQUIRE_OK(ag_sampler_new(&m, &s));
+    ag_advi_config c;
+    REQUIRE_OK(ag_advi_config_default(&c));
+    CHECK_STATUS(ag_advi_config_default(NULL), AG_STATUS_NULL_ARGUMENT);
+    ag_draws *d = NULL;
+    CHECK_SAMPLER(ag_advi_run(NULL, &c, &d), AG_STATUS_NULL_ARGUMENT, "ag_advi_run");
+    CHECK_SAMPLER(ag_advi_run(s, NULL, &d), AG_STATUS_NULL_ARGUMENT, "config");
+    CHECK_SAMPLER(ag_advi_run(s, &c, NULL), AG_STATUS_NULL_ARGUMENT, "out");
+    ag_advi_config bc = c;
+    bc.struct_size = 1;
+    CHECK_SAMPLER(ag_advi_run(s, &bc, &d), AG_STATUS_INVALID_ARGUMENT, "struct_size");
+    bc = c;
+    bc.algorithm = 7;
+    CHECK_SAMPLER(ag_advi_run(s, &bc, &d), AG_STATUS_INVALID_ARGUMENT, "algorithm");
+    bc = c;
+    bc.iterations = 0;
+    CHECK_SAMPLER(ag_advi_run(s, &bc, &d), AG_STATUS_INVALID_ARGUMENT, "iterations is 0");
+    bc = c;
+    bc.eta = -0.5;
+    CHECK_SAMPLER(ag_advi_run(s, &bc, &d), AG_STATUS_INVALID_ARGUMENT, "eta");
+    CHECK(d == NULL);
+    /* NUTS draws carry no fit */
+    ag_nuts_config nc;
+    REQUIRE_OK(ag_nuts_config_default(&nc));
+    nc.chains = 1;
+    nc.warmup = 10;
+    nc.draws = 10;
+    REQUIRE_OK(ag_nuts_run(s, &nc, &d));
+    ag_advi_fit f;
+    CHECK_SAMPLER(ag_draws_advi(d, &f), AG_STATUS_INVALID_ARGUMENT, "ag_nuts_run");
+    CHECK_SAMPLER(ag_draws_advi(d, NULL), AG_STATUS_NULL_ARGUMENT, "out");
+    CHECK_OK(ag_draws_free(d));
+    CHECK_SAMPLER(ag_draws_advi(d, &f), AG_STATUS_INVALID_HANDLE, "ag_draws_advi");
+    /* a cancel after 40 steps: the fit so far, drawn from */
+    c.eta = 1;
+    c.output_draws = 20;
+    c.progress = cancel_advi_at;
+    c.progress_user = s;
+    d = NULL;
+    REQUIRE_OK(ag_advi_run(s, &c, &d));
+    ag_draws_info_t info;
+    CHECK_OK(ag_draws_info(d, &info));
+    CHECK(info.cancelled && info.draws == 20);
+    CHECK_OK(ag_draws_advi(d, &f));
+    CHECK(f.iterations_run == 40 && !f.converged);
+    CHECK_OK(ag_draws_free(d));
+    CHECK_OK(ag_sampler_free(s));
+}
+
+/* reported = exp(q): lognormal, mean e^(m + sd^2 / 2) */
+static ag_status report_exp(const double *q, void *user, double *reported) {
+    (void)user;
+    for (int j = 0; j < DIM; j++) reported[j] = exp(q[j]);
+    return AG_STATUS_OK;
+}
+
+static ag_status report_failing(const double *q, void *user, double *reported) {
+    if (q[0] > 2.5) return AG_STATUS_INVALID_ARGUMENT;
+    return report_exp(q, user, reported);
+}
+
+static void test_reported(void) {
+    check_begin("reported quantities");
+    static const char *const rnames[DIM] = {"exp_a", "exp_b", "exp_c"};
+    ag_model_spec m = spec(normal_density);
+    m.n_reported = DIM;
+    m.report = report_exp;
+    m.reported_names = rnames;
+    ag_sampler *s = NULL;
+    REQUIRE_OK(ag_sampler_new(&m, &s));
+    ag_nuts_config c;
+    REQUIRE_OK(ag_nuts_config_default(&c));
+    c.warmup = 300;
+    c.draws = 1000;
+    ag_draws *d = NULL;
+    REQUIRE_OK(ag_nuts_run(s, &c, &d));
+    ag_summary_row rows[DIM];
+    CHECK_OK(ag_draws_summary_reported(d, rows, DIM));
+    for (int j = 0; j < DIM; j++) {
+        double want = exp(data.mean[j] + 0.5 * data.sd[j] * data.sd[j]);
+        CHECK(strcmp(rows[j].name, rnames[j]) == 0);
+        CHECK(fabs(rows[j].mean - want) < 4 * rows[j].mcse_mean);
+    }
+    ag_chain_draws ch;
+    CHECK_OK(ag_draws_chain(d, 1, &ch));
+    for (size_t i = 0; i < ch.draws * DIM; i++) CHECK(ch.reported[i] == exp(ch.positions[i]));
+    CHECK_SAMPLER(ag_draws_summary_reported(d, rows, DIM - 1), AG_STATUS_INVALID_ARGUMENT, "n_reported");
+    CHECK_OK(ag_draws_free(d));
+    CHECK_OK(ag_sampler_free(s));
+
+    m.report = report_failing;
+    REQUIRE_OK(ag_sampler_new(&m, &s));
+    d = NULL;
+    CHECK_SAMPLER(ag_nuts_run(s, &c, &d), AG_STATUS_INVALID_ARGUMENT, ", draw ");
+    CHECK(d == NULL);
+    CHECK_OK(ag_sampler_free(s));
+    m.report = NULL;
+    s = NULL;
+    CHECK_SAMPLER(ag_sampler_new(&m, &s), AG_STATUS_NULL_ARGUMENT, "report");
+    CHECK(s == NULL);
+}
+
 int main(void) {
     test_posterior();
     test_cancel();
     test_bad_inputs();
+    test_advi();
+    test_advi_cancel_and_bad_inputs();
+    test_reported();
     return check_summary();
 }

@@ -1258,10 +1258,30 @@ c_functions! {
         null: none("takes draws, not a context: tests/sampler.rs checks its NULLs"),
         contract: none("takes no context first: tested on its own in tests/sampler.rs"),
     }
+    ag_draws_summary_reported {
+        fuzz: SAMPLER_REPORTED,
+        null: none("takes draws, not a context: tests/sampler.rs checks its NULLs"),
+        contract: none("takes no context first: tested on its own in tests/sampler.rs"),
+    }
     ag_draws_free {
         fuzz: SAMPLER_RUN,
         null: none("freeing NULL does nothing"),
         contract: none("takes no context first: tested on its own in tests/sampler.rs"),
+    }
+    ag_advi_config_default {
+        fuzz: ADVI_RUN,
+        null: none("fills a config: a NULL out-pointer gives NULL_ARGUMENT"),
+        contract: none("takes no context first: tested on its own in tests/advi.rs"),
+    }
+    ag_advi_run {
+        fuzz: ADVI_RUN,
+        null: none("takes a sampler, not a context: tests/advi.rs checks its NULLs"),
+        contract: none("takes no context first: tested on its own in tests/advi.rs"),
+    }
+    ag_draws_advi {
+        fuzz: ADVI_RUN,
+        null: none("takes draws, not a context: tests/advi.rs checks its NULLs"),
+        contract: none("takes no context first: tested on its own in tests/advi.rs"),
     }
 
     // src/ffi/test_hooks.rs

@@ -250,6 +250,15 @@ ids! {
     /// ag_sampler_cancel from the progress function after an iteration
     /// count the input picks; the draws so far come back.
     SAMPLER_CANCEL = 0xE1;
+    /// ag_advi_config_default, ag_advi_run (mean-field or full-rank, eta
+    /// given or adapted, from the input; or a bad config) on the harness's
+    /// normal model, the draws read back, ag_draws_advi on them and on
+    /// NUTS draws (refused); a cancel from the progress function.
+    ADVI_RUN = 0xE2;
+    /// A model reporting exp of its position (or failing to, past a bound
+    /// the input picks): ag_nuts_run or ag_advi_run, the reported values
+    /// against the positions, ag_draws_summary_reported (and a wrong n).
+    SAMPLER_REPORTED = 0xE3;
 }
 
 /// The ids a byte that is no id maps onto, in the order [`ALL`] had when

@@ -281,6 +281,8 @@ impl<'a> FfiOps<'a> {
             ids::TOKENIZER_INFO => self.tokenizer_info(),
             ids::SAMPLER_RUN => self.sampler_run(),
             ids::SAMPLER_CANCEL => self.sampler_cancel(),
+            ids::ADVI_RUN => self.advi_run(),
+            ids::SAMPLER_REPORTED => self.sampler_reported(),
             _ => panic!(
                 "id {id:#04x} has no arm: give its row in tests/common/c_functions.rs \
                  a cell `fuzz: ID => method`, or write its arm here"

@@ -1,7 +1,7 @@
 //! The NUTS sampler: a standard normal model the harness writes, sampled
 //! with chains, warm-up, draws, parallel and fixed_graph from the input
 //! (or a bad spec or config); the draws read back, summarised and freed
-//! twice; a cancel from the progress function.
+//! twice; a cancel from the progress function; ADVI on the same model.
 
 use super::{FfiOps, documented, status_name};
 use arenagrad::ffi::*;
@@ -107,6 +107,9 @@ impl FfiOps<'_> {
             user: null_mut(),
             fixed_graph: k & 8 != 0,
             names: null(),
+            n_reported: 0,
+            report: None,
+            reported_names: null(),
         };
         let (mut bad_spec, mut bad_config) = (false, false);
         match k >> 4 {
@@ -227,4 +230,211 @@ impl FfiOps<'_> {
         let st = ag_sampler_free(s);
         self.sampler_call("ag_sampler_free", st, Some(AG_STATUS_OK));
     }
+
+    /// ADVI on the normal model: a config from the input (mean-field or
+    /// full-rank, eta given or adapted, a bad field, or a cancel from the
+    /// progress function), the draws and the fit read back, and
+    /// ag_draws_advi refusing NUTS draws.
+    pub(super) fn advi_run(&mut self) {
+        let k = self.input.u8();
+        let mut c = std::mem::MaybeUninit::<ag_advi_config>::uninit();
+        let st = ag_advi_config_default(c.as_mut_ptr());
+        self.sampler_call("ag_advi_config_default", st, Some(AG_STATUS_OK));
+        // SAFETY: written by ag_advi_config_default.
+        let mut c = unsafe { c.assume_init() };
+        c.algorithm = u32::from(k & 1);
+        c.eta = [0.0, 0.1, 1.0, 0.0][usize::from(k >> 1) & 3];
+        c.iterations = 1 + u32::from(self.input.u8() % 200);
+        c.adapt_iterations = 1 + u32::from(self.input.u8() % 20);
+        c.eval_elbo = 1 + u32::from(self.input.u8() % 50);
+        c.elbo_samples = 1 + u32::from(self.input.u8() % 20);
+        c.grad_samples = 1 + u32::from(self.input.u8() % 3);
+        c.output_draws = 1 + u32::from(self.input.u8() % 40);
+        c.seed = u64::from(self.input.u8());
+        let dim = 1 + usize::from(self.input.u8() % 4);
+        let spec = ag_model_spec {
+            struct_size: size_of::<ag_model_spec>(),
+            dim,
+            log_density: Some(std_normal),
+            user: null_mut(),
+            fixed_graph: k & 8 != 0,
+            names: null(),
+            n_reported: 0,
+            report: None,
+            reported_names: null(),
+        };
+        let canceller = Canceller {
+            sampler: AtomicUsize::new(0),
+            after: 1 + u32::from(self.input.u8()),
+            calls: AtomicU32::new(0),
+        };
+        let mut bad = true;
+        match k >> 4 {
+            0 => c.algorithm = 7,
+            1 => c.iterations = 0,
+            2 => c.eta = -1.0,
+            3 => c.struct_size = 4,
+            4 => c.tol_rel_obj = f64::NAN,
+            5 => {
+                c.progress = Some(cancel_after);
+                c.progress_user = &canceller as *const Canceller as *mut c_void;
+                bad = false;
+            }
+            _ => bad = false,
+        }
+        let mut s = null_mut();
+        let st = ag_sampler_new(&spec, &mut s);
+        self.sampler_call("ag_sampler_new", st, Some(AG_STATUS_OK));
+        canceller.sampler.store(s as usize, Ordering::SeqCst);
+        let mut d = null_mut();
+        let st = ag_advi_run(s, &c, &mut d);
+        if bad {
+            self.sampler_call("ag_advi_run", st, Some(AG_STATUS_INVALID_ARGUMENT));
+            assert!(d.is_null(), "ag_advi_run wrote *out on failure");
+        } else {
+            // a short run may diverge or find every eta worse: NON_FINITE
+            let want = (st != AG_STATUS_NON_FINITE).then_some(AG_STATUS_OK);
+            self.sampler_call("ag_advi_run", st, want);
+        }
+        if st == AG_STATUS_OK {
+            self.read_draws(d, dim, 1, None);
+            let mut fit = std::mem::MaybeUninit::<ag_advi_fit>::uninit();
+            let st = ag_draws_advi(d, fit.as_mut_ptr());
+            self.sampler_call("ag_draws_advi", st, Some(AG_STATUS_OK));
+            // SAFETY: written by ag_draws_advi; mean holds dim entries and
+            // scale dim (mean-field) or dim * dim (full-rank) until
+            // ag_draws_free.
+            let (fit, scale) = unsafe {
+                let fit = fit.assume_init();
+                let n = if fit.algorithm == AG_ADVI_FULLRANK {
+                    dim * dim
+                } else {
+                    dim
+                };
+                (fit, std::slice::from_raw_parts(fit.scale, n).to_vec())
+            };
+            assert_eq!((fit.dim, fit.algorithm), (dim, c.algorithm));
+            assert!(fit.iterations_run <= c.iterations);
+            if fit.algorithm == AG_ADVI_MEANFIELD {
+                assert!(scale.iter().all(|&v| v >= 0.0), "negative sd {scale:?}");
+            }
+            let st = ag_draws_free(d);
+            self.sampler_call("ag_draws_free", st, Some(AG_STATUS_OK));
+        }
+        // NUTS draws carry no fit
+        let mut nc = std::mem::MaybeUninit::<ag_nuts_config>::uninit();
+        assert_eq!(ag_nuts_config_default(nc.as_mut_ptr()), AG_STATUS_OK);
+        // SAFETY: written by ag_nuts_config_default.
+        let mut nc = unsafe { nc.assume_init() };
+        (nc.chains, nc.warmup, nc.draws) = (1, 0, 1);
+        let mut d = null_mut();
+        let st = ag_nuts_run(s, &nc, &mut d);
+        if st == AG_STATUS_OK {
+            let mut fit = std::mem::MaybeUninit::<ag_advi_fit>::uninit();
+            let st = ag_draws_advi(d, fit.as_mut_ptr());
+            self.sampler_call("ag_draws_advi", st, Some(AG_STATUS_INVALID_ARGUMENT));
+            assert_eq!(ag_draws_free(d), AG_STATUS_OK);
+        }
+        let st = ag_sampler_free(s);
+        self.sampler_call("ag_sampler_free", st, Some(AG_STATUS_OK));
+    }
+
+    /// A model that reports exp(q) (failing where q[0] passes a bound the
+    /// input picks), run by NUTS or ADVI; the reported values are checked
+    /// against the positions and summarised.
+    pub(super) fn sampler_reported(&mut self) {
+        let k = self.input.u8();
+        let bound = BOUNDS[usize::from(k & 3)];
+        let spec = ag_model_spec {
+            struct_size: size_of::<ag_model_spec>(),
+            dim: 2,
+            log_density: Some(std_normal),
+            user: &bound as *const f64 as *mut c_void,
+            fixed_graph: true,
+            names: null(),
+            n_reported: 2,
+            report: Some(report_exp),
+            reported_names: null(),
+        };
+        let mut s = null_mut();
+        let st = ag_sampler_new(&spec, &mut s);
+        self.sampler_call("ag_sampler_new", st, Some(AG_STATUS_OK));
+        let draws = 4 + u32::from(self.input.u8() % 40);
+        let mut d = null_mut();
+        let (func, st) = if k & 4 == 0 {
+            let mut c = std::mem::MaybeUninit::<ag_nuts_config>::uninit();
+            assert_eq!(ag_nuts_config_default(c.as_mut_ptr()), AG_STATUS_OK);
+            // SAFETY: written by ag_nuts_config_default.
+            let mut c = unsafe { c.assume_init() };
+            (c.chains, c.warmup, c.draws) = (2, 10, draws);
+            ("ag_nuts_run", ag_nuts_run(s, &c, &mut d))
+        } else {
+            let mut c = std::mem::MaybeUninit::<ag_advi_config>::uninit();
+            assert_eq!(ag_advi_config_default(c.as_mut_ptr()), AG_STATUS_OK);
+            // SAFETY: written by ag_advi_config_default.
+            let mut c = unsafe { c.assume_init() };
+            (c.eta, c.iterations, c.output_draws) = (1.0, 100, draws);
+            ("ag_advi_run", ag_advi_run(s, &c, &mut d))
+        };
+        // a finite bound can fail the report: its status comes back
+        let want = if bound.is_infinite() {
+            AG_STATUS_OK
+        } else {
+            st
+        };
+        self.sampler_call(func, st, Some(want));
+        if st == AG_STATUS_OK {
+            let mut c = std::mem::MaybeUninit::<ag_chain_draws>::uninit();
+            assert_eq!(ag_draws_chain(d, 0, c.as_mut_ptr()), AG_STATUS_OK);
+            // SAFETY: written by ag_draws_chain; positions and reported
+            // hold draws * 2 values until ag_draws_free.
+            let (pos, rep) = unsafe {
+                let c = c.assume_init();
+                (
+                    std::slice::from_raw_parts(c.positions, c.draws * 2),
+                    std::slice::from_raw_parts(c.reported, c.draws * 2),
+                )
+            };
+            assert!(
+                pos.iter()
+                    .zip(rep)
+                    .all(|(q, r)| r.to_bits() == q.exp().to_bits())
+            );
+            let mut rows = [std::mem::MaybeUninit::<ag_summary_row>::uninit(); 3];
+            let st = ag_draws_summary_reported(d, rows.as_mut_ptr().cast(), 2);
+            self.sampler_call("ag_draws_summary_reported", st, Some(AG_STATUS_OK));
+            let st = ag_draws_summary_reported(d, rows.as_mut_ptr().cast(), 3);
+            self.sampler_call(
+                "ag_draws_summary_reported",
+                st,
+                Some(AG_STATUS_INVALID_ARGUMENT),
+            );
+            assert_eq!(ag_draws_free(d), AG_STATUS_OK);
+        } else {
+            assert_eq!(st, AG_STATUS_INVALID_ARGUMENT, "{}", sampler_error());
+            assert!(sampler_error().contains(", draw "), "{}", sampler_error());
+            assert!(d.is_null());
+        }
+        let st = ag_sampler_free(s);
+        self.sampler_call("ag_sampler_free", st, Some(AG_STATUS_OK));
+    }
+}
+
+/// Where report_exp fails (q[0] above it), by the input's choice.
+const BOUNDS: [f64; 4] = [f64::INFINITY, 1.0, 2.5, f64::INFINITY];
+
+/// reported = exp(q) for dim 2; fails (INVALID_ARGUMENT) where q[0] passes
+/// the bound `user` points to.
+unsafe extern "C" fn report_exp(q: *const f64, user: *mut c_void, out: *mut f64) -> ag_status {
+    // SAFETY: the library passes 2 positions and room for 2 values; user
+    // is the &f64 bound sampler_reported gives.
+    unsafe {
+        if *q > *(user as *const f64) {
+            return AG_STATUS_INVALID_ARGUMENT;
+        }
+        for j in 0..2 {
+            *out.add(j) = (*q.add(j)).exp();
+        }
+    }
+    AG_STATUS_OK
 }

@@ -40,6 +40,16 @@ pub type ag_log_density_fn = Option<
 pub type ag_progress_fn =
     Option<unsafe extern "C" fn(user: *mut c_void, chain: u32, iteration: u32, total: u32)>;
 
+/// A model's reported quantities at one draw: write `n_reported` plain
+/// doubles (constrained parameters, generated quantities) to `reported`,
+/// computed from the unconstrained `position` ([dim]); return
+/// AG_STATUS_OK, or an error status to stop the run. Called once per kept
+/// draw, from the chain's thread (concurrently for parallel chains, with
+/// the model's `user`).
+pub type ag_report_fn = Option<
+    unsafe extern "C" fn(position: *const f64, user: *mut c_void, reported: *mut f64) -> ag_status,
+>;
+
 /// A model for ag_sampler_new (copied; nothing is kept but `user`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -60,6 +70,29 @@ pub struct ag_model_spec {
     pub fixed_graph: bool,
     /// `dim` NUL-terminated names of the coordinates (copied), or NULL.
     pub names: *const *const c_char,
+    /// The number of reported quantities per draw (0: none; at most 2^20).
+    /// This field and the two after it were added later: a caller whose
+    /// struct_size ends before them reports nothing.
+    pub n_reported: usize,
+    /// Computes the reported quantities of a draw (not NULL when
+    /// n_reported > 0; NULL when it is 0).
+    pub report: ag_report_fn,
+    /// `n_reported` NUL-terminated names of the reported quantities
+    /// (copied), or NULL.
+    pub reported_names: *const *const c_char,
+}
+
+/// The fields of ag_model_spec before the reported quantities: what a
+/// caller whose struct_size ends there passes.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct ModelSpecBase {
+    struct_size: usize,
+    dim: usize,
+    log_density: ag_log_density_fn,
+    user: *mut c_void,
+    fixed_graph: bool,
+    names: *const *const c_char,
 }
 
 /// The settings of a run (ag_nuts_config_default fills Stan's defaults).
@@ -122,6 +155,9 @@ pub struct ag_chain_draws {
     pub step_size: f64,
     /// The diagonal inverse metric after warm-up, [dim].
     pub inv_metric: *const f64,
+    /// The reported quantities of each draw, [draws * n_reported], draw
+    /// after draw (NULL when the model reports nothing).
+    pub reported: *const f64,
 }
 
 /// One coordinate's summary over all chains (ag_draws_summary).
@@ -154,14 +190,40 @@ pub struct ag_sampler {
     pub(super) user: UserPtr,
     pub(super) fixed_graph: bool,
     pub(super) names: Option<Arc<Vec<CString>>>,
+    pub(super) reporter: Option<Reporter>,
 }
 
-/// The draws of a run (opaque): ag_nuts_run, ag_draws_free.
+/// A model's reported quantities: how many, the function, their names.
+#[derive(Clone, Debug)]
+pub(super) struct Reporter {
+    pub(super) n: usize,
+    pub(super) report: unsafe extern "C" fn(*const f64, *mut c_void, *mut f64) -> ag_status,
+    pub(super) names: Option<Arc<Vec<CString>>>,
+}
+
+/// The draws of a run (opaque): ag_nuts_run or ag_advi_run, ag_draws_free.
 pub struct ag_draws {
     pub(super) chains: Vec<ChainDraws>,
     pub(super) dim: usize,
     pub(super) cancelled: bool,
     pub(super) names: Option<Arc<Vec<CString>>>,
+    /// The fitted approximation, for ag_advi_run's draws.
+    pub(super) advi: Option<AdviOut>,
+    /// Per chain, the reported quantities as positions of dim n_reported
+    /// (no chains when the model reports nothing).
+    pub(super) reported: Vec<ChainDraws>,
+    pub(super) reporter: Option<Reporter>,
+}
+
+/// What ag_draws_advi points into.
+pub(super) struct AdviOut {
+    pub(super) algorithm: u32,
+    pub(super) mean: Vec<f64>,
+    /// Mean-field: the sds [dim]; full-rank: L row-major [dim * dim].
+    pub(super) scale: Vec<f64>,
+    pub(super) elbo: f64,
+    pub(super) iterations: u32,
+    pub(super) converged: bool,
 }
 
 /// A caller's `user` pointer, handed to the callbacks on the chains' threads.
@@ -293,11 +355,47 @@ pub extern "C" fn ag_nuts_config_default(out: *mut ag_nuts_config) -> ag_status 
     })
 }
 
+/// `n` NUL-terminated UTF-8 names at `p` (copied), or None for NULL.
+fn names_of(
+    func: &'static str,
+    what: &'static str,
+    p: *const *const c_char,
+    n: usize,
+) -> std::result::Result<Option<Arc<Vec<CString>>>, Failure> {
+    if p.is_null() {
+        return Ok(None);
+    }
+    let ptrs = slice_in(func, what, p, n)?;
+    let mut names = Vec::with_capacity(n);
+    for (i, &p) in ptrs.iter().enumerate() {
+        if p.is_null() {
+            return Err(fail(
+                AG_STATUS_NULL_ARGUMENT,
+                format!("{func}: {what}[{i}] is NULL"),
+            ));
+        }
+        // SAFETY: non-NULL, NUL-terminated (the header's contract).
+        let s = unsafe { CStr::from_ptr(p) };
+        if s.to_str().is_err() {
+            return Err(fail(
+                AG_STATUS_INVALID_ARGUMENT,
+                format!("{func}: {what}[{i}] is not UTF-8"),
+            ));
+        }
+        names.push(s.to_owned());
+    }
+    Ok(Some(Arc::new(names)))
+}
+
 /// Makes a sampler of the model `*model` (copied) and writes it to `*out`.
 /// Free it with ag_sampler_free.
+/// A struct_size that ends before n_reported (an older ag_model_spec) is
+/// taken as reporting nothing.
 /// Errors: NULL_ARGUMENT (model, out, model->log_density, a name when
-/// names is not NULL), INVALID_ARGUMENT (struct_size smaller than
-/// sizeof(ag_model_spec), dim 0 or above 2^20, a name not UTF-8).
+/// names or reported_names is not NULL, report when n_reported > 0),
+/// INVALID_ARGUMENT (struct_size smaller than ag_model_spec up to its
+/// names, dim 0 or above 2^20, n_reported above 2^20, report set with
+/// n_reported 0, a name not UTF-8).
 /// Messages: ag_sampler_last_error.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_sampler_new(
@@ -311,9 +409,16 @@ pub extern "C" fn ag_sampler_new(
         // SAFETY: non-NULL; struct_size is read first and checked before
         // the rest of the struct (the caller's struct is at least that big).
         let size = unsafe { model.cast::<usize>().read_unaligned() };
-        check_size(F, "ag_model_spec", size, size_of::<ag_model_spec>())?;
-        // SAFETY: non-NULL and, by struct_size, a whole ag_model_spec.
-        let m = unsafe { model.read_unaligned() };
+        check_size(F, "ag_model_spec", size, size_of::<ModelSpecBase>())?;
+        // SAFETY: non-NULL and, by struct_size, at least the base fields.
+        let m = unsafe { model.cast::<ModelSpecBase>().read_unaligned() };
+        let (n_reported, report, reported_names) = if size >= size_of::<ag_model_spec>() {
+            // SAFETY: non-NULL and, by struct_size, a whole ag_model_spec.
+            let full = unsafe { model.read_unaligned() };
+            (full.n_reported, full.report, full.reported_names)
+        } else {
+            (0, None, std::ptr::null())
+        };
         let log_density = m.log_density.ok_or_else(|| {
             fail(
                 AG_STATUS_NULL_ARGUMENT,
@@ -326,29 +431,32 @@ pub extern "C" fn ag_sampler_new(
                 format!("{F}: model->dim is {}, not in 1..2^20", m.dim),
             ));
         }
-        let names = if m.names.is_null() {
-            None
-        } else {
-            let ptrs = slice_in(F, "model->names", m.names, m.dim)?;
-            let mut names = Vec::with_capacity(m.dim);
-            for (i, &p) in ptrs.iter().enumerate() {
-                if p.is_null() {
-                    return Err(fail(
-                        AG_STATUS_NULL_ARGUMENT,
-                        format!("{F}: model->names[{i}] is NULL"),
-                    ));
-                }
-                // SAFETY: non-NULL, NUL-terminated (the header's contract).
-                let s = unsafe { CStr::from_ptr(p) };
-                if s.to_str().is_err() {
-                    return Err(fail(
-                        AG_STATUS_INVALID_ARGUMENT,
-                        format!("{F}: model->names[{i}] is not UTF-8"),
-                    ));
-                }
-                names.push(s.to_owned());
+        let names = names_of(F, "model->names", m.names, m.dim)?;
+        let reporter = match (n_reported, report) {
+            (0, None) => None,
+            (0, Some(_)) => {
+                return Err(fail(
+                    AG_STATUS_INVALID_ARGUMENT,
+                    format!("{F}: model->report is set and model->n_reported is 0"),
+                ));
             }
-            Some(Arc::new(names))
+            (_, None) => {
+                return Err(fail(
+                    AG_STATUS_NULL_ARGUMENT,
+                    format!("{F}: model->report is NULL and model->n_reported is {n_reported}"),
+                ));
+            }
+            (n, Some(_)) if n > 1 << 20 => {
+                return Err(fail(
+                    AG_STATUS_INVALID_ARGUMENT,
+                    format!("{F}: model->n_reported is {n}, above 2^20"),
+                ));
+            }
+            (n, Some(report)) => Some(Reporter {
+                n,
+                report,
+                names: names_of(F, "model->reported_names", reported_names, n)?,
+            }),
         };
         let s = Arc::new(ag_sampler {
             cancelled: AtomicBool::new(false),
@@ -358,6 +466,7 @@ pub extern "C" fn ag_sampler_new(
             user: UserPtr(m.user),
             fixed_graph: m.fixed_graph,
             names,
+            reporter,
         });
         let addr = Arc::as_ptr(&s) as usize;
         locked(&SAMPLERS).insert(addr, s);
@@ -366,7 +475,8 @@ pub extern "C" fn ag_sampler_new(
 }
 
 /// Frees the sampler `s`. NULL does nothing.
-/// Errors: INVALID_HANDLE (not a live sampler), BUSY (ag_nuts_run is running on it).
+/// Errors: INVALID_HANDLE (not a live sampler), BUSY (ag_nuts_run or
+/// ag_advi_run is running on it).
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_sampler_free(s: *mut ag_sampler) -> ag_status {
     const F: &str = "ag_sampler_free";
@@ -384,7 +494,7 @@ pub extern "C" fn ag_sampler_free(s: *mut ag_sampler) -> ag_status {
         if found.running.load(Ordering::Acquire) {
             return Err(fail(
                 AG_STATUS_BUSY,
-                format!("{F}: ag_nuts_run is running on this sampler"),
+                format!("{F}: a run is under way on this sampler"),
             ));
         }
         table.remove(&(s as usize));
@@ -393,7 +503,7 @@ pub extern "C" fn ag_sampler_free(s: *mut ag_sampler) -> ag_status {
 }
 
 /// Asks ag_nuts_run on `s` to stop after the current iteration of each
-/// chain; it then returns AG_STATUS_OK with the draws made so far and
+/// chain (ag_advi_run: after the current gradient step); it then returns AG_STATUS_OK with the draws made so far and
 /// ag_draws_info's `cancelled` set. The request stays: a later run on `s`
 /// stops at once (make a new sampler to sample again). Async-signal-safe
 /// (one atomic store) and callable from any thread; `s` must be a live

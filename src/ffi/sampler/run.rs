@@ -1,168 +1,16 @@
 //! ag_nuts_run (a context per chain, capture and replay of fixed graphs,
 //! one thread per chain) and the accessors of its draws.
 
+use super::density::{ChainContext, Running, report_draws};
 use super::model::{
     DRAWS, Failure, SAMPLERS, UserPtr, ag_chain_draws, ag_draws, ag_draws_info_t, ag_nuts_config,
     ag_progress_fn, ag_sampler, ag_summary_row, check_size, entry, fail, locked, lookup,
 };
-use crate::context::Step;
-use crate::ffi::panic_hook::install_panic_hook;
 use crate::ffi::prelude::*;
-use crate::ffi::registry::{context_free, context_new, last_error};
 use crate::infer::{ChainDraws, ChainError, Settings, SummaryRow, run_chain, summarise};
-use std::ffi::CStr;
+use std::ffi::CString;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-
-/// A chain's context, freed on drop (with its captured step).
-struct ChainContext {
-    ctx: *mut ag_context,
-    position: Tensor,
-    step: Option<(Step, Tensor)>,
-}
-
-impl Drop for ChainContext {
-    fn drop(&mut self) {
-        // The context dies with its step; nothing to report on failure.
-        let _ = context_free(self.ctx);
-    }
-}
-
-/// Runs `f` on the chain's context; a failure carries the context's message.
-fn with_ctx<T>(
-    ctx: *mut ag_context,
-    func: &'static str,
-    f: impl FnOnce(&mut Context) -> Result<T>,
-) -> std::result::Result<T, Failure> {
-    let mut value = None;
-    let st = guard(func, ctx, |c| {
-        value = Some(f(c)?);
-        Ok(())
-    });
-    match value {
-        Some(v) if st == AG_STATUS_OK => Ok(v),
-        _ => Err(fail(st, context_message(ctx))),
-    }
-}
-
-fn context_message(ctx: *mut ag_context) -> String {
-    // SAFETY: last_error never returns NULL, and its string is valid until
-    // the next call on the context, which this thread alone makes.
-    unsafe { CStr::from_ptr(last_error(ctx)) }
-        .to_string_lossy()
-        .into_owned()
-}
-
-impl ChainContext {
-    fn new(dim: usize) -> std::result::Result<Self, Failure> {
-        install_panic_hook();
-        let ctx = context_new().ok_or_else(|| {
-            fail(
-                AG_STATUS_OUT_OF_MEMORY,
-                "no context for the chain: 2^22 are alive".into(),
-            )
-        })?;
-        let position = with_ctx(ctx, "ag_param_new", |c| c.param(&[dim], None));
-        let position = position.inspect_err(|_| {
-            // The context is not the chain's yet: free it here.
-            let _ = context_free(ctx);
-        })?;
-        let cc = ChainContext {
-            ctx,
-            position,
-            step: None,
-        };
-        Ok(cc)
-    }
-
-    /// log p at `q` into the return value and its gradient into `g`.
-    fn log_density(
-        &mut self,
-        s: &ag_sampler,
-        q: &[f64],
-        g: &mut [f64],
-        buf: &mut [f32],
-    ) -> std::result::Result<f64, Failure> {
-        let (ctx, position) = (self.ctx, self.position);
-        for (b, &v) in buf.iter_mut().zip(q) {
-            *b = v as f32;
-        }
-        with_ctx(ctx, "ag_param_write", |c| {
-            c.param_write(position, buf)?;
-            c.zero_grad();
-            Ok(())
-        })?;
-        let value = if let Some((step, lp)) = self.step {
-            with_ctx(ctx, "ag_replay", |c| {
-                c.replay(step)?;
-                c.item(lp)
-            })?
-        } else {
-            if s.fixed_graph {
-                with_ctx(ctx, "ag_capture_begin", |c| c.capture_begin())?;
-            }
-            // A handle no context made: left as it is, it is refused.
-            let mut out = ag_tensor {
-                index: u32::MAX,
-                context: 0,
-                generation: u64::MAX,
-            };
-            // SAFETY: the caller's function, given a live context, its own
-            // user pointer and a valid out-pointer, as the header documents.
-            let st = unsafe { (s.log_density)(ctx, position.into(), s.user.0, &mut out) };
-            if st != AG_STATUS_OK {
-                let msg = context_message(ctx);
-                return Err(fail(st, format!("the log density returned {st} ({msg})")));
-            }
-            let lp: Tensor = out.into();
-            let v = with_ctx(ctx, "ag_tensor_item", |c| {
-                let n = c.numel(lp)?;
-                if n != 1 {
-                    return Err(Error::InvalidArgument {
-                        op: "ag_nuts_run",
-                        what: format!("the log density has {n} elements, not 1 (a scalar)"),
-                    });
-                }
-                c.item(lp)
-            })
-            .map_err(|f| {
-                let status = if f.status == AG_STATUS_INVALID_ARGUMENT {
-                    AG_STATUS_NOT_SCALAR
-                } else {
-                    f.status
-                };
-                fail(status, format!("the log density's result: {}", f.message))
-            })?;
-            if s.fixed_graph {
-                let step = with_ctx(ctx, "ag_capture_end", |c| {
-                    c.backward(lp)?;
-                    c.capture_end(lp)
-                })?;
-                self.step = Some((step, lp));
-            } else if v.is_finite() {
-                with_ctx(ctx, "ag_backward", |c| c.backward(lp))?;
-            }
-            v
-        };
-        if value.is_finite() {
-            with_ctx(ctx, "ag_tensor_read_grad", |c| c.read_grad(position, buf))?;
-            for (g, &b) in g.iter_mut().zip(buf.iter()) {
-                *g = f64::from(b);
-            }
-        }
-        if self.step.is_none() {
-            with_ctx(ctx, "ag_reset", |c| {
-                c.reset();
-                Ok(())
-            })?;
-        }
-        Ok(if value.is_finite() {
-            f64::from(value)
-        } else {
-            f64::NEG_INFINITY
-        })
-    }
-}
 
 /// What every chain of a run shares.
 struct Run<'a> {
@@ -176,10 +24,18 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
-    fn chain(&self, chain: u32) -> std::result::Result<ChainDraws, Failure> {
+    /// Chain `chain`'s draws and their reported quantities.
+    fn chain(&self, chain: u32) -> std::result::Result<(ChainDraws, ChainDraws), Failure> {
+        let draws = self.sample(chain)?;
+        let reported = report_draws("ag_nuts_run", self.sampler, chain, &draws)
+            .inspect_err(|_| self.failed.store(true, Ordering::Relaxed))?;
+        Ok((draws, reported))
+    }
+
+    fn sample(&self, chain: u32) -> std::result::Result<ChainDraws, Failure> {
         const F: &str = "ag_nuts_run";
         let s = self.sampler;
-        let mut cc = ChainContext::new(s.dim)
+        let mut cc = ChainContext::new(F, s.dim)
             .map_err(|f| fail(f.status, format!("{F}: chain {chain}: {}", f.message)))?;
         let mut buf = vec![0.0f32; s.dim];
         let total = self.settings.warmup + self.settings.draws;
@@ -296,20 +152,7 @@ pub extern "C" fn ag_nuts_run(
         // SAFETY: non-NULL and, by struct_size, a whole ag_nuts_config.
         let c = unsafe { config.read_unaligned() };
         let settings = settings_of(&c)?;
-        if sampler.running.swap(true, Ordering::Acquire) {
-            return Err(fail(
-                AG_STATUS_BUSY,
-                format!("{F}: a run on this sampler is under way"),
-            ));
-        }
-        // Clears the running flag however the run ends (a panic included).
-        struct Running<'a>(&'a AtomicBool);
-        impl Drop for Running<'_> {
-            fn drop(&mut self) {
-                self.0.store(false, Ordering::Release);
-            }
-        }
-        let running = Running(&sampler.running);
+        let running = Running::start(F, &sampler)?;
         let run = Run {
             sampler: &sampler,
             settings,
@@ -341,14 +184,17 @@ pub extern "C" fn ag_nuts_run(
             (0..c.chains).map(|k| run.chain(k)).collect()
         };
         drop(running);
-        let chains = results
+        let (chains, reported) = results
             .into_iter()
-            .collect::<std::result::Result<Vec<_>, _>>()?;
+            .collect::<std::result::Result<(Vec<_>, Vec<_>), _>>()?;
         let draws = Arc::new(ag_draws {
             cancelled: sampler.cancelled.load(Ordering::Acquire),
             chains,
             dim: sampler.dim,
             names: sampler.names.clone(),
+            advi: None,
+            reported,
+            reporter: sampler.reporter.clone(),
         });
         let addr = Arc::as_ptr(&draws) as usize;
         locked(&DRAWS).insert(addr, draws);
@@ -410,9 +256,59 @@ pub extern "C" fn ag_draws_chain(
             divergent: c.divergent.as_ptr(),
             step_size: c.step_size,
             inv_metric: c.inv_metric.as_ptr(),
+            reported: match d.reporter {
+                Some(_) => d.reported[chain].positions.as_ptr(),
+                None => std::ptr::null(),
+            },
         };
         Ok(write_out(F, "out", out, v)?)
     })
+}
+
+/// Writes the summary of each coordinate of `chains` over their first
+/// `draws` draws to `rows[0..n]`.
+fn write_summary(
+    func: &'static str,
+    chains: &[ChainDraws],
+    names: Option<&Arc<Vec<CString>>>,
+    draws: usize,
+    rows: *mut ag_summary_row,
+    n: usize,
+) -> std::result::Result<(), Failure> {
+    if draws < 4 {
+        return Err(fail(
+            AG_STATUS_INVALID_ARGUMENT,
+            format!("{func}: {draws} draws per chain; a summary needs at least 4"),
+        ));
+    }
+    let out = slice_out(func, "rows", rows, n)?;
+    for (j, row) in out.iter_mut().enumerate() {
+        let SummaryRow {
+            mean,
+            sd,
+            mcse_mean,
+            q5,
+            q50,
+            q95,
+            ess_bulk,
+            ess_tail,
+            rhat,
+        } = summarise(chains, j, draws);
+        let name = names.map_or(std::ptr::null(), |v| v[j].as_ptr());
+        *row = ag_summary_row {
+            name,
+            mean,
+            sd,
+            mcse_mean,
+            q5,
+            q50,
+            q95,
+            ess_bulk,
+            ess_tail,
+            rhat,
+        };
+    }
+    Ok(())
 }
 
 /// Writes the summary of each coordinate, over the draws every chain
@@ -436,41 +332,39 @@ pub extern "C" fn ag_draws_summary(
                 format!("{F}: n is {n}, the model's dim is {}", d.dim),
             ));
         }
-        let draws = common_draws(&d);
-        if draws < 4 {
+        write_summary(F, &d.chains, d.names.as_ref(), common_draws(&d), rows, n)
+    })
+}
+
+/// Writes the summary of each reported quantity (ag_model_spec's report),
+/// over the draws every chain completed, to `rows[0..n]`, named by
+/// reported_names; n must be the model's n_reported.
+/// Errors: NULL_ARGUMENT (d, rows), INVALID_HANDLE (d is not live draws),
+/// INVALID_ARGUMENT (the model reports nothing, n is not n_reported, or
+/// fewer than 4 draws per chain).
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_draws_summary_reported(
+    d: *const ag_draws,
+    rows: *mut ag_summary_row,
+    n: usize,
+) -> ag_status {
+    const F: &str = "ag_draws_summary_reported";
+    entry(F, || {
+        let d = lookup(F, &DRAWS, "draws", d)?;
+        need(F, "rows", rows)?;
+        let Some(r) = &d.reporter else {
             return Err(fail(
                 AG_STATUS_INVALID_ARGUMENT,
-                format!("{F}: {draws} draws per chain; a summary needs at least 4"),
+                format!("{F}: the model reports nothing (its n_reported is 0)"),
+            ));
+        };
+        if n != r.n {
+            return Err(fail(
+                AG_STATUS_INVALID_ARGUMENT,
+                format!("{F}: n is {n}, the model's n_reported is {}", r.n),
             ));
         }
-        let out = slice_out(F, "rows", rows, n)?;
-        for (j, row) in out.iter_mut().enumerate() {
-            let SummaryRow {
-                mean,
-                sd,
-                mcse_mean,
-                q5,
-                q50,
-                q95,
-                ess_bulk,
-                ess_tail,
-                rhat,
-            } = summarise(&d.chains, j, draws);
-            let name = d.names.as_ref().map_or(std::ptr::null(), |v| v[j].as_ptr());
-            *row = ag_summary_row {
-                name,
-                mean,
-                sd,
-                mcse_mean,
-                q5,
-                q50,
-                q95,
-                ess_bulk,
-                ess_tail,
-                rhat,
-            };
-        }
-        Ok(())
+        write_summary(F, &d.reported, r.names.as_ref(), common_draws(&d), rows, n)
     })
 }
 
