@@ -1,0 +1,77 @@
+//! beta_inc, its value and its three partial derivatives, against the
+//! mpmath values committed in tests/data/special/beta_inc.csv (written by
+//! scripts/special_reference.py: 120 digits, rounded to float64) on its
+//! grid of a, b from 1e-3 to 1e5 and x at 0, 1, near both, across (0, 1)
+//! and around the mean. The worst error of each is printed
+//! (`--nocapture`) and bounded.
+use super::ulps;
+use crate::special::*;
+
+const BETA_INC: &str = include_str!("../../../tests/data/special/beta_inc.csv");
+
+type Ternary = fn(f32, f32, f32) -> f32;
+
+/// (a, b, x, [value, d/da, d/db, d/dx]) per line; `#` lines are comments.
+fn rows() -> Vec<([f32; 3], [f64; 4])> {
+    BETA_INC
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| {
+            let v: Vec<f64> = l.split(',').map(|c| c.parse().unwrap()).collect();
+            assert_eq!(v.len(), 7, "{l}");
+            let args = [v[0] as f32, v[1] as f32, v[2] as f32];
+            assert!((0..3).all(|k| args[k] as f64 == v[k]), "not float32: {l}");
+            (args, [v[3], v[4], v[5], v[6]])
+        })
+        .collect()
+}
+
+/// The worst ulps of `f` against column `k` of the rows, and the worst
+/// relative error (a reference below f32's smallest normal counted by its
+/// ulps instead: 0 within 4 ulps, else infinite), both printed with where.
+fn worst(label: &str, rows: &[([f32; 3], [f64; 4])], k: usize, f: Ternary) -> (u64, f64) {
+    let (mut worst_ulps, mut at_ulps) = (0, [f32::NAN; 3]);
+    let (mut worst_rel, mut at_rel) = (0.0f64, [f32::NAN; 3]);
+    for &([a, b, x], want) in rows {
+        let got = f(a, b, x);
+        let w = want[k];
+        let e = ulps(got, w as f32);
+        if e > worst_ulps || at_ulps[0].is_nan() {
+            (worst_ulps, at_ulps) = (e, [a, b, x]);
+        }
+        let rel = if w == 0.0 || !w.is_finite() || w.abs() < f32::MIN_POSITIVE as f64 {
+            if e <= 4 { 0.0 } else { f64::INFINITY }
+        } else {
+            ((got as f64 - w) / w).abs()
+        };
+        if rel > worst_rel || at_rel[0].is_nan() {
+            (worst_rel, at_rel) = (rel, [a, b, x]);
+        }
+    }
+    println!(
+        "beta_inc {label:<5} {:>5} points: worst {worst_ulps} ulps at {at_ulps:?}, \
+         worst relative {worst_rel:.2e} at {at_rel:?}",
+        rows.len()
+    );
+    (worst_ulps, worst_rel)
+}
+
+/// The value and d/dx within 4 ulps of the float64 reference rounded to
+/// float32; d/da and d/db, float64 central differences of the smaller
+/// tail's log (see `incbeta.rs`), within a relative 1e-6.
+#[test]
+fn beta_inc_matches_mpmath() {
+    let rows = rows();
+    let value = worst("value", &rows, 0, beta_inc);
+    let da = worst("d/da", &rows, 1, beta_inc_grad_a);
+    let db = worst("d/db", &rows, 2, beta_inc_grad_b);
+    let dx = worst("d/dx", &rows, 3, beta_inc_grad_x);
+    assert!(
+        value.0 <= 4 && dx.0 <= 4,
+        "over 4 ulps (see the lines above)"
+    );
+    assert!(
+        da.1 <= 1e-6 && db.1 <= 1e-6,
+        "d/da or d/db over 1e-6 relative"
+    );
+}
