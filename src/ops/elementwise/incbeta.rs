@@ -147,10 +147,10 @@ mod tests {
         (v[0], g)
     }
 
-    /// ag_beta_inc as the CDF of Beta(a, b), against closed forms: Beta(1,
-    /// 1) is uniform, Beta(2, 3)'s CDF is 6x^2 - 8x^3 + 3x^4, Beta(1/2,
-    /// 1/2)'s (2 / pi) asin(sqrt x), Beta(a, 1)'s x^a, Beta(1, b)'s 1 - (1
-    /// - x)^b; the x-partial is the density.
+    /// beta_inc as the CDF of Beta(a, b), against closed forms: Beta(1, 1)
+    /// is uniform, Beta(2, 3)'s CDF is 6x^2 - 8x^3 + 3x^4, Beta(1/2, 1/2)'s
+    /// (2 / pi) asin(sqrt x), Beta(a, 1)'s x^a, Beta(1, b)'s
+    /// 1 - (1 - x)^b; the x-partial is the density.
     #[test]
     fn beta_cdf_at_known_points() {
         let close = |got: f32, want: f64| {
