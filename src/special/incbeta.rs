@@ -120,6 +120,8 @@ fn log_tails(a: f64, b: f64, x: f64) -> (f64, f64) {
     let Some(first) = first else {
         return (f64::NAN, f64::NAN);
     };
+    // A tail within rounding of 1 may come out a hair above it.
+    let first = first.min(0.0);
     let mut other = log_complement(first);
     if other < LN_TINY_COMPLEMENT {
         // 1 minus a number this near 1 has lost digits; the other side's
