@@ -1277,6 +1277,19 @@ ag_status ag_gamma_p(struct ag_context *ctx, struct ag_tensor a, struct ag_tenso
 // TOO_LARGE, OUT_OF_MEMORY.
 ag_status ag_gamma_q(struct ag_context *ctx, struct ag_tensor a, struct ag_tensor x, struct ag_tensor *out);
 
+// out = I_x(a, b) = B(x; a, b) / B(a, b), the regularised incomplete
+// beta function (the CDF of Beta(a, b) at x), element-wise with the three
+// shapes broadcast together (Stan's inc_beta), for a > 0, b > 0, 0 <= x
+// <= 1: 0 at x = 0, 1 at x = 1, NaN for a <= 0, b <= 0, x outside [0, 1]
+// or a = b = +inf. Small values of I and of 1 - I keep their relative
+// accuracy. Gradients: in x x^(a - 1) (1 - x)^(b - 1) / B(a, b); in a
+// and b no closed form (float64 central differences, accurate far beyond
+// float32).
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// SHAPE_MISMATCH (the three shapes do not broadcast), TOO_LARGE,
+// OUT_OF_MEMORY.
+ag_status ag_beta_inc(struct ag_context *ctx, struct ag_tensor a, struct ag_tensor b, struct ag_tensor x, struct ag_tensor *out);
+
 // out = inv_Phi(x), the standard normal quantile (Stan's inv_Phi): the y
 // with Phi(y) = x; NaN outside [0, 1], -inf at 0, +inf at 1. Gradient
 // 1 / phi(y) (infinite at 0 and 1).

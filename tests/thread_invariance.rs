@@ -350,9 +350,10 @@ const CASES: &[Case] = &[
     }),
     // The statistics functions (serial kernels, element maps and small
     // matrices) inside a model that uses the pool elsewhere: inv_Phi,
-    // the incomplete gamma, Cholesky with a solve and ln det, a transform.
+    // the incomplete gamma and beta, Cholesky with a solve and ln det, a
+    // transform.
     (
-        "inv_phi, gamma_p, cholesky, solve, log_det, transforms",
+        "inv_phi, gamma_p, beta_inc, cholesky, solve, log_det, transforms",
         || {
             let n = 24;
             let mut rng = Rng(37);
@@ -365,6 +366,7 @@ const CASES: &[Case] = &[
             let q = ctx.inv_phi(p).unwrap();
             let a = ctx.exp(x).unwrap();
             let g = ctx.gamma_p(a, p).unwrap();
+            let bi = ctx.beta_inc(a, g, p).unwrap();
             // A = B B^T + n I: positive definite.
             let bbt = ctx.matmul(b, b, false, true).unwrap();
             let eye: Vec<f32> = (0..n * n)
@@ -377,11 +379,12 @@ const CASES: &[Case] = &[
             let ld = ctx.log_det_spd(spd).unwrap();
             let (y, jac) = ctx.constrain_interval(g, -1.0, 2.0).unwrap();
             let mut terms = Vec::new();
-            for t in [z, y] {
+            for t in [z, y, bi] {
                 let sq = ctx.mul(t, t).unwrap();
                 terms.push(ctx.sum(sq).unwrap());
             }
-            let s1 = ctx.add(terms[0], terms[1]).unwrap();
+            let s0 = ctx.add(terms[0], terms[1]).unwrap();
+            let s1 = ctx.add(s0, terms[2]).unwrap();
             let s2 = ctx.add(ld, jac).unwrap();
             let loss = ctx.add(s1, s2).unwrap();
             let mut out = Bits {

@@ -174,6 +174,13 @@ pub(crate) enum Op {
         a: u32,
         b: u32,
     },
+    /// I_x(a, b), the regularised incomplete beta function, with
+    /// broadcasting.
+    BetaInc {
+        a: u32,
+        b: u32,
+        x: u32,
+    },
     /// Sum (or mean) of all elements.
     Reduce {
         x: u32,

@@ -85,6 +85,13 @@ macro_rules! op_table {
                 backward elementwise::backward_where(cond, a, b),
                 replay Some(ReplayForm::Where { cond, a, b }),
                 capture CaptureRule::Plain;
+            // No replay form: a replay takes the ordinary walk.
+            BetaInc { a, b, x }:
+                name "beta_inc", inputs [a, b, x], reads (true, false),
+                forward elementwise::forward_beta_inc(a, b, x),
+                backward elementwise::backward_beta_inc(a, b, x),
+                replay None,
+                capture CaptureRule::Plain;
             Reduce { x, mean }:
                 name "reduce", inputs [x], reads (false, false),
                 forward reduce::forward_reduce(x, mean),

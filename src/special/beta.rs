@@ -19,7 +19,7 @@ use super::logexp::log1p_f64;
 const LARGE: f64 = 10.0;
 
 /// lbeta(x, y) in f64 for 0 < x <= y, both finite.
-fn lbeta_f64(x: f64, y: f64) -> f64 {
+pub(super) fn lbeta_f64(x: f64, y: f64) -> f64 {
     let s = x + y;
     if y < LARGE {
         lgamma_f64(x) + lgamma_f64(y) - lgamma_f64(s)

@@ -11,7 +11,8 @@
 //!
 //! Domains: `lgamma`, `digamma`, `trigamma` on x > 0 (NaN for x < 0, the
 //! pole's limit at 0); `log1m_exp` on x <= 0, `lbeta` on a, b >= 0,
-//! `log_diff_exp` on a >= b (NaN outside, as Stan); the others on every
+//! `log_diff_exp` on a >= b, `gamma_p` and `gamma_q` on a > 0, x >= 0,
+//! `beta_inc` on a, b > 0, 0 <= x <= 1 (NaN outside, as Stan); the others on every
 //! float (NaN propagates). Each function `f` has its derivative beside it
 //! as `f_grad` (the derivative of `digamma` is `trigamma`, of `lgamma` is
 //! `digamma`, of `trigamma` is tetragamma), a two-argument one its
@@ -21,12 +22,14 @@
 //! it from any kernel.
 //!
 //! One file per family: `gamma` (lgamma, digamma, trigamma), `beta`
-//! (lbeta), `logexp` (log1p, expm1, tanh, softplus, log-sigmoid),
+//! (lbeta), `incgamma` (gamma_p, gamma_q), `incbeta` (beta_inc, whose
+//! partials are `beta_inc_grad_a`, `_b` and `_x`), `logexp` (log1p, expm1, tanh, softplus, log-sigmoid),
 //! `logdiff` (log1m_exp, log_diff_exp), `normal` (erf and the standard
 //! normal) and `logsumexp`.
 
 mod beta;
 mod gamma;
+mod incbeta;
 mod incgamma;
 mod inv_phi;
 mod logdiff;
@@ -36,6 +39,7 @@ mod normal;
 
 pub use beta::{lbeta, lbeta_grad_a, lbeta_grad_b};
 pub use gamma::{digamma, digamma_grad, lgamma, lgamma_grad, trigamma, trigamma_grad};
+pub use incbeta::{beta_inc, beta_inc_grad_a, beta_inc_grad_b, beta_inc_grad_x};
 pub use incgamma::{
     gamma_p, gamma_p_grad_a, gamma_p_grad_b, gamma_q, gamma_q_grad_a, gamma_q_grad_b,
 };

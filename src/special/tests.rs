@@ -9,6 +9,7 @@ use super::normal::FRAC_2_SQRT_PI;
 use super::*;
 
 mod binary;
+mod incbeta;
 mod reference;
 
 /// Signed position of `f` on the line of floats, with -0 = +0.

@@ -711,6 +711,12 @@ c_functions! {
         contract: call(ag_gamma_q(ctx, t, u, o)),
         c: AG_OP("2, (2, 3), (3), (1), ag_gamma_q(c, t[0], t[1], out)"),
     }
+    ag_beta_inc {
+        fuzz: BETA_INC,
+        null: call(ag_beta_inc(n, p, p, q, &mut o)),
+        contract: call(ag_beta_inc(ctx, u, t, t, o)),
+        c: AG_OP("3, (2, 3), (3), (2, 1), ag_beta_inc(c, t[0], t[1], t[2], out)"),
+    }
 
     // src/ffi/ops/reduce.rs
     ag_sum {

@@ -240,6 +240,8 @@ ids! {
     CONSTRAIN_INTERVAL = 0xDB;
     GAMMA_P = 0xDC;
     GAMMA_Q = 0xDD;
+    /// ag_beta_inc: three tensors broadcast together, like WHERE.
+    BETA_INC = 0xDE;
 
     // The NUTS sampler (sampler.rs), on a normal model the harness writes.
     /// ag_nuts_config_default, ag_sampler_new (or a bad spec), ag_nuts_run

@@ -218,6 +218,7 @@ impl<'a> FfiOps<'a> {
             ids::POW => self.pow(),
             ids::CLAMP => self.clamp_op(),
             ids::WHERE => self.where_op(),
+            ids::BETA_INC => self.beta_inc(),
             ids::CONCAT => self.concat(),
             ids::SLICE => self.slice(),
             ids::DROPOUT => self.dropout(),

@@ -38,6 +38,16 @@ impl FfiOps<'_> {
         });
     }
 
+    pub(super) fn beta_inc(&mut self) {
+        let t = self.target();
+        let a = self.handle();
+        let b = self.handle();
+        let x = self.handle();
+        self.op("ag_beta_inc", t, &[a, b, x], |c, o| {
+            ag_beta_inc(c, a, b, x, o)
+        });
+    }
+
     pub(super) fn layernorm(&mut self) {
         let t = self.target();
         let x = self.handle();

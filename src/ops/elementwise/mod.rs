@@ -1,7 +1,8 @@
 //! Element-wise ops: add/sub/mul/div/maximum/minimum with numpy
 //! broadcasting (the smaller operand is read with stride 0, never tiled; the
 //! loops in `broadcast.rs`, the op functions in `binary.rs`), scale, unary
-//! maps, pow, clamp, and the select `where` (in `select.rs`). This file
+//! maps, pow, clamp, the select `where` (in `select.rs`) and the
+//! incomplete beta function's three operands (in `incbeta.rs`). This file
 //! holds the recording functions and the op functions of the one-input ops;
 //! the slice kernels live in `kernels.rs`, one row of
 //! [`unary_fns`](crate::ops::unary_fns) per unary function.
@@ -28,11 +29,13 @@ macro_rules! run_kernel {
 
 mod binary;
 mod broadcast;
+mod incbeta;
 mod kernels;
 pub(crate) mod scalar;
 mod select;
 mod special_fns;
 pub(crate) use binary::{backward_binary, forward_binary};
+pub(crate) use incbeta::{backward_beta_inc, forward_beta_inc};
 use kernels::{
     clamp_backward, clamp_forward, pow_backward, pow_forward, scale_backward, scale_forward,
     unary_backward, unary_forward,

@@ -36,8 +36,15 @@ impl Context {
 
 /// Calls `f(o, c, a, b)` for every element of `out`: its flat index and
 /// the flat indices of the cond, a and b elements it reads (shapes `sc`,
-/// `sa`, `sb`, each broadcast to `out`).
-fn for_each_element(out: Shape, sc: Shape, sa: Shape, sb: Shape, mut f: impl FnMut([usize; 4])) {
+/// `sa`, `sb`, each broadcast to `out`). Also the loop of the other
+/// three-operand op, beta_inc.
+pub(super) fn for_each_element(
+    out: Shape,
+    sc: Shape,
+    sa: Shape,
+    sb: Shape,
+    mut f: impl FnMut([usize; 4]),
+) {
     if sc == out && sa == out && sb == out {
         (0..out.numel()).for_each(|i| f([i; 4]));
         return;
