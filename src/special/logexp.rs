@@ -15,16 +15,6 @@ pub(super) fn log1p_f64(z: f64) -> f64 {
     }
 }
 
-/// The logistic function 1 / (1 + e^-x) in f64 without overflow.
-fn sigmoid_f64(x: f64) -> f64 {
-    if x >= 0.0 {
-        1.0 / (1.0 + (-x).exp())
-    } else {
-        let e = x.exp();
-        e / (1.0 + e)
-    }
-}
-
 /// ln(1 + x), accurate for small |x|; NaN below -1, -inf at -1.
 pub fn log1p(x: f32) -> f32 {
     if x.is_nan() || x < -1.0 {
@@ -91,28 +81,108 @@ pub fn tanh(x: f32) -> f32 {
 /// Below this |x|, tanh(x) rounds to x in f32: x^2 / 3 < 2^-25.
 const TANH_TINY: f32 = 1.0 / 4096.0;
 
-/// softplus(x) = ln(1 + e^x) (Stan's log1p_exp), without overflow.
+/// softplus(x) = ln(1 + e^x) (Stan's log1p_exp), without overflow:
+/// max(x, 0) + ln(1 + e^-|x|), in f64 with branch-free pieces, so a loop
+/// over a vector of them vectorises (libm's exp and log1p are calls).
+#[inline(always)]
 pub fn softplus(x: f32) -> f32 {
     let x = x as f64;
-    let y = if x > 0.0 {
-        x + log1p_f64((-x).exp())
-    } else {
-        log1p_f64(x.exp())
-    };
-    y as f32
+    let y = x.max(0.0) + ln_1p_unit(exp_nonpositive(-x.abs()));
+    // NaN in, NaN out (max and abs above would drop it).
+    if x.is_nan() { x as f32 } else { y as f32 }
 }
 
 /// d/dx softplus = sigmoid(x).
+#[inline(always)]
 pub fn softplus_grad(x: f32) -> f32 {
-    sigmoid_f64(x as f64) as f32
+    sigmoid_branch_free(x as f64) as f32
 }
 
 /// ln sigmoid(x) = -softplus(-x).
+#[inline(always)]
 pub fn log_sigmoid(x: f32) -> f32 {
     -softplus(-x)
 }
 
 /// d/dx log_sigmoid = sigmoid(-x).
+#[inline(always)]
 pub fn log_sigmoid_grad(x: f32) -> f32 {
-    sigmoid_f64(-(x as f64)) as f32
+    sigmoid_branch_free(-(x as f64)) as f32
+}
+
+/// 1 / (1 + e^-x) from e = e^-|x| <= 1: 1 / (1 + e) or e / (1 + e).
+#[inline(always)]
+fn sigmoid_branch_free(x: f64) -> f64 {
+    let e = exp_nonpositive(-x.abs());
+    let y = if x >= 0.0 { 1.0 } else { e } / (1.0 + e);
+    if x.is_nan() { x } else { y }
+}
+
+/// e^x for x <= 0 in f64, branch-free: x = n ln 2 + r with |r| <= ln2 / 2,
+/// e^r by its Taylor polynomial to r^11 (truncation below 7e-15
+/// relative), 2^n put in the exponent bits. Below -708 it returns e^-708
+/// (about 3e-308, still normal), which rounds to 0 in f32 like the exact
+/// value.
+#[inline(always)]
+fn exp_nonpositive(x: f64) -> f64 {
+    const LN2_HI: f64 = 6.931_471_803_691_238e-1;
+    const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
+    // 1.5 * 2^52: adding and subtracting it rounds to the nearest integer.
+    const ROUND: f64 = 6_755_399_441_055_744.0;
+    let x = x.max(-708.0);
+    let t = x * std::f64::consts::LOG2_E + ROUND;
+    let n = t - ROUND;
+    let r = (x - n * LN2_HI) - n * LN2_LO;
+    // Horner on the sum of r^j / j!, highest power first.
+    const INV_FACT: [f64; 12] = [
+        1.0,
+        1.0,
+        1.0 / 2.0,
+        1.0 / 6.0,
+        1.0 / 24.0,
+        1.0 / 120.0,
+        1.0 / 720.0,
+        1.0 / 5_040.0,
+        1.0 / 40_320.0,
+        1.0 / 362_880.0,
+        1.0 / 3_628_800.0,
+        1.0 / 39_916_800.0,
+    ];
+    let mut p = INV_FACT[11];
+    for &c in INV_FACT[..11].iter().rev() {
+        p = p * r + c;
+    }
+    // n (in -1022..=0) sits in t's low mantissa bits.
+    let ni = (t.to_bits() as i64).wrapping_sub(ROUND.to_bits() as i64);
+    p * f64::from_bits(((ni + 1023) as u64) << 52)
+}
+
+/// ln(1 + u) for u in [0, 1], branch-free: 2 atanh(s) with s = u / (2 + u)
+/// in [0, 1/3], by its series to s^29 (truncation below 2e-15 relative).
+#[inline(always)]
+fn ln_1p_unit(u: f64) -> f64 {
+    let s = u / (2.0 + u);
+    let s2 = s * s;
+    const INV_ODD: [f64; 15] = [
+        1.0,
+        1.0 / 3.0,
+        1.0 / 5.0,
+        1.0 / 7.0,
+        1.0 / 9.0,
+        1.0 / 11.0,
+        1.0 / 13.0,
+        1.0 / 15.0,
+        1.0 / 17.0,
+        1.0 / 19.0,
+        1.0 / 21.0,
+        1.0 / 23.0,
+        1.0 / 25.0,
+        1.0 / 27.0,
+        1.0 / 29.0,
+    ];
+    let mut p = INV_ODD[14];
+    for &c in INV_ODD[..14].iter().rev() {
+        p = p * s2 + c;
+    }
+    2.0 * s * p
 }
