@@ -352,6 +352,7 @@ bench: $(LIB)
 	@$(MAKE) --no-print-directory $(BUILD)/bench_eager && $(BUILD)/bench_eager $(BENCH_ARGS)
 	@$(MAKE) --no-print-directory $(BUILD)/bench_replay && $(BUILD)/bench_replay $(BENCH_ARGS)
 	@$(MAKE) --no-print-directory $(BUILD)/train_full && bash scripts/bench_replay_gpt.sh $(BENCH_ARGS)
+	@bash scripts/bench_lm.sh $(filter --quick,$(BENCH_ARGS))
 	@$(MAKE) --no-print-directory $(BUILD)/cnn && bash scripts/bench_cnn.sh $(BUILD)/cnn $(FASHION_DIR) $(BENCH_ARGS)
 	@python3 scripts/bench_scaling.py --bench target/release/examples/bench $(filter --quick,$(BENCH_ARGS))
 	$(CARGO) build --release --example bench_tokenizer
