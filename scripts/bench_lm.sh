@@ -28,6 +28,8 @@ cd "$(dirname "$0")/.."
 threads=2 cpus= steps=5 pairs=3 train=build/train_full py= models="gpt2 llama" layers=12
 while [ $# -gt 0 ]; do
     case $1 in
+    --threads | --taskset | --steps | --pairs | --train | --python | --models | --layers)
+        [ $# -ge 2 ] || { echo "bench_lm.sh: $1: missing value" >&2; exit 2; } ;;&
     --threads) threads=$2; shift ;;
     --taskset) cpus=$2; shift ;;
     --steps) steps=$2; shift ;;
