@@ -17,7 +17,8 @@
 # llm.c's format, written here with Python's standard library, so the
 # script needs neither cargo nor the network (prebuilt binaries do).
 # Prints per model:
-#   bench lm model=gpt2 ours_ms=... torch_ms=... ratio=... config=... torch_config=...
+#   bench lm model=gpt2 ours_ms=... torch_ms=... ratio=... config=...
+#       params=OURS/PYTORCH torch_config=... (then each run's figures)
 # Usage: scripts/bench_lm.sh [--threads N] [--taskset CPUS] [--steps S]
 #   [--pairs P] [--train PATH] [--python PY] [--models "gpt2 llama"]
 #   [--layers L] [--quick]
@@ -90,12 +91,13 @@ ours() {
         --layers "$layers" "$@" --data "$tmp/lm_train_*.bin" --val "$tmp/lm_val_*.bin" \
         --iters $((steps + warm)) --eval-every 1000000 --eval-iters 1 --log-every 1000000 \
         --sample-chars 0 2>&1) || { echo "bench_lm.sh: train_full failed: $(tail -n 3 <<<"$out")" >&2; return 1; }
-    tail -n 1 <<<"$out" | tr ' ' '\n' | sed -n 's/^ms_per_step=//p'
+    tail -n 1 <<<"$out" | tr ' ' '\n' | tee "$tmp/ours.summary" | sed -n 's/^ms_per_step=//p'
 }
 theirs() {
     OMP_NUM_THREADS=$threads "${pin[@]}" "$py" scripts/bench_lm_torch.py --threads "$threads" \
         --steps "$steps" --batch "$B" --context "$T" --layers "$layers" "$@" >"$tmp/torch.out"
-    sed 's/^/  /' "$tmp/torch.out" | grep -v '^  torch-best' | grep -v '^  $' >&2 || true
+    sed 's/^/  /' "$tmp/torch.out" | grep -v -e '^  torch-' -e '^  $' >&2 || true
+    sed -n 's/^torch-params //p' "$tmp/torch.out" >"$tmp/torch.params"
     sed -n 's/^torch-best //p' "$tmp/torch.out"
 }
 for model in $models; do
@@ -123,14 +125,16 @@ for model in $models; do
         torch_config=$name
     done
     o=$(printf '%s\n' "${ours_all[@]}" | median)
+    # Both sides' parameter counts, so a line shows the models are the same size.
+    params=$(sed -n 's/^params=//p' "$tmp/ours.summary")
     runs="threads=$threads${cpus:+ taskset=$cpus} steps=$steps pairs=$pairs ours_all=$(IFS=,; echo "${ours_all[*]}")"
     if [ -z "$py" ]; then
-        echo "bench lm model=$model ours_ms=$o torch_ms=none ratio=none config=$config $runs" \
+        echo "bench lm model=$model ours_ms=$o torch_ms=none ratio=none config=$config params=$params $runs" \
             "(no Python with torch and transformers: --python PY or BENCH_PYTHON)"
         continue
     fi
     t=$(printf '%s\n' "${torch_all[@]}" | median)
     echo "bench lm model=$model ours_ms=$o torch_ms=$t" \
         "ratio=$(awk -v a="$o" -v b="$t" 'BEGIN { printf "%.3f", a / b }') config=$config" \
-        "torch_config=$torch_config $runs torch_all=$(IFS=,; echo "${torch_all[*]}")"
+        "params=$params/$(cat "$tmp/torch.params") torch_config=$torch_config $runs torch_all=$(IFS=,; echo "${torch_all[*]}")"
 done

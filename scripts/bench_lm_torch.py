@@ -15,6 +15,7 @@ Each configuration PyTorch offers is timed in turn (attention eager or
 sdpa; AdamW foreach or fused) unless --config names one
 (`sdpa+fused-adamw`): 2 warm-up steps, then S timed steps on random
 tokens, the median of those. Prints one line per configuration and, last:
+    torch-params PARAMETERS
     torch-best MODEL MS_PER_STEP CONFIG
 Exits 3 when torch or transformers is not installed.
 """
@@ -145,9 +146,10 @@ def main():
             flush=True,
         )
         if best is None or ms < best[0]:
-            best = (ms, name)
+            best = (ms, name, params)
     if best is None:
         sys.exit(3)
+    print(f"torch-params {best[2]}")
     print(f"torch-best {args.model} {best[0]:.2f} {best[1]}")
 
 
