@@ -73,7 +73,7 @@ static ag_status grads_collect(ag_context *ctx, struct grads *g, const char **wh
     size_t offset = 0;
     for (size_t i = 0; st == AG_STATUS_OK && i < g->n; i++) {
         ag_tensor p;
-        size_t shape[8], ndim = 0, numel = 0, len = 0;
+        size_t shape[AG_MAX_DIMS], ndim = 0, numel = 0, len = 0;
         char name[AG_MAX_PARAM_NAME + 1];
         *what = "reading a parameter's gradient";
         st = ag_param_at(ctx, i, &p);
