@@ -390,6 +390,13 @@ int parse_args(int argc, char **argv, struct config *cfg, char *err, size_t errl
         } else if (IS("--score")) {
             NO_VALUE("--score");
             cfg->score = true;
+        } else if (IS("--score-grads")) {
+            VALUE("--score-grads", v);
+            if (v[0] == '\0') {
+                snprintf(err, errlen, "--score-grads: empty path");
+                return EXIT_USAGE;
+            }
+            cfg->score_grads = v;
         } else if (IS("--no-capture")) {
             NO_VALUE("--no-capture");
             cfg->no_capture = true;
@@ -487,6 +494,10 @@ int parse_args(int argc, char **argv, struct config *cfg, char *err, size_t errl
         }
     }
 
+    if (cfg->score_grads != NULL && !cfg->score) {
+        snprintf(err, errlen, "--score-grads needs --score (the gradients it writes are --score's)");
+        return EXIT_USAGE;
+    }
     if (cfg->score) {
         if (cfg->init_from == NULL) {
             snprintf(err, errlen,
@@ -723,6 +734,8 @@ void usage(FILE *f)
             "  --score             with --init-from: print the loss, gradient norm, loss\n"
             "                      after one plain SGD step (--lr) and logits of --data's\n"
             "                      first T + 1 tokens; train and write nothing\n"
+            "  --score-grads FILE  with --score: also write every parameter's gradient\n"
+            "                      (float32 safetensors, the parameters' names) to FILE\n"
             "\n"
             "Sampling:\n"
             "  --sample-only       sample from --resume's (or --init-from's) model to\n"

@@ -106,6 +106,7 @@ struct config {
     int recompute;       /* AG_RECOMPUTE_*; -1: AUTO with --arena-limit-mb, else NONE */
     bool sample_only;
     bool score;          /* --score: loss, logits and gradient of --data's first T + 1 tokens */
+    const char *score_grads; /* --score-grads: safetensors of every gradient --score took, NULL: none */
     bool no_capture;     /* --no-capture: build every micro-batch's graph eagerly */
     bool help;
     bool overlap;        /* MPI: all-reduce each gradient bucket during backward (default) */
