@@ -14,7 +14,8 @@
 # (R = ours / NumPyro's; "numpyro none" where a model kind has no NumPyro
 # twin). Works from prebuilt binaries without network or toolchain. Says
 # so where scripts/ess.py's smallest ESS of our draws is not the one in
-# build/nuts's own summary (the library's estimator).
+# build/nuts's own summary (the library's estimator, per reported
+# quantity).
 #
 # Usage: scripts/bench_nuts.sh [--quick] [--nuts PATH] [--python PY]
 #          [--taskset CPUS] [--posteriors A,B] [--seeds 1,2,3]

@@ -65,7 +65,7 @@ impl Default for AdviSettings {
 pub struct AdviFit {
     pub family: Family,
     pub mu: Vec<f64>,
-    /// Mean-field: omega = log sd, [dim]. Full-rank: L row-major, [dim * dim],
+    /// Mean-field: omega = log sd, `[dim]`. Full-rank: L row-major, `[dim * dim]`,
     /// zero above the diagonal.
     pub scale: Vec<f64>,
     /// The ELBO of this fit (up to the log density's constant), estimated
@@ -131,7 +131,7 @@ pub enum AdviError<E> {
     Elbo { iteration: u32 },
 }
 
-/// The fit's parameters, flat: mu [dim] then omega [dim] or L [dim * dim].
+/// The fit's parameters, flat: mu `[dim]` then omega `[dim]` or L `[dim * dim]`.
 struct Params {
     family: Family,
     dim: usize,
