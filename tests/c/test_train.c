@@ -942,6 +942,8 @@ static float grad_input(int op, int pos, size_t i) {
      * the step h; the symmetric-matrix ops need a positive-definite [3, 3]:
      * a diagonal of 3.55 or more outweighs the rest of its row. */
     if (op == OP_inv_phi) return 0.25f + 0.5f * (v - 0.55f);
+    /* beta_inc's x must lie in [0, 1]: [0.2, 0.65] keeps x +- h inside. */
+    if (op == OP_beta_inc && pos == 2) return 0.2f + 0.5f * (v - 0.55f);
     if ((op == OP_cholesky || op == OP_log_det_spd) && i % 4 == 0) return v + 3.0f;
     /* Max pooling: distinct values 0.05 apart (37 is prime to the row's 50
      * elements), so no step of h crosses a window's maximum. */
