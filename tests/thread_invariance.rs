@@ -28,6 +28,21 @@ struct Bits {
 }
 
 /// The text, its vocabulary map and the model's shape for `cfg`.
+/// The loss sum(out * weights), then backward: the loss's bits and every
+/// parameter's gradient bits.
+fn weighted_sum_bits(ctx: &mut Context, out: arenagrad::Tensor, weights: &[f32]) -> Bits {
+    let wt = ctx.tensor(ctx.shape(out).unwrap().dims(), weights).unwrap();
+    let weighted = ctx.mul(out, wt).unwrap();
+    let loss = ctx.sum(weighted).unwrap();
+    let losses = vec![ctx.item(loss).unwrap().to_bits()];
+    ctx.backward(loss).unwrap();
+    Bits {
+        losses,
+        grads: common::param_bits(ctx, true),
+        params: vec![],
+    }
+}
+
 fn setup(cfg: fn(usize) -> GptConfig) -> (Vec<u8>, [u8; 256], GptConfig) {
     let text = generated_text(120_000);
     let (map, v) = vocabulary(&text);
@@ -423,16 +438,7 @@ const CASES: &[Case] = &[
         };
         let p = ctx.max_pool2d(y, pool).unwrap();
         let weights = random(ctx.numel(p).unwrap());
-        let wt = ctx.tensor(ctx.shape(p).unwrap().dims(), &weights).unwrap();
-        let wp = ctx.mul(p, wt).unwrap();
-        let loss = ctx.sum(wp).unwrap();
-        let losses = vec![ctx.item(loss).unwrap().to_bits()];
-        ctx.backward(loss).unwrap();
-        Bits {
-            losses,
-            grads: common::param_bits(&ctx, true),
-            params: vec![],
-        }
+        weighted_sum_bits(&mut ctx, p, &weights)
     }),
     // Pools large enough to be cut by planes: overlapping max windows
     // (shared input pixels in the backward), average windows clipped by
@@ -460,16 +466,7 @@ const CASES: &[Case] = &[
         let a = ctx.avg_pool2d(m, clipped, false).unwrap();
         let g = ctx.global_avg_pool2d(a).unwrap();
         let weights = random(ctx.numel(g).unwrap());
-        let wt = ctx.tensor(ctx.shape(g).unwrap().dims(), &weights).unwrap();
-        let wg = ctx.mul(g, wt).unwrap();
-        let loss = ctx.sum(wg).unwrap();
-        let losses = vec![ctx.item(loss).unwrap().to_bits()];
-        ctx.backward(loss).unwrap();
-        Bits {
-            losses,
-            grads: common::param_bits(&ctx, true),
-            params: vec![],
-        }
+        weighted_sum_bits(&mut ctx, g, &weights)
     }),
 ];
 
