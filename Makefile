@@ -36,7 +36,7 @@ TINY_DATA    := $(firstword $(wildcard $(SHARED_DATA)/shakespeare_tiny.txt) $(BU
 DATA         := data/shakespeare.txt
 
 C_TESTS      := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c))
-C_TEST_HEADERS := tests/c/check.h tests/c/op_table.h tests/c/ops.def
+C_TEST_HEADERS := tests/c/check.h tests/c/op_table.h tests/c/ops.def tests/c/alloc_count.h
 C_TESTS_ASAN := $(patsubst tests/c/%.c,$(BUILD)/asan/%,$(wildcard tests/c/test_*.c))
 # Trainer helpers any C trainer links (c_examples/common/trainer.h).
 COMMON_SRC   := $(wildcard c_examples/common/*.c)
@@ -257,7 +257,7 @@ test-alloc: $(BUILD)/tests/alloc_steady $(BUILD)/tests/alloc_llama $(ALLOC_COUNT
 	else echo "test-alloc: needs Linux (LD_PRELOAD, glibc): skipped"; fi
 
 # alloc_llama: train_full's own model.c (the Llama blocks) under the counter.
-$(BUILD)/tests/alloc_llama: tests/c/alloc_llama.c c_examples/train_full/model.c c_examples/common/util.c c_examples/train_full/train_full.h $(COMMON_HDR) $(LIB) include/arenagrad.h
+$(BUILD)/tests/alloc_llama: tests/c/alloc_llama.c tests/c/alloc_count.h c_examples/train_full/model.c c_examples/common/util.c c_examples/train_full/train_full.h $(COMMON_HDR) $(LIB) include/arenagrad.h
 	@mkdir -p $(BUILD)/tests
 	$(CC) $(CFLAGS) -Ic_examples/train_full $< c_examples/train_full/model.c c_examples/common/util.c $(LIB) $(LIBS) -o $@
 

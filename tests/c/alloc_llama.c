@@ -8,56 +8,11 @@
  */
 #define _GNU_SOURCE
 
-#include <dlfcn.h>
-#include <execinfo.h>
-#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
+#include "alloc_count.h"
 #include "train_full.h"
-
-typedef void (*enable_fn)(int);
-typedef unsigned long (*calls_fn)(void);
-typedef int (*first_fn)(void **, int);
-
-static enable_fn agmc_enable;
-static calls_fn agmc_calls;
-static first_fn agmc_first;
-
-static bool find_counter(void)
-{
-    void *e = dlsym(RTLD_DEFAULT, "agmc_enable");
-    void *c = dlsym(RTLD_DEFAULT, "agmc_calls");
-    void *f = dlsym(RTLD_DEFAULT, "agmc_first");
-    if (e == NULL || c == NULL || f == NULL) return false;
-    memcpy(&agmc_enable, &e, sizeof e);
-    memcpy(&agmc_calls, &c, sizeof c);
-    memcpy(&agmc_first, &f, sizeof f);
-    return true;
-}
-
-static int reexec_with_counter(char **argv)
-{
-    char self[PATH_MAX], lib[PATH_MAX + 32];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0 || getenv("AGMC_REEXEC") != NULL) {
-        fprintf(stderr, "alloc_llama: the malloc counter is not loaded; run it with "
-                        "LD_PRELOAD=.../libmalloc_count.so (make test-alloc)\n");
-        return 1;
-    }
-    self[n] = '\0';
-    char *slash = strrchr(self, '/');
-    *slash = '\0';
-    snprintf(lib, sizeof lib, "%s/libmalloc_count.so", self);
-    *slash = '/';
-    setenv("LD_PRELOAD", lib, 1);
-    setenv("AGMC_REEXEC", "1", 1);
-    execv(self, argv);
-    perror("alloc_llama: execv");
-    return 1;
-}
 
 struct run {
     ag_context *ctx;
@@ -69,8 +24,9 @@ struct run {
 };
 
 /* One training step, as train_full makes it (eagerly). */
-static ag_status step(struct run *r, int iter)
+static ag_status step(void *arg, int iter)
 {
+    struct run *r = arg;
     const size_t n = r->B * (size_t)r->m.T;
     for (size_t i = 0; i < n; i++) {
         r->ids[i] = (int32_t)(rng_next(&r->rng) % (uint64_t)r->m.V);
@@ -108,27 +64,18 @@ static unsigned long run_case(const char *name, int L, int NH, int KV, int C, in
     if (st == AG_STATUS_OK) st = model_build(r.ctx, &r.m, 7, scratch);
     if (st == AG_STATUS_OK) st = ag_optimizer_adamw(r.ctx, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f);
     if (st == AG_STATUS_OK) st = ag_set_recompute(r.ctx, recompute);
-    for (int i = 0; st == AG_STATUS_OK && i < warm; i++) st = step(&r, i);
     if (st == AG_STATUS_OK) {
-        agmc_enable(1);
-        for (int i = 0; st == AG_STATUS_OK && i < iters; i++) st = step(&r, warm + i);
-        agmc_enable(0);
-        calls = agmc_calls();
-    }
-    if (st != AG_STATUS_OK) {
+        calls = counted(name, step, &r, warm, iters);
+        if (calls == ULONG_MAX || !isfinite(r.loss)) {
+            fprintf(stderr, "%s: %s: loss %g\n", name,
+                    r.ctx != NULL ? ag_context_last_error(r.ctx) : "", (double)r.loss);
+            calls = ULONG_MAX;
+        } else {
+            printf("  last loss %.4f\n", (double)r.loss);
+        }
+    } else {
         fprintf(stderr, "%s: %s: %s\n", name, ag_status_str(st),
                 r.ctx != NULL ? ag_context_last_error(r.ctx) : "");
-        calls = ULONG_MAX;
-    } else {
-        printf("%-44s %d steps after %d of warm-up: %lu allocator calls, loss %.4f\n", name,
-               iters, warm, calls, (double)r.loss);
-        if (calls != 0) {
-            void *frames[48];
-            int d = agmc_first(frames, 48);
-            fprintf(stderr, "  first call from:\n");
-            backtrace_symbols_fd(frames, d, 2);
-        }
-        if (!isfinite(r.loss)) calls = ULONG_MAX;
     }
     if (r.ctx != NULL) ag_context_free(&r.ctx);
     free(scratch);
@@ -140,7 +87,7 @@ static unsigned long run_case(const char *name, int L, int NH, int KV, int C, in
 int main(int argc, char **argv)
 {
     (void)argc;
-    if (!find_counter()) return reexec_with_counter(argv);
+    if (!find_counter()) return reexec_with_counter("alloc_llama", argv);
     setenv("AG_NUM_THREADS", "2", 1);
     /* Widths of 128 (heads of 32): with heads of 8 at T = 32, the per-head
        products of ag_attention_gqa reach OpenBLAS 0.3.21's small-matrix

@@ -24,81 +24,13 @@
  */
 #define _GNU_SOURCE
 
-#include <dlfcn.h>
-#include <execinfo.h>
-#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "check.h"
-
-typedef void (*enable_fn)(int);
-typedef unsigned long (*calls_fn)(void);
-typedef int (*first_fn)(void **, int);
-
-static enable_fn agmc_enable;
-static calls_fn agmc_calls;
-static first_fn agmc_first;
-
-/* Looks up the counter's functions; false if it is not preloaded. */
-static bool find_counter(void) {
-    void *e = dlsym(RTLD_DEFAULT, "agmc_enable");
-    void *c = dlsym(RTLD_DEFAULT, "agmc_calls");
-    void *f = dlsym(RTLD_DEFAULT, "agmc_first");
-    if (e == NULL || c == NULL || f == NULL) return false;
-    /* memcpy: ISO C has no cast from an object pointer to a function one. */
-    memcpy(&agmc_enable, &e, sizeof e);
-    memcpy(&agmc_calls, &c, sizeof c);
-    memcpy(&agmc_first, &f, sizeof f);
-    return true;
-}
-
-/* Re-executes this program with the counter beside it preloaded. */
-static int reexec_with_counter(char **argv) {
-    char self[PATH_MAX], lib[PATH_MAX + 32];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0 || getenv("AGMC_REEXEC") != NULL) {
-        fprintf(stderr, "alloc_steady: the malloc counter is not loaded; run it with "
-                        "LD_PRELOAD=.../libmalloc_count.so (make test-alloc)\n");
-        return 1;
-    }
-    self[n] = '\0';
-    char *slash = strrchr(self, '/');
-    *slash = '\0';
-    snprintf(lib, sizeof lib, "%s/libmalloc_count.so", self);
-    *slash = '/';
-    setenv("LD_PRELOAD", lib, 1);
-    setenv("AGMC_REEXEC", "1", 1);
-    execv(self, argv);
-    perror("alloc_steady: execv");
-    return 1;
-}
-
-/* Counts the calls made by `iters` calls of `step`, after `warm` uncounted
- * ones; prints the first call's stack if any. */
-static unsigned long counted(const char *name, ag_status (*step)(void *, int), void *arg, int warm,
-                             int iters) {
-    for (int i = 0; i < warm; i++) {
-        if (step(arg, i) != AG_STATUS_OK) return ULONG_MAX;
-    }
-    agmc_enable(1);
-    ag_status st = AG_STATUS_OK;
-    for (int i = 0; i < iters && st == AG_STATUS_OK; i++) st = step(arg, warm + i);
-    agmc_enable(0);
-    unsigned long n = agmc_calls();
-    printf("%-32s %d iterations after %d of warm-up: %lu allocator calls\n", name, iters, warm, n);
-    if (st != AG_STATUS_OK) return ULONG_MAX;
-    if (n != 0) {
-        void *frames[48];
-        int d = agmc_first(frames, 48);
-        fprintf(stderr, "  first call from:\n");
-        backtrace_symbols_fd(frames, d, 2);
-    }
-    return n;
-}
+#include "alloc_count.h"
 
 /* ------------------------------------------------------------------------ */
 /* The GPT of train_full                                                    */
@@ -405,7 +337,7 @@ static void convnet_case(int warm, int iters) {
 
 int main(int argc, char **argv) {
     (void)argc;
-    if (!find_counter()) return reexec_with_counter(argv);
+    if (!find_counter()) return reexec_with_counter("alloc_steady", argv);
     /* The worker thread and OpenBLAS on two threads, whatever the caller's
      * environment says. */
     setenv("AG_NUM_THREADS", "2", 1);
