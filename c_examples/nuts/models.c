@@ -200,8 +200,12 @@ void model_load(model *m, const char *path) {
     } else if (!strcmp(m->kind, "gamma_iid")) {
         m->dim = 2;
         if (m->n_out != 2 || c != 1) die(path, "gamma_iid: names must be alpha, beta; one column");
-        for (int i = 0; i < n; i++)
+        m->x = realloc(m->x, sizeof(float) * n); /* log y: data, not a per-gradient op */
+        if (!m->x) die(path, "out of memory");
+        for (int i = 0; i < n; i++) {
             if (!(m->y[i] > 0)) die(path, "gamma_iid: data must be positive");
+            m->x[i] = logf(m->y[i]); /* the float log ag_log runs */
+        }
     } else if (!strcmp(m->kind, "beta_iid")) {
         m->dim = 2;
         if (m->n_out != 2 || c != 1) die(path, "beta_iid: names must be a, b; one column");
@@ -417,7 +421,7 @@ static ag_status gamma_iid(ag_context *ctx, const model *m, ag_tensor q, ag_tens
     TRY(ag_slice(ctx, pos, 0, 1, 1, &beta));
     TRY(ag_slice(ctx, q, 0, 1, 1, &lbeta)); /* log beta */
     TRY(constant(ctx, m->y, n, 0, &y));
-    TRY(ag_log(ctx, y, &logy));
+    TRY(constant(ctx, m->x, n, 0, &logy));
     /* per row: alpha log beta - lgamma(alpha) + (alpha - 1) log y - beta y */
     TRY(ag_mul(ctx, alpha, lbeta, &t));
     TRY(ag_lgamma(ctx, alpha, &u));
