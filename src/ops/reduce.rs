@@ -213,6 +213,9 @@ fn lse_term(v: f32, m: f64) -> f64 {
 /// The same bits as `special::logsumexp_strided` on every line (the same
 /// f64 terms summed in the same order), one libm exp fewer per line.
 fn logsumexp_axis_forward(out: &mut [f32], x: &[f32], outer: usize, n: usize, inner: usize) {
+    if n == 2 {
+        return logsumexp_pairs_forward(out, x, outer, inner);
+    }
     for o in 0..outer {
         for i in 0..inner {
             let start = o * n * inner + i;
@@ -238,6 +241,9 @@ fn logsumexp_axis_backward(
     n: usize,
     inner: usize,
 ) {
+    if n == 2 {
+        return logsumexp_pairs_backward(dx, dout, x, outer, inner);
+    }
     let mut terms = [0.0f64; LSE_LINE];
     for o in 0..outer {
         for i in 0..inner {
@@ -261,6 +267,58 @@ fn logsumexp_axis_backward(
                 for j in 0..n {
                     let p = start + j * inner;
                     dx[p] += (g * (lse_term(x[p], m) / s)) as f32;
+                }
+            }
+        }
+    }
+}
+
+/// The two terms of a pair's logsumexp and their sum, as the general
+/// line computes them (the sum of two terms is their one addition), or
+/// None for a pair with an infinite or NaN entry.
+#[inline(always)]
+fn lse_pair(a: f32, b: f32) -> Option<(f64, f64, f64, f64)> {
+    if !(a.is_finite() && b.is_finite()) {
+        return None;
+    }
+    let m = if b > a { b } else { a } as f64;
+    let (ta, tb) = (lse_term(a, m), lse_term(b, m));
+    Some((m, ta, tb, ta + tb))
+}
+
+/// [`logsumexp_axis_forward`] along an axis of two (a two-component
+/// mixture's table): the same bits, without the general line's loops.
+fn logsumexp_pairs_forward(out: &mut [f32], x: &[f32], outer: usize, inner: usize) {
+    for o in 0..outer {
+        let (xa, xb) = x[o * 2 * inner..][..2 * inner].split_at(inner);
+        let out = &mut out[o * inner..][..inner];
+        for ((y, &a), &b) in out.iter_mut().zip(xa).zip(xb) {
+            *y = match lse_pair(a, b) {
+                Some((m, _, _, s)) => (m + s.ln()) as f32,
+                None => special::logsumexp_strided(&[a, b], 0, 2, 1),
+            };
+        }
+    }
+}
+
+/// [`logsumexp_axis_backward`] along an axis of two: the same bits.
+fn logsumexp_pairs_backward(dx: &mut [f32], dout: &[f32], x: &[f32], outer: usize, inner: usize) {
+    for o in 0..outer {
+        let (xa, xb) = x[o * 2 * inner..][..2 * inner].split_at(inner);
+        let (da, db) = dx[o * 2 * inner..][..2 * inner].split_at_mut(inner);
+        let dout = &dout[o * inner..][..inner];
+        for i in 0..inner {
+            let (a, b, g) = (xa[i], xb[i], dout[i]);
+            match lse_pair(a, b) {
+                Some((_, ta, tb, s)) => {
+                    let g = g as f64;
+                    da[i] += (g * (ta / s)) as f32;
+                    db[i] += (g * (tb / s)) as f32;
+                }
+                None => {
+                    let mut d = [da[i], db[i]];
+                    special::logsumexp_grad_add_strided(&mut d, &[a, b], 0, 2, 1, g);
+                    (da[i], db[i]) = (d[0], d[1]);
                 }
             }
         }
@@ -409,6 +467,7 @@ mod tests {
         for (outer, n, inner) in [
             (7, 2, 1),
             (3, 2, 5),
+            (4, 2, 3),
             (4, 3, 2),
             (2, 64, 1),
             (2, 65, 3),
