@@ -11,12 +11,18 @@
  *     gradient (10 parameters), with the position written into the
  *     parameter before each evaluation, as a sampler does.
  *
+ * (c) garch11: a GARCH(1,1) log likelihood written as a scalar recursion
+ *     over 200 observations (one-element slices of the series, then
+ *     sigma_t^2 = alpha0 + alpha1 r_{t-1}^2 + beta1 sigma_{t-1}^2), about
+ *     2,200 ops; the position written before each evaluation as in (b).
+ *
  * Before timing, the replayed loss and gradients are compared bit for bit
  * with the eager ones at several positions; a mismatch exits 1. Eager and
  * replay batches alternate within each repetition (the machine may be
  * shared); the figures are medians. Output, one line per model:
  *   bench replay model=scalar_chain ops=2000 eager_ns_per_op=... replay_ns_per_op=... speedup=...
  *   bench replay model=eight_schools ops=... eager_us_per_grad=... replay_us_per_grad=... ...
+ *   bench replay model=garch11 ops=... eager_us_per_grad=... replay_us_per_grad=... ...
  * (ns per recorded forward op, forward and backward together). `--model
  * NAME` runs one model, `--reps N` sets the repetitions, `--replay-only`
  * times replays alone (for profiling); other arguments
@@ -199,6 +205,90 @@ static int bench_eight_schools(int reps, int batch) {
     return 0;
 }
 
+#define G_T 200
+static float g_y[G_T];
+static ag_tensor gq; /* (mu, alpha0, alpha1, beta1) */
+static const float g_s1 = 0.5f; /* sigma_1^2 */
+
+/* -2 log p(y | mu, alpha0, alpha1, beta1) up to a constant, step by step */
+static ag_tensor garch_logp(void) {
+    ops = 0;
+    ag_tensor y = constant(g_y, G_T), s2 = constant(&g_s1, 1), lp = {0, 0, 0}, r2 = {0, 0, 0};
+    ag_tensor mu = slice(gq, 0, 1), a0 = slice(gq, 1, 1), a1 = slice(gq, 2, 1), b1 = slice(gq, 3, 1);
+    for (size_t t = 0; t < G_T; t++) {
+        if (t > 0) s2 = op2(ag_add, a0, op2(ag_add, op2(ag_mul, a1, r2), op2(ag_mul, b1, s2)));
+        ag_tensor r = op2(ag_sub, slice(y, t, 1), mu);
+        r2 = op2(ag_mul, r, r);
+        ag_tensor term = op2(ag_add, op1(ag_log, s2), op2(ag_div, r2, s2));
+        lp = t == 0 ? term : op2(ag_add, lp, term);
+    }
+    return scale(lp, -0.5f);
+}
+
+static float g_pos[4];
+
+static float garch_eval(const float *pos, float *g, bool replay) {
+    if (!replay) CALL(ag_reset(ctx)); /* ends the previous iteration (a replayed step's too) */
+    CALL(ag_param_write(ctx, gq, pos, 4));
+    CALL(ag_zero_grad(ctx));
+    ag_tensor lp = step_loss;
+    if (replay) {
+        CALL(ag_replay(ctx, step));
+    } else {
+        lp = garch_logp();
+        CALL(ag_backward(ctx, lp));
+    }
+    float v;
+    CALL(ag_tensor_item(ctx, lp, &v));
+    CALL(ag_tensor_read_grad(ctx, gq, g, 4));
+    return v;
+}
+
+static void garch_eager_i(int i) {
+    g_pos[i % 4] += 1e-6f;
+    garch_eval(g_pos, gbuf, false);
+}
+static void garch_replay_i(int i) {
+    g_pos[i % 4] -= 1e-6f;
+    garch_eval(g_pos, gbuf, true);
+}
+
+static int bench_garch(int reps, int batch) {
+    for (int t = 0; t < G_T; t++) g_y[t] = 0.8f * (float)sin(0.3 * t) + 0.4f * (float)cos(1.7 * t);
+    CALL(ag_context_new(&ctx));
+    size_t shape[1] = {4};
+    const float start[4] = {0.05f, 0.1f, 0.2f, 0.7f};
+    memcpy(g_pos, start, sizeof start);
+    CALL(ag_param_new(ctx, shape, 1, g_pos, &gq));
+    capture(garch_logp);
+    long n_ops = ops;
+    for (int trial = 0; trial < 4; trial++) {
+        float pos[4], ge[4], gr[4];
+        for (int i = 0; i < 4; i++) pos[i] = start[i] * (1.0f + 0.1f * (float)sin(1.3 * (i + 1) * (trial + 1)));
+        float le = garch_eval(pos, ge, false), lr = garch_eval(pos, gr, true);
+        bool ok = same(le, lr);
+        for (int k = 0; k < 4; k++) ok = ok && same(ge[k], gr[k]);
+        if (!ok) {
+            fprintf(stderr, "bench_replay: garch11 replay differs from eager (trial %d): %.9g vs %.9g\n", trial,
+                    lr, le);
+            return 1;
+        }
+    }
+    double r[6];
+    ab(garch_eager_i, garch_replay_i, reps, batch, r);
+    printf("bench replay model=garch11 ops=%ld eager_us_per_grad=%.3f replay_us_per_grad=%.3f "
+           "replay_us_per_grad_min=%.3f replay_us_per_grad_max=%.3f eager_ns_per_op=%.1f replay_ns_per_op=%.1f "
+           "speedup=%.2f reps=%d batch=%d\n",
+           n_ops, r[0] / 1e3, r[3] / 1e3, r[4] / 1e3, r[5] / 1e3, r[0] / n_ops, r[3] / n_ops, r[0] / r[3],
+           reps, batch);
+    printf("garch11 replayed: %.1f ns per op, %.2f us per gradient (eager %.2f; range %.2f-%.2f), %.2fx, "
+           "bit-identical\n",
+           r[3] / n_ops, r[3] / 1e3, r[0] / 1e3, r[4] / 1e3, r[5] / 1e3, r[0] / r[3]);
+    CALL(ag_step_free(ctx, &step));
+    ag_context_free(&ctx);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     bool quick = false;
     const char *only = NULL;
@@ -214,5 +304,6 @@ int main(int argc, char **argv) {
     if (!only || !strcmp(only, "scalar_chain")) rc = bench_chain(reps, quick ? 5 : 40);
     if (rc == 0 && (!only || !strcmp(only, "eight_schools")))
         rc = bench_eight_schools(reps, quick ? 500 : 5000);
+    if (rc == 0 && (!only || !strcmp(only, "garch11"))) rc = bench_garch(reps, quick ? 20 : 200);
     return rc;
 }

@@ -200,8 +200,12 @@ void model_load(model *m, const char *path) {
     } else if (!strcmp(m->kind, "gamma_iid")) {
         m->dim = 2;
         if (m->n_out != 2 || c != 1) die(path, "gamma_iid: names must be alpha, beta; one column");
-        for (int i = 0; i < n; i++)
+        m->x = realloc(m->x, sizeof(float) * n); /* log y: data, not a per-gradient op */
+        if (!m->x) die(path, "out of memory");
+        for (int i = 0; i < n; i++) {
             if (!(m->y[i] > 0)) die(path, "gamma_iid: data must be positive");
+            m->x[i] = logf(m->y[i]); /* the float log ag_log runs */
+        }
     } else if (!strcmp(m->kind, "beta_iid")) {
         m->dim = 2;
         if (m->n_out != 2 || c != 1) die(path, "beta_iid: names must be a, b; one column");
@@ -365,7 +369,8 @@ static ag_status logistic(ag_context *ctx, const model *m, ag_tensor q, ag_tenso
 
 static ag_status mixture2(ag_context *ctx, const model *m, ag_tensor q, ag_tensor *out) {
     size_t n = (size_t)m->rows;
-    ag_tensor mu1, gap, ls, lt, sigma, jac_s, theta, jac_t, pair[2], mu, lw, y, r, z, sq, lpk, lse, lp, t;
+    ag_tensor mu1, gap, ls, lt, sigma, jac_s, theta, jac_t, pair[2], mu, lw, y, r, z, sq, lpk, lse, lp, t, col;
+    const size_t col_shape[2] = {2, 1};
     TRY(ag_slice(ctx, q, 0, 0, 1, &mu1));
     TRY(ag_slice(ctx, q, 0, 1, 1, &gap));
     TRY(ag_slice(ctx, q, 0, 2, 2, &ls));
@@ -382,15 +387,19 @@ static ag_status mixture2(ag_context *ctx, const model *m, ag_tensor q, ag_tenso
     TRY(ag_neg(ctx, lt, &t));
     TRY(ag_log_sigmoid(ctx, t, &pair[1]));
     TRY(ag_concat(ctx, pair, 2, 0, &lw));
-    /* [n, 1] - [2] -> [n, 2]: each point against each component */
-    TRY(constant(ctx, m->y, n, 1, &y));
-    TRY(ag_sub(ctx, y, mu, &r));
-    TRY(ag_div(ctx, r, sigma, &z));
+    /* [1, n] - [2, 1] -> [2, n]: each component against each point, a row
+     * of n per component (long rows: the broadcast loops run over n, not 2) */
+    TRY(constant(ctx, m->y, 1, n, &y));
+    TRY(ag_reshape(ctx, mu, col_shape, 2, &col));
+    TRY(ag_sub(ctx, y, col, &r));
+    TRY(ag_reshape(ctx, sigma, col_shape, 2, &col));
+    TRY(ag_div(ctx, r, col, &z));
     TRY(ag_mul(ctx, z, z, &sq));
     TRY(ag_scale(ctx, sq, -0.5f, &z));
     TRY(ag_sub(ctx, lw, ls, &t));
-    TRY(ag_add(ctx, z, t, &lpk));
-    TRY(ag_logsumexp_axis(ctx, lpk, 1, false, &lse));
+    TRY(ag_reshape(ctx, t, col_shape, 2, &col));
+    TRY(ag_add(ctx, z, col, &lpk));
+    TRY(ag_logsumexp_axis(ctx, lpk, 0, false, &lse));
     TRY(ag_sum(ctx, lse, &lp));
     TRY(sumsq(ctx, mu, -1.0f / 8.0f, &t));
     TRY(accumulate(ctx, &lp, t));
@@ -412,7 +421,7 @@ static ag_status gamma_iid(ag_context *ctx, const model *m, ag_tensor q, ag_tens
     TRY(ag_slice(ctx, pos, 0, 1, 1, &beta));
     TRY(ag_slice(ctx, q, 0, 1, 1, &lbeta)); /* log beta */
     TRY(constant(ctx, m->y, n, 0, &y));
-    TRY(ag_log(ctx, y, &logy));
+    TRY(constant(ctx, m->x, n, 0, &logy));
     /* per row: alpha log beta - lgamma(alpha) + (alpha - 1) log y - beta y */
     TRY(ag_mul(ctx, alpha, lbeta, &t));
     TRY(ag_lgamma(ctx, alpha, &u));

@@ -182,16 +182,57 @@ pub(crate) fn forward_logsumexp_axis(ctx: &mut Context, out: u32, x: u32, axis: 
     logsumexp_axis_forward(y, x, outer, n, inner);
 }
 
+/// Lines this long or shorter keep their terms on the stack between the
+/// sum and the weights of the backward (longer ones compute them twice).
+const LSE_LINE: usize = 64;
+
+/// The maximum of the finite line `x[start + j * stride]` (j < n) as f64,
+/// or None if an entry is NaN or infinite (those lines take the general
+/// `special` functions and their rules).
+#[inline(always)]
+fn finite_max(x: &[f32], start: usize, n: usize, stride: usize) -> Option<f64> {
+    let mut m = f32::NEG_INFINITY;
+    let mut finite = true;
+    for j in 0..n {
+        let v = x[start + j * stride];
+        finite &= v.is_finite();
+        m = if v > m { v } else { m };
+    }
+    (finite && n > 0).then_some(m as f64)
+}
+
+/// e^(v - m) in f64, as `special::logsumexp_strided` computes each term:
+/// the maximum's own term is e^0 = 1 exactly, so it skips the libm call.
+#[inline(always)]
+fn lse_term(v: f32, m: f64) -> f64 {
+    let d = v as f64 - m;
+    if d == 0.0 { 1.0 } else { d.exp() }
+}
+
 /// out[o, i] = ln sum_j e^x[o, j, i]. x: `[outer, n, inner]`, out: `[outer, inner]`.
+/// The same bits as `special::logsumexp_strided` on every line (the same
+/// f64 terms summed in the same order), one libm exp fewer per line.
 fn logsumexp_axis_forward(out: &mut [f32], x: &[f32], outer: usize, n: usize, inner: usize) {
+    if n == 2 {
+        return logsumexp_pairs_forward(out, x, outer, inner);
+    }
     for o in 0..outer {
         for i in 0..inner {
-            out[o * inner + i] = special::logsumexp_strided(x, o * n * inner + i, n, inner);
+            let start = o * n * inner + i;
+            out[o * inner + i] = match finite_max(x, start, n, inner) {
+                Some(m) => {
+                    let s: f64 = (0..n).map(|j| lse_term(x[start + j * inner], m)).sum();
+                    (m + s.ln()) as f32
+                }
+                None => special::logsumexp_strided(x, start, n, inner),
+            };
         }
     }
 }
 
 /// dx[o, j, i] += dout[o, i] * softmax_j(x[o, :, i]).
+/// The same bits as `special::logsumexp_grad_add_strided` on every line;
+/// a short line's terms are computed once, not twice.
 fn logsumexp_axis_backward(
     dx: &mut [f32],
     dout: &[f32],
@@ -200,10 +241,86 @@ fn logsumexp_axis_backward(
     n: usize,
     inner: usize,
 ) {
+    if n == 2 {
+        return logsumexp_pairs_backward(dx, dout, x, outer, inner);
+    }
+    let mut terms = [0.0f64; LSE_LINE];
     for o in 0..outer {
         for i in 0..inner {
             let g = dout[o * inner + i];
-            special::logsumexp_grad_add_strided(dx, x, o * n * inner + i, n, inner, g);
+            let start = o * n * inner + i;
+            let Some(m) = finite_max(x, start, n, inner) else {
+                special::logsumexp_grad_add_strided(dx, x, start, n, inner, g);
+                continue;
+            };
+            let g = g as f64;
+            if n <= LSE_LINE {
+                for (j, t) in terms[..n].iter_mut().enumerate() {
+                    *t = lse_term(x[start + j * inner], m);
+                }
+                let s: f64 = terms[..n].iter().sum();
+                for (j, &t) in terms[..n].iter().enumerate() {
+                    dx[start + j * inner] += (g * (t / s)) as f32;
+                }
+            } else {
+                let s: f64 = (0..n).map(|j| lse_term(x[start + j * inner], m)).sum();
+                for j in 0..n {
+                    let p = start + j * inner;
+                    dx[p] += (g * (lse_term(x[p], m) / s)) as f32;
+                }
+            }
+        }
+    }
+}
+
+/// The two terms of a pair's logsumexp and their sum, as the general
+/// line computes them (the sum of two terms is their one addition), or
+/// None for a pair with an infinite or NaN entry.
+#[inline(always)]
+fn lse_pair(a: f32, b: f32) -> Option<(f64, f64, f64, f64)> {
+    if !(a.is_finite() && b.is_finite()) {
+        return None;
+    }
+    let m = if b > a { b } else { a } as f64;
+    let (ta, tb) = (lse_term(a, m), lse_term(b, m));
+    Some((m, ta, tb, ta + tb))
+}
+
+/// [`logsumexp_axis_forward`] along an axis of two (a two-component
+/// mixture's table): the same bits, without the general line's loops.
+fn logsumexp_pairs_forward(out: &mut [f32], x: &[f32], outer: usize, inner: usize) {
+    for o in 0..outer {
+        let (xa, xb) = x[o * 2 * inner..][..2 * inner].split_at(inner);
+        let out = &mut out[o * inner..][..inner];
+        for ((y, &a), &b) in out.iter_mut().zip(xa).zip(xb) {
+            *y = match lse_pair(a, b) {
+                Some((m, _, _, s)) => (m + s.ln()) as f32,
+                None => special::logsumexp_strided(&[a, b], 0, 2, 1),
+            };
+        }
+    }
+}
+
+/// [`logsumexp_axis_backward`] along an axis of two: the same bits.
+fn logsumexp_pairs_backward(dx: &mut [f32], dout: &[f32], x: &[f32], outer: usize, inner: usize) {
+    for o in 0..outer {
+        let (xa, xb) = x[o * 2 * inner..][..2 * inner].split_at(inner);
+        let (da, db) = dx[o * 2 * inner..][..2 * inner].split_at_mut(inner);
+        let dout = &dout[o * inner..][..inner];
+        for i in 0..inner {
+            let (a, b, g) = (xa[i], xb[i], dout[i]);
+            match lse_pair(a, b) {
+                Some((_, ta, tb, s)) => {
+                    let g = g as f64;
+                    da[i] += (g * (ta / s)) as f32;
+                    db[i] += (g * (tb / s)) as f32;
+                }
+                None => {
+                    let mut d = [da[i], db[i]];
+                    special::logsumexp_grad_add_strided(&mut d, &[a, b], 0, 2, 1, g);
+                    (da[i], db[i]) = (d[0], d[1]);
+                }
+            }
         }
     }
 }
@@ -333,6 +450,74 @@ mod tests {
             [1.0, 0.0, 1.0, 0.0, 1.0, 0.0]
         );
         assert_eq!([g[7], g[10], g[8], g[11]], [0.5, 0.5, 0.0, 1.0]);
+    }
+
+    /// The axis loops give the bits of the line functions in `special`
+    /// (forward and backward), on short and long lines, ties of the
+    /// maximum, strided lines, and lines with infinities or NaN.
+    #[test]
+    fn logsumexp_axis_matches_the_line_functions_bit_for_bit() {
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            ((state >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 40.0
+        };
+        for (outer, n, inner) in [
+            (7, 2, 1),
+            (3, 2, 5),
+            (4, 2, 3),
+            (4, 3, 2),
+            (2, 64, 1),
+            (2, 65, 3),
+            (1, 1, 4),
+        ] {
+            let len = outer * n * inner;
+            let mut x: Vec<f32> = (0..len).map(|_| next()).collect();
+            // A tie of the maximum, and lines with -inf, +inf and NaN.
+            x[0] = 25.0;
+            if n > 1 {
+                x[inner] = 25.0;
+            }
+            if inner > 1 {
+                x[1] = f32::NEG_INFINITY;
+            }
+            if inner > 2 {
+                x[2] = f32::INFINITY;
+            }
+            if outer > 2 {
+                x[2 * n * inner] = f32::NAN;
+            }
+            let dout: Vec<f32> = (0..outer * inner).map(|_| next()).collect();
+            let mut y = vec![0.0; outer * inner];
+            super::logsumexp_axis_forward(&mut y, &x, outer, n, inner);
+            let mut dx: Vec<f32> = (0..len).map(|_| next()).collect();
+            let mut want_dx = dx.clone();
+            super::logsumexp_axis_backward(&mut dx, &dout, &x, outer, n, inner);
+            for o in 0..outer {
+                for i in 0..inner {
+                    let start = o * n * inner + i;
+                    let want = crate::special::logsumexp_strided(&x, start, n, inner);
+                    assert_eq!(
+                        y[o * inner + i].to_bits(),
+                        want.to_bits(),
+                        "{outer} {n} {inner}"
+                    );
+                    let g = dout[o * inner + i];
+                    crate::special::logsumexp_grad_add_strided(
+                        &mut want_dx,
+                        &x,
+                        start,
+                        n,
+                        inner,
+                        g,
+                    );
+                }
+            }
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&dx), bits(&want_dx), "{outer} {n} {inner}");
+        }
     }
 
     #[test]

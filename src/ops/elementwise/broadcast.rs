@@ -97,9 +97,36 @@ pub(super) fn binary_backward_into(
         return;
     }
     for_each_row(so, sx, sy, |o, xo, stx, yo, sty, len| {
-        for j in 0..len {
-            let (xi, yi) = (xo + j * stx, yo + j * sty);
-            dx[xi] += g(dout[o + j], x[xi], y[yi]);
+        let dout = &dout[o..o + len];
+        if stx == 0 {
+            // x is broadcast along the row: its one element's sum runs in a
+            // register, the same additions in the same order as `+=` on
+            // dx[xo] (no store and reload between them).
+            let xv = x[xo];
+            let mut acc = dx[xo];
+            if sty == 0 {
+                let yv = y[yo];
+                dout.iter().for_each(|&go| acc += g(go, xv, yv));
+            } else {
+                let y = &y[yo..yo + len];
+                dout.iter()
+                    .zip(y)
+                    .for_each(|(&go, &yv)| acc += g(go, xv, yv));
+            }
+            dx[xo] = acc;
+        } else {
+            let (dx, x) = (&mut dx[xo..xo + len], &x[xo..xo + len]);
+            if sty == 0 {
+                let yv = y[yo];
+                for ((d, &go), &xv) in dx.iter_mut().zip(dout).zip(x) {
+                    *d += g(go, xv, yv);
+                }
+            } else {
+                let y = &y[yo..yo + len];
+                for (((d, &go), &xv), &yv) in dx.iter_mut().zip(dout).zip(x).zip(y) {
+                    *d += g(go, xv, yv);
+                }
+            }
         }
     });
 }
