@@ -301,6 +301,29 @@ const CASES: &[Case] = &[
         out.grads = common::param_bits(&ctx, true);
         out
     }),
+    // RoPE of q [3, 12, 200, 64] (7 row tasks, which start mid-sequence)
+    // and k [3, 4, 200, 64] (2 tasks), into grouped-query attention: the
+    // gradients through both rotations.
+    ("rope into grouped-query attention", || {
+        let (b, h, kv, t, d) = (3, 12, 4, 200, 64);
+        let mut rng = Rng(47);
+        let mut random = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.normal() as f32).collect() };
+        let mut ctx = Context::new();
+        let q = ctx
+            .param(&[b, h, t, d], Some(&random(b * h * t * d)))
+            .unwrap();
+        let k = ctx
+            .param(&[b, kv, t, d], Some(&random(b * kv * t * d)))
+            .unwrap();
+        let v = ctx
+            .param(&[b, kv, t, d], Some(&random(b * kv * t * d)))
+            .unwrap();
+        let rq = ctx.rope(q, 10000.0, 5).unwrap();
+        let rk = ctx.rope(k, 10000.0, 5).unwrap();
+        let y = ctx.attention_gqa(rq, rk, v).unwrap();
+        let weights = random(b * h * t * d);
+        weighted_sum_bits(&mut ctx, y, &weights)
+    }),
     // Batch norm over [32, 16, 32, 32] in training (channel tasks for the
     // statistics and gradient sums, plane tasks elsewhere), then evaluation
     // on the updated running statistics: values, gradients and statistics.

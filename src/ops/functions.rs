@@ -105,7 +105,7 @@ macro_rules! unary_fns {
                 "1 / (1 + e^-x).";
             Gelu, gelu, x, gelu_forward, gelu_backward::<false>, (gelu_backward::<true>), split, (-3.0, 3.0, false),
                 "GELU, tanh approximation (GPT-2's).";
-            Silu, silu, x, silu_forward, silu_backward, -, -, (-4.0, 4.0, false),
+            Silu, silu, x, silu_forward, silu_backward, -, split, (-4.0, 4.0, false),
                 "SiLU (swish), x sigmoid(x): finite for every finite x, 0 at -inf, x at +inf.";
             Sqrt, sqrt, y, sqrt_forward, sqrt_backward, -, -, (0.5, 3.0, false),
                 "Square root (NaN below 0, as in IEEE; its gradient is infinite at 0).";

@@ -50,6 +50,40 @@ fn permute_walk(xshape: Shape, oshape: Shape, perm: &[u8], mut f: impl FnMut(usi
     }
 }
 
+/// As [`permute_walk`] when the last axis stays last (`perm` ends with
+/// ndim - 1): visits each output row of `oshape.last()` elements with the
+/// offset of its input row, so a head split or merge moves whole rows.
+fn permute_walk_rows(xshape: Shape, oshape: Shape, perm: &[u8], mut f: impl FnMut(usize, usize)) {
+    let (nd, run) = (oshape.ndim(), oshape.last());
+    if run == 0 {
+        return;
+    }
+    let xs = strides(xshape);
+    let mut src_stride = [0usize; MAX_DIMS];
+    for i in 0..nd - 1 {
+        src_stride[i] = xs[perm[i] as usize];
+    }
+    let mut idx = [0usize; MAX_DIMS];
+    let mut src = 0usize;
+    for o in (0..oshape.numel()).step_by(run) {
+        f(o, src);
+        for d in (0..nd - 1).rev() {
+            idx[d] += 1;
+            src += src_stride[d];
+            if idx[d] < oshape.dims()[d] {
+                break;
+            }
+            src -= src_stride[d] * idx[d];
+            idx[d] = 0;
+        }
+    }
+}
+
+/// Whether `perm` keeps the last axis last (rows move whole).
+fn keeps_last_axis(perm: &[u8]) -> bool {
+    perm.last().is_some_and(|&a| a as usize + 1 == perm.len())
+}
+
 impl Context {
     /// Same data, new shape with the same element count. Free: no copy,
     /// and the result shares its gradient with `x`.
@@ -236,6 +270,12 @@ pub(crate) fn forward_slice(ctx: &mut Context, out: u32, x: u32, axis: usize, st
 /// y[o] = x[src(o)]: output axis i is input axis perm[i].
 #[inline]
 pub(crate) fn permute_forward(y: &mut [f32], x: &[f32], xshape: Shape, yshape: Shape, perm: &[u8]) {
+    if keeps_last_axis(perm) {
+        let run = yshape.last();
+        return permute_walk_rows(xshape, yshape, perm, |o, s| {
+            y[o..o + run].copy_from_slice(&x[s..s + run])
+        });
+    }
     permute_walk(xshape, yshape, perm, |o, s| y[o] = x[s]);
 }
 
@@ -248,6 +288,13 @@ pub(crate) fn permute_backward(
     yshape: Shape,
     perm: &[u8],
 ) {
+    if keeps_last_axis(perm) {
+        let run = yshape.last();
+        return permute_walk_rows(xshape, yshape, perm, |o, s| {
+            let (d, g) = (&mut dx[s..s + run], &dout[o..o + run]);
+            d.iter_mut().zip(g).for_each(|(d, &g)| *d += g)
+        });
+    }
     permute_walk(xshape, yshape, perm, |o, s| dx[s] += dout[o]);
 }
 
@@ -354,6 +401,34 @@ mod tests {
                 .contains("reshape: element counts differ: [2,3] x [4,2]")
         );
         assert!(c.permute(x, &[0, 0]).is_err());
+    }
+
+    /// The row path (last axis kept) moves and adds the same elements as
+    /// the element walk, forward and backward, for each such permutation.
+    #[test]
+    fn row_path_matches_the_element_walk() {
+        use crate::shape::Shape;
+        let dims = [3, 4, 2, 5];
+        let n: usize = dims.iter().product();
+        let x: Vec<f32> = (0..n).map(|i| i as f32 * 0.5 - 7.0).collect();
+        let g: Vec<f32> = (0..n).map(|i| (i * 7 % 11) as f32 + 0.25).collect();
+        for perm in [
+            [0u8, 1, 2, 3],
+            [1, 0, 2, 3],
+            [0, 2, 1, 3],
+            [2, 1, 0, 3],
+            [1, 2, 0, 3],
+        ] {
+            let xs = Shape::from_valid(&dims);
+            let ys = Shape::from_valid(&perm.map(|p| dims[p as usize]));
+            let (mut y, mut want_y) = (vec![0.0; n], vec![0.0; n]);
+            super::permute_forward(&mut y, &x, xs, ys, &perm);
+            super::permute_walk(xs, ys, &perm, |o, s| want_y[o] = x[s]);
+            let (mut dx, mut want_dx) = (x.clone(), x.clone());
+            super::permute_backward(&mut dx, &g, xs, ys, &perm);
+            super::permute_walk(xs, ys, &perm, |o, s| want_dx[s] += g[o]);
+            assert_eq!((y, dx), (want_y, want_dx), "perm {perm:?}");
+        }
     }
 
     #[test]

@@ -5,7 +5,12 @@
 use crate::arena::Buf;
 use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
+use crate::kernels::fastmath;
 use crate::ops::Op;
+// Rows are cut as LayerNorm's and RMSNorm's are.
+use crate::ops::norm::row_tasks;
+use crate::pool;
+use crate::simd;
 
 /// The rotation table: cos then sin of (offset + t) * theta^(-2i/D), for
 /// t < T and i < D/2, each `[T, D/2]`, so `table` is `[2, T, D/2]`. The
@@ -24,43 +29,47 @@ fn rope_table(table: &mut [f32], theta: f64, offset: usize, t: usize, d: usize) 
     }
 }
 
-/// y = rotate(x) per head: for i < D/2, with c, s the table's entries at
-/// position t,
+/// y = rotate(x) per row: for i < D/2, with c, s the table's entries at
+/// the row's position t,
 /// y[i] = x[i] c - x[i + D/2] s and y[i + D/2] = x[i + D/2] c + x[i] s.
-/// x, y: `[B*H, T, D]`; table: `[2, T, D/2]`.
-fn rope_forward(y: &mut [f32], x: &[f32], table: &[f32], t: usize, d: usize) {
+/// x, y: rows of D of `[B*H, T, D]`, the first of them row `first` (its
+/// position `first % T`); table: `[2, T, D/2]`.
+#[inline(always)]
+fn rope_forward(y: &mut [f32], x: &[f32], table: &[f32], first: usize, t: usize, d: usize) {
     let half = d / 2;
     let (cos, sin) = table.split_at(t * half);
-    for (yh, xh) in y.chunks_exact_mut(t * d).zip(x.chunks_exact(t * d)) {
-        let rows = yh.chunks_exact_mut(d).zip(xh.chunks_exact(d));
-        for (p, (yr, xr)) in rows.enumerate() {
-            let (c, s) = (&cos[p * half..][..half], &sin[p * half..][..half]);
-            let (y1, y2) = yr.split_at_mut(half);
-            let (x1, x2) = xr.split_at(half);
-            for i in 0..half {
-                y1[i] = x1[i] * c[i] - x2[i] * s[i];
-                y2[i] = x2[i] * c[i] + x1[i] * s[i];
-            }
+    let rows = y.chunks_exact_mut(d).zip(x.chunks_exact(d));
+    for (j, (yr, xr)) in rows.enumerate() {
+        let p = (first + j) % t;
+        let (c, s) = (&cos[p * half..][..half], &sin[p * half..][..half]);
+        let (y1, y2) = yr.split_at_mut(half);
+        let (x1, x2) = xr.split_at(half);
+        let pairs = y1.iter_mut().zip(y2).zip(x1.iter().zip(x2));
+        for (((ya, yb), (&xa, &xb)), (&c, &s)) in pairs.zip(c.iter().zip(s)) {
+            *ya = xa * c - xb * s;
+            *yb = xb * c + xa * s;
         }
     }
 }
 
 /// dx += the rotation of dout by the opposite angle (the transpose of the
 /// forward's rotation): dx[i] += g[i] c + g[i + D/2] s, dx[i + D/2] +=
-/// g[i + D/2] c - g[i] s. dx, dout: `[B*H, T, D]`; table: `[2, T, D/2]`.
-fn rope_backward(dx: &mut [f32], dout: &[f32], table: &[f32], t: usize, d: usize) {
+/// g[i + D/2] c - g[i] s. dx, dout: rows of `[B*H, T, D]` from row
+/// `first`, as in [`rope_forward`]; table: `[2, T, D/2]`.
+#[inline(always)]
+fn rope_backward(dx: &mut [f32], dout: &[f32], table: &[f32], first: usize, t: usize, d: usize) {
     let half = d / 2;
     let (cos, sin) = table.split_at(t * half);
-    for (dh, gh) in dx.chunks_exact_mut(t * d).zip(dout.chunks_exact(t * d)) {
-        let rows = dh.chunks_exact_mut(d).zip(gh.chunks_exact(d));
-        for (p, (dr, gr)) in rows.enumerate() {
-            let (c, s) = (&cos[p * half..][..half], &sin[p * half..][..half]);
-            let (d1, d2) = dr.split_at_mut(half);
-            let (g1, g2) = gr.split_at(half);
-            for i in 0..half {
-                d1[i] += g1[i] * c[i] + g2[i] * s[i];
-                d2[i] += g2[i] * c[i] - g1[i] * s[i];
-            }
+    let rows = dx.chunks_exact_mut(d).zip(dout.chunks_exact(d));
+    for (j, (dr, gr)) in rows.enumerate() {
+        let p = (first + j) % t;
+        let (c, s) = (&cos[p * half..][..half], &sin[p * half..][..half]);
+        let (d1, d2) = dr.split_at_mut(half);
+        let (g1, g2) = gr.split_at(half);
+        let pairs = d1.iter_mut().zip(d2).zip(g1.iter().zip(g2));
+        for (((da, db), (&ga, &gb)), (&c, &s)) in pairs.zip(c.iter().zip(s)) {
+            *da += ga * c + gb * s;
+            *db += gb * c - ga * s;
         }
     }
 }
@@ -115,7 +124,8 @@ impl Context {
     }
 }
 
-/// Fills the table, then rotates x into the output.
+/// Fills the table, then rotates x into the output: rows are independent,
+/// so row tasks (cut by the shape alone) change no bit.
 pub(crate) fn forward_rope(
     ctx: &mut Context,
     out: u32,
@@ -126,12 +136,24 @@ pub(crate) fn forward_rope(
 ) {
     let (ex, eo) = (ctx.entry(x), ctx.entry(out));
     let (t, d) = (ex.shape.dims()[2], ex.shape.dims()[3]);
-    let ([y, tab], [x]) = ctx.access([eo.data, table], [ex.data]);
+    let rows = ex.shape.rows();
+    let n = row_tasks(rows, d);
+    let par = n > 1 && ctx.want_pool(ex.shape.numel() * fastmath::ELEMENT_COST);
+    let (pool, [y, tab], [x]) = ctx.access_on(par, [eo.data, table], [ex.data]);
     rope_table(tab, theta as f64, offset as usize, t, d);
-    rope_forward(y, x, tab, t, d);
+    let tab = &*tab;
+    if n == 1 {
+        return simd::dispatch!(rope_forward(y, x, tab, 0, t, d));
+    }
+    fastmath::run_parts(pool, fastmath::row_parts(y, d, n), &|i, y| {
+        let first = pool::task_range(rows, n, i).start;
+        let x = &x[first * d..][..y.len()];
+        simd::dispatch!(rope_forward(y, x, tab, first, t, d))
+    });
 }
 
-/// Rotates dout back into x's gradient with the table the forward saved.
+/// Rotates dout back into x's gradient with the table the forward saved
+/// (the forward's row tasks).
 pub(crate) fn backward_rope(ctx: &mut Context, out: u32, x: u32, table: Buf) {
     let Some(dout) = ctx.grad_out(out) else {
         return;
@@ -141,8 +163,18 @@ pub(crate) fn backward_rope(ctx: &mut Context, out: u32, x: u32, table: Buf) {
     };
     let ex = ctx.entry(x);
     let (t, d) = (ex.shape.dims()[2], ex.shape.dims()[3]);
-    let ([dx], [g, tab]) = ctx.access([dx], [dout, table]);
-    rope_backward(dx, g, tab, t, d);
+    let rows = ex.shape.rows();
+    let n = row_tasks(rows, d);
+    let par = n > 1 && ctx.want_pool(ex.shape.numel() * fastmath::ELEMENT_COST);
+    let (pool, [dx], [g, tab]) = ctx.access_on(par, [dx], [dout, table]);
+    if n == 1 {
+        return simd::dispatch!(rope_backward(dx, g, tab, 0, t, d));
+    }
+    fastmath::run_parts(pool, fastmath::row_parts(dx, d, n), &|i, dx| {
+        let first = pool::task_range(rows, n, i).start;
+        let g = &g[first * d..][..dx.len()];
+        simd::dispatch!(rope_backward(dx, g, tab, first, t, d))
+    });
 }
 
 #[cfg(test)]
@@ -259,5 +291,36 @@ mod tests {
         let e = c.rope(x, 10.0, u32::MAX as usize).unwrap_err().to_string();
         assert!(e.contains("rope") && e.contains("offset"), "{e}");
         assert!(c.rope(x, 10.0, u32::MAX as usize - 1).is_ok());
+    }
+
+    /// Cut into several tasks, forward and dx equal the single-task
+    /// kernels bit for bit.
+    #[test]
+    #[cfg_attr(miri, ignore)] // the worker is off under Miri, and the sizes are slow there
+    fn parallel_path_matches_kernels() {
+        let (b, h, t, d, offset) = (2, 8, 384, 64, 3);
+        let rows = b * h * t;
+        assert!(crate::ops::norm::row_tasks(rows, d) >= 4);
+        let mut rng = Lcg(9);
+        let x: Vec<f32> = (0..rows * d).map(|_| rng.range(-2.0, 2.0)).collect();
+        let r: Vec<f32> = (0..rows * d).map(|_| rng.range(-1.0, 1.0)).collect();
+        let mut ctx = crate::Context::new();
+        let px = ctx.param(&[b, h, t, d], Some(&x)).unwrap();
+        let y = ctx.rope(px, 10000.0, offset).unwrap();
+        assert!(ctx.pool_started());
+        let rt = ctx.tensor(&[b, h, t, d], &r).unwrap();
+        let yr = ctx.mul(y, rt).unwrap();
+        let l = ctx.sum(yr).unwrap();
+        ctx.backward(l).unwrap();
+        let (mut gy, mut gdx) = (vec![0.0; rows * d], vec![0.0; rows * d]);
+        ctx.read(y, &mut gy).unwrap();
+        ctx.read_grad(px, &mut gdx).unwrap();
+        let mut table = vec![0.0; t * d];
+        super::rope_table(&mut table, 10000.0, offset, t, d);
+        let (mut wy, mut wdx) = (vec![0.0; rows * d], vec![0.0; rows * d]);
+        super::rope_forward(&mut wy, &x, &table, 0, t, d);
+        super::rope_backward(&mut wdx, &r, &table, 0, t, d);
+        let same = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(a, b)| a.to_bits() == b.to_bits());
+        assert!(same(&gy, &wy) && same(&gdx, &wdx));
     }
 }
