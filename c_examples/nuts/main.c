@@ -11,7 +11,9 @@
  * then ag_nuts_run, the chains in parallel unless --sequential (the same
  * draws either way). The first gradient evaluation of each chain is
  * captured and replayed after (fixed_graph); --no-capture builds the graph
- * at every evaluation, the same draws bit for bit.
+ * at every evaluation, the same draws bit for bit. The model's report map
+ * (model_report) gives each draw's constrained quantities; the summary and
+ * the CSV are theirs, ESS and R-hat included (ag_draws_summary_reported).
  *
  * Ctrl-C (SIGINT) asks the run to stop (ag_sampler_cancel, from the signal
  * handler: the library installs none); the draws made so far are then
@@ -126,60 +128,8 @@ static void progress(void *user, uint32_t chain, uint32_t iteration, uint32_t to
             (unsigned)(iteration * 100ull / total), iteration, total, iteration <= warmup ? "warm-up" : "sampling");
 }
 
-/* One reported quantity's summary over every chain's first n draws. */
-typedef struct {
-    double mean, sd, mcse, q5, q50, q95, ess, rhat;
-} quantity_summary;
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* The library summarises the coordinates (rows); a reported quantity that
- * is a coordinate takes its row as it is. Any other (sigma = e^{log sigma},
- * theta[j] = mu + tau theta_trans[j]) gets its mean, sd and quantiles from
- * its own draws, and the smallest bulk ESS and largest R-hat of the
- * coordinates it is a function of: bulk ESS is rank-based, so exact for a
- * monotone function of one coordinate (R-hat's folded half only close),
- * and the weakest link's for a function of several. */
-static void summarise(const model *m, const ag_chain_draws *ch, int chains, size_t n, const ag_summary_row *rows,
-                      int k, double *x, quantity_summary *out) {
-    int deps[NUTS_MAX_DEPS];
-    bool identity;
-    int nd = model_depends(m, k, deps, &identity);
-    if (identity) {
-        const ag_summary_row *r = &rows[deps[0]];
-        *out = (quantity_summary){r->mean, r->sd, r->mcse_mean, r->q5, r->q50, r->q95, r->ess_bulk, r->rhat};
-        return;
-    }
-    double vals[NUTS_MAX_NAMES];
-    size_t S = (size_t)chains * n;
-    double s = 0, ss = 0;
-    for (int c = 0; c < chains; c++)
-        for (size_t i = 0; i < n; i++) {
-            model_constrain(m, ch[c].positions + i * (size_t)m->dim, vals);
-            x[(size_t)c * n + i] = vals[k];
-            s += vals[k];
-        }
-    out->mean = s / (double)S;
-    for (size_t i = 0; i < S; i++) ss += (x[i] - out->mean) * (x[i] - out->mean);
-    out->sd = sqrt(ss / (double)(S - 1));
-    out->ess = INFINITY;
-    out->rhat = 0;
-    for (int j = 0; j < nd; j++) {
-        if (rows[deps[j]].ess_bulk < out->ess) out->ess = rows[deps[j]].ess_bulk;
-        if (rows[deps[j]].rhat > out->rhat) out->rhat = rows[deps[j]].rhat;
-    }
-    out->mcse = out->sd / sqrt(out->ess);
-    qsort(x, S, sizeof(double), cmp_d);
-    out->q5 = x[(size_t)(0.05 * (double)(S - 1))];
-    out->q50 = x[(size_t)(0.5 * (double)(S - 1))];
-    out->q95 = x[(size_t)(0.95 * (double)(S - 1))];
-}
-
 /* --check: the reference summary against ours; returns the failures */
-static int check_ref(const model *m, const char *path, const quantity_summary *qs, bool rhat_bad) {
+static int check_ref(const model *m, const char *path, const ag_summary_row *qs, bool rhat_bad) {
     FILE *f = fopen(path, "r");
     if (!f) {
         fprintf(stderr, "nuts: cannot open %s\n", path);
@@ -205,7 +155,7 @@ static int check_ref(const model *m, const char *path, const quantity_summary *q
             continue;
         }
         seen++;
-        double tol = 4 * sqrt(qs[q].mcse * qs[q].mcse + rmc * rmc) + 0.05 * rs;
+        double tol = 4 * sqrt(qs[q].mcse_mean * qs[q].mcse_mean + rmc * rmc) + 0.05 * rs;
         bool ok = fabs(qs[q].mean - rm) <= tol && fabs(qs[q].sd / rs - 1) <= 0.1;
         fails += !ok;
         printf("%-12s %11.4g %11.4g %11.3g %11.4g %11.4g %6s\n", name, rm, qs[q].mean, tol, rs, qs[q].sd,
@@ -231,7 +181,6 @@ static int write_csv(const model *m, const char *path, const ag_chain_draws *ch,
         return 1;
     }
     int K = m->n_out;
-    double vals[NUTS_MAX_NAMES];
     fprintf(f, "chain,draw,lp__,accept_stat__,stepsize__,treedepth__,n_leapfrog__,divergent__");
     for (int q = 0; q < K; q++) fprintf(f, ",%s", m->names[q]);
     fprintf(f, "\n");
@@ -239,8 +188,7 @@ static int write_csv(const model *m, const char *path, const ag_chain_draws *ch,
         for (size_t i = 0; i < n; i++) {
             fprintf(f, "%d,%zu,%.9g,%.4f,%.6g,%u,%u,%d", c + 1, i + 1, ch[c].lp[i], ch[c].accept_stat[i],
                     ch[c].step_size, ch[c].tree_depth[i], ch[c].n_leapfrog[i], ch[c].divergent[i]);
-            model_constrain(m, ch[c].positions + i * (size_t)m->dim, vals);
-            for (int q = 0; q < K; q++) fprintf(f, ",%.9g", vals[q]);
+            for (int q = 0; q < K; q++) fprintf(f, ",%.9g", ch[c].reported[i * (size_t)K + (size_t)q]);
             fprintf(f, "\n");
         }
     fclose(f);
@@ -297,13 +245,7 @@ int main(int argc, char **argv) {
     if (soak_n) return soak(&m, soak_n);
 
     ag_model_spec spec;
-    memset(&spec, 0, sizeof spec);
-    spec.struct_size = sizeof spec;
-    spec.dim = (size_t)m.dim;
-    spec.log_density = model_density;
-    spec.user = &m;
-    spec.fixed_graph = capture;
-    spec.names = (const char *const *)m.coord_names;
+    model_spec(&m, capture, &spec);
     ag_sampler *s;
     SCALL(ag_sampler_new(&spec, &s));
     uint32_t warmup = c.warmup;
@@ -363,23 +305,18 @@ int main(int argc, char **argv) {
     if (N < 4) {
         printf("too few draws to summarise\n");
     } else {
-        ag_summary_row *rows = calloc((size_t)m.dim, sizeof *rows);
-        quantity_summary *qs = calloc((size_t)K, sizeof *qs);
-        double *x = malloc(sizeof(double) * (size_t)M * N);
-        SCALL(ag_draws_summary(draws, rows, (size_t)m.dim));
+        ag_summary_row *qs = calloc((size_t)K, sizeof *qs);
+        SCALL(ag_draws_summary_reported(draws, qs, (size_t)K));
         bool rhat_bad = false;
         printf("%-12s %11s %11s %11s %11s %11s %11s %8s %6s\n", "quantity", "mean", "sd", "mcse", "5%", "50%",
                "95%", "ess_bulk", "rhat");
         for (int q = 0; q < K; q++) {
-            summarise(&m, ch, M, N, rows, q, x, &qs[q]);
             if (qs[q].rhat > 1.05) rhat_bad = true;
             printf("%-12s %11.4g %11.4g %11.3g %11.4g %11.4g %11.4g %8.0f %6.3f\n", m.names[q], qs[q].mean,
-                   qs[q].sd, qs[q].mcse, qs[q].q5, qs[q].q50, qs[q].q95, qs[q].ess, qs[q].rhat);
+                   qs[q].sd, qs[q].mcse_mean, qs[q].q5, qs[q].q50, qs[q].q95, qs[q].ess_bulk, qs[q].rhat);
         }
         if (check) fails += check_ref(&m, check, qs, rhat_bad);
-        free(rows);
         free(qs);
-        free(x);
     }
     if (csv) fails += write_csv(&m, csv, ch, M, N);
     free(ch);

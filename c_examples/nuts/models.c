@@ -732,43 +732,20 @@ void model_constrain(const model *m, const double *q, double *out) {
     }
 }
 
-int model_depends(const model *m, int k, int *coords, bool *identity) {
-    coords[0] = k;
-    *identity = !strcmp(m->kind, "logistic") || (!strcmp(m->kind, "linreg") && k < m->d) ||
-                (!strcmp(m->kind, "arma11") && k < 3) || (!strcmp(m->kind, "garch11") && k == 0) ||
-                (!strcmp(m->kind, "eight_schools") && k == m->d) || (!strcmp(m->kind, "mixture2") && k == 0);
-    if (!strcmp(m->kind, "eight_schools") && k < m->d) {
-        coords[1] = m->d;     /* mu */
-        coords[2] = m->d + 1; /* log tau */
-        return 3;
-    }
-    if (!strcmp(m->kind, "hier_lkj") && k >= m->d + m->d * (m->d - 1) / 2) {
-        /* theta.g.i: tau_i, row i's partial correlations, z_g0..z_gi */
-        int K = m->d, first = K + K * (K - 1) / 2, g = (k - first) / K, i = (k - first) % K, n = 0;
-        coords[n++] = i;
-        for (int c = 0; c < i; c++) coords[n++] = K + i * (i - 1) / 2 + c;
-        for (int c = 0; c <= i; c++) coords[n++] = first + g * K + c;
-        return n;
-    }
-    if ((!strcmp(m->kind, "mvn_lkj") || !strcmp(m->kind, "hier_lkj")) && k >= m->d) {
-        /* Omega.i.j = sum_{c <= j} L[i][c] L[j][c]: z_i0..z_ij and row j's;
-         * row r's partial correlations start at K + r (r - 1) / 2 */
-        int K = m->d, pair = k - K, i = 1, n = 0;
-        while (pair >= i) pair -= i++;
-        int j = pair;
-        for (int c = 0; c <= j; c++) coords[n++] = K + i * (i - 1) / 2 + c;
-        for (int c = 0; c < j; c++) coords[n++] = K + j * (j - 1) / 2 + c;
-        return n;
-    }
-    if (!strcmp(m->kind, "garch11") && k == 3) {
-        coords[0] = 2; /* beta1 = (1 - alpha1) w */
-        coords[1] = 3;
-        return 2;
-    }
-    if (!strcmp(m->kind, "mixture2") && k == 1) {
-        coords[0] = 0; /* mu[2] = mu[1] + e^gap */
-        coords[1] = 1;
-        return 2;
-    }
-    return 1;
+ag_status model_report(const double *position, void *user, double *reported) {
+    model_constrain((const model *)user, position, reported);
+    return AG_STATUS_OK;
+}
+
+void model_spec(model *m, bool fixed_graph, ag_model_spec *spec) {
+    memset(spec, 0, sizeof *spec);
+    spec->struct_size = sizeof *spec;
+    spec->dim = (size_t)m->dim;
+    spec->log_density = model_density;
+    spec->user = m;
+    spec->fixed_graph = fixed_graph;
+    spec->names = (const char *const *)m->coord_names;
+    spec->n_reported = (size_t)m->n_out;
+    spec->report = model_report;
+    spec->reported_names = (const char *const *)m->names;
 }

@@ -9,9 +9,10 @@
  * their log Jacobians. The model's data is read-only once loaded, so the
  * chains' threads share it.
  *
- * build/advi and build/nuts's --soak and --grad-bench also evaluate the
- * same density directly on a context of their own (eval.c): write q into
- * a parameter, ag_zero_grad, build log p, ag_backward, read the gradient.
+ * build/advi fits ADVI to the same model (ag_advi_run). build/nuts's
+ * --soak and --grad-bench evaluate the density directly on a context of
+ * their own (eval.c): write q into a parameter, ag_zero_grad, build log p,
+ * ag_backward, read the gradient.
  */
 #ifndef NUTS_H
 #define NUTS_H
@@ -23,8 +24,6 @@
 #include "arenagrad.h"
 
 #define NUTS_MAX_NAMES 64
-/* the most coordinates one reported quantity is a function of */
-#define NUTS_MAX_DEPS 8
 
 typedef struct model {
     char kind[32];      /* eight_schools, linreg, logistic, mixture2, gamma_iid, beta_iid, mvn_lkj, hier_lkj, arma11, garch11 */
@@ -63,9 +62,11 @@ void model_free(model *m);                   /* and m->ctx, if model_open made o
 ag_status model_density(ag_context *ctx, ag_tensor q, void *user, ag_tensor *log_density);
 /* the reported quantities of position q, n_out values */
 void model_constrain(const model *m, const double *q, double *out);
-/* the coordinates reported quantity k is a function of (at most
- * NUTS_MAX_DEPS), returning how many; *identity: it is coords[0] itself */
-int model_depends(const model *m, int k, int *coords, bool *identity);
+/* The report map (an ag_report_fn; user is the model): model_constrain,
+ * so the sampler keeps each draw's reported quantities and summarises them
+ * as quantities of their own (ag_draws_summary_reported). */
+ag_status model_report(const double *position, void *user, double *reported);
+void model_spec(model *m, bool fixed_graph, ag_model_spec *spec); /* the density and report map */
 
 /* eval.c: the direct path on a context of the caller's own, m->ctx */
 /* model_load, then m->ctx and its position parameter m->q */
