@@ -74,6 +74,145 @@ static void read_ref(const model *m, const char *path, double *mean, double *sd)
     }
 }
 
+static model m;
+#define CALL(x) nuts_check(m.ctx, (x), #x)
+
+/* In-place Cholesky of the n x n matrix a (lower triangle); 0 if a is not
+ * positive definite. */
+static int cholesky(double *a, int n) {
+    for (int j = 0; j < n; j++) {
+        double dsum = a[j * n + j];
+        for (int k = 0; k < j; k++) dsum -= a[j * n + k] * a[j * n + k];
+        if (!(dsum > 0)) return 0;
+        a[j * n + j] = sqrt(dsum);
+        for (int i = j + 1; i < n; i++) {
+            double v = a[i * n + j];
+            for (int k = 0; k < j; k++) v -= a[i * n + k] * a[j * n + k];
+            a[i * n + j] = v / a[j * n + j];
+        }
+    }
+    return 1;
+}
+
+/* b <- (L L^T)^{-1} b */
+static void chol_solve(const double *l, int n, double *b) {
+    for (int i = 0; i < n; i++) {
+        for (int k = 0; k < i; k++) b[i] -= l[i * n + k] * b[k];
+        b[i] /= l[i * n + i];
+    }
+    for (int i = n - 1; i >= 0; i--) {
+        for (int k = i + 1; k < n; k++) b[i] -= l[k * n + i] * b[k];
+        b[i] /= l[i * n + i];
+    }
+}
+
+/* h = -(Hessian of log p) at q, symmetrised, by central differences of the
+ * gradient with steps step[j] (measured after rounding to float, which is
+ * what the library sees). Returns 0 when log p is not finite around q. */
+static int neg_hessian(const double *q, const double *step, double *h) {
+    int d = m.dim;
+    double qq[NUTS_MAX_NAMES], gp[NUTS_MAX_NAMES], gm[NUTS_MAX_NAMES];
+    for (int j = 0; j < d; j++) {
+        memcpy(qq, q, sizeof(double) * (size_t)d);
+        double hi = (float)(q[j] + step[j]), lo = (float)(q[j] - step[j]);
+        qq[j] = hi;
+        if (!isfinite(model_logp_grad(&m, qq, gp))) return 0;
+        qq[j] = lo;
+        if (!isfinite(model_logp_grad(&m, qq, gm))) return 0;
+        for (int i = 0; i < d; i++) h[i * d + j] = -(gp[i] - gm[i]) / (hi - lo);
+    }
+    for (int i = 0; i < d; i++)
+        for (int j = 0; j < i; j++) h[i * d + j] = h[j * d + i] = 0.5 * (h[i * d + j] + h[j * d + i]);
+    return 1;
+}
+
+/* The mode of log p from q = 0 by Levenberg-damped Newton steps, and the
+ * scale sd_j = 1/sqrt(H_jj) there. Stops when a step moves every
+ * coordinate by under 1e-3 of its scale. Returns the Newton steps taken,
+ * or -1 when it found no finite mode (the caller then starts at 0, sd 1). */
+static int find_mode(double *q, double *sd) {
+    int d = m.dim, steps = 0;
+    double g[NUTS_MAX_NAMES], gn[NUTS_MAX_NAMES], qn[NUTS_MAX_NAMES], dq[NUTS_MAX_NAMES];
+    double step[NUTS_MAX_NAMES];
+    double *h = malloc(sizeof(double) * (size_t)d * d), *a = malloc(sizeof(double) * (size_t)d * d);
+    for (int j = 0; j < d; j++) { q[j] = 0; sd[j] = 1; step[j] = 1e-3; }
+    double lp = model_logp_grad(&m, q, g), damp = 1e-3;
+    int ok = isfinite(lp) && neg_hessian(q, step, h);
+    while (ok && steps < 200) {
+        memcpy(a, h, sizeof(double) * (size_t)d * d);
+        for (int j = 0; j < d; j++) a[j * d + j] += damp * (fabs(h[j * d + j]) + 1e-8);
+        memcpy(dq, g, sizeof(double) * (size_t)d);
+        if (!cholesky(a, d)) {
+            damp *= 10;
+            if (damp > 1e12) ok = 0;
+            continue;
+        }
+        chol_solve(a, d, dq);
+        for (int j = 0; j < d; j++) qn[j] = q[j] + dq[j];
+        double lpn = model_logp_grad(&m, qn, gn);
+        if (!(isfinite(lpn) && lpn >= lp)) {
+            damp *= 10;
+            if (damp > 1e12) break; /* no step improves: q is the mode to float precision */
+            continue;
+        }
+        steps++;
+        double moved = 0;
+        for (int j = 0; j < d; j++) {
+            double hj = h[j * d + j];
+            sd[j] = hj > 0 ? 1 / sqrt(hj) : 1;
+            moved = fmax(moved, fabs(dq[j]) / sd[j]);
+            step[j] = fmin(1e-3, 0.1 * sd[j]);
+        }
+        memcpy(q, qn, sizeof(double) * (size_t)d);
+        memcpy(g, gn, sizeof(double) * (size_t)d);
+        lp = lpn;
+        damp = fmax(damp / 10, 1e-9);
+        if (!neg_hessian(q, step, h)) ok = 0;
+        else if (moved < 1e-3) break;
+    }
+    if (ok)
+        for (int j = 0; j < d; j++) sd[j] = h[j * d + j] > 0 ? 1 / sqrt(h[j * d + j]) : 1;
+    free(h);
+    free(a);
+    if (!ok) {
+        for (int j = 0; j < d; j++) { q[j] = 0; sd[j] = 1; }
+        return -1;
+    }
+    return steps;
+}
+
+/* The model in standardised coordinates u = (q - q0) / s0, q0 the mode
+ * and s0 the sds find_mode gave: Stan's ADVI starts from uniform(-2, 2)
+ * with the same step size for every coordinate, which suits a posterior
+ * of sd about 1 around 0 and not one of sd 0.001 (sblrc) or 6 (kidiq)
+ * far from it. A diagonal change of variables keeps the family
+ * mean-field; its log Jacobian is a constant, left out. */
+typedef struct {
+    model *m;
+    double q0[NUTS_MAX_NAMES], s0[NUTS_MAX_NAMES];
+    float q0f[NUTS_MAX_NAMES], s0f[NUTS_MAX_NAMES];
+} standardised;
+
+static ag_status standardised_density(ag_context *ctx, ag_tensor u, void *user, ag_tensor *log_density) {
+    standardised *p = user;
+    size_t shape[1] = {(size_t)p->m->dim};
+    ag_tensor q0, s0, scaled, q;
+    ag_status st = ag_tensor_new(ctx, shape, 1, p->s0f, &s0);
+    if (st == AG_STATUS_OK) st = ag_mul(ctx, u, s0, &scaled);
+    if (st == AG_STATUS_OK) st = ag_tensor_new(ctx, shape, 1, p->q0f, &q0);
+    if (st == AG_STATUS_OK) st = ag_add(ctx, scaled, q0, &q);
+    if (st != AG_STATUS_OK) return st;
+    return model_density(ctx, q, p->m, log_density);
+}
+
+static ag_status standardised_report(const double *u, void *user, double *reported) {
+    const standardised *p = user;
+    double q[NUTS_MAX_NAMES];
+    for (int i = 0; i < p->m->dim; i++) q[i] = p->q0[i] + p->s0[i] * u[i];
+    model_constrain(p->m, q, reported);
+    return AG_STATUS_OK;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: advi MODEL.data [--iters N] [--samples S] [--lr ETA] [--seed N] [--draws N] "
@@ -108,11 +247,21 @@ int main(int argc, char **argv) {
         fprintf(stderr, "advi: need --iters >= 1, --samples >= 1, --draws >= 4, --lr >= 0, --tol > 0\n");
         return 2;
     }
-    model m;
-    model_load(&m, argv[1]);
+    model_open(&m, argv[1]);
+    m.capture = capture;
     int K = m.n_out;
+    static standardised std;
+    std.m = &m;
+    int newton = find_mode(std.q0, std.s0);
+    for (int i = 0; i < m.dim; i++) {
+        std.q0f[i] = (float)std.q0[i];
+        std.s0f[i] = (float)std.s0[i];
+    }
     ag_model_spec spec;
     model_spec(&m, capture, &spec);
+    spec.log_density = standardised_density;
+    spec.report = standardised_report;
+    spec.user = &std;
     ag_sampler *s;
     SCALL(ag_sampler_new(&spec, &s));
 
@@ -124,6 +273,10 @@ int main(int argc, char **argv) {
     if (c.eta > 0) snprintf(eta, sizeof eta, "%g", c.eta);
     printf("%s: mean-field ADVI, at most %u steps of %u draws, eta %s, seed %llu\n", m.name, c.iterations,
            c.grad_samples, eta, (unsigned long long)c.seed);
+    if (newton >= 0)
+        printf("  standardised at the mode after %d Newton steps, sds from the Hessian's diagonal\n", newton);
+    else
+        printf("  no finite mode found: not standardised\n");
     printf("  %u steps, %s; ELBO %.3f; %u draws from the fit\n", fit.iterations_run,
            fit.converged ? "converged" : "not converged", fit.elbo, c.output_draws);
     ag_summary_row *advi = summarise_run(&m, d);
@@ -134,6 +287,9 @@ int main(int argc, char **argv) {
         read_ref(&m, ref, nm, ns);
         with_nuts = true;
     } else if (with_nuts) {
+        SCALL(ag_sampler_free(s));
+        model_spec(&m, capture, &spec);
+        SCALL(ag_sampler_new(&spec, &s));
         ag_nuts_config nc;
         SCALL(ag_nuts_config_default(&nc));
         SCALL(ag_nuts_run(s, &nc, &d));
