@@ -6,18 +6,20 @@
  *        [--tol 1e-4] [--seed 1234] [--draws 4000] [--nuts | --ref REF]
  *        [--check-means SD] [--no-capture]
  *
- * The model (its density and its report map, the constrained quantities)
- * goes to ag_sampler_new, ag_advi_run fits q(z) = N(mu, diag(sd^2)) on the
- * unconstrained space with Stan's algorithm (--iters: the most gradient
- * steps, --samples: draws per gradient, --lr: the step size scale eta, 0
- * adapting it, --tol: the relative ELBO change that stops it) and draws
- * --draws positions from the fit. Stan's tol_rel_obj of 0.01 and one draw
- * per gradient stop at the ELBO's first plateau, where the logistic
- * regression's means are still 0.3 sd from NUTS's; 1e-4 and 4 draws run
- * on until they are within 0.1. The reported quantities' means and sds are
- * those of the draws (ag_draws_summary_reported). The density's first evaluation is captured
- * and replayed after; --no-capture builds it at every evaluation, the same
- * output byte for byte.
+ * The mode q0 of the model's density is found first (damped Newton steps on
+ * the direct evaluation path, eval.c) with sds s0 = 1 / sqrt(diag H) there;
+ * the sampler (ag_sampler_new) gets the density of u = (q - q0) / s0 and a
+ * report map that takes u back to the constrained quantities. ag_advi_run
+ * then fits q(u) = N(mu, diag(sd^2)) with Stan's algorithm (--iters: the
+ * most gradient steps, --samples: draws per gradient, --lr: the step size
+ * scale eta, 0 adapting it, --tol: the relative ELBO change that stops it)
+ * and draws --draws positions from the fit; the reported quantities' means
+ * and sds are those of the draws (ag_draws_summary_reported). Stan's
+ * tol_rel_obj of 0.01 with one draw per gradient stops at the ELBO's first
+ * plateau, where the logistic regression's means are still 0.5 sd from
+ * NUTS's; 1e-4 and 4 draws run on until they are within 0.1. The density's
+ * first evaluation is captured and replayed after; --no-capture builds it
+ * at every evaluation, the same output byte for byte.
  *
  * --nuts also runs the library's NUTS on the same model (4 chains x 1,000
  * draws, Stan's defaults) and prints its means and sds beside ADVI's, with
