@@ -480,7 +480,7 @@ fn bad_inputs_are_refused_with_a_message_naming_the_function() {
     assert!(last_error().contains("config"), "{}", last_error());
     assert_eq!(ag_advi_run(s, &good, null_mut()), AG_STATUS_NULL_ARGUMENT);
     type Spoil = fn(&mut ag_advi_config);
-    let cases: [(&str, Spoil); 13] = [
+    let cases: [(&str, Spoil); 16] = [
         ("struct_size", |c| c.struct_size = 8),
         ("algorithm is 7", |c| c.algorithm = 7),
         ("iterations is 0", |c| c.iterations = 0),
@@ -494,6 +494,9 @@ fn bad_inputs_are_refused_with_a_message_naming_the_function() {
         ("adapt_iterations is 0", |c| c.adapt_iterations = 0),
         ("tol_rel_obj is 0", |c| c.tol_rel_obj = 0.0),
         ("passes 2^32", |c| c.iterations = u32::MAX),
+        ("average_fraction is -0.1", |c| c.average_fraction = -0.1),
+        ("average_fraction is 1.5", |c| c.average_fraction = 1.5),
+        ("average_fraction is NaN", |c| c.average_fraction = f64::NAN),
     ];
     for (what, bad) in cases {
         let mut c = good;
@@ -543,5 +546,98 @@ fn bad_inputs_are_refused_with_a_message_naming_the_function() {
     let c = config(AG_ADVI_FULLRANK, 1);
     assert_eq!(ag_advi_run(s, &c, &mut d), AG_STATUS_INVALID_ARGUMENT);
     assert!(last_error().contains("2048"), "{}", last_error());
+    assert_eq!(ag_sampler_free(s), AG_STATUS_OK);
+}
+
+/// The root mean square of the fit's mean errors, over `seeds`, with the
+/// iterates averaged over the last `average_fraction` or so of the steps.
+fn mean_rms_error(
+    algorithm: u32,
+    average_fraction: f64,
+    seeds: std::ops::RangeInclusive<u64>,
+) -> f64 {
+    let (mut sum, mut n) = (0.0, 0);
+    for seed in seeds {
+        let mut c = config(algorithm, seed);
+        // a fixed eta and a tolerance never met: 2000 steps, no adaptation
+        (c.eta, c.iterations, c.tol_rel_obj) = (10.0, 2000, 1e-12);
+        c.average_fraction = average_fraction;
+        let (model, want) = match algorithm {
+            AG_ADVI_MEANFIELD => (spec(5, Some(shifted_normal), true), 1.0),
+            _ => (spec(2, Some(corr_normal), true), 0.0),
+        };
+        let out = fit(&model, &c);
+        assert_eq!(out.iterations, 2000);
+        sum += out.mean.iter().map(|m| (m - want).powi(2)).sum::<f64>();
+        n += out.mean.len();
+    }
+    (sum / n as f64).sqrt()
+}
+
+/// With eta 10 the last iterate wanders around the optimum by about 0.25
+/// in each mean (root mean square over 8 seeds: 0.27 mean-field, 0.21
+/// full-rank); the mean of the last 500 to 875 iterates, a few correlation
+/// times of the ascent each, is within 0.04 (ratios 0.14 and 0.21). The
+/// averaged error is held under half the last iterate's over 4 seeds,
+/// twice the ratios seen; without averaging the two runs are the same
+/// steps and the ratio is 1.
+#[test]
+fn averaged_iterates_are_closer_to_the_optimum_than_the_last() {
+    for algorithm in [AG_ADVI_MEANFIELD, AG_ADVI_FULLRANK] {
+        let last = mean_rms_error(algorithm, 0.0, 1..=4);
+        let averaged = mean_rms_error(algorithm, 0.25, 1..=4);
+        assert!(
+            averaged < 0.5 * last && averaged < 0.1,
+            "algorithm {algorithm}: mean error {averaged} averaged, {last} last iterate"
+        );
+    }
+}
+
+/// The ascent may flip the sign of a column of L (the same covariance):
+/// the averaged L has a positive diagonal and holds the correlation.
+#[test]
+fn averaged_full_rank_factor_has_a_positive_diagonal() {
+    let rho = f64::from(RHO);
+    for seed in 1..=4 {
+        let mut c = config(AG_ADVI_FULLRANK, seed);
+        (c.eta, c.iterations, c.tol_rel_obj) = (1.0, 2000, 1e-12);
+        let out = fit(&spec(2, Some(corr_normal), true), &c);
+        let l = &out.scale;
+        assert!(l[0] > 0.0 && l[3] > 0.0, "seed {seed}: L {l:?}");
+        let sd = [l[0], (l[2] * l[2] + l[3] * l[3]).sqrt()];
+        let implied = l[0] * l[2] / (sd[0] * sd[1]);
+        assert!(
+            (implied - rho).abs() < 0.05,
+            "seed {seed}: L's correlation {implied}"
+        );
+        for s in sd {
+            assert!((s - 1.0).abs() < SD_TOL, "seed {seed}: sd {s}");
+        }
+    }
+}
+
+/// A config whose struct_size ends before average_fraction (an older
+/// header's) runs as average_fraction 0: the last iterate.
+#[test]
+fn an_older_config_reports_the_last_iterate() {
+    let model = spec(3, Some(shifted_normal), true);
+    let mut c = config(AG_ADVI_MEANFIELD, 5);
+    (c.eta, c.iterations, c.output_draws) = (1.0, 300, 20);
+    let mut last = c;
+    last.average_fraction = 0.0;
+    let mut older = c;
+    older.average_fraction = 0.5; // past the struct_size: not read
+    older.struct_size = std::mem::offset_of!(ag_advi_config, average_fraction);
+    let (a, b, averaged) = (fit(&model, &last), fit(&model, &older), fit(&model, &c));
+    assert_eq!((a.mean.clone(), a.scale.clone()), (b.mean, b.scale));
+    assert_eq!(a.positions, b.positions);
+    assert_ne!(a.mean, averaged.mean);
+    // one byte short of the base fields is refused
+    older.struct_size -= 1;
+    let mut s = null_mut();
+    assert_eq!(ag_sampler_new(&model, &mut s), AG_STATUS_OK);
+    let mut d = null_mut();
+    assert_eq!(ag_advi_run(s, &older, &mut d), AG_STATUS_INVALID_ARGUMENT);
+    assert!(last_error().contains("struct_size"), "{}", last_error());
     assert_eq!(ag_sampler_free(s), AG_STATUS_OK);
 }

@@ -14,6 +14,18 @@
 //! is adapted first: 100, 10, 1, 0.1 and 0.01 are each tried for
 //! `adapt_iterations` iterations from the initial fit, keeping the one
 //! with the best ELBO.
+//!
+//! Stan reports the last iterate, which wanders around the optimum by the
+//! step size's noise. With `average_fraction` f > 0 the fit reported is
+//! instead the mean of the ascent's iterates over its last steps
+//! (Polyak-Ruppert averaging): mu and omega, or mu and L with each column
+//! of L signed so that its diagonal entry is positive (L and L with a
+//! column negated are the same covariance, and the ascent may cross
+//! between them). The end of a run is not known in advance (it stops when
+//! the ELBO converges), so two running sums are kept: the older one is
+//! reported, and a newer one replaces it once it covers f of the steps so
+//! far. The steps averaged are then between f and f (2 - f) of the
+//! ascent's, the last of them included.
 
 use super::chain::ChainDraws;
 use super::rng::ChainRng;
@@ -42,6 +54,9 @@ pub struct AdviSettings {
     pub adapt_iterations: u32,
     pub tol_rel_obj: f64,
     pub output_draws: u32,
+    /// The fraction of the ascent's last steps whose iterates are averaged
+    /// into the fit, in [0, 1]; 0 reports the last iterate, as Stan does.
+    pub average_fraction: f64,
 }
 
 impl Default for AdviSettings {
@@ -56,6 +71,7 @@ impl Default for AdviSettings {
             adapt_iterations: 50,
             tol_rel_obj: 0.01,
             output_draws: 1000,
+            average_fraction: 0.0,
         }
     }
 }
@@ -180,6 +196,81 @@ impl Params {
     }
 }
 
+/// The running means of the iterates over the ascent's last steps (see the
+/// module's notes): `sum` over the `n` steps reported, `next` over the
+/// `next_n` most recent, which take its place once they cover `fraction`
+/// of the steps.
+struct TailAverage {
+    fraction: f64,
+    sum: Vec<f64>,
+    n: u32,
+    next: Vec<f64>,
+    next_n: u32,
+}
+
+impl TailAverage {
+    fn new(fraction: f64, len: usize) -> Self {
+        TailAverage {
+            fraction,
+            sum: vec![0.0; len],
+            n: 0,
+            next: vec![0.0; len],
+            next_n: 0,
+        }
+    }
+
+    /// Adds the iterate of ascent step `k` (from 1).
+    fn add(&mut self, p: &Params, k: u32) {
+        let d = p.dim;
+        let (mu, s) = p.theta.split_at(d);
+        let (sum_mu, sum_s) = self.sum.split_at_mut(d);
+        let (next_mu, next_s) = self.next.split_at_mut(d);
+        for ((a, b), &m) in sum_mu.iter_mut().zip(next_mu).zip(mu) {
+            *a += m;
+            *b += m;
+        }
+        match p.family {
+            Family::MeanField => {
+                for ((a, b), &w) in sum_s.iter_mut().zip(next_s.iter_mut()).zip(s) {
+                    *a += w;
+                    *b += w;
+                }
+            }
+            Family::FullRank => {
+                // column j negated when L_jj < 0: the same covariance
+                for i in 0..d {
+                    for j in 0..=i {
+                        let v = if s[j * d + j] < 0.0 {
+                            -s[i * d + j]
+                        } else {
+                            s[i * d + j]
+                        };
+                        sum_s[i * d + j] += v;
+                        next_s[i * d + j] += v;
+                    }
+                }
+            }
+        }
+        self.n += 1;
+        self.next_n += 1;
+        if f64::from(self.next_n) >= self.fraction * f64::from(k) {
+            std::mem::swap(&mut self.sum, &mut self.next);
+            self.n = self.next_n;
+            self.next.fill(0.0);
+            self.next_n = 0;
+        }
+    }
+
+    /// The mean of the iterates reported into `theta` (at least one step
+    /// was added).
+    fn write_mean(&self, theta: &mut [f64]) {
+        let n = f64::from(self.n);
+        for (t, &a) in theta.iter_mut().zip(&self.sum) {
+            *t = a / n;
+        }
+    }
+}
+
 /// What a run carries between its steps.
 struct Advi<'a, F> {
     grad: F,
@@ -300,8 +391,9 @@ pub type AdviOutput<E> = (Option<AdviFit>, ChainDraws, Option<AdviError<E>>);
 /// Runs ADVI from a uniform(-2, 2) initial point; random numbers come from
 /// the stream of (seed, chain 0). `keep_going(step)` is called with 0
 /// before the first gradient step, then after each (adaptation first);
-/// false stops the run there, and the current fit (the initial one during
-/// adaptation) is drawn from.
+/// false stops the run there, and the fit so far (the initial one during
+/// adaptation, the mean of the iterates so far when averaging) is drawn
+/// from.
 pub fn run_advi<E, F, K>(
     dim: usize,
     settings: &AdviSettings,
@@ -380,6 +472,8 @@ where
     let window =
         ((0.1 * f64::from(settings.iterations) / f64::from(settings.eval_elbo)) as usize).max(2);
     let mut changes: Vec<f64> = Vec::with_capacity(window);
+    let mut average = (settings.average_fraction > 0.0)
+        .then(|| TailAverage::new(settings.average_fraction, p.theta.len()));
     while !stopped && k < settings.iterations {
         k += 1;
         a.step += 1;
@@ -388,6 +482,9 @@ where
             GradFailure::NonFinite => AdviError::NonFiniteGradient { iteration: a.step },
         })?;
         ascend(&mut p.theta, &mut s, &g, eta, k);
+        if let Some(avg) = &mut average {
+            avg.add(&p, k);
+        }
         elbo_is_current = false;
         if k % settings.eval_elbo == 0 {
             let elbo_prev = elbo;
@@ -405,6 +502,11 @@ where
             converged = mean < settings.tol_rel_obj || median(&changes) < settings.tol_rel_obj;
         }
         stopped = converged || !keep_going(a.step);
+    }
+    if let Some(avg) = average.filter(|avg| avg.n > 0) {
+        // the ELBOs above were the iterates'; the fit is their mean
+        avg.write_mean(&mut p.theta);
+        elbo_is_current = false;
     }
     if !elbo_is_current {
         elbo = a
@@ -528,4 +630,51 @@ where
     }
     out.iterations = a.step;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Iterate k is k everywhere, so the mean of the last n iterates at
+    /// step k is k - (n - 1) / 2, which gives back the steps averaged.
+    #[test]
+    fn tail_average_covers_between_f_and_f_times_2_minus_f_of_the_steps() {
+        for f in [0.1, 0.25, 0.5, 1.0] {
+            let mut p = Params::initial(Family::MeanField, &[0.0]);
+            let mut avg = TailAverage::new(f, p.theta.len());
+            for k in 1..=5000u32 {
+                p.theta.fill(f64::from(k));
+                avg.add(&p, k);
+                let mut mean = [0.0; 2];
+                avg.write_mean(&mut mean);
+                let (k, n) = (f64::from(k), 2.0 * (f64::from(k) - mean[0]) + 1.0);
+                assert_eq!(mean[0], mean[1]);
+                assert!((n - f64::from(avg.n)).abs() < 1e-6, "f {f} step {k}: {n}");
+                assert!(
+                    n >= f * k && n <= f * (2.0 - f) * k + 1.0,
+                    "f {f} step {k}: {n}"
+                );
+            }
+        }
+    }
+
+    /// L and L with a column negated are the same covariance: the mean is
+    /// taken with every diagonal entry positive.
+    #[test]
+    fn tail_average_signs_the_columns_of_l() {
+        let mut p = Params::initial(Family::FullRank, &[0.0, 0.0]);
+        let mut avg = TailAverage::new(1.0, p.theta.len());
+        // L = [[1, 0], [0.5, 2]] with its columns negated in turn
+        for (k, [c0, c1]) in [[1.0, 1.0], [-1.0, 1.0], [1.0, -1.0], [-1.0, -1.0]]
+            .into_iter()
+            .enumerate()
+        {
+            p.theta[2..].copy_from_slice(&[c0, 0.0, 0.5 * c0, 2.0 * c1]);
+            avg.add(&p, k as u32 + 1);
+        }
+        let mut mean = vec![0.0; p.theta.len()];
+        avg.write_mean(&mut mean);
+        assert_eq!(mean[2..], [1.0, 0.0, 0.5, 2.0]);
+    }
 }
