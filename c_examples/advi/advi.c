@@ -2,8 +2,8 @@
  * advi.c: build/advi, mean-field ADVI on the NUTS models
  * (c_examples/nuts/models.c) by the library's ag_advi_run.
  *
- *   advi MODEL.data [--iters 10000] [--samples 4] [--lr 0 (adapted)]
- *        [--tol 1e-4] [--seed 1234] [--draws 4000] [--nuts | --ref REF]
+ *   advi MODEL.data [--iters 10000] [--samples 4] [--lr 1] [--tol 1e-5]
+ *        [--average 0.25] [--seed 1234] [--draws 4000] [--nuts | --ref REF]
  *        [--check-means SD] [--no-capture]
  *
  * The mode q0 of the model's density is found first (damped Newton steps on
@@ -12,14 +12,27 @@
  * report map that takes u back to the constrained quantities. ag_advi_run
  * then fits q(u) = N(mu, diag(sd^2)) with Stan's algorithm (--iters: the
  * most gradient steps, --samples: draws per gradient, --lr: the step size
- * scale eta, 0 adapting it, --tol: the relative ELBO change that stops it)
- * and draws --draws positions from the fit; the reported quantities' means
- * and sds are those of the draws (ag_draws_summary_reported). Stan's
- * tol_rel_obj of 0.01 with one draw per gradient stops at the ELBO's first
- * plateau, where the logistic regression's means are still 0.5 sd from
- * NUTS's; 1e-4 and 4 draws run on until they are within 0.1. The density's
- * first evaluation is captured and replayed after; --no-capture builds it
- * at every evaluation, the same output byte for byte.
+ * scale eta, 0 adapting it, --tol: the relative ELBO change that stops it,
+ * --average: the fraction of the last steps whose iterates are averaged
+ * into the fit, 0 for the last iterate) and draws --draws positions from
+ * the fit; the reported quantities' means and sds are those of the draws
+ * (ag_draws_summary_reported). The defaults differ from Stan's where its
+ * means stayed more than 0.1 sd from the reference:
+ *  - 4 draws per gradient, and the mean of the last quarter or so of the
+ *    iterates, not the last one, which wanders by about 0.1 sd.
+ *  - eta 1, not adapted: u's sds are about 1, so one step size suits every
+ *    model. The adaptation judges each eta by the ELBO after 50 steps,
+ *    which barely sees a mean still drifting along a ridge of correlated
+ *    coefficients (kidiq's intercept and slope, mesquite's): with the eta
+ *    it picked, kidiq-kidscore_momhs and mesquite stayed 0.29 and 0.16 sd
+ *    off; with eta 1, 0.04 and 0.07.
+ *  - tol 1e-5: such a mean 0.1 sd off costs the ELBO about 0.1^2 / 2 =
+ *    0.005, a relative change of 3e-6 near -1500, which no tolerance
+ *    sees; 1e-4 stopped kidiq-kidscore_momiq 0.1 sd off, while at 1e-5
+ *    the ELBO estimates' own noise keeps most fits running every step.
+ * The density's first evaluation is captured and replayed after;
+ * --no-capture builds it at every evaluation, the same output byte for
+ * byte.
  *
  * --nuts also runs the library's NUTS on the same model (4 chains x 1,000
  * draws, Stan's defaults) and prints its means and sds beside ADVI's, with
@@ -217,15 +230,16 @@ static ag_status standardised_report(const double *u, void *user, double *report
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: advi MODEL.data [--iters N] [--samples S] [--lr ETA] [--seed N] [--draws N] "
-                        "[--nuts] [--ref REF] [--check-means SD] [--no-capture]\n");
+        fprintf(stderr, "usage: advi MODEL.data [--iters N] [--samples S] [--lr ETA] [--tol TOL] [--average F] "
+                        "[--seed N] [--draws N] [--nuts] [--ref REF] [--check-means SD] [--no-capture]\n");
         return 2;
     }
     ag_advi_config c;
     SCALL(ag_advi_config_default(&c));
     c.output_draws = 4000;
     c.grad_samples = 4;
-    c.tol_rel_obj = 1e-4;
+    c.tol_rel_obj = 1e-5;
+    c.eta = 1;
     double check = -1;
     bool with_nuts = false, capture = true;
     const char *ref = NULL;
@@ -240,13 +254,15 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--seed")) c.seed = strtoull(v, NULL, 10);
         else if (!strcmp(a, "--tol")) c.tol_rel_obj = atof(v);
         else if (!strcmp(a, "--draws")) c.output_draws = (uint32_t)atoi(v);
+        else if (!strcmp(a, "--average")) c.average_fraction = atof(v);
         else if (!strcmp(a, "--check-means")) { check = atof(v); with_nuts = true; }
         else if (!strcmp(a, "--ref")) ref = v;
         else { fprintf(stderr, "advi: unknown option %s\n", a); return 2; }
     }
     if (c.iterations < 1 || c.grad_samples < 1 || c.output_draws < 4 || !(c.eta >= 0) ||
-        !(c.tol_rel_obj > 0)) {
-        fprintf(stderr, "advi: need --iters >= 1, --samples >= 1, --draws >= 4, --lr >= 0, --tol > 0\n");
+        !(c.tol_rel_obj > 0) || !(c.average_fraction >= 0 && c.average_fraction <= 1)) {
+        fprintf(stderr, "advi: need --iters >= 1, --samples >= 1, --draws >= 4, --lr >= 0, --tol > 0, "
+                        "--average in [0, 1]\n");
         return 2;
     }
     model_open(&m, argv[1]);
@@ -273,8 +289,8 @@ int main(int argc, char **argv) {
     SCALL(ag_draws_advi(d, &fit));
     char eta[32] = "adapted";
     if (c.eta > 0) snprintf(eta, sizeof eta, "%g", c.eta);
-    printf("%s: mean-field ADVI, at most %u steps of %u draws, eta %s, seed %llu\n", m.name, c.iterations,
-           c.grad_samples, eta, (unsigned long long)c.seed);
+    printf("%s: mean-field ADVI, at most %u steps of %u draws, eta %s, averaging %g, seed %llu\n", m.name,
+           c.iterations, c.grad_samples, eta, c.average_fraction, (unsigned long long)c.seed);
     if (newton >= 0)
         printf("  standardised at the mode after %d Newton steps, sds from the Hessian's diagonal\n", newton);
     else
