@@ -158,7 +158,7 @@ $(BUILD)/nuts: $(NUTS_SRC) c_examples/nuts/nuts.h $(LIB) include/arenagrad.h
 	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS) -D_POSIX_C_SOURCE=200809L $(NUTS_SRC) $(LIB) $(LIBS) -o $@
 
-# advi: the same models (c_examples/nuts/ without its main.c)
+# advi: the same models (c_examples/nuts/ without its main.c) by ag_advi_run
 EXAMPLES     += $(BUILD)/advi
 $(BUILD)/advi: c_examples/advi/advi.c $(filter-out %/main.c,$(NUTS_SRC)) c_examples/nuts/nuts.h $(LIB) include/arenagrad.h
 	@mkdir -p $(BUILD)

@@ -362,6 +362,16 @@ typedef struct ag_advi_config {
   ag_progress_fn progress;
   // Passed to progress as it is.
   void *progress_user;
+  // The fit reported is the mean of the ascent's iterates over its last
+  // steps (Polyak-Ruppert averaging: the mean and log-sds, or the mean
+  // and L with each column signed so that its diagonal is positive),
+  // which wanders far less than the last iterate Stan reports. Between
+  // average_fraction and average_fraction * (2 - average_fraction) of
+  // the steps are averaged, the last included (the end is known only
+  // once the ELBO converges); 0 reports the last iterate. In [0, 1];
+  // default 0.25. This field was added later: a caller whose
+  // struct_size ends before it gets 0.
+  double average_fraction;
 } ag_advi_config;
 
 // The approximation ag_advi_run fitted (ag_draws_advi): pointers into the
@@ -1853,7 +1863,7 @@ const char *ag_tokenizer_last_error(void);
 // Fills `*out` with the defaults: mean-field, 10000 iterations, 1 gradient
 // draw, 100 ELBO draws every 100 steps, eta 0 (adapted over 50 steps per
 // value tried), tol_rel_obj 0.01, 1000 output draws, seed 1234, no
-// progress function; struct_size is set.
+// progress function, average_fraction 0.25; struct_size is set.
 // Errors: NULL_ARGUMENT (out).
 ag_status ag_advi_config_default(struct ag_advi_config *out);
 
@@ -1864,23 +1874,26 @@ ag_status ag_advi_config_default(struct ag_advi_config *out);
 // positions and log densities (accept_stat 1, tree_depth and n_leapfrog
 // 0, divergent false, step_size 0, inv_metric the approximation's
 // marginal variances), ag_draws_summary their summary (the draws are
-// independent), ag_draws_advi the fit itself. The same bits at any
-// ag_set_num_threads, for a fixed graph or not. After ag_sampler_cancel
-// the run stops at the next gradient step and the draws come from the
-// fit so far (the initial one if the eta adaptation was under way; at
-// once for a sampler cancelled before), with ag_draws_info's `cancelled`
-// set. A failure writes nothing to `*out`; the message
-// (ag_sampler_last_error) names the step or draw.
+// independent), ag_draws_advi the fit itself (with average_fraction > 0,
+// the mean of the last iterates). A struct_size that ends before
+// average_fraction (an older ag_advi_config) is taken as average_fraction
+// 0. The same bits at any ag_set_num_threads, for a fixed graph or not.
+// After ag_sampler_cancel the run stops at the next gradient step and the
+// draws come from the fit so far (the initial one if the eta adaptation
+// was under way; at once for a sampler cancelled before), with
+// ag_draws_info's `cancelled` set. A failure writes nothing to `*out`;
+// the message (ag_sampler_last_error) names the step or draw.
 // Errors: NULL_ARGUMENT (s, config, out), INVALID_HANDLE (s is not a live
 // sampler), BUSY (a run on s is under way), INVALID_ARGUMENT (struct_size
-// smaller than sizeof(ag_advi_config), algorithm unknown, or full-rank
-// with dim above 2048, iterations, grad_samples, elbo_samples, eval_elbo
-// or output_draws 0, eta negative or not finite, adapt_iterations 0 with
-// eta 0, tol_rel_obj not finite and positive, iterations + 5
-// adapt_iterations above 2^32 - 1), NOT_SCALAR (the density's result is
-// not one element), NON_FINITE (no finite initial point, every step size
-// failed, a non-finite gradient draw, no finite ELBO draw), OUT_OF_MEMORY
-// (no context), PANIC, or the status an ag call of the density or the
+// smaller than ag_advi_config up to its progress_user, algorithm unknown,
+// or full-rank with dim above 2048, iterations, grad_samples,
+// elbo_samples, eval_elbo or output_draws 0, eta negative or not finite,
+// adapt_iterations 0 with eta 0, tol_rel_obj not finite and positive,
+// average_fraction not in [0, 1], iterations + 5 adapt_iterations above
+// 2^32 - 1), NOT_SCALAR (the density's result is not one element),
+// NON_FINITE (no finite initial point, every step size failed, a
+// non-finite gradient draw, no finite ELBO draw), OUT_OF_MEMORY (no
+// context), PANIC, or the status an ag call of the density or the
 // density itself returned.
 ag_status ag_advi_run(struct ag_sampler *s, const struct ag_advi_config *config, struct ag_draws **out);
 

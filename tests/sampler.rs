@@ -4,7 +4,11 @@
 //! the threads, cancel, progress, the fixed-graph trade-off, bad inputs.
 
 use arenagrad::ffi::*;
+#[macro_use]
+#[path = "common/sampler.rs"]
+mod sampler_common;
 use arenagrad::infer::{ChainError, Settings, run_chain};
+use sampler_common::{NO_TENSOR, last_error, nuts_config, spec};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::ffi::{CStr, c_void};
@@ -81,23 +85,6 @@ fn a_density_error_names_its_iteration_and_keeps_the_draws() {
         other => panic!("{other:?}"),
     }
 }
-
-/// Runs `$e` (an ag call returning a status) and returns its status from
-/// the density on failure.
-macro_rules! try_ag {
-    ($e:expr) => {{
-        let st = $e;
-        if st != AG_STATUS_OK {
-            return st;
-        }
-    }};
-}
-
-const NO_TENSOR: ag_tensor = ag_tensor {
-    index: 0,
-    context: 0,
-    generation: 0,
-};
 
 /// log p = -|q|^2 / 2: a standard normal in any dimension.
 unsafe extern "C" fn std_normal(
@@ -202,36 +189,6 @@ unsafe extern "C" fn eight_schools(
     ag_add(ctx, b, log_tau, out)
 }
 
-fn spec(dim: usize, f: ag_log_density_fn, fixed_graph: bool) -> ag_model_spec {
-    ag_model_spec {
-        struct_size: size_of::<ag_model_spec>(),
-        dim,
-        log_density: f,
-        user: null_mut(),
-        fixed_graph,
-        names: null(),
-        n_reported: 0,
-        report: None,
-        reported_names: null(),
-    }
-}
-
-fn config(chains: u32, warmup: u32, draws: u32, seed: u64) -> ag_nuts_config {
-    let mut c = std::mem::MaybeUninit::<ag_nuts_config>::uninit();
-    assert_eq!(ag_nuts_config_default(c.as_mut_ptr()), AG_STATUS_OK);
-    // SAFETY: written by ag_nuts_config_default.
-    let mut c = unsafe { c.assume_init() };
-    (c.chains, c.warmup, c.draws, c.seed) = (chains, warmup, draws, seed);
-    c
-}
-
-fn last_error() -> String {
-    // SAFETY: never NULL, valid until the next sampler call on this thread.
-    unsafe { CStr::from_ptr(ag_sampler_last_error()) }
-        .to_string_lossy()
-        .into_owned()
-}
-
 /// A sampler's draws, copied out: per chain (positions, lp, step size).
 struct Sampled {
     info: ag_draws_info_t,
@@ -324,7 +281,10 @@ fn assert_row(r: &ag_summary_row, mean: f64, sd: f64, what: &str) {
 #[test]
 fn an_iid_normal_in_5_dimensions_is_recovered() {
     for fixed in [true, false] {
-        let out = sample(&spec(5, Some(std_normal), fixed), &config(4, 300, 500, 42));
+        let out = sample(
+            &spec(5, Some(std_normal), fixed),
+            &nuts_config(4, 300, 500, 42),
+        );
         assert_eq!(
             (
                 out.info.chains,
@@ -345,7 +305,10 @@ fn an_iid_normal_in_5_dimensions_is_recovered() {
 
 #[test]
 fn a_correlated_2d_normal_is_recovered() {
-    let out = sample(&spec(2, Some(corr_normal), true), &config(4, 400, 600, 7));
+    let out = sample(
+        &spec(2, Some(corr_normal), true),
+        &nuts_config(4, 400, 600, 7),
+    );
     assert_row(&out.summary[0], 0.0, 1.0, "q[0]");
     assert_row(&out.summary[1], 0.0, 1.0, "q[1]");
     let (mut sxx, mut syy, mut sxy) = (0.0, 0.0, 0.0);
@@ -364,7 +327,7 @@ fn a_correlated_2d_normal_is_recovered() {
 fn eight_schools_matches_the_reference_posterior() {
     let out = sample(
         &spec(10, Some(eight_schools), true),
-        &config(4, 500, 500, 1234),
+        &nuts_config(4, 500, 500, 1234),
     );
     // posteriordb's reference for eight_schools_noncentered: mu 4.4 (sd 3.3)
     let mu = &out.summary[8];
@@ -383,7 +346,7 @@ fn draws_are_the_same_bits_at_any_thread_count_and_in_parallel_or_not() {
     static THREADS: Mutex<()> = Mutex::new(());
     let _one_at_a_time = THREADS.lock().unwrap_or_else(|p| p.into_inner());
     let model = spec(10, Some(eight_schools), true);
-    let mut cfg = config(3, 100, 100, 99);
+    let mut cfg = nuts_config(3, 100, 100, 99);
     let mut runs = Vec::new();
     for (threads, parallel, fixed) in [
         (1, true, true),
@@ -435,7 +398,7 @@ fn progress_is_called_once_per_iteration_of_each_chain() {
         sampler: AtomicUsize::new(0),
         cancel_after: 0,
     };
-    let mut cfg = config(4, 30, 20, 5);
+    let mut cfg = nuts_config(4, 30, 20, 5);
     cfg.progress = Some(on_progress);
     cfg.progress_user = &p as *const Progress as *mut c_void;
     let out = sample(&spec(3, Some(std_normal), true), &cfg);
@@ -457,7 +420,7 @@ fn cancel_from_another_thread_returns_the_draws_so_far() {
         ag_sampler_new(&spec(4, Some(std_normal), false), &mut s),
         AG_STATUS_OK
     );
-    let mut cfg = config(4, 100, 100_000, 3);
+    let mut cfg = nuts_config(4, 100, 100_000, 3);
     cfg.progress = Some(on_progress);
     cfg.progress_user = &p as *const Progress as *mut c_void;
     p.sampler.store(s as usize, Ordering::SeqCst);
@@ -501,7 +464,10 @@ fn cancel_from_another_thread_returns_the_draws_so_far() {
 #[test]
 fn a_branching_density_needs_the_dynamic_graph() {
     let positive = |fixed: bool| {
-        let out = sample(&spec(1, Some(branching), fixed), &config(4, 300, 1000, 21));
+        let out = sample(
+            &spec(1, Some(branching), fixed),
+            &nuts_config(4, 300, 1000, 21),
+        );
         let (mut pos, mut n) = (0.0, 0.0);
         for (q, _, _) in &out.chains {
             pos += q.iter().filter(|&&v| v > 0.0).count() as f64;
@@ -576,7 +542,7 @@ fn bad_inputs_are_refused_with_a_message_naming_the_function() {
         AG_STATUS_OK
     );
     let mut d = null_mut();
-    let good = config(2, 10, 10, 1);
+    let good = nuts_config(2, 10, 10, 1);
     assert_eq!(
         ag_nuts_run(null_mut(), &good, &mut d),
         AG_STATUS_NULL_ARGUMENT
@@ -679,7 +645,7 @@ fn a_failing_or_non_scalar_density_stops_the_run_naming_chain_and_iteration() {
         let mut d = null_mut();
         let cfg = ag_nuts_config {
             parallel,
-            ..config(3, 200, 200, 8)
+            ..nuts_config(3, 200, 200, 8)
         };
         assert_eq!(ag_nuts_run(s, &cfg, &mut d), AG_STATUS_INVALID_ARGUMENT);
         let e = last_error();
@@ -697,7 +663,7 @@ fn a_failing_or_non_scalar_density_stops_the_run_naming_chain_and_iteration() {
     );
     let mut d = null_mut();
     assert_eq!(
-        ag_nuts_run(s, &config(2, 10, 10, 1), &mut d),
+        ag_nuts_run(s, &nuts_config(2, 10, 10, 1), &mut d),
         AG_STATUS_NOT_SCALAR
     );
     let e = last_error();
@@ -712,14 +678,17 @@ fn names_reach_the_summary() {
         names: names.as_ptr(),
         ..spec(2, Some(std_normal), true)
     };
-    let out = sample(&m, &config(2, 50, 50, 2));
+    let out = sample(&m, &nuts_config(2, 50, 50, 2));
     // SAFETY: the names live until ag_draws_free; sample copied the rows
     // before freeing, so compare the pointers' text inside sample instead.
     let _ = out;
     let mut s = null_mut();
     assert_eq!(ag_sampler_new(&m, &mut s), AG_STATUS_OK);
     let mut d = null_mut();
-    assert_eq!(ag_nuts_run(s, &config(2, 50, 50, 2), &mut d), AG_STATUS_OK);
+    assert_eq!(
+        ag_nuts_run(s, &nuts_config(2, 50, 50, 2), &mut d),
+        AG_STATUS_OK
+    );
     let out = read_draws(d);
     // SAFETY: valid until ag_draws_free, below.
     let n1 = unsafe { CStr::from_ptr(out.summary[1].name) };
@@ -737,7 +706,7 @@ fn eight_schools_wall_time() {
         for fixed in [true, false] {
             let cfg = ag_nuts_config {
                 parallel,
-                ..config(4, 1000, 1000, 1234)
+                ..nuts_config(4, 1000, 1000, 1234)
             };
             let t = std::time::Instant::now();
             let out = sample(&spec(10, Some(eight_schools), fixed), &cfg);
@@ -810,7 +779,7 @@ fn sampling_after_warm_up_allocates_nothing() {
     COUNT_HERE.with(|c| c.set(false));
     assert_eq!(CHAIN_ALLOCS.swap(0, Ordering::SeqCst), 2);
     for fixed in [true, false] {
-        let mut cfg = config(2, 200, 500, 17);
+        let mut cfg = nuts_config(2, 200, 500, 17);
         cfg.progress = Some(count_after_warmup);
         cfg.progress_user = 200usize as *mut c_void;
         let out = sample(&spec(10, Some(eight_schools), fixed), &cfg);
@@ -878,7 +847,7 @@ fn reported_quantities_of_a_lognormal_match_its_known_moments() {
     );
     let mut d = null_mut();
     assert_eq!(
-        ag_nuts_run(s, &config(4, 300, 1000, 5), &mut d),
+        ag_nuts_run(s, &nuts_config(4, 300, 1000, 5), &mut d),
         AG_STATUS_OK
     );
     let (st, rows) = summary_reported(d, 2);
@@ -949,7 +918,7 @@ fn a_failing_report_stops_the_run_and_bad_report_specs_are_refused() {
     );
     let mut d = null_mut();
     assert_eq!(
-        ag_nuts_run(s, &config(2, 50, 200, 3), &mut d),
+        ag_nuts_run(s, &nuts_config(2, 50, 200, 3), &mut d),
         AG_STATUS_INVALID_ARGUMENT
     );
     let e = last_error();
@@ -993,7 +962,10 @@ fn a_failing_report_stops_the_run_and_bad_report_specs_are_refused() {
         "{}",
         last_error()
     );
-    assert_eq!(ag_nuts_run(s, &config(1, 20, 20, 3), &mut d), AG_STATUS_OK);
+    assert_eq!(
+        ag_nuts_run(s, &nuts_config(1, 20, 20, 3), &mut d),
+        AG_STATUS_OK
+    );
     let mut c = std::mem::MaybeUninit::<ag_chain_draws>::uninit();
     assert_eq!(ag_draws_chain(d, 0, c.as_mut_ptr()), AG_STATUS_OK);
     // SAFETY: written by ag_draws_chain.

@@ -14,9 +14,24 @@
 //! is adapted first: 100, 10, 1, 0.1 and 0.01 are each tried for
 //! `adapt_iterations` iterations from the initial fit, keeping the one
 //! with the best ELBO.
+//!
+//! Stan reports the last iterate, which wanders around the optimum by the
+//! step size's noise. With `average_fraction` f > 0 the fit reported is
+//! instead the mean of the ascent's iterates over its last steps
+//! (Polyak-Ruppert averaging): mu and omega, or mu and L with each column
+//! of L signed so that its diagonal entry is positive (L and L with a
+//! column negated are the same covariance, and the ascent may cross
+//! between them). The end of a run is not known in advance (it stops when
+//! the ELBO converges), so two running sums are kept: the older one is
+//! reported, and a newer one replaces it once it covers f of the steps so
+//! far. The steps averaged are then between f and f (2 - f) of the
+//! ascent's, the last of them included.
 
 use super::chain::ChainDraws;
 use super::rng::ChainRng;
+use average::TailAverage;
+
+mod average;
 
 /// The Gaussian family fitted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,6 +57,9 @@ pub struct AdviSettings {
     pub adapt_iterations: u32,
     pub tol_rel_obj: f64,
     pub output_draws: u32,
+    /// The fraction of the ascent's last steps whose iterates are averaged
+    /// into the fit, in [0, 1]; 0 reports the last iterate, as Stan does.
+    pub average_fraction: f64,
 }
 
 impl Default for AdviSettings {
@@ -56,6 +74,7 @@ impl Default for AdviSettings {
             adapt_iterations: 50,
             tol_rel_obj: 0.01,
             output_draws: 1000,
+            average_fraction: 0.0,
         }
     }
 }
@@ -300,8 +319,9 @@ pub type AdviOutput<E> = (Option<AdviFit>, ChainDraws, Option<AdviError<E>>);
 /// Runs ADVI from a uniform(-2, 2) initial point; random numbers come from
 /// the stream of (seed, chain 0). `keep_going(step)` is called with 0
 /// before the first gradient step, then after each (adaptation first);
-/// false stops the run there, and the current fit (the initial one during
-/// adaptation) is drawn from.
+/// false stops the run there, and the fit so far (the initial one during
+/// adaptation, the mean of the iterates so far when averaging) is drawn
+/// from.
 pub fn run_advi<E, F, K>(
     dim: usize,
     settings: &AdviSettings,
@@ -380,6 +400,8 @@ where
     let window =
         ((0.1 * f64::from(settings.iterations) / f64::from(settings.eval_elbo)) as usize).max(2);
     let mut changes: Vec<f64> = Vec::with_capacity(window);
+    let mut average = (settings.average_fraction > 0.0)
+        .then(|| TailAverage::new(settings.average_fraction, p.theta.len()));
     while !stopped && k < settings.iterations {
         k += 1;
         a.step += 1;
@@ -388,6 +410,9 @@ where
             GradFailure::NonFinite => AdviError::NonFiniteGradient { iteration: a.step },
         })?;
         ascend(&mut p.theta, &mut s, &g, eta, k);
+        if let Some(avg) = &mut average {
+            avg.add(&p, k);
+        }
         elbo_is_current = false;
         if k % settings.eval_elbo == 0 {
             let elbo_prev = elbo;
@@ -405,6 +430,11 @@ where
             converged = mean < settings.tol_rel_obj || median(&changes) < settings.tol_rel_obj;
         }
         stopped = converged || !keep_going(a.step);
+    }
+    if let Some(avg) = average.filter(|avg| avg.n > 0) {
+        // the ELBOs above were the iterates'; the fit is their mean
+        avg.write_mean(&mut p.theta);
+        elbo_is_current = false;
     }
     if !elbo_is_current {
         elbo = a

@@ -295,6 +295,12 @@ static void test_advi_cancel_and_bad_inputs(void) {
     bc = c;
     bc.eta = -0.5;
     CHECK_SAMPLER(ag_advi_run(s, &bc, &d), AG_STATUS_INVALID_ARGUMENT, "eta");
+    bc = c;
+    bc.average_fraction = 1.5;
+    CHECK_SAMPLER(ag_advi_run(s, &bc, &d), AG_STATUS_INVALID_ARGUMENT, "average_fraction is 1.5");
+    bc = c;
+    bc.average_fraction = NAN;
+    CHECK_SAMPLER(ag_advi_run(s, &bc, &d), AG_STATUS_INVALID_ARGUMENT, "average_fraction is NaN");
     CHECK(d == NULL);
     /* NUTS draws carry no fit */
     ag_nuts_config nc;

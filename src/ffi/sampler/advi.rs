@@ -20,6 +20,11 @@ pub const AG_ADVI_FULLRANK: u32 = 1;
 /// The largest dim a full-rank fit takes (its L has dim^2 entries).
 const MAX_FULLRANK_DIM: usize = 2048;
 
+/// ag_advi_config_default's average_fraction: the last quarter or so of
+/// the steps, where the step size has decayed and the iterates wander
+/// around the optimum rather than approach it.
+const DEFAULT_AVERAGE_FRACTION: f64 = 0.25;
+
 /// The settings of an ADVI run (ag_advi_config_default fills Stan's
 /// defaults, but for eta: 0 here, which adapts it).
 #[repr(C)]
@@ -58,6 +63,36 @@ pub struct ag_advi_config {
     pub progress: ag_progress_fn,
     /// Passed to progress as it is.
     pub progress_user: *mut c_void,
+    /// The fit reported is the mean of the ascent's iterates over its last
+    /// steps (Polyak-Ruppert averaging: the mean and log-sds, or the mean
+    /// and L with each column signed so that its diagonal is positive),
+    /// which wanders far less than the last iterate Stan reports. Between
+    /// average_fraction and average_fraction * (2 - average_fraction) of
+    /// the steps are averaged, the last included (the end is known only
+    /// once the ELBO converges); 0 reports the last iterate. In [0, 1];
+    /// default 0.25. This field was added later: a caller whose
+    /// struct_size ends before it gets 0.
+    pub average_fraction: f64,
+}
+
+/// The fields of ag_advi_config before average_fraction: what a caller
+/// whose struct_size ends there passes.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct AdviConfigBase {
+    struct_size: usize,
+    algorithm: u32,
+    iterations: u32,
+    grad_samples: u32,
+    elbo_samples: u32,
+    eval_elbo: u32,
+    eta: f64,
+    adapt_iterations: u32,
+    tol_rel_obj: f64,
+    output_draws: u32,
+    seed: u64,
+    progress: ag_progress_fn,
+    progress_user: *mut c_void,
 }
 
 /// The approximation ag_advi_run fitted (ag_draws_advi): pointers into the
@@ -87,7 +122,7 @@ pub struct ag_advi_fit {
 /// Fills `*out` with the defaults: mean-field, 10000 iterations, 1 gradient
 /// draw, 100 ELBO draws every 100 steps, eta 0 (adapted over 50 steps per
 /// value tried), tol_rel_obj 0.01, 1000 output draws, seed 1234, no
-/// progress function; struct_size is set.
+/// progress function, average_fraction 0.25; struct_size is set.
 /// Errors: NULL_ARGUMENT (out).
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_advi_config_default(out: *mut ag_advi_config) -> ag_status {
@@ -108,6 +143,7 @@ pub extern "C" fn ag_advi_config_default(out: *mut ag_advi_config) -> ag_status 
             seed: 1234,
             progress: None,
             progress_user: std::ptr::null_mut(),
+            average_fraction: DEFAULT_AVERAGE_FRACTION,
         };
         Ok(write_out(F, "out", out, c)?)
     })
@@ -164,6 +200,12 @@ fn settings_of(
             c.tol_rel_obj
         ));
     }
+    if !(0.0..=1.0).contains(&c.average_fraction) {
+        return bad(format!(
+            "average_fraction is {}, not in [0, 1]",
+            c.average_fraction
+        ));
+    }
     let adapt_steps = if adapting {
         c.adapt_iterations.checked_mul(5)
     } else {
@@ -182,6 +224,7 @@ fn settings_of(
         adapt_iterations: c.adapt_iterations,
         tol_rel_obj: c.tol_rel_obj,
         output_draws: c.output_draws,
+        average_fraction: c.average_fraction,
     };
     Ok((s, total))
 }
@@ -228,23 +271,26 @@ fn failure_of(e: AdviError<Failure>) -> Failure {
 /// positions and log densities (accept_stat 1, tree_depth and n_leapfrog
 /// 0, divergent false, step_size 0, inv_metric the approximation's
 /// marginal variances), ag_draws_summary their summary (the draws are
-/// independent), ag_draws_advi the fit itself. The same bits at any
-/// ag_set_num_threads, for a fixed graph or not. After ag_sampler_cancel
-/// the run stops at the next gradient step and the draws come from the
-/// fit so far (the initial one if the eta adaptation was under way; at
-/// once for a sampler cancelled before), with ag_draws_info's `cancelled`
-/// set. A failure writes nothing to `*out`; the message
-/// (ag_sampler_last_error) names the step or draw.
+/// independent), ag_draws_advi the fit itself (with average_fraction > 0,
+/// the mean of the last iterates). A struct_size that ends before
+/// average_fraction (an older ag_advi_config) is taken as average_fraction
+/// 0. The same bits at any ag_set_num_threads, for a fixed graph or not.
+/// After ag_sampler_cancel the run stops at the next gradient step and the
+/// draws come from the fit so far (the initial one if the eta adaptation
+/// was under way; at once for a sampler cancelled before), with
+/// ag_draws_info's `cancelled` set. A failure writes nothing to `*out`;
+/// the message (ag_sampler_last_error) names the step or draw.
 /// Errors: NULL_ARGUMENT (s, config, out), INVALID_HANDLE (s is not a live
 /// sampler), BUSY (a run on s is under way), INVALID_ARGUMENT (struct_size
-/// smaller than sizeof(ag_advi_config), algorithm unknown, or full-rank
-/// with dim above 2048, iterations, grad_samples, elbo_samples, eval_elbo
-/// or output_draws 0, eta negative or not finite, adapt_iterations 0 with
-/// eta 0, tol_rel_obj not finite and positive, iterations + 5
-/// adapt_iterations above 2^32 - 1), NOT_SCALAR (the density's result is
-/// not one element), NON_FINITE (no finite initial point, every step size
-/// failed, a non-finite gradient draw, no finite ELBO draw), OUT_OF_MEMORY
-/// (no context), PANIC, or the status an ag call of the density or the
+/// smaller than ag_advi_config up to its progress_user, algorithm unknown,
+/// or full-rank with dim above 2048, iterations, grad_samples,
+/// elbo_samples, eval_elbo or output_draws 0, eta negative or not finite,
+/// adapt_iterations 0 with eta 0, tol_rel_obj not finite and positive,
+/// average_fraction not in [0, 1], iterations + 5 adapt_iterations above
+/// 2^32 - 1), NOT_SCALAR (the density's result is not one element),
+/// NON_FINITE (no finite initial point, every step size failed, a
+/// non-finite gradient draw, no finite ELBO draw), OUT_OF_MEMORY (no
+/// context), PANIC, or the status an ag call of the density or the
 /// density itself returned.
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_advi_run(
@@ -259,9 +305,30 @@ pub extern "C" fn ag_advi_run(
         need(F, "out", out)?;
         // SAFETY: non-NULL; struct_size is checked before the rest is read.
         let size = unsafe { config.cast::<usize>().read_unaligned() };
-        check_size(F, "ag_advi_config", size, size_of::<ag_advi_config>())?;
-        // SAFETY: non-NULL and, by struct_size, a whole ag_advi_config.
-        let c = unsafe { config.read_unaligned() };
+        check_size(F, "ag_advi_config", size, size_of::<AdviConfigBase>())?;
+        let c = if size >= size_of::<ag_advi_config>() {
+            // SAFETY: non-NULL and, by struct_size, a whole ag_advi_config.
+            unsafe { config.read_unaligned() }
+        } else {
+            // SAFETY: non-NULL and, by struct_size, at least the base fields.
+            let b = unsafe { config.cast::<AdviConfigBase>().read_unaligned() };
+            ag_advi_config {
+                struct_size: b.struct_size,
+                algorithm: b.algorithm,
+                iterations: b.iterations,
+                grad_samples: b.grad_samples,
+                elbo_samples: b.elbo_samples,
+                eval_elbo: b.eval_elbo,
+                eta: b.eta,
+                adapt_iterations: b.adapt_iterations,
+                tol_rel_obj: b.tol_rel_obj,
+                output_draws: b.output_draws,
+                seed: b.seed,
+                progress: b.progress,
+                progress_user: b.progress_user,
+                average_fraction: 0.0,
+            }
+        };
         let (settings, total) = settings_of(&c, sampler.dim)?;
         let running = Running::start(F, &sampler)?;
         let sp = &*sampler;
