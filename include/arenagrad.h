@@ -1639,15 +1639,17 @@ ag_status ag_safetensors_save(struct ag_context *ctx, const char *path);
 // Fills every parameter with the tensor of the same name from the
 // safetensors file at `path`. The file is read and checked completely
 // before any parameter changes: on any error nothing changes. It must hold
-// exactly the model's parameters, each float32 (F32) with the parameter's
-// shape (a scalar of shape [] does not fill a parameter of shape [1]).
+// exactly the model's parameters, each with the parameter's shape (a
+// scalar of shape [] does not fill a parameter of shape [1]), as float32
+// (F32), or float16 (F16) or bfloat16 (BF16), which are converted to
+// float32 exactly; F64 is refused rather than rounded.
 // Only parameter values change; gradients, optimizer state and its step
 // count are kept. The message of a refusal names the file and the
 // tensor.
 // Errors: NULL_ARGUMENT (path), INVALID_ARGUMENT (path empty or not
 // UTF-8), IO (cannot open or read the file), CHECKPOINT_CORRUPT (not a
 // valid safetensors file: truncated, damaged, trailing bytes, or a tensor
-// whose dtype is not F32), CHECKPOINT_MISMATCH (a parameter missing from
+// whose dtype is not F32, F16 or BF16), CHECKPOINT_MISMATCH (a parameter missing from
 // the file, a tensor that is not a parameter, a shape that differs),
 // ALLOCATION_FAILED (the file's tensors do not fit in memory).
 ag_status ag_safetensors_load(struct ag_context *ctx, const char *path);

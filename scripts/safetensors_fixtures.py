@@ -3,7 +3,10 @@
 the interoperability tests of src/safetensors_io.rs (tests/safetensors_interop.rs).
 
   safetensors_fixtures.py write DIR   writes DIR/numpy_written.safetensors
-                                      (float32) and DIR/numpy_f16.safetensors
+                                      (float32), DIR/numpy_f16.safetensors
+                                      (float16, numpy's) and
+                                      DIR/handmade_bf16.safetensors (bfloat16,
+                                      which numpy lacks: bytes written here)
   safetensors_fixtures.py read FILE   prints one line per tensor:
                                       name<TAB>shape,comma,separated<TAB>hex of
                                       the little-endian float32 bytes
@@ -11,6 +14,8 @@ the interoperability tests of src/safetensors_io.rs (tests/safetensors_interop.r
 Needs `pip install safetensors numpy`. The committed files in tests/data/
 were made with `write tests/data` (safetensors 0.8.0, numpy 2.4).
 """
+import json
+import struct
 import sys
 
 import numpy as np
@@ -24,13 +29,51 @@ def write(folder):
         "scalar": np.array(2.5, dtype=np.float32),
     }
     save_file(tensors, f"{folder}/numpy_written.safetensors", metadata={"format": "np"})
-    save_file({"half": np.ones((2, 2), dtype=np.float16)}, f"{folder}/numpy_f16.safetensors")
+    # Normal, subnormal (2^-24, the smallest), -0, the largest, infinity.
+    half = np.array([[1.0, -2.5], [2.0**-24, -0.0], [65504.0, np.inf]], dtype=np.float16)
+    save_file({"half": half}, f"{folder}/numpy_f16.safetensors")
+    write_bf16(f"{folder}/handmade_bf16.safetensors")
+
+
+# bfloat16 bit patterns and their values: 1, -1.5, 2^-133 (the smallest
+# subnormal), the largest finite, -infinity, -0.
+BF16 = [0x3F80, 0xBFC0, 0x0001, 0x7F7F, 0xFF80, 0x8000]
+
+
+def write_bf16(path):
+    """A safetensors file by hand: u64 header length, JSON, the data."""
+    data = struct.pack("<6H", *BF16)
+    header = {"brain": {"dtype": "BF16", "shape": [3, 2], "data_offsets": [0, len(data)]}}
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + data)
 
 
 def read(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8 : 8 + n])
+    if any(v.get("dtype") == "BF16" for k, v in header.items() if k != "__metadata__"):
+        read_bf16(header, raw[8 + n :])
+        return
     for name, arr in sorted(load_file(path).items()):
         shape = ",".join(str(d) for d in arr.shape)
         print(f"{name}\t{shape}\t{arr.astype('<f4').tobytes().hex()}")
+
+
+
+def read_bf16(header, data):
+    """What read prints, for a file of bfloat16 tensors (which numpy's
+    safetensors cannot load): each value's bits are float32's upper half."""
+    for name, info in sorted(header.items()):
+        if name == "__metadata__":
+            continue
+        begin, end = info["data_offsets"]
+        bits = np.frombuffer(data[begin:end], dtype="<u2").astype("<u4") << 16
+        shape = ",".join(str(d) for d in info["shape"])
+        print(f"{name}\t{shape}\t{bits.astype('<u4').tobytes().hex()}")
 
 
 if __name__ == "__main__":
