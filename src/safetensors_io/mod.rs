@@ -593,5 +593,8 @@ impl Context {
 }
 
 mod buffers;
+mod sharded;
+#[cfg(test)]
+mod sharded_tests;
 #[cfg(test)]
 mod tests;

@@ -21,7 +21,7 @@ fn is_bad(r: Result<Vec<NamedTensor>>, needle: &str) {
 }
 
 /// Builds a file from a raw header (padded to 8 bytes) and data bytes.
-fn raw(header: &str, data: &[u8]) -> Vec<u8> {
+pub(super) fn raw(header: &str, data: &[u8]) -> Vec<u8> {
     let mut h = header.as_bytes().to_vec();
     h.resize(h.len().next_multiple_of(8), b' ');
     let mut out = (h.len() as u64).to_le_bytes().to_vec();
