@@ -339,7 +339,8 @@ $(BPE_DATA)_train_000000.bin: $(BPE_CORPUS) $(BUILD)/tokenize | tokenizer-data
 	$(BUILD)/tokenize --out $(BPE_DATA)_train $(BPE_DATA).train.txt
 	@rm -f $(BPE_DATA).train.txt $(BPE_DATA).val.txt
 
-## soak: long memory-flatness runs (10,000 tiny iterations, 2,000 small)
+## soak: long memory-flatness runs (10,000 tiny iterations, 2,000 small,
+## 10,000 of a tiny Llama)
 soak: examples
 	@bash scripts/soak.sh $(SOAK_ARGS)
 
