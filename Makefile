@@ -394,7 +394,8 @@ bench-gemm:
 
 ## test-interop: train_full's --export folder loads in Hugging Face transformers
 ## (torch + transformers from PyPI into target/interop, ~3.0 GB once) and gives
-## the same 200 greedy characters; not part of `make test`
+## the same 200 greedy characters, and transformers' bfloat16 sharded
+## save_pretrained loads in train_full with its loss; not part of `make test`
 test-interop: $(BUILD)/train_full
 	@bash scripts/test_interop.sh
 
