@@ -43,7 +43,14 @@ fn expected_half() -> [(&'static str, Vec<f32>); 2] {
         ("half", vec![1.0, -2.5, tiny, -0.0, 65504.0, f32::INFINITY]),
         (
             "brain",
-            vec![1.0, -1.5, bf_tiny, 3.389_531_4e38, f32::NEG_INFINITY, -0.0],
+            vec![
+                1.0,
+                -1.5,
+                bf_tiny,
+                255.0 * 2f32.powi(120),
+                f32::NEG_INFINITY,
+                -0.0,
+            ],
         ),
     ]
 }

@@ -54,11 +54,11 @@ fn read_index(path: &Path, shown: &str) -> Result<Vec<(String, String)>> {
         op: OP,
         what: format!("{shown}: {e}"),
     };
-    let mut text = String::new();
+    let mut text = Vec::new();
     std::fs::File::open(path)
         .map_err(io)?
         .take(MAX_HEADER_BYTES + 1)
-        .read_to_string(&mut text)
+        .read_to_end(&mut text)
         .map_err(io)?;
     if text.len() as u64 > MAX_HEADER_BYTES {
         return Err(bad(
@@ -69,7 +69,7 @@ fn read_index(path: &Path, shown: &str) -> Result<Vec<(String, String)>> {
     }
     let Index {
         weight_map: Pairs(map),
-    } = serde_json::from_str(&text).map_err(|e| {
+    } = serde_json::from_slice(&text).map_err(|e| {
         bad(
             OP,
             shown,

@@ -159,5 +159,10 @@ fn disagreeing_indexes_are_refused_and_change_nothing() {
         .safetensors_load_index(&d.join("missing.index.json"))
         .unwrap_err();
     assert!(matches!(e, Error::Io { .. }), "{e}");
+    // An index that is not text is a damaged file, not an I/O error.
+    let index = d.join("binary.index.json");
+    std::fs::write(&index, [0xff, 0xfe, b'{']).unwrap();
+    let e = c.safetensors_load_index(&index).unwrap_err();
+    assert!(matches!(e, Error::BadFile { .. }), "{e}");
     std::fs::remove_dir_all(&d).unwrap();
 }

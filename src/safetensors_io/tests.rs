@@ -274,16 +274,16 @@ fn bf16_spot_values() {
         (0x3f80, 1.0),
         (0xc000, -2.0),
         (0x3e20, 0.15625),
-        (0x7f7f, 3.389_531_4e38), // largest finite
+        (0x7f7f, 255.0 * 2f32.powi(120)), // largest finite
         (0x0080, f32::MIN_POSITIVE),
-        (0x0001, 9.183_549_6e-41), // smallest subnormal, 2^-133
-        (0x007f, 1.166_310_8e-38), // largest subnormal
+        (0x0001, 2f32.powi(-133)),         // smallest subnormal
+        (0x007f, 127.0 * 2f32.powi(-133)), // largest subnormal
         (0x7f80, f32::INFINITY),
         (0xff80, f32::NEG_INFINITY),
     ] {
         assert_eq!(bf16_to_f32(h), want, "{h:#06x}");
     }
-    assert_eq!(bf16_to_f32(0x0001), 2f32.powi(-133));
+    assert_eq!(bf16_to_f32(0x7f7f), 3.389_531_4e38); // f32's shortest text of it
     assert_eq!(bf16_to_f32(0x8000).to_bits(), 0x8000_0000); // -0.0
     for nan in [0x7fc0u16, 0x7f81, 0xffc1] {
         assert!(bf16_to_f32(nan).is_nan(), "{nan:#06x}");
