@@ -46,8 +46,8 @@ impl FfiOps<'_> {
         // A file with running statistics holds int64 counts, which the
         // float reader refuses: such a context gets no expectation below.
         let read = (saved == AG_STATUS_OK)
-            .then(|| safetensors_io::from_bytes(&std::fs::read(&full).expect("read the file")))
-            .and_then(Result::ok);
+            .then(|| std::fs::read(&full).expect("read the saved file"))
+            .and_then(|bytes| safetensors_io::from_bytes(&bytes).ok());
         let expect = read.is_some();
         let tensors = read.unwrap_or_default();
         let (a, b) = tensors.split_at(tensors.len().div_ceil(2));
