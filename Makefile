@@ -233,11 +233,13 @@ test-c: $(LIB_HOOKS) $(C_TESTS) $(C_TESTS_ASAN)
 ## against a LlamaForCausalLM folder transformers wrote (tests/data/llama:
 ## logits, loss, gradient norm and one SGD step within stated tolerances;
 ## every gradient tensor of it and of a GPT-2 in tests/data/gpt2 within 2x
-## torch float32's own error against float64)
+## torch float32's own error against float64); --init-from a sharded
+## checkpoint (tests/data/gpt2_sharded, one shard bfloat16)
 test-train-flags: $(BUILD)/train_full
 	@bash c_examples/train_full/tests/test_model_flags.sh $(BUILD)/train_full $(TINY_DATA)
 	@bash c_examples/train_full/tests/test_llama_parity.sh $(BUILD)/train_full tests/data/llama
 	@bash c_examples/train_full/tests/test_lm_parity.sh $(BUILD)/train_full tests/data/llama tests/data/gpt2
+	@bash c_examples/train_full/tests/test_sharded_checkpoint.sh $(BUILD)/train_full tests/data/gpt2 tests/data/gpt2_sharded
 
 ## test-shards: build/tokenize writes llm.c token shards, train_full trains
 ## and resumes on them and refuses bad ones (file and offset named)
@@ -337,7 +339,8 @@ $(BPE_DATA)_train_000000.bin: $(BPE_CORPUS) $(BUILD)/tokenize | tokenizer-data
 	$(BUILD)/tokenize --out $(BPE_DATA)_train $(BPE_DATA).train.txt
 	@rm -f $(BPE_DATA).train.txt $(BPE_DATA).val.txt
 
-## soak: long memory-flatness runs (10,000 tiny iterations, 2,000 small)
+## soak: long memory-flatness runs (10,000 tiny iterations, 2,000 small,
+## 10,000 of a tiny Llama)
 soak: examples
 	@bash scripts/soak.sh $(SOAK_ARGS)
 
@@ -391,7 +394,8 @@ bench-gemm:
 
 ## test-interop: train_full's --export folder loads in Hugging Face transformers
 ## (torch + transformers from PyPI into target/interop, ~3.0 GB once) and gives
-## the same 200 greedy characters; not part of `make test`
+## the same 200 greedy characters, and transformers' bfloat16 sharded
+## save_pretrained loads in train_full with its loss; not part of `make test`
 test-interop: $(BUILD)/train_full
 	@bash scripts/test_interop.sh
 

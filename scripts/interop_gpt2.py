@@ -2,6 +2,14 @@
 prints its greedy continuation of a prompt, as train_full samples it.
 
 usage: interop_gpt2.py FOLDER PROMPT NBYTES
+       interop_gpt2.py --bf16-shards FOLDER OUT DATA T
+
+The second form checks loading the other way round: it loads FOLDER, saves
+it with save_pretrained in bfloat16 (torch_dtype) and small shards (at least
+two: OUT/model.safetensors.index.json), then loads OUT back in float32 and
+prints the mean cross-entropy of DATA's first T + 1 bytes (each byte's id
+its rank among DATA's distinct bytes, as train_full's --score reads them),
+to compare with train_full --init-from OUT --score.
 
 The folder is loaded as it is: GPT2LMHeadModel.from_pretrained(FOLDER)
 reads config.json and model.safetensors; the byte vocabulary comes from the
@@ -19,7 +27,39 @@ from safetensors import safe_open
 from transformers import GPT2LMHeadModel
 
 
+def bf16_shards(cls, argv):
+    """--bf16-shards FOLDER OUT DATA T, for the model class `cls`."""
+    import glob
+    import os
+
+    folder, out, data_path, t = argv[0], argv[1], argv[2], int(argv[3])
+    model = cls.from_pretrained(folder, dtype=torch.float32)
+    nbytes = sum(p.numel() for p in model.parameters()) * 2
+    # A shard limit of a third of the weights' bfloat16 bytes: 3 shards or more.
+    model.to(torch.bfloat16).save_pretrained(out, max_shard_size=nbytes // 3)
+    shards = sorted(glob.glob(f"{out}/model-*.safetensors"))
+    if len(shards) < 2 or not os.path.exists(f"{out}/model.safetensors.index.json"):
+        print(f"interop: save_pretrained wrote {os.listdir(out)}, not shards", file=sys.stderr)
+        sys.exit(1)
+    with safe_open(shards[0], "pt") as f:
+        dtype = f.get_tensor(next(iter(f.keys()))).dtype
+    if dtype != torch.bfloat16:
+        print(f"interop: the shards hold {dtype}, not bfloat16", file=sys.stderr)
+        sys.exit(1)
+    back = cls.from_pretrained(out, dtype=torch.float32).eval()
+    data = open(data_path, "rb").read()
+    rank = {b: i for i, b in enumerate(sorted(set(data)))}
+    ids = torch.tensor([[rank[b] for b in data[: t + 1]]])
+    with torch.no_grad():
+        logits = back(ids[:, :-1], use_cache=False).logits[0]
+        loss = torch.nn.functional.cross_entropy(logits.double(), ids[0, 1:])
+    print(f"shards {len(shards)} loss {float(loss):.9g}")
+
+
 def main():
+    if sys.argv[1] == "--bf16-shards":
+        bf16_shards(GPT2LMHeadModel, sys.argv[2:])
+        return
     folder, prompt, nbytes = sys.argv[1], sys.argv[2].encode(), int(sys.argv[3])
     with safe_open(f"{folder}/model.safetensors", "pt") as f:
         vocab = bytes.fromhex(f.metadata()["vocab_hex"])

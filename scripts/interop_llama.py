@@ -3,6 +3,7 @@ transformers and prints its greedy continuation of a prompt, as train_full
 samples it.
 
 usage: interop_llama.py FOLDER PROMPT NBYTES
+       interop_llama.py --bf16-shards FOLDER OUT DATA T   (see interop_gpt2.py)
 
 The folder is loaded as it is: LlamaForCausalLM.from_pretrained(FOLDER)
 reads config.json and model.safetensors; the byte vocabulary comes from the
@@ -20,8 +21,13 @@ import torch
 from safetensors import safe_open
 from transformers import LlamaForCausalLM
 
+from interop_gpt2 import bf16_shards
+
 
 def main():
+    if sys.argv[1] == "--bf16-shards":
+        bf16_shards(LlamaForCausalLM, sys.argv[2:])
+        return
     folder, prompt, nbytes = sys.argv[1], sys.argv[2].encode(), int(sys.argv[3])
     with safe_open(f"{folder}/model.safetensors", "pt") as f:
         vocab = bytes.fromhex(f.metadata()["vocab_hex"])

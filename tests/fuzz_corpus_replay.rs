@@ -331,8 +331,8 @@ fn safetensors_seeds_are_fresh() {
     for (name, bytes) in fuzz_logic::safetensors_seeds() {
         seed_is_fresh("safetensors_load", name, &bytes);
         let want = match name {
-            "seed_saved" | "seed_metadata_unsorted" => AG_STATUS_OK,
-            "seed_f16" => AG_STATUS_CHECKPOINT_CORRUPT,
+            "seed_saved" | "seed_metadata_unsorted" | "seed_f16" => AG_STATUS_OK,
+            "seed_i16" => AG_STATUS_CHECKPOINT_CORRUPT,
             _ => AG_STATUS_CHECKPOINT_MISMATCH,
         };
         assert_eq!(fuzz_logic::run_safetensors_load(&bytes), want, "{name}");

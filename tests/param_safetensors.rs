@@ -182,16 +182,28 @@ fn every_mismatch_is_refused_naming_the_tensor_and_changes_nothing() {
         one.safetensors_load_bytes(&scalar),
         &["tensor `s`: shape []"],
     );
-    // A dtype other than F32, a truncation, a flipped header byte.
+    // A float16 file fills a parameter (converted exactly); a dtype that
+    // is not converted, a truncation, a flipped header byte are refused.
     let f16 = std::fs::read(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/numpy_f16.safetensors"),
     )
     .unwrap();
     let mut half = Context::new();
-    half.param_named("half", &[2, 2], None).unwrap();
-    let e = half.safetensors_load_bytes(&f16).unwrap_err();
+    let h = half.param_named("half", &[3, 2], None).unwrap();
+    half.safetensors_load_bytes(&f16).unwrap();
+    let tiny = 2f32.powi(-24);
+    assert_eq!(
+        values(&half, h),
+        [1.0, -2.5, tiny, -0.0, 65504.0, f32::INFINITY]
+    );
+    let i16_file = f16
+        .windows(5)
+        .position(|w| w == b"\"F16\"")
+        .map(|at| [&f16[..at], b"\"I16\"", &f16[at + 5..]].concat())
+        .unwrap();
+    let e = half.safetensors_load_bytes(&i16_file).unwrap_err();
     assert_eq!(e.status(), AG_STATUS_CHECKPOINT_CORRUPT, "{e}");
-    assert!(e.to_string().contains("tensor `half` has dtype F16"), "{e}");
+    assert!(e.to_string().contains("tensor `half` has dtype I16"), "{e}");
     for cut in [0, 7, 8, 40, good.len() / 2, good.len() - 1] {
         let e = dst.safetensors_load_bytes(&good[..cut]).unwrap_err();
         assert_eq!(e.status(), AG_STATUS_CHECKPOINT_CORRUPT, "cut {cut}: {e}");

@@ -34,7 +34,32 @@ fn expected() -> Vec<(&'static str, Vec<usize>, Vec<f32>)> {
     ]
 }
 
-fn check_python_written(got: Result<Vec<NamedTensor>>, f16: Result<Vec<NamedTensor>>) {
+/// The values of numpy_f16.safetensors and handmade_bf16.safetensors, each
+/// half-precision value exactly an f32.
+fn expected_half() -> [(&'static str, Vec<f32>); 2] {
+    let tiny = 2f32.powi(-24); // binary16's smallest subnormal
+    let bf_tiny = 2f32.powi(-133); // bfloat16's
+    [
+        ("half", vec![1.0, -2.5, tiny, -0.0, 65504.0, f32::INFINITY]),
+        (
+            "brain",
+            vec![
+                1.0,
+                -1.5,
+                bf_tiny,
+                255.0 * 2f32.powi(120),
+                f32::NEG_INFINITY,
+                -0.0,
+            ],
+        ),
+    ]
+}
+
+fn check_python_written(
+    got: Result<Vec<NamedTensor>>,
+    f16: Result<Vec<NamedTensor>>,
+    bf16: Result<Vec<NamedTensor>>,
+) {
     let got = got.expect("a file written by Python's safetensors loads");
     let want = expected();
     assert_eq!(got.len(), want.len());
@@ -42,11 +67,30 @@ fn check_python_written(got: Result<Vec<NamedTensor>>, f16: Result<Vec<NamedTens
         assert_eq!((t.name.as_str(), &t.shape), (*name, shape));
         assert_eq!(bits(&t.data), bits(data), "{name}");
     }
-    let e = f16.unwrap_err();
+    for (file, (name, data)) in [f16, bf16].into_iter().zip(expected_half()) {
+        let file = file.expect("a float16 or bfloat16 file loads");
+        assert_eq!(file.len(), 1);
+        assert_eq!(
+            (file[0].name.as_str(), &file[0].shape[..]),
+            (name, &[3, 2][..])
+        );
+        assert_eq!(bits(&file[0].data), bits(&data), "{name}");
+    }
+}
+
+/// A dtype that is neither F32, F16 nor BF16 is refused, naming it.
+#[test]
+fn other_dtypes_are_refused_by_name() {
+    let data = [0u8; 8];
+    let header = r#"{"d":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}}"#;
+    let mut file = (header.len() as u64).to_le_bytes().to_vec();
+    file.extend_from_slice(header.as_bytes());
+    file.extend_from_slice(&data);
+    let e = safetensors_io::from_bytes(&file).unwrap_err();
     assert!(matches!(e, Error::BadFile { .. }), "{e}");
     assert!(
         e.to_string()
-            .contains("tensor `half` has dtype F16; only F32 is supported"),
+            .contains("tensor `d` has dtype F64; only F32, F16 and BF16 are supported"),
         "{e}"
     );
 }
@@ -57,6 +101,7 @@ fn committed_files_written_by_python_load_exactly() {
     check_python_written(
         safetensors_io::load(&d.join("numpy_written.safetensors")),
         safetensors_io::load(&d.join("numpy_f16.safetensors")),
+        safetensors_io::load(&d.join("handmade_bf16.safetensors")),
     );
 }
 
@@ -103,6 +148,7 @@ fn live_round_trips_with_python() {
     check_python_written(
         safetensors_io::load(&dir.join("numpy_written.safetensors")),
         safetensors_io::load(&dir.join("numpy_f16.safetensors")),
+        safetensors_io::load(&dir.join("handmade_bf16.safetensors")),
     );
     // We write, Python reads: names, shapes and every bit.
     let w: Vec<f32> = (0..24).map(|i| (i as f32 * 0.7).sin() * 1e3).collect();

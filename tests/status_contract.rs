@@ -607,8 +607,9 @@ fn checkpoint_without_optimizer_needs_a_context_without_one() {
 }
 
 /// Parameter names clash (given or automatic) with INVALID_ARGUMENT; a
-/// safetensors load refuses a damaged file (CHECKPOINT_CORRUPT), another
-/// model's file (CHECKPOINT_MISMATCH) and an empty path (INVALID_ARGUMENT).
+/// safetensors load, of one file or of a sharded checkpoint's index, refuses
+/// a damaged file (CHECKPOINT_CORRUPT), another model's file
+/// (CHECKPOINT_MISMATCH) and an empty path (INVALID_ARGUMENT).
 #[test]
 fn parameter_name_and_safetensors_statuses() {
     let docs = docs();
@@ -642,6 +643,25 @@ fn parameter_name_and_safetensors_statuses() {
     std::fs::write(&path, &bytes[..bytes.len() - 1]).unwrap();
     let st = ag_safetensors_load(c, cpath.as_ptr());
     expect(&docs, "ag_safetensors_load", st, "CHECKPOINT_CORRUPT");
+    // A sharded checkpoint's index: an empty path, a shard damaged (the
+    // file above), another model's tensors.
+    std::fs::write(&path, &bytes).unwrap();
+    let index = env.dir.join("model.safetensors.index.json");
+    std::fs::write(&index, r#"{"weight_map": {"param.1": "m.safetensors"}}"#).unwrap();
+    let cindex = CString::new(index.to_str().unwrap()).unwrap();
+    ok(ag_safetensors_load_index(c, cindex.as_ptr()));
+    let st = ag_safetensors_load_index(c, c"".as_ptr());
+    expect(&docs, "ag_safetensors_load_index", st, "INVALID_ARGUMENT");
+    let st = ag_safetensors_load_index(fx.ctx, cindex.as_ptr());
+    expect(
+        &docs,
+        "ag_safetensors_load_index",
+        st,
+        "CHECKPOINT_MISMATCH",
+    );
+    std::fs::write(&path, &bytes[..bytes.len() - 1]).unwrap();
+    let st = ag_safetensors_load_index(c, cindex.as_ptr());
+    expect(&docs, "ag_safetensors_load_index", st, "CHECKPOINT_CORRUPT");
     ok(ag_context_free(&mut c));
 }
 
@@ -1349,6 +1369,9 @@ fn every_documented_status_is_provoked() {
         ("ag_safetensors_load", "INVALID_ARGUMENT"),
         ("ag_safetensors_load", "CHECKPOINT_MISMATCH"),
         ("ag_safetensors_load", "CHECKPOINT_CORRUPT"),
+        ("ag_safetensors_load_index", "INVALID_ARGUMENT"),
+        ("ag_safetensors_load_index", "CHECKPOINT_MISMATCH"),
+        ("ag_safetensors_load_index", "CHECKPOINT_CORRUPT"),
     ];
     for (f, s) in targeted {
         seen.entry(f.to_string()).or_default().insert(s.to_string());

@@ -482,9 +482,9 @@ bool dist_load_data(const char *path, struct dataset *d, char *err, size_t errle
 
 ag_status dist_safetensors_load(ag_context *ctx, const char *path)
 {
-    if (g_world == 1) return ag_safetensors_load(ctx, path);
+    if (g_world == 1) return init_weights_load(ctx, path);
     int32_t st = AG_STATUS_OK;
-    if (g_rank == 0) st = ag_safetensors_load(ctx, path);
+    if (g_rank == 0) st = init_weights_load(ctx, path);
     MPI_Bcast(&st, 1, MPI_INT32_T, 0, MPI_COMM_WORLD);
     if (st != AG_STATUS_OK) return st; /* rank 0's context holds the message */
     /* Every rank built the same parameters in the same order: send each. */
@@ -604,7 +604,7 @@ bool dist_load_data(const char *path, struct dataset *d, char *err, size_t errle
 
 ag_status dist_safetensors_load(ag_context *ctx, const char *path)
 {
-    return ag_safetensors_load(ctx, path);
+    return init_weights_load(ctx, path);
 }
 
 ag_status dist_checkpoint_peek(ag_context *ctx, const char *path, uint8_t *user, size_t cap,

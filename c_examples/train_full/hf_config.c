@@ -402,6 +402,17 @@ static int apply_llama(struct config *cfg, const char *cfg_path, const struct hf
     return 0;
 }
 
+/* The index transformers writes beside the shards of a sharded checkpoint. */
+#define SHARD_INDEX "model.safetensors.index.json"
+
+ag_status init_weights_load(ag_context *ctx, const char *path)
+{
+    size_t n = strlen(path), k = strlen(".index.json");
+    if (n >= k && strcmp(path + n - k, ".index.json") == 0)
+        return ag_safetensors_load_index(ctx, path);
+    return ag_safetensors_load(ctx, path);
+}
+
 int init_from_config(struct config *cfg, char *file, char *err, size_t errlen)
 {
     const char *from = cfg->init_from;
@@ -409,12 +420,17 @@ int init_from_config(struct config *cfg, char *file, char *err, size_t errlen)
     struct stat st;
     char dir[PATH_CAP];
     if (stat(from, &st) == 0 && S_ISDIR(st.st_mode)) {
-        if (strlen(from) + sizeof "/model.safetensors" > PATH_CAP) {
-            snprintf(err, errlen, "--init-from: path longer than %d bytes", PATH_CAP - 32);
+        if (strlen(from) + sizeof "/" SHARD_INDEX > PATH_CAP) {
+            snprintf(err, errlen, "--init-from: path longer than %d bytes", PATH_CAP - 40);
             return EXIT_USAGE;
         }
         snprintf(dir, sizeof dir, "%s", from);
+        /* As transformers does: one model.safetensors if there is one, else
+           the index of a sharded checkpoint. */
         path_join(file, dir, "model.safetensors");
+        char index[PATH_CAP];
+        path_join(index, dir, SHARD_INDEX);
+        if (access(file, F_OK) != 0 && access(index, F_OK) == 0) memcpy(file, index, PATH_CAP);
     } else {
         if (strlen(from) >= PATH_CAP) {
             snprintf(err, errlen, "--init-from: path longer than %d bytes", PATH_CAP - 1);

@@ -337,11 +337,15 @@ extern volatile sig_atomic_t g_stop_signal;
 
 int run(struct trainer *tr);
 /* --init-from DIR or FILE (hf_config.c): the safetensors file to load
- * (DIR/model.safetensors for a folder, written into `file`, PATH_CAP
- * bytes), and for --arch llama the model's sizes from config.json beside
+ * (for a folder DIR/model.safetensors, or if it has none the index of a
+ * sharded checkpoint, DIR/model.safetensors.index.json; written into
+ * `file`, PATH_CAP bytes), and for --arch llama the model's sizes from config.json beside
  * it, if there is one: it sets each model flag not given and must agree
  * with each one given. 0, or EXIT_USAGE having said why. */
 int init_from_config(struct config *cfg, char *file, char *err, size_t errlen);
+/* Loads --init-from's weights: the shards an index (*.index.json) names,
+ * through ag_safetensors_load_index, or one safetensors file. */
+ag_status init_weights_load(ag_context *ctx, const char *path);
 /* --score (score.c): prints loss, logits, gradient norm and the loss
  * after one SGD step of --data's first T + 1 tokens. 0 or an exit status. */
 int score(struct trainer *tr);

@@ -94,13 +94,21 @@ pub fn run_safetensors_load(data: &[u8]) -> ag_status {
     let section = &data[8 + header_len..];
     let mut at = 0;
     for &(_, n) in &m.params {
-        let bytes: Vec<u8> = loaded[at..at + n]
-            .iter()
-            .flat_map(|b| b.to_le_bytes())
-            .collect();
+        let want = &loaded[at..at + n];
+        let bytes: Vec<u8> = want.iter().flat_map(|b| b.to_le_bytes()).collect();
         at += n;
+        // As float32 bytes, or as float16 or bfloat16 ones converted.
+        let halves = |decode: fn(u16) -> u32| {
+            section.windows(2 * n).any(|w| {
+                w.chunks_exact(2)
+                    .map(|b| decode(u16::from_le_bytes([b[0], b[1]])))
+                    .eq(want.iter().copied())
+            })
+        };
         assert!(
-            section.windows(bytes.len()).any(|w| w == bytes),
+            section.windows(bytes.len()).any(|w| w == bytes)
+                || halves(f16_bits)
+                || halves(|h| u32::from(h) << 16),
             "a loaded parameter is not in the file's data section"
         );
     }
@@ -120,6 +128,21 @@ pub fn run_safetensors_load(data: &[u8]) -> ag_status {
     st
 }
 
+/// The float32 bits of a binary16 value, from its definition (sign,
+/// 2^(e-15) * 1.m, or 2^-14 * 0.m when e is 0); NaNs keep their payload in
+/// the mantissa's top bits.
+fn f16_bits(h: u16) -> u32 {
+    let sign = if h & 0x8000 != 0 { -1.0f64 } else { 1.0 };
+    let (e, m) = (i32::from(h >> 10 & 0x1f), f64::from(h & 0x3ff));
+    let v = match e {
+        0 => sign * m * 2f64.powi(-24),
+        31 if m == 0.0 => sign * f64::INFINITY,
+        31 => return u32::from(h & 0x8000) << 16 | 0x7f80_0000 | u32::from(h & 0x3ff) << 13,
+        _ => sign * (1024.0 + m) * 2f64.powi(e - 25),
+    };
+    (v as f32).to_bits()
+}
+
 /// A safetensors file written by hand: 8-byte header length, the JSON
 /// header, the data.
 fn handmade(header: &str, data: &[u8]) -> Vec<u8> {
@@ -133,8 +156,18 @@ fn handmade(header: &str, data: &[u8]) -> Vec<u8> {
 pub fn safetensors_seeds() -> Vec<(&'static str, Vec<u8>)> {
     let m = Model::new(&CKPT_SHAPES, SeedOptimizer::AdamW);
     let other = Model::new(&[&[4, 3], &[4], &[2, 2, 2]], SeedOptimizer::None);
-    let f16 = handmade(
-        r#"{"param.0":{"dtype":"F16","shape":[4,3],"data_offsets":[0,24]}}"#,
+    // The model's parameters as float16, bfloat16 and float32 (loaded).
+    let halves = handmade(
+        concat!(
+            r#"{"param.0":{"dtype":"F16","shape":[4,3],"data_offsets":[0,24]},"#,
+            r#""param.1":{"dtype":"BF16","shape":[3],"data_offsets":[24,30]},"#,
+            r#""param.2":{"dtype":"F32","shape":[2,2,2],"data_offsets":[30,62]}}"#
+        ),
+        &(0..62u8).map(|b| b.wrapping_mul(37)).collect::<Vec<u8>>(),
+    );
+    // A dtype that is not converted (refused).
+    let i16 = handmade(
+        r#"{"param.0":{"dtype":"I16","shape":[4,3],"data_offsets":[0,24]}}"#,
         &[0u8; 24],
     );
     let with_metadata = handmade(
@@ -149,7 +182,8 @@ pub fn safetensors_seeds() -> Vec<(&'static str, Vec<u8>)> {
     vec![
         ("seed_saved", saved_bytes(&m)),
         ("seed_other_shape", saved_bytes(&other)),
-        ("seed_f16", f16),
+        ("seed_f16", halves),
+        ("seed_i16", i16),
         ("seed_metadata_unsorted", with_metadata),
     ]
 }

@@ -149,15 +149,17 @@ pub extern "C" fn ag_safetensors_save(ctx: *mut ag_context, path: *const c_char)
 /// Fills every parameter with the tensor of the same name from the
 /// safetensors file at `path`. The file is read and checked completely
 /// before any parameter changes: on any error nothing changes. It must hold
-/// exactly the model's parameters, each float32 (F32) with the parameter's
-/// shape (a scalar of shape [] does not fill a parameter of shape [1]).
+/// exactly the model's parameters, each with the parameter's shape (a
+/// scalar of shape [] does not fill a parameter of shape [1]), as float32
+/// (F32), or float16 (F16) or bfloat16 (BF16), which are converted to
+/// float32 exactly; F64 is refused rather than rounded.
 /// Only parameter values change; gradients, optimizer state and its step
 /// count are kept. The message of a refusal names the file and the
 /// tensor.
 /// Errors: NULL_ARGUMENT (path), INVALID_ARGUMENT (path empty or not
 /// UTF-8), IO (cannot open or read the file), CHECKPOINT_CORRUPT (not a
 /// valid safetensors file: truncated, damaged, trailing bytes, or a tensor
-/// whose dtype is not F32), CHECKPOINT_MISMATCH (a parameter missing from
+/// whose dtype is not F32, F16 or BF16), CHECKPOINT_MISMATCH (a parameter missing from
 /// the file, a tensor that is not a parameter, a shape that differs),
 /// ALLOCATION_FAILED (the file's tensors do not fit in memory).
 #[unsafe(no_mangle)]
@@ -166,6 +168,38 @@ pub extern "C" fn ag_safetensors_load(ctx: *mut ag_context, path: *const c_char)
     guard(F, ctx, |c| {
         let p = path_arg(F, path)?;
         c.safetensors_load(&p)
+    })
+}
+
+/// Fills every parameter from a sharded checkpoint, as `transformers`
+/// saves large models: `path` is its
+/// `model.safetensors.index.json`, whose `"weight_map"` object maps each
+/// tensor name to the shard file holding it (a file name in the index's
+/// folder, e.g. model-00001-of-00002.safetensors). Every shard is read and
+/// checked before any parameter changes: on any error nothing changes. At
+/// the end every parameter must have been found, exactly once, in the shard
+/// the map names for it, and every tensor of the shards must be a parameter
+/// listed in the map; dtypes and shapes as for ag_safetensors_load (F32,
+/// F16, BF16). Only parameter values change. The message of a refusal
+/// names the file and the tensor.
+/// Errors: NULL_ARGUMENT (path), INVALID_ARGUMENT (path empty or not
+/// UTF-8), IO (cannot read the index or a shard: a shard the map names is
+/// missing), CHECKPOINT_CORRUPT (the index is not JSON with a
+/// "weight_map" object of strings, or names a tensor twice or a shard
+/// outside its folder; a tensor lies in a shard the map does not name for
+/// it, e.g. in two shards; a tensor of the map is in no shard; a shard is
+/// not a valid safetensors file), CHECKPOINT_MISMATCH (a parameter missing
+/// from the shards, a tensor that is not a parameter, a shape that
+/// differs), ALLOCATION_FAILED (the tensors do not fit in memory).
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_safetensors_load_index(
+    ctx: *mut ag_context,
+    path: *const c_char,
+) -> ag_status {
+    const F: &str = "ag_safetensors_load_index";
+    guard(F, ctx, |c| {
+        let p = path_arg(F, path)?;
+        c.safetensors_load_index(&p)
     })
 }
 

@@ -16,8 +16,10 @@
 //!   the header describes, so a corrupt length field, an endless file or a
 //!   huge one cannot make it allocate gigabytes. It refuses truncated
 //!   files, trailing bytes, invalid JSON, overlapping or out-of-range
-//!   offsets, duplicate names and every dtype but F32, each with a message
-//!   naming the tensor and the problem (status CHECKPOINT_CORRUPT).
+//!   offsets, duplicate names and every dtype but F32, F16 and BF16, each
+//!   with a message naming the tensor and the problem (status
+//!   CHECKPOINT_CORRUPT). F16 and BF16 tensors, as `transformers` often
+//!   saves them, become f32 exactly; F64 is refused rather than rounded.
 //! * [`Context::safetensors_save`] and [`Context::safetensors_load`] write
 //!   and fill a context's parameters by name.
 
@@ -287,30 +289,27 @@ fn parse(
             counts.push((name, i64::from_le_bytes(b.try_into().unwrap_or([0; 8]))));
             continue;
         }
-        if info.dtype != Dtype::F32 {
+        let Some(decode) = decoder(info.dtype) else {
             return Err(bad(
                 op,
                 path,
                 format!(
-                    "tensor `{name}` has dtype {:?}; only F32 is supported (convert with e.g. numpy's astype(float32))",
+                    "tensor `{name}` has dtype {:?}; only F32, F16 and BF16 are supported (convert with e.g. numpy's astype(float32))",
                     info.dtype
                 ),
             ));
-        }
+        };
         let (begin, end) = info.data_offsets;
         let bytes = &data[begin..end];
+        let width = info.dtype.bitsize() / 8;
         let mut values = Vec::new();
         values
-            .try_reserve_exact(bytes.len() / 4)
+            .try_reserve_exact(bytes.len() / width)
             .map_err(|_| Error::AllocationFailed {
                 op,
-                bytes: bytes.len(),
+                bytes: bytes.len() / width * 4,
             })?;
-        values.extend(
-            bytes
-                .chunks_exact(4)
-                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-        );
+        values.extend(bytes.chunks_exact(width).map(decode));
         out.push(NamedTensor {
             name,
             shape: info.shape.clone(),
@@ -320,13 +319,52 @@ fn parse(
     Ok(out)
 }
 
-/// Reads a safetensors file of f32 tensors, in file order (writers, this
+/// How one element of `dtype` becomes an f32, for the dtypes loaded: each
+/// conversion is exact (every f16 and bf16 value is an f32). F64 is
+/// refused rather than rounded, so a loaded value is always the file's.
+fn decoder(dtype: Dtype) -> Option<fn(&[u8]) -> f32> {
+    match dtype {
+        Dtype::F32 => Some(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+        Dtype::F16 => Some(|b| f16_to_f32(u16::from_le_bytes([b[0], b[1]]))),
+        Dtype::BF16 => Some(|b| bf16_to_f32(u16::from_le_bytes([b[0], b[1]]))),
+        _ => None,
+    }
+}
+
+/// The f32 of a bfloat16: its bits are the f32's upper half.
+fn bf16_to_f32(h: u16) -> f32 {
+    f32::from_bits(u32::from(h) << 16)
+}
+
+/// The f32 of an IEEE binary16, bit for bit: the sign kept (-0.0 too),
+/// subnormals normalised, infinities kept, NaN payloads kept in the
+/// mantissa's top bits.
+fn f16_to_f32(h: u16) -> f32 {
+    let sign = u32::from(h & 0x8000) << 16;
+    let exp = u32::from(h >> 10) & 0x1f;
+    let man = u32::from(h) & 0x3ff;
+    let bits = match (exp, man) {
+        (0, 0) => sign,
+        (0, _) => {
+            // Subnormal: value man * 2^-24. Shift the leading one up to
+            // the implicit bit; each shift lowers the exponent by one.
+            let shift = man.leading_zeros() - 21;
+            let exp32 = 127 - 15 + 1 - shift;
+            sign | (exp32 << 23) | ((man << shift) & 0x3ff) << 13
+        }
+        (0x1f, _) => sign | 0x7f80_0000 | man << 13,
+        _ => sign | (exp + 127 - 15) << 23 | man << 13,
+    };
+    f32::from_bits(bits)
+}
+
+/// Reads a safetensors file of F32, F16 or BF16 tensors as f32, in file order (writers, this
 /// one included, sort them by name), validated as
 /// described in the module docs. Memory is bounded by what the file
 /// really holds: nothing is allocated from a length field before it is
 /// checked against the limit and the file's size. Errors: Io (cannot
 /// open or read), BadFile (truncated, corrupt, trailing bytes, duplicate
-/// name, dtype other than F32), AllocationFailed.
+/// name, dtype other than F32, F16 or BF16), AllocationFailed.
 pub fn load(path: &Path) -> Result<Vec<NamedTensor>> {
     load_with(path, None)
 }
@@ -470,7 +508,8 @@ impl Context {
     /// parameters: a parameter missing from the file, a tensor the model
     /// does not have, or a shape that differs is refused with
     /// [`Error::Mismatch`] naming the tensor; a truncated or damaged file
-    /// or a dtype other than F32 with [`Error::BadFile`]; an unreadable one
+    /// or a dtype other than F32, F16 or BF16 (those two are converted
+    /// exactly) with [`Error::BadFile`]; an unreadable one
     /// with [`Error::Io`]. Only parameter values change (gradients,
     /// optimizer state and step count are kept). A context with running
     /// statistics needs them in the file too (under the names
@@ -554,5 +593,8 @@ impl Context {
 }
 
 mod buffers;
+mod sharded;
+#[cfg(test)]
+mod sharded_tests;
 #[cfg(test)]
 mod tests;

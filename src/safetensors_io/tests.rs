@@ -21,7 +21,7 @@ fn is_bad(r: Result<Vec<NamedTensor>>, needle: &str) {
 }
 
 /// Builds a file from a raw header (padded to 8 bytes) and data bytes.
-fn raw(header: &str, data: &[u8]) -> Vec<u8> {
+pub(super) fn raw(header: &str, data: &[u8]) -> Vec<u8> {
     let mut h = header.as_bytes().to_vec();
     h.resize(h.len().next_multiple_of(8), b' ');
     let mut out = (h.len() as u64).to_le_bytes().to_vec();
@@ -143,10 +143,17 @@ fn malformed_headers_are_refused_with_the_reason() {
     );
     is_bad(
         from_bytes(&raw(
-            r#"{"a":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}}"#,
+            r#"{"a":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}}"#,
+            &[0; 8],
+        )),
+        "tensor `a` has dtype F64; only F32, F16 and BF16 are supported",
+    );
+    is_bad(
+        from_bytes(&raw(
+            r#"{"a":{"dtype":"I32","shape":[1],"data_offsets":[0,4]}}"#,
             &one,
         )),
-        "tensor `a` has dtype F16; only F32 is supported",
+        "tensor `a` has dtype I32; only F32, F16 and BF16",
     );
     is_bad(
         from_bytes(&raw(&format!("{{\"a\":{{{t}:[0,8]}}}}"), &[0; 8])),
@@ -224,4 +231,100 @@ fn save_is_atomic_and_io_errors_leave_no_temporary() {
     let left: Vec<_> = std::fs::read_dir(&d).unwrap().collect();
     assert_eq!(left.len(), 1, "{left:?}");
     std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// binary16's value by its definition, in f64 arithmetic: (-1)^s * 2^-14 *
+/// m/1024 for exponent 0, (-1)^s * 2^(e-15) * (1 + m/1024) otherwise.
+fn f16_reference(h: u16) -> f64 {
+    let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
+    let e = i32::from((h >> 10) & 0x1f);
+    let m = f64::from(h & 0x3ff);
+    match e {
+        0 => sign * m / 1024.0 * 2f64.powi(-14),
+        31 if m == 0.0 => sign * f64::INFINITY,
+        31 => f64::NAN,
+        _ => sign * (1.0 + m / 1024.0) * 2f64.powi(e - 15),
+    }
+}
+
+#[test]
+fn every_f16_converts_exactly() {
+    for h in 0..=u16::MAX {
+        let got = f16_to_f32(h);
+        let want = f16_reference(h);
+        if want.is_nan() {
+            assert!(got.is_nan(), "{h:#06x}: {got}");
+            // The payload stays in the mantissa's top bits, the sign too.
+            let payload = u32::from(h & 0x3ff) << 13;
+            assert_eq!(got.to_bits() & 0x007f_ffff, payload, "{h:#06x}");
+            assert_eq!(got.is_sign_negative(), h & 0x8000 != 0, "{h:#06x}");
+        } else {
+            // f32 -> f64 is exact, so this compares the exact values; the
+            // sign of zero is compared apart.
+            assert_eq!(f64::from(got), want, "{h:#06x}");
+            assert_eq!(got.is_sign_negative(), h & 0x8000 != 0, "{h:#06x}");
+        }
+    }
+}
+
+#[test]
+fn bf16_spot_values() {
+    for (h, want) in [
+        (0x0000u16, 0.0f32),
+        (0x3f80, 1.0),
+        (0xc000, -2.0),
+        (0x3e20, 0.15625),
+        (0x7f7f, 255.0 * 2f32.powi(120)), // largest finite
+        (0x0080, f32::MIN_POSITIVE),
+        (0x0001, 2f32.powi(-133)),         // smallest subnormal
+        (0x007f, 127.0 * 2f32.powi(-133)), // largest subnormal
+        (0x7f80, f32::INFINITY),
+        (0xff80, f32::NEG_INFINITY),
+    ] {
+        assert_eq!(bf16_to_f32(h), want, "{h:#06x}");
+    }
+    assert_eq!(bf16_to_f32(0x7f7f), 3.389_531_4e38); // f32's shortest text of it
+    assert_eq!(bf16_to_f32(0x8000).to_bits(), 0x8000_0000); // -0.0
+    for nan in [0x7fc0u16, 0x7f81, 0xffc1] {
+        assert!(bf16_to_f32(nan).is_nan(), "{nan:#06x}");
+        assert_eq!(bf16_to_f32(nan).to_bits(), u32::from(nan) << 16);
+    }
+}
+
+/// F16 and BF16 tensors load as f32 beside F32 ones, in one file.
+#[test]
+fn half_precision_tensors_load_as_f32() {
+    let h: Vec<u8> = [0x3c00u16, 0xc400, 0x0001, 0x7c00]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let b: Vec<u8> = [0x3f80u16, 0xbfc0]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let mut data = h.clone();
+    data.extend_from_slice(&b);
+    data.extend_from_slice(&0.5f32.to_le_bytes());
+    let file = raw(
+        concat!(
+            r#"{"h":{"dtype":"F16","shape":[2,2],"data_offsets":[0,8]},"#,
+            r#""b":{"dtype":"BF16","shape":[2],"data_offsets":[8,12]},"#,
+            r#""f":{"dtype":"F32","shape":[],"data_offsets":[12,16]}}"#
+        ),
+        &data,
+    );
+    let got = from_bytes(&file).unwrap();
+    let by = |n: &str| got.iter().find(|t| t.name == n).unwrap();
+    assert_eq!(by("h").shape, [2, 2]);
+    assert_eq!(by("h").data, [1.0, -4.0, 2f32.powi(-24), f32::INFINITY]);
+    assert_eq!(by("b").data, [1.0, -1.5]);
+    assert_eq!(by("f").data, [0.5]);
+    // A half-precision range of the wrong size is refused like an F32 one.
+    is_bad(
+        from_bytes(&raw(
+            r#"{"h":{"dtype":"F16","shape":[3],"data_offsets":[0,8]}}"#,
+            &[0; 8],
+        )),
+        "tensor `h`: shape [3] of F16 does not fit data_offsets [0, 8]",
+    );
 }

@@ -1091,6 +1091,21 @@ c_functions! {
             ag_safetensors_load(ctx, sp)
         }),
     }
+    ag_safetensors_load_index {
+        fuzz: SAFETENSORS_LOAD_INDEX,
+        null: call(ag_safetensors_load_index(n, path.as_ptr())),
+        contract: call({
+            let sp = CString::new(
+                env.dir
+                    .join(if a.null { "missing/x.json" } else { "x.json" })
+                    .to_str()
+                    .unwrap(),
+            )
+            .unwrap();
+            let sp = if n == 0 { null() } else { sp.as_ptr() };
+            ag_safetensors_load_index(ctx, sp)
+        }),
+    }
     ag_param_set_weight_decay {
         fuzz: PARAM_SET_WEIGHT_DECAY,
         null: call(ag_param_set_weight_decay(n, p, false)),

@@ -199,6 +199,11 @@ ids! {
     ROPE = 0xBD;
     /// ag_attention_gqa of q, k and v handles.
     ATTENTION_GQA = 0xB5;
+    /// ag_safetensors_load_index of a sharded copy of a context's own
+    /// save (two float32 shards), of an index that disagrees with its
+    /// shards in a way the input picks (a shard missing, a tensor in both,
+    /// not JSON), or of a bad path.
+    SAFETENSORS_LOAD_INDEX = 0xB6;
 
     // Convolution and pooling (ops.rs).
     /// ag_conv2d of x, w and a bias handle (or none) with the stride,

@@ -20,6 +20,7 @@ mod model;
 mod norm;
 mod ops;
 mod sampler;
+mod sharded;
 mod tensors;
 mod tokenizer;
 mod training;
@@ -245,6 +246,7 @@ impl<'a> FfiOps<'a> {
             ids::PARAM_INIT => self.param_init(),
             ids::PARAM_SET_WEIGHT_DECAY => self.param_set_weight_decay(),
             ids::SAFETENSORS_SAVE_LOAD => self.safetensors_save_load(),
+            ids::SAFETENSORS_LOAD_INDEX => self.safetensors_load_index(),
             ids::SET_RECOMPUTE => self.set_recompute(),
             ids::SEGMENT_BEGIN => self.segment_begin(),
             ids::SEGMENT_END => self.segment_end(),
