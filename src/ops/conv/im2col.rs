@@ -394,7 +394,8 @@ const SUM_LANES: usize = 16;
 /// The sum of `rows` in f64: element k of a row adds into lane
 /// k % [`SUM_LANES`] (rows one after another, each from its lane 0), and
 /// the lanes are added pairwise at the end. A fixed order, set by the
-/// shape alone.
+/// shape alone, whatever the vector width.
+#[inline(always)]
 fn channel_sum<'a>(rows: impl Iterator<Item = &'a [f32]>) -> f64 {
     let mut acc = [0.0f64; SUM_LANES];
     for row in rows {
@@ -442,7 +443,7 @@ pub(crate) fn backward_conv2d(
             let rows = dy
                 .chunks_exact(d.image_out())
                 .map(|img| &img[co * l..][..l]);
-            *dbv = (*dbv as f64 + channel_sum(rows)) as f32;
+            *dbv = (*dbv as f64 + crate::simd::dispatch!(channel_sum(rows))) as f32;
         }
     }
     if let Some(dw) = ctx.grad_of(iw) {
