@@ -7,11 +7,12 @@
 //! gradients add images in order on one thread, so the bits do not depend
 //! on the thread count.
 
-use super::{ConvGeom, nchw};
+use super::geometry::{Taps, nchw};
 use crate::arena::Buf;
 use crate::blas::{Gemm, sgemm_on};
 use crate::context::Context;
 use crate::kernels::fastmath;
+use crate::ops::ConvGeom;
 use crate::pool::{self, Pool};
 
 /// Most image tasks a convolution is cut into: each holds its own columns.
@@ -69,6 +70,11 @@ impl Dims {
     /// of a column row reads input pixel p plus a constant.
     fn shifts_planes(&self) -> bool {
         self.stride == [1, 1] && self.wo == self.w
+    }
+    /// The output columns whose tap at column offset `dj` lands inside
+    /// the input.
+    fn col_taps(&self, dj: usize) -> Taps {
+        Taps::along(self.w, self.wo, self.stride[1], self.pad[1], dj)
     }
     /// Output pixels per image.
     fn l(&self) -> usize {
@@ -137,7 +143,7 @@ fn im2col(d: &Dims, x: &[f32], col: &mut [f32]) {
                     shifted_row(d, plane, row, di, dj);
                     continue;
                 }
-                let cols = Taps::new(d, dj);
+                let cols = d.col_taps(dj);
                 for (oh, out) in row.chunks_exact_mut(d.wo).enumerate() {
                     let ih = (oh * d.stride[0] + di).wrapping_sub(d.pad[0]);
                     if ih >= d.h {
@@ -169,7 +175,7 @@ fn im2col(d: &Dims, x: &[f32], col: &mut [f32]) {
 fn shifted_row(d: &Dims, plane: &[f32], row: &mut [f32], di: usize, dj: usize) {
     let w = d.w;
     let rows = Taps::along(d.h, d.ho, 1, d.pad[0], di);
-    let cols = Taps::new(d, dj);
+    let cols = d.col_taps(dj);
     let shift = (di as isize - d.pad[0] as isize) * w as isize + dj as isize - d.pad[1] as isize;
     // Output positions of the valid rows whose source is inside the plane
     // (the first and last may read across a row edge: zeroed below).
@@ -190,35 +196,6 @@ fn shifted_row(d: &Dims, plane: &[f32], row: &mut [f32], di: usize, dj: usize) {
     }
 }
 
-/// The output positions whose kernel tap at offset `tap` lands inside the
-/// input (not in the padding) along one axis: `lo..hi`, reading input
-/// positions `first`, `first + stride`, ...
-pub(super) struct Taps {
-    pub lo: usize,
-    pub hi: usize,
-    pub first: usize,
-}
-
-impl Taps {
-    /// Along an axis of `len` inputs and `out_len` outputs.
-    pub fn along(len: usize, out_len: usize, stride: usize, pad: usize, tap: usize) -> Taps {
-        // i = o stride + tap - pad is in 0..len for o in lo..hi.
-        let lo = pad.saturating_sub(tap).div_ceil(stride);
-        let hi = (len + pad)
-            .saturating_sub(tap)
-            .div_ceil(stride)
-            .min(out_len);
-        let lo = lo.min(hi);
-        // No tap inside: nothing is read, and `first` must stay in bounds.
-        let first = if lo < hi { lo * stride + tap - pad } else { 0 };
-        Taps { lo, hi, first }
-    }
-
-    fn new(d: &Dims, dj: usize) -> Taps {
-        Taps::along(d.w, d.wo, d.stride[1], d.pad[1], dj)
-    }
-}
-
 /// The adjoint of [`im2col`]: adds each column entry into the input pixel
 /// it was read from (`dx`: `[C, H, W]`), in a fixed order. Inlined into
 /// [`dispatch`](crate::simd::dispatch)ed callers: its rows are short.
@@ -231,7 +208,7 @@ fn col2im(d: &Dims, col: &[f32], dx: &mut [f32]) {
             for j in 0..d.kw {
                 let row = rows.next().expect("col holds C kH kW rows");
                 let (di, dj) = (i * d.dilation[0], j * d.dilation[1]);
-                let cols = Taps::new(d, dj);
+                let cols = d.col_taps(dj);
                 for (oh, src) in row.chunks_exact(d.wo).enumerate() {
                     let ih = (oh * d.stride[0] + di).wrapping_sub(d.pad[0]);
                     if ih >= d.h {

@@ -2,11 +2,11 @@
 //! Windows follow PyTorch: a window starts at `o * stride - pad`, is
 //! clipped to the input, and (ceil mode) may run past the padding.
 
-use super::im2col::Taps;
-use super::{PoolGeom, nchw};
+use super::geometry::{Taps, nchw};
 use crate::arena::Buf;
 use crate::context::Context;
 use crate::kernels::fastmath;
+use crate::ops::PoolGeom;
 use crate::pool::{self, Pool};
 
 /// A pooling task: (first plane, planes, its parts of the written buffers).
