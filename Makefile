@@ -141,13 +141,17 @@ cnn: $(DEPS_STAMP) $(BUILD)/cnn $(FASHION_DATA)
 test-cnn: $(BUILD)/cnn $(FASHION_DATA)
 	@bash scripts/test_cnn.sh $(BUILD)/cnn $(FASHION_DIR)
 
+## cnn-long: 20 epochs (6,400 images each); fails unless memory stays flat
+cnn-long: $(BUILD)/cnn $(FASHION_DATA)
+	@bash scripts/test_cnn.sh $(BUILD)/cnn $(FASHION_DIR) --long
+
 ## cnn-valgrind: a few cnn steps, evaluation and checkpoint under memcheck
 cnn-valgrind: $(BUILD)/cnn $(FASHION_DATA)
 	OPENBLAS_NUM_THREADS=1 $(VALGRIND) $(BUILD)/cnn --data $(FASHION_DIR) \
 		--out $(BUILD)/cnn-valgrind --epochs 1 --subset 256 --batch 64 --test-subset 100 \
 		--channels 8,16 --hidden 32 --warmup 2 --threads 1
 
-.PHONY: cnn test-cnn cnn-valgrind
+.PHONY: cnn test-cnn cnn-long cnn-valgrind
 
 # ---- Bayesian inference: build/nuts (c_examples/nuts/: models sampled by
 # the library's ag_nuts_run), its posteriordb checks and the

@@ -12,13 +12,45 @@
 #     without and with batch norm (whose running statistics it holds too);
 #  3. a truncated images file, a label out of range and a labels file in the
 #     images' place are refused with exit 2 and a message saying which, as are bad flags.
-# Usage: scripts/test_cnn.sh BUILD/cnn DATA_DIR
+# With --long (`make cnn-long`), instead: 20 epochs of the default network
+# on the first 6,400 training images each (1,000 steps), each scored on the
+# first 1,000 test images, must keep memory flat: the anonymous resident
+# memory (heap, arena, stacks; not library code paging in) after epoch 20
+# at most 1024 KiB above its value after epoch 1, and the arena high-water
+# mark unchanged; the figures are printed.
+# Usage: scripts/test_cnn.sh BUILD/cnn DATA_DIR [--long]
 set -euo pipefail
 CNN=${1:-build/cnn}
 DATA=${2:-/usr/share/datasets/fashion-mnist}
 FLOOR=0.70
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+
+if [ "${3:-}" = --long ]; then
+    epochs=20
+    echo "== cnn-long: $epochs epochs of 6,400 images, memory after each"
+    t0=$(date +%s)
+    "$CNN" --data "$DATA" --out "$tmp/long" --epochs "$epochs" --subset 6400 \
+        --test-subset 1000 --log-every 1000 >"$tmp/long.log"
+    grep -E '^(epoch|memory)' "$tmp/long.log"
+    mem() { sed -n "s/^memory epoch=$1 .*$2=\([0-9]*\).*/\1/p" "$tmp/long.log"; }
+    warm=$(mem 1 anon_kb) end=$(mem "$epochs" anon_kb)
+    hw1=$(mem 1 arena_high_water_bytes) hw=$(mem "$epochs" arena_high_water_bytes)
+    rss1=$(mem 1 rss_kb) rss=$(mem "$epochs" rss_kb)
+    if [ -z "$warm" ] || [ -z "$end" ] || [ -z "$hw1" ] || [ -z "$hw" ]; then
+        echo "FAIL cnn-long: no memory line for epoch 1 or $epochs" >&2
+        exit 1
+    fi
+    growth=$((end - warm))
+    echo "cnn-long: anon_kb epoch 1 $warm, epoch $epochs $end (growth $growth KiB, max 1024);" \
+        "rss_kb $rss1 -> $rss; arena high-water $hw1 -> $hw bytes; wall $(($(date +%s) - t0)) s"
+    if [ "$growth" -gt 1024 ] || [ "$hw1" != "$hw" ]; then
+        echo "FAIL cnn-long: memory is not flat over $epochs epochs" >&2
+        exit 1
+    fi
+    echo "PASS cnn-long"
+    exit 0
+fi
 
 echo "== test-cnn: 1 epoch on 6,400 images, accuracy floor $FLOOR"
 "$CNN" --data "$DATA" --out "$tmp/short" --epochs 1 --subset 6400 --test-subset 2000 \

@@ -527,6 +527,11 @@ static int run(struct trainer *tr)
                    epoch_ms / 1000.0, epoch_ms / (double)epoch_steps);
             /* A whole epoch from its first batch: steps only, no data or evaluation. */
             if (cfg->bench && epoch_steps == per_epoch) printf("cnn_epoch_ms %.0f\n", epoch_ms);
+            /* After the evaluation too: `make cnn-long` checks these stay flat. */
+            ag_memory_stats_t mem = {0};
+            ag_memory_stats(tr->ctx, &mem);
+            printf("memory epoch=%" PRIu64 " rss_kb=%ld anon_kb=%ld arena_high_water_bytes=%llu\n",
+                   s.epoch, rss_kb(), anon_kb(), (unsigned long long)mem.arena_high_water_bytes);
             fflush(stdout);
             rc = write_plot(tr, total);
             if (rc != 0) return rc;

@@ -7,11 +7,12 @@
 //! gradients add images in order on one thread, so the bits do not depend
 //! on the thread count.
 
-use super::{ConvGeom, nchw};
+use super::geometry::{Taps, nchw};
 use crate::arena::Buf;
 use crate::blas::{Gemm, sgemm_on};
 use crate::context::Context;
 use crate::kernels::fastmath;
+use crate::ops::ConvGeom;
 use crate::pool::{self, Pool};
 
 /// Most image tasks a convolution is cut into: each holds its own columns.
@@ -64,6 +65,16 @@ impl Dims {
     /// Rows of one group's columns: the GEMM's inner dimension.
     fn k_group(&self) -> usize {
         self.k_all() / self.groups
+    }
+    /// Stride 1 and an output as wide as the input: then output pixel p
+    /// of a column row reads input pixel p plus a constant.
+    fn shifts_planes(&self) -> bool {
+        self.stride == [1, 1] && self.wo == self.w
+    }
+    /// The output columns whose tap at column offset `dj` lands inside
+    /// the input.
+    fn col_taps(&self, dj: usize) -> Taps {
+        Taps::along(self.w, self.wo, self.stride[1], self.pad[1], dj)
     }
     /// Output pixels per image.
     fn l(&self) -> usize {
@@ -122,12 +133,17 @@ pub(crate) fn col_len(
 fn im2col(d: &Dims, x: &[f32], col: &mut [f32]) {
     let l = d.l();
     let mut rows = col.chunks_exact_mut(l);
+    let shifted = d.shifts_planes();
     for plane in x.chunks_exact(d.h * d.w) {
         for i in 0..d.kh {
             for j in 0..d.kw {
                 let row = rows.next().expect("col holds C kH kW rows");
                 let (di, dj) = (i * d.dilation[0], j * d.dilation[1]);
-                let cols = Taps::new(d, dj);
+                if shifted {
+                    shifted_row(d, plane, row, di, dj);
+                    continue;
+                }
+                let cols = d.col_taps(dj);
                 for (oh, out) in row.chunks_exact_mut(d.wo).enumerate() {
                     let ih = (oh * d.stride[0] + di).wrapping_sub(d.pad[0]);
                     if ih >= d.h {
@@ -152,37 +168,38 @@ fn im2col(d: &Dims, x: &[f32], col: &mut [f32]) {
     }
 }
 
-/// The output positions whose kernel tap at offset `tap` lands inside the
-/// input (not in the padding) along one axis: `lo..hi`, reading input
-/// positions `first`, `first + stride`, ...
-pub(super) struct Taps {
-    pub lo: usize,
-    pub hi: usize,
-    pub first: usize,
-}
-
-impl Taps {
-    /// Along an axis of `len` inputs and `out_len` outputs.
-    pub fn along(len: usize, out_len: usize, stride: usize, pad: usize, tap: usize) -> Taps {
-        // i = o stride + tap - pad is in 0..len for o in lo..hi.
-        let lo = pad.saturating_sub(tap).div_ceil(stride);
-        let hi = (len + pad)
-            .saturating_sub(tap)
-            .div_ceil(stride)
-            .min(out_len);
-        let lo = lo.min(hi);
-        // No tap inside: nothing is read, and `first` must stay in bounds.
-        let first = if lo < hi { lo * stride + tap - pad } else { 0 };
-        Taps { lo, hi, first }
+/// One row of [`im2col`] when [`Dims::shifts_planes`]: output pixel p
+/// reads input pixel p + shift wherever its tap (offset `di`, `dj`) lands
+/// inside the input, so the row is one long copy of the plane, then zeros
+/// in the output rows and columns whose tap lands in the padding.
+fn shifted_row(d: &Dims, plane: &[f32], row: &mut [f32], di: usize, dj: usize) {
+    let w = d.w;
+    let rows = Taps::along(d.h, d.ho, 1, d.pad[0], di);
+    let cols = d.col_taps(dj);
+    let shift = (di as isize - d.pad[0] as isize) * w as isize + dj as isize - d.pad[1] as isize;
+    // Output positions of the valid rows whose source is inside the plane
+    // (the first and last may read across a row edge: zeroed below).
+    let start = ((rows.lo * w) as isize).max(-shift);
+    let end = ((rows.hi * w) as isize).min((d.h * w) as isize - shift);
+    if start >= end {
+        row.fill(0.0);
+        return;
     }
-
-    fn new(d: &Dims, dj: usize) -> Taps {
-        Taps::along(d.w, d.wo, d.stride[1], d.pad[1], dj)
+    let (start, end) = (start as usize, end as usize);
+    let from = start.wrapping_add_signed(shift);
+    row[..start].fill(0.0);
+    row[start..end].copy_from_slice(&plane[from..][..end - start]);
+    row[end..].fill(0.0);
+    for out in row[rows.lo * w..rows.hi * w].chunks_exact_mut(w) {
+        out[..cols.lo].fill(0.0);
+        out[cols.hi..].fill(0.0);
     }
 }
 
 /// The adjoint of [`im2col`]: adds each column entry into the input pixel
-/// it was read from (`dx`: `[C, H, W]`), in a fixed order.
+/// it was read from (`dx`: `[C, H, W]`), in a fixed order. Inlined into
+/// [`dispatch`](crate::simd::dispatch)ed callers: its rows are short.
+#[inline(always)]
 fn col2im(d: &Dims, col: &[f32], dx: &mut [f32]) {
     let l = d.l();
     let mut rows = col.chunks_exact(l);
@@ -191,7 +208,7 @@ fn col2im(d: &Dims, col: &[f32], dx: &mut [f32]) {
             for j in 0..d.kw {
                 let row = rows.next().expect("col holds C kH kW rows");
                 let (di, dj) = (i * d.dilation[0], j * d.dilation[1]);
-                let cols = Taps::new(d, dj);
+                let cols = d.col_taps(dj);
                 for (oh, src) in row.chunks_exact(d.wo).enumerate() {
                     let ih = (oh * d.stride[0] + di).wrapping_sub(d.pad[0]);
                     if ih >= d.h {
@@ -289,7 +306,9 @@ pub(crate) fn forward_conv2d(
     }
 }
 
-/// dx of the images of one task: `dx` and `dy` hold those images.
+/// dx of the images of one task: `dx` and `dy` hold those images. With
+/// `fresh`, `dx` holds stale values: each image is zeroed just before its
+/// columns fold into it, while it is in cache.
 fn dx_images(
     d: &Dims,
     pool: Option<&Pool>,
@@ -297,6 +316,7 @@ fn dx_images(
     col: &mut [f32],
     dy: &[f32],
     w: &[f32],
+    fresh: bool,
 ) {
     let (kg, l, cog) = (d.k_group(), d.l(), d.cout_group());
     // col_g [K, L] = W_g^T [K, C_out/G] @ dY_g [C_out/G, L].
@@ -311,7 +331,10 @@ fn dx_images(
             let cg = &mut col[grp * kg * l..][..kg * l];
             sgemm_on(pool, g, 1.0, wg, dyg, 0.0, cg);
         }
-        col2im(d, &col[..d.k_all() * l], dxi);
+        if fresh {
+            dxi.fill(0.0);
+        }
+        crate::simd::dispatch!(col2im(d, &col[..d.k_all() * l], dxi));
     }
 }
 
@@ -341,6 +364,38 @@ fn weight_grad_images(
     }
 }
 
+/// Lanes of [`channel_sum`]'s accumulators: two AVX-512 vectors of f64,
+/// so the adds of one lane do not wait on each other.
+const SUM_LANES: usize = 16;
+
+/// The sum of `rows` in f64: element k of a row adds into lane
+/// k % [`SUM_LANES`] (rows one after another, each from its lane 0), and
+/// the lanes are added pairwise at the end. A fixed order, set by the
+/// shape alone, whatever the vector width.
+#[inline(always)]
+fn channel_sum<'a>(rows: impl Iterator<Item = &'a [f32]>) -> f64 {
+    let mut acc = [0.0f64; SUM_LANES];
+    for row in rows {
+        let mut chunks = row.chunks_exact(SUM_LANES);
+        for chunk in &mut chunks {
+            for (a, &v) in acc.iter_mut().zip(chunk) {
+                *a += v as f64;
+            }
+        }
+        for (a, &v) in acc.iter_mut().zip(chunks.remainder()) {
+            *a += v as f64;
+        }
+    }
+    let mut width = SUM_LANES;
+    while width > 1 {
+        width /= 2;
+        for k in 0..width {
+            acc[k] += acc[k + width];
+        }
+    }
+    acc[0]
+}
+
 /// Adds the gradients of x, w and the bias. The column buffer is rewritten:
 /// first each image's columns again (for dW), then the columns' gradient.
 pub(crate) fn backward_conv2d(
@@ -361,14 +416,11 @@ pub(crate) fn backward_conv2d(
     let (ex, ew) = (ctx.entry(ix), ctx.entry(iw));
     if let Some(db) = bias.and_then(|b| ctx.grad_of(b)) {
         let ([db], [dy]) = ctx.access([db], [dout]);
-        // Each channel's sum over images and pixels, in f64, in order.
         for (co, dbv) in db.iter_mut().enumerate() {
-            let sum: f64 = dy
+            let rows = dy
                 .chunks_exact(d.image_out())
-                .flat_map(|img| &img[co * l..][..l])
-                .map(|&v| v as f64)
-                .sum();
-            *dbv = (*dbv as f64 + sum) as f32;
+                .map(|img| &img[co * l..][..l]);
+            *dbv = (*dbv as f64 + crate::simd::dispatch!(channel_sum(rows))) as f32;
         }
     }
     if let Some(dw) = ctx.grad_of(iw) {
@@ -395,17 +447,17 @@ pub(crate) fn backward_conv2d(
             }
         }
     }
-    if let Some(dx) = ctx.grad_of(ix) {
+    if let Some((dx, fresh)) = ctx.grad_to_overwrite(ix) {
         let tasks = image_tasks(d.n, d.macs_per_image());
         let (pool, [dx, col], [dy, w]) = ctx.access_on(par, [dx, col], [dout, ew.data]);
         if tasks == 1 {
-            return dx_images(&d, pool, dx, col, dy, w);
+            return dx_images(&d, pool, dx, col, dy, w, fresh);
         }
         let parts =
             fastmath::row_parts(dx, d.image_in(), tasks).zip(col.chunks_exact_mut(d.k_all() * l));
         fastmath::run_parts(pool, parts, &|i, (dx, col)| {
             let dy = &dy[pool::task_range(d.n, tasks, i).start * d.image_out()..];
-            dx_images(&d, None, dx, col, dy, w)
+            dx_images(&d, None, dx, col, dy, w, fresh)
         });
     }
 }
@@ -421,7 +473,7 @@ mod tests {
         for (h, w) in [(1, 1), (3, 5), (6, 4), (7, 7)] {
             for (kh, kw) in [(1, 1), (2, 3), (3, 3)] {
                 for stride in [[1, 1], [2, 1], [1, 3], [2, 2]] {
-                    for pad in [[0, 0], [1, 2], [2, 1]] {
+                    for pad in [[0, 0], [1, 1], [1, 2], [2, 1]] {
                         for dilation in [[1, 1], [2, 2], [1, 3]] {
                             let out = |side: usize, k: usize, a: usize| {
                                 let span = dilation[a] * (k - 1) + 1;
@@ -464,8 +516,9 @@ mod tests {
 
     #[test]
     fn columns_and_their_adjoint_match_the_definition() {
-        let mut checked = 0;
+        let (mut checked, mut shifted) = (0, 0);
         for d in geometries() {
+            shifted += d.shifts_planes() as usize;
             let x: Vec<f32> = (0..d.c * d.h * d.w).map(|v| v as f32 + 1.0).collect();
             let mut col = vec![f32::NAN; d.k_all() * d.l()];
             im2col(&d, &x, &mut col);
@@ -497,5 +550,9 @@ mod tests {
             checked += 1;
         }
         assert!(checked > 200, "only {checked} geometries");
+        assert!(
+            shifted > 20,
+            "only {shifted} geometries copy shifted planes"
+        );
     }
 }

@@ -9,11 +9,13 @@
 //! overwrites it with the columns' gradient and folds that back (col2im).
 //! One-dimensional convolution is the two-dimensional one with H = 1.
 
+mod geometry;
 mod im2col;
 mod pool;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use geometry::nchw;
 pub(crate) use im2col::{backward_conv2d, forward_conv2d};
 pub(crate) use pool::{
     backward_avg_pool2d, backward_global_avg_pool2d, backward_max_pool2d, forward_avg_pool2d,
@@ -101,15 +103,6 @@ pub(crate) fn out_len(
         n -= 1;
     }
     Some(n)
-}
-
-/// The four dims of an NCHW input, or of an NCL one read as N, C, 1, L.
-pub(crate) fn nchw(s: Shape) -> [usize; 4] {
-    match *s.dims() {
-        [n, c, h, w] => [n, c, h, w],
-        [n, c, l] => [n, c, 1, l],
-        _ => unreachable!("conv and pool records hold 3-D or 4-D inputs"),
-    }
 }
 
 impl Context {

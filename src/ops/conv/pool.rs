@@ -2,11 +2,11 @@
 //! Windows follow PyTorch: a window starts at `o * stride - pad`, is
 //! clipped to the input, and (ceil mode) may run past the padding.
 
-use super::im2col::Taps;
-use super::{PoolGeom, nchw};
+use super::geometry::{Taps, nchw};
 use crate::arena::Buf;
 use crate::context::Context;
 use crate::kernels::fastmath;
+use crate::ops::PoolGeom;
 use crate::pool::{self, Pool};
 
 /// A pooling task: (first plane, planes, its parts of the written buffers).
@@ -130,6 +130,16 @@ impl Windows {
     fn plane(&self) -> usize {
         self.h * self.w
     }
+
+    /// 2x2 windows at stride 2, no padding, each inside the input (the
+    /// common pooling, which has its own kernels).
+    fn is_inner_2x2(&self) -> bool {
+        self.kernel == [2, 2]
+            && self.stride == [2, 2]
+            && self.pad == [0, 0]
+            && 2 * self.ho <= self.h
+            && 2 * self.wo <= self.w
+    }
 }
 
 /// y = the largest element of each window (NaN wins, as in PyTorch);
@@ -147,14 +157,49 @@ pub(crate) fn forward_max_pool2d(
     let par = ctx.want_pool(win.planes * win.plane());
     let (pool, [y, arg], [x]) = ctx.access_on(par, [eo.data, argmax], [ex.data]);
     let op = win.out_plane();
+    let pairs = win.is_inner_2x2();
     win.run(pool, [y, arg], [op, op], &|first, planes, [y, arg]| {
         let x = &x[first * win.plane()..][..planes * win.plane()];
+        if pairs {
+            return crate::simd::dispatch!(max_planes_2x2(&win, x, y, arg));
+        }
         let rows = y.chunks_exact_mut(win.wo).zip(arg.chunks_exact_mut(win.wo));
         for (r, (y, arg)) in rows.enumerate() {
             let (plane, oh) = (r / win.ho, r % win.ho);
             max_row(&win, &x[plane * win.plane()..][..win.plane()], oh, y, arg);
         }
     });
+}
+
+/// [`max_row`] over whole planes for [`Windows::is_inner_2x2`] windows:
+/// the same taps in the same order, read as pairs, with selects the
+/// vector units run on a whole row at once.
+#[inline(always)]
+fn max_planes_2x2(win: &Windows, x: &[f32], y: &mut [f32], arg: &mut [f32]) {
+    let rows = y.chunks_exact_mut(win.wo).zip(arg.chunks_exact_mut(win.wo));
+    for (r, (y, arg)) in rows.enumerate() {
+        let (plane, oh) = (r / win.ho, r % win.ho);
+        let plane = &x[plane * win.plane()..][..win.plane()];
+        let top = &plane[2 * oh * win.w..][..2 * win.wo];
+        let bottom = &plane[(2 * oh + 1) * win.w..][..2 * win.wo];
+        for ow in 0..win.wo {
+            let (mut m, mut a) = (f32::NEG_INFINITY, 0.0);
+            keep_max(&mut m, &mut a, top[2 * ow], 0.0);
+            keep_max(&mut m, &mut a, top[2 * ow + 1], 1.0);
+            keep_max(&mut m, &mut a, bottom[2 * ow], 2.0);
+            keep_max(&mut m, &mut a, bottom[2 * ow + 1], 3.0);
+            (y[ow], arg[ow]) = (m, a);
+        }
+    }
+}
+
+/// Keeps `v` (window offset `code`) when it beats the running maximum or
+/// is NaN, without a branch: random data would mispredict half of them.
+#[inline(always)]
+fn keep_max(y: &mut f32, arg: &mut f32, v: f32, code: f32) {
+    let take = v > *y || v.is_nan();
+    *y = if take { v } else { *y };
+    *arg = if take { code } else { *arg };
 }
 
 /// One output row of a max pooling: the windows are visited tap by tap,
@@ -181,9 +226,7 @@ fn max_row(win: &Windows, plane: &[f32], oh: usize, y: &mut [f32], arg: &mut [f3
                 .iter_mut()
                 .zip(&mut arg[taps.lo..taps.hi]);
             for ((yv, av), &v) in outs.zip(taken) {
-                if v > *yv || v.is_nan() {
-                    (*yv, *av) = (v, code);
-                }
+                keep_max(yv, av, v, code);
             }
         }
     }
@@ -200,7 +243,7 @@ pub(crate) fn backward_max_pool2d(
     let Some(dout) = ctx.grad_out(out) else {
         return;
     };
-    let Some(dx) = ctx.grad_of(ix) else {
+    let Some((dx, fresh)) = ctx.grad_to_overwrite(ix) else {
         return;
     };
     let win = Windows::new(ctx, ix, out, geom);
@@ -208,14 +251,57 @@ pub(crate) fn backward_max_pool2d(
     let (pool, [dx], [dy, arg]) = ctx.access_on(par, [dx], [dout, argmax]);
     let kw = win.kernel[1] as i64;
     let op = win.out_plane();
+    let pairs = win.is_inner_2x2();
     win.run(pool, [dx], [win.plane()], &|first, planes, [dx]| {
         let (dy, arg) = (&dy[first * op..], &arg[first * op..]);
+        if pairs {
+            let planes = dx.chunks_exact_mut(win.plane());
+            let outs = dy.chunks_exact(op).zip(arg.chunks_exact(op));
+            return crate::simd::dispatch!(for (dx, (dy, arg)) in planes.zip(outs) {
+                scatter_2x2(&win, dx, dy, arg, fresh);
+            });
+        }
+        if fresh {
+            dx.fill(0.0);
+        }
         win.each(planes, |p, o, rs, cs| {
             let off = arg[o] as i64;
             let (ih, iw) = (rs.start + off / kw, cs.start + off % kw);
             dx[p * win.plane() + ih as usize * win.w + iw as usize] += dy[o];
         });
     });
+}
+
+/// One plane of [`backward_max_pool2d`] for [`Windows::is_inner_2x2`]
+/// windows: they do not overlap, so each input element takes its window's
+/// gradient or nothing. With `fresh`, `dx` holds stale values and is
+/// written whole with `=`, as zeroing it and adding would leave it.
+#[inline(always)]
+fn scatter_2x2(win: &Windows, dx: &mut [f32], dy: &[f32], arg: &[f32], fresh: bool) {
+    if fresh && (2 * win.ho != win.h || 2 * win.wo != win.w) {
+        // A last row or column no window covers.
+        dx.fill(0.0);
+    }
+    let rows = dy.chunks_exact(win.wo).zip(arg.chunks_exact(win.wo));
+    for (oh, (dy, arg)) in rows.enumerate() {
+        let (top, bottom) = dx[2 * oh * win.w..][..2 * win.w].split_at_mut(win.w);
+        let pairs = top.chunks_exact_mut(2).zip(bottom.chunks_exact_mut(2));
+        for ((t, b), (&g, &a)) in pairs.zip(dy.iter().zip(arg)) {
+            let (t0, t1) = t.split_at_mut(1);
+            let (b0, b1) = b.split_at_mut(1);
+            let taps = [&mut t0[0], &mut t1[0], &mut b0[0], &mut b1[0]];
+            for (code, d) in taps.into_iter().enumerate() {
+                // Selects, not branches: which tap won is data.
+                let hit = a == code as f32;
+                *d = match (fresh, hit) {
+                    (true, true) => 0.0 + g,
+                    (true, false) => 0.0,
+                    (false, true) => *d + g,
+                    (false, false) => *d,
+                };
+            }
+        }
+    }
 }
 
 /// What a window's sum is divided by: its size up to the padding's edge
@@ -313,5 +399,45 @@ pub(crate) fn backward_global_avg_pool2d(ctx: &mut Context, out: u32, ix: u32) {
     for (plane, &g) in dx.chunks_exact_mut(h * w).zip(dy) {
         let g = g * scale;
         plane.iter_mut().for_each(|d| *d += g);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Windows, max_planes_2x2, max_row};
+
+    #[test]
+    fn the_2x2_kernel_keeps_the_general_rows_choices_with_nan_and_ties() {
+        let win = Windows {
+            planes: 1,
+            h: 4,
+            w: 10,
+            ho: 2,
+            wo: 5,
+            kernel: [2, 2],
+            stride: [2, 2],
+            pad: [0, 0],
+        };
+        assert!(win.is_inner_2x2());
+        let (nan, inf) = (f32::NAN, f32::INFINITY);
+        #[rustfmt::skip]
+        let x = [
+            nan, 1.0, -inf, -inf, 2.0, 2.0, 0.0, nan, -1.0, 3.0,
+            2.0, nan, -inf, -inf, 2.0, 5.0, -0.0, 1.0, 3.0, -2.0,
+            inf, inf, 1.0, 1.0, nan, nan, -inf, 0.0, 4.0, 4.0,
+            1.0, 2.0, 1.0, 1.0, 0.0, inf, -inf, -inf, 4.0, 4.0,
+        ];
+        let (mut y, mut arg) = (vec![0.0; 10], vec![0.0; 10]);
+        max_planes_2x2(&win, &x, &mut y, &mut arg);
+        let (mut want_y, mut want_arg) = (vec![0.0f32; 10], vec![0.0f32; 10]);
+        for oh in 0..2 {
+            let r = oh * 5..oh * 5 + 5;
+            max_row(&win, &x, oh, &mut want_y[r.clone()], &mut want_arg[r]);
+        }
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&y), bits(&want_y));
+        assert_eq!(arg, want_arg);
+        // A window of -inf only points at its first tap.
+        assert_eq!((y[1], arg[1]), (-inf, 0.0));
     }
 }

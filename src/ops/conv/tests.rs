@@ -273,6 +273,8 @@ fn pool_reference(
 fn pool_cases() -> Vec<([usize; 4], Pool2dOptions)> {
     vec![
         ([2, 2, 6, 6], pool_opts(2, 2, 0, false)),
+        // 2x2 windows leaving a last row and column uncovered.
+        ([2, 3, 7, 5], pool_opts(2, 2, 0, false)),
         ([1, 3, 7, 5], pool_opts(3, 2, 1, false)),
         ([1, 2, 7, 7], pool_opts(3, 2, 1, true)),
         ([2, 1, 5, 8], pool_opts(2, 3, 1, true)),
@@ -360,6 +362,29 @@ fn max_pool_gives_a_tied_window_gradient_to_its_first_maximum() {
     let mut g = [0.0f32; 8];
     c.read_grad(x, &mut g).unwrap();
     assert_eq!(g, [0., 1., 1., 0., 0., 0., 0., 0.]);
+}
+
+#[test]
+fn max_pool_gradient_adds_to_one_already_there() {
+    // x feeds the pooling and a sum: its gradient is 1 everywhere plus
+    // the pooling's, which the second op's kernel adds (the slot is not
+    // newborn then) whichever runs first.
+    let xv = [
+        1., 3., 3., 0., 5., 3., 2., 2., 4., 7., 1., 1., 0., 0., 9., 8.,
+    ];
+    let mut c = Context::new();
+    let x = c.param(&[1, 1, 4, 4], Some(&xv)).unwrap();
+    let y = c.max_pool2d(x, pool_opts(2, 2, 0, false)).unwrap();
+    let sy = c.sum(y).unwrap();
+    let sx = c.sum(x).unwrap();
+    let s = c.add(sy, sx).unwrap();
+    c.backward(s).unwrap();
+    let mut g = [0.0f32; 16];
+    c.read_grad(x, &mut g).unwrap();
+    let want = [
+        1., 1., 2., 1., 2., 1., 1., 1., 1., 2., 1., 1., 1., 1., 2., 1.,
+    ];
+    assert_eq!(g, want);
 }
 
 /// Maximum pooling of spread values: x is mapped to 0.1 x + d with
