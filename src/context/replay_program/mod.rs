@@ -46,7 +46,8 @@
 //! `build` makes a step's program at capture end; `run` replays it.
 
 use crate::arena::Buf;
-use crate::ops::{BinaryFn, MAX_CONCAT, OneOp};
+use crate::context::Context;
+use crate::ops::{BinaryFn, MAX_CONCAT, OneOp, UnaryFn};
 use crate::shape::{MAX_DIMS, Shape};
 
 mod build;
@@ -100,6 +101,38 @@ pub(crate) trait OneKernels {
     fn permute(y: &mut [f32], x: &[f32], shapes: &[Shape; 2], perm: &[u8]);
     /// Its backward: `dx[src(o)] += dout[o]`.
     fn permute_backward(dx: &mut [f32], dout: &[f32], shapes: &[Shape; 2], perm: &[u8]);
+    /// The eager forward of an element-wise op (binary, unary, scale, pow
+    /// or clamp) on table rows `out`, `a` and `b` (`b` read by binary ops
+    /// only): its very entry point, threads and SIMD as it decides.
+    fn forward_rows(ctx: &mut Context, op: OneOp, out: u32, a: u32, b: u32);
+    /// The eager backward kernel of unary op `f` on more than one element
+    /// (table rows `out` and `x`), into `dx` (newborn if `fresh`), once the
+    /// walk has looked up the gradients as `backward_unary` does.
+    fn unary_backward_rows(
+        ctx: &mut Context,
+        dout: Buf,
+        dx: (Buf, bool),
+        out: u32,
+        x: u32,
+        f: UnaryFn,
+    );
+    /// The eager backward kernel of a scale, pow or clamp op over slices.
+    fn map_backward(op: OneOp, dx: &mut [f32], dout: &[f32], x: &[f32]);
+    /// The eager `add_scaled_into` over slices (the equal-shape add and
+    /// sub's backward).
+    fn add_scaled_into(d: &mut [f32], g: &[f32], s: f32, assign: bool);
+    /// The eager broadcasting backward of binary op `f` into its first
+    /// operand's gradient (`into_a`) or its second's; shapes (out, a, b).
+    #[allow(clippy::too_many_arguments)]
+    fn binary_backward(
+        f: BinaryFn,
+        into_a: bool,
+        d: &mut [f32],
+        dout: &[f32],
+        a: &[f32],
+        b: &[f32],
+        shapes: &[Shape; 3],
+    );
 }
 
 /// The most elements of an element-wise op a program runs (its
@@ -116,6 +149,11 @@ enum Kind {
     /// A binary op on up to [`MAXN`] output elements; its operands'
     /// element indices are `Program::bcast[.2]`.
     Bin(BinaryFn, u32),
+    /// An element-wise op (binary, unary, scale, pow or clamp) on more
+    /// than [`MAXN`] elements, run by the eager kernels on whole buffers;
+    /// its operands as the op named them and its shapes are
+    /// `Program::wide[.1]`.
+    Wide(OneOp, u32),
     /// Sum (false) or mean (true) of all elements.
     Sum(bool),
     /// A slice: rows of `row` input elements, `len` taken from `off`.
@@ -147,6 +185,16 @@ enum Kind {
 struct Permute {
     shapes: [Shape; 2],
     perm: [u8; MAX_DIMS],
+}
+
+/// A wide element-wise op's operand rows as the op named them (views
+/// unresolved, for the eager forward, which reads their shapes) and its
+/// shapes: (out, a, b).
+#[derive(Clone, Copy)]
+struct Wide {
+    a: u32,
+    b: u32,
+    shapes: [Shape; 3],
 }
 
 /// A `where`'s condition row and its shapes: (out, cond, a, b).
@@ -204,6 +252,7 @@ struct Row {
 #[derive(Default)]
 struct Side {
     bcast: Vec<Bcast>,
+    wide: Vec<Wide>,
     selects: Vec<Select>,
     joins: Vec<Join>,
     permutes: Vec<Permute>,
