@@ -2,8 +2,8 @@
 //! [`Context::replay`](crate::Context::replay) for a step made of small
 //! ops: one-element ops (a scalar model: binary,
 //! unary, scale, pow or clamp ops on one-element tensors), the same
-//! element-wise ops on a few elements (at most [`MAXN`], broadcasting
-//! included), sums and means over all elements or along one axis,
+//! element-wise ops on a few elements (at most [`MAXN`]) or on more (any
+//! broadcast included), sums and means over all elements or along one axis,
 //! `where`, slices, concats and permutes, on tensors or on reshape views
 //! of them.
 //!
@@ -11,9 +11,13 @@
 //! into flat lists of (op, operand rows), and its backward walk into what
 //! the walk does that does not depend on values: which ops the loss's
 //! gradient reaches, where each planned gradient is born, every gradient
-//! slot's buffer and which rows need a gradient. A binary op on several
+//! slot's buffer and which rows need a gradient. A binary op on a few
 //! elements keeps, per output element, the element of each operand it
-//! reads (its broadcast, resolved once). A view (a reshape: same buffer,
+//! reads (its broadcast, resolved once); an element-wise op on more keeps
+//! its operands' rows and shapes, and runs as its eager path does: the
+//! eager forward entry point on those rows (threads and SIMD as it
+//! decides), the eager backward kernels on the whole buffers once the
+//! program has looked the gradients up in the eager order. A view (a reshape: same buffer,
 //! same gradient slot, same "born" mark as the tensor it views) is
 //! resolved to that tensor once its shape has shaped the op reading it.
 //! A replay then runs the same
@@ -30,8 +34,7 @@
 //! kernel's buffers (capture ran them on the same buffers) and the walk's
 //! flow and table bookkeeping.
 //!
-//! Anything else takes the ordinary path: a step with another op or a
-//! larger element-wise op, a retained activation gradient or a
+//! Anything else takes the ordinary path: a step with another op, a retained activation gradient or a
 //! recomputed segment, a loss that needs no gradient, a view made with
 //! gradients off of a tensor that needs one; and any replay while
 //! a gradient-ready callback is set (the ordinary walk fires it) or a
@@ -135,8 +138,9 @@ pub(crate) trait OneKernels {
     );
 }
 
-/// The most elements of an element-wise op a program runs (its
-/// broadcast indices are bytes); larger ones take the ordinary path.
+/// The most elements of an element-wise op a program runs element by
+/// element (its broadcast indices are bytes); larger ones run the eager
+/// kernels on whole buffers ([`Kind::Wide`]).
 pub(crate) const MAXN: usize = 16;
 
 /// What a recorded op does, resolved at capture.
