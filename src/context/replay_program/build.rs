@@ -156,11 +156,12 @@ impl Program {
                     } else if n_out > MAXN {
                         side.wide.try_reserve(1).ok()?;
                         side.wide.push(Wide {
+                            op,
                             a,
                             b,
                             shapes: [so, shape(a), shape(b)],
                         });
-                        Kind::Wide(op, side.wide.len() as u32 - 1)
+                        Kind::Wide(side.wide.len() as u32 - 1)
                     } else if let OneOp::Binary(f) = op {
                         side.bcast.try_reserve(1).ok()?;
                         side.bcast.push(broadcast(so, shape(a), shape(b)));

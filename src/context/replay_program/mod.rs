@@ -155,9 +155,9 @@ enum Kind {
     Bin(BinaryFn, u32),
     /// An element-wise op (binary, unary, scale, pow or clamp) on more
     /// than [`MAXN`] elements, run by the eager kernels on whole buffers;
-    /// its operands as the op named them and its shapes are
-    /// `Program::wide[.1]`.
-    Wide(OneOp, u32),
+    /// the op, its operands as the op named them and its shapes are
+    /// `Program::wide[.0]` (kept there: a step stays small).
+    Wide(u32),
     /// Sum (false) or mean (true) of all elements.
     Sum(bool),
     /// A slice: rows of `row` input elements, `len` taken from `off`.
@@ -191,11 +191,12 @@ struct Permute {
     perm: [u8; MAX_DIMS],
 }
 
-/// A wide element-wise op's operand rows as the op named them (views
+/// A wide element-wise op: the op, its operand rows as the op named them (views
 /// unresolved, for the eager forward, which reads their shapes) and its
 /// shapes: (out, a, b).
 #[derive(Clone, Copy)]
 struct Wide {
+    op: OneOp,
     a: u32,
     b: u32,
     shapes: [Shape; 3],

@@ -88,10 +88,7 @@ impl Program {
                     }
                 });
             }
-            Kind::Wide(op, k) => {
-                let w = &side.wide[k as usize];
-                K::forward_rows(ctx, op, s.out, w.a, w.b);
-            }
+            Kind::Wide(k) => Self::forward_wide::<K>(ctx, side, s, k),
             Kind::Sum(mean) => {
                 let v = K::sum(ctx.read_only(data(s.a)), mean);
                 ctx.access_one(data(s.out))[0] = v;
@@ -182,13 +179,26 @@ impl Program {
         }
     }
 
+    /// The forward of an element-wise op on more than `MAXN` elements: its
+    /// eager entry point on its own rows.
+    // Cold and out of line: a scalar model's op loop keeps its small match.
+    #[cold]
+    #[inline(never)]
+    fn forward_wide<K: OneKernels>(ctx: &mut Context, side: &Side, s: Step1, k: u32) {
+        let w = &side.wide[k as usize];
+        K::forward_rows(ctx, w.op, s.out, w.a, w.b);
+    }
+
     /// The backward of an element-wise op on more than `MAXN` elements:
     /// the gradients looked up in the eager path's order (so the "born"
     /// marks change as there), then its kernels on the whole buffers.
-    fn backward_wide<K: OneKernels>(&mut self, ctx: &mut Context, s: Step1, op: OneOp, k: u32) {
+    // Cold and out of line: a scalar model's walk keeps its small match.
+    #[cold]
+    #[inline(never)]
+    fn backward_wide<K: OneKernels>(&mut self, ctx: &mut Context, s: Step1, k: u32) {
         let w = self.side.wide[k as usize];
         let (va, vb) = (self.rows[s.a as usize].data, self.rows[s.b as usize].data);
-        match op {
+        match w.op {
             OneOp::Binary(f) => {
                 let Some(dout) = self.grad_out(ctx, s.out) else {
                     return;
@@ -336,7 +346,7 @@ impl Program {
                 }
             }
             Kind::Bin(f, k) => self.backward_bin::<K>(ctx, s, f, k),
-            Kind::Wide(op, k) => self.backward_wide::<K>(ctx, s, op, k),
+            Kind::Wide(k) => self.backward_wide::<K>(ctx, s, k),
             Kind::Sum(mean) => {
                 let (Some(dx), Some(dout)) = (self.grad_of(ctx, s.a), self.grad_out(ctx, s.out))
                 else {
