@@ -1,5 +1,6 @@
-//! The replay program's coverage beyond element ops: slices, sums and
-//! means along an axis, `where`, concat, permutes and reshape views. Each model is
+//! The replay program's coverage beyond small element ops: slices, sums
+//! and means along an axis, `where`, concat, permutes, reshape views and
+//! element-wise ops on hundreds of elements. Each model is
 //! captured once and must get a program (`step_has_program`, a
 //! `test-hooks` entry); its replays, with new inputs and moved parameters,
 //! must give the eager path's loss and every gradient element bit for bit
@@ -256,6 +257,28 @@ fn views(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
     c.reshape(l3, &[1]).unwrap()
 }
 
+/// Element-wise ops over 300 data points, more than a program's small
+/// ops hold (a posterior's vector part): the data minus a scalar and over
+/// another's exp, squared, times a row-broadcast parameter [20] on the
+/// data seen as [15, 20], plus an equal-shape one, maps, a sum.
+fn wide(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
+    let (mu, sig, w, r) = (p[0], p[1], p[2], p[3]);
+    let z = c.sub(x, mu).unwrap();
+    let s = c.exp(sig).unwrap();
+    let z = c.div(z, s).unwrap();
+    let z2 = c.mul(z, z).unwrap();
+    let zr = c.reshape(z2, &[15, 20]).unwrap();
+    let y = c.mul(zr, r).unwrap(); // [15, 20]
+    let yf = c.reshape(y, &[300]).unwrap();
+    let y = c.add(yf, w).unwrap();
+    let y = c.tanh(y).unwrap();
+    let y = c.pow(y, 2.0).unwrap();
+    let y = c.clamp(y, 0.01, 0.9).unwrap();
+    let y = c.scale(y, -0.5).unwrap();
+    let l = c.sum(y).unwrap();
+    c.sub(l, sig).unwrap()
+}
+
 fn main() {
     same_bits("garch T=60", &[&[1], &[1], &[1], &[1]], &[60], garch);
     same_bits("axis sums", &[&[2, 3, 2], &[40, 50]], &[6], axis_sums);
@@ -268,5 +291,6 @@ fn main() {
     );
     same_bits("views", &[&[2, 3], &[6]], &[6], views);
     same_bits("permutes", &[&[2, 3, 2], &[30, 40]], &[12], permutes);
+    same_bits("wide", &[&[1], &[1], &[300], &[20]], &[300], wide);
     println!("replay_coverage: all passed");
 }

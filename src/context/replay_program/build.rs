@@ -1,9 +1,10 @@
 //! Building a step's program at capture end: each recorded op resolved to
-//! its kind and operand rows, broadcasts to element indices, and what the
+//! its kind and operand rows, small broadcasts to element indices (larger
+//! element-wise ops keep their shapes), and what the
 //! backward walk does that does not depend on values. Its own room: it
 //! runs once per captured step and decides whether there is a program.
 
-use super::{Bcast, Join, Kind, MAXN, Permute, Program, Row, Select, Side, Step1};
+use super::{Bcast, Join, Kind, MAXN, Permute, Program, Row, Select, Side, Step1, Wide};
 use crate::arena::{Buf, Storage};
 use crate::context::Context;
 use crate::ops::{MAX_CONCAT, OneOp, ReplayForm};
@@ -153,7 +154,14 @@ impl Program {
                     let kind = if n_out == 1 && shape(a).numel() == 1 && shape(b).numel() == 1 {
                         Kind::One(op)
                     } else if n_out > MAXN {
-                        return None;
+                        side.wide.try_reserve(1).ok()?;
+                        side.wide.push(Wide {
+                            op,
+                            a,
+                            b,
+                            shapes: [so, shape(a), shape(b)],
+                        });
+                        Kind::Wide(side.wide.len() as u32 - 1)
                     } else if let OneOp::Binary(f) = op {
                         side.bcast.try_reserve(1).ok()?;
                         side.bcast.push(broadcast(so, shape(a), shape(b)));

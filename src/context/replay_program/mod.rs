@@ -2,8 +2,8 @@
 //! [`Context::replay`](crate::Context::replay) for a step made of small
 //! ops: one-element ops (a scalar model: binary,
 //! unary, scale, pow or clamp ops on one-element tensors), the same
-//! element-wise ops on a few elements (at most [`MAXN`], broadcasting
-//! included), sums and means over all elements or along one axis,
+//! element-wise ops on a few elements (at most [`MAXN`]) or on more (any
+//! broadcast included), sums and means over all elements or along one axis,
 //! `where`, slices, concats and permutes, on tensors or on reshape views
 //! of them.
 //!
@@ -11,9 +11,13 @@
 //! into flat lists of (op, operand rows), and its backward walk into what
 //! the walk does that does not depend on values: which ops the loss's
 //! gradient reaches, where each planned gradient is born, every gradient
-//! slot's buffer and which rows need a gradient. A binary op on several
+//! slot's buffer and which rows need a gradient. A binary op on a few
 //! elements keeps, per output element, the element of each operand it
-//! reads (its broadcast, resolved once). A view (a reshape: same buffer,
+//! reads (its broadcast, resolved once); an element-wise op on more keeps
+//! its operands' rows and shapes, and runs as its eager path does: the
+//! eager forward entry point on those rows (threads and SIMD as it
+//! decides), the eager backward kernels on the whole buffers once the
+//! program has looked the gradients up in the eager order. A view (a reshape: same buffer,
 //! same gradient slot, same "born" mark as the tensor it views) is
 //! resolved to that tensor once its shape has shaped the op reading it.
 //! A replay then runs the same
@@ -30,8 +34,7 @@
 //! kernel's buffers (capture ran them on the same buffers) and the walk's
 //! flow and table bookkeeping.
 //!
-//! Anything else takes the ordinary path: a step with another op or a
-//! larger element-wise op, a retained activation gradient or a
+//! Anything else takes the ordinary path: a step with another op, a retained activation gradient or a
 //! recomputed segment, a loss that needs no gradient, a view made with
 //! gradients off of a tensor that needs one; and any replay while
 //! a gradient-ready callback is set (the ordinary walk fires it) or a
@@ -46,7 +49,8 @@
 //! `build` makes a step's program at capture end; `run` replays it.
 
 use crate::arena::Buf;
-use crate::ops::{BinaryFn, MAX_CONCAT, OneOp};
+use crate::context::Context;
+use crate::ops::{BinaryFn, MAX_CONCAT, OneOp, UnaryFn};
 use crate::shape::{MAX_DIMS, Shape};
 
 mod build;
@@ -100,10 +104,43 @@ pub(crate) trait OneKernels {
     fn permute(y: &mut [f32], x: &[f32], shapes: &[Shape; 2], perm: &[u8]);
     /// Its backward: `dx[src(o)] += dout[o]`.
     fn permute_backward(dx: &mut [f32], dout: &[f32], shapes: &[Shape; 2], perm: &[u8]);
+    /// The eager forward of an element-wise op (binary, unary, scale, pow
+    /// or clamp) on table rows `out`, `a` and `b` (`b` read by binary ops
+    /// only): its very entry point, threads and SIMD as it decides.
+    fn forward_rows(ctx: &mut Context, op: OneOp, out: u32, a: u32, b: u32);
+    /// The eager backward kernel of unary op `f` on more than one element
+    /// (table rows `out` and `x`), into `dx` (newborn if `fresh`), once the
+    /// walk has looked up the gradients as `backward_unary` does.
+    fn unary_backward_rows(
+        ctx: &mut Context,
+        dout: Buf,
+        dx: (Buf, bool),
+        out: u32,
+        x: u32,
+        f: UnaryFn,
+    );
+    /// The eager backward kernel of a scale, pow or clamp op over slices.
+    fn map_backward(op: OneOp, dx: &mut [f32], dout: &[f32], x: &[f32]);
+    /// The eager `add_scaled_into` over slices (the equal-shape add and
+    /// sub's backward).
+    fn add_scaled_into(d: &mut [f32], g: &[f32], s: f32, assign: bool);
+    /// The eager broadcasting backward of binary op `f` into its first
+    /// operand's gradient (`into_a`) or its second's; shapes (out, a, b).
+    #[allow(clippy::too_many_arguments)]
+    fn binary_backward(
+        f: BinaryFn,
+        into_a: bool,
+        d: &mut [f32],
+        dout: &[f32],
+        a: &[f32],
+        b: &[f32],
+        shapes: &[Shape; 3],
+    );
 }
 
-/// The most elements of an element-wise op a program runs (its
-/// broadcast indices are bytes); larger ones take the ordinary path.
+/// The most elements of an element-wise op a program runs element by
+/// element (its broadcast indices are bytes); larger ones run the eager
+/// kernels on whole buffers ([`Kind::Wide`]).
 pub(crate) const MAXN: usize = 16;
 
 /// What a recorded op does, resolved at capture.
@@ -116,6 +153,11 @@ enum Kind {
     /// A binary op on up to [`MAXN`] output elements; its operands'
     /// element indices are `Program::bcast[.2]`.
     Bin(BinaryFn, u32),
+    /// An element-wise op (binary, unary, scale, pow or clamp) on more
+    /// than [`MAXN`] elements, run by the eager kernels on whole buffers;
+    /// the op, its operands as the op named them and its shapes are
+    /// `Program::wide[.0]` (kept there: a step stays small).
+    Wide(u32),
     /// Sum (false) or mean (true) of all elements.
     Sum(bool),
     /// A slice: rows of `row` input elements, `len` taken from `off`.
@@ -147,6 +189,17 @@ enum Kind {
 struct Permute {
     shapes: [Shape; 2],
     perm: [u8; MAX_DIMS],
+}
+
+/// A wide element-wise op: the op, its operand rows as the op named them (views
+/// unresolved, for the eager forward, which reads their shapes) and its
+/// shapes: (out, a, b).
+#[derive(Clone, Copy)]
+struct Wide {
+    op: OneOp,
+    a: u32,
+    b: u32,
+    shapes: [Shape; 3],
 }
 
 /// A `where`'s condition row and its shapes: (out, cond, a, b).
@@ -204,6 +257,7 @@ struct Row {
 #[derive(Default)]
 struct Side {
     bcast: Vec<Bcast>,
+    wide: Vec<Wide>,
     selects: Vec<Select>,
     joins: Vec<Join>,
     permutes: Vec<Permute>,

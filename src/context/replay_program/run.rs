@@ -88,6 +88,7 @@ impl Program {
                     }
                 });
             }
+            Kind::Wide(k) => Self::forward_wide::<K>(ctx, side, s, k),
             Kind::Sum(mean) => {
                 let v = K::sum(ctx.read_only(data(s.a)), mean);
                 ctx.access_one(data(s.out))[0] = v;
@@ -175,6 +176,74 @@ impl Program {
                     d[j] += K::grad_b(f, g, a[i], b[j]);
                 }
             });
+        }
+    }
+
+    /// The forward of an element-wise op on more than `MAXN` elements: its
+    /// eager entry point on its own rows.
+    // Cold and out of line: a scalar model's op loop keeps its small match.
+    #[cold]
+    #[inline(never)]
+    fn forward_wide<K: OneKernels>(ctx: &mut Context, side: &Side, s: Step1, k: u32) {
+        let w = &side.wide[k as usize];
+        K::forward_rows(ctx, w.op, s.out, w.a, w.b);
+    }
+
+    /// The backward of an element-wise op on more than `MAXN` elements:
+    /// the gradients looked up in the eager path's order (so the "born"
+    /// marks change as there), then its kernels on the whole buffers.
+    // Cold and out of line: a scalar model's walk keeps its small match.
+    #[cold]
+    #[inline(never)]
+    fn backward_wide<K: OneKernels>(&mut self, ctx: &mut Context, s: Step1, k: u32) {
+        let w = self.side.wide[k as usize];
+        let (va, vb) = (self.rows[s.a as usize].data, self.rows[s.b as usize].data);
+        match w.op {
+            OneOp::Binary(f) => {
+                let Some(dout) = self.grad_out(ctx, s.out) else {
+                    return;
+                };
+                if let Some(sign) = f.sum_sign()
+                    && s.same
+                {
+                    // a's write first: if a and b share a gradient, a's
+                    // is the newborn one.
+                    let (ga, gb) = (self.grad_to_overwrite(s.a), self.grad_to_overwrite(s.b));
+                    for (grad, k) in [(ga, 1.0), (gb, sign)] {
+                        if let Some((d, fresh)) = grad {
+                            let ([d], [g]) = ctx.access([d], [dout]);
+                            K::add_scaled_into(d, g, k, fresh);
+                        }
+                    }
+                    return;
+                }
+                // One operand at a time (a and b may share a gradient).
+                for (x, into_a) in [(s.a, true), (s.b, false)] {
+                    if let Some(d) = self.grad_of(ctx, x) {
+                        let ([d], [g, a, b]) = ctx.access([d], [dout, va, vb]);
+                        K::binary_backward(f, into_a, d, g, a, b, &w.shapes);
+                    }
+                }
+            }
+            OneOp::Unary(f) => {
+                let Some(dout) = self.grad_out(ctx, s.out) else {
+                    return;
+                };
+                let Some(dx) = self.grad_to_overwrite(s.a) else {
+                    return;
+                };
+                K::unary_backward_rows(ctx, dout, dx, s.out, w.a, f);
+            }
+            op => {
+                // Scale, pow, clamp: both looked up, in this order, as the
+                // eager path does.
+                let (Some(dx), Some(dout)) = (self.grad_of(ctx, s.a), self.grad_out(ctx, s.out))
+                else {
+                    return;
+                };
+                let ([d], [g, x]) = ctx.access([dx], [dout, va]);
+                K::map_backward(op, d, g, x);
+            }
         }
     }
 
@@ -277,6 +346,7 @@ impl Program {
                 }
             }
             Kind::Bin(f, k) => self.backward_bin::<K>(ctx, s, f, k),
+            Kind::Wide(k) => self.backward_wide::<K>(ctx, s, k),
             Kind::Sum(mean) => {
                 let (Some(dx), Some(dout)) = (self.grad_of(ctx, s.a), self.grad_out(ctx, s.out))
                 else {

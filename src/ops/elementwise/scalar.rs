@@ -2,6 +2,7 @@
 //! in the same order, as the general kernels of `binary.rs` and `kernels.rs` (so the same
 //! bits), without their shape handling and SIMD dispatch.
 
+use super::broadcast::binary_backward_into;
 use super::kernels::{
     add_scaled_into, clamp_backward, clamp_forward, max_of, min_of, pow_backward, pow_forward,
     scale_backward, scale_forward, takes_a_max, takes_a_min, unary_backward, unary_forward,
@@ -9,7 +10,7 @@ use super::kernels::{
 use crate::arena::Buf;
 use crate::context::Context;
 use crate::context::OneKernels;
-use crate::ops::{BinaryFn, OneOp};
+use crate::ops::{BinaryFn, OneOp, UnaryFn};
 use crate::shape::Shape;
 use crate::special;
 
@@ -261,6 +262,65 @@ impl OneKernels for ScalarKernels {
     #[inline(always)]
     fn permute_backward(dx: &mut [f32], dout: &[f32], shapes: &[Shape; 2], perm: &[u8]) {
         crate::ops::shape_ops::permute_backward(dx, dout, shapes[0], shapes[1], perm)
+    }
+    fn forward_rows(ctx: &mut Context, op: OneOp, out: u32, a: u32, b: u32) {
+        match op {
+            OneOp::Binary(f) => super::forward_binary(ctx, out, a, b, f),
+            OneOp::Unary(f) => super::forward_unary(ctx, out, a, f),
+            OneOp::Scale(s) => super::forward_scale(ctx, out, a, s),
+            OneOp::Pow(p) => super::forward_pow(ctx, out, a, p),
+            OneOp::Clamp(lo, hi) => super::forward_clamp(ctx, out, a, lo, hi),
+        }
+    }
+    fn unary_backward_rows(
+        ctx: &mut Context,
+        dout: Buf,
+        (dx, fresh): (Buf, bool),
+        out: u32,
+        x: u32,
+        f: UnaryFn,
+    ) {
+        // As `backward_unary` decides it.
+        let assign = fresh && f.assigns_fresh_grad();
+        super::backward_unary_many(ctx, dout, (dx, fresh), out, x, f, assign)
+    }
+    fn map_backward(op: OneOp, dx: &mut [f32], dout: &[f32], x: &[f32]) {
+        match op {
+            // Binary and unary ops have their own paths.
+            OneOp::Binary(_) | OneOp::Unary(_) => {}
+            OneOp::Scale(s) => scale_backward(dx, dout, s),
+            OneOp::Pow(p) => pow_backward(dx, dout, x, p),
+            OneOp::Clamp(lo, hi) => clamp_backward(dx, dout, x, lo, hi),
+        }
+    }
+    fn add_scaled_into(d: &mut [f32], g: &[f32], s: f32, assign: bool) {
+        run_kernel!(g.len(), add_scaled_into(d, g, s, assign));
+    }
+    fn binary_backward(
+        f: BinaryFn,
+        into_a: bool,
+        d: &mut [f32],
+        dout: &[f32],
+        a: &[f32],
+        b: &[f32],
+        shapes: &[Shape; 3],
+    ) {
+        // The eager closures' arithmetic is `grad_a` and `grad_b` (the
+        // one-element path's test pins it), the other operand second.
+        let [so, sa, sb] = *shapes;
+        f.with_const(|f| {
+            if into_a {
+                run_kernel!(
+                    dout.len(),
+                    binary_backward_into(d, dout, a, b, so, sa, sb, |g, x, y| grad_a(f, g, x, y))
+                )
+            } else {
+                run_kernel!(
+                    dout.len(),
+                    binary_backward_into(d, dout, b, a, so, sb, sa, |g, y, x| grad_b(f, g, x, y))
+                )
+            }
+        });
     }
 }
 
