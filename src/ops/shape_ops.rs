@@ -27,47 +27,42 @@ fn strides(s: Shape) -> [usize; MAX_DIMS] {
 
 /// Visits every element of `out` (shape `oshape`) with the offset of the
 /// input element it comes from: out axis i is input axis perm[i].
-fn permute_walk(xshape: Shape, oshape: Shape, perm: &[u8], mut f: impl FnMut(usize, usize)) {
-    let xs = strides(xshape);
-    let nd = oshape.ndim();
-    let mut src_stride = [0usize; MAX_DIMS];
-    for i in 0..nd {
-        src_stride[i] = xs[perm[i] as usize];
-    }
-    let mut idx = [0usize; MAX_DIMS];
-    let mut src = 0usize;
-    for o in 0..oshape.numel() {
-        f(o, src);
-        for d in (0..nd).rev() {
-            idx[d] += 1;
-            src += src_stride[d];
-            if idx[d] < oshape.dims()[d] {
-                break;
-            }
-            src -= src_stride[d] * idx[d];
-            idx[d] = 0;
-        }
-    }
+fn permute_walk(xshape: Shape, oshape: Shape, perm: &[u8], f: impl FnMut(usize, usize)) {
+    walk_leading_axes(xshape, oshape, perm, oshape.ndim(), 1, f);
 }
 
 /// As [`permute_walk`] when the last axis stays last (`perm` ends with
 /// ndim - 1): visits each output row of `oshape.last()` elements with the
 /// offset of its input row, so a head split or merge moves whole rows.
-fn permute_walk_rows(xshape: Shape, oshape: Shape, perm: &[u8], mut f: impl FnMut(usize, usize)) {
+fn permute_walk_rows(xshape: Shape, oshape: Shape, perm: &[u8], f: impl FnMut(usize, usize)) {
     let (nd, run) = (oshape.ndim(), oshape.last());
-    if run == 0 {
+    walk_leading_axes(xshape, oshape, perm, nd - 1, run, f);
+}
+
+/// Walks the first `axes` output axes in row-major order, `step` output
+/// elements apart (the product of the axes after them), with the input
+/// offset each position comes from.
+fn walk_leading_axes(
+    xshape: Shape,
+    oshape: Shape,
+    perm: &[u8],
+    axes: usize,
+    step: usize,
+    mut f: impl FnMut(usize, usize),
+) {
+    if step == 0 {
         return;
     }
     let xs = strides(xshape);
     let mut src_stride = [0usize; MAX_DIMS];
-    for i in 0..nd - 1 {
+    for i in 0..axes {
         src_stride[i] = xs[perm[i] as usize];
     }
     let mut idx = [0usize; MAX_DIMS];
     let mut src = 0usize;
-    for o in (0..oshape.numel()).step_by(run) {
+    for o in (0..oshape.numel()).step_by(step) {
         f(o, src);
-        for d in (0..nd - 1).rev() {
+        for d in (0..axes).rev() {
             idx[d] += 1;
             src += src_stride[d];
             if idx[d] < oshape.dims()[d] {
