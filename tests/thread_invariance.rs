@@ -43,6 +43,25 @@ fn weighted_sum_bits(ctx: &mut Context, out: arenagrad::Tensor, weights: &[f32])
     }
 }
 
+/// Query [b, h, t, d], key and value [b, kv, t, d] parameters, filled
+/// from `random` in that order.
+fn attention_params(
+    ctx: &mut Context,
+    random: &mut impl FnMut(usize) -> Vec<f32>,
+    [b, h, kv, t, d]: [usize; 5],
+) -> (arenagrad::Tensor, arenagrad::Tensor, arenagrad::Tensor) {
+    let q = ctx
+        .param(&[b, h, t, d], Some(&random(b * h * t * d)))
+        .unwrap();
+    let k = ctx
+        .param(&[b, kv, t, d], Some(&random(b * kv * t * d)))
+        .unwrap();
+    let v = ctx
+        .param(&[b, kv, t, d], Some(&random(b * kv * t * d)))
+        .unwrap();
+    (q, k, v)
+}
+
 fn setup(cfg: fn(usize) -> GptConfig) -> (Vec<u8>, [u8; 256], GptConfig) {
     let text = generated_text(120_000);
     let (map, v) = vocabulary(&text);
@@ -252,31 +271,10 @@ const CASES: &[Case] = &[
         let mut rng = Rng(45);
         let mut random = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.normal() as f32).collect() };
         let mut ctx = Context::new();
-        let q = ctx
-            .param(&[b, h, t, d], Some(&random(b * h * t * d)))
-            .unwrap();
-        let k = ctx
-            .param(&[b, kv, t, d], Some(&random(b * kv * t * d)))
-            .unwrap();
-        let v = ctx
-            .param(&[b, kv, t, d], Some(&random(b * kv * t * d)))
-            .unwrap();
+        let (q, k, v) = attention_params(&mut ctx, &mut random, [b, h, kv, t, d]);
         let y = ctx.attention_gqa(q, k, v).unwrap();
-        let w = ctx.tensor(&[b, h, t, d], &random(b * h * t * d)).unwrap();
-        let wy = ctx.mul(y, w).unwrap();
-        let loss = ctx.sum(wy).unwrap();
-        let mut out = Bits {
-            losses: vec![ctx.item(loss).unwrap().to_bits()],
-            grads: vec![],
-            params: vec![],
-        };
-        ctx.backward(loss).unwrap();
-        for x in [q, k, v] {
-            let mut g = vec![0.0; ctx.numel(x).unwrap()];
-            ctx.read_grad(x, &mut g).unwrap();
-            out.grads.extend(g.iter().map(|x| x.to_bits()));
-        }
-        out
+        let weights = random(b * h * t * d);
+        weighted_sum_bits(&mut ctx, y, &weights)
     }),
     // RMSNorm over 2048 rows of 256 (row tasks forward and for dx,
     // column tasks for the weight), then SiLU: forward and backward.
@@ -309,15 +307,7 @@ const CASES: &[Case] = &[
         let mut rng = Rng(47);
         let mut random = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.normal() as f32).collect() };
         let mut ctx = Context::new();
-        let q = ctx
-            .param(&[b, h, t, d], Some(&random(b * h * t * d)))
-            .unwrap();
-        let k = ctx
-            .param(&[b, kv, t, d], Some(&random(b * kv * t * d)))
-            .unwrap();
-        let v = ctx
-            .param(&[b, kv, t, d], Some(&random(b * kv * t * d)))
-            .unwrap();
+        let (q, k, v) = attention_params(&mut ctx, &mut random, [b, h, kv, t, d]);
         let rq = ctx.rope(q, 10000.0, 5).unwrap();
         let rk = ctx.rope(k, 10000.0, 5).unwrap();
         let y = ctx.attention_gqa(rq, rk, v).unwrap();
