@@ -251,6 +251,8 @@ impl FfiOps<'_> {
         c.grad_samples = 1 + u32::from(self.input.u8() % 3);
         c.output_draws = 1 + u32::from(self.input.u8() % 40);
         c.seed = u64::from(self.input.u8());
+        // 0 (the last iterate), the default 0.25, 1 (every iterate).
+        c.average_fraction = [0.0, 0.25, 1.0, 0.25][usize::from(k >> 6) & 3];
         let dim = 1 + usize::from(self.input.u8() % 4);
         let spec = ag_model_spec {
             struct_size: size_of::<ag_model_spec>(),
@@ -275,6 +277,8 @@ impl FfiOps<'_> {
             2 => c.eta = -1.0,
             3 => c.struct_size = 4,
             4 => c.tol_rel_obj = f64::NAN,
+            6 => c.average_fraction = 1.5,
+            7 => c.average_fraction = f64::NAN,
             5 => {
                 c.progress = Some(cancel_after);
                 c.progress_user = &canceller as *const Canceller as *mut c_void;
