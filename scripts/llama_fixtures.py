@@ -26,6 +26,10 @@ context 32, rope_theta 10000, eps 1e-5, untied lm_head) and writes into DIR:
               Float64 means float64 throughout, RoPE's angles too (which
               transformers computes in float32 in any model: see rope_in).
 
+then stores model.safetensors and text.dat as text (model.safetensors.txt,
+text.dat.hex: scripts/fixture_text.py textify, which checks that they
+rebuild byte for byte); the tests rebuild the folder in a temporary one.
+
 The initial weights are wider than transformers' default (std 0.2, not
 0.02) and the norms' weights are not all one, so that attention is far from
 uniform and every weight moves the logits. Needs torch and transformers
@@ -38,6 +42,8 @@ import sys
 
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
+
+import fixture_text
 
 TEXT = b"ROMEO: But soft! what light thro"
 SGD_LR = 0.1
@@ -128,6 +134,7 @@ def main():
             lines.append(f"{tag} {t} " + " ".join(format(v, fmt) for v in row))
     with open(f"{out}/reference.txt", "w") as f:
         f.write("\n".join(lines) + "\n")
+    fixture_text.textify(out)
     print(f"{out}: loss64 {loss64:.9f} loss32 {loss32:.9f} grad_norm64 {norm64:.6f} "
           f"sgd_loss64 {sgd64:.9f}; max |logits32 - logits64| "
           f"{(l32 - l64).abs().max().item():.3g}")

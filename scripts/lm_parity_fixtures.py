@@ -5,7 +5,8 @@ tiny Llama with grouped-query attention and a tiny GPT-2, written by torch
 
 usage: lm_parity_fixtures.py LLAMA_DIR GPT2_DIR
 
-LLAMA_DIR holds scripts/llama_fixtures.py's model (read, not rewritten).
+LLAMA_DIR holds scripts/llama_fixtures.py's model (read, not rewritten; as
+text, rebuilt in a temporary folder by scripts/fixture_text.py).
 GPT2_DIR gets a GPT2LMHeadModel from a fixed seed (2 layers, n_embd 64, 4
 heads, n_inner 256, n_positions 32, a byte vocabulary of 256, gelu_new,
 LayerNorm eps 1e-5, no dropout, lm_head tied to wte, as train_full's GPT-2;
@@ -26,6 +27,10 @@ targets the next 32):
               MAX_ABS64 is max |float64's gradient|; first a line
               "loss LOSS64 LOSS32"
 
+The binary files (model.safetensors, grads64.safetensors, text.dat) are
+then stored as text (NAME.safetensors.txt, text.dat.hex: fixture_text.py
+textify, which checks that they rebuild byte for byte).
+
 The tied GPT-2 weight has one gradient, transformer.wte.weight: the sum of
 its uses as the embedding and as lm_head, in torch as in train_full. Needs
 torch and transformers (make test-interop's venv); the committed files
@@ -33,11 +38,15 @@ were made with torch 2.15 and transformers 5.24.
 """
 
 import os
+import shutil
 import sys
+import tempfile
 
 import torch
 from safetensors.torch import save_file
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaForCausalLM
+
+import fixture_text
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from llama_fixtures import TEXT, rope_in  # noqa: E402
@@ -105,9 +114,15 @@ def gpt2_model(out):
 
 def main():
     llama_dir, gpt2_dir = sys.argv[1], sys.argv[2]
-    llama = LlamaForCausalLM.from_pretrained(llama_dir, attn_implementation="eager").eval()
-    write(llama_dir, llama, True)
+    with tempfile.TemporaryDirectory() as tmp:
+        fixture_text.folder(llama_dir, tmp)
+        llama = LlamaForCausalLM.from_pretrained(tmp, attn_implementation="eager").eval()
+        write(tmp, llama, True)
+        fixture_text.textify(tmp)
+        for name in ("grads64.safetensors.txt", "grads.txt"):
+            shutil.copyfile(f"{tmp}/{name}", f"{llama_dir}/{name}")
     write(gpt2_dir, gpt2_model(gpt2_dir), False)
+    fixture_text.textify(gpt2_dir)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,9 @@ the interoperability tests of src/safetensors_io.rs (tests/safetensors_interop.r
                                       DIR/handmade_bf16.safetensors (bfloat16,
                                       which numpy lacks: bytes written here)
   safetensors_fixtures.py shard SRC OUT [F32|BF16]
-                                      splits SRC/model.safetensors (float32)
+                                      splits SRC/model.safetensors (float32;
+                                      or its text form, model.safetensors.txt,
+                                      see scripts/fixture_text.py)
                                       into two shards in OUT as transformers'
                                       save_pretrained does (OUT/model-0000k-
                                       of-00002.safetensors and OUT/model.
@@ -23,12 +25,17 @@ the interoperability tests of src/safetensors_io.rs (tests/safetensors_interop.r
 
 write and read need `pip install safetensors numpy`. The committed files in
 tests/data/ were made with `write tests/data` (safetensors 0.8.0, numpy 2.4)
-and tests/data/gpt2_sharded/ with `shard tests/data/gpt2 tests/data/gpt2_sharded`.
+and tests/data/gpt2_sharded/ with `shard tests/data/gpt2 tests/data/gpt2_sharded`
+then `scripts/fixture_text.py textify tests/data/gpt2_sharded` (the shards
+are committed as text).
 """
 import json
+import os
 import shutil
 import struct
 import sys
+
+import fixture_text
 
 
 def write(folder):
@@ -94,9 +101,13 @@ def read_bf16(header, data):
 
 
 def tensors_of(path):
-    """(header, data bytes) of a safetensors file."""
-    with open(path, "rb") as f:
-        raw = f.read()
+    """(header, data bytes) of a safetensors file, or of its text form."""
+    if os.path.exists(path):
+        with open(path, "rb") as f:
+            raw = f.read()
+    else:
+        with open(path + ".txt") as f:
+            raw = fixture_text.text_to_st_bytes(f.read(), path + ".txt")
     (n,) = struct.unpack("<Q", raw[:8])
     return json.loads(raw[8 : 8 + n]), raw[8 + n :]
 

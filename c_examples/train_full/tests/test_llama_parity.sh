@@ -2,8 +2,10 @@
 # train_full --arch llama against Hugging Face transformers, without torch:
 # tests/data/llama/ holds a tiny LlamaForCausalLM that transformers wrote
 # (save_pretrained: model.safetensors, config.json) and what torch computed
-# with it (scripts/llama_fixtures.py). train_full --init-from reads the
-# folder as it is (config.json sets the model's sizes) and --score prints
+# with it (scripts/llama_fixtures.py), its binary files in text form: the
+# folder is rebuilt here, byte for byte (scripts/fixture_text.py). train_full
+# --init-from reads the folder as transformers wrote it (config.json sets
+# the model's sizes) and --score prints
 # the same figures, which must agree within:
 #   logits     5e-5 absolute of torch's float64: they reach 6.3 (rms 1.6),
 #              where one float32 rounding is ~4e-7, and 2 blocks of float32
@@ -18,10 +20,13 @@
 # Usage: test_llama_parity.sh BINARY FIXTURE_DIR
 set -euo pipefail
 bin=${1:?binary}
-fx=${2:?fixture folder}
+src=${2:?fixture folder}
+here=$(cd "$(dirname "$0")/../../.." && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fails=0
+fx=$tmp/fixture
+python3 "$here/scripts/fixture_text.py" folder "$src" "$fx"
 
 rc=0
 "$bin" --arch llama --init-from "$fx" --data "$fx/text.dat" --score --lr 0.1 \

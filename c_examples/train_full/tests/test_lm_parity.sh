@@ -4,7 +4,9 @@
 # with tied embeddings (tests/data/gpt2), without torch: the folders hold
 # the model transformers saved, the float64 gradients (stored as float32,
 # each within half a float32 ulp of float64's) and, per tensor, torch
-# float32's max error against float64 (scripts/lm_parity_fixtures.py).
+# float32's max error against float64 (scripts/lm_parity_fixtures.py), their
+# binary files in text form: rebuilt here, byte for byte, in a temporary
+# folder (scripts/fixture_text.py).
 # For every tensor, and for the loss:
 #   max |ours - f64| <= 2 * max |torch32 - f64| + 4 ulp(max |f64|)
 # ulp of float32 at that magnitude. Against the stored (rounded) values the
@@ -14,11 +16,14 @@
 # Usage: test_lm_parity.sh BINARY [LLAMA_DIR GPT2_DIR]
 set -euo pipefail
 bin=${1:?binary}
-llama=${2:-tests/data/llama}
-gpt2=${3:-tests/data/gpt2}
+here=$(cd "$(dirname "$0")/../../.." && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fails=0
+llama=$tmp/llama
+gpt2=$tmp/gpt2
+python3 "$here/scripts/fixture_text.py" folder "${2:-tests/data/llama}" "$llama"
+python3 "$here/scripts/fixture_text.py" folder "${3:-tests/data/gpt2}" "$gpt2"
 
 # compare NAME FIXTURE_DIR OURS_STDOUT OURS_GRADS
 compare() {

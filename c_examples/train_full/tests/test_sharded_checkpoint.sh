@@ -4,23 +4,27 @@
 #   * tests/data/gpt2 split into two float32 shards here (by
 #     scripts/safetensors_fixtures.py, standard library only) scores the
 #     same loss, gradient norm and SGD loss as the one file, to the bit;
-#   * tests/data/gpt2_sharded (committed: the same model, its second shard
-#     bfloat16, rounded to nearest even) loads with that shard converted
-#     exactly, so its loss differs from the float32 one only by the weights'
+#   * tests/data/gpt2_sharded (the same model, its second shard bfloat16,
+#     rounded to nearest even) loads with that shard converted exactly, so
+#     its loss differs from the float32 one only by the weights'
 #     bfloat16 rounding: within 2^-9 relative (one bfloat16 rounding of the
 #     loss itself; measured 2.0e-4) and not equal to it (the bfloat16
 #     values were used);
 #   * an index that disagrees with its shards is refused (exit 3) with a
 #     message naming the file and the tensor.
+# Both folders are committed as text and rebuilt here, byte for byte, in a
+# temporary folder (scripts/fixture_text.py).
 # Usage: test_sharded_checkpoint.sh BINARY [GPT2_DIR SHARDED_DIR]
 set -euo pipefail
 bin=${1:?binary}
-gpt2=${2:-tests/data/gpt2}
-sharded=${3:-tests/data/gpt2_sharded}
 here=$(cd "$(dirname "$0")/../../.." && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fails=0
+gpt2=$tmp/gpt2
+sharded=$tmp/gpt2_sharded
+python3 "$here/scripts/fixture_text.py" folder "${2:-tests/data/gpt2}" "$gpt2"
+python3 "$here/scripts/fixture_text.py" folder "${3:-tests/data/gpt2_sharded}" "$sharded"
 gpt2_flags=(--layers 2 --heads 4 --embd 64 --context 32)
 
 score() { # FROM OUT: the loss, grad_norm and sgd_loss lines of --score
