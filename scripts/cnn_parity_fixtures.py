@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes tests/data/cnn_parity.bin: PyTorch's conv, pool and normalisation
+"""Writes tests/data/cnn_parity.txt: PyTorch's conv, pool and normalisation
 results for tests/c/test_cnn_parity.c (run once; needs torch).
 
 For each case it draws float32 inputs and an upstream gradient gy with a
@@ -11,10 +11,15 @@ float32 (PyTorch's own error), and records:
 The test then holds the library to max |ours - f64| <= 2 * torch32 error
 + 4 ulp of max |f64|, tensor by tensor.
 
-The file is a list of records, each a text line and raw little-endian data:
+The file is text, a list of records:
     case NAME OP key=value ...          the op and its integer arguments
-    t NAME f32|f64 RANK D0 D1 ...       then RANK dims' worth of values
+    t NAME f32|f64 RANK D0 D1 ...       then the tensor's values, each its
+                                        bit pattern as one lowercase hex word
+                                        (f32: 8 digits, 8 a line; f64: 16
+                                        digits, 4 a line), so that they are
+                                        read back exactly
     e NAME ERR                          torch32's max error on tensor NAME
+                                        (%.17g: the float64 exactly)
     end
 Usage: python3 scripts/cnn_parity_fixtures.py [OUT]   (with torch importable)
 """
@@ -24,7 +29,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "cnn_parity.bin")
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "cnn_parity.txt")
 
 
 def conv2d_case(name, n, c, h, w, co, kh, kw, sh=1, sw=1, ph=0, pw=0, dh=1, dw=1, groups=1, bias=True):
@@ -159,14 +164,18 @@ def run(op, a, base, gy, dtype):
 def write_tensor(f, name, tensor, dtype):
     arr = tensor.detach().to(dtype).contiguous()
     kind = "f32" if dtype == torch.float32 else "f64"
-    f.write(("t %s %s %d %s\n" % (name, kind, arr.dim(), " ".join(str(d) for d in arr.shape))).encode())
-    f.write(arr.numpy().astype("<f4" if kind == "f32" else "<f8").tobytes())
+    f.write("t %s %s %d %s\n" % (name, kind, arr.dim(), " ".join(str(d) for d in arr.shape)))
+    bits = arr.numpy().view("<u4" if kind == "f32" else "<u8").ravel().tolist()
+    digits, per_line = (8, 8) if kind == "f32" else (16, 4)
+    words = [format(b, "0%dx" % digits) for b in bits]
+    for i in range(0, len(words), per_line):
+        f.write(" ".join(words[i : i + per_line]) + "\n")
 
 
 def main():
     out_path = sys.argv[1] if len(sys.argv) > 1 else OUT
     torch.manual_seed(0)
-    with open(out_path, "wb") as f:
+    with open(out_path, "w") as f:
         for i, (op, name, a) in enumerate(CASES):
             gen = torch.Generator().manual_seed(1000 + i)
             base = inputs(op, a, gen)
@@ -176,15 +185,15 @@ def main():
             ref = run(op, a, base, gy, torch.float64)
             t32 = run(op, a, base, gy, torch.float32)
             args = " ".join("%s=%d" % kv for kv in a.items())
-            f.write(("case %s %s %s\n" % (name.replace(" ", "_"), op, args)).encode())
+            f.write("case %s %s %s\n" % (name.replace(" ", "_"), op, args))
             for k, v in base.items():
                 write_tensor(f, k, v, torch.float32)
             write_tensor(f, "gy", gy, torch.float32)
             for k, v in ref.items():
                 write_tensor(f, k, v, torch.float64)
                 err = (t32[k].to(torch.float64) - v).abs().max().item()
-                f.write(("e %s %.17g\n" % (k, err)).encode())
-            f.write(b"end\n")
+                f.write("e %s %.17g\n" % (k, err))
+            f.write("end\n")
     print("wrote %d cases to %s (%d bytes)" % (len(CASES), out_path, os.path.getsize(out_path)))
 
 

@@ -2,21 +2,27 @@
  * test_cnn_parity.c: conv, pool and normalisation ops against PyTorch,
  * through the public header.
  *
- * tests/data/cnn_parity.bin (scripts/cnn_parity_fixtures.py, run once with
+ * tests/data/cnn_parity.txt (scripts/cnn_parity_fixtures.py, run once with
  * torch) holds, per case, float32 inputs and an upstream gradient gy, the
  * float64 output and input gradients of sum(y * gy), and PyTorch-float32's
  * own error on each of them. Each tensor of ours must satisfy
  *     max |ours - f64| <= 2 * max |torch32 - f64| + 4 ulp(max |f64|)
  * where ulp is float32's: within twice PyTorch's own float32 error, with
  * four ulps of slack for tensors PyTorch gets exactly right (a max pool).
+ * The values are their bit patterns in hex, so they are read exactly; a
+ * line that does not parse stops the test with its line number.
+ *
+ * Usage: test_cnn_parity [FIXTURE]   (default: the file above, from the
+ * repository root)
  */
-#define _POSIX_C_SOURCE 200809L /* strtok_r */
+#define _POSIX_C_SOURCE 200809L /* getline, strtok_r */
+#include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 
 #include "check.h"
 
-#define PARITY_FILE "tests/data/cnn_parity.bin"
+#define PARITY_FILE "tests/data/cnn_parity.txt"
 #define MAX_TENSORS 16
 #define MAX_ARGS 24
 /* CHECK_OK that also yields whether the call succeeded. */
@@ -28,8 +34,9 @@ typedef struct fixture_tensor {
     size_t shape[AG_MAX_DIMS];
     size_t ndim;
     size_t numel;
-    const unsigned char *data; /* little-endian, into the file's bytes */
-    double torch_err;          /* PyTorch-float32's max error, or -1 */
+    float *floats;     /* the values of an f32 tensor (else NULL) */
+    double *doubles;   /* the values of an f64 tensor (else NULL) */
+    double torch_err;   /* PyTorch-float32's max error, or -1 */
 } fixture_tensor;
 
 typedef struct fixture_case {
@@ -41,6 +48,15 @@ typedef struct fixture_case {
     fixture_tensor t[MAX_TENSORS];
     size_t nt;
 } fixture_case;
+
+/* The fixture being read: its path, the current line and its number. */
+typedef struct fixture_reader {
+    const char *path;
+    FILE *f;
+    char *line;
+    size_t cap;
+    size_t lineno;
+} fixture_reader;
 
 static long arg(const fixture_case *c, const char *key) {
     for (size_t i = 0; i < c->nargs; i++) {
@@ -57,91 +73,131 @@ static fixture_tensor *find(fixture_case *c, const char *name) {
     return NULL;
 }
 
-static float f32_at(const fixture_tensor *t, size_t i) {
-    float v;
-    memcpy(&v, t->data + 4 * i, 4);
-    return v;
-}
-
-static double f64_at(const fixture_tensor *t, size_t i) {
-    double v;
-    memcpy(&v, t->data + 8 * i, 8);
-    return v;
-}
-
-/* A float32 tensor's values, copied out (the file's bytes are unaligned). */
+/* A float32 tensor's values, copied out (the caller frees them). */
 static float *f32_values(const fixture_tensor *t) {
     float *v = malloc(t->numel * sizeof(float));
     if (v == NULL) abort();
-    for (size_t i = 0; i < t->numel; i++) v[i] = f32_at(t, i);
+    memcpy(v, t->floats, t->numel * sizeof(float));
     return v;
 }
 
-/* Reads the next line at *pos into line (NUL-terminated, no newline). */
-static bool next_line(const unsigned char *buf, size_t len, size_t *pos, char *line, size_t cap) {
-    size_t n = 0;
-    while (*pos < len && buf[*pos] != '\n') {
-        if (n + 1 < cap) line[n++] = (char)buf[*pos];
-        (*pos)++;
-    }
-    if (*pos >= len) return false;
-    (*pos)++;
-    line[n] = '\0';
+/* Stops the test: the fixture's line r->lineno is not what it must be
+ * (tensor: the tensor whose values were being read, or NULL). */
+_Noreturn static void malformed(const fixture_reader *r, const fixture_tensor *tensor, const char *why) {
+    fprintf(stderr, "%s:%zu: %s%s%s\n", r->path, r->lineno, tensor != NULL ? tensor->name : "",
+            tensor != NULL ? ": " : "", why);
+    exit(2);
+}
+
+/* Reads the next line into r->line without its newline; false at the end. */
+static bool next_line(fixture_reader *r) {
+    ssize_t n = getline(&r->line, &r->cap, r->f);
+    if (n < 0) return false;
+    r->lineno++;
+    if (n > 0 && r->line[n - 1] == '\n') r->line[n - 1] = '\0';
     return true;
 }
 
-/* Parses one case at *pos; false at the end of the file. */
-static bool parse_case(const unsigned char *buf, size_t len, size_t *pos, fixture_case *c) {
-    char line[512];
-    memset(c, 0, sizeof *c);
-    if (!next_line(buf, len, pos, line, sizeof line)) return false;
-    char *save = NULL, *tok = strtok_r(line, " ", &save);
-    if (tok == NULL || strcmp(tok, "case") != 0) {
-        fprintf(stderr, "cnn parity: expected a case, got \"%s\"\n", line);
-        exit(2);
+/* Reads t->numel values, each a hex word of exactly 8 (f32) or 16 (f64)
+ * lowercase digits separated by single spaces, over as many lines as they
+ * take; the last line holds no more than the tensor's remaining values. */
+static void read_values(fixture_reader *r, fixture_tensor *t) {
+    size_t digits = t->f64 ? 16 : 8;
+    size_t i = 0;
+    if (t->f64) {
+        t->doubles = malloc((t->numel > 0 ? t->numel : 1) * sizeof(double));
+        if (t->doubles == NULL) abort();
+    } else {
+        t->floats = malloc((t->numel > 0 ? t->numel : 1) * sizeof(float));
+        if (t->floats == NULL) abort();
     }
-    snprintf(c->name, sizeof c->name, "%s", strtok_r(NULL, " ", &save));
-    snprintf(c->op, sizeof c->op, "%s", strtok_r(NULL, " ", &save));
-    while ((tok = strtok_r(NULL, " ", &save)) != NULL && c->nargs < MAX_ARGS) {
-        char *eq = strchr(tok, '=');
-        if (eq == NULL) exit(2);
+    while (i < t->numel) {
+        if (!next_line(r)) malformed(r, t, "the file ends inside a tensor's values");
+        const char *p = r->line;
+        for (;;) {
+            size_t n = 0;
+            while (isxdigit((unsigned char)p[n]) && !isupper((unsigned char)p[n])) n++;
+            if (n != digits) {
+                malformed(r, t, t->f64 ? "expected a value as 16 lowercase hex digits"
+                                       : "expected a value as 8 lowercase hex digits");
+            }
+            if (i == t->numel) malformed(r, t, "more values than the tensor's shape holds");
+            unsigned long long bits = strtoull(p, NULL, 16);
+            if (t->f64) {
+                memcpy(&t->doubles[i], &bits, sizeof(double));
+            } else {
+                uint32_t b32 = (uint32_t)bits;
+                memcpy(&t->floats[i], &b32, sizeof(float));
+            }
+            i++;
+            p += n;
+            if (*p == '\0') break;
+            if (*p != ' ') malformed(r, t, "values are separated by one space");
+            p++;
+        }
+    }
+}
+
+static void free_case(fixture_case *c) {
+    for (size_t i = 0; i < c->nt; i++) {
+        free(c->t[i].floats);
+        free(c->t[i].doubles);
+    }
+    memset(c, 0, sizeof *c);
+}
+
+/* Parses one case; false at the end of the file. */
+static bool parse_case(fixture_reader *r, fixture_case *c) {
+    free_case(c);
+    if (!next_line(r)) return false;
+    char *save = NULL, *tok = strtok_r(r->line, " ", &save);
+    if (tok == NULL || strcmp(tok, "case") != 0) malformed(r, NULL, "expected \"case NAME OP KEY=VALUE ...\"");
+    const char *name = strtok_r(NULL, " ", &save), *op = strtok_r(NULL, " ", &save);
+    if (name == NULL || op == NULL) malformed(r, NULL, "expected \"case NAME OP KEY=VALUE ...\"");
+    snprintf(c->name, sizeof c->name, "%s", name);
+    snprintf(c->op, sizeof c->op, "%s", op);
+    while ((tok = strtok_r(NULL, " ", &save)) != NULL) {
+        char *eq = strchr(tok, '='), *end = NULL;
+        if (eq == NULL || c->nargs == MAX_ARGS) malformed(r, NULL, "expected KEY=VALUE (at most 24)");
         *eq = '\0';
         snprintf(c->keys[c->nargs], sizeof c->keys[0], "%s", tok);
-        c->values[c->nargs++] = strtol(eq + 1, NULL, 10);
+        c->values[c->nargs++] = strtol(eq + 1, &end, 10);
+        if (end == eq + 1 || *end != '\0') malformed(r, NULL, "an argument's value is not an integer");
     }
-    while (next_line(buf, len, pos, line, sizeof line)) {
-        if (strcmp(line, "end") == 0) return true;
-        if (line[0] == 'e') {
-            char name[32];
+    while (next_line(r)) {
+        if (strcmp(r->line, "end") == 0) return true;
+        if (r->line[0] == 'e') {
+            char tname[32];
             double err;
-            if (sscanf(line, "e %31s %lf", name, &err) != 2) exit(2);
-            fixture_tensor *t = find(c, name);
-            if (t == NULL) exit(2);
+            if (sscanf(r->line, "e %31s %lf", tname, &err) != 2) malformed(r, NULL, "expected \"e NAME ERROR\"");
+            fixture_tensor *t = find(c, tname);
+            if (t == NULL) malformed(r, NULL, "an error for a tensor not read yet");
             t->torch_err = err;
             continue;
         }
-        if (c->nt == MAX_TENSORS) exit(2);
+        if (c->nt == MAX_TENSORS) malformed(r, NULL, "more than 16 tensors in a case");
         fixture_tensor *t = &c->t[c->nt++];
         char kind[4];
         int consumed = 0;
-        if (sscanf(line, "t %31s %3s %zu%n", t->name, kind, &t->ndim, &consumed) != 3 || t->ndim > AG_MAX_DIMS) {
-            fprintf(stderr, "cnn parity: bad tensor line \"%s\"\n", line);
-            exit(2);
+        if (sscanf(r->line, "t %31s %3s %zu%n", t->name, kind, &t->ndim, &consumed) != 3 || t->ndim > AG_MAX_DIMS ||
+            (strcmp(kind, "f32") != 0 && strcmp(kind, "f64") != 0)) {
+            malformed(r, NULL, "expected \"t NAME f32|f64 RANK D0 D1 ...\"");
         }
-        const char *rest = line + consumed;
+        const char *rest = r->line + consumed;
         t->numel = 1;
         for (size_t d = 0; d < t->ndim; d++) {
             char *end = NULL;
             t->shape[d] = strtoul(rest, &end, 10);
+            if (end == rest) malformed(r, NULL, "fewer dimensions than the rank");
             rest = end;
             t->numel *= t->shape[d];
         }
+        if (*rest != '\0') malformed(r, NULL, "more dimensions than the rank");
         t->f64 = strcmp(kind, "f64") == 0;
         t->torch_err = -1.0;
-        t->data = buf + *pos;
-        *pos += t->numel * (t->f64 ? 8 : 4);
-        if (*pos > len) exit(2);
+        read_values(r, t);
     }
+    malformed(r, NULL, "the file ends inside a case (no \"end\")");
     return false;
 }
 
@@ -166,7 +222,7 @@ static void check_tensor(fixture_case *c, const char *name, const float *ours) {
     }
     double max_ref = 0.0, err = 0.0;
     for (size_t i = 0; i < ref->numel; i++) {
-        double r = f64_at(ref, i);
+        double r = ref->doubles[i];
         max_ref = fmax(max_ref, fabs(r));
         double d = fabs((double)ours[i] - r);
         if (!(d <= err)) err = isnan(d) ? INFINITY : d;
@@ -289,36 +345,33 @@ done:
     ag_context_free(&ctx);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     /* One thread: the values are the same bits at any thread count (the
      * thread-invariance tests check that), and no pool worker lives on to
      * exit, whose thread-local storage valgrind would count as lost. */
     if (ag_set_num_threads(1) != AG_STATUS_OK) return 1;
-    FILE *f = fopen(PARITY_FILE, "rb");
-    if (f == NULL) {
-        fprintf(stderr, "cannot open %s (run from the repository root)\n", PARITY_FILE);
+    fixture_reader r = {.path = argc > 1 ? argv[1] : PARITY_FILE};
+    r.f = fopen(r.path, "r");
+    if (r.f == NULL) {
+        fprintf(stderr, "cannot open %s (run from the repository root)\n", r.path);
         return 1;
     }
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *buf = malloc((size_t)len);
-    if (buf == NULL || fread(buf, 1, (size_t)len, f) != (size_t)len) return 1;
-    fclose(f);
-    size_t pos = 0, cases = 0;
-    fixture_case *c = malloc(sizeof *c);
+    size_t cases = 0;
+    fixture_case *c = calloc(1, sizeof *c);
     if (c == NULL) abort();
     printf("case: largest error / bound over its tensors\n");
-    while (parse_case(buf, (size_t)len, &pos, c)) {
+    while (parse_case(&r, c)) {
         case_ratio = 0.0;
         run_case(c);
         printf("  %-32s %.3f\n", c->name, case_ratio);
         cases++;
     }
     check_begin("every case read");
-    CHECK(cases >= 30 && pos == (size_t)len);
+    CHECK(cases >= 30 && !ferror(r.f));
     printf("cnn parity: %zu cases; worst error / bound %.3f\n", cases, worst_ratio);
+    free_case(c);
     free(c);
-    free(buf);
+    free(r.line);
+    fclose(r.f);
     return check_summary();
 }
