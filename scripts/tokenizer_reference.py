@@ -10,7 +10,8 @@ files written here without needing Python:
 
   tests/data/tokenizer/stress.txt        a UTF-8 stress text generated here
                                          (fixed seed)
-  tests/data/tokenizer/stress.ids        its reference ids, little-endian u16
+  tests/data/tokenizer/stress.ids.txt    its reference ids, in decimal, 16 a
+                                         line (each below 2^16)
   tests/data/tokenizer/reference.json    id counts and the FNV-1a (64-bit) of
                                          the ids as little-endian u32, for
                                          stress.txt and for
@@ -137,8 +138,8 @@ def main():
         f.write(text)
     ids = tok.encode(text).ids
     assert max(ids) < 1 << 16
-    with open(os.path.join(OUT, "stress.ids"), "wb") as f:
-        f.write(b"".join(struct.pack("<H", i) for i in ids))
+    with open(os.path.join(OUT, "stress.ids.txt"), "w") as f:
+        f.write("".join(" ".join(str(i) for i in ids[k : k + 16]) + "\n" for k in range(0, len(ids), 16)))
     reference = {
         "tokenizers": tokenizers.__version__,
         "stress": {"bytes": len(text.encode("utf-8")), "ids": len(ids), "fnv1a64": ids_digest(ids)},
