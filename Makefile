@@ -238,7 +238,8 @@ test-c: $(LIB_HOOKS) $(C_TESTS) $(C_TESTS_ASAN)
 ## logits, loss, gradient norm and one SGD step within stated tolerances;
 ## every gradient tensor of it and of a GPT-2 in tests/data/gpt2 within 2x
 ## torch float32's own error against float64); --init-from a sharded
-## checkpoint (tests/data/gpt2_sharded, one shard bfloat16)
+## checkpoint (tests/data/gpt2_sharded, one shard bfloat16). The folders are
+## text; each test rebuilds them in a temporary folder (scripts/fixture_text.py)
 test-train-flags: $(BUILD)/train_full
 	@bash c_examples/train_full/tests/test_model_flags.sh $(BUILD)/train_full $(TINY_DATA)
 	@bash c_examples/train_full/tests/test_llama_parity.sh $(BUILD)/train_full tests/data/llama
