@@ -164,7 +164,7 @@ def text_to_st(src, dst):
 
 def bytes_to_hex(src, dst):
     with open(dst, "w") as f:
-        f.write("\n".join(hex_lines(open(src, "rb").read(), 1)) + "\n")
+        f.write("".join(line + "\n" for line in hex_lines(open(src, "rb").read(), 1)))
 
 
 def hex_to_bytes(src, dst):
