@@ -16,7 +16,7 @@
 #   $LIBDIR/libarenagrad.so   -> libarenagrad.so.X
 #   $LIBDIR/pkgconfig/arenagrad.pc, arenagrad-static.pc
 #   $LIBDIR/cmake/arenagrad/arenagradConfig.cmake, arenagradConfigVersion.cmake
-#   $DOCDIR/examples/guide.c, mlp.c, mlp_io.c (the README's example and two more)
+#   $DOCDIR/examples/guide.c, mlp.c, mlp_io.c, sampling.c (the README's example and three more)
 # The .pc and .cmake files come from packaging/*.in with the version read
 # from Cargo.toml and the static link set from scripts/native_static_libs.sh.
 set -euo pipefail
@@ -48,7 +48,7 @@ so_major=libarenagrad.so.$major
 lib="$DESTDIR$LIBDIR"
 inc="$DESTDIR$INCLUDEDIR"
 doc="$DESTDIR$DOCDIR"
-examples=(guide.c mlp.c mlp_io.c)
+examples=(guide.c mlp.c mlp_io.c sampling.c)
 files=(
     "$inc/arenagrad.h"
     "$lib/libarenagrad.a"

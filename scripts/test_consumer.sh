@@ -12,7 +12,8 @@
 #            the next major version must be refused
 #
 # The installed examples (share/doc/arenagrad/examples, where the README
-# points) build with the shared link line, and guide.c runs.
+# points) build with the shared link line; guide.c runs, and sampling.c
+# samples its own model with NUTS in parallel chains ("sampling ok").
 # Also checks the installed files: SONAME, symlinks, no debug info, a
 # header without test hooks, and `make uninstall` leaving nothing behind.
 # One line per check, then "N passed, N failed"; non-zero exit on failure.
@@ -126,7 +127,7 @@ fi
 # --- the installed examples ------------------------------------------------
 exdir=$prefix/share/doc/arenagrad/examples
 ex_ok=1
-for e in guide mlp mlp_io; do
+for e in guide mlp mlp_io sampling; do
     # shellcheck disable=SC2046
     if ! "$CC" "${CFLAGS[@]}" "$exdir/$e.c" -o "ex_$e" $(pkg-config --cflags --libs arenagrad) \
         -Wl,-rpath,"$libdir" -lm >"$work/ex_$e.log" 2>&1; then
@@ -141,6 +142,12 @@ if [ "$ex_ok" = 1 ]; then
     else
         bad "examples" "the installed guide.c failed"
         show "$work/ex_guide.out"
+    fi
+    if ./ex_sampling >"$work/ex_sampling.out" 2>&1 && [ "$(tail -n 1 "$work/ex_sampling.out")" = "sampling ok" ]; then
+        ok "the installed sampling.c samples its own model (NUTS, parallel chains)"
+    else
+        bad "examples" "the installed sampling.c failed"
+        show "$work/ex_sampling.out"
     fi
 fi
 

@@ -11,6 +11,8 @@
 #               find the latest), run folders, atomic files, the schedule
 #   mlp         build/mlp runs and exits 0 (skipped if not built yet)
 #   guide       build/guide (the README's example): trains, evaluates, reloads (exit 0)
+#   sampling    build/sampling: NUTS on a model of its own, 4 chains in parallel,
+#               against its exact (conjugate) posterior: "sampling ok", exit 0
 #   mlp-io      build/mlp_io: named parameters, MSE training, listing, safetensors
 #               export and a bit-exact reload into a fresh context (exit 0)
 #   converge    train_full tiny, 300 steps: loss < 0.75 ln V, summary well formed
@@ -192,6 +194,16 @@ elif [ -e "$work/guide.safetensors" ]; then
     bad "guide" "the saved file was left behind"
 else
     ok "guide"
+fi
+
+# --- sampling (a user's own model through the sampler API) ------------------
+if [ ! -x build/sampling ]; then
+    bad "sampling" "build/sampling is missing (run make examples)"
+elif ! build/sampling >"$work/sampling.out" 2>&1 || [ "$(tail -n 1 "$work/sampling.out")" != "sampling ok" ]; then
+    bad "sampling" "build/sampling did not match its exact posterior"
+    show "$work/sampling.out" 12
+else
+    ok "sampling"
 fi
 
 # --- convergence -------------------------------------------------------------
