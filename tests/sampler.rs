@@ -8,7 +8,7 @@ use arenagrad::ffi::*;
 #[path = "common/sampler.rs"]
 mod sampler_common;
 use arenagrad::infer::{ChainError, Settings, run_chain};
-use sampler_common::{NO_TENSOR, last_error, nuts_config, spec};
+use sampler_common::{NO_TENSOR, corr_normal, last_error, not_scalar, nuts_config, spec};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::ffi::{CStr, c_void};
@@ -99,25 +99,9 @@ unsafe extern "C" fn std_normal(
     ag_scale(ctx, s, -0.5, out)
 }
 
-/// A 2-D normal with unit variances and correlation RHO.
-const RHO: f32 = 0.9;
-unsafe extern "C" fn corr_normal(
-    ctx: *mut ag_context,
-    q: ag_tensor,
-    _: *mut c_void,
-    out: *mut ag_tensor,
-) -> ag_status {
-    let (mut a, mut b, mut aa, mut bb, mut ab, mut t, mut u) = [NO_TENSOR; 7].into();
-    try_ag!(ag_slice(ctx, q, 0, 0, 1, &mut a));
-    try_ag!(ag_slice(ctx, q, 0, 1, 1, &mut b));
-    try_ag!(ag_mul(ctx, a, a, &mut aa));
-    try_ag!(ag_mul(ctx, b, b, &mut bb));
-    try_ag!(ag_mul(ctx, a, b, &mut ab));
-    try_ag!(ag_add(ctx, aa, bb, &mut t));
-    try_ag!(ag_scale(ctx, ab, -2.0 * RHO, &mut u));
-    try_ag!(ag_add(ctx, t, u, &mut a));
-    ag_scale(ctx, a, -0.5 / (1.0 - RHO * RHO), out)
-}
+/// corr_normal::<RHO_PERCENT>'s correlation.
+const RHO_PERCENT: u32 = 90;
+const RHO: f32 = RHO_PERCENT as f32 / 100.0;
 
 /// The standard normal, but with sd 2 where q[0] > 0: a density whose
 /// graph depends on the position (continuous, with a continuous gradient).
@@ -306,7 +290,7 @@ fn an_iid_normal_in_5_dimensions_is_recovered() {
 #[test]
 fn a_correlated_2d_normal_is_recovered() {
     let out = sample(
-        &spec(2, Some(corr_normal), true),
+        &spec(2, Some(corr_normal::<RHO_PERCENT>), true),
         &nuts_config(4, 400, 600, 7),
     );
     assert_row(&out.summary[0], 0.0, 1.0, "q[0]");
@@ -498,15 +482,6 @@ unsafe extern "C" fn failing(
         return AG_STATUS_INVALID_ARGUMENT;
     }
     unsafe { std_normal(ctx, q, null_mut(), out) }
-}
-
-unsafe extern "C" fn not_scalar(
-    ctx: *mut ag_context,
-    q: ag_tensor,
-    _: *mut c_void,
-    out: *mut ag_tensor,
-) -> ag_status {
-    ag_scale(ctx, q, -0.5, out)
 }
 
 #[test]

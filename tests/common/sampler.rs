@@ -1,11 +1,11 @@
 //! Builders shared by the sampler tests (tests/sampler.rs, tests/advi.rs):
 //! a model spec, the default configs with the fields every test sets, the
-//! last error message, and `try_ag!` for densities written against the C
-//! API. Included with `#[macro_use] #[path = "common/sampler.rs"] mod`.
+//! last error message, `try_ag!` for densities written against the C API,
+//! and the densities both use. Included with `#[macro_use] #[path = "common/sampler.rs"] mod`.
 #![allow(dead_code)]
 
 use arenagrad::ffi::*;
-use std::ffi::CStr;
+use std::ffi::{CStr, c_void};
 use std::ptr::{null, null_mut};
 
 /// Runs `$e` (an ag call returning a status) and returns its status from
@@ -68,4 +68,35 @@ pub fn last_error() -> String {
     unsafe { CStr::from_ptr(ag_sampler_last_error()) }
         .to_string_lossy()
         .into_owned()
+}
+
+/// A 2-D normal with unit variances and correlation RHO_PERCENT / 100,
+/// centred at 0 (the tests differ in rho, which a density cannot take).
+pub unsafe extern "C" fn corr_normal<const RHO_PERCENT: u32>(
+    ctx: *mut ag_context,
+    q: ag_tensor,
+    _: *mut c_void,
+    out: *mut ag_tensor,
+) -> ag_status {
+    let rho = RHO_PERCENT as f32 / 100.0;
+    let (mut a, mut b, mut aa, mut bb, mut ab, mut t, mut u) = [NO_TENSOR; 7].into();
+    try_ag!(ag_slice(ctx, q, 0, 0, 1, &mut a));
+    try_ag!(ag_slice(ctx, q, 0, 1, 1, &mut b));
+    try_ag!(ag_mul(ctx, a, a, &mut aa));
+    try_ag!(ag_mul(ctx, b, b, &mut bb));
+    try_ag!(ag_mul(ctx, a, b, &mut ab));
+    try_ag!(ag_add(ctx, aa, bb, &mut t));
+    try_ag!(ag_scale(ctx, ab, -2.0 * rho, &mut u));
+    try_ag!(ag_add(ctx, t, u, &mut a));
+    ag_scale(ctx, a, -0.5 / (1.0 - rho * rho), out)
+}
+
+/// Returns q scaled, as many elements as q: not a scalar log density.
+pub unsafe extern "C" fn not_scalar(
+    ctx: *mut ag_context,
+    q: ag_tensor,
+    _: *mut c_void,
+    out: *mut ag_tensor,
+) -> ag_status {
+    ag_scale(ctx, q, -0.5, out)
 }
