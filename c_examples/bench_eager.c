@@ -95,9 +95,9 @@ static int bench_chain(int reps, int batch) {
         for (int i = 0; i < batch; i++) chain_iteration(g);
         t[r] = (now_ns() - t0) / batch;
     }
-    double lo = t[0], hi = t[0];
-    for (int r = 1; r < reps; r++) { lo = fmin(lo, t[r]); hi = fmax(hi, t[r]); }
-    double med = median(t, reps);
+    double times[3];
+    summarise_times(t, reps, times);
+    double med = times[0], lo = times[1], hi = times[2];
     printf("bench eager model=scalar_chain ops=%ld ns_per_op=%.1f ns_per_op_min=%.1f ns_per_op_max=%.1f "
            "us_per_grad=%.1f reps=%d batch=%d grad_err=%.2g\n",
            ops, med / ops, lo / ops, hi / ops, med / 1e3, reps, batch, err);
@@ -137,9 +137,9 @@ static int bench_eight_schools(int reps, int batch) {
         }
         t[r] = (now_ns() - t0) / batch;
     }
-    double lo = t[0], hi = t[0];
-    for (int r = 1; r < reps; r++) { lo = fmin(lo, t[r]); hi = fmax(hi, t[r]); }
-    double med = median(t, reps);
+    double times[3];
+    summarise_times(t, reps, times);
+    double med = times[0], lo = times[1], hi = times[2];
     printf("bench eager model=eight_schools ops=%ld us_per_grad=%.3f us_per_grad_min=%.3f us_per_grad_max=%.3f "
            "ns_per_op=%.1f reps=%d batch=%d\n",
            ops, med / 1e3, lo / 1e3, hi / 1e3, med / ops, reps, batch);
@@ -151,18 +151,9 @@ static int bench_eight_schools(int reps, int batch) {
 }
 
 int main(int argc, char **argv) {
-    bool quick = false;
-    const char *only = NULL;
-    int reps = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--quick")) quick = true;
-        else if (!strcmp(argv[i], "--model") && i + 1 < argc) only = argv[++i];
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
-    }
-    if (reps < 1) reps = quick ? 5 : 21;
+    bench_args a = parse_bench_args(argc, argv, NULL);
     int rc = 0;
-    if (!only || !strcmp(only, "scalar_chain")) rc = bench_chain(reps, quick ? 5 : 40);
-    if (rc == 0 && (!only || !strcmp(only, "eight_schools")))
-        rc = bench_eight_schools(reps, quick ? 500 : 5000);
+    if (bench_runs(&a, "scalar_chain")) rc = bench_chain(a.reps, a.quick ? 5 : 40);
+    if (rc == 0 && bench_runs(&a, "eight_schools")) rc = bench_eight_schools(a.reps, a.quick ? 500 : 5000);
     return rc;
 }

@@ -1,7 +1,7 @@
 /*
  * bench_models.h: what bench_eager.c and bench_replay.c share, so that
  * both time the same graphs: the context and its error check, timing
- * helpers, and the two models built through include/arenagrad.h: (a) the
+ * helpers, the command line, and the two models built through include/arenagrad.h: (a) the
  * scalar chain, a tanh recursion of one-element ops, and (b) the
  * non-centred eight-schools log density. Each program defines BENCH_NAME
  * (its name in error messages) before including it.
@@ -45,6 +45,41 @@ static double median(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
+
+/* The median, least and greatest of the times t[0..n), n >= 1, into
+ * out[0], out[1] and out[2] (sorts t). */
+static void summarise_times(double *t, int n, double out[3]) {
+    double lo = t[0], hi = t[0];
+    for (int r = 1; r < n; r++) { lo = fmin(lo, t[r]); hi = fmax(hi, t[r]); }
+    out[0] = median(t, n);
+    out[1] = lo;
+    out[2] = hi;
+}
+
+/* The command line: --quick, --model NAME (one model), --reps N (21, or 5
+ * with --quick, where absent or below 1), and --replay-only where the
+ * program takes it (replay_only not NULL). Other arguments are ignored:
+ * they belong to the other benches, which share BENCH_ARGS. */
+typedef struct {
+    bool quick;
+    const char *only;
+    int reps;
+} bench_args;
+
+static bench_args parse_bench_args(int argc, char **argv, bool *replay_only) {
+    bench_args a = {false, NULL, 0};
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) a.quick = true;
+        else if (!strcmp(argv[i], "--model") && i + 1 < argc) a.only = argv[++i];
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) a.reps = atoi(argv[++i]);
+        else if (replay_only && !strcmp(argv[i], "--replay-only")) *replay_only = true;
+    }
+    if (a.reps < 1) a.reps = a.quick ? 5 : 21;
+    return a;
+}
+
+/* Whether the model called name runs: no --model, or --model name. */
+static bool bench_runs(const bench_args *a, const char *name) { return !a->only || !strcmp(a->only, name); }
 
 /* ---- (a) the scalar chain ---- */
 

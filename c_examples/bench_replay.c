@@ -83,14 +83,8 @@ static void ab(bench_fn f, bench_fn g, int reps, int batch, double out[6]) {
         ta[r] = (t1 - t0) / batch;
         tb[r] = (t2 - t1) / batch;
     }
-    double *t[2] = {ta, tb};
-    for (int k = 0; k < 2; k++) {
-        double lo = t[k][0], hi = t[k][0];
-        for (int r = 1; r < reps; r++) { lo = fmin(lo, t[k][r]); hi = fmax(hi, t[k][r]); }
-        out[3 * k] = median(t[k], reps);
-        out[3 * k + 1] = lo;
-        out[3 * k + 2] = hi;
-    }
+    summarise_times(ta, reps, out);
+    summarise_times(tb, reps, out + 3);
     free(ta);
     free(tb);
 }
@@ -274,20 +268,10 @@ static int bench_garch(int reps, int batch) {
 }
 
 int main(int argc, char **argv) {
-    bool quick = false;
-    const char *only = NULL;
-    int reps = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--quick")) quick = true;
-        else if (!strcmp(argv[i], "--model") && i + 1 < argc) only = argv[++i];
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--replay-only")) replay_only = true;
-    }
-    if (reps < 1) reps = quick ? 5 : 21;
+    bench_args a = parse_bench_args(argc, argv, &replay_only);
     int rc = 0;
-    if (!only || !strcmp(only, "scalar_chain")) rc = bench_chain(reps, quick ? 5 : 40);
-    if (rc == 0 && (!only || !strcmp(only, "eight_schools")))
-        rc = bench_eight_schools(reps, quick ? 500 : 5000);
-    if (rc == 0 && (!only || !strcmp(only, "garch11"))) rc = bench_garch(reps, quick ? 20 : 200);
+    if (bench_runs(&a, "scalar_chain")) rc = bench_chain(a.reps, a.quick ? 5 : 40);
+    if (rc == 0 && bench_runs(&a, "eight_schools")) rc = bench_eight_schools(a.reps, a.quick ? 500 : 5000);
+    if (rc == 0 && bench_runs(&a, "garch11")) rc = bench_garch(a.reps, a.quick ? 20 : 200);
     return rc;
 }
