@@ -67,13 +67,7 @@ static float chain_iteration(float g[N_PARAMS]) {
 #define CHAIN_TOL 1e-4
 
 static int bench_chain(int reps, int batch) {
-    for (int t = 0; t < T_STEPS; t++) xs[t] = (float)sin(0.1 * t) + 0.3f * (float)cos(0.37 * t);
-    CALL(ag_context_new(&ctx));
-    size_t one[1] = {1};
-    for (int k = 0; k < N_PARAMS; k++) {
-        float v = (float)init[k];
-        CALL(ag_param_new(ctx, one, 1, &v, &p[k]));
-    }
+    chain_open();
     float g[N_PARAMS];
     double ref[N_PARAMS];
     double lref = chain_reference(ref);

@@ -112,6 +112,17 @@ static ag_tensor scale(ag_tensor x, float s) {
     return t;
 }
 
+/* The chain's inputs x_t, and a new context holding its parameters. */
+static void chain_open(void) {
+    for (int t = 0; t < T_STEPS; t++) xs[t] = (float)sin(0.1 * t) + 0.3f * (float)cos(0.37 * t);
+    CALL(ag_context_new(&ctx));
+    size_t one[1] = {1};
+    for (int k = 0; k < N_PARAMS; k++) {
+        float v = (float)init[k];
+        CALL(ag_param_new(ctx, one, 1, &v, &p[k]));
+    }
+}
+
 /* the loss L(a, b, c, s); h_0 = c */
 static ag_tensor chain_forward(void) {
     ag_tensor a = p[0], b = p[1], c = p[2], s = p[3], h = c, acc = {0, 0, 0};

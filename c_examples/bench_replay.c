@@ -94,13 +94,7 @@ static void chain_eager_i(int i) { (void)i; chain_eager(gbuf); }
 static void chain_replay_i(int i) { (void)i; chain_replay(gbuf); }
 
 static int bench_chain(int reps, int batch) {
-    for (int t = 0; t < T_STEPS; t++) xs[t] = (float)sin(0.1 * t) + 0.3f * (float)cos(0.37 * t);
-    CALL(ag_context_new(&ctx));
-    size_t one[1] = {1};
-    for (int k = 0; k < N_PARAMS; k++) {
-        float v = (float)init[k];
-        CALL(ag_param_new(ctx, one, 1, &v, &p[k]));
-    }
+    chain_open();
     capture(chain_forward);
     long n_ops = ops;
     /* Bit for bit against eager, at the initial and at moved parameters. */
