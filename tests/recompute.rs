@@ -73,26 +73,16 @@ fn run(
         high_water: 0,
         recomputed: 0,
     };
+    let t = gpt_cfg.block_size;
     for _ in 0..STEPS {
-        sample_batch(
-            &mut rng,
-            &text,
-            &map,
-            gpt_cfg.block_size,
-            &mut ids,
-            &mut targets,
-        );
-        ctx.reset();
+        sample_batch(&mut rng, &text, &map, t, &mut ids, &mut targets);
         let loss = gpt
-            .loss(&mut ctx, &ids, &targets, gpt_cfg.batch, gpt_cfg.block_size)
+            .train_step_observed(&mut ctx, &ids, &targets, |ctx| {
+                trace.grads.push(common::param_bits(ctx, true));
+                trace.recomputed = ctx.memory_stats().recomputed_segments;
+            })
             .unwrap();
-        trace.losses.push(ctx.item(loss).unwrap().to_bits());
-        ctx.backward(loss).unwrap();
-        trace.grads.push(common::param_bits(&ctx, true));
-        trace.recomputed = ctx.memory_stats().recomputed_segments;
-        ctx.clip_grad_norm(1.0).unwrap();
-        ctx.optimizer_step().unwrap();
-        ctx.zero_grad();
+        trace.losses.push(loss.to_bits());
     }
     trace.params = common::param_bits(&ctx, false);
     trace.high_water = ctx.memory_stats().arena_high_water_bytes;

@@ -89,27 +89,16 @@ fn gpt_eager(cfg: fn(usize) -> GptConfig, policy: RecomputePolicy) -> Bits {
     ctx.set_recompute(policy);
     Gpt::adamw(&mut ctx, 3e-3).unwrap();
     let mut rng = Rng(9);
-    let (mut ids, mut targets) = (vec![0; cfg.tokens()], vec![0; cfg.tokens()]);
+    let (t, mut ids, mut tg) = (cfg.block_size, vec![0; cfg.tokens()], vec![0; cfg.tokens()]);
     let mut out = Bits::default();
     for _ in 0..STEPS {
-        sample_batch(
-            &mut rng,
-            &text,
-            &map,
-            cfg.block_size,
-            &mut ids,
-            &mut targets,
-        );
-        ctx.reset();
+        sample_batch(&mut rng, &text, &map, t, &mut ids, &mut tg);
         let loss = gpt
-            .loss(&mut ctx, &ids, &targets, cfg.batch, cfg.block_size)
+            .train_step_observed(&mut ctx, &ids, &tg, |ctx| {
+                out.grads = common::param_bits(ctx, true)
+            })
             .unwrap();
-        out.losses.push(ctx.item(loss).unwrap().to_bits());
-        ctx.backward(loss).unwrap();
-        out.grads = common::param_bits(&ctx, true);
-        ctx.clip_grad_norm(1.0).unwrap();
-        ctx.optimizer_step().unwrap();
-        ctx.zero_grad();
+        out.losses.push(loss.to_bits());
     }
     out.params = common::param_bits(&ctx, false);
     out
