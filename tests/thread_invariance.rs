@@ -72,6 +72,22 @@ fn attention_params(
     (q, k, v)
 }
 
+/// A norm's weight and bias [c] and its input x [n, c, 32, 32]
+/// parameters, filled from `random` in that order.
+fn norm_params(
+    ctx: &mut Context,
+    random: &mut impl FnMut(usize) -> Vec<f32>,
+    n: usize,
+    c: usize,
+) -> (arenagrad::Tensor, arenagrad::Tensor, arenagrad::Tensor) {
+    let w = ctx.param(&[c], Some(&random(c))).unwrap();
+    let b = ctx.param(&[c], Some(&random(c))).unwrap();
+    let x = ctx
+        .param(&[n, c, 32, 32], Some(&random(n * c * 32 * 32)))
+        .unwrap();
+    (w, b, x)
+}
+
 /// The text, its vocabulary map and the model's shape for `cfg`.
 fn setup(cfg: fn(usize) -> GptConfig) -> (Vec<u8>, [u8; 256], GptConfig) {
     let text = generated_text(120_000);
@@ -296,11 +312,7 @@ const CASES: &[Case] = &[
         let (n, c, s) = (32, 16, 32 * 32);
         let mut random = normals(35);
         let mut ctx = Context::new();
-        let w = ctx.param(&[c], Some(&random(c))).unwrap();
-        let b = ctx.param(&[c], Some(&random(c))).unwrap();
-        let x = ctx
-            .param(&[n, c, 32, 32], Some(&random(n * c * s)))
-            .unwrap();
+        let (w, b, x) = norm_params(&mut ctx, &mut random, n, c);
         let st = ctx.batch_norm_stats("bn", c).unwrap();
         let r = random(n * c * s);
         let mut out = Bits::default();
@@ -327,11 +339,7 @@ const CASES: &[Case] = &[
         let (n, c, s) = (16, 32, 32 * 32);
         let mut random = normals(36);
         let mut ctx = Context::new();
-        let w = ctx.param(&[c], Some(&random(c))).unwrap();
-        let b = ctx.param(&[c], Some(&random(c))).unwrap();
-        let x = ctx
-            .param(&[n, c, 32, 32], Some(&random(n * c * s)))
-            .unwrap();
+        let (w, b, x) = norm_params(&mut ctx, &mut random, n, c);
         let y = ctx.group_norm(x, w, b, 8, 1e-5).unwrap();
         let weights = random(n * c * s);
         weighted_sum_bits(&mut ctx, y, &weights)
