@@ -7,7 +7,9 @@ use arenagrad::ffi::*;
 #[macro_use]
 #[path = "common/sampler.rs"]
 mod sampler_common;
-use sampler_common::{NO_TENSOR, advi_config, corr_normal, last_error, not_scalar, spec};
+use sampler_common::{
+    NO_TENSOR, advi_config, corr_normal, failed_run, last_error, not_scalar, spec,
+};
 use std::ffi::c_void;
 use std::ptr::{null, null_mut};
 use std::sync::Mutex;
@@ -363,36 +365,20 @@ unsafe extern "C" fn failing(
 
 #[test]
 fn a_failing_or_non_scalar_density_stops_the_run_naming_the_step() {
-    let mut s = null_mut();
-    assert_eq!(
-        ag_sampler_new(&spec(1, Some(failing), false), &mut s),
-        AG_STATUS_OK
-    );
-    let mut d = null_mut();
-    assert_eq!(
-        ag_advi_run(s, &advi_config(AG_ADVI_MEANFIELD, 8), &mut d),
-        AG_STATUS_INVALID_ARGUMENT
-    );
-    let e = last_error();
+    let cfg = advi_config(AG_ADVI_MEANFIELD, 8);
+    let model = spec(1, Some(failing), false);
+    let e = failed_run(&model, AG_STATUS_INVALID_ARGUMENT, |s, d| {
+        ag_advi_run(s, &cfg, d)
+    });
     assert!(e.starts_with("ag_advi_run: ") && e.contains("step "), "{e}");
-    assert!(d.is_null());
-    assert_eq!(ag_sampler_free(s), AG_STATUS_OK);
 
-    assert_eq!(
-        ag_sampler_new(&spec(3, Some(not_scalar), true), &mut s),
-        AG_STATUS_OK
-    );
-    assert_eq!(
-        ag_advi_run(s, &advi_config(AG_ADVI_FULLRANK, 1), &mut d),
-        AG_STATUS_NOT_SCALAR
-    );
-    let e = last_error();
+    let cfg = advi_config(AG_ADVI_FULLRANK, 1);
+    let model = spec(3, Some(not_scalar), true);
+    let e = failed_run(&model, AG_STATUS_NOT_SCALAR, |s, d| ag_advi_run(s, &cfg, d));
     assert!(
         e.contains("initial point") && e.contains("3 elements"),
         "{e}"
     );
-    assert!(d.is_null());
-    assert_eq!(ag_sampler_free(s), AG_STATUS_OK);
 }
 
 #[test]

@@ -8,7 +8,9 @@ use arenagrad::ffi::*;
 #[path = "common/sampler.rs"]
 mod sampler_common;
 use arenagrad::infer::{ChainError, Settings, run_chain};
-use sampler_common::{NO_TENSOR, corr_normal, last_error, not_scalar, nuts_config, spec};
+use sampler_common::{
+    NO_TENSOR, corr_normal, failed_run, last_error, not_scalar, nuts_config, spec,
+};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::ffi::{CStr, c_void};
@@ -612,38 +614,23 @@ fn bad_inputs_are_refused_with_a_message_naming_the_function() {
 #[test]
 fn a_failing_or_non_scalar_density_stops_the_run_naming_chain_and_iteration() {
     for parallel in [true, false] {
-        let mut s = null_mut();
-        assert_eq!(
-            ag_sampler_new(&spec(1, Some(failing), false), &mut s),
-            AG_STATUS_OK
-        );
-        let mut d = null_mut();
         let cfg = ag_nuts_config {
             parallel,
             ..nuts_config(3, 200, 200, 8)
         };
-        assert_eq!(ag_nuts_run(s, &cfg, &mut d), AG_STATUS_INVALID_ARGUMENT);
-        let e = last_error();
+        let model = spec(1, Some(failing), false);
+        let e = failed_run(&model, AG_STATUS_INVALID_ARGUMENT, |s, d| {
+            ag_nuts_run(s, &cfg, d)
+        });
         assert!(
             e.starts_with("ag_nuts_run: chain ") && e.contains(", iteration "),
             "{e}"
         );
-        assert!(d.is_null());
-        assert_eq!(ag_sampler_free(s), AG_STATUS_OK);
     }
-    let mut s = null_mut();
-    assert_eq!(
-        ag_sampler_new(&spec(3, Some(not_scalar), true), &mut s),
-        AG_STATUS_OK
-    );
-    let mut d = null_mut();
-    assert_eq!(
-        ag_nuts_run(s, &nuts_config(2, 10, 10, 1), &mut d),
-        AG_STATUS_NOT_SCALAR
-    );
-    let e = last_error();
+    let cfg = nuts_config(2, 10, 10, 1);
+    let model = spec(3, Some(not_scalar), true);
+    let e = failed_run(&model, AG_STATUS_NOT_SCALAR, |s, d| ag_nuts_run(s, &cfg, d));
     assert!(e.contains("iteration 0") && e.contains("3 elements"), "{e}");
-    assert_eq!(ag_sampler_free(s), AG_STATUS_OK);
 }
 
 #[test]
@@ -886,25 +873,17 @@ fn reported_quantities_of_a_lognormal_match_its_known_moments() {
 
 #[test]
 fn a_failing_report_stops_the_run_and_bad_report_specs_are_refused() {
-    let mut s = null_mut();
-    assert_eq!(
-        ag_sampler_new(&reporting(Some(report_failing), null()), &mut s),
-        AG_STATUS_OK
-    );
-    let mut d = null_mut();
-    assert_eq!(
-        ag_nuts_run(s, &nuts_config(2, 50, 200, 3), &mut d),
-        AG_STATUS_INVALID_ARGUMENT
-    );
-    let e = last_error();
+    let cfg = nuts_config(2, 50, 200, 3);
+    let model = reporting(Some(report_failing), null());
+    let e = failed_run(&model, AG_STATUS_INVALID_ARGUMENT, |s, d| {
+        ag_nuts_run(s, &cfg, d)
+    });
     assert!(
         e.starts_with("ag_nuts_run: chain ") && e.contains(", draw "),
         "{e}"
     );
-    assert!(d.is_null());
-    assert_eq!(ag_sampler_free(s), AG_STATUS_OK);
 
-    s = null_mut();
+    let mut s = null_mut();
     let no_fn = reporting(None, null());
     assert_eq!(ag_sampler_new(&no_fn, &mut s), AG_STATUS_NULL_ARGUMENT);
     assert!(last_error().contains("report is NULL"), "{}", last_error());
@@ -937,6 +916,7 @@ fn a_failing_report_stops_the_run_and_bad_report_specs_are_refused() {
         "{}",
         last_error()
     );
+    let mut d = null_mut();
     assert_eq!(
         ag_nuts_run(s, &nuts_config(1, 20, 20, 3), &mut d),
         AG_STATUS_OK

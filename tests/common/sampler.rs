@@ -62,6 +62,24 @@ pub fn advi_config(algorithm: u32, seed: u64) -> ag_advi_config {
     c
 }
 
+/// A sampler for `model` on which `run` (ag_nuts_run or ag_advi_run with
+/// its config, given the sampler and the output) fails with `want` and
+/// hands back no draws; returns the message.
+pub fn failed_run(
+    model: &ag_model_spec,
+    want: ag_status,
+    run: impl FnOnce(*mut ag_sampler, *mut *mut ag_draws) -> ag_status,
+) -> String {
+    let mut s = null_mut();
+    assert_eq!(ag_sampler_new(model, &mut s), AG_STATUS_OK);
+    let mut d = null_mut();
+    assert_eq!(run(s, &mut d), want);
+    let e = last_error();
+    assert!(d.is_null(), "draws on failure: {e}");
+    assert_eq!(ag_sampler_free(s), AG_STATUS_OK);
+    e
+}
+
 /// The sampler API's last error message on this thread.
 pub fn last_error() -> String {
     // SAFETY: never NULL, valid until the next sampler call on this thread.
