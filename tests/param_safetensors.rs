@@ -7,10 +7,13 @@
 //! reads an exported file with the values ag_tensor_read gives; otherwise
 //! that part is skipped with a message.
 
+mod common;
+
 use arenagrad::ffi::*;
 use arenagrad::safetensors_io;
 use arenagrad::{Context, Error, Tensor};
-use std::ffi::{CStr, CString};
+use common::ffi::last_error;
+use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::ptr::{null, null_mut};
@@ -215,13 +218,6 @@ fn every_mismatch_is_refused_naming_the_tensor_and_changes_nothing() {
     // Empty model and empty file agree.
     let empty = safetensors_io::to_bytes(&[]).unwrap();
     Context::new().safetensors_load_bytes(&empty).unwrap();
-}
-
-fn last_error(ctx: *const ag_context) -> String {
-    // SAFETY: never NULL, NUL-terminated, valid until the next call on ctx.
-    unsafe { CStr::from_ptr(ag_context_last_error(ctx)) }
-        .to_string_lossy()
-        .into_owned()
 }
 
 fn zero() -> ag_tensor {
