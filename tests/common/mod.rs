@@ -23,3 +23,14 @@ pub fn param_bits(ctx: &arenagrad::Context, grad: bool) -> Vec<u32> {
     }
     out
 }
+
+/// This process's resident set in KiB (/proc/self/statm's second field, in
+/// 4 KiB pages); 0 where it cannot be read.
+pub fn rss_kib() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    s.split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0)
+        * 4
+}
