@@ -167,15 +167,9 @@ fn auto_choice_is_minimal_and_stable() {
     Gpt::adamw(&mut ctx, 3e-3).unwrap();
     let mut rng = Rng(3);
     let (mut ids, mut targets) = (vec![0; cfg.tokens()], vec![0; cfg.tokens()]);
+    let t = cfg.block_size;
     let mut step = |ctx: &mut Context| {
-        sample_batch(
-            &mut rng,
-            &text,
-            &map,
-            cfg.block_size,
-            &mut ids,
-            &mut targets,
-        );
+        sample_batch(&mut rng, &text, &map, t, &mut ids, &mut targets);
         gpt.train_step(ctx, &ids, &targets).unwrap();
         ctx.memory_stats()
     };
@@ -298,14 +292,8 @@ fn evaluation_with_grad_off_uses_the_scratch_region_too() {
     let cfg = two_blocks(v);
     let mut rng = Rng(5);
     let (mut ids, mut targets) = (vec![0; cfg.tokens()], vec![0; cfg.tokens()]);
-    sample_batch(
-        &mut rng,
-        &text,
-        &map,
-        cfg.block_size,
-        &mut ids,
-        &mut targets,
-    );
+    let t = cfg.block_size;
+    sample_batch(&mut rng, &text, &map, t, &mut ids, &mut targets);
     let eval = |policy: RecomputePolicy| {
         let mut ctx = Context::new();
         let mut gpt = Gpt::new(&mut ctx, cfg, 7).unwrap();

@@ -128,14 +128,8 @@ fn gpt_replayed(cfg: fn(usize) -> GptConfig) -> Bits {
     Gpt::adamw(&mut ctx, 3e-3).unwrap();
     let mut rng = Rng(9);
     let (mut ids, mut targets) = (vec![0; cfg.tokens()], vec![0; cfg.tokens()]);
-    sample_batch(
-        &mut rng,
-        &text,
-        &map,
-        cfg.block_size,
-        &mut ids,
-        &mut targets,
-    );
+    let t = cfg.block_size;
+    sample_batch(&mut rng, &text, &map, t, &mut ids, &mut targets);
     ctx.capture_begin().unwrap();
     let loss = gpt
         .loss(&mut ctx, &ids, &targets, cfg.batch, cfg.block_size)
@@ -150,14 +144,7 @@ fn gpt_replayed(cfg: fn(usize) -> GptConfig) -> Bits {
     ctx.clip_grad_norm(1.0).unwrap();
     ctx.optimizer_step().unwrap();
     for _ in 1..STEPS {
-        sample_batch(
-            &mut rng,
-            &text,
-            &map,
-            cfg.block_size,
-            &mut ids,
-            &mut targets,
-        );
+        sample_batch(&mut rng, &text, &map, t, &mut ids, &mut targets);
         ctx.input_write_ids(step, 0, &ids).unwrap();
         ctx.input_write_ids(step, 1, &targets).unwrap();
         ctx.zero_grad();
