@@ -136,6 +136,18 @@ static ag_tensor chain_forward(void) {
     return scale(acc, 1.0f / T_STEPS);
 }
 
+/* One eager gradient on the context as it stands: the loss, the four
+ * gradients into g. */
+static float chain_grad(float g[N_PARAMS]) {
+    CALL(ag_zero_grad(ctx));
+    ag_tensor loss = chain_forward();
+    float v;
+    CALL(ag_tensor_item(ctx, loss, &v));
+    CALL(ag_backward(ctx, loss));
+    for (int k = 0; k < N_PARAMS; k++) CALL(ag_tensor_read_grad(ctx, p[k], &g[k], 1));
+    return v;
+}
+
 /* ---- (b) eight schools, non-centred ---- */
 
 #define J 8

@@ -34,13 +34,7 @@
 /* One eager evaluation: the loss, the gradients into g[0..n). */
 static float chain_eager(float g[N_PARAMS]) {
     CALL(ag_reset(ctx)); /* ends the previous iteration (a replayed step's too) */
-    CALL(ag_zero_grad(ctx));
-    ag_tensor loss = chain_forward();
-    float v;
-    CALL(ag_tensor_item(ctx, loss, &v));
-    CALL(ag_backward(ctx, loss));
-    for (int k = 0; k < N_PARAMS; k++) CALL(ag_tensor_read_grad(ctx, p[k], &g[k], 1));
-    return v;
+    return chain_grad(g);
 }
 
 static ag_step step;
