@@ -308,22 +308,12 @@ fn c_api_save_load_and_statuses() {
     std::fs::remove_dir_all(&d).unwrap();
 }
 
-/// A Python that has the `safetensors` and `numpy` packages, if any.
-fn python() -> Option<String> {
-    let py = std::env::var("AG_PYTHON").unwrap_or_else(|_| "python3".into());
-    let ok = Command::new(&py)
-        .args(["-c", "import safetensors.numpy, numpy"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    ok.then_some(py)
-}
-
 /// Python's reader sees each exported parameter with the bits
 /// ag_tensor_read gives (through the C API, as a C program would).
 #[test]
 #[cfg_attr(miri, ignore)]
 fn python_reads_an_export_with_the_values_tensor_read_gives() {
-    let Some(py) = python() else {
+    let Some(py) = common::safetensors_python() else {
         eprintln!(
             "python_reads_an_export_with_the_values_tensor_read_gives: SKIPPED: no Python with \
              the `safetensors` and `numpy` packages (install them, e.g. `python3 -m venv v && \

@@ -34,3 +34,14 @@ pub fn rss_kib() -> u64 {
         .unwrap_or(0)
         * 4
 }
+
+/// A Python that has the `safetensors` and `numpy` packages (AG_PYTHON,
+/// else python3), if any: the safetensors tests' live checks need one.
+pub fn safetensors_python() -> Option<String> {
+    let py = std::env::var("AG_PYTHON").unwrap_or_else(|_| "python3".into());
+    let ok = std::process::Command::new(&py)
+        .args(["-c", "import safetensors.numpy, numpy"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    ok.then_some(py)
+}
