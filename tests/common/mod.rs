@@ -45,3 +45,16 @@ pub fn safetensors_python() -> Option<String> {
         .is_ok_and(|o| o.status.success());
     ok.then_some(py)
 }
+
+/// Sets AdamW with this learning rate and weight decay, and the usual
+/// betas (0.9, 0.999) and eps (1e-8).
+pub fn adamw(ctx: &mut arenagrad::Context, lr: f32, weight_decay: f32) {
+    ctx.optimizer(arenagrad::OptimizerKind::AdamW {
+        lr,
+        beta1: 0.9,
+        beta2: 0.999,
+        eps: 1e-8,
+        weight_decay,
+    })
+    .unwrap();
+}
