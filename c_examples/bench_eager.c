@@ -50,14 +50,29 @@ static double chain_reference(double grad[N_PARAMS]) {
 }
 
 static float chain_iteration(float g[N_PARAMS]) {
-    CALL(ag_zero_grad(ctx));
-    ag_tensor loss = chain_forward();
-    float v;
-    CALL(ag_tensor_item(ctx, loss, &v));
-    CALL(ag_backward(ctx, loss));
-    for (int k = 0; k < N_PARAMS; k++) CALL(ag_tensor_read_grad(ctx, p[k], &g[k], 1));
+    float v = chain_grad(g);
     CALL(ag_reset(ctx));
     return v;
+}
+
+/* Times `batch` calls of f(i), `reps` times: the median, least and
+ * greatest ns per call into out (as summarise_times). */
+static void time_batches(void (*f)(int i), int reps, int batch, double out[3]) {
+    double *t = calloc((size_t)reps, sizeof *t);
+    if (t == NULL) exit(1);
+    for (int r = 0; r < reps; r++) {
+        double t0 = now_ns();
+        for (int i = 0; i < batch; i++) f(i);
+        t[r] = (now_ns() - t0) / batch;
+    }
+    summarise_times(t, reps, out);
+    free(t);
+}
+
+static float gbuf[J + 2];
+static void chain_i(int i) {
+    (void)i;
+    chain_iteration(gbuf);
 }
 
 /* The tolerance: float32 rounding over 2,000 ops of a contractive
@@ -67,13 +82,7 @@ static float chain_iteration(float g[N_PARAMS]) {
 #define CHAIN_TOL 1e-4
 
 static int bench_chain(int reps, int batch) {
-    for (int t = 0; t < T_STEPS; t++) xs[t] = (float)sin(0.1 * t) + 0.3f * (float)cos(0.37 * t);
-    CALL(ag_context_new(&ctx));
-    size_t one[1] = {1};
-    for (int k = 0; k < N_PARAMS; k++) {
-        float v = (float)init[k];
-        CALL(ag_param_new(ctx, one, 1, &v, &p[k]));
-    }
+    chain_open();
     float g[N_PARAMS];
     double ref[N_PARAMS];
     double lref = chain_reference(ref);
@@ -89,22 +98,15 @@ static int bench_chain(int reps, int batch) {
         return 1;
     }
     for (int i = 0; i < batch; i++) chain_iteration(g); /* warm-up: arena and tape reach capacity */
-    double *t = malloc(sizeof(double) * (size_t)reps);
-    for (int r = 0; r < reps; r++) {
-        double t0 = now_ns();
-        for (int i = 0; i < batch; i++) chain_iteration(g);
-        t[r] = (now_ns() - t0) / batch;
-    }
-    double lo = t[0], hi = t[0];
-    for (int r = 1; r < reps; r++) { lo = fmin(lo, t[r]); hi = fmax(hi, t[r]); }
-    double med = median(t, reps);
+    double times[3];
+    time_batches(chain_i, reps, batch, times);
+    double med = times[0], lo = times[1], hi = times[2];
     printf("bench eager model=scalar_chain ops=%ld ns_per_op=%.1f ns_per_op_min=%.1f ns_per_op_max=%.1f "
            "us_per_grad=%.1f reps=%d batch=%d grad_err=%.2g\n",
            ops, med / ops, lo / ops, hi / ops, med / 1e3, reps, batch, err);
     printf("scalar chain: %ld one-element ops, %.0f ns per op forward+backward (median of %d, range %.0f-%.0f), "
            "%.1f us per gradient; gradient within %.1g of float64 forward mode\n",
            ops, med / ops, reps, lo / ops, hi / ops, med / 1e3, err);
-    free(t);
     ag_context_free(&ctx);
     return 0;
 }
@@ -121,48 +123,34 @@ static float eight_schools_grad(const float *pos, float *g) {
     return v;
 }
 
+static float es_pos[J + 2];
+static void es_i(int i) {
+    es_pos[i % (J + 2)] += 1e-6f; /* a moving position, as in a sampler */
+    eight_schools_grad(es_pos, gbuf);
+}
+
 static int bench_eight_schools(int reps, int batch) {
     CALL(ag_context_new(&ctx));
     size_t shape[1] = {J + 2};
     CALL(ag_param_new(ctx, shape, 1, NULL, &q));
-    float pos[J + 2], g[J + 2];
-    for (int i = 0; i < J + 2; i++) pos[i] = 0.1f * (float)(i - 4);
-    for (int i = 0; i < batch; i++) eight_schools_grad(pos, g);
-    double *t = malloc(sizeof(double) * (size_t)reps);
-    for (int r = 0; r < reps; r++) {
-        double t0 = now_ns();
-        for (int i = 0; i < batch; i++) {
-            pos[i % (J + 2)] += 1e-6f; /* a moving position, as in a sampler */
-            eight_schools_grad(pos, g);
-        }
-        t[r] = (now_ns() - t0) / batch;
-    }
-    double lo = t[0], hi = t[0];
-    for (int r = 1; r < reps; r++) { lo = fmin(lo, t[r]); hi = fmax(hi, t[r]); }
-    double med = median(t, reps);
+    for (int i = 0; i < J + 2; i++) es_pos[i] = 0.1f * (float)(i - 4);
+    for (int i = 0; i < batch; i++) eight_schools_grad(es_pos, gbuf);
+    double times[3];
+    time_batches(es_i, reps, batch, times);
+    double med = times[0], lo = times[1], hi = times[2];
     printf("bench eager model=eight_schools ops=%ld us_per_grad=%.3f us_per_grad_min=%.3f us_per_grad_max=%.3f "
            "ns_per_op=%.1f reps=%d batch=%d\n",
            ops, med / 1e3, lo / 1e3, hi / 1e3, med / ops, reps, batch);
     printf("eight schools (non-centred, 10 parameters): %.2f us per gradient (median of %d, range %.2f-%.2f), "
            "%ld ops\n", med / 1e3, reps, lo / 1e3, hi / 1e3, ops);
-    free(t);
     ag_context_free(&ctx);
     return 0;
 }
 
 int main(int argc, char **argv) {
-    bool quick = false;
-    const char *only = NULL;
-    int reps = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--quick")) quick = true;
-        else if (!strcmp(argv[i], "--model") && i + 1 < argc) only = argv[++i];
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
-    }
-    if (reps < 1) reps = quick ? 5 : 21;
+    bench_args a = parse_bench_args(argc, argv, NULL);
     int rc = 0;
-    if (!only || !strcmp(only, "scalar_chain")) rc = bench_chain(reps, quick ? 5 : 40);
-    if (rc == 0 && (!only || !strcmp(only, "eight_schools")))
-        rc = bench_eight_schools(reps, quick ? 500 : 5000);
+    if (bench_runs(&a, "scalar_chain")) rc = bench_chain(a.reps, a.quick ? 5 : 40);
+    if (rc == 0 && bench_runs(&a, "eight_schools")) rc = bench_eight_schools(a.reps, a.quick ? 500 : 5000);
     return rc;
 }

@@ -1,7 +1,7 @@
 /*
  * bench_models.h: what bench_eager.c and bench_replay.c share, so that
  * both time the same graphs: the context and its error check, timing
- * helpers, and the two models built through include/arenagrad.h: (a) the
+ * helpers, the command line, and the two models built through include/arenagrad.h: (a) the
  * scalar chain, a tanh recursion of one-element ops, and (b) the
  * non-centred eight-schools log density. Each program defines BENCH_NAME
  * (its name in error messages) before including it.
@@ -46,6 +46,41 @@ static double median(double *v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* The median, least and greatest of the times t[0..n), n >= 1, into
+ * out[0], out[1] and out[2] (sorts t). */
+static void summarise_times(double *t, int n, double out[3]) {
+    double lo = t[0], hi = t[0];
+    for (int r = 1; r < n; r++) { lo = fmin(lo, t[r]); hi = fmax(hi, t[r]); }
+    out[0] = median(t, n);
+    out[1] = lo;
+    out[2] = hi;
+}
+
+/* The command line: --quick, --model NAME (one model), --reps N (21, or 5
+ * with --quick, where absent or below 1), and --replay-only where the
+ * program takes it (replay_only not NULL). Other arguments are ignored:
+ * they belong to the other benches, which share BENCH_ARGS. */
+typedef struct {
+    bool quick;
+    const char *only;
+    int reps;
+} bench_args;
+
+static bench_args parse_bench_args(int argc, char **argv, bool *replay_only) {
+    bench_args a = {false, NULL, 0};
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) a.quick = true;
+        else if (!strcmp(argv[i], "--model") && i + 1 < argc) a.only = argv[++i];
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) a.reps = atoi(argv[++i]);
+        else if (replay_only && !strcmp(argv[i], "--replay-only")) *replay_only = true;
+    }
+    if (a.reps < 1) a.reps = a.quick ? 5 : 21;
+    return a;
+}
+
+/* Whether the model called name runs: no --model, or --model name. */
+static bool bench_runs(const bench_args *a, const char *name) { return !a->only || !strcmp(a->only, name); }
+
 /* ---- (a) the scalar chain ---- */
 
 #define T_STEPS 250
@@ -77,6 +112,17 @@ static ag_tensor scale(ag_tensor x, float s) {
     return t;
 }
 
+/* The chain's inputs x_t, and a new context holding its parameters. */
+static void chain_open(void) {
+    for (int t = 0; t < T_STEPS; t++) xs[t] = (float)sin(0.1 * t) + 0.3f * (float)cos(0.37 * t);
+    CALL(ag_context_new(&ctx));
+    size_t one[1] = {1};
+    for (int k = 0; k < N_PARAMS; k++) {
+        float v = (float)init[k];
+        CALL(ag_param_new(ctx, one, 1, &v, &p[k]));
+    }
+}
+
 /* the loss L(a, b, c, s); h_0 = c */
 static ag_tensor chain_forward(void) {
     ag_tensor a = p[0], b = p[1], c = p[2], s = p[3], h = c, acc = {0, 0, 0};
@@ -88,6 +134,18 @@ static ag_tensor chain_forward(void) {
         acc = t == 0 ? e : op2(ag_add, acc, e);
     }
     return scale(acc, 1.0f / T_STEPS);
+}
+
+/* One eager gradient on the context as it stands: the loss, the four
+ * gradients into g. */
+static float chain_grad(float g[N_PARAMS]) {
+    CALL(ag_zero_grad(ctx));
+    ag_tensor loss = chain_forward();
+    float v;
+    CALL(ag_tensor_item(ctx, loss, &v));
+    CALL(ag_backward(ctx, loss));
+    for (int k = 0; k < N_PARAMS; k++) CALL(ag_tensor_read_grad(ctx, p[k], &g[k], 1));
+    return v;
 }
 
 /* ---- (b) eight schools, non-centred ---- */

@@ -34,13 +34,7 @@
 /* One eager evaluation: the loss, the gradients into g[0..n). */
 static float chain_eager(float g[N_PARAMS]) {
     CALL(ag_reset(ctx)); /* ends the previous iteration (a replayed step's too) */
-    CALL(ag_zero_grad(ctx));
-    ag_tensor loss = chain_forward();
-    float v;
-    CALL(ag_tensor_item(ctx, loss, &v));
-    CALL(ag_backward(ctx, loss));
-    for (int k = 0; k < N_PARAMS; k++) CALL(ag_tensor_read_grad(ctx, p[k], &g[k], 1));
-    return v;
+    return chain_grad(g);
 }
 
 static ag_step step;
@@ -83,14 +77,8 @@ static void ab(bench_fn f, bench_fn g, int reps, int batch, double out[6]) {
         ta[r] = (t1 - t0) / batch;
         tb[r] = (t2 - t1) / batch;
     }
-    double *t[2] = {ta, tb};
-    for (int k = 0; k < 2; k++) {
-        double lo = t[k][0], hi = t[k][0];
-        for (int r = 1; r < reps; r++) { lo = fmin(lo, t[k][r]); hi = fmax(hi, t[k][r]); }
-        out[3 * k] = median(t[k], reps);
-        out[3 * k + 1] = lo;
-        out[3 * k + 2] = hi;
-    }
+    summarise_times(ta, reps, out);
+    summarise_times(tb, reps, out + 3);
     free(ta);
     free(tb);
 }
@@ -100,13 +88,7 @@ static void chain_eager_i(int i) { (void)i; chain_eager(gbuf); }
 static void chain_replay_i(int i) { (void)i; chain_replay(gbuf); }
 
 static int bench_chain(int reps, int batch) {
-    for (int t = 0; t < T_STEPS; t++) xs[t] = (float)sin(0.1 * t) + 0.3f * (float)cos(0.37 * t);
-    CALL(ag_context_new(&ctx));
-    size_t one[1] = {1};
-    for (int k = 0; k < N_PARAMS; k++) {
-        float v = (float)init[k];
-        CALL(ag_param_new(ctx, one, 1, &v, &p[k]));
-    }
+    chain_open();
     capture(chain_forward);
     long n_ops = ops;
     /* Bit for bit against eager, at the initial and at moved parameters. */
@@ -138,66 +120,89 @@ static int bench_chain(int reps, int batch) {
     return 0;
 }
 
-static float es_pos[J + 2];
+/* The models of a position vector (eight_schools, garch11): the log
+ * density reads the parameter q, n values, into which each evaluation
+ * first writes the position, as a sampler does. */
+#define POS_MAX 16
+static struct {
+    ag_tensor q;
+    size_t n;
+    ag_tensor (*logp)(void);
+    float pos[POS_MAX]; /* the position the timed evaluations move */
+} pm;
 
-static float eight_schools_eager(const float *pos, float *g) {
-    CALL(ag_reset(ctx)); /* ends the previous iteration (a replayed step's too) */
-    CALL(ag_param_write(ctx, q, pos, J + 2));
+/* One evaluation at pos, eager or the captured step replayed: the loss,
+ * the gradient into g[0..pm.n). */
+static float position_eval(const float *pos, float *g, bool replay) {
+    if (!replay) CALL(ag_reset(ctx)); /* ends the previous iteration (a replayed step's too) */
+    CALL(ag_param_write(ctx, pm.q, pos, pm.n));
     CALL(ag_zero_grad(ctx));
-    ag_tensor lp = eight_schools_logp();
+    ag_tensor lp = step_loss;
+    if (replay) {
+        CALL(ag_replay(ctx, step));
+    } else {
+        lp = pm.logp();
+        CALL(ag_backward(ctx, lp));
+    }
     float v;
     CALL(ag_tensor_item(ctx, lp, &v));
-    CALL(ag_backward(ctx, lp));
-    CALL(ag_tensor_read_grad(ctx, q, g, J + 2));
+    CALL(ag_tensor_read_grad(ctx, pm.q, g, pm.n));
     return v;
 }
 
-static float eight_schools_replay(const float *pos, float *g) {
-    CALL(ag_param_write(ctx, q, pos, J + 2));
-    CALL(ag_zero_grad(ctx));
-    CALL(ag_replay(ctx, step));
-    float v;
-    CALL(ag_tensor_item(ctx, step_loss, &v));
-    CALL(ag_tensor_read_grad(ctx, q, g, J + 2));
-    return v;
+static void position_eager_i(int i) {
+    pm.pos[(size_t)i % pm.n] += 1e-6f; /* a moving position, as in a sampler */
+    position_eval(pm.pos, gbuf, false);
+}
+static void position_replay_i(int i) {
+    pm.pos[(size_t)i % pm.n] -= 1e-6f;
+    position_eval(pm.pos, gbuf, true);
 }
 
-static void es_eager_i(int i) {
-    es_pos[i % (J + 2)] += 1e-6f; /* a moving position, as in a sampler */
-    eight_schools_eager(es_pos, gbuf);
+/* Captures pm's model at pm.pos (q already on ctx), compares the replay
+ * with eager bit for bit at the four positions trial_pos writes, then
+ * times both into r (as ab) and prints the machine-readable line. Returns
+ * the ops one evaluation records, or -1 when the replay differs. */
+static long bench_position(const char *name, void (*trial_pos)(int trial, float *pos), int reps, int batch,
+                           double r[6]) {
+    CALL(ag_param_write(ctx, pm.q, pm.pos, pm.n));
+    capture(pm.logp);
+    long n_ops = ops;
+    for (int trial = 0; trial < 4; trial++) {
+        float pos[POS_MAX], ge[POS_MAX], gr[POS_MAX];
+        trial_pos(trial, pos);
+        float le = position_eval(pos, ge, false), lr = position_eval(pos, gr, true);
+        bool ok = same(le, lr);
+        for (size_t k = 0; k < pm.n; k++) ok = ok && same(ge[k], gr[k]);
+        if (!ok) {
+            fprintf(stderr, "bench_replay: %s replay differs from eager (trial %d): %.9g vs %.9g\n", name, trial,
+                    lr, le);
+            return -1;
+        }
+    }
+    ab(position_eager_i, position_replay_i, reps, batch, r);
+    printf("bench replay model=%s ops=%ld eager_us_per_grad=%.3f replay_us_per_grad=%.3f "
+           "replay_us_per_grad_min=%.3f replay_us_per_grad_max=%.3f eager_ns_per_op=%.1f replay_ns_per_op=%.1f "
+           "speedup=%.2f reps=%d batch=%d\n",
+           name, n_ops, r[0] / 1e3, r[3] / 1e3, r[4] / 1e3, r[5] / 1e3, r[0] / n_ops, r[3] / n_ops,
+           r[0] / r[3], reps, batch);
+    return n_ops;
 }
-static void es_replay_i(int i) {
-    es_pos[i % (J + 2)] -= 1e-6f;
-    eight_schools_replay(es_pos, gbuf);
+
+static void eight_schools_trial_pos(int trial, float *pos) {
+    for (int i = 0; i < J + 2; i++) pos[i] = 0.3f * (float)sin(1.7 * (i + 1) * (trial + 1));
 }
 
 static int bench_eight_schools(int reps, int batch) {
     CALL(ag_context_new(&ctx));
     size_t shape[1] = {J + 2};
     CALL(ag_param_new(ctx, shape, 1, NULL, &q));
-    for (int i = 0; i < J + 2; i++) es_pos[i] = 0.1f * (float)(i - 4);
-    CALL(ag_param_write(ctx, q, es_pos, J + 2));
-    capture(eight_schools_logp);
-    long n_ops = ops;
-    for (int trial = 0; trial < 4; trial++) {
-        float pos[J + 2], ge[J + 2], gr[J + 2];
-        for (int i = 0; i < J + 2; i++) pos[i] = 0.3f * (float)sin(1.7 * (i + 1) * (trial + 1));
-        float le = eight_schools_eager(pos, ge), lr = eight_schools_replay(pos, gr);
-        bool ok = same(le, lr);
-        for (int k = 0; k < J + 2; k++) ok = ok && same(ge[k], gr[k]);
-        if (!ok) {
-            fprintf(stderr, "bench_replay: eight_schools replay differs from eager (trial %d): %.9g vs %.9g\n",
-                    trial, lr, le);
-            return 1;
-        }
-    }
+    pm.q = q;
+    pm.n = J + 2;
+    pm.logp = eight_schools_logp;
+    for (int i = 0; i < J + 2; i++) pm.pos[i] = 0.1f * (float)(i - 4);
     double r[6];
-    ab(es_eager_i, es_replay_i, reps, batch, r);
-    printf("bench replay model=eight_schools ops=%ld eager_us_per_grad=%.3f replay_us_per_grad=%.3f "
-           "replay_us_per_grad_min=%.3f replay_us_per_grad_max=%.3f eager_ns_per_op=%.1f replay_ns_per_op=%.1f "
-           "speedup=%.2f reps=%d batch=%d\n",
-           n_ops, r[0] / 1e3, r[3] / 1e3, r[4] / 1e3, r[5] / 1e3, r[0] / n_ops, r[3] / n_ops, r[0] / r[3],
-           reps, batch);
+    if (bench_position("eight_schools", eight_schools_trial_pos, reps, batch, r) < 0) return 1;
     printf("eight schools replayed: %.3f us per gradient (eager %.3f; range %.3f-%.3f), %.2fx, bit-identical\n",
            r[3] / 1e3, r[0] / 1e3, r[4] / 1e3, r[5] / 1e3, r[0] / r[3]);
     CALL(ag_step_free(ctx, &step));
@@ -209,6 +214,7 @@ static int bench_eight_schools(int reps, int batch) {
 static float g_y[G_T];
 static ag_tensor gq; /* (mu, alpha0, alpha1, beta1) */
 static const float g_s1 = 0.5f; /* sigma_1^2 */
+static const float g_start[4] = {0.05f, 0.1f, 0.2f, 0.7f};
 
 /* -2 log p(y | mu, alpha0, alpha1, beta1) up to a constant, step by step */
 static ag_tensor garch_logp(void) {
@@ -225,62 +231,22 @@ static ag_tensor garch_logp(void) {
     return scale(lp, -0.5f);
 }
 
-static float g_pos[4];
-
-static float garch_eval(const float *pos, float *g, bool replay) {
-    if (!replay) CALL(ag_reset(ctx)); /* ends the previous iteration (a replayed step's too) */
-    CALL(ag_param_write(ctx, gq, pos, 4));
-    CALL(ag_zero_grad(ctx));
-    ag_tensor lp = step_loss;
-    if (replay) {
-        CALL(ag_replay(ctx, step));
-    } else {
-        lp = garch_logp();
-        CALL(ag_backward(ctx, lp));
-    }
-    float v;
-    CALL(ag_tensor_item(ctx, lp, &v));
-    CALL(ag_tensor_read_grad(ctx, gq, g, 4));
-    return v;
-}
-
-static void garch_eager_i(int i) {
-    g_pos[i % 4] += 1e-6f;
-    garch_eval(g_pos, gbuf, false);
-}
-static void garch_replay_i(int i) {
-    g_pos[i % 4] -= 1e-6f;
-    garch_eval(g_pos, gbuf, true);
+static void garch_trial_pos(int trial, float *pos) {
+    for (int i = 0; i < 4; i++) pos[i] = g_start[i] * (1.0f + 0.1f * (float)sin(1.3 * (i + 1) * (trial + 1)));
 }
 
 static int bench_garch(int reps, int batch) {
     for (int t = 0; t < G_T; t++) g_y[t] = 0.8f * (float)sin(0.3 * t) + 0.4f * (float)cos(1.7 * t);
     CALL(ag_context_new(&ctx));
     size_t shape[1] = {4};
-    const float start[4] = {0.05f, 0.1f, 0.2f, 0.7f};
-    memcpy(g_pos, start, sizeof start);
-    CALL(ag_param_new(ctx, shape, 1, g_pos, &gq));
-    capture(garch_logp);
-    long n_ops = ops;
-    for (int trial = 0; trial < 4; trial++) {
-        float pos[4], ge[4], gr[4];
-        for (int i = 0; i < 4; i++) pos[i] = start[i] * (1.0f + 0.1f * (float)sin(1.3 * (i + 1) * (trial + 1)));
-        float le = garch_eval(pos, ge, false), lr = garch_eval(pos, gr, true);
-        bool ok = same(le, lr);
-        for (int k = 0; k < 4; k++) ok = ok && same(ge[k], gr[k]);
-        if (!ok) {
-            fprintf(stderr, "bench_replay: garch11 replay differs from eager (trial %d): %.9g vs %.9g\n", trial,
-                    lr, le);
-            return 1;
-        }
-    }
+    CALL(ag_param_new(ctx, shape, 1, g_start, &gq));
+    pm.q = gq;
+    pm.n = 4;
+    pm.logp = garch_logp;
+    memcpy(pm.pos, g_start, sizeof g_start);
     double r[6];
-    ab(garch_eager_i, garch_replay_i, reps, batch, r);
-    printf("bench replay model=garch11 ops=%ld eager_us_per_grad=%.3f replay_us_per_grad=%.3f "
-           "replay_us_per_grad_min=%.3f replay_us_per_grad_max=%.3f eager_ns_per_op=%.1f replay_ns_per_op=%.1f "
-           "speedup=%.2f reps=%d batch=%d\n",
-           n_ops, r[0] / 1e3, r[3] / 1e3, r[4] / 1e3, r[5] / 1e3, r[0] / n_ops, r[3] / n_ops, r[0] / r[3],
-           reps, batch);
+    long n_ops = bench_position("garch11", garch_trial_pos, reps, batch, r);
+    if (n_ops < 0) return 1;
     printf("garch11 replayed: %.1f ns per op, %.2f us per gradient (eager %.2f; range %.2f-%.2f), %.2fx, "
            "bit-identical\n",
            r[3] / n_ops, r[3] / 1e3, r[0] / 1e3, r[4] / 1e3, r[5] / 1e3, r[0] / r[3]);
@@ -290,20 +256,10 @@ static int bench_garch(int reps, int batch) {
 }
 
 int main(int argc, char **argv) {
-    bool quick = false;
-    const char *only = NULL;
-    int reps = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--quick")) quick = true;
-        else if (!strcmp(argv[i], "--model") && i + 1 < argc) only = argv[++i];
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--replay-only")) replay_only = true;
-    }
-    if (reps < 1) reps = quick ? 5 : 21;
+    bench_args a = parse_bench_args(argc, argv, &replay_only);
     int rc = 0;
-    if (!only || !strcmp(only, "scalar_chain")) rc = bench_chain(reps, quick ? 5 : 40);
-    if (rc == 0 && (!only || !strcmp(only, "eight_schools")))
-        rc = bench_eight_schools(reps, quick ? 500 : 5000);
-    if (rc == 0 && (!only || !strcmp(only, "garch11"))) rc = bench_garch(reps, quick ? 20 : 200);
+    if (bench_runs(&a, "scalar_chain")) rc = bench_chain(a.reps, a.quick ? 5 : 40);
+    if (rc == 0 && bench_runs(&a, "eight_schools")) rc = bench_eight_schools(a.reps, a.quick ? 500 : 5000);
+    if (rc == 0 && bench_runs(&a, "garch11")) rc = bench_garch(a.reps, a.quick ? 20 : 200);
     return rc;
 }

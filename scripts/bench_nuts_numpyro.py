@@ -194,33 +194,27 @@ def build(kind, settings, names, rows, cols):
 
         return model, (y,), quantities
 
-    if kind == "gamma_iid":
+    def positive_pair(first, second, family):
+        """gamma_iid and beta_iid: first, second ~ half-normal(0, 10), y iid
+        family(first, second)."""
         if len(names) != 2 or d != 0:
-            raise ValueError("gamma_iid: names must be alpha, beta; one column")
+            raise ValueError(f"{kind}: names must be {first}, {second}; one column")
 
         def model(y):
-            alpha = numpyro.sample("alpha", dist.HalfNormal(10.0))
-            beta = numpyro.sample("beta", dist.HalfNormal(10.0))
-            numpyro.sample("y", dist.Gamma(alpha, beta).expand([y.shape[0]]).to_event(1), obs=y)
+            p = numpyro.sample(first, dist.HalfNormal(10.0))
+            q = numpyro.sample(second, dist.HalfNormal(10.0))
+            numpyro.sample("y", family(p, q).expand([y.shape[0]]).to_event(1), obs=y)
 
         def quantities(s):
-            return jnp.stack([s["alpha"], s["beta"]], axis=-1)
+            return jnp.stack([s[first], s[second]], axis=-1)
 
         return model, (y,), quantities
+
+    if kind == "gamma_iid":
+        return positive_pair("alpha", "beta", dist.Gamma)
 
     if kind == "beta_iid":
-        if len(names) != 2 or d != 0:
-            raise ValueError("beta_iid: names must be a, b; one column")
-
-        def model(y):
-            a = numpyro.sample("a", dist.HalfNormal(10.0))
-            b = numpyro.sample("b", dist.HalfNormal(10.0))
-            numpyro.sample("y", dist.Beta(a, b).expand([y.shape[0]]).to_event(1), obs=y)
-
-        def quantities(s):
-            return jnp.stack([s["a"], s["b"]], axis=-1)
-
-        return model, (y,), quantities
+        return positive_pair("a", "b", dist.Beta)
 
     if kind == "arma11":
         if len(names) != 4 or d != 0:

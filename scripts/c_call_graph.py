@@ -27,6 +27,8 @@ import os
 import re
 import sys
 
+from module_graph import strongly_connected
+
 KEYWORDS = {
     "if", "while", "for", "switch", "return", "sizeof", "do", "else", "case",
     "goto", "_Alignof", "alignof", "_Static_assert", "static_assert",
@@ -231,34 +233,8 @@ def graph(files):
 
 
 def components(edges):
-    """The strongly connected components of more than one file (Tarjan)."""
-    index, low, on_stack, stack, found = {}, {}, set(), [], []
-
-    def visit(f):
-        index[f] = low[f] = len(index)
-        stack.append(f)
-        on_stack.add(f)
-        for g in sorted(edges[f]):
-            if g not in index:
-                visit(g)
-                low[f] = min(low[f], low[g])
-            elif g in on_stack:
-                low[f] = min(low[f], index[g])
-        if low[f] == index[f]:
-            part = []
-            while True:
-                g = stack.pop()
-                on_stack.discard(g)
-                part.append(g)
-                if g == f:
-                    break
-            if len(part) > 1:
-                found.append(sorted(part))
-
-    for f in sorted(edges):
-        if f not in index:
-            visit(f)
-    return found
+    """The strongly connected components of more than one file."""
+    return [part for part in strongly_connected(edges) if len(part) > 1]
 
 
 def cycles_in(edges, part, limit=20):

@@ -119,6 +119,47 @@ def parse_tree(text, i, prefix, paths):
     return i
 
 
+def strongly_connected(edges):
+    """The strongly connected components of the graph {node: successors}
+    (each successor a node), each sorted, in the order Tarjan's algorithm
+    completes them, nodes and successors taken in sorted order. Iterative,
+    so a long path meets no recursion limit. c_call_graph.py uses it too."""
+    index, low, on, stack, work, sccs = {}, {}, set(), [], [], []
+
+    def enter(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        work.append((v, iter(sorted(edges[v]))))
+
+    for v0 in sorted(edges):
+        if v0 in index:
+            continue
+        enter(v0)
+        while work:
+            v, successors = work[-1]
+            for w in successors:
+                if w not in index:
+                    enter(w)
+                    break
+                if w in on:
+                    low[v] = min(low[v], index[w])
+            else:  # every successor done: v is finished
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on.discard(w)
+                        comp.append(w)
+                        if w == v:
+                            break
+                    sccs.append(sorted(comp))
+    return sccs
+
+
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     show_edges = "--edges" in sys.argv
@@ -171,47 +212,7 @@ def main():
                 if target is not None and target != m:
                     edges[m].add(target)
 
-    # Tarjan's strongly connected components (iterative).
-    index, low, on, stack, sccs, counter = {}, {}, set(), [], [], [0]
-
-    def visit(v0):
-        work = [(v0, iter(sorted(edges[v0])))]
-        index[v0] = low[v0] = counter[0]
-        counter[0] += 1
-        stack.append(v0)
-        on.add(v0)
-        while work:
-            v, it = work[-1]
-            advanced = False
-            for w in it:
-                if w not in index:
-                    index[w] = low[w] = counter[0]
-                    counter[0] += 1
-                    stack.append(w)
-                    on.add(w)
-                    work.append((w, iter(sorted(edges[w]))))
-                    advanced = True
-                    break
-                if w in on:
-                    low[v] = min(low[v], index[w])
-            if advanced:
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[v])
-            if low[v] == index[v]:
-                comp = []
-                while True:
-                    w = stack.pop()
-                    on.discard(w)
-                    comp.append(w)
-                    if w == v:
-                        break
-                sccs.append(sorted(comp))
-
-    for v in sorted(files):
-        if v not in index:
-            visit(v)
+    sccs = strongly_connected(edges)
 
     total = sum(lines.values())
     print(f"src/: {len(files)} files, {total} lines")

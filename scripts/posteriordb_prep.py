@@ -102,12 +102,10 @@ def f32(v):
     return struct.unpack("f", struct.pack("f", v))[0]
 
 
-def grid_summary(log_post, lo, hi, transforms, names, points):
-    """quantity,mean,sd,0 of a posterior of 2 or 3 parameters by
-    quadrature: log_post on the unconstrained space over the box lo..hi,
-    narrowed to where it is within 40 of its peak, then a midpoint rule
-    with `points` per axis; transforms map a point to each reported
-    quantity. mcse 0: exact to the grid's error (far below a sampler's)."""
+def narrowed_grid(log_post, lo, hi, points):
+    """The midpoint grid with `points` per axis over the box lo..hi, the box
+    narrowed (twice) to where log_post is within 40 of its peak, and the
+    weights exp(log_post - peak) at the grid's points."""
     dims = len(lo)
     for _ in range(2):
         step = [(hi[k] - lo[k]) / points for k in range(dims)]
@@ -118,7 +116,16 @@ def grid_summary(log_post, lo, hi, transforms, names, points):
         keep = [g for g, l in zip(grid, lps) if l > top - 40]
         lo = [min(g[k] for g in keep) - step[k] for k in range(dims)]
         hi = [max(g[k] for g in keep) + step[k] for k in range(dims)]
-    w = [math.exp(l - top) for l in lps]
+    return grid, [math.exp(l - top) for l in lps]
+
+
+def grid_summary(log_post, lo, hi, transforms, names, points):
+    """quantity,mean,sd,0 of a posterior of 2 or 3 parameters by
+    quadrature: log_post on the unconstrained space over narrowed_grid's
+    box, a midpoint rule with `points` per axis; transforms map a point to
+    each reported quantity. mcse 0: exact to the grid's error (far below a
+    sampler's)."""
+    grid, w = narrowed_grid(log_post, lo, hi, points)
     total = sum(w)
     rows = []
     for name, t in zip(names, transforms):
@@ -274,16 +281,7 @@ def write_hier_lkj():
     name = "synthetic-hier_lkj"
     names = ["tau[1]", "tau[2]", "Omega.2.1"] + [f"theta.{g}.{k}" for g in range(1, G + 1) for k in (1, 2)]
     write_rows(name, "hier_lkj", {"lkj_eta": 2, "sigma_prior": "normal 2"}, names, rows)
-    lo, hi, points, dims = [-8, -8, -8], [3, 3, 8], 64, 3
-    for _ in range(2):  # narrow the box to within 40 of the peak, as grid_summary
-        step = [(hi[k] - lo[k]) / points for k in range(dims)]
-        grid = list(itertools.product(*[[lo[k] + (i + 0.5) * step[k] for i in range(points)] for k in range(dims)]))
-        lps = [log_post(*g) for g in grid]
-        top = max(lps)
-        keep = [g for g, l in zip(grid, lps) if l > top - 40]
-        lo = [min(g[k] for g in keep) - step[k] for k in range(dims)]
-        hi = [max(g[k] for g in keep) + step[k] for k in range(dims)]
-    w = [math.exp(l - top) for l in lps]
+    grid, w = narrowed_grid(log_post, [-8, -8, -8], [3, 3, 8], 64)
     total = sum(w)
     hyper = [lambda a1, a2, u: math.exp(a1), lambda a1, a2, u: math.exp(a2),
              lambda a1, a2, u: 2 / (1 + math.exp(-u)) - 1]

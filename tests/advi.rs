@@ -7,7 +7,9 @@ use arenagrad::ffi::*;
 #[macro_use]
 #[path = "common/sampler.rs"]
 mod sampler_common;
-use sampler_common::{NO_TENSOR, advi_config, last_error, spec};
+use sampler_common::{
+    NO_TENSOR, advi_config, corr_normal, failed_run, last_error, not_scalar, spec,
+};
 use std::ffi::c_void;
 use std::ptr::{null, null_mut};
 use std::sync::Mutex;
@@ -31,25 +33,9 @@ unsafe extern "C" fn shifted_normal(
     ag_scale(ctx, s, -0.5, out)
 }
 
-/// A 2-D normal with unit variances and correlation RHO, centred at 0.
-const RHO: f32 = 0.8;
-unsafe extern "C" fn corr_normal(
-    ctx: *mut ag_context,
-    q: ag_tensor,
-    _: *mut c_void,
-    out: *mut ag_tensor,
-) -> ag_status {
-    let (mut a, mut b, mut aa, mut bb, mut ab, mut t, mut u) = [NO_TENSOR; 7].into();
-    try_ag!(ag_slice(ctx, q, 0, 0, 1, &mut a));
-    try_ag!(ag_slice(ctx, q, 0, 1, 1, &mut b));
-    try_ag!(ag_mul(ctx, a, a, &mut aa));
-    try_ag!(ag_mul(ctx, b, b, &mut bb));
-    try_ag!(ag_mul(ctx, a, b, &mut ab));
-    try_ag!(ag_add(ctx, aa, bb, &mut t));
-    try_ag!(ag_scale(ctx, ab, -2.0 * RHO, &mut u));
-    try_ag!(ag_add(ctx, t, u, &mut a));
-    ag_scale(ctx, a, -0.5 / (1.0 - RHO * RHO), out)
-}
+/// corr_normal::<RHO_PERCENT>'s correlation.
+const RHO_PERCENT: u32 = 80;
+const RHO: f32 = RHO_PERCENT as f32 / 100.0;
 
 /// A run's results, copied out.
 #[derive(Debug)]
@@ -209,7 +195,7 @@ fn mean_field_recovers_an_iid_normal() {
 #[test]
 fn full_rank_recovers_the_correlation_mean_field_shrinks_the_sds() {
     let rho = f64::from(RHO);
-    let model = spec(2, Some(corr_normal), true);
+    let model = spec(2, Some(corr_normal::<RHO_PERCENT>), true);
     for seed in 1..=3 {
         let mf = fit(&model, &advi_config(AG_ADVI_MEANFIELD, seed));
         let want = (1.0 - rho * rho).sqrt();
@@ -256,7 +242,7 @@ fn fits_are_the_same_bits_at_any_thread_count_replayed_or_not() {
         let mut runs = Vec::new();
         for (threads, fixed) in [(1, true), (3, true), (3, false), (1, false)] {
             assert_eq!(ag_set_num_threads(threads), AG_STATUS_OK);
-            let out = fit(&spec(2, Some(corr_normal), fixed), &cfg);
+            let out = fit(&spec(2, Some(corr_normal::<RHO_PERCENT>), fixed), &cfg);
             let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             runs.push((
                 bits(&out.positions),
@@ -273,7 +259,7 @@ fn fits_are_the_same_bits_at_any_thread_count_replayed_or_not() {
         }
         // another seed, another fit
         cfg.seed = 18;
-        let other = fit(&spec(2, Some(corr_normal), true), &cfg);
+        let other = fit(&spec(2, Some(corr_normal::<RHO_PERCENT>), true), &cfg);
         assert_ne!(other.mean[0].to_bits(), runs[0].2[0]);
     }
 }
@@ -377,47 +363,22 @@ unsafe extern "C" fn failing(
     unsafe { shifted_normal(ctx, q, null_mut(), out) }
 }
 
-unsafe extern "C" fn not_scalar(
-    ctx: *mut ag_context,
-    q: ag_tensor,
-    _: *mut c_void,
-    out: *mut ag_tensor,
-) -> ag_status {
-    ag_scale(ctx, q, -0.5, out)
-}
-
 #[test]
 fn a_failing_or_non_scalar_density_stops_the_run_naming_the_step() {
-    let mut s = null_mut();
-    assert_eq!(
-        ag_sampler_new(&spec(1, Some(failing), false), &mut s),
-        AG_STATUS_OK
-    );
-    let mut d = null_mut();
-    assert_eq!(
-        ag_advi_run(s, &advi_config(AG_ADVI_MEANFIELD, 8), &mut d),
-        AG_STATUS_INVALID_ARGUMENT
-    );
-    let e = last_error();
+    let cfg = advi_config(AG_ADVI_MEANFIELD, 8);
+    let model = spec(1, Some(failing), false);
+    let e = failed_run(&model, AG_STATUS_INVALID_ARGUMENT, |s, d| {
+        ag_advi_run(s, &cfg, d)
+    });
     assert!(e.starts_with("ag_advi_run: ") && e.contains("step "), "{e}");
-    assert!(d.is_null());
-    assert_eq!(ag_sampler_free(s), AG_STATUS_OK);
 
-    assert_eq!(
-        ag_sampler_new(&spec(3, Some(not_scalar), true), &mut s),
-        AG_STATUS_OK
-    );
-    assert_eq!(
-        ag_advi_run(s, &advi_config(AG_ADVI_FULLRANK, 1), &mut d),
-        AG_STATUS_NOT_SCALAR
-    );
-    let e = last_error();
+    let cfg = advi_config(AG_ADVI_FULLRANK, 1);
+    let model = spec(3, Some(not_scalar), true);
+    let e = failed_run(&model, AG_STATUS_NOT_SCALAR, |s, d| ag_advi_run(s, &cfg, d));
     assert!(
         e.contains("initial point") && e.contains("3 elements"),
         "{e}"
     );
-    assert!(d.is_null());
-    assert_eq!(ag_sampler_free(s), AG_STATUS_OK);
 }
 
 #[test]
@@ -519,7 +480,7 @@ fn mean_rms_error(
         c.average_fraction = average_fraction;
         let (model, want) = match algorithm {
             AG_ADVI_MEANFIELD => (spec(5, Some(shifted_normal), true), 1.0),
-            _ => (spec(2, Some(corr_normal), true), 0.0),
+            _ => (spec(2, Some(corr_normal::<RHO_PERCENT>), true), 0.0),
         };
         let out = fit(&model, &c);
         assert_eq!(out.iterations, 2000);
@@ -556,7 +517,7 @@ fn averaged_full_rank_factor_has_a_positive_diagonal() {
     for seed in 1..=4 {
         let mut c = advi_config(AG_ADVI_FULLRANK, seed);
         (c.eta, c.iterations, c.tol_rel_obj) = (1.0, 2000, 1e-12);
-        let out = fit(&spec(2, Some(corr_normal), true), &c);
+        let out = fit(&spec(2, Some(corr_normal::<RHO_PERCENT>), true), &c);
         let l = &out.scale;
         assert!(l[0] > 0.0 && l[3] > 0.0, "seed {seed}: L {l:?}");
         let sd = [l[0], (l[2] * l[2] + l[3] * l[3]).sqrt()];

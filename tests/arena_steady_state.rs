@@ -17,7 +17,7 @@
 mod common;
 
 use arenagrad::ffi::*;
-use arenagrad::{Context, GradEvent, MemoryStats, OptimizerKind, RecomputePolicy, Tensor};
+use arenagrad::{Context, GradEvent, MemoryStats, RecomputePolicy, Tensor};
 use common::counting_alloc::{ALLOCS, COUNTING, CountingAlloc, DEALLOCS, REALLOCS};
 use common::ffi::ok;
 use common::gpt::{Gpt, GptConfig, Rng, sample_batch, vocabulary};
@@ -223,14 +223,7 @@ impl Mlp {
             w2: ctx.param(&[MH, MC], Some(&w2)).unwrap(),
             b2: ctx.param(&[MC], None).unwrap(),
         };
-        ctx.optimizer(OptimizerKind::AdamW {
-            lr: 1e-2,
-            beta1: 0.9,
-            beta2: 0.999,
-            eps: 1e-8,
-            weight_decay: 0.01,
-        })
-        .unwrap();
+        common::adamw(ctx, 1e-2, 0.01);
         m
     }
 

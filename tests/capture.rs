@@ -5,7 +5,9 @@
 //! threads, with and without recomputation segments. Then the refusals:
 //! each leaves the context as it was.
 
-use arenagrad::{Context, Error, OptimizerKind, RecomputePolicy, StepProblem, Tensor};
+mod common;
+
+use arenagrad::{Context, Error, RecomputePolicy, StepProblem, Tensor};
 
 const B: usize = 64;
 const D: usize = 256;
@@ -51,14 +53,7 @@ impl Model {
             ctx.param(&[H], Some(&init(H, 2))).unwrap(),
             ctx.param(&[H, 1], Some(&init(H, 3))).unwrap(),
         ];
-        ctx.optimizer(OptimizerKind::AdamW {
-            lr: 1e-2,
-            beta1: 0.9,
-            beta2: 0.999,
-            eps: 1e-8,
-            weight_decay: 0.01,
-        })
-        .unwrap();
+        common::adamw(&mut ctx, 1e-2, 0.01);
         Model { ctx, params }
     }
 

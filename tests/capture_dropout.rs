@@ -6,7 +6,9 @@
 //! the mask sits in the scratch region another segment overwrites, so the
 //! backward needs it redrawn). A replay that keeps the seed keeps the mask.
 
-use arenagrad::{Context, Error, OptimizerKind, RecomputePolicy, Tensor};
+mod common;
+
+use arenagrad::{Context, Error, RecomputePolicy, Tensor};
 
 const B: usize = 16;
 const D: usize = 64;
@@ -50,14 +52,7 @@ impl Model {
             ctx.param(&[H, H], Some(&stream(101, H * H))).unwrap(),
             ctx.param(&[H, 1], Some(&stream(102, H))).unwrap(),
         ];
-        ctx.optimizer(OptimizerKind::AdamW {
-            lr: 1e-2,
-            beta1: 0.9,
-            beta2: 0.999,
-            eps: 1e-8,
-            weight_decay: 0.01,
-        })
-        .unwrap();
+        common::adamw(&mut ctx, 1e-2, 0.01);
         Model { ctx, params }
     }
 

@@ -19,15 +19,6 @@ use common::counting_alloc::{CountingAlloc, count, take_calls};
 #[global_allocator]
 static GLOBAL: CountingAlloc = CountingAlloc;
 
-fn rss_kib() -> u64 {
-    let s = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    s.split_whitespace()
-        .nth(1)
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(0)
-        * 4
-}
-
 const B: usize = 32;
 const D: usize = 256;
 const H: usize = 256;
@@ -110,7 +101,7 @@ fn main() {
     }
     replay(&mut ctx, 3, &mut x, &mut y);
     let stats = ctx.memory_stats();
-    let rss0 = rss_kib();
+    let rss0 = common::rss_kib();
 
     count(true);
     let mut sum = 0.0f32;
@@ -124,7 +115,7 @@ fn main() {
     }
     let mixed = common::counting_alloc::calls();
     count(false);
-    let rss1 = rss_kib();
+    let rss1 = common::rss_kib();
 
     let after = ctx.memory_stats();
     println!(

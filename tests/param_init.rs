@@ -2,21 +2,12 @@
 //! the Rust API for the same seed, and bad kinds, arguments and handles are
 //! refused with their status and a message, leaving the values untouched.
 
+mod common;
+
 use arenagrad::ffi::*;
 use arenagrad::{Context, Init};
-use std::ffi::CStr;
+use common::ffi::{last_error, ok};
 use std::ptr::null_mut;
-
-fn ok(st: ag_status, what: &str) {
-    assert_eq!(st, AG_STATUS_OK, "{what}: {st}");
-}
-
-fn last_error(ctx: *const ag_context) -> String {
-    // SAFETY: never NULL, NUL-terminated, valid until the next call on ctx.
-    unsafe { CStr::from_ptr(ag_context_last_error(ctx)) }
-        .to_string_lossy()
-        .into_owned()
-}
 
 struct Ctx(*mut ag_context);
 

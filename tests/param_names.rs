@@ -3,21 +3,13 @@
 //! entry points (length query, exact fit, too small a buffer), and
 //! per-parameter weight decay.
 
+mod common;
+
 use arenagrad::ffi::*;
 use arenagrad::{Context, Error};
+use common::ffi::{last_error, ok};
 use std::ffi::{CStr, CString};
 use std::ptr::{null, null_mut};
-
-fn ok(st: ag_status, what: &str) {
-    assert_eq!(st, AG_STATUS_OK, "{what}: {st}");
-}
-
-fn last_error(ctx: *const ag_context) -> String {
-    // SAFETY: never NULL, NUL-terminated, valid until the next call on ctx.
-    unsafe { CStr::from_ptr(ag_context_last_error(ctx)) }
-        .to_string_lossy()
-        .into_owned()
-}
 
 fn invalid(e: Error, needles: &[&str]) {
     assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");

@@ -7,10 +7,13 @@
 //! reads an exported file with the values ag_tensor_read gives; otherwise
 //! that part is skipped with a message.
 
+mod common;
+
 use arenagrad::ffi::*;
 use arenagrad::safetensors_io;
 use arenagrad::{Context, Error, Tensor};
-use std::ffi::{CStr, CString};
+use common::ffi::last_error;
+use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::ptr::{null, null_mut};
@@ -217,13 +220,6 @@ fn every_mismatch_is_refused_naming_the_tensor_and_changes_nothing() {
     Context::new().safetensors_load_bytes(&empty).unwrap();
 }
 
-fn last_error(ctx: *const ag_context) -> String {
-    // SAFETY: never NULL, NUL-terminated, valid until the next call on ctx.
-    unsafe { CStr::from_ptr(ag_context_last_error(ctx)) }
-        .to_string_lossy()
-        .into_owned()
-}
-
 fn zero() -> ag_tensor {
     ag_tensor {
         index: 0,
@@ -312,22 +308,12 @@ fn c_api_save_load_and_statuses() {
     std::fs::remove_dir_all(&d).unwrap();
 }
 
-/// A Python that has the `safetensors` and `numpy` packages, if any.
-fn python() -> Option<String> {
-    let py = std::env::var("AG_PYTHON").unwrap_or_else(|_| "python3".into());
-    let ok = Command::new(&py)
-        .args(["-c", "import safetensors.numpy, numpy"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    ok.then_some(py)
-}
-
 /// Python's reader sees each exported parameter with the bits
 /// ag_tensor_read gives (through the C API, as a C program would).
 #[test]
 #[cfg_attr(miri, ignore)]
 fn python_reads_an_export_with_the_values_tensor_read_gives() {
-    let Some(py) = python() else {
+    let Some(py) = common::safetensors_python() else {
         eprintln!(
             "python_reads_an_export_with_the_values_tensor_read_gives: SKIPPED: no Python with \
              the `safetensors` and `numpy` packages (install them, e.g. `python3 -m venv v && \

@@ -132,15 +132,6 @@ fn grad_f64(q: &[f32; 10]) -> [f64; 10] {
     g
 }
 
-fn rss_kib() -> u64 {
-    let s = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    s.split_whitespace()
-        .nth(1)
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(0)
-        * 4
-}
-
 /// Deterministic positions.
 fn position(i: u64) -> [f32; 10] {
     let mut q = [0.0f32; 10];
@@ -176,7 +167,7 @@ fn main() {
             }
         }
     }
-    let (f0, rss0) = (p.figures(), rss_kib());
+    let (f0, rss0) = (p.figures(), common::rss_kib());
     let before = calls();
     count(true);
     let mut sum = 0.0f64;
@@ -185,7 +176,7 @@ fn main() {
     }
     count(false);
     let calls = calls() - before;
-    let (f1, rss1) = (p.figures(), rss_kib());
+    let (f1, rss1) = (p.figures(), common::rss_kib());
     eprintln!(
         "posterior_steady_state: {evals} eight-schools gradients: {calls} allocator calls; RSS {rss0} -> {rss1} KiB; \
          arena reserved {} -> {}, high water {} -> {}, tape capacity {} -> {}, table capacity {} -> {} (sum {sum:.3e})",

@@ -73,26 +73,16 @@ fn run(
         high_water: 0,
         recomputed: 0,
     };
+    let t = gpt_cfg.block_size;
     for _ in 0..STEPS {
-        sample_batch(
-            &mut rng,
-            &text,
-            &map,
-            gpt_cfg.block_size,
-            &mut ids,
-            &mut targets,
-        );
-        ctx.reset();
+        sample_batch(&mut rng, &text, &map, t, &mut ids, &mut targets);
         let loss = gpt
-            .loss(&mut ctx, &ids, &targets, gpt_cfg.batch, gpt_cfg.block_size)
+            .train_step_observed(&mut ctx, &ids, &targets, |ctx| {
+                trace.grads.push(common::param_bits(ctx, true));
+                trace.recomputed = ctx.memory_stats().recomputed_segments;
+            })
             .unwrap();
-        trace.losses.push(ctx.item(loss).unwrap().to_bits());
-        ctx.backward(loss).unwrap();
-        trace.grads.push(common::param_bits(&ctx, true));
-        trace.recomputed = ctx.memory_stats().recomputed_segments;
-        ctx.clip_grad_norm(1.0).unwrap();
-        ctx.optimizer_step().unwrap();
-        ctx.zero_grad();
+        trace.losses.push(loss.to_bits());
     }
     trace.params = common::param_bits(&ctx, false);
     trace.high_water = ctx.memory_stats().arena_high_water_bytes;
@@ -177,15 +167,9 @@ fn auto_choice_is_minimal_and_stable() {
     Gpt::adamw(&mut ctx, 3e-3).unwrap();
     let mut rng = Rng(3);
     let (mut ids, mut targets) = (vec![0; cfg.tokens()], vec![0; cfg.tokens()]);
+    let t = cfg.block_size;
     let mut step = |ctx: &mut Context| {
-        sample_batch(
-            &mut rng,
-            &text,
-            &map,
-            cfg.block_size,
-            &mut ids,
-            &mut targets,
-        );
+        sample_batch(&mut rng, &text, &map, t, &mut ids, &mut targets);
         gpt.train_step(ctx, &ids, &targets).unwrap();
         ctx.memory_stats()
     };
@@ -308,14 +292,8 @@ fn evaluation_with_grad_off_uses_the_scratch_region_too() {
     let cfg = two_blocks(v);
     let mut rng = Rng(5);
     let (mut ids, mut targets) = (vec![0; cfg.tokens()], vec![0; cfg.tokens()]);
-    sample_batch(
-        &mut rng,
-        &text,
-        &map,
-        cfg.block_size,
-        &mut ids,
-        &mut targets,
-    );
+    let t = cfg.block_size;
+    sample_batch(&mut rng, &text, &map, t, &mut ids, &mut targets);
     let eval = |policy: RecomputePolicy| {
         let mut ctx = Context::new();
         let mut gpt = Gpt::new(&mut ctx, cfg, 7).unwrap();

@@ -8,6 +8,8 @@
 //! python3), both directions are also checked live; otherwise that part is
 //! skipped with a message saying how to enable it.
 
+mod common;
+
 use arenagrad::safetensors_io::{self, NamedTensor};
 use arenagrad::{Error, Result};
 use std::path::{Path, PathBuf};
@@ -105,16 +107,6 @@ fn committed_files_written_by_python_load_exactly() {
     );
 }
 
-/// A Python that has the `safetensors` and `numpy` packages, if any.
-fn python() -> Option<String> {
-    let py = std::env::var("AG_PYTHON").unwrap_or_else(|_| "python3".into());
-    let ok = Command::new(&py)
-        .args(["-c", "import safetensors.numpy, numpy"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    ok.then_some(py)
-}
-
 fn run(py: &str, args: &[&Path]) -> String {
     let script = root().join("scripts/safetensors_fixtures.py");
     let out = Command::new(py)
@@ -133,7 +125,7 @@ fn run(py: &str, args: &[&Path]) -> String {
 #[test]
 #[cfg_attr(miri, ignore)]
 fn live_round_trips_with_python() {
-    let Some(py) = python() else {
+    let Some(py) = common::safetensors_python() else {
         eprintln!(
             "live_round_trips_with_python: SKIPPED: no Python with the `safetensors` and `numpy` \
              packages (install them, e.g. `python3 -m venv v && v/bin/pip install safetensors numpy`, \

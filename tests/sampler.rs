@@ -8,7 +8,9 @@ use arenagrad::ffi::*;
 #[path = "common/sampler.rs"]
 mod sampler_common;
 use arenagrad::infer::{ChainError, Settings, run_chain};
-use sampler_common::{NO_TENSOR, last_error, nuts_config, spec};
+use sampler_common::{
+    NO_TENSOR, corr_normal, failed_run, last_error, not_scalar, nuts_config, spec,
+};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::ffi::{CStr, c_void};
@@ -99,25 +101,9 @@ unsafe extern "C" fn std_normal(
     ag_scale(ctx, s, -0.5, out)
 }
 
-/// A 2-D normal with unit variances and correlation RHO.
-const RHO: f32 = 0.9;
-unsafe extern "C" fn corr_normal(
-    ctx: *mut ag_context,
-    q: ag_tensor,
-    _: *mut c_void,
-    out: *mut ag_tensor,
-) -> ag_status {
-    let (mut a, mut b, mut aa, mut bb, mut ab, mut t, mut u) = [NO_TENSOR; 7].into();
-    try_ag!(ag_slice(ctx, q, 0, 0, 1, &mut a));
-    try_ag!(ag_slice(ctx, q, 0, 1, 1, &mut b));
-    try_ag!(ag_mul(ctx, a, a, &mut aa));
-    try_ag!(ag_mul(ctx, b, b, &mut bb));
-    try_ag!(ag_mul(ctx, a, b, &mut ab));
-    try_ag!(ag_add(ctx, aa, bb, &mut t));
-    try_ag!(ag_scale(ctx, ab, -2.0 * RHO, &mut u));
-    try_ag!(ag_add(ctx, t, u, &mut a));
-    ag_scale(ctx, a, -0.5 / (1.0 - RHO * RHO), out)
-}
+/// corr_normal::<RHO_PERCENT>'s correlation.
+const RHO_PERCENT: u32 = 90;
+const RHO: f32 = RHO_PERCENT as f32 / 100.0;
 
 /// The standard normal, but with sd 2 where q[0] > 0: a density whose
 /// graph depends on the position (continuous, with a continuous gradient).
@@ -306,7 +292,7 @@ fn an_iid_normal_in_5_dimensions_is_recovered() {
 #[test]
 fn a_correlated_2d_normal_is_recovered() {
     let out = sample(
-        &spec(2, Some(corr_normal), true),
+        &spec(2, Some(corr_normal::<RHO_PERCENT>), true),
         &nuts_config(4, 400, 600, 7),
     );
     assert_row(&out.summary[0], 0.0, 1.0, "q[0]");
@@ -500,15 +486,6 @@ unsafe extern "C" fn failing(
     unsafe { std_normal(ctx, q, null_mut(), out) }
 }
 
-unsafe extern "C" fn not_scalar(
-    ctx: *mut ag_context,
-    q: ag_tensor,
-    _: *mut c_void,
-    out: *mut ag_tensor,
-) -> ag_status {
-    ag_scale(ctx, q, -0.5, out)
-}
-
 #[test]
 fn bad_inputs_are_refused_with_a_message_naming_the_function() {
     let mut s = null_mut();
@@ -637,38 +614,23 @@ fn bad_inputs_are_refused_with_a_message_naming_the_function() {
 #[test]
 fn a_failing_or_non_scalar_density_stops_the_run_naming_chain_and_iteration() {
     for parallel in [true, false] {
-        let mut s = null_mut();
-        assert_eq!(
-            ag_sampler_new(&spec(1, Some(failing), false), &mut s),
-            AG_STATUS_OK
-        );
-        let mut d = null_mut();
         let cfg = ag_nuts_config {
             parallel,
             ..nuts_config(3, 200, 200, 8)
         };
-        assert_eq!(ag_nuts_run(s, &cfg, &mut d), AG_STATUS_INVALID_ARGUMENT);
-        let e = last_error();
+        let model = spec(1, Some(failing), false);
+        let e = failed_run(&model, AG_STATUS_INVALID_ARGUMENT, |s, d| {
+            ag_nuts_run(s, &cfg, d)
+        });
         assert!(
             e.starts_with("ag_nuts_run: chain ") && e.contains(", iteration "),
             "{e}"
         );
-        assert!(d.is_null());
-        assert_eq!(ag_sampler_free(s), AG_STATUS_OK);
     }
-    let mut s = null_mut();
-    assert_eq!(
-        ag_sampler_new(&spec(3, Some(not_scalar), true), &mut s),
-        AG_STATUS_OK
-    );
-    let mut d = null_mut();
-    assert_eq!(
-        ag_nuts_run(s, &nuts_config(2, 10, 10, 1), &mut d),
-        AG_STATUS_NOT_SCALAR
-    );
-    let e = last_error();
+    let cfg = nuts_config(2, 10, 10, 1);
+    let model = spec(3, Some(not_scalar), true);
+    let e = failed_run(&model, AG_STATUS_NOT_SCALAR, |s, d| ag_nuts_run(s, &cfg, d));
     assert!(e.contains("iteration 0") && e.contains("3 elements"), "{e}");
-    assert_eq!(ag_sampler_free(s), AG_STATUS_OK);
 }
 
 #[test]
@@ -911,25 +873,17 @@ fn reported_quantities_of_a_lognormal_match_its_known_moments() {
 
 #[test]
 fn a_failing_report_stops_the_run_and_bad_report_specs_are_refused() {
-    let mut s = null_mut();
-    assert_eq!(
-        ag_sampler_new(&reporting(Some(report_failing), null()), &mut s),
-        AG_STATUS_OK
-    );
-    let mut d = null_mut();
-    assert_eq!(
-        ag_nuts_run(s, &nuts_config(2, 50, 200, 3), &mut d),
-        AG_STATUS_INVALID_ARGUMENT
-    );
-    let e = last_error();
+    let cfg = nuts_config(2, 50, 200, 3);
+    let model = reporting(Some(report_failing), null());
+    let e = failed_run(&model, AG_STATUS_INVALID_ARGUMENT, |s, d| {
+        ag_nuts_run(s, &cfg, d)
+    });
     assert!(
         e.starts_with("ag_nuts_run: chain ") && e.contains(", draw "),
         "{e}"
     );
-    assert!(d.is_null());
-    assert_eq!(ag_sampler_free(s), AG_STATUS_OK);
 
-    s = null_mut();
+    let mut s = null_mut();
     let no_fn = reporting(None, null());
     assert_eq!(ag_sampler_new(&no_fn, &mut s), AG_STATUS_NULL_ARGUMENT);
     assert!(last_error().contains("report is NULL"), "{}", last_error());
@@ -962,6 +916,7 @@ fn a_failing_report_stops_the_run_and_bad_report_specs_are_refused() {
         "{}",
         last_error()
     );
+    let mut d = null_mut();
     assert_eq!(
         ag_nuts_run(s, &nuts_config(1, 20, 20, 3), &mut d),
         AG_STATUS_OK

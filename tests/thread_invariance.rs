@@ -20,20 +20,22 @@ const COUNTS: [usize; 7] = [1, 2, 3, 4, 7, 8, 16];
 const STEPS: usize = 10;
 
 /// What a case produced, as bits.
-#[derive(PartialEq, Eq)]
+#[derive(PartialEq, Eq, Default)]
 struct Bits {
     losses: Vec<u32>,
     grads: Vec<u32>,
     params: Vec<u32>,
 }
 
-/// The text, its vocabulary map and the model's shape for `cfg`.
-/// The loss sum(out * weights), then backward: the loss's bits and every
-/// parameter's gradient bits.
-fn weighted_sum_bits(ctx: &mut Context, out: arenagrad::Tensor, weights: &[f32]) -> Bits {
-    let wt = ctx.tensor(ctx.shape(out).unwrap().dims(), weights).unwrap();
-    let weighted = ctx.mul(out, wt).unwrap();
-    let loss = ctx.sum(weighted).unwrap();
+/// Standard normal draws from `Rng(seed)`, `n` a call.
+fn normals(seed: u64) -> impl FnMut(usize) -> Vec<f32> {
+    let mut rng = Rng(seed);
+    move |n| (0..n).map(|_| rng.normal() as f32).collect()
+}
+
+/// Backward from `loss`: the loss's bits and every parameter's gradient
+/// bits.
+fn loss_bits(ctx: &mut Context, loss: arenagrad::Tensor) -> Bits {
     let losses = vec![ctx.item(loss).unwrap().to_bits()];
     ctx.backward(loss).unwrap();
     Bits {
@@ -41,6 +43,14 @@ fn weighted_sum_bits(ctx: &mut Context, out: arenagrad::Tensor, weights: &[f32])
         grads: common::param_bits(ctx, true),
         params: vec![],
     }
+}
+
+/// The loss sum(out * weights), then backward, as [`loss_bits`].
+fn weighted_sum_bits(ctx: &mut Context, out: arenagrad::Tensor, weights: &[f32]) -> Bits {
+    let wt = ctx.tensor(ctx.shape(out).unwrap().dims(), weights).unwrap();
+    let weighted = ctx.mul(out, wt).unwrap();
+    let loss = ctx.sum(weighted).unwrap();
+    loss_bits(ctx, loss)
 }
 
 /// Query [b, h, t, d], key and value [b, kv, t, d] parameters, filled
@@ -62,6 +72,23 @@ fn attention_params(
     (q, k, v)
 }
 
+/// A norm's weight and bias [c] and its input x [n, c, 32, 32]
+/// parameters, filled from `random` in that order.
+fn norm_params(
+    ctx: &mut Context,
+    random: &mut impl FnMut(usize) -> Vec<f32>,
+    n: usize,
+    c: usize,
+) -> (arenagrad::Tensor, arenagrad::Tensor, arenagrad::Tensor) {
+    let w = ctx.param(&[c], Some(&random(c))).unwrap();
+    let b = ctx.param(&[c], Some(&random(c))).unwrap();
+    let x = ctx
+        .param(&[n, c, 32, 32], Some(&random(n * c * 32 * 32)))
+        .unwrap();
+    (w, b, x)
+}
+
+/// The text, its vocabulary map and the model's shape for `cfg`.
 fn setup(cfg: fn(usize) -> GptConfig) -> (Vec<u8>, [u8; 256], GptConfig) {
     let text = generated_text(120_000);
     let (map, v) = vocabulary(&text);
@@ -78,31 +105,16 @@ fn gpt_eager(cfg: fn(usize) -> GptConfig, policy: RecomputePolicy) -> Bits {
     ctx.set_recompute(policy);
     Gpt::adamw(&mut ctx, 3e-3).unwrap();
     let mut rng = Rng(9);
-    let (mut ids, mut targets) = (vec![0; cfg.tokens()], vec![0; cfg.tokens()]);
-    let mut out = Bits {
-        losses: vec![],
-        grads: vec![],
-        params: vec![],
-    };
+    let (t, mut ids, mut tg) = (cfg.block_size, vec![0; cfg.tokens()], vec![0; cfg.tokens()]);
+    let mut out = Bits::default();
     for _ in 0..STEPS {
-        sample_batch(
-            &mut rng,
-            &text,
-            &map,
-            cfg.block_size,
-            &mut ids,
-            &mut targets,
-        );
-        ctx.reset();
+        sample_batch(&mut rng, &text, &map, t, &mut ids, &mut tg);
         let loss = gpt
-            .loss(&mut ctx, &ids, &targets, cfg.batch, cfg.block_size)
+            .train_step_observed(&mut ctx, &ids, &tg, |ctx| {
+                out.grads = common::param_bits(ctx, true)
+            })
             .unwrap();
-        out.losses.push(ctx.item(loss).unwrap().to_bits());
-        ctx.backward(loss).unwrap();
-        out.grads = common::param_bits(&ctx, true);
-        ctx.clip_grad_norm(1.0).unwrap();
-        ctx.optimizer_step().unwrap();
-        ctx.zero_grad();
+        out.losses.push(loss.to_bits());
     }
     out.params = common::param_bits(&ctx, false);
     out
@@ -116,14 +128,8 @@ fn gpt_replayed(cfg: fn(usize) -> GptConfig) -> Bits {
     Gpt::adamw(&mut ctx, 3e-3).unwrap();
     let mut rng = Rng(9);
     let (mut ids, mut targets) = (vec![0; cfg.tokens()], vec![0; cfg.tokens()]);
-    sample_batch(
-        &mut rng,
-        &text,
-        &map,
-        cfg.block_size,
-        &mut ids,
-        &mut targets,
-    );
+    let t = cfg.block_size;
+    sample_batch(&mut rng, &text, &map, t, &mut ids, &mut targets);
     ctx.capture_begin().unwrap();
     let loss = gpt
         .loss(&mut ctx, &ids, &targets, cfg.batch, cfg.block_size)
@@ -138,14 +144,7 @@ fn gpt_replayed(cfg: fn(usize) -> GptConfig) -> Bits {
     ctx.clip_grad_norm(1.0).unwrap();
     ctx.optimizer_step().unwrap();
     for _ in 1..STEPS {
-        sample_batch(
-            &mut rng,
-            &text,
-            &map,
-            cfg.block_size,
-            &mut ids,
-            &mut targets,
-        );
+        sample_batch(&mut rng, &text, &map, t, &mut ids, &mut targets);
         ctx.input_write_ids(step, 0, &ids).unwrap();
         ctx.input_write_ids(step, 1, &targets).unwrap();
         ctx.zero_grad();
@@ -185,11 +184,7 @@ fn row_kernels() -> Bits {
         ctx.param(&[c], Some(&w0)).unwrap(),
     );
     Gpt::adamw(&mut ctx, 1e-2).unwrap();
-    let mut out = Bits {
-        losses: vec![],
-        grads: vec![],
-        params: vec![],
-    };
+    let mut out = Bits::default();
     for _ in 0..4 {
         ctx.reset();
         let zt = ctx.tensor(&[rows, c], &z).unwrap();
@@ -236,13 +231,8 @@ const CASES: &[Case] = &[
     // A causal softmax over 2048 rows of 128, and an attention over a
     // batch of 42 cut into runs of unequal length: forward and backward.
     ("softmax and attention ops", || {
-        let mut rng = Rng(21);
-        let mut random = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.normal() as f32).collect() };
-        let mut out = Bits {
-            losses: vec![],
-            grads: vec![],
-            params: vec![],
-        };
+        let mut random = normals(21);
+        let mut out = Bits::default();
         for (shape, attention) in [([16, 128, 128], false), ([42, 32, 192], true)] {
             let mut ctx = Context::new();
             let n = shape.iter().product();
@@ -268,8 +258,7 @@ const CASES: &[Case] = &[
     // kv head) groups of an odd length: forward and the three gradients.
     ("grouped-query attention", || {
         let (b, h, kv, t, d) = (3, 6, 2, 67, 32);
-        let mut rng = Rng(45);
-        let mut random = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.normal() as f32).collect() };
+        let mut random = normals(45);
         let mut ctx = Context::new();
         let (q, k, v) = attention_params(&mut ctx, &mut random, [b, h, kv, t, d]);
         let y = ctx.attention_gqa(q, k, v).unwrap();
@@ -280,32 +269,21 @@ const CASES: &[Case] = &[
     // column tasks for the weight), then SiLU: forward and backward.
     ("rmsnorm and silu", || {
         let (rows, c) = (2048, 256);
-        let mut rng = Rng(33);
-        let mut random = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.normal() as f32).collect() };
+        let mut random = normals(33);
         let mut ctx = Context::new();
         let w = ctx.param(&[c], Some(&random(c))).unwrap();
         let x = ctx.param(&[rows, c], Some(&random(rows * c))).unwrap();
         let y = ctx.rmsnorm(x, w, 1e-6).unwrap();
         let s = ctx.silu(y).unwrap();
-        let r = ctx.tensor(&[rows, c], &random(rows * c)).unwrap();
-        let sr = ctx.mul(s, r).unwrap();
-        let loss = ctx.sum(sr).unwrap();
-        let mut out = Bits {
-            losses: vec![ctx.item(loss).unwrap().to_bits()],
-            grads: vec![],
-            params: vec![],
-        };
-        ctx.backward(loss).unwrap();
-        out.grads = common::param_bits(&ctx, true);
-        out
+        let weights = random(rows * c);
+        weighted_sum_bits(&mut ctx, s, &weights)
     }),
     // RoPE of q [3, 12, 200, 64] (7 row tasks, which start mid-sequence)
     // and k [3, 4, 200, 64] (2 tasks), into grouped-query attention: the
     // gradients through both rotations.
     ("rope into grouped-query attention", || {
         let (b, h, kv, t, d) = (3, 12, 4, 200, 64);
-        let mut rng = Rng(47);
-        let mut random = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.normal() as f32).collect() };
+        let mut random = normals(47);
         let mut ctx = Context::new();
         let (q, k, v) = attention_params(&mut ctx, &mut random, [b, h, kv, t, d]);
         let rq = ctx.rope(q, 10000.0, 5).unwrap();
@@ -319,21 +297,12 @@ const CASES: &[Case] = &[
     // on the updated running statistics: values, gradients and statistics.
     ("batch_norm, training and evaluation", || {
         let (n, c, s) = (32, 16, 32 * 32);
-        let mut rng = Rng(35);
-        let mut random = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.normal() as f32).collect() };
+        let mut random = normals(35);
         let mut ctx = Context::new();
-        let w = ctx.param(&[c], Some(&random(c))).unwrap();
-        let b = ctx.param(&[c], Some(&random(c))).unwrap();
-        let x = ctx
-            .param(&[n, c, 32, 32], Some(&random(n * c * s)))
-            .unwrap();
+        let (w, b, x) = norm_params(&mut ctx, &mut random, n, c);
         let st = ctx.batch_norm_stats("bn", c).unwrap();
         let r = random(n * c * s);
-        let mut out = Bits {
-            losses: vec![],
-            grads: vec![],
-            params: vec![],
-        };
+        let mut out = Bits::default();
         for training in [true, false] {
             ctx.reset();
             ctx.set_training(training);
@@ -355,26 +324,12 @@ const CASES: &[Case] = &[
     // for dx, channel tasks for the weight and bias sums).
     ("group_norm", || {
         let (n, c, s) = (16, 32, 32 * 32);
-        let mut rng = Rng(36);
-        let mut random = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.normal() as f32).collect() };
+        let mut random = normals(36);
         let mut ctx = Context::new();
-        let w = ctx.param(&[c], Some(&random(c))).unwrap();
-        let b = ctx.param(&[c], Some(&random(c))).unwrap();
-        let x = ctx
-            .param(&[n, c, 32, 32], Some(&random(n * c * s)))
-            .unwrap();
+        let (w, b, x) = norm_params(&mut ctx, &mut random, n, c);
         let y = ctx.group_norm(x, w, b, 8, 1e-5).unwrap();
-        let rt = ctx.tensor(&[n, c, 32, 32], &random(n * c * s)).unwrap();
-        let yr = ctx.mul(y, rt).unwrap();
-        let loss = ctx.sum(yr).unwrap();
-        let mut out = Bits {
-            losses: vec![ctx.item(loss).unwrap().to_bits()],
-            grads: vec![],
-            params: vec![],
-        };
-        ctx.backward(loss).unwrap();
-        out.grads = common::param_bits(&ctx, true);
-        out
+        let weights = random(n * c * s);
+        weighted_sum_bits(&mut ctx, y, &weights)
     }),
     // The statistics functions (serial kernels, element maps and small
     // matrices) inside a model that uses the pool elsewhere: inv_Phi,
@@ -384,9 +339,7 @@ const CASES: &[Case] = &[
         "inv_phi, gamma_p, beta_inc, cholesky, solve, log_det, transforms",
         || {
             let n = 24;
-            let mut rng = Rng(37);
-            let mut random =
-                |n: usize| -> Vec<f32> { (0..n).map(|_| rng.normal() as f32).collect() };
+            let mut random = normals(37);
             let mut ctx = Context::new();
             let x = ctx.param(&[n], Some(&random(n))).unwrap();
             let b = ctx.param(&[n, n], Some(&random(n * n))).unwrap();
@@ -415,21 +368,13 @@ const CASES: &[Case] = &[
             let s1 = ctx.add(s0, terms[2]).unwrap();
             let s2 = ctx.add(ld, jac).unwrap();
             let loss = ctx.add(s1, s2).unwrap();
-            let mut out = Bits {
-                losses: vec![ctx.item(loss).unwrap().to_bits()],
-                grads: vec![],
-                params: vec![],
-            };
-            ctx.backward(loss).unwrap();
-            out.grads = common::param_bits(&ctx, true);
-            out
+            loss_bits(&mut ctx, loss)
         },
     ),
     // A 3x3 convolution with bias over 16 images (cut into image tasks,
     // products tiled), then max pooling: x, weight and bias gradients.
     ("conv2d and max pooling", || {
-        let mut rng = Rng(33);
-        let mut random = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.normal() as f32).collect() };
+        let mut random = normals(33);
         let mut ctx = Context::new();
         let x = ctx
             .param(&[16, 16, 14, 14], Some(&random(16 * 16 * 196)))
@@ -457,8 +402,7 @@ const CASES: &[Case] = &[
     // (shared input pixels in the backward), average windows clipped by
     // padding and ceil mode, and the global average.
     ("max, average and global pooling", || {
-        let mut rng = Rng(34);
-        let mut random = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.normal() as f32).collect() };
+        let mut random = normals(34);
         let mut ctx = Context::new();
         let x = ctx
             .param(&[32, 32, 16, 16], Some(&random(32 * 32 * 256)))

@@ -380,27 +380,18 @@ fn open_reports_bad_files_and_arguments() {
         ag_tokenizer_open(c"".as_ptr(), m.as_ptr(), &mut t),
         AG_STATUS_INVALID_ARGUMENT,
     );
-    let missing = f.path("missing.json");
-    expect(
-        func,
-        ag_tokenizer_open(missing.as_ptr(), m.as_ptr(), &mut t),
-        AG_STATUS_IO,
-    );
-    assert!(last_error().contains("missing.json"), "{}", last_error());
-    let corrupt = f.path("corrupt.json");
-    expect(
-        func,
-        ag_tokenizer_open(corrupt.as_ptr(), m.as_ptr(), &mut t),
-        AG_STATUS_CHECKPOINT_CORRUPT,
-    );
-    assert!(last_error().contains("encoder.json"), "{}", last_error());
+    // files that do not open: the status, and what the message names
+    let (missing, corrupt) = (f.path("missing.json"), f.path("corrupt.json"));
     let bad = f.path("bad_merges.txt");
-    expect(
-        func,
-        ag_tokenizer_open(v.as_ptr(), bad.as_ptr(), &mut t),
-        AG_STATUS_CHECKPOINT_CORRUPT,
-    );
-    assert!(last_error().contains("line 2"), "{}", last_error());
+    for (vocab, merges, want, needle) in [
+        (&missing, &m, AG_STATUS_IO, "missing.json"),
+        (&corrupt, &m, AG_STATUS_CHECKPOINT_CORRUPT, "encoder.json"),
+        (&v, &bad, AG_STATUS_CHECKPOINT_CORRUPT, "line 2"),
+    ] {
+        let st = ag_tokenizer_open(vocab.as_ptr(), merges.as_ptr(), &mut t);
+        expect(func, st, want);
+        assert!(last_error().contains(needle), "{}", last_error());
+    }
     assert_eq!(t, sentinel, "out written on failure");
 }
 

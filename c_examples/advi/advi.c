@@ -48,15 +48,7 @@
 
 #include "../nuts/nuts.h"
 
-static void sampler_fail(const char *what, ag_status st) {
-    fprintf(stderr, "advi: %s failed: %s: %s\n", what, ag_status_str(st), ag_sampler_last_error());
-    exit(1);
-}
-#define SCALL(x)                                        \
-    do {                                                \
-        ag_status st_ = (x);                            \
-        if (st_ != AG_STATUS_OK) sampler_fail(#x, st_); \
-    } while (0)
+#define SCALL_PROG "advi"
 
 /* The reported quantities' summary over a run's draws. */
 static ag_summary_row *summarise_run(const model *m, ag_draws *d) {

@@ -15,6 +15,12 @@ void nuts_check(ag_context *ctx, ag_status st, const char *what) {
         exit(1);
     }
 }
+
+void sampler_fail(const char *prog, const char *what, ag_status st) {
+    fprintf(stderr, "%s: %s failed: %s: %s\n", prog, what, ag_status_str(st), ag_sampler_last_error());
+    exit(1);
+}
+
 #define CALL(x) nuts_check(m->ctx, (x), #x)
 
 void model_open(model *m, const char *path) {

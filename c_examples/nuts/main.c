@@ -35,6 +35,8 @@
 
 #include "nuts.h"
 
+#define SCALL_PROG "nuts"
+
 static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -196,16 +198,6 @@ static int write_csv(const model *m, const char *path, const ag_chain_draws *ch,
     return 0;
 }
 
-static void sampler_fail(const char *what, ag_status st) {
-    fprintf(stderr, "nuts: %s failed: %s: %s\n", what, ag_status_str(st), ag_sampler_last_error());
-    exit(1);
-}
-#define SCALL(x)                                      \
-    do {                                              \
-        ag_status st_ = (x);                          \
-        if (st_ != AG_STATUS_OK) sampler_fail(#x, st_); \
-    } while (0)
-
 int main(int argc, char **argv) {
     if (argc < 2) return usage();
     ag_nuts_config c;
@@ -266,7 +258,7 @@ int main(int argc, char **argv) {
     double secs = now() - t0;
     sigaction(SIGINT, &old_sa, NULL);
     running_sampler = NULL;
-    if (st != AG_STATUS_OK) sampler_fail("ag_nuts_run", st);
+    if (st != AG_STATUS_OK) sampler_fail(SCALL_PROG, "ag_nuts_run", st);
 
     ag_draws_info_t info;
     SCALL(ag_draws_info(draws, &info));

@@ -413,12 +413,28 @@ static ag_status mixture2(ag_context *ctx, const model *m, ag_tensor q, ag_tenso
     return ag_add(ctx, lp, gap, out);
 }
 
+/* gamma_iid's and beta_iid's two positive parameters: pos = exp(q), its
+ * log Jacobian jac, and its entries a and b. */
+static ag_status positive_pair(ag_context *ctx, ag_tensor q, ag_tensor *pos, ag_tensor *jac, ag_tensor *a,
+                               ag_tensor *b) {
+    TRY(ag_constrain_lower(ctx, q, 0.0f, pos, jac));
+    TRY(ag_slice(ctx, *pos, 0, 0, 1, a));
+    return ag_slice(ctx, *pos, 0, 1, 1, b);
+}
+
+/* lp with positive_pair's normal(0, 10) priors and its Jacobian. */
+static ag_status positive_pair_finish(ag_context *ctx, ag_tensor pos, ag_tensor jac, ag_tensor lp,
+                                      ag_tensor *out) {
+    ag_tensor t;
+    TRY(sumsq(ctx, pos, -1.0f / 200.0f, &t));
+    TRY(accumulate(ctx, &lp, t));
+    return ag_add(ctx, lp, jac, out);
+}
+
 static ag_status gamma_iid(ag_context *ctx, const model *m, ag_tensor q, ag_tensor *out) {
     size_t n = (size_t)m->rows;
     ag_tensor pos, jac, alpha, beta, lbeta, y, logy, t, u, lp;
-    TRY(ag_constrain_lower(ctx, q, 0.0f, &pos, &jac));
-    TRY(ag_slice(ctx, pos, 0, 0, 1, &alpha));
-    TRY(ag_slice(ctx, pos, 0, 1, 1, &beta));
+    TRY(positive_pair(ctx, q, &pos, &jac, &alpha, &beta));
     TRY(ag_slice(ctx, q, 0, 1, 1, &lbeta)); /* log beta */
     TRY(constant(ctx, m->y, n, 0, &y));
     TRY(constant(ctx, m->x, n, 0, &logy));
@@ -433,17 +449,13 @@ static ag_status gamma_iid(ag_context *ctx, const model *m, ag_tensor q, ag_tens
     TRY(ag_sub(ctx, t, u, &t));
     TRY(ag_sum(ctx, t, &u));
     TRY(accumulate(ctx, &lp, u));
-    TRY(sumsq(ctx, pos, -1.0f / 200.0f, &t));
-    TRY(accumulate(ctx, &lp, t));
-    return ag_add(ctx, lp, jac, out);
+    return positive_pair_finish(ctx, pos, jac, lp, out);
 }
 
 static ag_status beta_iid(ag_context *ctx, const model *m, ag_tensor q, ag_tensor *out) {
     size_t n = (size_t)m->rows;
     ag_tensor pos, jac, a, b, y, logy, log1my, t, u, lp;
-    TRY(ag_constrain_lower(ctx, q, 0.0f, &pos, &jac));
-    TRY(ag_slice(ctx, pos, 0, 0, 1, &a));
-    TRY(ag_slice(ctx, pos, 0, 1, 1, &b));
+    TRY(positive_pair(ctx, q, &pos, &jac, &a, &b));
     TRY(constant(ctx, m->y, n, 0, &y));
     TRY(ag_log(ctx, y, &logy));
     TRY(constant(ctx, m->x, n, 0, &log1my));
@@ -457,9 +469,7 @@ static ag_status beta_iid(ag_context *ctx, const model *m, ag_tensor q, ag_tenso
     TRY(ag_lbeta(ctx, a, b, &t));
     TRY(ag_scale(ctx, t, -(float)n, &t));
     TRY(accumulate(ctx, &lp, t));
-    TRY(sumsq(ctx, pos, -1.0f / 200.0f, &t));
-    TRY(accumulate(ctx, &lp, t));
-    return ag_add(ctx, lp, jac, out);
+    return positive_pair_finish(ctx, pos, jac, lp, out);
 }
 
 /* The Cholesky factor L of a K x K correlation matrix from the partial

@@ -78,6 +78,15 @@ ag_tensor model_logp(model *m, ag_tensor q);
 double model_logp_grad(model *m, const double *q, double *g);
 /* fails with the status name and the context's last error */
 void nuts_check(ag_context *ctx, ag_status st, const char *what);
+/* Exits with "prog: what failed: <status name>: <the sampler's last error>". */
+void sampler_fail(const char *prog, const char *what, ag_status st);
+/* SCALL(x) runs x, a sampler call returning ag_status, and exits through
+ * sampler_fail when it fails; the program defines SCALL_PROG, its name. */
+#define SCALL(x)                                                    \
+    do {                                                            \
+        ag_status st_ = (x);                                        \
+        if (st_ != AG_STATUS_OK) sampler_fail(SCALL_PROG, #x, st_); \
+    } while (0)
 
 /* rng: xoshiro256** seeded by splitmix64 */
 typedef struct { uint64_t s[4]; } rng_t;

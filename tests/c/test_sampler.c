@@ -78,6 +78,29 @@ static ag_model_spec spec(ag_log_density_fn f) {
         }                                                                                      \
     } while (0)
 
+/* ag_sampler_new on a copy of spec with one field set to value: expected,
+ * a message naming needle, and no sampler. */
+#define CHECK_BAD_SPEC(spec, field, value, expected, needle)                \
+    do {                                                                    \
+        ag_model_spec bad_ = (spec);                                        \
+        bad_.field = (value);                                               \
+        ag_sampler *s_ = NULL;                                              \
+        CHECK_SAMPLER(ag_sampler_new(&bad_, &s_), expected, needle);        \
+        CHECK(s_ == NULL);                                                  \
+    } while (0)
+
+/* run (ag_nuts_run, ag_advi_run) of s on a copy of config, of type T,
+ * with one field set to value: INVALID_ARGUMENT, a message naming needle,
+ * and no draws. */
+#define CHECK_BAD_CONFIG(T, run, s, config, field, value, needle)              \
+    do {                                                                       \
+        T bad_ = (config);                                                     \
+        bad_.field = (value);                                                  \
+        ag_draws *d_ = NULL;                                                   \
+        CHECK_SAMPLER(run(s, &bad_, &d_), AG_STATUS_INVALID_ARGUMENT, needle); \
+        CHECK(d_ == NULL);                                                     \
+    } while (0)
+
 static void test_posterior(void) {
     check_begin("a normal's posterior");
     ag_model_spec m = spec(normal_density);
@@ -158,15 +181,9 @@ static void test_bad_inputs(void) {
     ag_sampler *s = NULL;
     CHECK_SAMPLER(ag_sampler_new(NULL, &s), AG_STATUS_NULL_ARGUMENT, "ag_sampler_new");
     CHECK_SAMPLER(ag_sampler_new(&m, NULL), AG_STATUS_NULL_ARGUMENT, "out");
-    ag_model_spec bad = m;
-    bad.struct_size = sizeof(size_t);
-    CHECK_SAMPLER(ag_sampler_new(&bad, &s), AG_STATUS_INVALID_ARGUMENT, "struct_size");
-    bad = m;
-    bad.dim = 0;
-    CHECK_SAMPLER(ag_sampler_new(&bad, &s), AG_STATUS_INVALID_ARGUMENT, "dim is 0");
-    bad = m;
-    bad.log_density = NULL;
-    CHECK_SAMPLER(ag_sampler_new(&bad, &s), AG_STATUS_NULL_ARGUMENT, "log_density");
+    CHECK_BAD_SPEC(m, struct_size, sizeof(size_t), AG_STATUS_INVALID_ARGUMENT, "struct_size");
+    CHECK_BAD_SPEC(m, dim, 0, AG_STATUS_INVALID_ARGUMENT, "dim is 0");
+    CHECK_BAD_SPEC(m, log_density, NULL, AG_STATUS_NULL_ARGUMENT, "log_density");
     CHECK(s == NULL);
     CHECK_STATUS(ag_nuts_config_default(NULL), AG_STATUS_NULL_ARGUMENT);
 
@@ -178,15 +195,9 @@ static void test_bad_inputs(void) {
     ag_draws *d = NULL;
     CHECK_SAMPLER(ag_nuts_run(NULL, &c, &d), AG_STATUS_NULL_ARGUMENT, "ag_nuts_run");
     CHECK_SAMPLER(ag_nuts_run(s, NULL, &d), AG_STATUS_NULL_ARGUMENT, "config");
-    ag_nuts_config bc = c;
-    bc.chains = 0;
-    CHECK_SAMPLER(ag_nuts_run(s, &bc, &d), AG_STATUS_INVALID_ARGUMENT, "chains");
-    bc = c;
-    bc.target_accept = 1.5;
-    CHECK_SAMPLER(ag_nuts_run(s, &bc, &d), AG_STATUS_INVALID_ARGUMENT, "target_accept");
-    bc = c;
-    bc.struct_size = 1;
-    CHECK_SAMPLER(ag_nuts_run(s, &bc, &d), AG_STATUS_INVALID_ARGUMENT, "struct_size");
+    CHECK_BAD_CONFIG(ag_nuts_config, ag_nuts_run, s, c, chains, 0, "chains");
+    CHECK_BAD_CONFIG(ag_nuts_config, ag_nuts_run, s, c, target_accept, 1.5, "target_accept");
+    CHECK_BAD_CONFIG(ag_nuts_config, ag_nuts_run, s, c, struct_size, 1, "struct_size");
     CHECK(d == NULL);
     REQUIRE_OK(ag_nuts_run(s, &c, &d));
     ag_chain_draws ch;
@@ -283,24 +294,12 @@ static void test_advi_cancel_and_bad_inputs(void) {
     CHECK_SAMPLER(ag_advi_run(NULL, &c, &d), AG_STATUS_NULL_ARGUMENT, "ag_advi_run");
     CHECK_SAMPLER(ag_advi_run(s, NULL, &d), AG_STATUS_NULL_ARGUMENT, "config");
     CHECK_SAMPLER(ag_advi_run(s, &c, NULL), AG_STATUS_NULL_ARGUMENT, "out");
-    ag_advi_config bc = c;
-    bc.struct_size = 1;
-    CHECK_SAMPLER(ag_advi_run(s, &bc, &d), AG_STATUS_INVALID_ARGUMENT, "struct_size");
-    bc = c;
-    bc.algorithm = 7;
-    CHECK_SAMPLER(ag_advi_run(s, &bc, &d), AG_STATUS_INVALID_ARGUMENT, "algorithm");
-    bc = c;
-    bc.iterations = 0;
-    CHECK_SAMPLER(ag_advi_run(s, &bc, &d), AG_STATUS_INVALID_ARGUMENT, "iterations is 0");
-    bc = c;
-    bc.eta = -0.5;
-    CHECK_SAMPLER(ag_advi_run(s, &bc, &d), AG_STATUS_INVALID_ARGUMENT, "eta");
-    bc = c;
-    bc.average_fraction = 1.5;
-    CHECK_SAMPLER(ag_advi_run(s, &bc, &d), AG_STATUS_INVALID_ARGUMENT, "average_fraction is 1.5");
-    bc = c;
-    bc.average_fraction = NAN;
-    CHECK_SAMPLER(ag_advi_run(s, &bc, &d), AG_STATUS_INVALID_ARGUMENT, "average_fraction is NaN");
+    CHECK_BAD_CONFIG(ag_advi_config, ag_advi_run, s, c, struct_size, 1, "struct_size");
+    CHECK_BAD_CONFIG(ag_advi_config, ag_advi_run, s, c, algorithm, 7, "algorithm");
+    CHECK_BAD_CONFIG(ag_advi_config, ag_advi_run, s, c, iterations, 0, "iterations is 0");
+    CHECK_BAD_CONFIG(ag_advi_config, ag_advi_run, s, c, eta, -0.5, "eta");
+    CHECK_BAD_CONFIG(ag_advi_config, ag_advi_run, s, c, average_fraction, 1.5, "average_fraction is 1.5");
+    CHECK_BAD_CONFIG(ag_advi_config, ag_advi_run, s, c, average_fraction, NAN, "average_fraction is NaN");
     CHECK(d == NULL);
     /* NUTS draws carry no fit */
     ag_nuts_config nc;

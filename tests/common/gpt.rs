@@ -234,10 +234,23 @@ impl Gpt {
     /// One full training step (reset, forward, backward, clip at 1.0,
     /// AdamW, zero_grad); returns the loss.
     pub fn train_step(&self, ctx: &mut Context, ids: &[i32], targets: &[i32]) -> Result<f32> {
+        self.train_step_observed(ctx, ids, targets, |_| {})
+    }
+
+    /// [`Gpt::train_step`], showing `after_backward` the context between
+    /// backward and the clip, while the gradients are the batch's own.
+    pub fn train_step_observed(
+        &self,
+        ctx: &mut Context,
+        ids: &[i32],
+        targets: &[i32],
+        mut after_backward: impl FnMut(&Context),
+    ) -> Result<f32> {
         ctx.reset();
         let loss = self.loss(ctx, ids, targets, self.cfg.batch, self.cfg.block_size)?;
         let value = ctx.item(loss)?;
         ctx.backward(loss)?;
+        after_backward(ctx);
         ctx.clip_grad_norm(1.0)?;
         ctx.optimizer_step()?;
         ctx.zero_grad();

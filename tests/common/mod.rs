@@ -23,3 +23,38 @@ pub fn param_bits(ctx: &arenagrad::Context, grad: bool) -> Vec<u32> {
     }
     out
 }
+
+/// This process's resident set in KiB (/proc/self/statm's second field, in
+/// 4 KiB pages); 0 where it cannot be read.
+pub fn rss_kib() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    s.split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0)
+        * 4
+}
+
+/// A Python that has the `safetensors` and `numpy` packages (AG_PYTHON,
+/// else python3), if any: the safetensors tests' live checks need one.
+pub fn safetensors_python() -> Option<String> {
+    let py = std::env::var("AG_PYTHON").unwrap_or_else(|_| "python3".into());
+    let ok = std::process::Command::new(&py)
+        .args(["-c", "import safetensors.numpy, numpy"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    ok.then_some(py)
+}
+
+/// Sets AdamW with this learning rate and weight decay, and the usual
+/// betas (0.9, 0.999) and eps (1e-8).
+pub fn adamw(ctx: &mut arenagrad::Context, lr: f32, weight_decay: f32) {
+    ctx.optimizer(arenagrad::OptimizerKind::AdamW {
+        lr,
+        beta1: 0.9,
+        beta2: 0.999,
+        eps: 1e-8,
+        weight_decay,
+    })
+    .unwrap();
+}
