@@ -190,24 +190,40 @@ fn shifted_row(d: &Dims, plane: &[f32], row: &mut [f32], di: usize, dj: usize) {
     row[..start].fill(0.0);
     row[start..end].copy_from_slice(&plane[from..][..end - start]);
     row[end..].fill(0.0);
-    for out in row[rows.lo * w..rows.hi * w].chunks_exact_mut(w) {
-        out[..cols.lo].fill(0.0);
-        out[cols.hi..].fill(0.0);
+    zero_edge_columns(&mut row[rows.lo * w..rows.hi * w], w, &cols, 0.0);
+}
+
+/// Sets the entries of the output columns outside `cols.lo..cols.hi` of
+/// `rows` (whole output rows `w` wide) to `zero`. Column by column, as
+/// strided stores: a padding of 1 leaves one entry a row, too short for
+/// a fill call each.
+#[inline(always)]
+fn zero_edge_columns(rows: &mut [f32], w: usize, cols: &Taps, zero: f32) {
+    for j in (0..cols.lo).chain(cols.hi..w) {
+        for v in rows.iter_mut().skip(j).step_by(w) {
+            *v = zero;
+        }
     }
 }
 
 /// The adjoint of [`im2col`]: adds each column entry into the input pixel
 /// it was read from (`dx`: `[C, H, W]`), in a fixed order. Inlined into
 /// [`dispatch`](crate::simd::dispatch)ed callers: its rows are short.
+/// Entries of `col` that fall in the padding may be overwritten.
 #[inline(always)]
-fn col2im(d: &Dims, col: &[f32], dx: &mut [f32]) {
+fn col2im(d: &Dims, col: &mut [f32], dx: &mut [f32]) {
     let l = d.l();
-    let mut rows = col.chunks_exact(l);
+    let mut rows = col.chunks_exact_mut(l);
+    let shifted = d.shifts_planes();
     for plane in dx.chunks_exact_mut(d.h * d.w) {
         for i in 0..d.kh {
             for j in 0..d.kw {
                 let row = rows.next().expect("col holds C kH kW rows");
                 let (di, dj) = (i * d.dilation[0], j * d.dilation[1]);
+                if shifted {
+                    shifted_row_add(d, row, plane, di, dj);
+                    continue;
+                }
                 let cols = d.col_taps(dj);
                 for (oh, src) in row.chunks_exact(d.wo).enumerate() {
                     let ih = (oh * d.stride[0] + di).wrapping_sub(d.pad[0]);
@@ -230,6 +246,34 @@ fn col2im(d: &Dims, col: &[f32], dx: &mut [f32]) {
                 }
             }
         }
+    }
+}
+
+/// One row of [`col2im`] when [`Dims::shifts_planes`], the adjoint of
+/// [`shifted_row`]: the row adds into the plane as one long shifted run.
+/// Its entries whose tap lands in the column padding would land on a
+/// neighbouring row's pixel instead: they are set to -0.0 first, which
+/// adds as nothing (x + -0.0 is x for every x, -0.0 included), so each
+/// pixel takes the same adds in the same order as row by row.
+#[inline(always)]
+fn shifted_row_add(d: &Dims, row: &mut [f32], plane: &mut [f32], di: usize, dj: usize) {
+    let w = d.w;
+    let rows = Taps::along(d.h, d.ho, 1, d.pad[0], di);
+    let cols = d.col_taps(dj);
+    let shift = (di as isize - d.pad[0] as isize) * w as isize + dj as isize - d.pad[1] as isize;
+    let start = ((rows.lo * w) as isize).max(-shift);
+    let end = ((rows.hi * w) as isize).min((d.h * w) as isize - shift);
+    if start >= end {
+        return;
+    }
+    let (start, end) = (start as usize, end as usize);
+    zero_edge_columns(&mut row[rows.lo * w..rows.hi * w], w, &cols, -0.0);
+    let from = start.wrapping_add_signed(shift);
+    for (o, &g) in plane[from..][..end - start]
+        .iter_mut()
+        .zip(&row[start..end])
+    {
+        *o += g;
     }
 }
 
@@ -334,7 +378,7 @@ fn dx_images(
         if fresh {
             dxi.fill(0.0);
         }
-        crate::simd::dispatch!(col2im(d, &col[..d.k_all() * l], dxi));
+        crate::simd::dispatch!(col2im(d, &mut col[..d.k_all() * l], dxi));
     }
 }
 
@@ -415,13 +459,20 @@ pub(crate) fn backward_conv2d(
     let par = ctx.want_pool(d.n * d.macs_per_image());
     let (ex, ew) = (ctx.entry(ix), ctx.entry(iw));
     if let Some(db) = bias.and_then(|b| ctx.grad_of(b)) {
-        let ([db], [dy]) = ctx.access([db], [dout]);
-        for (co, dbv) in db.iter_mut().enumerate() {
-            let rows = dy
-                .chunks_exact(d.image_out())
-                .map(|img| &img[co * l..][..l]);
-            *dbv = (*dbv as f64 + crate::simd::dispatch!(channel_sum(rows))) as f32;
-        }
+        // Each channel's sum is its own: splitting the channels across
+        // threads leaves the bits as they are.
+        let par = d.c_out > 1 && ctx.want_pool(d.n * d.image_out() * fastmath::ELEMENT_COST);
+        let (pool, [db], [dy]) = ctx.access_on(par, [db], [dout]);
+        let tasks = if par { d.c_out.min(pool::MAX_TASKS) } else { 1 };
+        fastmath::run_parts(pool, fastmath::row_parts(db, 1, tasks), &|i, db| {
+            let channels = pool::task_range(d.c_out, tasks, i);
+            for (co, dbv) in channels.zip(db.iter_mut()) {
+                let rows = dy
+                    .chunks_exact(d.image_out())
+                    .map(|img| &img[co * l..][..l]);
+                *dbv = (*dbv as f64 + crate::simd::dispatch!(channel_sum(rows))) as f32;
+            }
+        });
     }
     if let Some(dw) = ctx.grad_of(iw) {
         let (pool, [dw, col], [dy, x]) = ctx.access_on(par, [dw, col], [dout, ex.data]);
@@ -522,10 +573,21 @@ mod tests {
             let x: Vec<f32> = (0..d.c * d.h * d.w).map(|v| v as f32 + 1.0).collect();
             let mut col = vec![f32::NAN; d.k_all() * d.l()];
             im2col(&d, &x, &mut col);
-            let g: Vec<f32> = (0..col.len()).map(|v| (v % 7) as f32 - 3.0).collect();
-            let mut dx = vec![0.0f32; x.len()];
-            col2im(&d, &g, &mut dx);
-            let mut want_dx = vec![0.0f32; x.len()];
+            // Gradients with -0.0 among them, NaN where a tap is padding
+            // (set below: col2im must skip them), into a gradient that
+            // already holds values, -0.0 among them.
+            let mut g: Vec<f32> = (0..col.len())
+                .map(|v| match v % 7 {
+                    3 => -0.0,
+                    r => r as f32 - 3.0,
+                })
+                .collect();
+            let old_dx = (0..x.len()).map(|v| match v % 3 {
+                0 => -0.0,
+                r => (v * r) as f32 * 0.25,
+            });
+            let mut dx: Vec<f32> = old_dx.clone().collect();
+            let mut want_dx: Vec<f32> = old_dx.collect();
             for c in 0..d.c {
                 for i in 0..d.kh {
                     for j in 0..d.kw {
@@ -538,7 +600,10 @@ mod tests {
                                         want_dx[(c * d.h + ih) * d.w + iw] += g[at];
                                         x[(c * d.h + ih) * d.w + iw]
                                     }
-                                    None => 0.0,
+                                    None => {
+                                        g[at] = f32::NAN;
+                                        0.0
+                                    }
                                 };
                                 assert_eq!(col[at], want, "{d:?} row {row} at ({oh}, {ow})");
                             }
@@ -546,7 +611,9 @@ mod tests {
                     }
                 }
             }
-            assert_eq!(dx, want_dx, "{d:?}");
+            col2im(&d, &mut g, &mut dx);
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&dx), bits(&want_dx), "{d:?}");
             checked += 1;
         }
         assert!(checked > 200, "only {checked} geometries");
