@@ -207,22 +207,29 @@ fn zero_edge_columns(rows: &mut [f32], w: usize, cols: &Taps, zero: f32) {
 }
 
 /// The adjoint of [`im2col`]: adds each column entry into the input pixel
-/// it was read from (`dx`: `[C, H, W]`), in a fixed order. Inlined into
+/// it was read from (`dx`: `[C, H, W]`), in a fixed order. With `fresh`,
+/// `dx` holds stale values and is written as if zeroed first. Entries of
+/// `col` whose tap falls in the padding may be overwritten. Inlined into
 /// [`dispatch`](crate::simd::dispatch)ed callers: its rows are short.
-/// Entries of `col` that fall in the padding may be overwritten.
 #[inline(always)]
-fn col2im(d: &Dims, col: &mut [f32], dx: &mut [f32]) {
+fn col2im(d: &Dims, col: &mut [f32], dx: &mut [f32], fresh: bool) {
     let l = d.l();
     let mut rows = col.chunks_exact_mut(l);
     let shifted = d.shifts_planes();
     for plane in dx.chunks_exact_mut(d.h * d.w) {
+        let mut stale = fresh;
         for i in 0..d.kh {
             for j in 0..d.kw {
                 let row = rows.next().expect("col holds C kH kW rows");
                 let (di, dj) = (i * d.dilation[0], j * d.dilation[1]);
                 if shifted {
-                    shifted_row_add(d, row, plane, di, dj);
+                    shifted_row_add(d, row, plane, di, dj, stale);
+                    stale = false;
                     continue;
+                }
+                if stale {
+                    plane.fill(0.0);
+                    stale = false;
                 }
                 let cols = d.col_taps(dj);
                 for (oh, src) in row.chunks_exact(d.wo).enumerate() {
@@ -254,9 +261,18 @@ fn col2im(d: &Dims, col: &mut [f32], dx: &mut [f32]) {
 /// Its entries whose tap lands in the column padding would land on a
 /// neighbouring row's pixel instead: they are set to -0.0 first, which
 /// adds as nothing (x + -0.0 is x for every x, -0.0 included), so each
-/// pixel takes the same adds in the same order as row by row.
+/// pixel takes the same adds in the same order as row by row. With
+/// `stale`, the plane's old values are not read: it becomes `0.0 + row`
+/// on the run and 0.0 elsewhere, what zeroing it first and adding gives.
 #[inline(always)]
-fn shifted_row_add(d: &Dims, row: &mut [f32], plane: &mut [f32], di: usize, dj: usize) {
+fn shifted_row_add(
+    d: &Dims,
+    row: &mut [f32],
+    plane: &mut [f32],
+    di: usize,
+    dj: usize,
+    stale: bool,
+) {
     let w = d.w;
     let rows = Taps::along(d.h, d.ho, 1, d.pad[0], di);
     let cols = d.col_taps(dj);
@@ -264,16 +280,27 @@ fn shifted_row_add(d: &Dims, row: &mut [f32], plane: &mut [f32], di: usize, dj: 
     let start = ((rows.lo * w) as isize).max(-shift);
     let end = ((rows.hi * w) as isize).min((d.h * w) as isize - shift);
     if start >= end {
+        if stale {
+            plane.fill(0.0);
+        }
         return;
     }
     let (start, end) = (start as usize, end as usize);
     zero_edge_columns(&mut row[rows.lo * w..rows.hi * w], w, &cols, -0.0);
     let from = start.wrapping_add_signed(shift);
-    for (o, &g) in plane[from..][..end - start]
-        .iter_mut()
-        .zip(&row[start..end])
-    {
-        *o += g;
+    let (before, rest) = plane.split_at_mut(from);
+    let (run, after) = rest.split_at_mut(end - start);
+    let src = &row[start..end];
+    if stale {
+        before.fill(0.0);
+        after.fill(0.0);
+        for (o, &g) in run.iter_mut().zip(src) {
+            *o = 0.0 + g;
+        }
+    } else {
+        for (o, &g) in run.iter_mut().zip(src) {
+            *o += g;
+        }
     }
 }
 
@@ -351,8 +378,8 @@ pub(crate) fn forward_conv2d(
 }
 
 /// dx of the images of one task: `dx` and `dy` hold those images. With
-/// `fresh`, `dx` holds stale values: each image is zeroed just before its
-/// columns fold into it, while it is in cache.
+/// `fresh`, `dx` holds stale values: each image's first columns are
+/// written rather than added (see [`col2im`]).
 fn dx_images(
     d: &Dims,
     pool: Option<&Pool>,
@@ -375,10 +402,7 @@ fn dx_images(
             let cg = &mut col[grp * kg * l..][..kg * l];
             sgemm_on(pool, g, 1.0, wg, dyg, 0.0, cg);
         }
-        if fresh {
-            dxi.fill(0.0);
-        }
-        crate::simd::dispatch!(col2im(d, &mut col[..d.k_all() * l], dxi));
+        crate::simd::dispatch!(col2im(d, &mut col[..d.k_all() * l], dxi, fresh));
     }
 }
 
@@ -588,6 +612,7 @@ mod tests {
             });
             let mut dx: Vec<f32> = old_dx.clone().collect();
             let mut want_dx: Vec<f32> = old_dx.collect();
+            let mut want_fresh = vec![0.0f32; x.len()];
             for c in 0..d.c {
                 for i in 0..d.kh {
                     for j in 0..d.kw {
@@ -598,6 +623,7 @@ mod tests {
                                 let want = match source(&d, i, j, oh, ow) {
                                     Some((ih, iw)) => {
                                         want_dx[(c * d.h + ih) * d.w + iw] += g[at];
+                                        want_fresh[(c * d.h + ih) * d.w + iw] += g[at];
                                         x[(c * d.h + ih) * d.w + iw]
                                     }
                                     None => {
@@ -611,8 +637,12 @@ mod tests {
                     }
                 }
             }
-            col2im(&d, &mut g, &mut dx);
             let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            // A fresh gradient's stale values are never read.
+            let mut fresh = vec![f32::NAN; x.len()];
+            col2im(&d, &mut g.clone(), &mut fresh, true);
+            assert_eq!(bits(&fresh), bits(&want_fresh), "{d:?} fresh");
+            col2im(&d, &mut g, &mut dx, false);
             assert_eq!(bits(&dx), bits(&want_dx), "{d:?}");
             checked += 1;
         }
