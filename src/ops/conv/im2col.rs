@@ -377,57 +377,96 @@ pub(crate) fn forward_conv2d(
     }
 }
 
-/// dx of the images of one task: `dx` and `dy` hold those images. With
-/// `fresh`, `dx` holds stale values: each image's first columns are
+/// The weight and input gradients of the images of one task (`dy`, and
+/// `x` and `dx` when wanted, hold those images), image by image, so each
+/// image's dY is still in cache for its second product:
+/// dW_g [C_out/G, K] += dY_g [C_out/G, L] @ col_g^T over the image's
+/// columns, then col_g [K, L] = W_g^T [K, C_out/G] @ dY_g folded into dx.
+/// With `fresh`, `dx` holds stale values: each image's first columns are
 /// written rather than added (see [`col2im`]).
-fn dx_images(
+#[allow(clippy::too_many_arguments)]
+fn grad_images(
     d: &Dims,
     pool: Option<&Pool>,
-    dx: &mut [f32],
-    col: &mut [f32],
-    dy: &[f32],
-    w: &[f32],
+    mut dw: Option<&mut [f32]>,
+    mut dx: Option<&mut [f32]>,
     fresh: bool,
-) {
-    let (kg, l, cog) = (d.k_group(), d.l(), d.cout_group());
-    // col_g [K, L] = W_g^T [K, C_out/G] @ dY_g [C_out/G, L].
-    let g = Gemm::dense(true, false, kg, l, cog);
-    for (dxi, dyi) in dx
-        .chunks_exact_mut(d.image_in())
-        .zip(dy.chunks_exact(d.image_out()))
-    {
-        for grp in 0..d.groups {
-            let wg = &w[grp * cog * kg..][..cog * kg];
-            let dyg = &dyi[grp * cog * l..][..cog * l];
-            let cg = &mut col[grp * kg * l..][..kg * l];
-            sgemm_on(pool, g, 1.0, wg, dyg, 0.0, cg);
-        }
-        crate::simd::dispatch!(col2im(d, &mut col[..d.k_all() * l], dxi, fresh));
-    }
-}
-
-/// dW_g [C_out/G, K] += dY_g [C_out/G, L] @ col_g^T over the images of
-/// `dy` and `x`, one after another.
-fn weight_grad_images(
-    d: &Dims,
-    pool: Option<&Pool>,
-    dw: &mut [f32],
     col: &mut [f32],
     dy: &[f32],
     x: &[f32],
+    w: &[f32],
 ) {
     let (kg, l, cog) = (d.k_group(), d.l(), d.cout_group());
-    let g = Gemm::dense(false, true, cog, kg, l);
-    let images = dy
-        .chunks_exact(d.image_out())
-        .zip(x.chunks_exact(d.image_in()));
-    for (dyi, xi) in images {
-        im2col(d, xi, col);
-        for grp in 0..d.groups {
-            let dyg = &dyi[grp * cog * l..][..cog * l];
-            let cg = &col[grp * kg * l..][..kg * l];
-            let dwg = &mut dw[grp * cog * kg..][..cog * kg];
-            sgemm_on(pool, g, 1.0, dyg, cg, 1.0, dwg);
+    let weight_gemm = Gemm::dense(false, true, cog, kg, l);
+    let col_gemm = Gemm::dense(true, false, kg, l, cog);
+    for (i, dyi) in dy.chunks_exact(d.image_out()).enumerate() {
+        if let Some(dw) = dw.as_deref_mut() {
+            im2col(d, &x[i * d.image_in()..][..d.image_in()], col);
+            for grp in 0..d.groups {
+                let dyg = &dyi[grp * cog * l..][..cog * l];
+                let cg = &col[grp * kg * l..][..kg * l];
+                let dwg = &mut dw[grp * cog * kg..][..cog * kg];
+                sgemm_on(pool, weight_gemm, 1.0, dyg, cg, 1.0, dwg);
+            }
+        }
+        if let Some(dx) = dx.as_deref_mut() {
+            for grp in 0..d.groups {
+                let wg = &w[grp * cog * kg..][..cog * kg];
+                let dyg = &dyi[grp * cog * l..][..cog * l];
+                let cg = &mut col[grp * kg * l..][..kg * l];
+                sgemm_on(pool, col_gemm, 1.0, wg, dyg, 0.0, cg);
+            }
+            let dxi = &mut dx[i * d.image_in()..][..d.image_in()];
+            crate::simd::dispatch!(col2im(d, &mut col[..d.k_all() * l], dxi, fresh));
+        }
+    }
+}
+
+/// [`grad_images`] over the whole batch, cut into the image tasks of
+/// [`image_tasks`]. With several tasks, each adds its images' weight
+/// gradient into its own part after the columns, and the parts are added
+/// into `dw` in task order.
+#[allow(clippy::too_many_arguments)]
+fn grad_tasks(
+    d: &Dims,
+    pool: Option<&Pool>,
+    dw: Option<&mut [f32]>,
+    dx: Option<&mut [f32]>,
+    fresh: bool,
+    col: &mut [f32],
+    dy: &[f32],
+    x: &[f32],
+    w: &[f32],
+) {
+    let tasks = image_tasks(d.n, d.macs_per_image());
+    if tasks == 1 {
+        return grad_images(d, pool, dw, dx, fresh, col, dy, x, w);
+    }
+    let (cols_len, w_len) = (d.k_all() * d.l(), d.c_out * d.k_group());
+    let (cols, partials) = col.split_at_mut(tasks * cols_len);
+    let want_dw = dw.is_some();
+    let mut dx_parts = dx.map(|dx| fastmath::row_parts(dx, d.image_in(), tasks));
+    let parts = cols
+        .chunks_exact_mut(cols_len)
+        .zip(partials.chunks_exact_mut(w_len))
+        .map(|part| (part, dx_parts.as_mut().and_then(Iterator::next)));
+    fastmath::run_parts(pool, parts, &|i, ((col, partial), dx)| {
+        let images = pool::task_range(d.n, tasks, i);
+        let dy = &dy[images.start * d.image_out()..][..images.len() * d.image_out()];
+        let (x, partial) = if want_dw {
+            partial.fill(0.0);
+            let x = &x[images.start * d.image_in()..][..images.len() * d.image_in()];
+            (x, Some(partial))
+        } else {
+            (x, None)
+        };
+        grad_images(d, None, partial, dx, fresh, col, dy, x, w)
+    });
+    if let Some(dw) = dw {
+        for partial in partials.chunks_exact(w_len) {
+            for (g, &p) in dw.iter_mut().zip(partial) {
+                *g += p;
+            }
         }
     }
 }
@@ -498,42 +537,26 @@ pub(crate) fn backward_conv2d(
             }
         });
     }
-    if let Some(dw) = ctx.grad_of(iw) {
-        let (pool, [dw, col], [dy, x]) = ctx.access_on(par, [dw, col], [dout, ex.data]);
-        let tasks = image_tasks(d.n, d.macs_per_image());
-        if tasks == 1 {
-            weight_grad_images(&d, pool, dw, col, dy, x);
-        } else {
-            let (cols, partials) = col.split_at_mut(tasks * d.k_all() * l);
-            let parts = cols
-                .chunks_exact_mut(d.k_all() * l)
-                .zip(partials.chunks_exact_mut(dw.len()));
-            fastmath::run_parts(pool, parts, &|i, (col, partial)| {
-                let images = pool::task_range(d.n, tasks, i);
-                let dy = &dy[images.start * d.image_out()..][..images.len() * d.image_out()];
-                let x = &x[images.start * d.image_in()..][..images.len() * d.image_in()];
-                partial.fill(0.0);
-                weight_grad_images(&d, None, partial, col, dy, x);
-            });
-            for partial in partials.chunks_exact(dw.len()) {
-                for (g, &p) in dw.iter_mut().zip(partial) {
-                    *g += p;
-                }
+    let dw = ctx.grad_of(iw);
+    let dx = ctx.grad_to_overwrite(ix);
+    match (dw, dx) {
+        (Some(dw), Some((dx, fresh))) if !dw.overlaps(&dx) => {
+            let (pool, [dw, col, dx], [dy, x, w]) =
+                ctx.access_on(par, [dw, col, dx], [dout, ex.data, ew.data]);
+            grad_tasks(&d, pool, Some(dw), Some(dx), fresh, col, dy, x, w);
+        }
+        (dw, dx) => {
+            // One gradient, or x and the weight are one tensor: the
+            // weight gradient whole first, then the input's.
+            if let Some(dw) = dw {
+                let (pool, [dw, col], [dy, x]) = ctx.access_on(par, [dw, col], [dout, ex.data]);
+                grad_tasks(&d, pool, Some(dw), None, false, col, dy, x, &[]);
+            }
+            if let Some((dx, fresh)) = dx {
+                let (pool, [dx, col], [dy, w]) = ctx.access_on(par, [dx, col], [dout, ew.data]);
+                grad_tasks(&d, pool, None, Some(dx), fresh, col, dy, &[], w);
             }
         }
-    }
-    if let Some((dx, fresh)) = ctx.grad_to_overwrite(ix) {
-        let tasks = image_tasks(d.n, d.macs_per_image());
-        let (pool, [dx, col], [dy, w]) = ctx.access_on(par, [dx, col], [dout, ew.data]);
-        if tasks == 1 {
-            return dx_images(&d, pool, dx, col, dy, w, fresh);
-        }
-        let parts =
-            fastmath::row_parts(dx, d.image_in(), tasks).zip(col.chunks_exact_mut(d.k_all() * l));
-        fastmath::run_parts(pool, parts, &|i, (dx, col)| {
-            let dy = &dy[pool::task_range(d.n, tasks, i).start * d.image_out()..];
-            dx_images(&d, None, dx, col, dy, w, fresh)
-        });
     }
 }
 
