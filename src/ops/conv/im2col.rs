@@ -4,9 +4,10 @@
 //! The images of a batch are cut into a fixed number of tasks, decided by
 //! the shape alone (see [`image_tasks`]); each task unfolds its images into
 //! its own part of the column buffer. Every image's values come from the
-//! same kernel calls whichever thread runs them, and the weight and bias
-//! gradients add images in order on one thread, so the bits do not depend
-//! on the thread count.
+//! same kernel calls whichever thread runs them, the weight gradient adds
+//! the tasks' parts in order on one thread, and each channel of the bias
+//! gradient sums its images in order on one thread, so the bits do not
+//! depend on the thread count.
 
 use super::columns::{col2im, im2col};
 use super::geometry::{Taps, nchw};
