@@ -398,6 +398,36 @@ const CASES: &[Case] = &[
         let weights = random(ctx.numel(p).unwrap());
         weighted_sum_bits(&mut ctx, p, &weights)
     }),
+    // A batch large enough that the bias gradient's channel sums are
+    // split across threads, with an input whose gradient another use has
+    // already begun (the columns fold into it by adding, not writing).
+    (
+        "conv2d bias split by channels, input gradient accumulated",
+        || {
+            let mut rng = Rng(39);
+            let mut random =
+                |n: usize| -> Vec<f32> { (0..n).map(|_| rng.normal() as f32).collect() };
+            let mut ctx = Context::new();
+            let x = ctx
+                .param(&[32, 8, 28, 28], Some(&random(32 * 8 * 784)))
+                .unwrap();
+            let w = ctx
+                .param(&[16, 8, 3, 3], Some(&random(16 * 8 * 9)))
+                .unwrap();
+            let b = ctx.param(&[16], Some(&random(16))).unwrap();
+            let opts = arenagrad::Conv2dOptions {
+                padding: [1, 1],
+                ..Default::default()
+            };
+            let y = ctx.conv2d(x, w, Some(b), opts).unwrap();
+            let flat = ctx.reshape(y, &[32, 16 * 8 * 98]).unwrap();
+            // Recorded after the convolution, so its backward runs first.
+            let x_flat = ctx.reshape(x, &[32, 16 * 8 * 98 / 2]).unwrap();
+            let both = ctx.concat(&[flat, x_flat], 1).unwrap();
+            let weights = random(ctx.numel(both).unwrap());
+            weighted_sum_bits(&mut ctx, both, &weights)
+        },
+    ),
     // Pools large enough to be cut by planes: overlapping max windows
     // (shared input pixels in the backward), average windows clipped by
     // padding and ceil mode, and the global average.

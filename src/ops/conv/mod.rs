@@ -9,6 +9,7 @@
 //! overwrites it with the columns' gradient and folds that back (col2im).
 //! One-dimensional convolution is the two-dimensional one with H = 1.
 
+mod columns;
 mod geometry;
 mod im2col;
 mod pool;
