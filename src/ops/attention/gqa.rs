@@ -248,9 +248,11 @@ pub(super) fn group_forward(
     }
 }
 
-/// Computes dq, dk and dv into the scratch after the probabilities, then
-/// adds each into its input's gradient: q, k and v may be one tensor, and
-/// any of them may need none.
+/// Computes dq, dk and dv, then adds each into its input's gradient: q, k
+/// and v may be one tensor, and any of them may need none. A gradient not
+/// yet written, of an input passed once, is computed in place (the kernels
+/// write all of it); the rest go through the scratch after the
+/// probabilities and are copied or added after.
 pub(crate) fn backward_attention_gqa(ctx: &mut Context, out: u32, [q, k, v]: [u32; 3], probs: Buf) {
     let Some(dout) = ctx.grad_out(out) else {
         return;
@@ -265,15 +267,30 @@ pub(crate) fn backward_attention_gqa(ctx: &mut Context, out: u32, [q, k, v]: [u3
         at += len;
         b
     };
-    let (p_only, dp, dq, dk, dv) = (
+    let (p_only, dp, scratch) = (
         next(dims.probs_len()),
         next(n * t * t),
-        next(dims.q_len()),
-        next(dims.kv_len()),
-        next(dims.kv_len()),
+        [next(dims.q_len()), next(dims.kv_len()), next(dims.kv_len())],
     );
+    // Where each gradient is computed: in place (a fresh gradient of an
+    // input passed once), else in its scratch, then copied or added by
+    // `pending` (its gradient, taken here when the input is passed once).
+    let ids = [q, k, v];
+    let once = |i: usize| (0..3).all(|j| j == i || ids[j] != ids[i]);
+    let (mut target, mut in_place) = (scratch, [false; 3]);
+    let mut pending: [Option<Option<(Buf, bool)>>; 3] = [None; 3];
+    for i in 0..3 {
+        if !once(i) {
+            continue;
+        }
+        match ctx.grad_to_overwrite(ids[i]) {
+            Some((grad, true)) => (target[i], in_place[i]) = (grad, true),
+            taken => pending[i] = Some(taken),
+        }
+    }
     let [eq, ek, ev] = [q, k, v].map(|i| ctx.entry(i));
     {
+        let [dq, dk, dv] = target;
         let (pool, [dp, dqs, dks, dvs], [gy, p, qv, kv, vv]) = ctx.access_on(
             par,
             [dp, dq, dk, dv],
@@ -317,10 +334,17 @@ pub(crate) fn backward_attention_gqa(ctx: &mut Context, out: u32, [q, k, v]: [u3
         };
         run_tasks(pool, &mut slots[..n], &task);
     }
-    for (id, scratch) in [(q, dq), (k, dk), (v, dv)] {
+    for i in 0..3 {
+        if in_place[i] {
+            continue;
+        }
         // One input at a time: a tensor passed twice takes both parts.
-        if let Some((grad, fresh)) = ctx.grad_to_overwrite(id) {
-            let ([grad], [s]) = ctx.access([grad], [scratch]);
+        let grad = match pending[i] {
+            Some(taken) => taken,
+            None => ctx.grad_to_overwrite(ids[i]),
+        };
+        if let Some((grad, fresh)) = grad {
+            let ([grad], [s]) = ctx.access([grad], [scratch[i]]);
             if fresh {
                 grad.copy_from_slice(s);
             } else {
