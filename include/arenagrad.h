@@ -1538,6 +1538,13 @@ ag_status ag_global_avg_pool2d(struct ag_context *ctx, struct ag_tensor x, struc
 // OUT_OF_MEMORY.
 ag_status ag_silu(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *out);
 
+// out = silu(gate) * up element-wise (Llama's MLP gate, SwiGLU), gate and
+// up of one shape: the values of ag_silu then ag_mul, in one pass each way
+// and without the intermediate tensor.
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH
+// (gate and up differ in shape), OUT_OF_MEMORY.
+ag_status ag_swiglu(struct ag_context *ctx, struct ag_tensor gate, struct ag_tensor up, struct ag_tensor *out);
+
 // RMSNorm over the last axis: out = x / sqrt(mean(x^2) + eps) * w, with x
 // [..., C] and w [C] (Llama's: no mean subtraction, no bias).
 // Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH

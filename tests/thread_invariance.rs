@@ -278,6 +278,20 @@ const CASES: &[Case] = &[
         let weights = random(rows * c);
         weighted_sum_bits(&mut ctx, s, &weights)
     }),
+    // SwiGLU of gate and up [512, 1000] (element tasks whose edges fall
+    // mid-row): forward and both gradients, written fresh.
+    ("swiglu", || {
+        let (rows, f) = (512, 1000);
+        let mut rng = Rng(49);
+        let mut random =
+            |n: usize| -> Vec<f32> { (0..n).map(|_| 3.0 * rng.normal() as f32).collect() };
+        let mut ctx = Context::new();
+        let gate = ctx.param(&[rows, f], Some(&random(rows * f))).unwrap();
+        let up = ctx.param(&[rows, f], Some(&random(rows * f))).unwrap();
+        let y = ctx.swiglu(gate, up).unwrap();
+        let weights = random(rows * f);
+        weighted_sum_bits(&mut ctx, y, &weights)
+    }),
     // RoPE of q [3, 12, 200, 64] (7 row tasks, which start mid-sequence)
     // and k [3, 4, 200, 64] (2 tasks), into grouped-query attention: the
     // gradients through both rotations.

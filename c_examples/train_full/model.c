@@ -239,8 +239,7 @@ static ag_status llama_forward(ag_context *ctx, const struct model *m, const int
         TRY(ag_rmsnorm(ctx, x, b->ffn_norm, m->norm_eps, &h));
         TRY(linear_t(ctx, h, b->w_gate, &gate));                        /* [N, F] */
         TRY(linear_t(ctx, h, b->w_up, &up));                            /* [N, F] */
-        TRY(ag_silu(ctx, gate, &gate));
-        TRY(ag_mul(ctx, gate, up, &h));                                 /* SwiGLU */
+        TRY(ag_swiglu(ctx, gate, up, &h));                              /* silu(gate) * up */
         TRY(linear_t(ctx, h, b->w_down, &h));                           /* [N, C] */
         TRY(ag_add(ctx, x, h, &x));                                     /* residual */
         TRY(ag_segment_end(ctx, x));                                    /* x: its one output */

@@ -308,6 +308,11 @@ pub(crate) enum Op {
         eps: f32,
         rstd: Buf,
     },
+    /// silu(gate) * up, elementwise (Llama's MLP gate).
+    Swiglu {
+        gate: u32,
+        up: u32,
+    },
     /// Rotary position embeddings of [B, H, T, D]; `table` holds the cos
     /// and sin the forward computed.
     Rope {

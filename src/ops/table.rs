@@ -222,6 +222,12 @@ macro_rules! op_table {
                 backward llama::rmsnorm::backward_rmsnorm(x, w, rstd),
                 replay None,
                 capture CaptureRule::Plain;
+            Swiglu { gate, up }:
+                name "swiglu", inputs [gate, up], reads (true, false),
+                forward llama::swiglu::forward_swiglu(gate, up),
+                backward llama::swiglu::backward_swiglu(gate, up),
+                replay None,
+                capture CaptureRule::Plain;
             // Backward reads only the forward's cos and sin table.
             Rope { x, theta, offset, table }:
                 name "rope", inputs [x], reads (false, true),

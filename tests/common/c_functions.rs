@@ -958,6 +958,12 @@ c_functions! {
         contract: call(ag_silu(ctx, t, o)),
         c: AG_OP("1, (2, 3), (1), (1), ag_silu(c, t[0], out)"),
     }
+    ag_swiglu {
+        fuzz: SWIGLU => binary,
+        null: call(ag_swiglu(n, p, p, &mut o)),
+        contract: call(ag_swiglu(ctx, t, if a.handle == 8 { u } else { fx.w }, o)),
+        c: AG_OP("2, (2, 3), (2, 3), (1), ag_swiglu(c, t[0], t[1], out)"),
+    }
     ag_rmsnorm {
         fuzz: RMSNORM,
         null: call(ag_rmsnorm(n, p, q, 1e-5, &mut o)),

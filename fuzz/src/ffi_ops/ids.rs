@@ -197,6 +197,8 @@ ids! {
     SILU = 0xBF;
     RMSNORM = 0xBE;
     ROPE = 0xBD;
+    /// ag_swiglu of two handles (one shape, or not).
+    SWIGLU = 0xBC;
     /// ag_attention_gqa of q, k and v handles.
     ATTENTION_GQA = 0xB5;
     /// ag_safetensors_load_index of a sharded copy of a context's own

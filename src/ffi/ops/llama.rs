@@ -1,4 +1,4 @@
-//! The Llama family's ops: SiLU, RMSNorm, rotary position embeddings.
+//! The Llama family's ops: SiLU, SwiGLU, RMSNorm, rotary position embeddings.
 
 use crate::ffi::prelude::*;
 
@@ -9,6 +9,21 @@ use crate::ffi::prelude::*;
 #[unsafe(no_mangle)]
 pub extern "C" fn ag_silu(ctx: *mut ag_context, x: ag_tensor, out: *mut ag_tensor) -> ag_status {
     op("ag_silu", ctx, out, |c| c.silu(x.into()))
+}
+
+/// out = silu(gate) * up element-wise (Llama's MLP gate, SwiGLU), gate and
+/// up of one shape: the values of ag_silu then ag_mul, in one pass each way
+/// and without the intermediate tensor.
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH
+/// (gate and up differ in shape), OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_swiglu(
+    ctx: *mut ag_context,
+    gate: ag_tensor,
+    up: ag_tensor,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_swiglu", ctx, out, |c| c.swiglu(gate.into(), up.into()))
 }
 
 /// RMSNorm over the last axis: out = x / sqrt(mean(x^2) + eps) * w, with x

@@ -1,11 +1,88 @@
 //! The fused causal self-attention kernels over a packed `[B, T, 3C]` qkv
 //! buffer: strided GEMMs per head, and causal blocks of query rows that
-//! skip most of the masked triangle.
+//! skip most of the masked triangle. One head's forward and backward
+//! ([`head_forward`], [`head_backward`]) take their operands' row strides,
+//! so the grouped-query attention (`gqa.rs`) runs them on head-major
+//! tensors too.
 
 use super::softmax::softmax_row;
 use crate::blas::{Gemm, sgemm};
 use crate::kernels::fastmath;
 use crate::simd;
+
+/// Floats between consecutive rows of one head's operands: q and dq, k
+/// and dk, v and dv, the output and its gradient dy. The probabilities
+/// and dP are always `[T, T]`.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct HeadLayout {
+    pub q: usize,
+    pub k: usize,
+    pub v: usize,
+    pub y: usize,
+}
+
+/// One head's causal attention: `y` (`[T, D]` rows `ld.y` apart) and its
+/// probabilities `p` (`[T, T]`) from q, k and v (`[T, D]` rows `ld.q`,
+/// `ld.k`, `ld.v` apart). The packed and the grouped-query attention both
+/// run it, so they compute the same bits from the same values.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn head_forward(
+    y: &mut [f32],
+    p: &mut [f32],
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    t: usize,
+    d: usize,
+    ld: HeadLayout,
+) {
+    let scale = 1.0 / (d as f32).sqrt();
+    let scores = Gemm {
+        trans_a: false,
+        trans_b: true,
+        m: t,
+        n: t,
+        k: d,
+        lda: ld.q,
+        ldb: ld.k,
+        ldc: t,
+    };
+    let mix = Gemm {
+        trans_a: false,
+        trans_b: false,
+        m: t,
+        n: d,
+        k: t,
+        lda: t,
+        ldb: ld.v,
+        ldc: ld.y,
+    };
+    // Raw scores of each block's rows against the keys they see; the scale
+    // is applied inside the softmax.
+    for (r0, r1) in causal_blocks(t) {
+        let g = Gemm {
+            m: r1 - r0,
+            n: r1,
+            ..scores
+        };
+        sgemm(g, 1.0, &q[r0 * ld.q..], k, 0.0, &mut p[r0 * t..]);
+    }
+    // Each row's own softmax, which also zeroes its masked columns (the
+    // blocks leave some of them unwritten).
+    simd::dispatch!({
+        for (i, row) in p.chunks_exact_mut(t).enumerate() {
+            softmax_row(row, i + 1, scale);
+        }
+    });
+    for (r0, r1) in causal_blocks(t) {
+        let g = Gemm {
+            m: r1 - r0,
+            k: r1,
+            ..mix
+        };
+        sgemm(g, 1.0, &p[r0 * t..], v, 0.0, &mut y[r0 * ld.y..]);
+    }
+}
 
 /// out: `[B, T, C]`, probs: `[B, NH, T, T]`, qkv: `[B, T, 3C]`.
 pub(super) fn attention_forward(
@@ -18,68 +95,22 @@ pub(super) fn attention_forward(
     nh: usize,
 ) {
     let hs = c / nh;
-    let scale = 1.0 / (hs as f32).sqrt();
-    let scores = Gemm {
-        trans_a: false,
-        trans_b: true,
-        m: t,
-        n: t,
-        k: hs,
-        lda: 3 * c,
-        ldb: 3 * c,
-        ldc: t,
-    };
-    let mix = Gemm {
-        trans_a: false,
-        trans_b: false,
-        m: t,
-        n: hs,
-        k: t,
-        lda: t,
-        ldb: 3 * c,
-        ldc: c,
+    let ld = HeadLayout {
+        q: 3 * c,
+        k: 3 * c,
+        v: 3 * c,
+        y: c,
     };
     for bi in 0..b {
         let base = bi * t * 3 * c;
         for h in 0..nh {
             let p = &mut probs[(bi * nh + h) * t * t..][..t * t];
-            // Raw scores of each block's rows against the keys they see;
-            // the scale is applied inside the softmax.
-            for (r0, r1) in causal_blocks(t) {
-                sgemm(
-                    Gemm {
-                        m: r1 - r0,
-                        n: r1,
-                        ..scores
-                    },
-                    1.0,
-                    &qkv[base + r0 * 3 * c + h * hs..],
-                    &qkv[base + c + h * hs..],
-                    0.0,
-                    &mut p[r0 * t..],
-                );
-            }
-            // Each row's own softmax, which also zeroes its masked columns
-            // (the blocks leave some of them unwritten).
-            simd::dispatch!({
-                for (i, row) in p.chunks_exact_mut(t).enumerate() {
-                    softmax_row(row, i + 1, scale);
-                }
-            });
-            for (r0, r1) in causal_blocks(t) {
-                sgemm(
-                    Gemm {
-                        m: r1 - r0,
-                        k: r1,
-                        ..mix
-                    },
-                    1.0,
-                    &p[r0 * t..],
-                    &qkv[base + 2 * c + h * hs..],
-                    0.0,
-                    &mut out[(bi * t + r0) * c + h * hs..],
-                );
-            }
+            let (q, k, v) = (
+                &qkv[base + h * hs..],
+                &qkv[base + c + h * hs..],
+                &qkv[base + 2 * c + h * hs..],
+            );
+            head_forward(&mut out[bi * t * c + h * hs..], p, q, k, v, t, hs, ld);
         }
     }
 }
@@ -103,6 +134,129 @@ pub(super) fn causal_blocks(t: usize) -> impl Iterator<Item = (usize, usize)> {
         .map(move |r0| (r0, (r0 + CAUSAL_BLOCK_ROWS).min(t)))
 }
 
+/// Where one head's backward puts dq, dk and dv: each method gives the
+/// gradient from row `row` on (rows as far apart as [`HeadLayout`] says).
+pub(super) trait HeadGrads {
+    fn dq(&mut self, row: usize) -> &mut [f32];
+    fn dk(&mut self, row: usize) -> &mut [f32];
+    fn dv(&mut self, row: usize) -> &mut [f32];
+}
+
+/// One head of the packed attention's gradient: its columns of dqkv
+/// (`[T, 3C]` from the batch item's first row).
+struct PackedHead<'a> {
+    dqkv: &'a mut [f32],
+    c: usize,
+    col: usize,
+}
+
+impl HeadGrads for PackedHead<'_> {
+    fn dq(&mut self, row: usize) -> &mut [f32] {
+        &mut self.dqkv[row * 3 * self.c + self.col..]
+    }
+    fn dk(&mut self, row: usize) -> &mut [f32] {
+        &mut self.dqkv[row * 3 * self.c + self.c + self.col..]
+    }
+    fn dv(&mut self, row: usize) -> &mut [f32] {
+        &mut self.dqkv[row * 3 * self.c + 2 * self.c + self.col..]
+    }
+}
+
+/// One head's gradients from dy (rows `ld.y` apart) and its saved
+/// probabilities `p` (`[T, T]`): dq (with `dq_beta`: 0 writes it, 1 adds),
+/// dk and dv (added: a kv head's gradient sums over its query heads); dp
+/// is `[T, T]` scratch. The packed and the grouped-query attention both
+/// run it.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn head_backward(
+    grads: &mut impl HeadGrads,
+    dp: &mut [f32],
+    dy: &[f32],
+    p: &[f32],
+    [q, k, v]: [&[f32]; 3],
+    t: usize,
+    d: usize,
+    ld: HeadLayout,
+    dq_beta: f32,
+) {
+    let scale = 1.0 / (d as f32).sqrt();
+    let d_probs = Gemm {
+        trans_a: false,
+        trans_b: true,
+        m: t,
+        n: t,
+        k: d,
+        lda: ld.y,
+        ldb: ld.v,
+        ldc: t,
+    };
+    let rows = |ldb: usize, ldc: usize| Gemm {
+        trans_a: false,
+        trans_b: false,
+        m: t,
+        n: d,
+        k: t,
+        lda: t,
+        ldb,
+        ldc,
+    };
+    let cols = |ldb: usize, ldc: usize| Gemm {
+        trans_a: true,
+        ..rows(ldb, ldc)
+    };
+    // dP = dY V^T and dQ = dS K over row blocks (stopping at column r1);
+    // dV += P^T dY and dK += dS^T Q over column blocks of P^T and dS^T
+    // (from row j0, where column j0's live terms begin).
+    for (r0, r1) in causal_blocks(t) {
+        let g = Gemm {
+            m: r1 - r0,
+            n: r1,
+            ..d_probs
+        };
+        sgemm(g, 1.0, &dy[r0 * ld.y..], v, 0.0, &mut dp[r0 * t..]);
+    }
+    for (j0, j1) in causal_blocks(t) {
+        let g = Gemm {
+            m: j1 - j0,
+            k: t - j0,
+            ..cols(ld.y, ld.v)
+        };
+        let (pt, dyj) = (&p[j0 * t + j0..], &dy[j0 * ld.y..]);
+        sgemm(g, 1.0, pt, dyj, 1.0, grads.dv(j0));
+    }
+    // dS = scale * P * (dP - rowsum(dP * P)), in place in dp, over the
+    // columns each block wrote (P is 0 on the rest of them).
+    simd::dispatch!({
+        for (r0, r1) in causal_blocks(t) {
+            let rows = dp[r0 * t..r1 * t].chunks_exact_mut(t);
+            for (drow, prow) in rows.zip(p[r0 * t..].chunks_exact(t)) {
+                let (drow, prow) = (&mut drow[..r1], &prow[..r1]);
+                let dot = fastmath::dot(drow, prow);
+                drow.iter_mut()
+                    .zip(prow)
+                    .for_each(|(g, &p)| *g = scale * p * (*g - dot));
+            }
+        }
+    });
+    for (r0, r1) in causal_blocks(t) {
+        let g = Gemm {
+            m: r1 - r0,
+            k: r1,
+            ..rows(ld.k, ld.q)
+        };
+        sgemm(g, 1.0, &dp[r0 * t..], k, dq_beta, grads.dq(r0));
+    }
+    for (j0, j1) in causal_blocks(t) {
+        let g = Gemm {
+            m: j1 - j0,
+            k: t - j0,
+            ..cols(ld.q, ld.k)
+        };
+        let (dst, qj) = (&dp[j0 * t + j0..], &q[j0 * ld.q..]);
+        sgemm(g, 1.0, dst, qj, 1.0, grads.dk(j0));
+    }
+}
+
 /// Accumulates dqkv (`[B, T, 3C]`) from dout (`[B, T, C]`); dp is `[T, T]` scratch.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn attention_backward(
@@ -117,111 +271,24 @@ pub(super) fn attention_backward(
     nh: usize,
 ) {
     let hs = c / nh;
-    let scale = 1.0 / (hs as f32).sqrt();
-    let d_probs = Gemm {
-        trans_a: false,
-        trans_b: true,
-        m: t,
-        n: t,
-        k: hs,
-        lda: c,
-        ldb: 3 * c,
-        ldc: t,
+    let ld = HeadLayout {
+        q: 3 * c,
+        k: 3 * c,
+        v: 3 * c,
+        y: c,
     };
-    let d_v = Gemm {
-        trans_a: true,
-        trans_b: false,
-        m: t,
-        n: hs,
-        k: t,
-        lda: t,
-        ldb: c,
-        ldc: 3 * c,
-    };
-    let d_q = Gemm {
-        trans_a: false,
-        trans_b: false,
-        m: t,
-        n: hs,
-        k: t,
-        lda: t,
-        ldb: 3 * c,
-        ldc: 3 * c,
-    };
-    let d_k = Gemm {
-        trans_a: true,
-        trans_b: false,
-        m: t,
-        n: hs,
-        k: t,
-        lda: t,
-        ldb: 3 * c,
-        ldc: 3 * c,
-    };
-    // Row blocks (dP, dQ) stop at column r1; column blocks (dV, dK) of
-    // P^T and dS^T start at row j0, where column j0's live terms begin.
-    let row = |i: usize| i * 3 * c;
     for bi in 0..b {
         let base = bi * t * 3 * c;
         for h in 0..nh {
             let p = &probs[(bi * nh + h) * t * t..][..t * t];
             let dy = &dout[bi * t * c + h * hs..];
-            for (r0, r1) in causal_blocks(t) {
-                let g = Gemm {
-                    m: r1 - r0,
-                    n: r1,
-                    ..d_probs
-                };
-                let v = &qkv[base + 2 * c + h * hs..];
-                sgemm(g, 1.0, &dy[r0 * c..], v, 0.0, &mut dp[r0 * t..]);
-            }
-            for (j0, j1) in causal_blocks(t) {
-                let g = Gemm {
-                    m: j1 - j0,
-                    k: t - j0,
-                    ..d_v
-                };
-                let dv = &mut dqkv[base + row(j0) + 2 * c + h * hs..];
-                sgemm(g, 1.0, &p[j0 * t + j0..], &dy[j0 * c..], 1.0, dv);
-            }
-            // dS = scale * P * (dP - rowsum(dP * P)), in place in dp, over
-            // the columns its block wrote (P is 0 on the rest of them).
-            simd::dispatch!({
-                for (r0, r1) in causal_blocks(t) {
-                    let rows = dp[r0 * t..r1 * t].chunks_exact_mut(t);
-                    for (drow, prow) in rows.zip(p[r0 * t..].chunks_exact(t)) {
-                        let (drow, prow) = (&mut drow[..r1], &prow[..r1]);
-                        let dot = fastmath::dot(drow, prow);
-                        drow.iter_mut()
-                            .zip(prow)
-                            .for_each(|(g, &p)| *g = scale * p * (*g - dot));
-                    }
-                }
-            });
-            for (r0, r1) in causal_blocks(t) {
-                let g = Gemm {
-                    m: r1 - r0,
-                    k: r1,
-                    ..d_q
-                };
-                let (k, dq) = (
-                    &qkv[base + c + h * hs..],
-                    &mut dqkv[base + row(r0) + h * hs..],
-                );
-                sgemm(g, 1.0, &dp[r0 * t..], k, 1.0, dq);
-            }
-            for (j0, j1) in causal_blocks(t) {
-                let g = Gemm {
-                    m: j1 - j0,
-                    k: t - j0,
-                    ..d_k
-                };
-                let (q, dk) = (
-                    &qkv[base + row(j0) + h * hs..],
-                    &mut dqkv[base + row(j0) + c + h * hs..],
-                );
-                sgemm(g, 1.0, &dp[j0 * t + j0..], q, 1.0, dk);
-            }
+            let qkv_head = [0, c, 2 * c].map(|at| &qkv[base + at + h * hs..]);
+            let mut grads = PackedHead {
+                dqkv: &mut dqkv[base..],
+                c,
+                col: h * hs,
+            };
+            head_backward(&mut grads, dp, dy, p, qkv_head, t, hs, ld, 1.0);
         }
     }
 }

@@ -15,14 +15,11 @@
 //! and the probabilities are also the forward's own work space, so keeping
 //! them costs no memory beyond what the forward pass already allocated.
 
-use super::fused::causal_blocks;
-use super::softmax::softmax_row;
+use super::fused::{HeadGrads, HeadLayout, head_backward, head_forward};
 use super::{MAX_ATTENTION_TASKS, MIN_TASK_WORK, pieces, run_tasks};
 use crate::arena::{Buf, Storage};
-use crate::blas::{Gemm, sgemm};
 use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
-use crate::kernels::fastmath;
 use crate::ops::Op;
 use crate::pool;
 use crate::simd;
@@ -196,61 +193,30 @@ pub(super) fn group_forward(
     t: usize,
     d: usize,
 ) {
-    let scale = 1.0 / (d as f32).sqrt();
-    let scores = Gemm {
-        trans_a: false,
-        trans_b: true,
-        m: t,
-        n: t,
-        k: d,
-        lda: d,
-        ldb: d,
-        ldc: t,
-    };
-    let mix = Gemm {
-        trans_a: false,
-        trans_b: false,
-        m: t,
-        n: d,
-        k: t,
-        lda: t,
-        ldb: d,
-        ldc: d,
-    };
     let heads = y
         .chunks_exact_mut(t * d)
         .zip(p.chunks_exact_mut(t * t))
         .zip(q.chunks_exact(t * d));
     for ((y, p), q) in heads {
-        // Each block's rows against the keys they see; the scale is
-        // applied inside the softmax, which zeroes the masked columns.
-        for (r0, r1) in causal_blocks(t) {
-            let g = Gemm {
-                m: r1 - r0,
-                n: r1,
-                ..scores
-            };
-            sgemm(g, 1.0, &q[r0 * d..], k, 0.0, &mut p[r0 * t..]);
-        }
-        simd::dispatch!({
-            for (i, row) in p.chunks_exact_mut(t).enumerate() {
-                softmax_row(row, i + 1, scale);
-            }
-        });
-        for (r0, r1) in causal_blocks(t) {
-            let g = Gemm {
-                m: r1 - r0,
-                k: r1,
-                ..mix
-            };
-            sgemm(g, 1.0, &p[r0 * t..], v, 0.0, &mut y[r0 * d..]);
-        }
+        head_forward(y, p, q, k, v, t, d, dense(d));
     }
 }
 
-/// Computes dq, dk and dv into the scratch after the probabilities, then
-/// adds each into its input's gradient: q, k and v may be one tensor, and
-/// any of them may need none.
+/// The layout of head-major `[T, D]` operands.
+fn dense(d: usize) -> HeadLayout {
+    HeadLayout {
+        q: d,
+        k: d,
+        v: d,
+        y: d,
+    }
+}
+
+/// Computes dq, dk and dv, then adds each into its input's gradient: q, k
+/// and v may be one tensor, and any of them may need none. A gradient not
+/// yet written, of an input passed once, is computed in place (the kernels
+/// write all of it); the rest go through the scratch after the
+/// probabilities and are copied or added after.
 pub(crate) fn backward_attention_gqa(ctx: &mut Context, out: u32, [q, k, v]: [u32; 3], probs: Buf) {
     let Some(dout) = ctx.grad_out(out) else {
         return;
@@ -265,15 +231,30 @@ pub(crate) fn backward_attention_gqa(ctx: &mut Context, out: u32, [q, k, v]: [u3
         at += len;
         b
     };
-    let (p_only, dp, dq, dk, dv) = (
+    let (p_only, dp, scratch) = (
         next(dims.probs_len()),
         next(n * t * t),
-        next(dims.q_len()),
-        next(dims.kv_len()),
-        next(dims.kv_len()),
+        [next(dims.q_len()), next(dims.kv_len()), next(dims.kv_len())],
     );
+    // Where each gradient is computed: in place (a fresh gradient of an
+    // input passed once), else in its scratch, then copied or added by
+    // `pending` (its gradient, taken here when the input is passed once).
+    let ids = [q, k, v];
+    let once = |i: usize| (0..3).all(|j| j == i || ids[j] != ids[i]);
+    let (mut target, mut in_place) = (scratch, [false; 3]);
+    let mut pending: [Option<Option<(Buf, bool)>>; 3] = [None; 3];
+    for i in 0..3 {
+        if !once(i) {
+            continue;
+        }
+        match ctx.grad_to_overwrite(ids[i]) {
+            Some((grad, true)) => (target[i], in_place[i]) = (grad, true),
+            taken => pending[i] = Some(taken),
+        }
+    }
     let [eq, ek, ev] = [q, k, v].map(|i| ctx.entry(i));
     {
+        let [dq, dk, dv] = target;
         let (pool, [dp, dqs, dks, dvs], [gy, p, qv, kv, vv]) = ctx.access_on(
             par,
             [dp, dq, dk, dv],
@@ -317,10 +298,17 @@ pub(crate) fn backward_attention_gqa(ctx: &mut Context, out: u32, [q, k, v]: [u3
         };
         run_tasks(pool, &mut slots[..n], &task);
     }
-    for (id, scratch) in [(q, dq), (k, dk), (v, dv)] {
+    for i in 0..3 {
+        if in_place[i] {
+            continue;
+        }
         // One input at a time: a tensor passed twice takes both parts.
-        if let Some((grad, fresh)) = ctx.grad_to_overwrite(id) {
-            let ([grad], [s]) = ctx.access([grad], [scratch]);
+        let grad = match pending[i] {
+            Some(taken) => taken,
+            None => ctx.grad_to_overwrite(ids[i]),
+        };
+        if let Some((grad, fresh)) = grad {
+            let ([grad], [s]) = ctx.access([grad], [scratch[i]]);
             if fresh {
                 grad.copy_from_slice(s);
             } else {
@@ -348,102 +336,42 @@ pub(super) struct GroupSaved<'a> {
     pub v: &'a [f32],
 }
 
+/// One head's dq and its kv head's dk and dv, each `[T, D]`.
+struct HeadMajor<'a> {
+    dq: &'a mut [f32],
+    dk: &'a mut [f32],
+    dv: &'a mut [f32],
+    d: usize,
+}
+
+impl HeadGrads for HeadMajor<'_> {
+    fn dq(&mut self, row: usize) -> &mut [f32] {
+        &mut self.dq[row * self.d..]
+    }
+    fn dk(&mut self, row: usize) -> &mut [f32] {
+        &mut self.dk[row * self.d..]
+    }
+    fn dv(&mut self, row: usize) -> &mut [f32] {
+        &mut self.dv[row * self.d..]
+    }
+}
+
 /// One group: dq of each query head (written), dk and dv of the kv head
 /// (accumulated over the query heads in order).
 pub(super) fn group_backward(s: GroupGrads, x: GroupSaved, t: usize, d: usize) {
-    let scale = 1.0 / (d as f32).sqrt();
     let GroupGrads { dq, dk, dv, dp } = s;
-    // dP = dY V^T and dQ = dS K over row blocks (stopping at column r1);
-    // dV += P^T dY and dK += dS^T Q over column blocks (from row j0).
-    let d_probs = Gemm {
-        trans_a: false,
-        trans_b: true,
-        m: t,
-        n: t,
-        k: d,
-        lda: d,
-        ldb: d,
-        ldc: t,
-    };
-    let rows = Gemm {
-        trans_a: false,
-        trans_b: false,
-        m: t,
-        n: d,
-        k: t,
-        lda: t,
-        ldb: d,
-        ldc: d,
-    };
-    let cols = Gemm {
-        trans_a: true,
-        ..rows
-    };
     let heads = dq
         .chunks_exact_mut(t * d)
         .zip(x.dy.chunks_exact(t * d))
         .zip(x.p.chunks_exact(t * t))
         .zip(x.q.chunks_exact(t * d));
     for (((dq, dy), p), q) in heads {
-        for (r0, r1) in causal_blocks(t) {
-            let g = Gemm {
-                m: r1 - r0,
-                n: r1,
-                ..d_probs
-            };
-            sgemm(g, 1.0, &dy[r0 * d..], x.v, 0.0, &mut dp[r0 * t..]);
-        }
-        for (j0, j1) in causal_blocks(t) {
-            let g = Gemm {
-                m: j1 - j0,
-                k: t - j0,
-                ..cols
-            };
-            sgemm(
-                g,
-                1.0,
-                &p[j0 * t + j0..],
-                &dy[j0 * d..],
-                1.0,
-                &mut dv[j0 * d..],
-            );
-        }
-        // dS = scale * P * (dP - rowsum(dP * P)), in place, over the
-        // columns each block wrote (P is 0 on the rest of them).
-        simd::dispatch!({
-            for (r0, r1) in causal_blocks(t) {
-                let rows = dp[r0 * t..r1 * t].chunks_exact_mut(t);
-                for (drow, prow) in rows.zip(p[r0 * t..].chunks_exact(t)) {
-                    let (drow, prow) = (&mut drow[..r1], &prow[..r1]);
-                    let dot = fastmath::dot(drow, prow);
-                    drow.iter_mut()
-                        .zip(prow)
-                        .for_each(|(g, &p)| *g = scale * p * (*g - dot));
-                }
-            }
-        });
-        for (r0, r1) in causal_blocks(t) {
-            let g = Gemm {
-                m: r1 - r0,
-                k: r1,
-                ..rows
-            };
-            sgemm(g, 1.0, &dp[r0 * t..], x.k, 0.0, &mut dq[r0 * d..]);
-        }
-        for (j0, j1) in causal_blocks(t) {
-            let g = Gemm {
-                m: j1 - j0,
-                k: t - j0,
-                ..cols
-            };
-            sgemm(
-                g,
-                1.0,
-                &dp[j0 * t + j0..],
-                &q[j0 * d..],
-                1.0,
-                &mut dk[j0 * d..],
-            );
-        }
+        let mut grads = HeadMajor {
+            dq,
+            dk: &mut *dk,
+            dv: &mut *dv,
+            d,
+        };
+        head_backward(&mut grads, dp, dy, p, [q, x.k, x.v], t, d, dense(d), 0.0);
     }
 }

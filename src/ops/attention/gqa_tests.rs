@@ -27,6 +27,24 @@ fn gradcheck_attention_gqa_one_tensor_thrice() {
     gradcheck(check, |c, x| c.attention_gqa(x[0], x[0], x[0]));
 }
 
+/// Gradients computed in place and through the scratch in one call: k
+/// passed once (fresh, in place), q already holding the residual's part
+/// (added), and one tensor as q's residual and v (passed once, but not
+/// fresh when attention's backward runs).
+#[test]
+fn gradcheck_attention_gqa_mixed_gradient_targets() {
+    let check = Check::new(
+        "gqa q, v also used",
+        &[&[1, 2, 5, 4], &[1, 2, 5, 4], &[1, 2, 5, 4]],
+    )
+    .range(-2.0, 2.0);
+    gradcheck(check, |c, x| {
+        let y = c.attention_gqa(x[0], x[1], x[2])?;
+        let y = c.add(y, x[0])?;
+        c.mul(y, x[2])
+    });
+}
+
 /// Only q needs a gradient (k and v are constants).
 #[test]
 fn gradcheck_attention_gqa_constant_kv() {

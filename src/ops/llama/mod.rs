@@ -1,10 +1,12 @@
 //! The ops of the Llama family of models beyond those GPT-2 shares:
-//! RMSNorm (`rmsnorm.rs`) and rotary position embeddings (`rope.rs`).
-//! SiLU, their MLP's activation, is a unary function row
-//! ([`unary_fns`](crate::ops::unary_fns)); its tests live here.
+//! RMSNorm (`rmsnorm.rs`), rotary position embeddings (`rope.rs`) and
+//! SwiGLU, their MLP's gate (`swiglu.rs`). SiLU, its activation, is also a
+//! unary function row ([`unary_fns`](crate::ops::unary_fns)); its tests
+//! live here.
 
 pub(crate) mod rmsnorm;
 pub(crate) mod rope;
+pub(crate) mod swiglu;
 
 #[cfg(test)]
 mod tests {
