@@ -1,6 +1,8 @@
 //! The replay program's coverage beyond small element ops: slices, sums
 //! and means along an axis, `where`, concat, permutes, reshape views and
-//! element-wise ops on hundreds of elements. Each model is
+//! element-wise ops on hundreds of elements, and ops run through their own
+//! eager entry points (the matrix functions, the incomplete beta
+//! function). Each model is
 //! captured once and must get a program (`step_has_program`, a
 //! `test-hooks` entry); its replays, with new inputs and moved parameters,
 //! must give the eager path's loss and every gradient element bit for bit
@@ -279,6 +281,67 @@ fn wide(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
     c.sub(l, sig).unwrap()
 }
 
+/// A multivariate normal's density as an LKJ / MVN model writes it: a
+/// covariance S (a parameter's small tanh plus a constant 2 I, so
+/// positive definite), its Cholesky factor L, the data's residuals solved
+/// through L ([3, 2]), ln det S twice (through L's diagonal, read through
+/// a view of L, and `log_det_spd`), and a Cholesky factor given directly
+/// (exp of a parameter: a positive diagonal; its upper triangle unread)
+/// solving a vector ([3], a view of a parameter).
+fn mvn(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
+    let (raw, mu, chol) = (p[0], p[1], p[2]); // [3, 3], [3, 1], [3, 3]
+    let two_eye = c
+        .tensor(&[3, 3], &[2.0, 0.0, 0.0, 0.0, 2.0, 0.0, 0.0, 0.0, 2.0])
+        .unwrap();
+    let t = c.tanh(raw).unwrap();
+    let t = c.scale(t, 0.2).unwrap();
+    let s = c.add(t, two_eye).unwrap(); // [3, 3]
+    let l = c.cholesky(s).unwrap();
+    let xm = c.sub(x, mu).unwrap(); // [3, 2]
+    let z = c.solve_lower(l, xm).unwrap(); // [3, 2]
+    let q = c.mul(z, z).unwrap();
+    let q = c.sum(q).unwrap();
+    let lf = c.reshape(l, &[9]).unwrap();
+    let lv = c.reshape(lf, &[3, 3]).unwrap();
+    let d = c.diagonal(lv).unwrap(); // [3]
+    let half_ld = c.log(d).unwrap();
+    let half_ld = c.sum(half_ld).unwrap();
+    let ld = c.log_det_spd(s).unwrap();
+    let l2 = c.exp(chol).unwrap();
+    let mv = c.reshape(mu, &[3]).unwrap();
+    let w = c.solve_lower(l2, mv).unwrap(); // [3]
+    let w = c.mul(w, w).unwrap();
+    let w = c.sum(w).unwrap();
+    let d2 = c.diagonal(l2).unwrap();
+    let d2 = c.sum(d2).unwrap();
+    let out = c.scale(q, -0.5).unwrap();
+    let out = c.sub(out, half_ld).unwrap();
+    let out = c.add(out, ld).unwrap();
+    let out = c.sub(out, w).unwrap();
+    c.add(out, d2).unwrap()
+}
+
+/// The regularized incomplete beta function I_x(a, b) (a Beta CDF): a
+/// [4] against a broadcast b [1], one tensor as both a and b, and on
+/// 40 elements; x from the input through a sigmoid.
+fn beta_inc(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
+    let (ar, br, big) = (p[0], p[1], p[2]); // [4], [1], [10, 4]
+    let a = c.exp(ar).unwrap();
+    let b = c.exp(br).unwrap();
+    let xs = c.sigmoid(x).unwrap(); // [4]
+    let i1 = c.beta_inc(a, b, xs).unwrap(); // [4]
+    let i2 = c.beta_inc(a, a, xs).unwrap();
+    let ab = c.exp(big).unwrap();
+    let i3 = c.beta_inc(ab, b, xs).unwrap(); // [10, 4]
+    let l1 = c.log(i1).unwrap();
+    let l1 = c.sum(l1).unwrap();
+    let l2 = c.mul(i2, i1).unwrap();
+    let l2 = c.sum(l2).unwrap();
+    let l3 = c.mean(i3).unwrap();
+    let l = c.add(l1, l2).unwrap();
+    c.add(l, l3).unwrap()
+}
+
 fn main() {
     same_bits("garch T=60", &[&[1], &[1], &[1], &[1]], &[60], garch);
     same_bits("axis sums", &[&[2, 3, 2], &[40, 50]], &[6], axis_sums);
@@ -292,5 +355,7 @@ fn main() {
     same_bits("views", &[&[2, 3], &[6]], &[6], views);
     same_bits("permutes", &[&[2, 3, 2], &[30, 40]], &[12], permutes);
     same_bits("wide", &[&[1], &[1], &[300], &[20]], &[300], wide);
+    same_bits("mvn", &[&[3, 3], &[3, 1], &[3, 3]], &[3, 2], mvn);
+    same_bits("beta_inc", &[&[4], &[1], &[10, 4]], &[4], beta_inc);
     println!("replay_coverage: all passed");
 }

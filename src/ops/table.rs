@@ -85,12 +85,11 @@ macro_rules! op_table {
                 backward elementwise::backward_where(cond, a, b),
                 replay Some(ReplayForm::Where { cond, a, b }),
                 capture CaptureRule::Plain;
-            // No replay form: a replay takes the ordinary walk.
             BetaInc { a, b, x }:
                 name "beta_inc", inputs [a, b, x], reads (true, false),
                 forward elementwise::forward_beta_inc(a, b, x),
                 backward elementwise::backward_beta_inc(a, b, x),
-                replay None,
+                replay Some(ReplayForm::Eager),
                 capture CaptureRule::Plain;
             Reduce { x, mean }:
                 name "reduce", inputs [x], reads (false, false),
@@ -271,26 +270,26 @@ macro_rules! op_table {
                 name "cholesky", inputs [a], reads (false, true),
                 forward linalg::forward_cholesky(a),
                 backward linalg::backward_cholesky(a, work),
-                replay None,
+                replay Some(ReplayForm::Eager),
                 capture CaptureRule::Plain;
             // Backward reads L and its own output X.
             SolveLower { l, b, work }:
                 name "solve_lower", inputs [l, b], reads (true, true),
                 forward linalg::forward_solve_lower(l, b),
                 backward linalg::backward_solve_lower(l, b, work),
-                replay None,
+                replay Some(ReplayForm::Eager),
                 capture CaptureRule::Plain;
             LogDetSpd { a, chol, work }:
                 name "log_det_spd", inputs [a], reads (false, true),
                 forward linalg::forward_log_det_spd(a, chol),
                 backward linalg::backward_log_det_spd(a, chol, work),
-                replay None,
+                replay Some(ReplayForm::Eager),
                 capture CaptureRule::Plain;
             Diagonal { a }:
                 name "diagonal", inputs [a], reads (false, false),
                 forward linalg::forward_diagonal(a),
                 backward linalg::backward_diagonal(a),
-                replay None,
+                replay Some(ReplayForm::Eager),
                 capture CaptureRule::Plain;
             GlobalAvgPool2d { x }:
                 name "global_avg_pool2d", inputs [x], reads (false, false),

@@ -50,16 +50,20 @@
 
 use crate::arena::Buf;
 use crate::context::Context;
-use crate::ops::{BinaryFn, MAX_CONCAT, OneOp, UnaryFn};
+use crate::ops::{BinaryFn, MAX_CONCAT, OneOp, Op, UnaryFn};
 use crate::shape::{MAX_DIMS, Shape};
 
 mod build;
+mod eager;
 mod run;
+
+pub(crate) use eager::EagerOps;
 
 /// The element kernels a program runs, given by the caller
 /// (`ops::elementwise::scalar::ScalarKernels`, the ones the eager paths
 /// run): the context's modules do not import the ops, which import them.
-pub(crate) trait OneKernels {
+/// With them, each op's eager entry points ([`EagerOps`]).
+pub(crate) trait OneKernels: EagerOps {
     /// The output of `op` on one element (`y` read by binary ops only).
     fn forward(op: OneOp, x: f32, y: f32) -> f32;
     /// `dx` after the backward kernel of a unary, scale, pow or clamp op.
@@ -181,6 +185,9 @@ enum Kind {
     Join(u32),
     /// A permute: its shapes and axis order are `Program::permutes[.0]`.
     Permute(u32),
+    /// Any other op with a replay form, run by its own eager entry points
+    /// (see `eager`): its record is `Program::eager[.0]`.
+    Eager(u32),
 }
 
 /// A permute's input and output shapes and its axis order (the first
@@ -261,6 +268,7 @@ struct Side {
     selects: Vec<Select>,
     joins: Vec<Join>,
     permutes: Vec<Permute>,
+    eager: Vec<Op>,
 }
 
 /// A step's program (see the module docs).
