@@ -5,7 +5,11 @@
 //! element-wise ops on a few elements (at most [`MAXN`]) or on more (any
 //! broadcast included), sums and means over all elements or along one axis,
 //! `where`, slices, concats and permutes, on tensors or on reshape views
-//! of them.
+//! of them; and any other op whose forward and backward touch only its own
+//! table rows and saved buffers (the op table's `ReplayForm::Eager`: the
+//! incomplete beta function, the matrix functions, matmuls, norms, losses,
+//! attention, convolutions and pools), run through its own eager entry
+//! points with the program's gradient state lent to its rows (`eager`).
 //!
 //! At capture end such a step's forward log and tape are resolved once
 //! into flat lists of (op, operand rows), and its backward walk into what
@@ -34,7 +38,8 @@
 //! kernel's buffers (capture ran them on the same buffers) and the walk's
 //! flow and table bookkeeping.
 //!
-//! Anything else takes the ordinary path: a step with another op, a retained activation gradient or a
+//! Anything else takes the ordinary path: a step with an op with no replay
+//! form (dropout, batch norm), a retained activation gradient or a
 //! recomputed segment, a loss that needs no gradient, a view made with
 //! gradients off of a tensor that needs one; and any replay while
 //! a gradient-ready callback is set (the ordinary walk fires it) or a
