@@ -1,6 +1,9 @@
 //! The replay program's coverage beyond small element ops: slices, sums
 //! and means along an axis, `where`, concat, permutes, reshape views and
-//! element-wise ops on hundreds of elements. Each model is
+//! element-wise ops on hundreds of elements, and ops run through their own
+//! eager entry points (the matrix functions, the incomplete beta
+//! function, matmuls, norms, losses, attention, convolutions and pools).
+//! Each model is
 //! captured once and must get a program (`step_has_program`, a
 //! `test-hooks` entry); its replays, with new inputs and moved parameters,
 //! must give the eager path's loss and every gradient element bit for bit
@@ -11,7 +14,7 @@
 
 mod common;
 
-use arenagrad::{Context, Tensor};
+use arenagrad::{Context, Conv2dOptions, Pool2dOptions, Tensor};
 use common::counting_alloc::{CountingAlloc, count, take_calls};
 
 #[global_allocator]
@@ -279,6 +282,126 @@ fn wide(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
     c.sub(l, sig).unwrap()
 }
 
+/// A multivariate normal's density as an LKJ / MVN model writes it: a
+/// covariance S (a parameter's small tanh plus a constant 2 I, so
+/// positive definite), its Cholesky factor L, the data's residuals solved
+/// through L ([3, 2]), ln det S twice (through L's diagonal, read through
+/// a view of L, and `log_det_spd`), and a Cholesky factor given directly
+/// (exp of a parameter: a positive diagonal; its upper triangle unread)
+/// solving a vector ([3], a view of a parameter).
+fn mvn(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
+    let (raw, mu, chol) = (p[0], p[1], p[2]); // [3, 3], [3, 1], [3, 3]
+    let two_eye = c
+        .tensor(&[3, 3], &[2.0, 0.0, 0.0, 0.0, 2.0, 0.0, 0.0, 0.0, 2.0])
+        .unwrap();
+    let t = c.tanh(raw).unwrap();
+    let t = c.scale(t, 0.2).unwrap();
+    let s = c.add(t, two_eye).unwrap(); // [3, 3]
+    let l = c.cholesky(s).unwrap();
+    let xm = c.sub(x, mu).unwrap(); // [3, 2]
+    let z = c.solve_lower(l, xm).unwrap(); // [3, 2]
+    let q = c.mul(z, z).unwrap();
+    let q = c.sum(q).unwrap();
+    let lf = c.reshape(l, &[9]).unwrap();
+    let lv = c.reshape(lf, &[3, 3]).unwrap();
+    let d = c.diagonal(lv).unwrap(); // [3]
+    let half_ld = c.log(d).unwrap();
+    let half_ld = c.sum(half_ld).unwrap();
+    let ld = c.log_det_spd(s).unwrap();
+    let l2 = c.exp(chol).unwrap();
+    let mv = c.reshape(mu, &[3]).unwrap();
+    let w = c.solve_lower(l2, mv).unwrap(); // [3]
+    let w = c.mul(w, w).unwrap();
+    let w = c.sum(w).unwrap();
+    let d2 = c.diagonal(l2).unwrap();
+    let d2 = c.sum(d2).unwrap();
+    let out = c.scale(q, -0.5).unwrap();
+    let out = c.sub(out, half_ld).unwrap();
+    let out = c.add(out, ld).unwrap();
+    let out = c.sub(out, w).unwrap();
+    c.add(out, d2).unwrap()
+}
+
+/// The regularized incomplete beta function I_x(a, b) (a Beta CDF): a
+/// [4] against a broadcast b [1], one tensor as both a and b, and on
+/// 40 elements; x from the input through a sigmoid.
+fn beta_inc(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
+    let (ar, br, big) = (p[0], p[1], p[2]); // [4], [1], [10, 4]
+    let a = c.exp(ar).unwrap();
+    let b = c.exp(br).unwrap();
+    let xs = c.sigmoid(x).unwrap(); // [4]
+    let i1 = c.beta_inc(a, b, xs).unwrap(); // [4]
+    let i2 = c.beta_inc(a, a, xs).unwrap();
+    let ab = c.exp(big).unwrap();
+    let i3 = c.beta_inc(ab, b, xs).unwrap(); // [10, 4]
+    let l1 = c.log(i1).unwrap();
+    let l1 = c.sum(l1).unwrap();
+    let l2 = c.mul(i2, i1).unwrap();
+    let l2 = c.sum(l2).unwrap();
+    let l3 = c.mean(i3).unwrap();
+    let l = c.add(l1, l2).unwrap();
+    c.add(l, l3).unwrap()
+}
+
+/// A transformer-like block through ops run by their eager entries: an
+/// embedding added to the input, layernorm, a linear with bias into fused
+/// attention, rmsnorm, a matmul, a batched matmul into a causal softmax,
+/// rope on a view, grouped-query attention with one tensor as both k and
+/// v, log-softmax, cross-entropy and an MSE loss.
+fn dense(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
+    let (emb, ln_w, ln_b, w1, b1, rms_w, w2, kv) = (p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]);
+    let e = c.embedding(emb, &[0, 3, 1, 4, 2, 2, 0, 1]).unwrap(); // [8, 6]
+    let e = c.reshape(e, &[2, 4, 6]).unwrap();
+    let h = c.add(x, e).unwrap(); // [2, 4, 6]
+    let h = c.layernorm(h, ln_w, ln_b).unwrap();
+    let qkv = c.linear(h, w1, Some(b1)).unwrap(); // [2, 4, 18]
+    let a = c.attention(qkv, 2).unwrap(); // [2, 4, 6]
+    let r = c.rmsnorm(a, rms_w, 1e-5).unwrap();
+    let rf = c.reshape(r, &[8, 6]).unwrap();
+    let m = c.matmul(rf, w2, false, true).unwrap(); // [8, 6]
+    let bm = c.bmm(r, r, false, true).unwrap(); // [2, 4, 4]
+    let sm = c.softmax(bm, true, 0.5).unwrap();
+    let rv = c.reshape(r, &[2, 1, 4, 6]).unwrap();
+    let rp = c.rope(rv, 10000.0, 1).unwrap(); // [2, 1, 4, 6]
+    let rp = c.reshape(rp, &[8, 6]).unwrap();
+    let q = c.reshape(m, &[2, 2, 3, 4]).unwrap();
+    let g = c.attention_gqa(q, kv, kv).unwrap(); // [2, 2, 3, 4]
+    let ls = c.log_softmax(m).unwrap();
+    let ce = c.cross_entropy(m, &[0, 1, 2, 3, 4, 5, 0, 1]).unwrap();
+    let mse = c.mse_loss(rp, ls).unwrap();
+    let s1 = c.mean(sm).unwrap();
+    let s2 = c.mean(g).unwrap();
+    let l = c.add(ce, mse).unwrap();
+    let l = c.add(l, s1).unwrap();
+    c.add(l, s2).unwrap()
+}
+
+/// A small convolutional net through ops run by their eager entries: a
+/// padded conv with bias, group norm, max, average and global average
+/// pools (ceil mode).
+fn cnn(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
+    let (w, bias, gn_w, gn_b) = (p[0], p[1], p[2], p[3]);
+    let opts = Conv2dOptions {
+        padding: [1, 1],
+        ..Conv2dOptions::default()
+    };
+    let y = c.conv2d(x, w, Some(bias), opts).unwrap(); // [1, 3, 5, 5]
+    let y = c.group_norm(y, gn_w, gn_b, 3, 1e-5).unwrap();
+    let pool = Pool2dOptions {
+        kernel: [2, 2],
+        stride: [2, 2],
+        padding: [0, 0],
+        ceil_mode: true,
+    };
+    let mp = c.max_pool2d(y, pool).unwrap(); // [1, 3, 3, 3]
+    let ap = c.avg_pool2d(y, pool, true).unwrap();
+    let g = c.global_avg_pool2d(mp).unwrap();
+    let t = c.mul(mp, ap).unwrap();
+    let t = c.sum(t).unwrap();
+    let g = c.sum(g).unwrap();
+    c.add(t, g).unwrap()
+}
+
 fn main() {
     same_bits("garch T=60", &[&[1], &[1], &[1], &[1]], &[60], garch);
     same_bits("axis sums", &[&[2, 3, 2], &[40, 50]], &[6], axis_sums);
@@ -292,5 +415,28 @@ fn main() {
     same_bits("views", &[&[2, 3], &[6]], &[6], views);
     same_bits("permutes", &[&[2, 3, 2], &[30, 40]], &[12], permutes);
     same_bits("wide", &[&[1], &[1], &[300], &[20]], &[300], wide);
+    same_bits("mvn", &[&[3, 3], &[3, 1], &[3, 3]], &[3, 2], mvn);
+    same_bits("beta_inc", &[&[4], &[1], &[10, 4]], &[4], beta_inc);
+    same_bits(
+        "dense",
+        &[
+            &[5, 6],
+            &[6],
+            &[6],
+            &[6, 18],
+            &[18],
+            &[6],
+            &[6, 6],
+            &[2, 1, 3, 4],
+        ],
+        &[2, 4, 6],
+        dense,
+    );
+    same_bits(
+        "cnn",
+        &[&[3, 2, 3, 3], &[3], &[3], &[3]],
+        &[1, 2, 5, 5],
+        cnn,
+    );
     println!("replay_coverage: all passed");
 }

@@ -40,7 +40,7 @@ mod table;
 pub use stats::MemoryStats;
 
 pub(crate) use entry::TensorEntry;
-pub(crate) use replay_program::OneKernels;
+pub(crate) use replay_program::{EagerOps, OneKernels};
 
 /// A tensor handle: a small value, never a pointer. Activation handles carry
 /// the generation (iteration) they were made in and die at the next reset;

@@ -4,8 +4,9 @@
 //! generated from the op table (`table.rs`), one row per `Op` variant, no
 //! wildcard: a new variant does not build until it has a row.
 
+use super::elementwise::scalar::ScalarKernels;
 use super::{Op, table};
-use crate::context::{Context, Tensor};
+use crate::context::{Context, EagerOps, Tensor};
 
 impl Context {
     /// Computes `op` into `out` through the forward dispatch and records it:
@@ -33,6 +34,19 @@ pub(crate) fn backward(ctx: &mut Context, op: &Op, out: u32) {
     #[cfg(feature = "trace")]
     let _timer = OpTimer::new(*op, true);
     table::backward_op(ctx, op, out);
+}
+
+/// The replay program's generic step runs an op through these very
+/// entry points.
+impl EagerOps for ScalarKernels {
+    #[inline(always)]
+    fn eager_forward(ctx: &mut Context, op: &Op, out: u32) {
+        forward(ctx, op, out);
+    }
+    #[inline(always)]
+    fn eager_backward(ctx: &mut Context, op: &Op, out: u32) {
+        backward(ctx, op, out);
+    }
 }
 
 /// Bench instrumentation (feature `trace`): times one op's kernels.

@@ -65,6 +65,11 @@ pub(crate) enum ReplayForm {
     },
     /// Axes reordered.
     Permute { x: u32, perm: [u8; MAX_DIMS] },
+    /// Any other op, run through its own eager forward and backward entry
+    /// points: for an op whose forward and backward touch only its own
+    /// table rows (values, shapes, the gradient slots of its output and
+    /// inputs) and the buffers its record saved.
+    Eager,
 }
 
 /// A one-element op of a replay program (`context::replay_program`), with

@@ -25,7 +25,9 @@
 //!   `ctx, out` that the dispatch passes first.
 //! * `replay`: what the op is to the replay program's interpreter (see
 //!   [`ReplayForm`]), or None where a replay takes the ordinary walk. The
-//!   interpreter reads this column and names no op.
+//!   interpreter reads this column and names no op. `ReplayForm::Eager`
+//!   (the op's own entry points) only for an op whose forward and backward
+//!   touch nothing but its table rows and the buffers its record saved.
 //! * `capture`: what capture must know (see [`CaptureRule`]): the ids a
 //!   caller may rewrite before each replay, or a seed recorded by value
 //!   that a replay would reuse.
@@ -85,12 +87,11 @@ macro_rules! op_table {
                 backward elementwise::backward_where(cond, a, b),
                 replay Some(ReplayForm::Where { cond, a, b }),
                 capture CaptureRule::Plain;
-            // No replay form: a replay takes the ordinary walk.
             BetaInc { a, b, x }:
                 name "beta_inc", inputs [a, b, x], reads (true, false),
                 forward elementwise::forward_beta_inc(a, b, x),
                 backward elementwise::backward_beta_inc(a, b, x),
-                replay None,
+                replay Some(ReplayForm::Eager),
                 capture CaptureRule::Plain;
             Reduce { x, mean }:
                 name "reduce", inputs [x], reads (false, false),
@@ -128,6 +129,9 @@ macro_rules! op_table {
                 backward shape_ops::backward_slice(x, axis as usize, start as usize),
                 replay Some(ReplayForm::Slice { x, axis, start }),
                 capture CaptureRule::Plain;
+            // The dropouts and batch norm keep the ordinary walk: their
+            // forward draws random numbers or updates running statistics,
+            // state beyond the op's own rows.
             Dropout { x, scale }:
                 name "dropout", inputs [x], reads (false, false),
                 forward dropout::forward_dropout(x, scale),
@@ -146,25 +150,25 @@ macro_rules! op_table {
                 name "matmul", inputs [a, b], reads (true, false),
                 forward matmul::forward_matmul(a, b, trans_a, trans_b),
                 backward matmul::backward_product(a, b, trans_a, trans_b),
-                replay None,
+                replay Some(ReplayForm::Eager),
                 capture CaptureRule::Plain;
             Bmm { a, b, trans_a, trans_b }:
                 name "bmm", inputs [a, b], reads (true, false),
                 forward matmul::forward_bmm(a, b, trans_a, trans_b),
                 backward matmul::backward_product(a, b, trans_a, trans_b),
-                replay None,
+                replay Some(ReplayForm::Eager),
                 capture CaptureRule::Plain;
             Linear { x, w, bias }:
                 name "linear", inputs ([x, w], bias), reads (true, false),
                 forward matmul::forward_linear(x, w, bias),
                 backward matmul::backward_linear(x, w, bias),
-                replay None,
+                replay Some(ReplayForm::Eager),
                 capture CaptureRule::Plain;
             Embedding { w, ids }:
                 name "embedding", inputs [w], reads (false, false),
                 forward embedding::forward_embedding(w, ids),
                 backward embedding::backward_embedding(w, ids),
-                replay None,
+                replay Some(ReplayForm::Eager),
                 capture CaptureRule::Ids(IdBuffer {
                     ids,
                     bounded_by: w,
@@ -175,13 +179,13 @@ macro_rules! op_table {
                 name "log_softmax", inputs [x], reads (false, true),
                 forward loss::forward_log_softmax(x),
                 backward loss::backward_log_softmax(x),
-                replay None,
+                replay Some(ReplayForm::Eager),
                 capture CaptureRule::Plain;
             CrossEntropy { logits, targets, probs }:
                 name "cross_entropy", inputs [logits], reads (false, true),
                 forward loss::forward_cross_entropy(logits, targets, probs),
                 backward loss::backward_cross_entropy(logits, targets, probs),
-                replay None,
+                replay Some(ReplayForm::Eager),
                 capture CaptureRule::Ids(IdBuffer {
                     ids: targets,
                     bounded_by: logits,
@@ -192,13 +196,13 @@ macro_rules! op_table {
                 name "mse_loss", inputs [pred, target], reads (true, false),
                 forward loss::forward_mse(pred, target),
                 backward loss::backward_mse(pred, target),
-                replay None,
+                replay Some(ReplayForm::Eager),
                 capture CaptureRule::Plain;
             LayerNorm { x, w, b, mean, rstd }:
                 name "layernorm", inputs [x, w, b], reads (true, true),
                 forward norm::forward_layernorm([x, w, b], mean, rstd),
                 backward norm::backward_layernorm([x, w, b], mean, rstd),
-                replay None,
+                replay Some(ReplayForm::Eager),
                 capture CaptureRule::Plain;
             // Forward updates the running statistics (training, not in a
             // recomputed segment's replay); backward reads the mean and
@@ -214,13 +218,13 @@ macro_rules! op_table {
                 name "group_norm", inputs [x, w, b], reads (true, true),
                 forward group_norm::forward_group_norm([x, w, b], groups as usize, eps, saved),
                 backward group_norm::backward_group_norm([x, w, b], groups as usize, saved),
-                replay None,
+                replay Some(ReplayForm::Eager),
                 capture CaptureRule::Plain;
             RmsNorm { x, w, eps, rstd }:
                 name "rmsnorm", inputs [x, w], reads (true, true),
                 forward llama::rmsnorm::forward_rmsnorm(x, w, eps, rstd),
                 backward llama::rmsnorm::backward_rmsnorm(x, w, rstd),
-                replay None,
+                replay Some(ReplayForm::Eager),
                 capture CaptureRule::Plain;
             Swiglu { gate, up }:
                 name "swiglu", inputs [gate, up], reads (true, false),
@@ -233,76 +237,76 @@ macro_rules! op_table {
                 name "rope", inputs [x], reads (false, true),
                 forward llama::rope::forward_rope(x, theta, offset, table),
                 backward llama::rope::backward_rope(x, table),
-                replay None,
+                replay Some(ReplayForm::Eager),
                 capture CaptureRule::Plain;
             // The causal mask leaves exact zeros: only forward reads the flag.
             Softmax { x, scale, causal }:
                 name "softmax", inputs [x], reads (false, true),
                 forward attention::forward_softmax(x, scale, causal),
                 backward attention::backward_softmax(x, scale),
-                replay None,
+                replay Some(ReplayForm::Eager),
                 capture CaptureRule::Plain;
             Attention { qkv, n_head, probs }:
                 name "attention", inputs [qkv], reads (true, true),
                 forward attention::forward_attention(qkv, n_head as usize, probs),
                 backward attention::backward_attention(qkv, n_head as usize, probs),
-                replay None,
+                replay Some(ReplayForm::Eager),
                 capture CaptureRule::Plain;
             AttentionGqa { q, k, v, probs }:
                 name "attention_gqa", inputs [q, k, v], reads (true, true),
                 forward attention::gqa::forward_attention_gqa([q, k, v], probs),
                 backward attention::gqa::backward_attention_gqa([q, k, v], probs),
-                replay None,
+                replay Some(ReplayForm::Eager),
                 capture CaptureRule::Plain;
             // Backward unfolds x again into `col`: nothing saved is read.
             Conv2d { x, w, bias, geom, col }:
                 name "conv2d", inputs ([x, w], bias), reads (true, false),
                 forward conv::forward_conv2d(x, w, bias, geom, col),
                 backward conv::backward_conv2d(x, w, bias, geom, col),
-                replay None,
+                replay Some(ReplayForm::Eager),
                 capture CaptureRule::Plain;
             MaxPool2d { x, geom, argmax }:
                 name "max_pool2d", inputs [x], reads (false, true),
                 forward conv::forward_max_pool2d(x, geom, argmax),
                 backward conv::backward_max_pool2d(x, geom, argmax),
-                replay None,
+                replay Some(ReplayForm::Eager),
                 capture CaptureRule::Plain;
             AvgPool2d { x, geom, count_include_pad }:
                 name "avg_pool2d", inputs [x], reads (false, false),
                 forward conv::forward_avg_pool2d(x, geom, count_include_pad),
                 backward conv::backward_avg_pool2d(x, geom, count_include_pad),
-                replay None,
+                replay Some(ReplayForm::Eager),
                 capture CaptureRule::Plain;
             Cholesky { a, work }:
                 name "cholesky", inputs [a], reads (false, true),
                 forward linalg::forward_cholesky(a),
                 backward linalg::backward_cholesky(a, work),
-                replay None,
+                replay Some(ReplayForm::Eager),
                 capture CaptureRule::Plain;
             // Backward reads L and its own output X.
             SolveLower { l, b, work }:
                 name "solve_lower", inputs [l, b], reads (true, true),
                 forward linalg::forward_solve_lower(l, b),
                 backward linalg::backward_solve_lower(l, b, work),
-                replay None,
+                replay Some(ReplayForm::Eager),
                 capture CaptureRule::Plain;
             LogDetSpd { a, chol, work }:
                 name "log_det_spd", inputs [a], reads (false, true),
                 forward linalg::forward_log_det_spd(a, chol),
                 backward linalg::backward_log_det_spd(a, chol, work),
-                replay None,
+                replay Some(ReplayForm::Eager),
                 capture CaptureRule::Plain;
             Diagonal { a }:
                 name "diagonal", inputs [a], reads (false, false),
                 forward linalg::forward_diagonal(a),
                 backward linalg::backward_diagonal(a),
-                replay None,
+                replay Some(ReplayForm::Eager),
                 capture CaptureRule::Plain;
             GlobalAvgPool2d { x }:
                 name "global_avg_pool2d", inputs [x], reads (false, false),
                 forward conv::forward_global_avg_pool2d(x),
                 backward conv::backward_global_avg_pool2d(x),
-                replay None,
+                replay Some(ReplayForm::Eager),
                 capture CaptureRule::Plain;
         }
     };

@@ -149,6 +149,11 @@ impl Program {
                     });
                     (Kind::Permute(side.permutes.len() as u32 - 1), x, x)
                 }
+                ReplayForm::Eager => {
+                    side.eager.try_reserve(1).ok()?;
+                    side.eager.push(n.op);
+                    (Kind::Eager(side.eager.len() as u32 - 1), n.out, n.out)
+                }
                 ReplayForm::Map(op, a, b) => {
                     let n_out = so.numel();
                     let kind = if n_out == 1 && shape(a).numel() == 1 && shape(b).numel() == 1 {

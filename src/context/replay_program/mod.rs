@@ -5,7 +5,11 @@
 //! element-wise ops on a few elements (at most [`MAXN`]) or on more (any
 //! broadcast included), sums and means over all elements or along one axis,
 //! `where`, slices, concats and permutes, on tensors or on reshape views
-//! of them.
+//! of them; and any other op whose forward and backward touch only its own
+//! table rows and saved buffers (the op table's `ReplayForm::Eager`: the
+//! incomplete beta function, the matrix functions, matmuls, norms, losses,
+//! attention, convolutions and pools), run through its own eager entry
+//! points with the program's gradient state lent to its rows (`eager`).
 //!
 //! At capture end such a step's forward log and tape are resolved once
 //! into flat lists of (op, operand rows), and its backward walk into what
@@ -34,7 +38,8 @@
 //! kernel's buffers (capture ran them on the same buffers) and the walk's
 //! flow and table bookkeeping.
 //!
-//! Anything else takes the ordinary path: a step with another op, a retained activation gradient or a
+//! Anything else takes the ordinary path: a step with an op with no replay
+//! form (dropout, batch norm), a retained activation gradient or a
 //! recomputed segment, a loss that needs no gradient, a view made with
 //! gradients off of a tensor that needs one; and any replay while
 //! a gradient-ready callback is set (the ordinary walk fires it) or a
@@ -50,16 +55,20 @@
 
 use crate::arena::Buf;
 use crate::context::Context;
-use crate::ops::{BinaryFn, MAX_CONCAT, OneOp, UnaryFn};
+use crate::ops::{BinaryFn, MAX_CONCAT, OneOp, Op, UnaryFn};
 use crate::shape::{MAX_DIMS, Shape};
 
 mod build;
+mod eager;
 mod run;
+
+pub(crate) use eager::EagerOps;
 
 /// The element kernels a program runs, given by the caller
 /// (`ops::elementwise::scalar::ScalarKernels`, the ones the eager paths
 /// run): the context's modules do not import the ops, which import them.
-pub(crate) trait OneKernels {
+/// With them, each op's eager entry points ([`EagerOps`]).
+pub(crate) trait OneKernels: EagerOps {
     /// The output of `op` on one element (`y` read by binary ops only).
     fn forward(op: OneOp, x: f32, y: f32) -> f32;
     /// `dx` after the backward kernel of a unary, scale, pow or clamp op.
@@ -181,6 +190,9 @@ enum Kind {
     Join(u32),
     /// A permute: its shapes and axis order are `Program::permutes[.0]`.
     Permute(u32),
+    /// Any other op with a replay form, run by its own eager entry points
+    /// (see `eager`): its record is `Program::eager[.0]`.
+    Eager(u32),
 }
 
 /// A permute's input and output shapes and its axis order (the first
@@ -261,6 +273,7 @@ struct Side {
     selects: Vec<Select>,
     joins: Vec<Join>,
     permutes: Vec<Permute>,
+    eager: Vec<Op>,
 }
 
 /// A step's program (see the module docs).

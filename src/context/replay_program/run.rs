@@ -132,6 +132,7 @@ impl Program {
                 let ([y], [x]) = ctx.access([data(s.out)], [data(s.a)]);
                 K::permute(y, x, &m.shapes, &m.perm[..m.shapes[0].ndim()]);
             }
+            Kind::Eager(k) => Self::forward_eager::<K>(ctx, side, s, k),
         }
     }
 
@@ -423,6 +424,7 @@ impl Program {
                 let ([dx], [g]) = ctx.access([dx], [dout]);
                 K::permute_backward(dx, g, &m.shapes, &m.perm[..m.shapes[0].ndim()]);
             }
+            Kind::Eager(k) => self.backward_eager::<K>(ctx, s, k),
         }
     }
 

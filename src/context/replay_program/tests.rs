@@ -498,3 +498,96 @@ fn shape_ops_match_eager() {
         c.mul(a, b).unwrap()
     });
 }
+
+/// A multivariate normal through the matrix ops, each run by its eager
+/// entry points: a covariance (positive definite: a small tanh plus
+/// 2 I), its Cholesky factor, a solve of the data, ln det twice (a view's
+/// diagonal, `log_det_spd`), and a solve with one tensor as both L and B
+/// (two inputs sharing a gradient slot and its "born" mark).
+fn matrix_model(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
+    let (raw, mu) = (p[0], p[1]); // [3, 3], [3, 1]
+    let two_eye = c
+        .tensor(&[3, 3], &[2.0, 0.0, 0.0, 0.0, 2.0, 0.0, 0.0, 0.0, 2.0])
+        .unwrap();
+    let t = c.tanh(raw).unwrap();
+    let t = c.scale(t, 0.2).unwrap();
+    let s = c.add(t, two_eye).unwrap();
+    let l = c.cholesky(s).unwrap();
+    let xm = c.sub(x, mu).unwrap(); // [3, 2]
+    let z = c.solve_lower(l, xm).unwrap();
+    let q = c.mul(z, z).unwrap();
+    let q = c.sum(q).unwrap();
+    let lv = c.reshape(l, &[9]).unwrap();
+    let lv = c.reshape(lv, &[3, 3]).unwrap();
+    let d = c.diagonal(lv).unwrap();
+    let d = c.log(d).unwrap();
+    let d = c.sum(d).unwrap();
+    let ld = c.log_det_spd(s).unwrap();
+    let self_solve = c.solve_lower(l, l).unwrap(); // L^{-1} L
+    let u = c.sum(self_solve).unwrap();
+    let out = c.sub(q, d).unwrap();
+    let out = c.add(out, ld).unwrap();
+    c.mul(out, u).unwrap()
+}
+
+#[test]
+fn matrix_ops_match_eager() {
+    same_bits(&[&[3, 3], &[3, 1]], &[3, 2], matrix_model);
+}
+
+/// The incomplete beta function on broadcast operands, one tensor as
+/// both a and b, a ternary op the program runs by its eager entries.
+#[test]
+fn beta_inc_matches_eager() {
+    same_bits(&[&[4], &[1]], &[4], |c, p, x| {
+        let a = c.exp(p[0]).unwrap();
+        let b = c.exp(p[1]).unwrap();
+        let xs = c.sigmoid(x).unwrap();
+        let i1 = c.beta_inc(a, b, xs).unwrap();
+        let i2 = c.beta_inc(a, a, xs).unwrap();
+        let l = c.log(i1).unwrap();
+        let l = c.sum(l).unwrap();
+        let m = c.mul(i1, i2).unwrap();
+        let m = c.sum(m).unwrap();
+        c.add(l, m).unwrap()
+    });
+}
+
+/// What the walk leaves in the table (each row's gradient buffer, its
+/// "born" mark and its flow mark), as text.
+fn walk_state(c: &Context) -> Vec<String> {
+    c.table_rows()
+        .iter()
+        .map(|e| format!("{:?} {} {}", e.grad, e.unzeroed, e.flow))
+        .collect()
+}
+
+/// An op run by its eager entry points has the program's gradient state
+/// lent to its table rows only for its backward: after a replay, the
+/// table's rows are as the ordinary walk leaves them.
+#[test]
+fn eager_steps_leave_the_table_as_the_walk_does() {
+    let mut c = Context::new();
+    let p = [
+        c.param(
+            &[3, 3],
+            Some(&[0.3, -0.2, 0.1, 0.5, 0.7, -0.4, 0.2, 0.6, -0.1]),
+        )
+        .unwrap(),
+        c.param(&[3, 1], Some(&[0.1, -0.3, 0.2])).unwrap(),
+    ];
+    c.capture_begin().unwrap();
+    let xi = c.input_new(&[3, 2]).unwrap();
+    c.input_write(xi, &[0.5, -0.5, 1.0, 0.25, -1.0, 0.75])
+        .unwrap();
+    let loss = matrix_model(&mut c, &p, xi);
+    c.backward(loss).unwrap();
+    let walked = walk_state(&c);
+    let step = c.capture_end(loss).unwrap();
+    assert!(c.step_has_program(step));
+    let grad_of_walk = all_bits(&c, &p, loss);
+    c.zero_grad();
+    c.replay(step).unwrap();
+    assert_eq!(walk_state(&c), walked);
+    assert_eq!(all_bits(&c, &p, loss), grad_of_walk);
+}
