@@ -359,6 +359,7 @@ fn dense(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
     let r = c.rmsnorm(a, rms_w, 1e-5).unwrap();
     let rf = c.reshape(r, &[8, 6]).unwrap();
     let m = c.matmul(rf, w2, false, true).unwrap(); // [8, 6]
+    let m = c.swiglu(m, rf).unwrap(); // [8, 6]
     let bm = c.bmm(r, r, false, true).unwrap(); // [2, 4, 4]
     let sm = c.softmax(bm, true, 0.5).unwrap();
     let rv = c.reshape(r, &[2, 1, 4, 6]).unwrap();

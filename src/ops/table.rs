@@ -230,7 +230,7 @@ macro_rules! op_table {
                 name "swiglu", inputs [gate, up], reads (true, false),
                 forward llama::swiglu::forward_swiglu(gate, up),
                 backward llama::swiglu::backward_swiglu(gate, up),
-                replay None,
+                replay Some(ReplayForm::Eager),
                 capture CaptureRule::Plain;
             // Backward reads only the forward's cos and sin table.
             Rope { x, theta, offset, table }:
