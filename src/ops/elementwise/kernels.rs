@@ -261,14 +261,14 @@ pub(crate) fn gelu_backward<const ASSIGN: bool>(dx: &mut [f32], dout: &[f32], x:
 /// Below this x, e^-|x| is under fastmath's clamp (e^-87.3) and silu(x) =
 /// x e^x (1 + e^x)^-1 is below 2e-36 in magnitude: -0 stands for it (and
 /// is the limit at -inf).
-const SILU_ZERO_BELOW: f32 = -87.0;
+pub(crate) const SILU_ZERO_BELOW: f32 = -87.0;
 
 /// (sigmoid(x), 1 - sigmoid(x)) = (sigmoid(x), sigmoid(-x)) from one
 /// e^-|x|, which never overflows; each side keeps its relative accuracy
 /// (1 - s computed by subtraction would lose it for large x). Branch-free
 /// (fastmath's exp, selects) so that a slice of them vectorises.
 #[inline(always)]
-fn sigmoid_pair(x: f32) -> (f32, f32) {
+pub(crate) fn sigmoid_pair(x: f32) -> (f32, f32) {
     let e = fastmath::exp(-x.abs());
     let r = 1.0 / (1.0 + e);
     let (big, small) = (r, e * r);

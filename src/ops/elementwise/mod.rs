@@ -36,6 +36,8 @@ mod select;
 mod special_fns;
 pub(crate) use binary::{backward_binary, forward_binary};
 pub(crate) use incbeta::{backward_beta_inc, forward_beta_inc};
+// SwiGLU's fused kernel computes SiLU exactly as the `silu` op does.
+pub(crate) use kernels::{SILU_ZERO_BELOW, sigmoid_pair};
 use kernels::{
     clamp_backward, clamp_forward, pow_backward, pow_forward, scale_backward, scale_forward,
     unary_backward, unary_forward,

@@ -9,21 +9,8 @@ use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
 use crate::kernels::fastmath;
 use crate::ops::Op;
+use crate::ops::elementwise::{SILU_ZERO_BELOW, sigmoid_pair};
 use crate::simd;
-
-/// Below this x, e^-|x| is under fastmath's clamp (e^-87.3) and silu(x) is
-/// below 2e-36 in magnitude: -0 stands for it, as in the `silu` op.
-const SILU_ZERO_BELOW: f32 = -87.0;
-
-/// (sigmoid(x), sigmoid(-x)) from one e^-|x|, which never overflows, as the
-/// `silu` op computes them (branch-free, so a slice of them vectorises).
-#[inline(always)]
-fn sigmoid_pair(x: f32) -> (f32, f32) {
-    let e = fastmath::exp(-x.abs());
-    let r = 1.0 / (1.0 + e);
-    let (big, small) = (r, e * r);
-    if x < 0.0 { (small, big) } else { (big, small) }
-}
 
 /// silu(x) = x sigmoid(x) and its slope s (1 + x (1 - s)), each held at
 /// its limits (0 below, 1 above) where |x| > 87, as the `silu` op does.
