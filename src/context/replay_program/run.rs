@@ -135,6 +135,29 @@ impl Program {
         }
     }
 
+    /// The backward of an add or sub whose operands have the output's
+    /// shape: `kernel(d, dout, k, fresh)` writes (newborn) or adds k * dout
+    /// into a's gradient (k = 1), then b's (k = `sign`): a's first, so if
+    /// a and b share a gradient, a's is the newborn one, as on the eager
+    /// path.
+    #[inline(always)]
+    fn add_sub_backward(
+        &mut self,
+        ctx: &mut Context,
+        s: Step1,
+        dout: Buf,
+        sign: f32,
+        kernel: impl Fn(&mut [f32], &[f32], f32, bool),
+    ) {
+        let (ga, gb) = (self.grad_to_overwrite(s.a), self.grad_to_overwrite(s.b));
+        for (grad, k) in [(ga, 1.0), (gb, sign)] {
+            if let Some((d, fresh)) = grad {
+                let ([d], [g]) = ctx.access([d], [dout]);
+                kernel(d, g, k, fresh);
+            }
+        }
+    }
+
     /// The backward of a binary op on several elements, as the eager
     /// broadcast loops: one operand at a time, in output order.
     fn backward_bin<K: OneKernels>(&mut self, ctx: &mut Context, s: Step1, f: BinaryFn, k: u32) {
@@ -145,16 +168,11 @@ impl Program {
         if let Some(sign) = f.sum_sign()
             && s.same
         {
-            let (ga, gb) = (self.grad_to_overwrite(s.a), self.grad_to_overwrite(s.b));
-            for (grad, k) in [(ga, 1.0), (gb, sign)] {
-                if let Some((d, fresh)) = grad {
-                    let ([d], [g]) = ctx.access([d], [dout]);
-                    for (d, &g) in d.iter_mut().zip(g) {
-                        *d = K::add_scaled(*d, g, k, fresh);
-                    }
+            return self.add_sub_backward(ctx, s, dout, sign, |d, g, k, fresh| {
+                for (d, &g) in d.iter_mut().zip(g) {
+                    *d = K::add_scaled(*d, g, k, fresh);
                 }
-            }
-            return;
+            });
         }
         let (va, vb) = (self.rows[s.a as usize].data, self.rows[s.b as usize].data);
         if let Some(da) = self.grad_of(ctx, s.a) {
@@ -206,16 +224,7 @@ impl Program {
                 if let Some(sign) = f.sum_sign()
                     && s.same
                 {
-                    // a's write first: if a and b share a gradient, a's
-                    // is the newborn one.
-                    let (ga, gb) = (self.grad_to_overwrite(s.a), self.grad_to_overwrite(s.b));
-                    for (grad, k) in [(ga, 1.0), (gb, sign)] {
-                        if let Some((d, fresh)) = grad {
-                            let ([d], [g]) = ctx.access([d], [dout]);
-                            K::add_scaled_into(d, g, k, fresh);
-                        }
-                    }
-                    return;
+                    return self.add_sub_backward(ctx, s, dout, sign, K::add_scaled_into);
                 }
                 // One operand at a time (a and b may share a gradient).
                 for (x, into_a) in [(s.a, true), (s.b, false)] {
