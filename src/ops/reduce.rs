@@ -212,7 +212,7 @@ fn lse_term(v: f32, m: f64) -> f64 {
 /// out[o, i] = ln sum_j e^x[o, j, i]. x: `[outer, n, inner]`, out: `[outer, inner]`.
 /// The same bits as `special::logsumexp_strided` on every line (the same
 /// f64 terms summed in the same order), one libm exp fewer per line.
-fn logsumexp_axis_forward(out: &mut [f32], x: &[f32], outer: usize, n: usize, inner: usize) {
+pub(crate) fn logsumexp_axis_forward(out: &mut [f32], x: &[f32], outer: usize, n: usize, inner: usize) {
     if n == 2 {
         return logsumexp_pairs_forward(out, x, outer, inner);
     }
@@ -233,7 +233,7 @@ fn logsumexp_axis_forward(out: &mut [f32], x: &[f32], outer: usize, n: usize, in
 /// dx[o, j, i] += dout[o, i] * softmax_j(x[o, :, i]).
 /// The same bits as `special::logsumexp_grad_add_strided` on every line;
 /// a short line's terms are computed once, not twice.
-fn logsumexp_axis_backward(
+pub(crate) fn logsumexp_axis_backward(
     dx: &mut [f32],
     dout: &[f32],
     x: &[f32],

@@ -4,7 +4,7 @@
 //! unary, scale, pow or clamp ops on one-element tensors), the same
 //! element-wise ops on a few elements (at most [`MAXN`]) or on more (any
 //! broadcast included), sums and means over all elements or along one axis,
-//! `where`, slices, concats and permutes, on tensors or on reshape views
+//! logsumexp along one axis, `where`, slices, concats and permutes, on tensors or on reshape views
 //! of them.
 //!
 //! At capture end such a step's forward log and tape are resolved once
@@ -22,7 +22,7 @@
 //! resolved to that tensor once its shape has shaped the op reading it.
 //! A replay then runs the same
 //! kernels (the element kernels of `ops::elementwise::scalar`, the sum,
-//! select, slice, concat and permute kernels, which the eager paths also run) in
+//! logsumexp, select, slice, concat and permute kernels, which the eager paths also run) in
 //! the same order on the
 //! same buffers, element by element in the eager loops' order (so a
 //! broadcast operand's gradient sums in the same order), and keeps the
@@ -89,6 +89,18 @@ pub(crate) trait OneKernels {
         n: usize,
         inner: usize,
         mean: bool,
+    );
+    /// The eager logsumexp along an axis: x `[outer, n, inner]` into y
+    /// `[outer, inner]`.
+    fn logsumexp_axis(y: &mut [f32], x: &[f32], outer: usize, n: usize, inner: usize);
+    /// Its backward: `dx[o, j, i] += dout[o, i] * softmax_j(x[o, :, i])`.
+    fn logsumexp_axis_backward(
+        dx: &mut [f32],
+        dout: &[f32],
+        x: &[f32],
+        outer: usize,
+        n: usize,
+        inner: usize,
     );
     /// The eager `where`: `out = cond != 0 ? a : b`, shapes (out, cond,
     /// a, b) as `shapes`.
@@ -173,6 +185,9 @@ enum Kind {
         inner: u32,
         mean: bool,
     },
+    /// logsumexp along the middle axis of the input seen as
+    /// `[outer, n, inner]`.
+    LogSumExpAxis { outer: u32, n: u32, inner: u32 },
     /// `where`: a and b are the step's operands, the condition and the
     /// shapes are `Program::selects[.0]`.
     Select(u32),

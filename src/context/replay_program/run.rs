@@ -112,6 +112,11 @@ impl Program {
                 let ([y], [x]) = ctx.access([y], [x]);
                 K::sum_axis(y, x, outer as usize, n as usize, inner as usize, mean);
             }
+            Kind::LogSumExpAxis { outer, n, inner } => {
+                let (y, x) = (data(s.out), data(s.a));
+                let ([y], [x]) = ctx.access([y], [x]);
+                K::logsumexp_axis(y, x, outer as usize, n as usize, inner as usize);
+            }
             Kind::Select(k) => {
                 let m = &side.selects[k as usize];
                 let (o, c, a, b) = (data(s.out), data(m.cond), data(s.a), data(s.b));
@@ -393,6 +398,17 @@ impl Program {
                 let ([dx], [g]) = ctx.access([dx], [dout]);
                 let (outer, n, inner) = (outer as usize, n as usize, inner as usize);
                 K::sum_axis_backward(dx, g, outer, n, inner, mean);
+            }
+            Kind::LogSumExpAxis { outer, n, inner } => {
+                // Both looked up, in this order, as the eager path does.
+                let (Some(dx), Some(dout)) = (self.grad_of(ctx, s.a), self.grad_out(ctx, s.out))
+                else {
+                    return;
+                };
+                let x = buf(self, s.a);
+                let ([dx], [g, x]) = ctx.access([dx], [dout, x]);
+                let (outer, n, inner) = (outer as usize, n as usize, inner as usize);
+                K::logsumexp_axis_backward(dx, g, x, outer, n, inner);
             }
             Kind::Select(k) => {
                 let Some(dout) = self.grad_out(ctx, s.out) else {
