@@ -40,7 +40,7 @@ pub(crate) fn exp(x: f32) -> f32 {
 
 const LOG2E_F64: f64 = std::f64::consts::LOG2_E;
 /// ln 2 split so that n * LN2_HI_F64 is exact for |n| < 2^20.
-const LN2_HI_F64: f64 = 6.931_471_803_691_238_164_9e-1;
+const LN2_HI_F64: f64 = 6.931_471_803_691_238e-1;
 const LN2_LO_F64: f64 = 1.908_214_929_270_587_7e-10;
 /// 1.5 * 2^52: adding and subtracting it rounds to the nearest integer.
 const ROUND_F64: f64 = 6_755_399_441_055_744.0;
