@@ -554,8 +554,11 @@ mod tests {
                 worst_ln = worst_ln.max(((super::ln_f64(x) - want) / want).abs());
             }
         }
-        assert!(worst_exp < 8e-16, "exp_f64 relative error {worst_exp}");
-        assert!(worst_ln < 8e-16, "ln_f64 relative error {worst_ln}");
+        // Miri's own exp and ln, the reference there, add a few ulps of
+        // deliberate noise.
+        let bound = if cfg!(miri) { 4e-15 } else { 8e-16 };
+        assert!(worst_exp < bound, "exp_f64 relative error {worst_exp}");
+        assert!(worst_ln < bound, "ln_f64 relative error {worst_ln}");
         assert_eq!(super::exp_f64(0.0), 1.0);
         assert_eq!(super::ln_f64(1.0), 0.0);
         assert!(super::exp_f64(f64::NAN).is_nan());
