@@ -1,9 +1,9 @@
 //! The replay program's coverage beyond small element ops: slices, sums
-//! and means along an axis, `where`, concat, permutes, reshape views and
-//! element-wise ops on hundreds of elements, and ops run through their own
-//! eager entry points (the matrix functions, the incomplete beta
-//! function, matmuls, norms, losses, attention, convolutions and pools).
-//! Each model is
+//! and means along an axis, logsumexp along an axis, `where`, concat,
+//! permutes, reshape views and element-wise ops on hundreds of elements,
+//! and ops run through their own eager entry points (the matrix functions,
+//! the incomplete beta function, matmuls, norms, losses, attention,
+//! convolutions and pools). Each model is
 //! captured once and must get a program (`step_has_program`, a
 //! `test-hooks` entry); its replays, with new inputs and moved parameters,
 //! must give the eager path's loss and every gradient element bit for bit
@@ -403,6 +403,30 @@ fn cnn(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
     c.add(t, g).unwrap()
 }
 
+/// A two-component mixture over 300 data points (logsumexp along an
+/// axis of two, as a posterior's), and logsumexp along a longer first
+/// axis, a middle one (keepdim) and the last one.
+fn logsumexp(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
+    let (mu, lw, w) = (p[0], p[1], p[2]); // [2, 1], [2, 1], [3, 1]
+    let z = c.sub(x, mu).unwrap(); // [2, 300]
+    let z = c.mul(z, z).unwrap();
+    let z = c.scale(z, -0.5).unwrap();
+    let z = c.add(z, lw).unwrap();
+    let mix = c.logsumexp_axis(z, 0, false).unwrap(); // [300]
+    let h = c.mul(x, w).unwrap(); // [3, 300]
+    let a = c.logsumexp_axis(h, 0, true).unwrap(); // [1, 300]
+    let h3 = c.reshape(h, &[3, 15, 20]).unwrap();
+    let b = c.logsumexp_axis(h3, 1, true).unwrap(); // [3, 1, 20]
+    let d = c.logsumexp_axis(h3, -1, false).unwrap(); // [3, 15]
+    let l = c.sum(mix).unwrap();
+    let a = c.mean(a).unwrap();
+    let b = c.mean(b).unwrap();
+    let d = c.sum(d).unwrap();
+    let l = c.add(l, a).unwrap();
+    let l = c.sub(l, b).unwrap();
+    c.add(l, d).unwrap()
+}
+
 fn main() {
     same_bits("garch T=60", &[&[1], &[1], &[1], &[1]], &[60], garch);
     same_bits("axis sums", &[&[2, 3, 2], &[40, 50]], &[6], axis_sums);
@@ -438,6 +462,12 @@ fn main() {
         &[&[3, 2, 3, 3], &[3], &[3], &[3]],
         &[1, 2, 5, 5],
         cnn,
+    );
+    same_bits(
+        "logsumexp",
+        &[&[2, 1], &[2, 1], &[3, 1]],
+        &[1, 300],
+        logsumexp,
     );
     println!("replay_coverage: all passed");
 }

@@ -4,6 +4,12 @@
 //! exp: x = n ln2 + r with |r| <= ln2/2, e^r by a degree-6 Taylor polynomial
 //! (truncation error < 1.3e-7 relative), 2^n built in the exponent bits.
 //! NaN propagates; inputs are clamped to `[-87.3, 88.3]` (results stay normal).
+//!
+//! exp_f64 and ln_f64: the same reductions in f64 with series long enough
+//! that their truncation is below f64 rounding (a few f64 ulps in all), for
+//! kernels that accumulate in f64 and round to f32 once (logsumexp): their
+//! f32 results are the libm ones except where the f64 value lies within
+//! about 1e-15 of a rounding boundary, where they may differ by one ulp.
 
 use crate::pool::{self, Pool};
 
@@ -30,6 +36,74 @@ pub(crate) fn exp(x: f32) -> f32 {
     let ni = (t.to_bits() as i32).wrapping_sub(ROUND.to_bits() as i32);
     let scale = f32::from_bits(((ni + 127) as u32) << 23);
     p * scale
+}
+
+const LOG2E_F64: f64 = std::f64::consts::LOG2_E;
+/// ln 2 split so that n * LN2_HI_F64 is exact for |n| < 2^20.
+const LN2_HI_F64: f64 = 6.931_471_803_691_238e-1;
+const LN2_LO_F64: f64 = 1.908_214_929_270_587_7e-10;
+/// 1.5 * 2^52: adding and subtracting it rounds to the nearest integer.
+const ROUND_F64: f64 = 6_755_399_441_055_744.0;
+
+/// e^x in f64 with relative error a few f64 ulps; inputs clamped to
+/// `[-708, 709]` (results stay normal: e^-708 is below anything an f32
+/// result keeps), NaN propagates. x = n ln2 + r with |r| <= ln2/2, e^r by
+/// its Taylor series to degree 13 (truncation below 1e-17 relative).
+#[inline(always)]
+pub(crate) fn exp_f64(x: f64) -> f64 {
+    let x = x.clamp(-708.0, 709.0);
+    let t = x * LOG2E_F64 + ROUND_F64;
+    let n = t - ROUND_F64;
+    let r = x - n * LN2_HI_F64 - n * LN2_LO_F64;
+    let mut p = 1.0 / 6_227_020_800.0; // 1/13!
+    for k in (1..13).rev() {
+        p = p * r + INV_FACTORIAL[k];
+    }
+    let p = p * r + 1.0;
+    // As in `exp`: n sits in t's low mantissa bits, an integer subtraction.
+    let ni = (t.to_bits() as i64).wrapping_sub(ROUND_F64.to_bits() as i64);
+    let scale = f64::from_bits(((ni + 1023) as u64) << 52);
+    p * scale
+}
+
+/// 1/k! for k < 13 (the exp_f64 series).
+const INV_FACTORIAL: [f64; 13] = [
+    1.0,
+    1.0,
+    1.0 / 2.0,
+    1.0 / 6.0,
+    1.0 / 24.0,
+    1.0 / 120.0,
+    1.0 / 720.0,
+    1.0 / 5_040.0,
+    1.0 / 40_320.0,
+    1.0 / 362_880.0,
+    1.0 / 3_628_800.0,
+    1.0 / 39_916_800.0,
+    1.0 / 479_001_600.0,
+];
+
+/// The bits of sqrt(1/2): ln_f64 splits its argument at this mantissa.
+const SQRT_HALF_BITS: i64 = 0x3fe6_a09e_667f_3bcd;
+
+/// ln x in f64 for a positive normal finite x, with error a few f64 ulps
+/// (the caller keeps other inputs out). x = 2^k f with f in
+/// `[sqrt(1/2), sqrt(2))`, ln f = 2 atanh(u), u = (f - 1) / (f + 1),
+/// |u| <= 0.172, by its series to u^25 (truncation below 1e-18).
+#[inline(always)]
+pub(crate) fn ln_f64(x: f64) -> f64 {
+    let bits = x.to_bits() as i64;
+    let k = bits.wrapping_sub(SQRT_HALF_BITS) >> 52;
+    let f = f64::from_bits(bits.wrapping_sub(k << 52) as u64);
+    let u = (f - 1.0) / (f + 1.0);
+    let u2 = u * u;
+    // 1 + u2/3 + u2^2/5 + ... + u2^12/25, by Horner.
+    let mut p = 1.0 / 25.0;
+    for j in (0..12).rev() {
+        p = p * u2 + 1.0 / (2 * j + 1) as f64;
+    }
+    let k = k as f64;
+    k * LN2_HI_F64 + (k * LN2_LO_F64 + 2.0 * u * p)
 }
 
 /// tanh(x) = 1 - 2 / (e^{2x} + 1); absolute error about 2e-7 (relative
@@ -454,5 +528,40 @@ mod tests {
         assert!(super::exp(f32::NAN).is_nan());
         assert_eq!(super::tanh(100.0), 1.0);
         assert_eq!(super::tanh(-100.0), -1.0);
+    }
+
+    /// exp_f64 over its range and ln_f64 over positive normals, against
+    /// libm in f64: within 8e-16 relative (a few f64 ulps), exact at 0 and 1.
+    #[test]
+    fn exp_and_ln_f64_match_libm() {
+        let steps = if cfg!(miri) { 500 } else { 2_000_000 };
+        let mut worst_exp = 0.0f64;
+        for i in 0..=steps {
+            let x = -708.0 + 1417.0 * i as f64 / steps as f64;
+            let want = x.exp();
+            worst_exp = worst_exp.max(((super::exp_f64(x) - want) / want).abs());
+        }
+        let mut worst_ln = 0.0f64;
+        for i in 0..=steps {
+            // 1 to 3 densely (a logsumexp's sums), then 1e-300 to 1e300.
+            let x = if i % 2 == 0 {
+                1.0 + 2.0 * i as f64 / steps as f64
+            } else {
+                10f64.powf(-300.0 + 600.0 * i as f64 / steps as f64)
+            };
+            let want = x.ln();
+            if want != 0.0 {
+                worst_ln = worst_ln.max(((super::ln_f64(x) - want) / want).abs());
+            }
+        }
+        // Miri's own exp and ln, the reference there, add a few ulps of
+        // deliberate noise.
+        let bound = if cfg!(miri) { 4e-15 } else { 8e-16 };
+        assert!(worst_exp < bound, "exp_f64 relative error {worst_exp}");
+        assert!(worst_ln < bound, "ln_f64 relative error {worst_ln}");
+        assert_eq!(super::exp_f64(0.0), 1.0);
+        assert_eq!(super::ln_f64(1.0), 0.0);
+        assert!(super::exp_f64(f64::NAN).is_nan());
+        println!("exp_f64 worst {worst_exp:e}, ln_f64 worst {worst_ln:e}");
     }
 }

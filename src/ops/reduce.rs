@@ -3,6 +3,7 @@
 
 use crate::context::{Context, Tensor};
 use crate::error::Result;
+use crate::kernels::fastmath;
 use crate::ops::Op;
 use crate::shape::{MAX_DIMS, Shape};
 use crate::simd;
@@ -212,7 +213,13 @@ fn lse_term(v: f32, m: f64) -> f64 {
 /// out[o, i] = ln sum_j e^x[o, j, i]. x: `[outer, n, inner]`, out: `[outer, inner]`.
 /// The same bits as `special::logsumexp_strided` on every line (the same
 /// f64 terms summed in the same order), one libm exp fewer per line.
-fn logsumexp_axis_forward(out: &mut [f32], x: &[f32], outer: usize, n: usize, inner: usize) {
+pub(crate) fn logsumexp_axis_forward(
+    out: &mut [f32],
+    x: &[f32],
+    outer: usize,
+    n: usize,
+    inner: usize,
+) {
     if n == 2 {
         return logsumexp_pairs_forward(out, x, outer, inner);
     }
@@ -233,7 +240,7 @@ fn logsumexp_axis_forward(out: &mut [f32], x: &[f32], outer: usize, n: usize, in
 /// dx[o, j, i] += dout[o, i] * softmax_j(x[o, :, i]).
 /// The same bits as `special::logsumexp_grad_add_strided` on every line;
 /// a short line's terms are computed once, not twice.
-fn logsumexp_axis_backward(
+pub(crate) fn logsumexp_axis_backward(
     dx: &mut [f32],
     dout: &[f32],
     x: &[f32],
@@ -273,56 +280,96 @@ fn logsumexp_axis_backward(
     }
 }
 
-/// The two terms of a pair's logsumexp and their sum, as the general
-/// line computes them (the sum of two terms is their one addition), or
-/// None for a pair with an infinite or NaN entry.
+/// A finite pair's maximum and the other entry's term e^(lo - m) (the
+/// maximum's own term is 1): the f64 terms of the general line, with the
+/// vectorised [`fastmath::exp_f64`] in place of libm's exp. Any lane value
+/// for a pair with an infinite or NaN entry; the caller redoes those.
 #[inline(always)]
-fn lse_pair(a: f32, b: f32) -> Option<(f64, f64, f64, f64)> {
-    if !(a.is_finite() && b.is_finite()) {
-        return None;
-    }
-    let m = if b > a { b } else { a } as f64;
-    let (ta, tb) = (lse_term(a, m), lse_term(b, m));
-    Some((m, ta, tb, ta + tb))
+fn pair_terms(a: f32, b: f32) -> (f64, f64) {
+    let (hi, lo) = if b > a { (b, a) } else { (a, b) };
+    let m = hi as f64;
+    (m, fastmath::exp_f64(lo as f64 - m))
 }
 
 /// [`logsumexp_axis_forward`] along an axis of two (a two-component
-/// mixture's table): the same bits, without the general line's loops.
+/// mixture's table): for finite pairs m + ln(1 + e^(lo - m)) in f64 by the
+/// vectorised exp and ln of `fastmath` (their f32 results are the general
+/// line's but for a one-ulp difference where the f64 value sits within
+/// about 1e-15 of a rounding boundary); pairs with an infinite or NaN
+/// entry take the general rules.
 fn logsumexp_pairs_forward(out: &mut [f32], x: &[f32], outer: usize, inner: usize) {
     for o in 0..outer {
         let (xa, xb) = x[o * 2 * inner..][..2 * inner].split_at(inner);
         let out = &mut out[o * inner..][..inner];
-        for ((y, &a), &b) in out.iter_mut().zip(xa).zip(xb) {
-            *y = match lse_pair(a, b) {
-                Some((m, _, _, s)) => (m + s.ln()) as f32,
-                None => special::logsumexp_strided(&[a, b], 0, 2, 1),
-            };
+        if !simd::dispatch!(pairs_forward_lanes(out, xa, xb)) {
+            for ((y, &a), &b) in out.iter_mut().zip(xa).zip(xb) {
+                if !(a.is_finite() && b.is_finite()) {
+                    *y = special::logsumexp_strided(&[a, b], 0, 2, 1);
+                }
+            }
         }
     }
 }
 
-/// [`logsumexp_axis_backward`] along an axis of two: the same bits.
+/// The finite pairs' lanes of [`logsumexp_pairs_forward`], branch-free so
+/// the loop vectorises; whether every pair was finite.
+#[inline(always)]
+fn pairs_forward_lanes(out: &mut [f32], xa: &[f32], xb: &[f32]) -> bool {
+    let mut finite = true;
+    for ((y, &a), &b) in out.iter_mut().zip(xa).zip(xb) {
+        finite &= a.is_finite() & b.is_finite();
+        let (m, t) = pair_terms(a, b);
+        *y = (m + fastmath::ln_f64(1.0 + t)) as f32;
+    }
+    finite
+}
+
+/// [`logsumexp_axis_backward`] along an axis of two: the weights 1/s and
+/// t/s of the general line (s = 1 + t) from the terms of
+/// [`logsumexp_pairs_forward`].
 fn logsumexp_pairs_backward(dx: &mut [f32], dout: &[f32], x: &[f32], outer: usize, inner: usize) {
     for o in 0..outer {
         let (xa, xb) = x[o * 2 * inner..][..2 * inner].split_at(inner);
         let (da, db) = dx[o * 2 * inner..][..2 * inner].split_at_mut(inner);
         let dout = &dout[o * inner..][..inner];
+        if simd::dispatch!(pairs_backward_lanes(da, db, dout, xa, xb)) {
+            continue;
+        }
         for i in 0..inner {
-            let (a, b, g) = (xa[i], xb[i], dout[i]);
-            match lse_pair(a, b) {
-                Some((_, ta, tb, s)) => {
-                    let g = g as f64;
-                    da[i] += (g * (ta / s)) as f32;
-                    db[i] += (g * (tb / s)) as f32;
-                }
-                None => {
-                    let mut d = [da[i], db[i]];
-                    special::logsumexp_grad_add_strided(&mut d, &[a, b], 0, 2, 1, g);
-                    (da[i], db[i]) = (d[0], d[1]);
-                }
+            let (a, b) = (xa[i], xb[i]);
+            if !(a.is_finite() && b.is_finite()) {
+                let mut d = [da[i], db[i]];
+                special::logsumexp_grad_add_strided(&mut d, &[a, b], 0, 2, 1, dout[i]);
+                (da[i], db[i]) = (d[0], d[1]);
             }
         }
     }
+}
+
+/// The finite pairs' lanes of [`logsumexp_pairs_backward`], branch-free
+/// (a pair with an infinite or NaN entry keeps its gradients as they
+/// were); whether every pair was finite.
+#[inline(always)]
+fn pairs_backward_lanes(
+    da: &mut [f32],
+    db: &mut [f32],
+    dout: &[f32],
+    xa: &[f32],
+    xb: &[f32],
+) -> bool {
+    let mut all = true;
+    let lanes = da.iter_mut().zip(db.iter_mut()).zip(dout).zip(xa).zip(xb);
+    for ((((da, db), &g), &a), &b) in lanes {
+        let finite = a.is_finite() & b.is_finite();
+        all &= finite;
+        let (_, t) = pair_terms(a, b);
+        let (ta, tb) = if b > a { (t, 1.0) } else { (1.0, t) };
+        let (s, g) = (1.0 + t, g as f64);
+        let (na, nb) = (*da + (g * (ta / s)) as f32, *db + (g * (tb / s)) as f32);
+        *da = if finite { na } else { *da };
+        *db = if finite { nb } else { *db };
+    }
+    all
 }
 
 pub(crate) fn backward_logsumexp_axis(ctx: &mut Context, out: u32, x: u32, axis: usize) {
@@ -375,183 +422,5 @@ pub(crate) fn backward_reduce_axis(ctx: &mut Context, out: u32, x: u32, axis: us
 }
 
 #[cfg(test)]
-mod tests {
-    use crate::ops::gradcheck::{Check, gradcheck};
-
-    #[test]
-    fn forward_values() {
-        let mut c = crate::Context::new();
-        let x = c.tensor(&[2, 3], &[1., 2., 3., 4., 5., 6.]).unwrap();
-        let mut v2 = [0.0; 2];
-        let mut v3 = [0.0; 3];
-        let (s, m) = (c.sum(x).unwrap(), c.mean(x).unwrap());
-        assert_eq!(c.item(s).unwrap(), 21.0);
-        assert_eq!(c.item(m).unwrap(), 3.5);
-        let s1 = c.sum_axis(x, 1, false).unwrap();
-        c.read(s1, &mut v2).unwrap();
-        assert_eq!(v2, [6., 15.]);
-        let m0 = c.mean_axis(x, 0, true).unwrap();
-        assert_eq!(c.shape(m0).unwrap().dims(), &[1, 3]);
-        c.read(m0, &mut v3).unwrap();
-        assert_eq!(v3, [2.5, 3.5, 4.5]);
-        assert!(
-            c.sum_axis(x, 2, false)
-                .unwrap_err()
-                .to_string()
-                .contains("axis 2 is out of range for shape [2,3]")
-        );
-    }
-
-    /// Against a float64 reference (within 4 ulps, the kernel's promise),
-    /// with -inf entries, a column of all -inf and a +inf entry.
-    #[test]
-    fn logsumexp_axis_values_and_infinities() {
-        let ninf = f32::NEG_INFINITY;
-        // [2, 2, 3]: reduce the middle axis; columns (o, i) pair x[o, 0, i]
-        // with x[o, 1, i].
-        let xs = [
-            0.5,
-            -2.0,
-            30.0,
-            ninf,
-            1.0,
-            ninf, // o = 0
-            -80.0,
-            ninf,
-            3.0,
-            ninf,
-            ninf,
-            f32::INFINITY, // o = 1
-        ];
-        let mut c = crate::Context::new();
-        let x = c.param(&[2, 2, 3], Some(&xs)).unwrap();
-        let y = c.logsumexp_axis(x, 1, true).unwrap();
-        assert_eq!(c.shape(y).unwrap().dims(), &[2, 1, 3]);
-        let mut v = [0.0; 6];
-        c.read(y, &mut v).unwrap();
-        let lse = |a: f32, b: f32| {
-            let m = (a as f64).max(b as f64);
-            (m + ((a as f64 - m).exp() + (b as f64 - m).exp()).ln()) as f32
-        };
-        let near = |a: f32, b: f32| (a.to_bits() as i64 - b.to_bits() as i64).abs() <= 4;
-        assert!(near(v[1], lse(-2.0, 1.0)), "{} vs {}", v[1], lse(-2.0, 1.0));
-        assert_eq!([v[0], v[2], v[3]], [0.5, 30.0, -80.0]);
-        assert_eq!((v[4], v[5]), (ninf, f32::INFINITY));
-        // Gradient: the softmax weights along the axis; an all -inf column
-        // shares its weight equally, a +inf entry takes it all.
-        let l = c.sum(y).unwrap();
-        c.backward(l).unwrap();
-        let mut g = [0.0; 12];
-        c.read_grad(x, &mut g).unwrap();
-        let w = (1.0f64 / (1.0 + 3.0f64.exp())) as f32;
-        assert!((g[1] - w).abs() < 1e-7 && (g[4] - (1.0 - w)).abs() < 1e-7);
-        assert_eq!(
-            [g[0], g[3], g[2], g[5], g[6], g[9]],
-            [1.0, 0.0, 1.0, 0.0, 1.0, 0.0]
-        );
-        assert_eq!([g[7], g[10], g[8], g[11]], [0.5, 0.5, 0.0, 1.0]);
-    }
-
-    /// The axis loops give the bits of the line functions in `special`
-    /// (forward and backward), on short and long lines, ties of the
-    /// maximum, strided lines, and lines with infinities or NaN.
-    /// A value's bits, every NaN as one: IEEE leaves a new NaN's sign and
-    /// payload open, and Miri picks them at random.
-    fn same_bits(v: f32) -> u32 {
-        if v.is_nan() {
-            f32::NAN.to_bits()
-        } else {
-            v.to_bits()
-        }
-    }
-
-    #[test]
-    fn logsumexp_axis_matches_the_line_functions_bit_for_bit() {
-        let mut state = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            ((state >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 40.0
-        };
-        for (outer, n, inner) in [
-            (7, 2, 1),
-            (3, 2, 5),
-            (4, 2, 3),
-            (4, 3, 2),
-            (2, 64, 1),
-            (2, 65, 3),
-            (1, 1, 4),
-        ] {
-            let len = outer * n * inner;
-            let mut x: Vec<f32> = (0..len).map(|_| next()).collect();
-            // A tie of the maximum, and lines with -inf, +inf and NaN.
-            x[0] = 25.0;
-            if n > 1 {
-                x[inner] = 25.0;
-            }
-            if inner > 1 {
-                x[1] = f32::NEG_INFINITY;
-            }
-            if inner > 2 {
-                x[2] = f32::INFINITY;
-            }
-            if outer > 2 {
-                x[2 * n * inner] = f32::NAN;
-            }
-            let dout: Vec<f32> = (0..outer * inner).map(|_| next()).collect();
-            let mut y = vec![0.0; outer * inner];
-            super::logsumexp_axis_forward(&mut y, &x, outer, n, inner);
-            let mut dx: Vec<f32> = (0..len).map(|_| next()).collect();
-            let mut want_dx = dx.clone();
-            super::logsumexp_axis_backward(&mut dx, &dout, &x, outer, n, inner);
-            for o in 0..outer {
-                for i in 0..inner {
-                    let start = o * n * inner + i;
-                    let want = crate::special::logsumexp_strided(&x, start, n, inner);
-                    assert_eq!(
-                        same_bits(y[o * inner + i]),
-                        same_bits(want),
-                        "{outer} {n} {inner}"
-                    );
-                    let g = dout[o * inner + i];
-                    crate::special::logsumexp_grad_add_strided(
-                        &mut want_dx,
-                        &x,
-                        start,
-                        n,
-                        inner,
-                        g,
-                    );
-                }
-            }
-            let bits = |v: &[f32]| v.iter().map(|&f| same_bits(f)).collect::<Vec<_>>();
-            assert_eq!(bits(&dx), bits(&want_dx), "{outer} {n} {inner}");
-        }
-    }
-
-    #[test]
-    fn gradcheck_reductions() {
-        let s = &[&[2, 3, 4][..]];
-        gradcheck(Check::new("sum", s), |c, x| c.sum(x[0]));
-        gradcheck(Check::new("mean", s), |c, x| c.mean(x[0]));
-        for axis in [0, 1, -1] {
-            gradcheck(Check::new("sum_axis", s), |c, x| {
-                c.sum_axis(x[0], axis, false)
-            });
-            gradcheck(Check::new("mean_axis", s), |c, x| {
-                c.mean_axis(x[0], axis, true)
-            });
-        }
-        for axis in [0, 1, -1] {
-            gradcheck(Check::new("logsumexp_axis", s), |c, x| {
-                c.logsumexp_axis(x[0], axis, axis == 1)
-            });
-        }
-        // Softmax-like composition: x - mean(x, -1, keepdim) broadcasts back.
-        gradcheck(Check::new("center", &[&[3, 4]]), |c, x| {
-            let m = c.mean_axis(x[0], -1, true)?;
-            c.sub(x[0], m)
-        });
-    }
-}
+#[path = "reduce_tests.rs"]
+mod tests;

@@ -53,6 +53,8 @@ pub(crate) enum ReplayForm {
     Sum { x: u32, mean: bool },
     /// The sum (or mean) over one axis.
     SumAxis { x: u32, axis: u8, mean: bool },
+    /// ln sum e^x over one axis.
+    LogSumExpAxis { x: u32, axis: u8 },
     /// A range of one axis, from `start`.
     Slice { x: u32, axis: u8, start: u32 },
     /// Element-wise choice by `cond`.

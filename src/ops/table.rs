@@ -109,7 +109,7 @@ macro_rules! op_table {
                 name "logsumexp_axis", inputs [x], reads (true, false),
                 forward reduce::forward_logsumexp_axis(x, axis as usize),
                 backward reduce::backward_logsumexp_axis(x, axis as usize),
-                replay None,
+                replay Some(ReplayForm::LogSumExpAxis { x, axis }),
                 capture CaptureRule::Plain;
             Permute { x, perm }:
                 name "permute", inputs [x], reads (false, false),

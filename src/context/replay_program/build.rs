@@ -36,6 +36,18 @@ fn broadcast(so: Shape, sa: Shape, sb: Shape) -> Bcast {
     out
 }
 
+/// The shape `sx` seen as `[outer, n, inner]` around `axis`.
+fn split_axis(sx: Shape, axis: u8) -> (u32, u32, u32) {
+    let dims = sx.dims();
+    let axis = axis as usize;
+    // Each within MAX_ELEMENTS < 2^31: fits.
+    (
+        dims[..axis].iter().product::<usize>() as u32,
+        dims[axis] as u32,
+        dims[axis + 1..].iter().product::<usize>() as u32,
+    )
+}
+
 /// A vector of `n` copies of `v`, or None if it cannot be allocated.
 fn filled<T: Clone>(n: usize, v: T) -> Option<Vec<T>> {
     let mut out = Vec::new();
@@ -83,17 +95,18 @@ impl Program {
             let (op, a, b) = match n.op.replay_form()? {
                 ReplayForm::Sum { x, mean } => (Kind::Sum(mean), x, x),
                 ReplayForm::SumAxis { x, axis, mean } => {
-                    let sx = shape(x);
-                    let dims = sx.dims();
-                    let axis = axis as usize;
-                    // Each within MAX_ELEMENTS < 2^31: fits.
+                    let (outer, n, inner) = split_axis(shape(x), axis);
                     let op = Kind::SumAxis {
-                        outer: dims[..axis].iter().product::<usize>() as u32,
-                        n: dims[axis] as u32,
-                        inner: dims[axis + 1..].iter().product::<usize>() as u32,
+                        outer,
+                        n,
+                        inner,
                         mean,
                     };
                     (op, x, x)
+                }
+                ReplayForm::LogSumExpAxis { x, axis } => {
+                    let (outer, n, inner) = split_axis(shape(x), axis);
+                    (Kind::LogSumExpAxis { outer, n, inner }, x, x)
                 }
                 ReplayForm::Slice { x, axis, start } => {
                     let sx = shape(x);

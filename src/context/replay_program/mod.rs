@@ -4,12 +4,13 @@
 //! unary, scale, pow or clamp ops on one-element tensors), the same
 //! element-wise ops on a few elements (at most [`MAXN`]) or on more (any
 //! broadcast included), sums and means over all elements or along one axis,
-//! `where`, slices, concats and permutes, on tensors or on reshape views
-//! of them; and any other op whose forward and backward touch only its own
-//! table rows and saved buffers (the op table's `ReplayForm::Eager`: the
-//! incomplete beta function, the matrix functions, matmuls, norms, losses,
-//! attention, convolutions and pools), run through its own eager entry
-//! points with the program's gradient state lent to its rows (`eager`).
+//! logsumexp along one axis, `where`, slices, concats and permutes, on
+//! tensors or on reshape views of them; and any other op whose forward and
+//! backward touch only its own table rows and saved buffers (the op
+//! table's `ReplayForm::Eager`: the incomplete beta function, the matrix
+//! functions, matmuls, norms, losses, attention, convolutions and pools),
+//! run through its own eager entry points with the program's gradient
+//! state lent to its rows (`eager`).
 //!
 //! At capture end such a step's forward log and tape are resolved once
 //! into flat lists of (op, operand rows), and its backward walk into what
@@ -26,7 +27,7 @@
 //! resolved to that tensor once its shape has shaped the op reading it.
 //! A replay then runs the same
 //! kernels (the element kernels of `ops::elementwise::scalar`, the sum,
-//! select, slice, concat and permute kernels, which the eager paths also run) in
+//! logsumexp, select, slice, concat and permute kernels, which the eager paths also run) in
 //! the same order on the
 //! same buffers, element by element in the eager loops' order (so a
 //! broadcast operand's gradient sums in the same order), and keeps the
@@ -98,6 +99,18 @@ pub(crate) trait OneKernels: EagerOps {
         n: usize,
         inner: usize,
         mean: bool,
+    );
+    /// The eager logsumexp along an axis: x `[outer, n, inner]` into y
+    /// `[outer, inner]`.
+    fn logsumexp_axis(y: &mut [f32], x: &[f32], outer: usize, n: usize, inner: usize);
+    /// Its backward: `dx[o, j, i] += dout[o, i] * softmax_j(x[o, :, i])`.
+    fn logsumexp_axis_backward(
+        dx: &mut [f32],
+        dout: &[f32],
+        x: &[f32],
+        outer: usize,
+        n: usize,
+        inner: usize,
     );
     /// The eager `where`: `out = cond != 0 ? a : b`, shapes (out, cond,
     /// a, b) as `shapes`.
@@ -182,6 +195,9 @@ enum Kind {
         inner: u32,
         mean: bool,
     },
+    /// logsumexp along the middle axis of the input seen as
+    /// `[outer, n, inner]`.
+    LogSumExpAxis { outer: u32, n: u32, inner: u32 },
     /// `where`: a and b are the step's operands, the condition and the
     /// shapes are `Program::selects[.0]`.
     Select(u32),

@@ -351,8 +351,8 @@ fn grad_ready_callback_fires_as_eager() {
     assert_eq!(se, sr);
 }
 
-/// A step with an op the program does not cover (a log-sum-exp along
-/// an axis) has no program (its replay is the ordinary one); one with an
+/// A step with an op the program does not cover (a log-softmax) has no
+/// program (its replay is the ordinary one); one with an
 /// element-wise op on more than MAXN elements has one.
 #[test]
 fn other_steps_have_no_program() {
@@ -361,7 +361,9 @@ fn other_steps_have_no_program() {
     let n = super::MAXN + 1;
     let v = c.param(&[n], Some(&vec![0.5; n])).unwrap();
     c.capture_begin().unwrap();
-    let t = c.logsumexp_axis(w, 0, false).unwrap();
+    // Dropout draws its mask: it keeps the ordinary walk.
+    let seed = c.input_new(&[4]).unwrap();
+    let t = c.dropout_seeded(w, 0.5, seed).unwrap();
     let loss = c.sum(t).unwrap();
     c.backward(loss).unwrap();
     let step = c.capture_end(loss).unwrap();
@@ -419,6 +421,34 @@ fn wide_element_ops_match_eager() {
         &[1000],
         wide_model::<25, 40>,
     );
+}
+
+/// logsumexp along an axis replays through the program with the eager
+/// path's bits: along an axis of two (the pair kernel), a longer first
+/// axis, the last axis of a small tensor, and lines holding -inf (the
+/// general rules' path).
+#[test]
+fn logsumexp_axis_matches_eager() {
+    same_bits(&[&[2, 1], &[3, 1]], &[1, 40], |c, p, x| {
+        let z = c.sub(x, p[0]).unwrap(); // [2, 40]
+        let z = c.mul(z, z).unwrap();
+        let z = c.scale(z, -0.5).unwrap();
+        let pair = c.logsumexp_axis(z, 0, false).unwrap(); // [40]
+        let h = c.mul(x, p[1]).unwrap(); // [3, 40]
+        let three = c.logsumexp_axis(h, 0, true).unwrap(); // [1, 40]
+        let small = c.slice(h, 1, 0, 4).unwrap(); // [3, 4]
+        let last = c.logsumexp_axis(small, 1, false).unwrap(); // [3]
+        let ninf = c.tensor(&[1, 40], &[f32::NEG_INFINITY; 40]).unwrap();
+        let with_ninf = c.concat(&[z, ninf], 0).unwrap(); // [3, 40]
+        let masked = c.logsumexp_axis(with_ninf, 0, false).unwrap(); // [40]
+        let l = c.sum(pair).unwrap();
+        let t = c.mean(three).unwrap();
+        let l = c.add(l, t).unwrap();
+        let t = c.sum(last).unwrap();
+        let l = c.sub(l, t).unwrap();
+        let t = c.mean(masked).unwrap();
+        c.add(l, t).unwrap()
+    });
 }
 
 /// Element-wise ops large enough for the eager path to cut them into

@@ -232,6 +232,21 @@ impl OneKernels for ScalarKernels {
         crate::ops::reduce::reduce_axis_backward(dx, dout, outer, n, inner, mean)
     }
     #[inline(always)]
+    fn logsumexp_axis(y: &mut [f32], x: &[f32], outer: usize, n: usize, inner: usize) {
+        crate::ops::reduce::logsumexp_axis_forward(y, x, outer, n, inner)
+    }
+    #[inline(always)]
+    fn logsumexp_axis_backward(
+        dx: &mut [f32],
+        dout: &[f32],
+        x: &[f32],
+        outer: usize,
+        n: usize,
+        inner: usize,
+    ) {
+        crate::ops::reduce::logsumexp_axis_backward(dx, dout, x, outer, n, inner)
+    }
+    #[inline(always)]
     fn select(out: &mut [f32], cond: &[f32], a: &[f32], b: &[f32], shapes: &[Shape; 4]) {
         let [so, sc, sa, sb] = *shapes;
         super::where_forward(out, cond, a, b, so, sc, sa, sb)
