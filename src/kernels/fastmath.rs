@@ -47,27 +47,34 @@ const ROUND_F64: f64 = 6_755_399_441_055_744.0;
 
 /// e^x in f64 with relative error a few f64 ulps; inputs clamped to
 /// `[-708, 709]` (results stay normal: e^-708 is below anything an f32
-/// result keeps), NaN propagates. x = n ln2 + r with |r| <= ln2/2, e^r by
-/// its Taylor series to degree 13 (truncation below 1e-17 relative).
+/// result keeps), NaN propagates. Its Taylor series runs to degree 13
+/// (truncation below 1e-17 relative).
 #[inline(always)]
 pub(crate) fn exp_f64(x: f64) -> f64 {
-    let x = x.clamp(-708.0, 709.0);
+    exp_f64_series::<13>(x.clamp(-708.0, 709.0))
+}
+
+/// e^x in f64 for x in `[-708, 709]`: x = n ln2 + r with |r| <= ln2/2,
+/// e^r by its Taylor series to degree `D` (at most 13; truncation about
+/// (ln2/2)^(D+1) / (D+1)! relative), Horner from the highest power, then
+/// 2^n put in the exponent bits. Branch-free, so a loop of it vectorises.
+#[inline(always)]
+pub(crate) fn exp_f64_series<const D: usize>(x: f64) -> f64 {
     let t = x * LOG2E_F64 + ROUND_F64;
     let n = t - ROUND_F64;
     let r = x - n * LN2_HI_F64 - n * LN2_LO_F64;
-    let mut p = 1.0 / 6_227_020_800.0; // 1/13!
-    for k in (1..13).rev() {
-        p = p * r + INV_FACTORIAL[k];
+    let mut p = INV_FACTORIAL[D];
+    for &c in INV_FACTORIAL[..D].iter().rev() {
+        p = p * r + c;
     }
-    let p = p * r + 1.0;
     // As in `exp`: n sits in t's low mantissa bits, an integer subtraction.
     let ni = (t.to_bits() as i64).wrapping_sub(ROUND_F64.to_bits() as i64);
     let scale = f64::from_bits(((ni + 1023) as u64) << 52);
     p * scale
 }
 
-/// 1/k! for k < 13 (the exp_f64 series).
-const INV_FACTORIAL: [f64; 13] = [
+/// 1/k! for k <= 13 (the exp_f64 series).
+const INV_FACTORIAL: [f64; 14] = [
     1.0,
     1.0,
     1.0 / 2.0,
@@ -81,6 +88,7 @@ const INV_FACTORIAL: [f64; 13] = [
     1.0 / 3_628_800.0,
     1.0 / 39_916_800.0,
     1.0 / 479_001_600.0,
+    1.0 / 6_227_020_800.0,
 ];
 
 /// The bits of sqrt(1/2): ln_f64 splits its argument at this mantissa.

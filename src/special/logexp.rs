@@ -2,6 +2,8 @@
 //! softplus and log-sigmoid. Its own room: the f64 log1p here is also the
 //! building block of the normal family's log CDF.
 
+use crate::kernels::fastmath;
+
 /// log(1 + z) in f64 for any z >= -1: u = 1 + z rounds, and the factor
 /// z / (u - 1) cancels that rounding to first order (Goldberg's method).
 pub(super) fn log1p_f64(z: f64) -> f64 {
@@ -118,43 +120,13 @@ fn sigmoid_branch_free(x: f64) -> f64 {
     if x.is_nan() { x } else { y }
 }
 
-/// e^x for x <= 0 in f64, branch-free: x = n ln 2 + r with |r| <= ln2 / 2,
-/// e^r by its Taylor polynomial to r^11 (truncation below 7e-15
-/// relative), 2^n put in the exponent bits. Below -708 it returns e^-708
-/// (about 3e-308, still normal), which rounds to 0 in f32 like the exact
-/// value.
+/// e^x for x <= 0 in f64, branch-free (fastmath's f64 exponential with
+/// its series to r^11: truncation below 7e-15 relative). Below -708 it
+/// returns e^-708 (about 3e-308, still normal), which rounds to 0 in f32
+/// like the exact value. NaN gives a number: the callers check for NaN.
 #[inline(always)]
 fn exp_nonpositive(x: f64) -> f64 {
-    const LN2_HI: f64 = 6.931_471_803_691_238e-1;
-    const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
-    // 1.5 * 2^52: adding and subtracting it rounds to the nearest integer.
-    const ROUND: f64 = 6_755_399_441_055_744.0;
-    let x = x.max(-708.0);
-    let t = x * std::f64::consts::LOG2_E + ROUND;
-    let n = t - ROUND;
-    let r = (x - n * LN2_HI) - n * LN2_LO;
-    // Horner on the sum of r^j / j!, highest power first.
-    const INV_FACT: [f64; 12] = [
-        1.0,
-        1.0,
-        1.0 / 2.0,
-        1.0 / 6.0,
-        1.0 / 24.0,
-        1.0 / 120.0,
-        1.0 / 720.0,
-        1.0 / 5_040.0,
-        1.0 / 40_320.0,
-        1.0 / 362_880.0,
-        1.0 / 3_628_800.0,
-        1.0 / 39_916_800.0,
-    ];
-    let mut p = INV_FACT[11];
-    for &c in INV_FACT[..11].iter().rev() {
-        p = p * r + c;
-    }
-    // n (in -1022..=0) sits in t's low mantissa bits.
-    let ni = (t.to_bits() as i64).wrapping_sub(ROUND.to_bits() as i64);
-    p * f64::from_bits(((ni + 1023) as u64) << 52)
+    fastmath::exp_f64_series::<11>(x.max(-708.0))
 }
 
 /// ln(1 + u) for u in [0, 1], branch-free: 2 atanh(s) with s = u / (2 + u)
