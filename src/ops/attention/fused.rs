@@ -84,6 +84,22 @@ pub(super) fn head_forward(
     }
 }
 
+/// Packed attention's row strides: q, k and v in rows of 3C, y in rows of C.
+fn packed_layout(c: usize) -> HeadLayout {
+    HeadLayout {
+        q: 3 * c,
+        k: 3 * c,
+        v: 3 * c,
+        y: c,
+    }
+}
+
+/// One head's q, k and v in a packed `[T, 3C]` batch item starting at
+/// `base`: the head's columns start at `col` in each third.
+fn packed_head(qkv: &[f32], base: usize, c: usize, col: usize) -> [&[f32]; 3] {
+    [0, c, 2 * c].map(|at| &qkv[base + at + col..])
+}
+
 /// out: `[B, T, C]`, probs: `[B, NH, T, T]`, qkv: `[B, T, 3C]`.
 pub(super) fn attention_forward(
     out: &mut [f32],
@@ -95,21 +111,12 @@ pub(super) fn attention_forward(
     nh: usize,
 ) {
     let hs = c / nh;
-    let ld = HeadLayout {
-        q: 3 * c,
-        k: 3 * c,
-        v: 3 * c,
-        y: c,
-    };
+    let ld = packed_layout(c);
     for bi in 0..b {
         let base = bi * t * 3 * c;
         for h in 0..nh {
             let p = &mut probs[(bi * nh + h) * t * t..][..t * t];
-            let (q, k, v) = (
-                &qkv[base + h * hs..],
-                &qkv[base + c + h * hs..],
-                &qkv[base + 2 * c + h * hs..],
-            );
+            let [q, k, v] = packed_head(qkv, base, c, h * hs);
             head_forward(&mut out[bi * t * c + h * hs..], p, q, k, v, t, hs, ld);
         }
     }
@@ -271,18 +278,13 @@ pub(super) fn attention_backward(
     nh: usize,
 ) {
     let hs = c / nh;
-    let ld = HeadLayout {
-        q: 3 * c,
-        k: 3 * c,
-        v: 3 * c,
-        y: c,
-    };
+    let ld = packed_layout(c);
     for bi in 0..b {
         let base = bi * t * 3 * c;
         for h in 0..nh {
             let p = &probs[(bi * nh + h) * t * t..][..t * t];
             let dy = &dout[bi * t * c + h * hs..];
-            let qkv_head = [0, c, 2 * c].map(|at| &qkv[base + at + h * hs..]);
+            let qkv_head = packed_head(qkv, base, c, h * hs);
             let mut grads = PackedHead {
                 dqkv: &mut dqkv[base..],
                 c,
