@@ -270,7 +270,7 @@ int main(int argc, char **argv) {
         SCALL(ag_draws_chain(draws, (size_t)k, &ch[k]));
         for (size_t i = 0; i < N; i++) leapfrogs += ch[k].n_leapfrog[i];
     }
-    printf("%s: NUTS, %d chains x (%u warm-up + %zu draws), seed %llu, %.1f s, %llu leapfrog steps after "
+    printf("%s: NUTS, %d chains x (%u warm-up + %zu draws), seed %llu, %.3f s, %llu leapfrog steps after "
            "warm-up%s\n",
            m.name, M, c.warmup, N, (unsigned long long)c.seed, secs, leapfrogs,
            c.parallel ? "" : " (sequential)");
