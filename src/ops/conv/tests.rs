@@ -574,3 +574,31 @@ fn conv_speed() {
         crate::thread_info().threads
     );
 }
+
+/// Timing of the network's first max pooling forward, [128, 32, 28, 28] 2x2
+/// stride 2: `cargo test --release --lib max_pool_speed -- --ignored
+/// --nocapture`.
+#[test]
+#[ignore]
+fn max_pool_speed() {
+    let mut rng = Lcg(5);
+    let mut c = Context::new();
+    let xs = [128, 32, 28, 28];
+    let x = c
+        .param(&xs, Some(&random(&mut rng, xs.iter().product())))
+        .unwrap();
+    let mut times = Vec::new();
+    for _ in 0..30 {
+        c.reset();
+        let t0 = std::time::Instant::now();
+        c.max_pool2d(x, pool_opts(2, 2, 0, false)).unwrap();
+        times.push(t0.elapsed().as_secs_f64() * 1e3);
+    }
+    times.sort_by(f64::total_cmp);
+    println!(
+        "max_pool2d [128,32,28,28] 2x2 forward: median {:.2} ms, best {:.2} ms ({} threads)",
+        times[times.len() / 2],
+        times[0],
+        crate::thread_info().threads
+    );
+}
