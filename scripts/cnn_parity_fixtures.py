@@ -32,8 +32,9 @@ import torch.nn.functional as F
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "cnn_parity.txt")
 
 
-def conv2d_case(name, n, c, h, w, co, kh, kw, sh=1, sw=1, ph=0, pw=0, dh=1, dw=1, groups=1, bias=True):
-    return ("conv2d", name, dict(N=n, C=c, H=h, W=w, CO=co, KH=kh, KW=kw, sh=sh, sw=sw, ph=ph, pw=pw,
+def conv2d_case(name, n, c, h, w, co, kh, kw, sh=1, sw=1, ph=0, pw=0, dh=1, dw=1, groups=1, bias=True,
+                op="conv2d"):
+    return (op, name, dict(N=n, C=c, H=h, W=w, CO=co, KH=kh, KW=kw, sh=sh, sw=sw, ph=ph, pw=pw,
                                   dh=dh, dw=dw, groups=groups, bias=int(bias)))
 
 
@@ -80,6 +81,10 @@ CASES = [
     ("group_norm", "group_norm 2 groups", dict(N=3, C=6, H=5, W=4, groups=2)),
     ("group_norm", "group_norm per channel", dict(N=2, C=4, H=3, W=3, groups=4)),
     ("group_norm", "group_norm [N, C]", dict(N=3, C=8, H=0, W=0, groups=2)),
+    # The fused conv + ReLU: relu(conv2d(...)), one cut into image tasks.
+    conv2d_case("conv2d_relu stride 2 groups 2", 2, 4, 11, 10, 6, 3, 3, sh=2, sw=2, ph=1, pw=1, groups=2,
+                op="conv2d_relu"),
+    conv2d_case("conv2d_relu image tasks", 10, 16, 10, 10, 16, 3, 3, ph=1, pw=1, op="conv2d_relu"),
 ]
 
 MOMENTUM, EPS = 0.1, 1e-5
@@ -95,7 +100,7 @@ def draw(gen, shape, ties=False):
 def inputs(op, a, gen):
     """The case's float32 inputs (name -> tensor), in the order the C test
     makes them; the upstream gradient gy comes after the output is known."""
-    if op == "conv2d":
+    if op in ("conv2d", "conv2d_relu"):
         t = {"x": draw(gen, (a["N"], a["C"], a["H"], a["W"])),
              "w": draw(gen, (a["CO"], a["C"] // a["groups"], a["KH"], a["KW"])) * 0.3}
         if a["bias"]:
@@ -127,6 +132,9 @@ def forward(op, a, t):
     if op == "conv2d":
         return F.conv2d(t["x"], t["w"], t.get("b"), (a["sh"], a["sw"]), (a["ph"], a["pw"]), (a["dh"], a["dw"]),
                         a["groups"]), {}
+    if op == "conv2d_relu":
+        return F.relu(F.conv2d(t["x"], t["w"], t.get("b"), (a["sh"], a["sw"]), (a["ph"], a["pw"]),
+                               (a["dh"], a["dw"]), a["groups"])), {}
     if op == "conv1d":
         return F.conv1d(t["x"], t["w"], t.get("b"), a["s"], a["p"], a["d"], a["groups"]), {}
     if op == "max_pool2d":

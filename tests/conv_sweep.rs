@@ -308,6 +308,80 @@ fn network_shaped_convolutions_match_float64() {
     }
 }
 
+/// The output and every gradient (loss sum(y * g)) of `f` on the case's
+/// data, as bits.
+fn conv_bits(
+    case: &ConvCase,
+    data: [&[f32]; 4],
+    f: impl Fn(&mut Context, Tensor, Tensor, Option<Tensor>) -> Tensor,
+) -> Vec<Vec<u32>> {
+    let mut ctx = Context::new();
+    let x = ctx.param(&case.x, Some(data[0])).unwrap();
+    let w = ctx.param(&case.w, Some(data[1])).unwrap();
+    let b = ctx.param(&[case.w[0]], Some(data[2])).unwrap();
+    let y = f(&mut ctx, x, w, case.bias.then_some(b));
+    let g = ctx.tensor(ctx.shape(y).unwrap().dims(), data[3]).unwrap();
+    let weighted = ctx.mul(y, g).unwrap();
+    let loss = ctx.sum(weighted).unwrap();
+    ctx.backward(loss).unwrap();
+    let mut out = vec![read(&ctx, y), read_grad(&ctx, x), read_grad(&ctx, w)];
+    if case.bias {
+        out.push(read_grad(&ctx, b));
+    }
+    let bits = |v: &Vec<f32>| v.iter().map(|f| f.to_bits()).collect();
+    out.iter().map(bits).collect()
+}
+
+/// The fused conv + ReLU on the random and the network-shaped
+/// configurations: its output and gradients are those of conv2d (held to
+/// float64 above) then relu, bit for bit, with about half the outputs
+/// masked.
+#[test]
+fn fused_relu_convolutions_are_relu_of_conv2d() {
+    let mut rng = Rng(77);
+    let mut cases: Vec<ConvCase> = (0..150).map(|_| random_conv(&mut rng)).collect();
+    let same = Conv2dOptions {
+        padding: [1, 1],
+        ..Default::default()
+    };
+    for (x, w) in [
+        ([8, 1, 28, 28], [16, 1, 3, 3]),
+        ([8, 16, 28, 28], [16, 16, 3, 3]),
+        ([8, 16, 14, 14], [32, 16, 3, 3]),
+    ] {
+        cases.push(ConvCase {
+            x,
+            w,
+            o: same,
+            bias: true,
+        });
+    }
+    for case in cases {
+        let [n, _, h, wd] = case.x;
+        let [co, _, kh, kw] = case.w;
+        let o = case.o;
+        let ho = conv_len(h, kh, o.stride[0], o.padding[0], o.dilation[0]).unwrap();
+        let wo = conv_len(wd, kw, o.stride[1], o.padding[1], o.dilation[1]).unwrap();
+        let xv = rng.values(case.x.iter().product());
+        let wv = rng.values(case.w.iter().product());
+        let bv = rng.values(co);
+        let gv = rng.values(n * co * ho * wo);
+        let data = [&xv[..], &wv, &bv, &gv];
+        let fused = conv_bits(&case, data, |c, x, w, b| c.conv2d_relu(x, w, b, o).unwrap());
+        let apart = conv_bits(&case, data, |c, x, w, b| {
+            let y = c.conv2d(x, w, b, o).unwrap();
+            c.relu(y).unwrap()
+        });
+        assert!(
+            fused == apart,
+            "conv2d_relu x {:?} w {:?} {o:?} bias {}: not relu(conv2d) bit for bit",
+            case.x,
+            case.w,
+            case.bias
+        );
+    }
+}
+
 /// One pool through max_pool2d or avg_pool2d (loss sum(y * g)), checked
 /// with its gradient against float64: the maximum is exact and its
 /// gradient goes to the window's first maximum; an average is a sum of

@@ -378,8 +378,8 @@ fn dense(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
 }
 
 /// A small convolutional net through ops run by their eager entries: a
-/// padded conv with bias, group norm, max, average and global average
-/// pools (ceil mode).
+/// padded conv with bias, group norm, a fused conv + ReLU, max, average
+/// and global average pools (ceil mode).
 fn cnn(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
     let (w, bias, gn_w, gn_b) = (p[0], p[1], p[2], p[3]);
     let opts = Conv2dOptions {
@@ -388,6 +388,7 @@ fn cnn(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
     };
     let y = c.conv2d(x, w, Some(bias), opts).unwrap(); // [1, 3, 5, 5]
     let y = c.group_norm(y, gn_w, gn_b, 3, 1e-5).unwrap();
+    let y = c.conv2d_relu(y, p[4], Some(bias), opts).unwrap(); // [1, 3, 5, 5]
     let pool = Pool2dOptions {
         kernel: [2, 2],
         stride: [2, 2],
@@ -459,7 +460,7 @@ fn main() {
     );
     same_bits(
         "cnn",
-        &[&[3, 2, 3, 3], &[3], &[3], &[3]],
+        &[&[3, 2, 3, 3], &[3], &[3], &[3], &[3, 3, 3, 3]],
         &[1, 2, 5, 5],
         cnn,
     );

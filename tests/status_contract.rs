@@ -984,6 +984,12 @@ fn targeted_cases(env: &Env) -> Vec<(&'static str, String)> {
         c,
     );
     check(
+        "ag_conv2d_relu",
+        ag_conv2d_relu(c, img, w4, null(), 1, 1, 0, 0, 1, 1, 1, &mut out),
+        "OUT_OF_MEMORY",
+        c,
+    );
+    check(
         "ag_conv1d",
         conv1(seq, w3, 1, 1, &mut out),
         "OUT_OF_MEMORY",

@@ -412,6 +412,26 @@ const CASES: &[Case] = &[
         let weights = random(ctx.numel(p).unwrap());
         weighted_sum_bits(&mut ctx, p, &weights)
     }),
+    // The fused conv + ReLU over image tasks: each task masks its images'
+    // output gradients into its own room; the bias sums are masked too.
+    ("conv2d_relu", || {
+        let mut random = normals(35);
+        let mut ctx = Context::new();
+        let x = ctx
+            .param(&[32, 8, 28, 28], Some(&random(32 * 8 * 784)))
+            .unwrap();
+        let w = ctx
+            .param(&[16, 8, 3, 3], Some(&random(16 * 8 * 9)))
+            .unwrap();
+        let b = ctx.param(&[16], Some(&random(16))).unwrap();
+        let opts = arenagrad::Conv2dOptions {
+            padding: [1, 1],
+            ..Default::default()
+        };
+        let y = ctx.conv2d_relu(x, w, Some(b), opts).unwrap();
+        let weights = random(ctx.numel(y).unwrap());
+        weighted_sum_bits(&mut ctx, y, &weights)
+    }),
     // A batch large enough that the bias gradient's channel sums are
     // split across threads, with an input whose gradient another use has
     // already begun (the columns fold into it by adding, not writing).

@@ -352,6 +352,15 @@ pub(crate) enum Op {
         geom: ConvGeom,
         col: Buf,
     },
+    /// Convolution as `Conv2d`, then ReLU; `col` also holds each task's
+    /// masked output gradient after its columns.
+    Conv2dRelu {
+        x: u32,
+        w: u32,
+        bias: Option<u32>,
+        geom: ConvGeom,
+        col: Buf,
+    },
     /// Max pooling; `argmax` holds each window's first maximum as its
     /// row-major offset in the window.
     MaxPool2d {

@@ -265,6 +265,13 @@ macro_rules! op_table {
                 backward conv::backward_conv2d(x, w, bias, geom, col),
                 replay Some(ReplayForm::Eager),
                 capture CaptureRule::Plain;
+            // Backward unfolds x again, and masks by the output.
+            Conv2dRelu { x, w, bias, geom, col }:
+                name "conv2d_relu", inputs ([x, w], bias), reads (true, true),
+                forward conv::forward_conv2d_relu(x, w, bias, geom, col),
+                backward conv::backward_conv2d_relu(x, w, bias, geom, col),
+                replay Some(ReplayForm::Eager),
+                capture CaptureRule::Plain;
             MaxPool2d { x, geom, argmax }:
                 name "max_pool2d", inputs [x], reads (false, true),
                 forward conv::forward_max_pool2d(x, geom, argmax),

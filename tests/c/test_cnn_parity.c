@@ -285,6 +285,10 @@ static void run_case(fixture_case *c) {
         st = ag_conv2d(ctx, x, w, has_b ? &b : NULL, (int32_t)arg(c, "sh"), (int32_t)arg(c, "sw"),
                        (int32_t)arg(c, "ph"), (int32_t)arg(c, "pw"), (int32_t)arg(c, "dh"), (int32_t)arg(c, "dw"),
                        (int32_t)arg(c, "groups"), &y);
+    } else if (strcmp(op, "conv2d_relu") == 0) {
+        st = ag_conv2d_relu(ctx, x, w, has_b ? &b : NULL, (int32_t)arg(c, "sh"), (int32_t)arg(c, "sw"),
+                            (int32_t)arg(c, "ph"), (int32_t)arg(c, "pw"), (int32_t)arg(c, "dh"),
+                            (int32_t)arg(c, "dw"), (int32_t)arg(c, "groups"), &y);
     } else if (strcmp(op, "conv1d") == 0) {
         st = ag_conv1d(ctx, x, w, has_b ? &b : NULL, (int32_t)arg(c, "s"), (int32_t)arg(c, "p"), (int32_t)arg(c, "d"),
                        (int32_t)arg(c, "groups"), &y);

@@ -997,6 +997,25 @@ c_functions! {
         )),
         c: AG_OP("3, (1, 2, 5, 5), (3, 2, 3, 3), (3), ag_conv2d(c, t[0], t[1], &t[2], 2, 1, 1, 1, 1, 1, 1, out)"),
     }
+    ag_conv2d_relu {
+        fuzz: CONV2D_RELU,
+        null: call(ag_conv2d_relu(n, p, q, null(), 1, 1, 0, 0, 1, 1, 1, &mut o)),
+        contract: call(ag_conv2d_relu(
+            ctx,
+            t,
+            if a.handle == 8 { u } else { fx.w },
+            if a.null { null() } else { &fx.b },
+            n as i32,
+            1,
+            0,
+            0,
+            1,
+            1,
+            1,
+            o,
+        )),
+        c: AG_OP("3, (1, 2, 5, 5), (3, 2, 3, 3), (3), ag_conv2d_relu(c, t[0], t[1], &t[2], 1, 2, 1, 0, 1, 1, 1, out)"),
+    }
     ag_conv1d {
         fuzz: CONV1D,
         null: call(ag_conv1d(n, p, q, null(), 1, 0, 1, 1, &mut o)),

@@ -230,6 +230,8 @@ ids! {
     BATCH_NORM = 0xC7;
     /// ag_group_norm with a group count and eps from the input.
     GROUP_NORM = 0xC8;
+    /// ag_conv2d_relu, as CONV2D.
+    CONV2D_RELU = 0xC9;
 
     // Stan's special functions (ops.rs).
     TRIGAMMA = 0xD0;

@@ -261,12 +261,13 @@ impl<'a> FfiOps<'a> {
             ids::RUNTIME_INFO => self.runtime_info(),
             ids::THREADS => self.threads(),
 
-            ids::CONV2D => self.conv(true),
+            ids::CONV2D => self.conv(Conv::Plain2d),
+            ids::CONV2D_RELU => self.conv(Conv::Relu2d),
             ids::SET_TRAINING => self.set_training(),
             ids::BATCH_NORM_STATS => self.batch_norm_stats(),
             ids::BATCH_NORM => self.batch_norm(),
             ids::GROUP_NORM => self.group_norm(),
-            ids::CONV1D => self.conv(false),
+            ids::CONV1D => self.conv(Conv::Plain1d),
             ids::MAX_POOL2D => self.pool(true),
             ids::AVG_POOL2D => self.pool(false),
             ids::GRAD_READY => self.grad_ready(),
@@ -354,10 +355,18 @@ impl<'a> FfiOps<'a> {
     }
 }
 
+/// Which convolution [`FfiOps::conv`] calls.
+#[derive(Clone, Copy)]
+enum Conv {
+    Plain2d,
+    Relu2d,
+    Plain1d,
+}
+
 /// Convolution and pooling: every scalar comes from [`Bytes::axis`], so
 /// small sizes, zero, negatives and extremes all occur.
 impl FfiOps<'_> {
-    fn conv(&mut self, two_d: bool) {
+    fn conv(&mut self, kind: Conv) {
         let t = self.target();
         let (x, w, bias) = (self.handle(), self.handle(), self.handle());
         let with_bias = self.input.bool();
@@ -365,14 +374,16 @@ impl FfiOps<'_> {
         v.iter_mut().for_each(|s| *s = self.input.axis());
         let b: *const ag_tensor = if with_bias { &bias } else { std::ptr::null() };
         let inputs: &[ag_tensor] = if with_bias { &[x, w, bias] } else { &[x, w] };
-        if two_d {
-            self.op("ag_conv2d", t, inputs, |c, o| {
+        match kind {
+            Conv::Plain2d => self.op("ag_conv2d", t, inputs, |c, o| {
                 ag_conv2d(c, x, w, b, v[0], v[1], v[2], v[3], v[4], v[5], v[6], o)
-            });
-        } else {
-            self.op("ag_conv1d", t, inputs, |c, o| {
+            }),
+            Conv::Relu2d => self.op("ag_conv2d_relu", t, inputs, |c, o| {
+                ag_conv2d_relu(c, x, w, b, v[0], v[1], v[2], v[3], v[4], v[5], v[6], o)
+            }),
+            Conv::Plain1d => self.op("ag_conv1d", t, inputs, |c, o| {
                 ag_conv1d(c, x, w, b, v[0], v[1], v[2], v[3], o)
-            });
+            }),
         }
     }
 

@@ -28,6 +28,21 @@ fn optional(bias: *const ag_tensor) -> Option<Tensor> {
     }
 }
 
+/// The 2-D convolution options from the C scalars: stride, padding and
+/// dilation (height, width), then groups.
+fn conv2d_options(op: &'static str, v: [i32; 7]) -> Result<Conv2dOptions> {
+    let names = [
+        "stride_h", "stride_w", "pad_h", "pad_w", "dil_h", "dil_w", "groups",
+    ];
+    let [sh, sw, ph, pw, dh, dw, g] = sizes(op, names, v)?;
+    Ok(Conv2dOptions {
+        stride: [sh, sw],
+        padding: [ph, pw],
+        dilation: [dh, dw],
+        groups: g,
+    })
+}
+
 /// 2-D convolution (cross-correlation, as PyTorch's conv2d): x [N, C_in,
 /// H, W], w [C_out, C_in / groups, kH, kW], bias [C_out] (NULL for none) ->
 /// [N, C_out, H_out, W_out], H_out = (H + 2 pad_h - dil_h (kH - 1) - 1) /
@@ -54,20 +69,45 @@ pub extern "C" fn ag_conv2d(
     out: *mut ag_tensor,
 ) -> ag_status {
     op("ag_conv2d", ctx, out, |c| {
-        let [sh, sw, ph, pw, dh, dw, g] = sizes(
+        let opts = conv2d_options(
             "conv2d",
-            [
-                "stride_h", "stride_w", "pad_h", "pad_w", "dil_h", "dil_w", "groups",
-            ],
             [stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups],
         )?;
-        let opts = Conv2dOptions {
-            stride: [sh, sw],
-            padding: [ph, pw],
-            dilation: [dh, dw],
-            groups: g,
-        };
         c.conv2d(x.into(), w.into(), optional(bias), opts)
+    })
+}
+
+/// ag_conv2d followed by ReLU, as one op: relu(conv2d(x, w, bias)) with
+/// the same arguments, bit for bit the values and gradients of ag_conv2d
+/// then ag_relu, faster (each image is clamped and its gradient masked
+/// while in cache, and no gradient is kept for the pre-ReLU output).
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE (any of
+/// x, w, *bias), SHAPE_MISMATCH (x or w not 4-D, channels not divisible by
+/// groups, w's dim 1 not C_in / groups, bias not [C_out], dilated kernel
+/// larger than the padded input), INVALID_ARGUMENT (a negative value, a
+/// zero stride, dilation or groups, a value above 65535), OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub extern "C" fn ag_conv2d_relu(
+    ctx: *mut ag_context,
+    x: ag_tensor,
+    w: ag_tensor,
+    bias: *const ag_tensor,
+    stride_h: i32,
+    stride_w: i32,
+    pad_h: i32,
+    pad_w: i32,
+    dil_h: i32,
+    dil_w: i32,
+    groups: i32,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_conv2d_relu", ctx, out, |c| {
+        let opts = conv2d_options(
+            "conv2d_relu",
+            [stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups],
+        )?;
+        c.conv2d_relu(x.into(), w.into(), optional(bias), opts)
     })
 }
 

@@ -219,6 +219,7 @@ mod tests {
                                 stride,
                                 pad,
                                 dilation,
+                                relu: false,
                             });
                         }
                     }

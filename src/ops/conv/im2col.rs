@@ -37,10 +37,13 @@ pub(crate) struct Dims {
     pub stride: [usize; 2],
     pub pad: [usize; 2],
     pub dilation: [usize; 2],
+    /// ReLU follows: forward clamps each image's output, backward masks
+    /// its gradient by that output.
+    pub relu: bool,
 }
 
 impl Dims {
-    fn new(ctx: &Context, x: u32, w: u32, out: u32, g: ConvGeom) -> Dims {
+    fn new(ctx: &Context, x: u32, w: u32, out: u32, g: ConvGeom, relu: bool) -> Dims {
         let [n, c, h, wd] = nchw(ctx.entry(x).shape);
         let [c_out, _, kh, kw] = nchw(ctx.entry(w).shape);
         let [_, _, ho, wo] = nchw(ctx.entry(out).shape);
@@ -59,7 +62,13 @@ impl Dims {
             stride: u(g.stride),
             pad: u(g.pad),
             dilation: u(g.dilation),
+            relu,
         }
+    }
+    /// One task's part of the column buffer: its columns, then with ReLU
+    /// room for one image's masked output gradient.
+    fn task_len(&self) -> usize {
+        self.k_all() * self.l() + if self.relu { self.image_out() } else { 0 }
     }
     /// Rows of one image's columns (all groups).
     pub(super) fn k_all(&self) -> usize {
@@ -112,13 +121,15 @@ pub(crate) fn image_tasks(n: usize, macs: usize) -> usize {
     }
 }
 
-/// The column buffer's length: one image's columns per task, then, when
-/// there are several tasks, one weight gradient per task (each task's
-/// images add into their own, and the parts are summed in task order).
+/// The column buffer's length: one image's columns and `masked` more per
+/// task, then, when there are several tasks, one weight gradient per task
+/// (each task's images add into their own, and the parts are summed in
+/// task order).
 pub(crate) fn col_len(
     n: usize,
     k_all: usize,
     l: usize,
+    masked: usize,
     w_len: usize,
     macs: usize,
 ) -> Option<usize> {
@@ -126,6 +137,7 @@ pub(crate) fn col_len(
     let partials = if tasks > 1 { w_len } else { 0 };
     k_all
         .checked_mul(l)?
+        .checked_add(masked)?
         .checked_add(partials)?
         .checked_mul(tasks)
 }
@@ -159,6 +171,10 @@ fn forward_images(
             let yg = &mut yi[grp * cog * l..][..cog * l];
             sgemm_on(pool, g, 1.0, wg, cg, beta, yg);
         }
+        if d.relu {
+            // As the ReLU op: NaN becomes 0.
+            yi.iter_mut().for_each(|v| *v = v.max(0.0));
+        }
     }
 }
 
@@ -174,7 +190,39 @@ pub(crate) fn forward_conv2d(
     geom: ConvGeom,
     col: Buf,
 ) {
-    let d = Dims::new(ctx, ix, iw, out, geom);
+    forward(
+        ctx,
+        out,
+        ix,
+        iw,
+        bias,
+        Dims::new(ctx, ix, iw, out, geom, false),
+        col,
+    );
+}
+
+/// y = relu(conv(x, w) + bias), as [`forward_conv2d`].
+pub(crate) fn forward_conv2d_relu(
+    ctx: &mut Context,
+    out: u32,
+    ix: u32,
+    iw: u32,
+    bias: Option<u32>,
+    geom: ConvGeom,
+    col: Buf,
+) {
+    forward(
+        ctx,
+        out,
+        ix,
+        iw,
+        bias,
+        Dims::new(ctx, ix, iw, out, geom, true),
+        col,
+    );
+}
+
+fn forward(ctx: &mut Context, out: u32, ix: u32, iw: u32, bias: Option<u32>, d: Dims, col: Buf) {
     let tasks = image_tasks(d.n, d.macs_per_image());
     let par = ctx.want_pool(d.n * d.macs_per_image());
     let (ex, ew, eo) = (ctx.entry(ix), ctx.entry(iw), ctx.entry(out));
@@ -183,8 +231,8 @@ pub(crate) fn forward_conv2d(
         if tasks == 1 {
             return forward_images(&d, pool, y, col, x, w, b);
         }
-        let parts = fastmath::row_parts(y, d.image_out(), tasks)
-            .zip(col.chunks_exact_mut(d.k_all() * d.l()));
+        let parts =
+            fastmath::row_parts(y, d.image_out(), tasks).zip(col.chunks_exact_mut(d.task_len()));
         fastmath::run_parts(pool, parts, &|i, (y, col)| {
             let x = &x[pool::task_range(d.n, tasks, i).start * d.image_in()..];
             forward_images(&d, None, y, col, x, w, b)
@@ -209,7 +257,8 @@ pub(crate) fn forward_conv2d(
 /// dW_g [C_out/G, K] += dY_g [C_out/G, L] @ col_g^T over the image's
 /// columns, then col_g [K, L] = W_g^T [K, C_out/G] @ dY_g folded into dx.
 /// With `fresh`, `dx` holds stale values: each image's first columns are
-/// written rather than added (see [`col2im`]).
+/// written rather than added (see [`col2im`]). With ReLU, each image's dY
+/// is first masked by its output (`y`) into the room after the columns.
 #[allow(clippy::too_many_arguments)]
 fn grad_images(
     d: &Dims,
@@ -219,13 +268,23 @@ fn grad_images(
     fresh: bool,
     col: &mut [f32],
     dy: &[f32],
+    y: &[f32],
     x: &[f32],
     w: &[f32],
 ) {
     let (kg, l, cog) = (d.k_group(), d.l(), d.cout_group());
     let weight_gemm = Gemm::dense(false, true, cog, kg, l);
     let col_gemm = Gemm::dense(true, false, kg, l, cog);
+    let (col, masked) = col.split_at_mut(d.k_all() * l);
     for (i, dyi) in dy.chunks_exact(d.image_out()).enumerate() {
+        let dyi = if d.relu {
+            let masked = &mut masked[..d.image_out()];
+            let yi = &y[i * d.image_out()..][..d.image_out()];
+            crate::simd::dispatch!(relu_mask(masked, dyi, yi));
+            &*masked
+        } else {
+            dyi
+        };
         if let Some(dw) = dw.as_deref_mut() {
             im2col(d, &x[i * d.image_in()..][..d.image_in()], col);
             for grp in 0..d.groups {
@@ -243,8 +302,17 @@ fn grad_images(
                 sgemm_on(pool, col_gemm, 1.0, wg, dyg, 0.0, cg);
             }
             let dxi = &mut dx[i * d.image_in()..][..d.image_in()];
-            crate::simd::dispatch!(col2im(d, &mut col[..d.k_all() * l], dxi, fresh));
+            crate::simd::dispatch!(col2im(d, col, dxi, fresh));
         }
+    }
+}
+
+/// `masked` = dy where the ReLU's output `y` is positive, else 0: the
+/// values ReLU's own backward passes on.
+#[inline(always)]
+fn relu_mask(masked: &mut [f32], dy: &[f32], y: &[f32]) {
+    for ((m, &g), &v) in masked.iter_mut().zip(dy).zip(y) {
+        *m = if v > 0.0 { g } else { 0.0 };
     }
 }
 
@@ -261,14 +329,15 @@ fn grad_tasks(
     fresh: bool,
     col: &mut [f32],
     dy: &[f32],
+    y: &[f32],
     x: &[f32],
     w: &[f32],
 ) {
     let tasks = image_tasks(d.n, d.macs_per_image());
     if tasks == 1 {
-        return grad_images(d, pool, dw, dx, fresh, col, dy, x, w);
+        return grad_images(d, pool, dw, dx, fresh, col, dy, y, x, w);
     }
-    let (cols_len, w_len) = (d.k_all() * d.l(), d.c_out * d.k_group());
+    let (cols_len, w_len) = (d.task_len(), d.c_out * d.k_group());
     let (cols, partials) = col.split_at_mut(tasks * cols_len);
     let want_dw = dw.is_some();
     let mut dx_parts = dx.map(|dx| fastmath::row_parts(dx, d.image_in(), tasks));
@@ -278,7 +347,9 @@ fn grad_tasks(
         .map(|part| (part, dx_parts.as_mut().and_then(Iterator::next)));
     fastmath::run_parts(pool, parts, &|i, ((col, partial), dx)| {
         let images = pool::task_range(d.n, tasks, i);
-        let dy = &dy[images.start * d.image_out()..][..images.len() * d.image_out()];
+        let outs = images.start * d.image_out()..images.end * d.image_out();
+        let dy = &dy[outs.clone()];
+        let y = if d.relu { &y[outs] } else { y };
         let (x, partial) = if want_dw {
             partial.fill(0.0);
             let x = &x[images.start * d.image_in()..][..images.len() * d.image_in()];
@@ -286,7 +357,7 @@ fn grad_tasks(
         } else {
             (x, None)
         };
-        grad_images(d, None, partial, dx, fresh, col, dy, x, w)
+        grad_images(d, None, partial, dx, fresh, col, dy, y, x, w)
     });
     if let Some(dw) = dw {
         for partial in partials.chunks_exact(w_len) {
@@ -304,19 +375,15 @@ const SUM_LANES: usize = 16;
 /// The sum of `rows` in f64: element k of a row adds into lane
 /// k % [`SUM_LANES`] (rows one after another, each from its lane 0), and
 /// the lanes are added pairwise at the end. A fixed order, set by the
-/// shape alone, whatever the vector width.
+/// shape alone, whatever the vector width. A row paired with a ReLU's
+/// output adds only where that output is positive.
 #[inline(always)]
-fn channel_sum<'a>(rows: impl Iterator<Item = &'a [f32]>) -> f64 {
+fn channel_sum<'a>(rows: impl Iterator<Item = (&'a [f32], Option<&'a [f32]>)>) -> f64 {
     let mut acc = [0.0f64; SUM_LANES];
-    for row in rows {
-        let mut chunks = row.chunks_exact(SUM_LANES);
-        for chunk in &mut chunks {
-            for (a, &v) in acc.iter_mut().zip(chunk) {
-                *a += v as f64;
-            }
-        }
-        for (a, &v) in acc.iter_mut().zip(chunks.remainder()) {
-            *a += v as f64;
+    for (row, relu_out) in rows {
+        match relu_out {
+            None => add_lanes(&mut acc, row, |v, _| v, row),
+            Some(y) => add_lanes(&mut acc, row, |v, y| if y > 0.0 { v } else { 0.0 }, y),
         }
     }
     let mut width = SUM_LANES;
@@ -327,6 +394,29 @@ fn channel_sum<'a>(rows: impl Iterator<Item = &'a [f32]>) -> f64 {
         }
     }
     acc[0]
+}
+
+/// Adds `row`'s entries, each through `pick` with its entry of `other`,
+/// into the lanes of [`channel_sum`].
+#[inline(always)]
+fn add_lanes(
+    acc: &mut [f64; SUM_LANES],
+    row: &[f32],
+    pick: impl Fn(f32, f32) -> f32,
+    other: &[f32],
+) {
+    let mut chunks = row
+        .chunks_exact(SUM_LANES)
+        .zip(other.chunks_exact(SUM_LANES));
+    for (chunk, others) in &mut chunks {
+        for ((a, &v), &o) in acc.iter_mut().zip(chunk).zip(others) {
+            *a += pick(v, o) as f64;
+        }
+    }
+    let tail = row.len() - row.len() % SUM_LANES;
+    for ((a, &v), &o) in acc.iter_mut().zip(&row[tail..]).zip(&other[tail..]) {
+        *a += pick(v, o) as f64;
+    }
 }
 
 /// Adds the gradients of x, w and the bias. The column buffer is rewritten:
@@ -340,25 +430,54 @@ pub(crate) fn backward_conv2d(
     geom: ConvGeom,
     col: Buf,
 ) {
+    backward(ctx, out, ix, iw, bias, geom, col, false);
+}
+
+/// The gradients of [`forward_conv2d_relu`]: those of
+/// [`backward_conv2d`] for the output gradient masked by the output.
+pub(crate) fn backward_conv2d_relu(
+    ctx: &mut Context,
+    out: u32,
+    ix: u32,
+    iw: u32,
+    bias: Option<u32>,
+    geom: ConvGeom,
+    col: Buf,
+) {
+    backward(ctx, out, ix, iw, bias, geom, col, true);
+}
+
+#[allow(clippy::too_many_arguments)]
+fn backward(
+    ctx: &mut Context,
+    out: u32,
+    ix: u32,
+    iw: u32,
+    bias: Option<u32>,
+    geom: ConvGeom,
+    col: Buf,
+    relu: bool,
+) {
     let Some(dout) = ctx.grad_out(out) else {
         return;
     };
-    let d = Dims::new(ctx, ix, iw, out, geom);
+    let d = Dims::new(ctx, ix, iw, out, geom, relu);
     let l = d.l();
     let par = ctx.want_pool(d.n * d.macs_per_image());
-    let (ex, ew) = (ctx.entry(ix), ctx.entry(iw));
+    let (ex, ew, eo) = (ctx.entry(ix), ctx.entry(iw), ctx.entry(out));
     if let Some(db) = bias.and_then(|b| ctx.grad_of(b)) {
         // Each channel's sum is its own: splitting the channels across
         // threads leaves the bits as they are.
         let par = d.c_out > 1 && ctx.want_pool(d.n * d.image_out() * fastmath::ELEMENT_COST);
-        let (pool, [db], [dy]) = ctx.access_on(par, [db], [dout]);
+        let (pool, [db], [dy, y]) = ctx.access_on(par, [db], [dout, eo.data]);
         let tasks = if par { d.c_out.min(pool::MAX_TASKS) } else { 1 };
         fastmath::run_parts(pool, fastmath::row_parts(db, 1, tasks), &|i, db| {
             let channels = pool::task_range(d.c_out, tasks, i);
             for (co, dbv) in channels.zip(db.iter_mut()) {
-                let rows = dy
-                    .chunks_exact(d.image_out())
-                    .map(|img| &img[co * l..][..l]);
+                let rows = dy.chunks_exact(d.image_out()).enumerate().map(|(i, img)| {
+                    let relu_out = d.relu.then(|| &y[i * d.image_out() + co * l..][..l]);
+                    (&img[co * l..][..l], relu_out)
+                });
                 *dbv = (*dbv as f64 + crate::simd::dispatch!(channel_sum(rows))) as f32;
             }
         });
@@ -367,20 +486,22 @@ pub(crate) fn backward_conv2d(
     let dx = ctx.grad_to_overwrite(ix);
     match (dw, dx) {
         (Some(dw), Some((dx, fresh))) if !dw.overlaps(&dx) => {
-            let (pool, [dw, col, dx], [dy, x, w]) =
-                ctx.access_on(par, [dw, col, dx], [dout, ex.data, ew.data]);
-            grad_tasks(&d, pool, Some(dw), Some(dx), fresh, col, dy, x, w);
+            let (pool, [dw, col, dx], [dy, y, x, w]) =
+                ctx.access_on(par, [dw, col, dx], [dout, eo.data, ex.data, ew.data]);
+            grad_tasks(&d, pool, Some(dw), Some(dx), fresh, col, dy, y, x, w);
         }
         (dw, dx) => {
             // One gradient, or x and the weight are one tensor: the
             // weight gradient whole first, then the input's.
             if let Some(dw) = dw {
-                let (pool, [dw, col], [dy, x]) = ctx.access_on(par, [dw, col], [dout, ex.data]);
-                grad_tasks(&d, pool, Some(dw), None, false, col, dy, x, &[]);
+                let (pool, [dw, col], [dy, y, x]) =
+                    ctx.access_on(par, [dw, col], [dout, eo.data, ex.data]);
+                grad_tasks(&d, pool, Some(dw), None, false, col, dy, y, x, &[]);
             }
             if let Some((dx, fresh)) = dx {
-                let (pool, [dx, col], [dy, w]) = ctx.access_on(par, [dx, col], [dout, ew.data]);
-                grad_tasks(&d, pool, None, Some(dx), fresh, col, dy, &[], w);
+                let (pool, [dx, col], [dy, y, w]) =
+                    ctx.access_on(par, [dx, col], [dout, eo.data, ew.data]);
+                grad_tasks(&d, pool, None, Some(dx), fresh, col, dy, y, &[], w);
             }
         }
     }

@@ -17,7 +17,9 @@ mod pool;
 mod tests;
 
 pub(crate) use geometry::nchw;
-pub(crate) use im2col::{backward_conv2d, forward_conv2d};
+pub(crate) use im2col::{
+    backward_conv2d, backward_conv2d_relu, forward_conv2d, forward_conv2d_relu,
+};
 pub(crate) use pool::{
     backward_avg_pool2d, backward_global_avg_pool2d, backward_max_pool2d, forward_avg_pool2d,
     forward_global_avg_pool2d, forward_max_pool2d,
@@ -118,7 +120,22 @@ impl Context {
         bias: Option<Tensor>,
         opts: Conv2dOptions,
     ) -> Result<Tensor> {
-        self.conv("conv2d", x, weight, bias, opts, 4)
+        self.conv("conv2d", x, weight, bias, opts, 4, false)
+    }
+
+    /// [`conv2d`](Self::conv2d) followed by ReLU, in one op: each image's
+    /// output is clamped while still in cache, and backward masks the
+    /// output gradient image by image instead of filling a whole gradient
+    /// for the convolution's output. The values and gradients are those
+    /// of `relu(conv2d(..))` bit for bit.
+    pub fn conv2d_relu(
+        &mut self,
+        x: Tensor,
+        weight: Tensor,
+        bias: Option<Tensor>,
+        opts: Conv2dOptions,
+    ) -> Result<Tensor> {
+        self.conv("conv2d_relu", x, weight, bias, opts, 4, true)
     }
 
     /// 1-D convolution (PyTorch's `conv1d`). x: `[N, C_in, L]`, weight:
@@ -142,9 +159,10 @@ impl Context {
             dilation: [1, dilation],
             groups,
         };
-        self.conv("conv1d", x, weight, bias, opts, 3)
+        self.conv("conv1d", x, weight, bias, opts, 3, false)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn conv(
         &mut self,
         op: &'static str,
@@ -153,6 +171,7 @@ impl Context {
         bias: Option<Tensor>,
         opts: Conv2dOptions,
         rank: usize,
+        relu: bool,
     ) -> Result<Tensor> {
         let (ix, iw) = (self.resolve(op, x)?, self.resolve(op, weight)?);
         let ib = bias.map(|b| self.resolve(op, b)).transpose()?;
@@ -242,15 +261,16 @@ impl Context {
         let macs = [c_out, ho * wo, c_per_group, kh * kw]
             .into_iter()
             .fold(1usize, usize::saturating_mul);
-        let col_len =
-            im2col::col_len(n, c * kh * kw, ho * wo, ew.shape.numel(), macs).ok_or_else(|| {
-                Error::TooLarge {
-                    op,
-                    what: format!(
-                        "column buffer for input {} and weight {}",
-                        ex.shape, ew.shape
-                    ),
-                }
+        // The fused ReLU's backward masks each image's output gradient into
+        // its task's own room after the columns.
+        let masked = if relu { c_out * ho * wo } else { 0 };
+        let col_len = im2col::col_len(n, c * kh * kw, ho * wo, masked, ew.shape.numel(), macs)
+            .ok_or_else(|| Error::TooLarge {
+                op,
+                what: format!(
+                    "column buffer for input {} and weight {}",
+                    ex.shape, ew.shape
+                ),
             })?;
         let tracks = match ib {
             Some(ib) => self.tracks(&[ix, iw, ib]),
@@ -258,12 +278,22 @@ impl Context {
         };
         let col = self.alloc_scratchable::<f32>(op, col_len)?;
         let out = self.push_output(op, oshape, tracks)?;
-        let op = Op::Conv2d {
-            x: ix,
-            w: iw,
-            bias: ib,
-            geom,
-            col,
+        let op = if relu {
+            Op::Conv2dRelu {
+                x: ix,
+                w: iw,
+                bias: ib,
+                geom,
+                col,
+            }
+        } else {
+            Op::Conv2d {
+                x: ix,
+                w: iw,
+                bias: ib,
+                geom,
+                col,
+            }
         };
         Ok(self.run(op, out))
     }

@@ -140,6 +140,84 @@ fn conv2d_gradients_match_finite_differences() {
     );
 }
 
+/// Values and gradients of `f` over x, w and bias of the given data,
+/// weighted by `wt` so every output's gradient differs.
+fn values_and_grads(
+    xs: [usize; 4],
+    ws: [usize; 4],
+    data: [&[f32]; 4],
+    f: impl Fn(&mut Context, Tensor, Tensor, Tensor) -> crate::Result<Tensor>,
+) -> Vec<Vec<f32>> {
+    let mut c = Context::new();
+    let x = c.param(&xs, Some(data[0])).unwrap();
+    let w = c.param(&ws, Some(data[1])).unwrap();
+    let b = c.param(&[ws[0]], Some(data[2])).unwrap();
+    let y = f(&mut c, x, w, b).unwrap();
+    let wt = c.tensor(c.shape(y).unwrap().dims(), data[3]).unwrap();
+    let p = c.mul(y, wt).unwrap();
+    let s = c.sum(p).unwrap();
+    c.backward(s).unwrap();
+    let mut out = vec![read(&mut c, y)];
+    for t in [x, w, b] {
+        let mut g = vec![0.0; c.shape(t).unwrap().numel()];
+        c.read_grad(t, &mut g).unwrap();
+        out.push(g);
+    }
+    out
+}
+
+#[test]
+fn conv2d_relu_is_relu_of_conv2d_bit_for_bit() {
+    let mut rng = Lcg(13);
+    // The cases, and one cut into image tasks (products worth two threads).
+    let mut cases = conv_cases();
+    cases.push(([10, 16, 10, 10], [16, 16, 3, 3], opts(1, 1, 1, 1)));
+    for (xs, ws, o) in cases {
+        let (xv, wv, bv) = (
+            random(&mut rng, xs.iter().product()),
+            random(&mut rng, ws.iter().product()),
+            random(&mut rng, ws[0]),
+        );
+        let (exact, os) = conv_reference(&xv, xs, &wv, ws, Some(&bv), o);
+        let wt = random(&mut rng, os.iter().product());
+        let data = [&xv[..], &wv, &bv, &wt];
+        let fused = values_and_grads(xs, ws, data, |c, x, w, b| c.conv2d_relu(x, w, Some(b), o));
+        let apart = values_and_grads(xs, ws, data, |c, x, w, b| {
+            let y = c.conv2d(x, w, Some(b), o)?;
+            c.relu(y)
+        });
+        let bits = |v: &Vec<Vec<f32>>| -> Vec<Vec<u32>> {
+            v.iter()
+                .map(|t| t.iter().map(|f| f.to_bits()).collect())
+                .collect()
+        };
+        assert_eq!(bits(&fused), bits(&apart), "{xs:?} {ws:?} {o:?}");
+        // Both clamp at 0, so both are the clamped float64 reference.
+        let clamped: Vec<f64> = exact.iter().map(|v| v.max(0.0)).collect();
+        let (_, max) = crate::ops::gradcheck::abs_errors(&fused[0], &clamped);
+        assert!(max < 1e-5, "{xs:?} {ws:?} {o:?}: max error {max}");
+        assert!(fused[0].contains(&0.0) && fused[0].iter().any(|&v| v > 0.0));
+    }
+}
+
+#[test]
+fn conv2d_relu_gradients_match_finite_differences() {
+    // x is scaled by 0.1, so each product sum stays within 2.7 of the
+    // bias, and the bias is set 3 above or below 0 by channel: every
+    // output sits far from the kink, the channels below it masked whole.
+    for (xs, ws, o) in conv_cases() {
+        let name = format!("conv2d_relu {xs:?} {ws:?} {o:?}");
+        let offsets: Vec<f32> = (0..ws[0]).map(|i| [3.0, -3.0][i % 2]).collect();
+        gradcheck(Check::new(&name, &[&xs, &ws, &[ws[0]]]), |c, t| {
+            let x = c.scale(t[0], 0.1)?;
+            let small = c.scale(t[2], 0.1)?;
+            let offsets = c.tensor(&[ws[0]], &offsets)?;
+            let b = c.add(small, offsets)?;
+            c.conv2d_relu(x, t[1], Some(b), o)
+        });
+    }
+}
+
 #[test]
 fn conv1d_is_conv2d_with_unit_height() {
     let mut rng = Lcg(11);
@@ -491,6 +569,34 @@ fn conv_speed() {
     times.sort_by(f64::total_cmp);
     println!(
         "conv2d [128,32,14,14] 32->64 3x3 pad 1, forward+backward: median {:.1} ms, best {:.1} ms ({} threads)",
+        times[times.len() / 2],
+        times[0],
+        crate::thread_info().threads
+    );
+}
+
+/// Timing of the network's first max pooling forward, [128, 32, 28, 28] 2x2
+/// stride 2: `cargo test --release --lib max_pool_speed -- --ignored
+/// --nocapture`.
+#[test]
+#[ignore]
+fn max_pool_speed() {
+    let mut rng = Lcg(5);
+    let mut c = Context::new();
+    let xs = [128, 32, 28, 28];
+    let x = c
+        .param(&xs, Some(&random(&mut rng, xs.iter().product())))
+        .unwrap();
+    let mut times = Vec::new();
+    for _ in 0..30 {
+        c.reset();
+        let t0 = std::time::Instant::now();
+        c.max_pool2d(x, pool_opts(2, 2, 0, false)).unwrap();
+        times.push(t0.elapsed().as_secs_f64() * 1e3);
+    }
+    times.sort_by(f64::total_cmp);
+    println!(
+        "max_pool2d [128,32,28,28] 2x2 forward: median {:.2} ms, best {:.2} ms ({} threads)",
         times[times.len() / 2],
         times[0],
         crate::thread_info().threads
