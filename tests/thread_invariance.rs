@@ -291,6 +291,18 @@ const CASES: &[Case] = &[
         let weights = random(rows * c);
         weighted_sum_bits(&mut ctx, y, &weights)
     }),
+    // An embedding of 4096 ids into a table of 300 rows of 256, most ids
+    // repeated: output-row tasks forward, table-row tasks backward.
+    ("embedding of repeated ids", || {
+        let (v, c, n) = (300, 256, 4096);
+        let mut random = normals(37);
+        let mut ctx = Context::new();
+        let table = ctx.param(&[v, c], Some(&random(v * c))).unwrap();
+        let ids: Vec<i32> = (0..n).map(|i| (i * i % v) as i32).collect();
+        let y = ctx.embedding(table, &ids).unwrap();
+        let weights = random(n * c);
+        weighted_sum_bits(&mut ctx, y, &weights)
+    }),
     // SwiGLU of gate and up [512, 1000] (element tasks whose edges fall
     // mid-row): forward and both gradients, written fresh.
     ("swiglu", || {
