@@ -16,10 +16,10 @@ fn embedding_forward(out: &mut [f32], weight: &[f32], ids: &[u32], c: usize) {
     }
 }
 
-/// dweight[ids[i] - first, :] += dout[i, :] for the ids in `first..first
-/// + rows of dweight` (a run of the table's rows), in the order of `ids`:
-/// each row gets the same additions in the same order however the table
-/// is cut.
+/// dweight[ids[i] - first, :] += dout[i, :] for the ids that fall in
+/// dweight, a run of the table's rows from row `first`, in the order of
+/// `ids`: each row gets the same additions in the same order however the
+/// table is cut.
 fn embedding_backward(dweight: &mut [f32], first: usize, dout: &[f32], ids: &[u32], c: usize) {
     let rows = first..first + dweight.len() / c;
     for (g, &id) in dout.chunks_exact(c).zip(ids) {
