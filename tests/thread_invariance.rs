@@ -265,8 +265,9 @@ const CASES: &[Case] = &[
         let weights = random(b * h * t * d);
         weighted_sum_bits(&mut ctx, y, &weights)
     }),
-    // RMSNorm over 2048 rows of 256 (row tasks forward and for dx,
-    // column tasks for the weight), then SiLU: forward and backward.
+    // RMSNorm over 2048 rows of 256 (row tasks forward, and backward in
+    // one pass whose tasks each sum their rows' weight terms), then SiLU:
+    // forward and backward.
     ("rmsnorm and silu", || {
         let (rows, c) = (2048, 256);
         let mut random = normals(33);
@@ -277,6 +278,30 @@ const CASES: &[Case] = &[
         let s = ctx.silu(y).unwrap();
         let weights = random(rows * c);
         weighted_sum_bits(&mut ctx, s, &weights)
+    }),
+    // RMSNorm over 512 rows of 1040, wider than the one-pass backward
+    // takes: row tasks for dx, column tasks for the weight.
+    ("rmsnorm of wide rows", || {
+        let (rows, c) = (512, 1040);
+        let mut random = normals(35);
+        let mut ctx = Context::new();
+        let w = ctx.param(&[c], Some(&random(c))).unwrap();
+        let x = ctx.param(&[rows, c], Some(&random(rows * c))).unwrap();
+        let y = ctx.rmsnorm(x, w, 1e-6).unwrap();
+        let weights = random(rows * c);
+        weighted_sum_bits(&mut ctx, y, &weights)
+    }),
+    // An embedding of 4096 ids into a table of 300 rows of 256, most ids
+    // repeated: output-row tasks forward, table-row tasks backward.
+    ("embedding of repeated ids", || {
+        let (v, c, n) = (300, 256, 4096);
+        let mut random = normals(37);
+        let mut ctx = Context::new();
+        let table = ctx.param(&[v, c], Some(&random(v * c))).unwrap();
+        let ids: Vec<i32> = (0..n).map(|i| (i * i % v) as i32).collect();
+        let y = ctx.embedding(table, &ids).unwrap();
+        let weights = random(n * c);
+        weighted_sum_bits(&mut ctx, y, &weights)
     }),
     // SwiGLU of gate and up [512, 1000] (element tasks whose edges fall
     // mid-row): forward and both gradients, written fresh.

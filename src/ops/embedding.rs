@@ -4,7 +4,9 @@
 use crate::arena::Buf;
 use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
+use crate::kernels::fastmath;
 use crate::ops::Op;
+use crate::pool::{self, Pool};
 use crate::shape::Shape;
 
 /// out[i, :] = weight[ids[i], :]. weight: `[V, C]`, out: `[N, C]`.
@@ -14,12 +16,27 @@ fn embedding_forward(out: &mut [f32], weight: &[f32], ids: &[u32], c: usize) {
     }
 }
 
-/// dweight[ids[i], :] += dout[i, :].
-fn embedding_backward(dweight: &mut [f32], dout: &[f32], ids: &[u32], c: usize) {
+/// dweight[ids[i] - first, :] += dout[i, :] for the ids that fall in
+/// dweight, a run of the table's rows from row `first`, in the order of
+/// `ids`: each row gets the same additions in the same order however the
+/// table is cut.
+fn embedding_backward(dweight: &mut [f32], first: usize, dout: &[f32], ids: &[u32], c: usize) {
+    let rows = first..first + dweight.len() / c;
     for (g, &id) in dout.chunks_exact(c).zip(ids) {
-        let d = &mut dweight[id as usize * c..(id as usize + 1) * c];
-        d.iter_mut().zip(g).for_each(|(d, &g)| *d += g);
+        let id = id as usize;
+        if rows.contains(&id) {
+            let d = &mut dweight[(id - first) * c..(id - first + 1) * c];
+            d.iter_mut().zip(g).for_each(|(d, &g)| *d += g);
+        }
     }
+}
+
+/// How many tasks the lookup and its backward are cut into: as the
+/// element kernels weigh a copy or an add of `ids` rows of `c`, and a
+/// shape-only rule, so the bits do not depend on the thread count.
+fn tasks(ids: usize, c: usize) -> usize {
+    let worth = ids >= 2 && Context::worth_two_threads(ids * c * fastmath::ELEMENT_COST);
+    fastmath::task_split(worth, ids, c * fastmath::ELEMENT_COST)
 }
 
 impl Context {
@@ -58,20 +75,39 @@ impl Context {
     }
 }
 
-pub(crate) fn forward_embedding(ctx: &mut Context, out: u32, w: u32, ids: Buf<u32>) {
-    let (ew, eo) = (ctx.entry(w), ctx.entry(out));
-    let c = ew.shape.dims()[1];
-    let ([y], [w], [ids]) = ctx.access_ids([eo.data], [ew.data], [ids]);
-    embedding_forward(y, w, ids, c);
+/// The pool for `n` tasks of `work`, if it should run them.
+fn pool_for(ctx: &mut Context, n: usize, work: usize) -> Option<Pool> {
+    (n > 1 && ctx.want_pool(work)).then(Pool::global)
 }
 
+/// Output rows are independent: each task copies a run of them.
+pub(crate) fn forward_embedding(ctx: &mut Context, out: u32, w: u32, ids: Buf<u32>) {
+    let (ew, eo) = (ctx.entry(w), ctx.entry(out));
+    let (rows, c) = (eo.shape.rows(), ew.shape.dims()[1]);
+    let n = tasks(rows, c);
+    let pool = pool_for(ctx, n, rows * c * fastmath::ELEMENT_COST);
+    let ([y], [w], [ids]) = ctx.access_ids([eo.data], [ew.data], [ids]);
+    fastmath::run_parts(pool.as_ref(), fastmath::row_parts(y, c, n), &|i, y| {
+        embedding_forward(y, w, &ids[pool::task_range(rows, n, i)], c)
+    });
+}
+
+/// Ids repeat, so output rows may add into one table row: each task owns a
+/// run of the table's rows instead and takes, in order, the ids that fall
+/// in it.
 pub(crate) fn backward_embedding(ctx: &mut Context, out: u32, w: u32, ids: Buf<u32>) {
     let (Some(dw), Some(dout)) = (ctx.grad_of(w), ctx.grad_out(out)) else {
         return;
     };
-    let c = ctx.entry(w).shape.dims()[1];
+    let shape = ctx.entry(w).shape;
+    let (v, c) = (shape.dims()[0], shape.dims()[1]);
+    let rows = ctx.entry(out).shape.rows();
+    let n = tasks(rows, c).min(v);
+    let pool = pool_for(ctx, n, rows * c * fastmath::ELEMENT_COST);
     let ([dw], [dout], [ids]) = ctx.access_ids([dw], [dout], [ids]);
-    embedding_backward(dw, dout, ids, c);
+    fastmath::run_parts(pool.as_ref(), fastmath::row_parts(dw, c, n), &|i, dw| {
+        embedding_backward(dw, pool::task_range(v, n, i).start, dout, ids, c)
+    });
 }
 
 #[cfg(test)]
@@ -104,5 +140,37 @@ mod tests {
         gradcheck(Check::new("embedding", &[&[5, 3]]), |c, x| {
             c.embedding(x[0], &[4, 1, 4, 0, 4])
         });
+    }
+
+    /// Cut into several tasks (output rows forward, table rows backward),
+    /// the lookup and the gradient of sum(embedding * r) over repeated ids
+    /// equal the one-task kernels bit for bit.
+    #[test]
+    #[cfg_attr(miri, ignore)] // the worker is off under Miri, and the sizes are slow there
+    fn parallel_path_matches_kernels() {
+        let (v, c, n) = (300, 256, 4096);
+        assert!(super::tasks(n, c) >= 4);
+        let mut rng = crate::ops::gradcheck::Lcg(11);
+        let w: Vec<f32> = (0..v * c).map(|_| rng.range(-1.0, 1.0)).collect();
+        let r: Vec<f32> = (0..n * c).map(|_| rng.range(-1.0, 1.0)).collect();
+        // Squares mod v: most rows repeat, some rows are never picked.
+        let ids: Vec<i32> = (0..n).map(|i| (i * i % v) as i32).collect();
+        let mut ctx = crate::Context::new();
+        let pw = ctx.param(&[v, c], Some(&w)).unwrap();
+        let e = ctx.embedding(pw, &ids).unwrap();
+        assert!(ctx.pool_started());
+        let rt = ctx.tensor(&[n, c], &r).unwrap();
+        let er = ctx.mul(e, rt).unwrap();
+        let l = ctx.sum(er).unwrap();
+        ctx.backward(l).unwrap();
+        let (mut got, mut gw) = (vec![0.0; n * c], vec![0.0; v * c]);
+        ctx.read(e, &mut got).unwrap();
+        ctx.read_grad(pw, &mut gw).unwrap();
+        let ids: Vec<u32> = ids.iter().map(|&i| i as u32).collect();
+        let (mut want, mut want_gw) = (vec![0.0; n * c], vec![0.0; v * c]);
+        super::embedding_forward(&mut want, &w, &ids, c);
+        super::embedding_backward(&mut want_gw, 0, &r, &ids, c);
+        let same = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(a, b)| a.to_bits() == b.to_bits());
+        assert!(same(&got, &want) && same(&gw, &want_gw));
     }
 }

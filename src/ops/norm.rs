@@ -98,15 +98,15 @@ fn layernorm_backward_dw(
 
 /// Widest rows the one-pass backward takes: its f64 weight and bias sums
 /// (2 x 512 x 8 bytes per task) live on the calling thread's stack.
-const ONE_PASS_MAX_C: usize = 512;
+pub(crate) const ONE_PASS_MAX_C: usize = 512;
 
 /// f64 sums the one-pass backward's tasks hold on the stack (64 KiB): at
 /// least 8 tasks at the widest rows, 32 at C = 128.
-const ONE_PASS_PARTIALS: usize = 16 * ONE_PASS_MAX_C;
+pub(crate) const ONE_PASS_PARTIALS: usize = 16 * ONE_PASS_MAX_C;
 
 /// Rows per chunk of [`layernorm_backward_rows`]: their dx, then their
 /// terms of the weight and bias sums while the rows are still in L1.
-const ONE_PASS_CHUNK_ROWS: usize = 16;
+pub(crate) const ONE_PASS_CHUNK_ROWS: usize = 16;
 
 /// dx for a run of rows (as [`layernorm_backward_dx`]), and their terms of
 /// the weight and bias sums added in f64, row after row, to `acc` (`[2C]`:
