@@ -387,7 +387,7 @@ fn cnn(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
         ..Conv2dOptions::default()
     };
     let y = c.conv2d(x, w, Some(bias), opts).unwrap(); // [1, 3, 5, 5]
-    let y = c.group_norm(y, gn_w, gn_b, 3, 1e-5).unwrap();
+    let y = c.group_norm(y, Some(gn_w), Some(gn_b), 3, 1e-5).unwrap();
     let pool = Pool2dOptions {
         kernel: [2, 2],
         stride: [2, 2],

@@ -320,7 +320,9 @@ const CASES: &[Case] = &[
         for training in [true, false] {
             ctx.reset();
             ctx.set_training(training);
-            let y = ctx.batch_norm(x, w, b, Some(st), 0.1, 1e-5).unwrap();
+            let y = ctx
+                .batch_norm(x, Some(w), Some(b), Some(st), 0.1, 1e-5)
+                .unwrap();
             let rt = ctx.tensor(&[n, c, 32, 32], &r).unwrap();
             let yr = ctx.mul(y, rt).unwrap();
             let loss = ctx.sum(yr).unwrap();
@@ -341,7 +343,7 @@ const CASES: &[Case] = &[
         let mut random = normals(36);
         let mut ctx = Context::new();
         let (w, b, x) = norm_params(&mut ctx, &mut random, n, c);
-        let y = ctx.group_norm(x, w, b, 8, 1e-5).unwrap();
+        let y = ctx.group_norm(x, Some(w), Some(b), 8, 1e-5).unwrap();
         let weights = random(n * c * s);
         weighted_sum_bits(&mut ctx, y, &weights)
     }),
