@@ -549,3 +549,33 @@ fn safetensors_names_and_round_trip() {
     // The standalone reader still takes float32 only.
     assert!(crate::safetensors_io::from_bytes(&bytes).is_err());
 }
+
+/// A batch norm without affine parameters has no weight or bias to save:
+/// its safetensors entries are the running statistics alone, as PyTorch's
+/// `BatchNorm2d(affine=False).state_dict()` (nothing is named by the op).
+#[test]
+fn without_affine_only_the_statistics_are_saved() {
+    let mut ctx = Context::new();
+    let st = ctx.batch_norm_stats("bn1", 2).unwrap();
+    let x = ctx.tensor(&[2, 2], &[1.0, 2.0, 3.0, 5.0]).unwrap();
+    ctx.batch_norm(x, None, None, Some(st), 0.1, 1e-5).unwrap();
+    let bytes = ctx.safetensors_bytes().unwrap();
+    let header_len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + header_len]).unwrap();
+    let mut names: Vec<&str> = header
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str())
+        .filter(|k| *k != "__metadata__")
+        .collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            "bn1.num_batches_tracked",
+            "bn1.running_mean",
+            "bn1.running_var"
+        ]
+    );
+}
