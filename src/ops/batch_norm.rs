@@ -190,7 +190,7 @@ pub(super) fn optional_data(ctx: &Context, id: Option<u32>, x: Buf) -> Buf {
 }
 
 /// A slice read through [`optional_data`]: None for the empty view (a
-/// present parameter's C values are not empty when x has elements).
+/// present parameter has C >= 1 values: shapes have no zero dimension).
 pub(super) fn present(s: &[f32]) -> Option<&[f32]> {
     (!s.is_empty()).then_some(s)
 }

@@ -194,7 +194,7 @@ impl Context {
             });
         }
         let c = ex.shape.dims()[1];
-        if groups == 0 || c % groups != 0 {
+        if groups == 0 || !c.is_multiple_of(groups) {
             return Err(Error::InvalidArgument {
                 op: OP,
                 what: format!(
