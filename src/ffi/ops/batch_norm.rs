@@ -28,7 +28,8 @@ pub const AG_NO_STATS: u32 = u32::MAX;
 /// and counts the batch; once per forward (a recomputed segment's replay
 /// does not update them again; a captured step's replay does, as its eager
 /// step). In evaluation mode it normalises with the running statistics.
-/// PyTorch's defaults: momentum 0.1, eps 1e-5.
+/// PyTorch's defaults: momentum 0.1, eps 1e-5. Without a weight or bias
+/// (PyTorch's affine=False): ag_batch_norm_opt.
 /// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT,
 /// INVALID_HANDLE, SHAPE_MISMATCH (w or b is not [C]), INVALID_ARGUMENT
 /// (x of rank below 2, no statistics of that index, or of another channel
@@ -92,6 +93,7 @@ pub extern "C" fn ag_batch_norm_opt(
 /// into `groups` groups, each image's group normalised with its own mean
 /// and biased variance (plus eps; PyTorch's default 1e-5), then scaled by
 /// w [C] and shifted by b [C]. The same in training and evaluation mode.
+/// Without a weight or bias (PyTorch's affine=False): ag_group_norm_opt.
 /// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT,
 /// INVALID_HANDLE, SHAPE_MISMATCH (w or b is not [C]), INVALID_ARGUMENT
 /// (x of rank below 2, groups 0 or not dividing C, eps not above 0),
