@@ -56,6 +56,14 @@ impl Ctx {
         v
     }
 
+    /// The last error's message: it names the C function called.
+    fn last_error(&self) -> String {
+        // SAFETY: the context returns a NUL-terminated message that lives
+        // until its next call.
+        let msg = unsafe { std::ffi::CStr::from_ptr(ag_context_last_error(self.0)) };
+        msg.to_string_lossy().into_owned()
+    }
+
     /// Batch norm with batch statistics, `w` and `b` passed or NULL.
     fn bn(
         &self,
@@ -210,7 +218,9 @@ fn bad_handles_behind_the_pointers_are_refused() {
             (Some(&bad), Some(&good)),
         ] {
             assert_eq!(c.bn(x, w, b), Err(status), "batch norm");
+            assert!(c.last_error().starts_with("batch_norm_opt: "));
             assert_eq!(c.gn(x4, w, b), Err(status), "group norm");
+            assert!(c.last_error().starts_with("group_norm_opt: "));
         }
     }
     // NULL out: refused before anything is read.

@@ -246,38 +246,51 @@ impl Context {
         momentum: f32,
         eps: f32,
     ) -> Result<Tensor> {
-        const OP: &str = "batch_norm";
-        let ix = self.resolve(OP, x)?;
+        self.batch_norm_named("batch_norm", x, [w, b], stats, momentum, eps)
+    }
+
+    /// [`batch_norm`](Self::batch_norm) whose errors name `op`: the C
+    /// function called (`ag_batch_norm_opt`'s are `batch_norm_opt`).
+    pub(crate) fn batch_norm_named(
+        &mut self,
+        op: &'static str,
+        x: Tensor,
+        [w, b]: [Option<Tensor>; 2],
+        stats: Option<BatchNormStats>,
+        momentum: f32,
+        eps: f32,
+    ) -> Result<Tensor> {
+        let ix = self.resolve(op, x)?;
         let (iw, ib) = (
-            w.map(|t| self.resolve(OP, t)).transpose()?,
-            b.map(|t| self.resolve(OP, t)).transpose()?,
+            w.map(|t| self.resolve(op, t)).transpose()?,
+            b.map(|t| self.resolve(op, t)).transpose()?,
         );
         let si = match stats {
-            Some(s) => Some(self.stats_index(OP, s)?),
+            Some(s) => Some(self.stats_index(op, s)?),
             None => None,
         };
         let ex = self.entry(ix);
         if ex.shape.ndim() < 2 {
             return Err(Error::InvalidArgument {
-                op: OP,
+                op,
                 what: format!("x {} must be [N, C, *] (rank 2 or more)", ex.shape),
             });
         }
         let d = Dims::of(ex.shape);
-        check_affine(self, OP, [iw, ib], ex.shape, d.c)?;
+        check_affine(self, op, [iw, ib], ex.shape, d.c)?;
         if let Some(si) = si
             && self.stats_bufs(si).0 != d.c
         {
             let sc = self.stats_bufs(si).0;
             return Err(Error::InvalidArgument {
-                op: OP,
+                op,
                 what: format!("statistics of {sc} channels for x {} of {}", ex.shape, d.c),
             });
         }
         let valid = (0.0..=1.0).contains(&momentum) && eps > 0.0 && eps.is_finite();
         if !valid {
             return Err(Error::InvalidArgument {
-                op: OP,
+                op,
                 what: format!(
                     "momentum {momentum} must be in [0, 1] and eps {eps} finite and above 0"
                 ),
@@ -287,7 +300,7 @@ impl Context {
         let training = self.training() || si.is_none();
         if training && d.per_channel() <= 1 {
             return Err(Error::InvalidArgument {
-                op: OP,
+                op,
                 what: format!(
                     "with batch statistics each channel needs more than one value, but x {} has {} per channel",
                     ex.shape,
@@ -297,9 +310,9 @@ impl Context {
         }
         // An absent parameter stands in as x (a repeat changes nothing).
         let tracks = self.tracks(&[ix, iw.unwrap_or(ix), ib.unwrap_or(ix)]);
-        let saved = self.alloc_scratchable::<f32>(OP, 4 * d.c)?;
-        let out = self.push_output(OP, ex.shape, tracks)?;
-        let op = Op::BatchNorm {
+        let saved = self.alloc_scratchable::<f32>(op, 4 * d.c)?;
+        let out = self.push_output(op, ex.shape, tracks)?;
+        let record = Op::BatchNorm {
             x: ix,
             w: iw,
             b: ib,
@@ -309,7 +322,7 @@ impl Context {
             eps,
             saved,
         };
-        Ok(self.run(op, out))
+        Ok(self.run(record, out))
     }
 }
 

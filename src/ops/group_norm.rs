@@ -180,42 +180,54 @@ impl Context {
         groups: usize,
         eps: f32,
     ) -> Result<Tensor> {
-        const OP: &str = "group_norm";
-        let ix = self.resolve(OP, x)?;
+        self.group_norm_named("group_norm", x, [w, b], groups, eps)
+    }
+
+    /// [`group_norm`](Self::group_norm) whose errors name `op`: the C
+    /// function called (`ag_group_norm_opt`'s are `group_norm_opt`).
+    pub(crate) fn group_norm_named(
+        &mut self,
+        op: &'static str,
+        x: Tensor,
+        [w, b]: [Option<Tensor>; 2],
+        groups: usize,
+        eps: f32,
+    ) -> Result<Tensor> {
+        let ix = self.resolve(op, x)?;
         let (iw, ib) = (
-            w.map(|t| self.resolve(OP, t)).transpose()?,
-            b.map(|t| self.resolve(OP, t)).transpose()?,
+            w.map(|t| self.resolve(op, t)).transpose()?,
+            b.map(|t| self.resolve(op, t)).transpose()?,
         );
         let ex = self.entry(ix);
         if ex.shape.ndim() < 2 {
             return Err(Error::InvalidArgument {
-                op: OP,
+                op,
                 what: format!("x {} must be [N, C, *] (rank 2 or more)", ex.shape),
             });
         }
         let c = ex.shape.dims()[1];
         if groups == 0 || !c.is_multiple_of(groups) {
             return Err(Error::InvalidArgument {
-                op: OP,
+                op,
                 what: format!(
                     "{groups} groups do not divide the {c} channels of x {}",
                     ex.shape
                 ),
             });
         }
-        check_affine(self, OP, [iw, ib], ex.shape, c)?;
+        check_affine(self, op, [iw, ib], ex.shape, c)?;
         if !(eps > 0.0 && eps.is_finite()) {
             return Err(Error::InvalidArgument {
-                op: OP,
+                op,
                 what: format!("eps {eps} must be finite and above 0"),
             });
         }
         let d = Dims::of(ex.shape, groups);
         // An absent parameter stands in as x (a repeat changes nothing).
         let tracks = self.tracks(&[ix, iw.unwrap_or(ix), ib.unwrap_or(ix)]);
-        let saved = self.alloc_scratchable::<f32>(OP, 2 * d.rows() + 2 * c)?;
-        let out = self.push_output(OP, ex.shape, tracks)?;
-        let op = Op::GroupNorm {
+        let saved = self.alloc_scratchable::<f32>(op, 2 * d.rows() + 2 * c)?;
+        let out = self.push_output(op, ex.shape, tracks)?;
+        let record = Op::GroupNorm {
             x: ix,
             w: iw,
             b: ib,
@@ -223,7 +235,7 @@ impl Context {
             eps,
             saved,
         };
-        Ok(self.run(op, out))
+        Ok(self.run(record, out))
     }
 }
 

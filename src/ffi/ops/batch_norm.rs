@@ -85,7 +85,8 @@ pub extern "C" fn ag_batch_norm_opt(
             index: stats,
             context: c.id(),
         });
-        c.batch_norm(x.into(), optional(w), optional(b), stats, momentum, eps)
+        let (x, wb) = (x.into(), [optional(w), optional(b)]);
+        c.batch_norm_named("batch_norm_opt", x, wb, stats, momentum, eps)
     })
 }
 
@@ -134,6 +135,7 @@ pub extern "C" fn ag_group_norm_opt(
     out: *mut ag_tensor,
 ) -> ag_status {
     op("ag_group_norm_opt", ctx, out, |c| {
-        c.group_norm(x.into(), optional(w), optional(b), groups, eps)
+        let (x, wb) = (x.into(), [optional(w), optional(b)]);
+        c.group_norm_named("group_norm_opt", x, wb, groups, eps)
     })
 }
