@@ -1444,7 +1444,8 @@ ag_status ag_layernorm(struct ag_context *ctx, struct ag_tensor x, struct ag_ten
 // and counts the batch; once per forward (a recomputed segment's replay
 // does not update them again; a captured step's replay does, as its eager
 // step). In evaluation mode it normalises with the running statistics.
-// PyTorch's defaults: momentum 0.1, eps 1e-5.
+// PyTorch's defaults: momentum 0.1, eps 1e-5. Without a weight or bias
+// (PyTorch's affine=False): ag_batch_norm_opt.
 // Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT,
 // INVALID_HANDLE, SHAPE_MISMATCH (w or b is not [C]), INVALID_ARGUMENT
 // (x of rank below 2, no statistics of that index, or of another channel
@@ -1452,15 +1453,41 @@ ag_status ag_layernorm(struct ag_context *ctx, struct ag_tensor x, struct ag_ten
 // above 0, or one value per channel with batch statistics), OUT_OF_MEMORY.
 ag_status ag_batch_norm(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor w, struct ag_tensor b, uint32_t stats, float momentum, float eps, struct ag_tensor *out);
 
+// ag_batch_norm with the weight and bias each optional: `w` and `b` point
+// to handles of shape [C], or are NULL for none. A missing weight scales
+// by 1 and a missing bias shifts by 0, so with both NULL (PyTorch's
+// affine=False) y = (x - mean) / sqrt(var + eps) and only x gets a
+// gradient; with one NULL the other still scales or shifts and gets its
+// gradient. Everything else is as ag_batch_norm.
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT,
+// INVALID_HANDLE (any of x, *w, *b), SHAPE_MISMATCH (*w or *b is not
+// [C]), INVALID_ARGUMENT (x of rank below 2, no statistics of that index,
+// or of another channel count, momentum outside [0, 1], eps not above 0,
+// or one value per channel with batch statistics), OUT_OF_MEMORY.
+ag_status ag_batch_norm_opt(struct ag_context *ctx, struct ag_tensor x, const struct ag_tensor *w, const struct ag_tensor *b, uint32_t stats, float momentum, float eps, struct ag_tensor *out);
+
 // Group normalisation of x [N, C, *] (rank 2 or more): the channels split
 // into `groups` groups, each image's group normalised with its own mean
 // and biased variance (plus eps; PyTorch's default 1e-5), then scaled by
 // w [C] and shifted by b [C]. The same in training and evaluation mode.
+// Without a weight or bias (PyTorch's affine=False): ag_group_norm_opt.
 // Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT,
 // INVALID_HANDLE, SHAPE_MISMATCH (w or b is not [C]), INVALID_ARGUMENT
 // (x of rank below 2, groups 0 or not dividing C, eps not above 0),
 // OUT_OF_MEMORY.
 ag_status ag_group_norm(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor w, struct ag_tensor b, size_t groups, float eps, struct ag_tensor *out);
+
+// ag_group_norm with the weight and bias each optional: `w` and `b` point
+// to handles of shape [C], or are NULL for none. A missing weight scales
+// by 1 and a missing bias shifts by 0, so with both NULL (PyTorch's
+// affine=False) each group is only normalised and only x gets a
+// gradient; with one NULL the other still scales or shifts and gets its
+// gradient. Everything else is as ag_group_norm.
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT,
+// INVALID_HANDLE (any of x, *w, *b), SHAPE_MISMATCH (*w or *b is not
+// [C]), INVALID_ARGUMENT (x of rank below 2, groups 0 or not dividing C,
+// eps not above 0), OUT_OF_MEMORY.
+ag_status ag_group_norm_opt(struct ag_context *ctx, struct ag_tensor x, const struct ag_tensor *w, const struct ag_tensor *b, size_t groups, float eps, struct ag_tensor *out);
 
 // softmax(scale * x) over the last axis; with `causal`, the last two axes
 // are [Tq, Tk] and row i only sees columns up to i + Tk - Tq.

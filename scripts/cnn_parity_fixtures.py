@@ -85,6 +85,13 @@ CASES = [
     conv2d_case("conv2d_relu stride 2 groups 2", 2, 4, 11, 10, 6, 3, 3, sh=2, sw=2, ph=1, pw=1, groups=2,
                 op="conv2d_relu"),
     conv2d_case("conv2d_relu image tasks", 10, 16, 10, 10, 16, 3, 3, ph=1, pw=1, op="conv2d_relu"),
+    # Without a weight, a bias or both (PyTorch's affine=False): absent
+    # from the case, the C test passes NULL for them.
+    ("batch_norm", "batch_norm no affine", dict(N=4, C=5, H=6, W=7, training=1, weight=0, bias=0)),
+    ("batch_norm", "batch_norm no affine eval", dict(N=4, C=5, H=3, W=3, training=0, weight=0, bias=0)),
+    ("batch_norm", "batch_norm weight only", dict(N=8, C=3, H=2, W=3, training=1, weight=1, bias=0)),
+    ("group_norm", "group_norm no affine", dict(N=3, C=6, H=5, W=4, groups=3, weight=0, bias=0)),
+    ("group_norm", "group_norm bias only", dict(N=2, C=4, H=3, W=3, groups=2, weight=0, bias=1)),
 ]
 
 MOMENTUM, EPS = 0.1, 1e-5
@@ -118,8 +125,11 @@ def inputs(op, a, gen):
         return {"x": draw(gen, (a["N"], a["C"], a["H"], a["W"]))}
     shape = (a["N"], a["C"]) + ((a["H"], a["W"]) if a["H"] else ())
     # A mean far from zero: the variance's cancellation is part of the test.
-    t = {"x": draw(gen, shape) * 2.0 + 3.0, "w": 1.0 + 0.5 * draw(gen, (a["C"],)),
-         "b": 0.5 * draw(gen, (a["C"],))}
+    t = {"x": draw(gen, shape) * 2.0 + 3.0}
+    if a.get("weight", 1):
+        t["w"] = 1.0 + 0.5 * draw(gen, (a["C"],))
+    if a.get("bias", 1):
+        t["b"] = 0.5 * draw(gen, (a["C"],))
     if op == "batch_norm" and not a["training"]:
         t["running_mean"] = draw(gen, (a["C"],)) + 3.0
         t["running_var"] = torch.rand((a["C"],), generator=gen) * 3.0 + 0.5
@@ -146,14 +156,14 @@ def forward(op, a, t):
     if op == "global_avg_pool2d":
         return t["x"].mean(dim=(2, 3)), {}
     if op == "group_norm":
-        return F.group_norm(t["x"], a["groups"], t["w"], t["b"], EPS), {}
+        return F.group_norm(t["x"], a["groups"], t.get("w"), t.get("b"), EPS), {}
     c = a["C"]
     dtype = t["x"].dtype
     if a["training"]:
         rm, rv = torch.zeros(c, dtype=dtype), torch.ones(c, dtype=dtype)
     else:
         rm, rv = t["running_mean"].clone(), t["running_var"].clone()
-    y = F.batch_norm(t["x"], rm, rv, t["w"], t["b"], bool(a["training"]), MOMENTUM, EPS)
+    y = F.batch_norm(t["x"], rm, rv, t.get("w"), t.get("b"), bool(a["training"]), MOMENTUM, EPS)
     return y, ({"running_mean": rm, "running_var": rv} if a["training"] else {})
 
 

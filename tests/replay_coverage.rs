@@ -2,8 +2,8 @@
 //! and means along an axis, logsumexp along an axis, `where`, concat,
 //! permutes, reshape views and element-wise ops on hundreds of elements,
 //! and ops run through their own eager entry points (the matrix functions,
-//! the incomplete beta function, matmuls, norms, losses, attention,
-//! convolutions and pools). Each model is
+//! the incomplete beta function, matmuls, norms (with and without their
+//! affine parameters), losses, attention, convolutions and pools). Each model is
 //! captured once and must get a program (`step_has_program`, a
 //! `test-hooks` entry); its replays, with new inputs and moved parameters,
 //! must give the eager path's loss and every gradient element bit for bit
@@ -387,7 +387,7 @@ fn cnn(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
         ..Conv2dOptions::default()
     };
     let y = c.conv2d(x, w, Some(bias), opts).unwrap(); // [1, 3, 5, 5]
-    let y = c.group_norm(y, gn_w, gn_b, 3, 1e-5).unwrap();
+    let y = c.group_norm(y, Some(gn_w), Some(gn_b), 3, 1e-5).unwrap();
     let y = c.conv2d_relu(y, p[4], Some(bias), opts).unwrap(); // [1, 3, 5, 5]
     let pool = Pool2dOptions {
         kernel: [2, 2],
@@ -402,6 +402,22 @@ fn cnn(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
     let t = c.sum(t).unwrap();
     let g = c.sum(g).unwrap();
     c.add(t, g).unwrap()
+}
+
+/// Group norm without a weight or bias, and with a bias alone (the
+/// optional inputs of its record), between two convolutions.
+fn cnn_no_affine(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
+    let (w, gn_b) = (p[0], p[1]);
+    let opts = Conv2dOptions {
+        padding: [1, 1],
+        ..Conv2dOptions::default()
+    };
+    let y = c.conv2d(x, w, None, opts).unwrap(); // [1, 4, 5, 5]
+    let y = c.group_norm(y, None, None, 2, 1e-5).unwrap();
+    let y = c.tanh(y).unwrap();
+    let y = c.group_norm(y, None, Some(gn_b), 4, 1e-5).unwrap();
+    let y = c.mul(y, y).unwrap();
+    c.sum(y).unwrap()
 }
 
 /// A two-component mixture over 300 data points (logsumexp along an
@@ -463,6 +479,12 @@ fn main() {
         &[&[3, 2, 3, 3], &[3], &[3], &[3], &[3, 3, 3, 3]],
         &[1, 2, 5, 5],
         cnn,
+    );
+    same_bits(
+        "cnn without affine norms",
+        &[&[4, 2, 3, 3], &[4]],
+        &[1, 2, 5, 5],
+        cnn_no_affine,
     );
     same_bits(
         "logsumexp",

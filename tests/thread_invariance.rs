@@ -345,7 +345,9 @@ const CASES: &[Case] = &[
         for training in [true, false] {
             ctx.reset();
             ctx.set_training(training);
-            let y = ctx.batch_norm(x, w, b, Some(st), 0.1, 1e-5).unwrap();
+            let y = ctx
+                .batch_norm(x, Some(w), Some(b), Some(st), 0.1, 1e-5)
+                .unwrap();
             let rt = ctx.tensor(&[n, c, 32, 32], &r).unwrap();
             let yr = ctx.mul(y, rt).unwrap();
             let loss = ctx.sum(yr).unwrap();
@@ -366,10 +368,34 @@ const CASES: &[Case] = &[
         let mut random = normals(36);
         let mut ctx = Context::new();
         let (w, b, x) = norm_params(&mut ctx, &mut random, n, c);
-        let y = ctx.group_norm(x, w, b, 8, 1e-5).unwrap();
+        let y = ctx.group_norm(x, Some(w), Some(b), 8, 1e-5).unwrap();
         let weights = random(n * c * s);
         weighted_sum_bits(&mut ctx, y, &weights)
     }),
+    // Both norms without a weight or bias (PyTorch's affine=False): batch
+    // norm in training over [32, 16, 32, 32], then group norm over its
+    // output in 8 groups; only x gets a gradient.
+    (
+        "batch_norm and group_norm without affine parameters",
+        || {
+            let (n, c, s) = (32, 16, 32 * 32);
+            let mut random = normals(38);
+            let mut ctx = Context::new();
+            let x = ctx
+                .param(&[n, c, 32, 32], Some(&random(n * c * s)))
+                .unwrap();
+            let st = ctx.batch_norm_stats("bn", c).unwrap();
+            let y = ctx.batch_norm(x, None, None, Some(st), 0.1, 1e-5).unwrap();
+            let y = ctx.group_norm(y, None, None, 8, 1e-5).unwrap();
+            let weights = random(n * c * s);
+            let mut out = weighted_sum_bits(&mut ctx, y, &weights);
+            let (mut mean, mut var) = (vec![0.0f32; c], vec![0.0f32; c]);
+            ctx.batch_norm_stats_read(st, &mut mean, &mut var).unwrap();
+            out.params
+                .extend(mean.iter().chain(&var).map(|v| v.to_bits()));
+            out
+        },
+    ),
     // The statistics functions (serial kernels, element maps and small
     // matrices) inside a model that uses the pool elsewhere: inv_Phi,
     // the incomplete gamma and beta, Cholesky with a solve and ln det, a

@@ -2,7 +2,9 @@
 //! every position. In training mode it normalises with the batch's mean and
 //! biased variance and updates the running statistics (PyTorch's rule:
 //! new = (1 - momentum) old + momentum batch, with the unbiased variance);
-//! in evaluation mode it normalises with the running statistics.
+//! in evaluation mode it normalises with the running statistics. The
+//! weight and bias are each optional (PyTorch's `affine=False` has
+//! neither): a missing weight scales by 1, a missing bias shifts by 0.
 //!
 //! The running statistics are updated by the forward op function, so that
 //! a captured step's replay updates them as its eager step did; a
@@ -82,15 +84,16 @@ fn channel_stats(
     }
 }
 
-/// y = (x - mean) * rstd * w + b over the planes `rows` (of `[N * C]`).
+/// y = (x - mean) * rstd * w + b over the planes `rows` (of `[N * C]`);
+/// w is 1 and b 0 where absent.
 #[allow(clippy::too_many_arguments)]
 fn normalise_planes(
     y: &mut [f32],
     x: &[f32],
     mean: &[f32],
     rstd: &[f32],
-    w: &[f32],
-    b: &[f32],
+    w: Option<&[f32]>,
+    b: Option<&[f32]>,
     d: Dims,
     rows: std::ops::Range<usize>,
 ) {
@@ -99,7 +102,8 @@ fn normalise_planes(
         .zip(x[rows.start * d.s..].chunks_exact(d.s));
     for (r, (yp, xp)) in rows.zip(planes) {
         let ch = r % d.c;
-        let (mu, rs, wv, bv) = (mean[ch], rstd[ch], w[ch], b[ch]);
+        let (mu, rs) = (mean[ch], rstd[ch]);
+        let (wv, bv) = (scale_at(w, ch), shift_at(b, ch));
         for (yv, &xv) in yp.iter_mut().zip(xp) {
             *yv = (xv - mu) * rs * wv + bv;
         }
@@ -133,14 +137,15 @@ fn channel_grad_sums(
 }
 
 /// dx += w rstd (dout - sum(dout) / M - xhat sum(dout xhat) / M) in
-/// training; dx += w rstd dout in evaluation (the statistics are constants).
+/// training; dx += w rstd dout in evaluation (the statistics are
+/// constants); w is 1 where absent.
 #[allow(clippy::too_many_arguments)]
 fn dx_planes(
     dx: &mut [f32],
     g: &[f32],
     x: &[f32],
     saved: [&[f32]; 4],
-    w: &[f32],
+    w: Option<&[f32]>,
     d: Dims,
     rows: std::ops::Range<usize>,
     training: bool,
@@ -154,7 +159,7 @@ fn dx_planes(
         .zip(x[at..].chunks_exact(d.s));
     for (r, ((dp, gp), xp)) in rows.zip(planes) {
         let ch = r % d.c;
-        let (mu, rs, k) = (mean[ch], rstd[ch], w[ch] * rstd[ch]);
+        let (mu, rs, k) = (mean[ch], rstd[ch], scale_at(w, ch) * rstd[ch]);
         if !training {
             dp.iter_mut().zip(gp).for_each(|(o, &gv)| *o += k * gv);
             continue;
@@ -167,9 +172,63 @@ fn dx_planes(
     }
 }
 
+/// The weight at channel `ch`: 1 without a weight.
+pub(super) fn scale_at(w: Option<&[f32]>, ch: usize) -> f32 {
+    w.map_or(1.0, |w| w[ch])
+}
+
+/// The bias at channel `ch`: 0 without a bias.
+pub(super) fn shift_at(b: Option<&[f32]>, ch: usize) -> f32 {
+    b.map_or(0.0, |b| b[ch])
+}
+
+/// The buffer of an optional `[C]` parameter, or where there is none an
+/// empty view of `x` (never written by these ops), so that one access
+/// call reads either; [`present`] turns the slice back into an option.
+pub(super) fn optional_data(ctx: &Context, id: Option<u32>, x: Buf) -> Buf {
+    id.map_or(Storage::sub(x, 0, 0), |i| ctx.entry(i).data)
+}
+
+/// A slice read through [`optional_data`]: None for the empty view (a
+/// present parameter has C >= 1 values: shapes have no zero dimension).
+pub(super) fn present(s: &[f32]) -> Option<&[f32]> {
+    (!s.is_empty()).then_some(s)
+}
+
+/// Checks that the weight and bias present (ids, in that order) are `[C]`
+/// for x of shape `x`.
+pub(super) fn check_affine(
+    ctx: &Context,
+    op: &'static str,
+    ids: [Option<u32>; 2],
+    x: crate::shape::Shape,
+    c: usize,
+) -> Result<()> {
+    let whats = [
+        "weight must be [C] for x [N, C, *]",
+        "bias must be [C] for x [N, C, *]",
+    ];
+    for (id, what) in ids.into_iter().zip(whats) {
+        let Some(s) = id.map(|i| ctx.entry(i).shape) else {
+            continue;
+        };
+        if s.ndim() != 1 || s.numel() != c {
+            return Err(Error::ShapeMismatch {
+                op,
+                what,
+                a: x,
+                b: s,
+            });
+        }
+    }
+    Ok(())
+}
+
 impl Context {
     /// Batch normalisation of x `[N, C, *]` (rank 2 or more) with weight
-    /// and bias `[C]` and the running statistics `stats` (of C channels).
+    /// and bias `[C]`, each optional (None: scale 1, shift 0; neither is
+    /// PyTorch's `affine=False`), and the running statistics `stats` (of
+    /// C channels).
     /// Training mode ([`Context::set_training`]): normalises with the
     /// batch's statistics, then updates the running ones with `momentum`
     /// (PyTorch's 0.1 is [`BATCH_NORM_MOMENTUM`]) and counts the batch;
@@ -181,56 +240,57 @@ impl Context {
     pub fn batch_norm(
         &mut self,
         x: Tensor,
-        w: Tensor,
-        b: Tensor,
+        w: Option<Tensor>,
+        b: Option<Tensor>,
         stats: Option<BatchNormStats>,
         momentum: f32,
         eps: f32,
     ) -> Result<Tensor> {
-        const OP: &str = "batch_norm";
-        let (ix, iw, ib) = (
-            self.resolve(OP, x)?,
-            self.resolve(OP, w)?,
-            self.resolve(OP, b)?,
+        self.batch_norm_named("batch_norm", x, [w, b], stats, momentum, eps)
+    }
+
+    /// [`batch_norm`](Self::batch_norm) whose errors name `op`: the C
+    /// function called (`ag_batch_norm_opt`'s are `batch_norm_opt`).
+    pub(crate) fn batch_norm_named(
+        &mut self,
+        op: &'static str,
+        x: Tensor,
+        [w, b]: [Option<Tensor>; 2],
+        stats: Option<BatchNormStats>,
+        momentum: f32,
+        eps: f32,
+    ) -> Result<Tensor> {
+        let ix = self.resolve(op, x)?;
+        let (iw, ib) = (
+            w.map(|t| self.resolve(op, t)).transpose()?,
+            b.map(|t| self.resolve(op, t)).transpose()?,
         );
         let si = match stats {
-            Some(s) => Some(self.stats_index(OP, s)?),
+            Some(s) => Some(self.stats_index(op, s)?),
             None => None,
         };
-        let (ex, ew, eb) = (self.entry(ix), self.entry(iw), self.entry(ib));
+        let ex = self.entry(ix);
         if ex.shape.ndim() < 2 {
             return Err(Error::InvalidArgument {
-                op: OP,
+                op,
                 what: format!("x {} must be [N, C, *] (rank 2 or more)", ex.shape),
             });
         }
         let d = Dims::of(ex.shape);
-        for (what, s) in [
-            ("weight must be [C] for x [N, C, *]", ew.shape),
-            ("bias must be [C] for x [N, C, *]", eb.shape),
-        ] {
-            if s.ndim() != 1 || s.numel() != d.c {
-                return Err(Error::ShapeMismatch {
-                    op: OP,
-                    what,
-                    a: ex.shape,
-                    b: s,
-                });
-            }
-        }
+        check_affine(self, op, [iw, ib], ex.shape, d.c)?;
         if let Some(si) = si
             && self.stats_bufs(si).0 != d.c
         {
             let sc = self.stats_bufs(si).0;
             return Err(Error::InvalidArgument {
-                op: OP,
+                op,
                 what: format!("statistics of {sc} channels for x {} of {}", ex.shape, d.c),
             });
         }
         let valid = (0.0..=1.0).contains(&momentum) && eps > 0.0 && eps.is_finite();
         if !valid {
             return Err(Error::InvalidArgument {
-                op: OP,
+                op,
                 what: format!(
                     "momentum {momentum} must be in [0, 1] and eps {eps} finite and above 0"
                 ),
@@ -240,7 +300,7 @@ impl Context {
         let training = self.training() || si.is_none();
         if training && d.per_channel() <= 1 {
             return Err(Error::InvalidArgument {
-                op: OP,
+                op,
                 what: format!(
                     "with batch statistics each channel needs more than one value, but x {} has {} per channel",
                     ex.shape,
@@ -248,10 +308,11 @@ impl Context {
                 ),
             });
         }
-        let tracks = self.tracks(&[ix, iw, ib]);
-        let saved = self.alloc_scratchable::<f32>(OP, 4 * d.c)?;
-        let out = self.push_output(OP, ex.shape, tracks)?;
-        let op = Op::BatchNorm {
+        // An absent parameter stands in as x (a repeat changes nothing).
+        let tracks = self.tracks(&[ix, iw.unwrap_or(ix), ib.unwrap_or(ix)]);
+        let saved = self.alloc_scratchable::<f32>(op, 4 * d.c)?;
+        let out = self.push_output(op, ex.shape, tracks)?;
+        let record = Op::BatchNorm {
             x: ix,
             w: iw,
             b: ib,
@@ -261,7 +322,7 @@ impl Context {
             eps,
             saved,
         };
-        Ok(self.run(op, out))
+        Ok(self.run(record, out))
     }
 }
 
@@ -280,20 +341,26 @@ fn tasks(d: Dims) -> (usize, usize) {
     (row_tasks(d.c, d.per_channel()), row_tasks(d.n * d.c, d.s))
 }
 
-/// `inputs` are x, w and b; `stats` the registry index of the running
-/// statistics, or [`NO_STATS`]; `training`: batch statistics.
+/// The inputs are x, and w and b where present; `stats` the registry
+/// index of the running statistics, or [`NO_STATS`]; `training`: batch
+/// statistics.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn forward_batch_norm(
     ctx: &mut Context,
     out: u32,
-    inputs: [u32; 3],
+    ix: u32,
+    [iw, ib]: [Option<u32>; 2],
     stats: u32,
     training: bool,
     momentum: f32,
     eps: f32,
     saved: Buf,
 ) {
-    let [ex, ew, eb] = inputs.map(|i| ctx.entry(i));
+    let ex = ctx.entry(ix);
+    let (wd, bd) = (
+        optional_data(ctx, iw, ex.data),
+        optional_data(ctx, ib, ex.data),
+    );
     let d = Dims::of(ex.shape);
     let c = d.c;
     let [mean, rstd, var, _] = parts(saved, c);
@@ -317,11 +384,9 @@ pub(crate) fn forward_batch_norm(
         }
     }
     let par = n_planes > 1 && ctx.want_pool(work);
-    let (pool, [y], [x, m, r, w, b]) = ctx.access_on(
-        par,
-        [ctx.entry(out).data],
-        [ex.data, mean, rstd, ew.data, eb.data],
-    );
+    let (pool, [y], [x, m, r, w, b]) =
+        ctx.access_on(par, [ctx.entry(out).data], [ex.data, mean, rstd, wd, bd]);
+    let (w, b) = (present(w), present(b));
     let rows = d.n * d.c;
     fastmath::run_parts(pool, fastmath::row_parts(y, d.s, n_planes), &|i, y| {
         normalise_planes(y, x, m, r, w, b, d, pool::task_range(rows, n_planes, i))
@@ -339,20 +404,20 @@ pub(crate) fn forward_batch_norm(
     }
 }
 
-/// `inputs` are x, w and b.
-#[allow(clippy::too_many_arguments)]
+/// The inputs are x, and w and b where present.
 pub(crate) fn backward_batch_norm(
     ctx: &mut Context,
     out: u32,
-    inputs: [u32; 3],
+    ix: u32,
+    [iw, ib]: [Option<u32>; 2],
     training: bool,
     saved: Buf,
 ) {
     let Some(dout) = ctx.grad_out(out) else {
         return;
     };
-    let [ix, iw, ib] = inputs;
-    let (ex, ew) = (ctx.entry(ix), ctx.entry(iw));
+    let ex = ctx.entry(ix);
+    let wd = optional_data(ctx, iw, ex.data);
     let d = Dims::of(ex.shape);
     let [mean, rstd, sg, sgx] = parts(saved, d.c);
     let (n_ch, n_planes) = tasks(d);
@@ -363,18 +428,19 @@ pub(crate) fn backward_batch_norm(
     fastmath::run_parts(pool, parts, &|i, (s1, s2)| {
         channel_grad_sums(s1, s2, g, x, m, r, d, pool::task_range(d.c, n_ch, i))
     });
-    if let Some(dw) = ctx.grad_of(iw) {
+    if let Some(dw) = iw.and_then(|i| ctx.grad_of(i)) {
         let ([dw], [s2]) = ctx.access([dw], [sgx]);
         dw.iter_mut().zip(s2).for_each(|(o, &v)| *o += v);
     }
-    if let Some(db) = ctx.grad_of(ib) {
+    if let Some(db) = ib.and_then(|i| ctx.grad_of(i)) {
         let ([db], [s1]) = ctx.access([db], [sg]);
         db.iter_mut().zip(s1).for_each(|(o, &v)| *o += v);
     }
     if let Some(dx) = ctx.grad_of(ix) {
         let par = n_planes > 1 && ctx.want_pool(work);
         let (pool, [dx], [g, x, m, r, s1, s2, w]) =
-            ctx.access_on(par, [dx], [dout, ex.data, mean, rstd, sg, sgx, ew.data]);
+            ctx.access_on(par, [dx], [dout, ex.data, mean, rstd, sg, sgx, wd]);
+        let w = present(w);
         let rows = d.n * d.c;
         fastmath::run_parts(pool, fastmath::row_parts(dx, d.s, n_planes), &|i, dx| {
             let rows = pool::task_range(rows, n_planes, i);

@@ -23,10 +23,112 @@ fn gradcheck_batch_norm_training_and_evaluation() {
             gradcheck(check, |ctx, x| {
                 ctx.set_training(training);
                 let s = stats(ctx, c);
-                ctx.batch_norm(x[0], x[1], x[2], Some(s), 0.1, 1e-5)
+                ctx.batch_norm(x[0], Some(x[1]), Some(x[2]), Some(s), 0.1, 1e-5)
             });
         }
     }
+}
+
+/// Without a weight, a bias or both (PyTorch's affine=False), in both
+/// modes: the gradient check takes the inputs present.
+#[test]
+fn gradcheck_batch_norm_without_affine_parameters() {
+    for training in [true, false] {
+        for (with_w, with_b) in [(false, false), (true, false), (false, true)] {
+            let shape = &[3usize, 2, 2, 2][..];
+            let c = [shape[1]];
+            let mut shapes = vec![shape];
+            shapes.extend([with_w, with_b].iter().filter(|&&on| on).map(|_| &c[..]));
+            let check = Check::new("batch_norm without affine", &shapes).range(-2.0, 2.0);
+            gradcheck(check, |ctx, x| {
+                ctx.set_training(training);
+                let s = stats(ctx, c[0]);
+                let w = with_w.then(|| x[1]);
+                let b = with_b.then(|| x[x.len() - 1]);
+                ctx.batch_norm(x[0], w, b, Some(s), 0.1, 1e-5)
+            });
+        }
+    }
+}
+
+/// Without affine parameters, y = (x - mean) / sqrt(var + eps) in f64 of
+/// the same inputs (batch statistics, then the running ones), within
+/// 1e-5 of values of order 1; a weight of ones and a bias of zeros give
+/// the same bits; only x gets a gradient, and it is the affine one's with
+/// those parameters.
+#[test]
+fn without_affine_matches_f64_reference_and_unit_affine() {
+    let (n, c, s) = (4, 3, 5);
+    let mut rng = Lcg(33);
+    let x: Vec<f32> = (0..n * c * s).map(|_| rng.range(-2.0, 3.0)).collect();
+    let run = |affine: bool, training: bool| {
+        let mut ctx = Context::new();
+        ctx.set_training(training);
+        let st = ctx.batch_norm_stats("bn", c).unwrap();
+        let var: Vec<f32> = (0..c).map(|k| 0.5 + k as f32).collect();
+        ctx.batch_norm_stats_write(st, &[0.25, -0.5, 1.0], &var, 0)
+            .unwrap();
+        let (w, b) = if affine {
+            let w = ctx.param(&[c], Some(&vec![1.0; c])).unwrap();
+            (Some(w), Some(ctx.param(&[c], None).unwrap()))
+        } else {
+            (None, None)
+        };
+        assert_eq!(ctx.param_count(), if affine { 2 } else { 0 });
+        let px = ctx.param(&[n, c, s], Some(&x)).unwrap();
+        let y = ctx.batch_norm(px, w, b, Some(st), 0.1, 1e-5).unwrap();
+        let y2 = ctx.mul(y, y).unwrap();
+        let y3 = ctx.mul(y2, y).unwrap();
+        let l = ctx.sum(y3).unwrap();
+        ctx.backward(l).unwrap();
+        let (mut yv, mut gx) = (vec![0.0f32; x.len()], vec![0.0f32; x.len()]);
+        ctx.read(y, &mut yv).unwrap();
+        ctx.read_grad(px, &mut gx).unwrap();
+        let (mut mean, mut var) = (vec![0.0f32; c], vec![0.0f32; c]);
+        ctx.batch_norm_stats_read(st, &mut mean, &mut var).unwrap();
+        (yv, gx, mean, var)
+    };
+    for training in [true, false] {
+        let plain = run(false, training);
+        assert_eq!(
+            plain,
+            run(true, training),
+            "unit affine, training {training}"
+        );
+        let want = if training {
+            let (mut rm, mut rv) = (vec![0.0f64; c], vec![1.0f64; c]);
+            reference_step(&x, n, c, s, &mut rm, &mut rv)
+        } else {
+            let (rm, rv) = ([0.25, -0.5, 1.0], [0.5, 1.5, 2.5]);
+            let ch = |k: usize| k / s % c;
+            (0..x.len())
+                .map(|k| (x[k] as f64 - rm[ch(k)]) / (rv[ch(k)] + 1e-5f64).sqrt())
+                .collect()
+        };
+        for (g, w) in plain.0.iter().zip(&want) {
+            assert!((*g as f64 - w).abs() <= 1e-5, "{g} vs {w}");
+        }
+    }
+}
+
+/// A weight or bias of the wrong shape is refused, each on its own.
+#[test]
+fn one_affine_parameter_of_the_wrong_shape_is_refused() {
+    let mut ctx = Context::new();
+    let good = ctx.param(&[2], Some(&[1.0, 2.0])).unwrap();
+    let bad = ctx.param(&[3], None).unwrap();
+    let x = ctx
+        .tensor(&[3, 2], &[1.0, 2.0, 4.0, -1.0, 0.5, 3.0])
+        .unwrap();
+    let msg = |r: crate::error::Result<crate::Tensor>| r.unwrap_err().to_string();
+    let e = msg(ctx.batch_norm(x, Some(bad), None, None, 0.1, 1e-5));
+    assert!(e.contains("weight must be [C]"), "{e}");
+    let e = msg(ctx.batch_norm(x, None, Some(bad), None, 0.1, 1e-5));
+    assert!(e.contains("bias must be [C]"), "{e}");
+    let e = msg(ctx.batch_norm(x, Some(good), Some(bad), None, 0.1, 1e-5));
+    assert!(e.contains("bias must be [C]"), "{e}");
+    ctx.batch_norm(x, None, Some(good), None, 0.1, 1e-5)
+        .unwrap();
 }
 
 /// PyTorch's update of the running statistics, in f64: the batch's biased
@@ -74,7 +176,9 @@ fn training_steps_match_f64_reference() {
             .map(|_| rng.range(-2.0, 3.0) * (1 + step) as f32)
             .collect();
         let xt = ctx.tensor(&[n, c, s], &x).unwrap();
-        let y = ctx.batch_norm(xt, w, b, Some(st), 0.1, 1e-5).unwrap();
+        let y = ctx
+            .batch_norm(xt, Some(w), Some(b), Some(st), 0.1, 1e-5)
+            .unwrap();
         let mut got = vec![0.0; x.len()];
         ctx.read(y, &mut got).unwrap();
         let want = reference_step(&x, n, c, s, &mut rm, &mut rv);
@@ -98,7 +202,9 @@ fn training_steps_match_f64_reference() {
     ctx.reset();
     let x = vec![1.5f32; n * c * s];
     let xt = ctx.tensor(&[n, c, s], &x).unwrap();
-    let y = ctx.batch_norm(xt, w, b, Some(st), 0.1, 1e-5).unwrap();
+    let y = ctx
+        .batch_norm(xt, Some(w), Some(b), Some(st), 0.1, 1e-5)
+        .unwrap();
     let mut got = vec![0.0; x.len()];
     ctx.read(y, &mut got).unwrap();
     for (k, g) in got.iter().enumerate() {
@@ -122,18 +228,24 @@ fn one_value_per_channel_is_refused_in_training_only() {
     let b = ctx.param(&[3], None).unwrap();
     let st = ctx.batch_norm_stats("bn", 3).unwrap();
     let x = ctx.tensor(&[1, 3, 1, 1], &[1.0, 2.0, 3.0]).unwrap();
-    let e = ctx.batch_norm(x, w, b, Some(st), 0.1, 1e-5).unwrap_err();
+    let e = ctx
+        .batch_norm(x, Some(w), Some(b), Some(st), 0.1, 1e-5)
+        .unwrap_err();
     let msg = e.to_string();
     assert!(
         msg.contains("batch_norm") && msg.contains("[1,3,1,1]"),
         "{msg}"
     );
     ctx.set_training(false);
-    ctx.batch_norm(x, w, b, Some(st), 0.1, 1e-5).unwrap();
+    ctx.batch_norm(x, Some(w), Some(b), Some(st), 0.1, 1e-5)
+        .unwrap();
     let other = ctx.batch_norm_stats_by_prefix("bn").unwrap();
     assert_eq!(other, st);
     // Without running statistics the batch's are used in either mode.
-    assert!(ctx.batch_norm(x, w, b, None, 0.1, 1e-5).is_err());
+    assert!(
+        ctx.batch_norm(x, Some(w), Some(b), None, 0.1, 1e-5)
+            .is_err()
+    );
 }
 
 /// Without running statistics, evaluation normalises as training does.
@@ -148,7 +260,9 @@ fn without_statistics_both_modes_use_the_batch() {
     let mut outs = [[0.0f32; 6]; 2];
     for (training, out) in [true, false].into_iter().zip(&mut outs) {
         ctx.set_training(training);
-        let y = ctx.batch_norm(x, w, b, None, 0.1, 1e-5).unwrap();
+        let y = ctx
+            .batch_norm(x, Some(w), Some(b), None, 0.1, 1e-5)
+            .unwrap();
         ctx.read(y, out).unwrap();
     }
     assert_eq!(outs[0], outs[1]);
@@ -173,7 +287,9 @@ fn recomputed_segment_updates_running_statistics_once() {
         if segment {
             ctx.segment_begin().unwrap();
         }
-        let y = ctx.batch_norm(xt, w, b, Some(st), 0.1, 1e-5).unwrap();
+        let y = ctx
+            .batch_norm(xt, Some(w), Some(b), Some(st), 0.1, 1e-5)
+            .unwrap();
         let h = ctx.tanh(y).unwrap();
         if segment {
             ctx.segment_end(&[h]).unwrap();
@@ -211,7 +327,9 @@ fn captured_step_replays_match_eager_steps() {
         (ctx, w, b, st)
     };
     let model = |ctx: &mut Context, w, b, st, x| {
-        let y = ctx.batch_norm(x, w, b, Some(st), 0.1, 1e-5).unwrap();
+        let y = ctx
+            .batch_norm(x, Some(w), Some(b), Some(st), 0.1, 1e-5)
+            .unwrap();
         let y2 = ctx.mul(y, y).unwrap();
         (y, ctx.sum(y2).unwrap())
     };
@@ -270,7 +388,9 @@ fn statistics_stay_out_of_parameters_and_optimizer() {
     })
     .unwrap();
     let x = ctx.tensor(&[2, 2], &[1.0, 2.0, 3.0, 5.0]).unwrap();
-    let y = ctx.batch_norm(x, w, b, Some(st), 0.5, 1e-5).unwrap();
+    let y = ctx
+        .batch_norm(x, Some(w), Some(b), Some(st), 0.5, 1e-5)
+        .unwrap();
     let l = ctx.sum(y).unwrap();
     ctx.backward(l).unwrap();
     ctx.optimizer_step().unwrap();
@@ -301,7 +421,9 @@ fn parallel_path_matches_one_thread() {
         let b = ctx.param(&[c], None).unwrap();
         let px = ctx.param(&[n, c, s], Some(&x)).unwrap();
         let st = ctx.batch_norm_stats("bn", c).unwrap();
-        let y = ctx.batch_norm(px, w, b, Some(st), 0.1, 1e-5).unwrap();
+        let y = ctx
+            .batch_norm(px, Some(w), Some(b), Some(st), 0.1, 1e-5)
+            .unwrap();
         let y = ctx.mul(y, y).unwrap();
         let l = ctx.sum(y).unwrap();
         ctx.backward(l).unwrap();
@@ -426,4 +548,34 @@ fn safetensors_names_and_round_trip() {
     assert_eq!(w, [1.0, 2.0]);
     // The standalone reader still takes float32 only.
     assert!(crate::safetensors_io::from_bytes(&bytes).is_err());
+}
+
+/// A batch norm without affine parameters has no weight or bias to save:
+/// its safetensors entries are the running statistics alone, as PyTorch's
+/// `BatchNorm2d(affine=False).state_dict()` (nothing is named by the op).
+#[test]
+fn without_affine_only_the_statistics_are_saved() {
+    let mut ctx = Context::new();
+    let st = ctx.batch_norm_stats("bn1", 2).unwrap();
+    let x = ctx.tensor(&[2, 2], &[1.0, 2.0, 3.0, 5.0]).unwrap();
+    ctx.batch_norm(x, None, None, Some(st), 0.1, 1e-5).unwrap();
+    let bytes = ctx.safetensors_bytes().unwrap();
+    let header_len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + header_len]).unwrap();
+    let mut names: Vec<&str> = header
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str())
+        .filter(|k| *k != "__metadata__")
+        .collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            "bn1.num_batches_tracked",
+            "bn1.running_mean",
+            "bn1.running_var"
+        ]
+    );
 }

@@ -277,13 +277,14 @@ pub(crate) enum Op {
         mean: Buf,
         rstd: Buf,
     },
-    /// Batch normalisation of `[N, C, *]` per channel; `stats` is the
-    /// running statistics' registry index; `saved` holds the mean and
-    /// 1/std used (`[C]` each) and `[2C]` of scratch.
+    /// Batch normalisation of `[N, C, *]` per channel, with an optional
+    /// weight and bias; `stats` is the running statistics' registry index;
+    /// `saved` holds the mean and 1/std used (`[C]` each) and `[2C]` of
+    /// scratch.
     BatchNorm {
         x: u32,
-        w: u32,
-        b: u32,
+        w: Option<u32>,
+        b: Option<u32>,
         stats: u32,
         training: bool,
         momentum: f32,
@@ -291,12 +292,13 @@ pub(crate) enum Op {
         saved: Buf,
     },
     /// Group normalisation of `[N, C, *]` over `groups` groups of
-    /// channels; `saved` holds each (image, group) row's mean and 1/std
-    /// (`[N G]` each) and `[2C]` of scratch.
+    /// channels, with an optional weight and bias; `saved` holds each
+    /// (image, group) row's mean and 1/std (`[N G]` each) and `[2C]` of
+    /// scratch.
     GroupNorm {
         x: u32,
-        w: u32,
-        b: u32,
+        w: Option<u32>,
+        b: Option<u32>,
         groups: u32,
         eps: f32,
         saved: Buf,

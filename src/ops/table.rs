@@ -16,7 +16,7 @@
 //!
 //! * `name`: the op's name in traces (unary ops: their row's name).
 //! * `inputs`: the ids the op reads, in order, i.e. those its backward
-//!   sends gradient to: an array, a slice, or an array plus an optional id
+//!   sends gradient to: an array, a slice, or an array plus optional ids
 //!   (see [`InputIds`]).
 //! * `reads`: what its backward reads besides the gradient of its output
 //!   (see [`BackwardReads`]): the values of its inputs, its own output or
@@ -208,16 +208,16 @@ macro_rules! op_table {
             // recomputed segment's replay); backward reads the mean and
             // 1/std it saved.
             BatchNorm { x, w, b, stats, training, momentum, eps, saved }:
-                name "batch_norm", inputs [x, w, b], reads (true, true),
+                name "batch_norm", inputs ([x], [w, b]), reads (true, true),
                 forward batch_norm::forward_batch_norm(
-                    [x, w, b], stats, training, momentum, eps, saved),
-                backward batch_norm::backward_batch_norm([x, w, b], training, saved),
+                    x, [w, b], stats, training, momentum, eps, saved),
+                backward batch_norm::backward_batch_norm(x, [w, b], training, saved),
                 replay None,
                 capture CaptureRule::Plain;
             GroupNorm { x, w, b, groups, eps, saved }:
-                name "group_norm", inputs [x, w, b], reads (true, true),
-                forward group_norm::forward_group_norm([x, w, b], groups as usize, eps, saved),
-                backward group_norm::backward_group_norm([x, w, b], groups as usize, saved),
+                name "group_norm", inputs ([x], [w, b]), reads (true, true),
+                forward group_norm::forward_group_norm(x, [w, b], groups as usize, eps, saved),
+                backward group_norm::backward_group_norm(x, [w, b], groups as usize, saved),
                 replay Some(ReplayForm::Eager),
                 capture CaptureRule::Plain;
             RmsNorm { x, w, eps, rstd }:
@@ -344,6 +344,15 @@ impl<const N: usize> InputIds for ([u32; N], Option<u32>) {
     fn each(self, f: &mut impl FnMut(u32)) {
         self.0.into_iter().for_each(&mut *f);
         self.1.into_iter().for_each(f);
+    }
+}
+
+/// Fixed ids, then several that may each be absent (a weight and a bias).
+impl<const N: usize, const M: usize> InputIds for ([u32; N], [Option<u32>; M]) {
+    #[inline(always)]
+    fn each(self, f: &mut impl FnMut(u32)) {
+        self.0.into_iter().for_each(&mut *f);
+        self.1.into_iter().flatten().for_each(f);
     }
 }
 

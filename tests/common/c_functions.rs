@@ -930,6 +930,35 @@ c_functions! {
         contract: call(ag_group_norm(ctx, t, fx.b, fx.b, n, fl, o)),
         c: AG_OP("3, (2, 4), (4), (4), ag_group_norm(c, t[0], t[1], t[2], 2, 1e-5f, out)"),
     }
+    ag_batch_norm_opt {
+        fuzz: BATCH_NORM_OPT,
+        null: call(ag_batch_norm_opt(n, p, null(), null(), u32::MAX, 0.1, 1e-5, &mut o)),
+        contract: call(ag_batch_norm_opt(
+            ctx,
+            t,
+            if a.null || a.handle % 3 == 0 { null() } else { &fx.b },
+            if a.null || a.handle % 2 == 1 { null() } else { &fx.b },
+            if n == 1 { 0 } else { u32::MAX },
+            0.1,
+            fl,
+            o,
+        )),
+        c: AG_OP("3, (2, 3), (3), (3), ag_batch_norm_opt(c, t[0], &t[1], &t[2], AG_NO_STATS, 0.1f, 1e-5f, out)"),
+    }
+    ag_group_norm_opt {
+        fuzz: GROUP_NORM_OPT,
+        null: call(ag_group_norm_opt(n, p, null(), null(), 1, 1e-5, &mut o)),
+        contract: call(ag_group_norm_opt(
+            ctx,
+            t,
+            if a.null || a.handle % 3 == 0 { null() } else { &fx.b },
+            if a.null || a.handle % 2 == 1 { null() } else { &fx.b },
+            n,
+            fl,
+            o,
+        )),
+        c: AG_OP("3, (2, 4), (4), (4), ag_group_norm_opt(c, t[0], &t[1], &t[2], 2, 1e-5f, out)"),
+    }
 
     // src/ffi/ops/attention.rs
     ag_softmax {

@@ -232,6 +232,11 @@ ids! {
     GROUP_NORM = 0xC8;
     /// ag_conv2d_relu, as CONV2D.
     CONV2D_RELU = 0xC9;
+    /// ag_batch_norm_opt: a byte whose bits pass w (bit 0) and b
+    /// (bit 1), else NULL, then BATCH_NORM's input.
+    BATCH_NORM_OPT = 0xCC;
+    /// ag_group_norm_opt: that byte, then GROUP_NORM's input.
+    GROUP_NORM_OPT = 0xCD;
 
     // Stan's special functions (ops.rs).
     TRIGAMMA = 0xD0;

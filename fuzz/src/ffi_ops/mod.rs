@@ -267,6 +267,8 @@ impl<'a> FfiOps<'a> {
             ids::BATCH_NORM_STATS => self.batch_norm_stats(),
             ids::BATCH_NORM => self.batch_norm(),
             ids::GROUP_NORM => self.group_norm(),
+            ids::BATCH_NORM_OPT => self.batch_norm_opt(),
+            ids::GROUP_NORM_OPT => self.group_norm_opt(),
             ids::CONV1D => self.conv(Conv::Plain1d),
             ids::MAX_POOL2D => self.pool(true),
             ids::AVG_POOL2D => self.pool(false),

@@ -89,6 +89,28 @@ impl FfiOps<'_> {
     pub(super) fn batch_norm(&mut self) {
         let t = self.target();
         let (x, w, b) = (self.handle(), self.handle(), self.handle());
+        let (stats, momentum, eps) = self.batch_norm_scalars();
+        self.op("ag_batch_norm", t, &[x, w, b], |c, o| {
+            ag_batch_norm(c, x, w, b, stats, momentum, eps, o)
+        });
+    }
+
+    /// ag_batch_norm_opt: a byte whose bits pass w (bit 0) and b
+    /// (bit 1), else NULL, then BATCH_NORM's input.
+    pub(super) fn batch_norm_opt(&mut self) {
+        let bits = self.input.u8();
+        let t = self.target();
+        let (x, w, b) = (self.handle(), self.handle(), self.handle());
+        let (wp, bp, inputs) = optional_affine(bits, x, &w, &b);
+        let (stats, momentum, eps) = self.batch_norm_scalars();
+        self.op("ag_batch_norm_opt", t, &inputs, |c, o| {
+            ag_batch_norm_opt(c, x, wp, bp, stats, momentum, eps, o)
+        });
+    }
+
+    /// Batch norm's statistics index (0..2, or none for a zero byte),
+    /// momentum and eps (zero bytes: PyTorch's) from the input.
+    fn batch_norm_scalars(&mut self) -> (u32, f32, f32) {
         let stats = match self.input.u8() {
             0 => AG_NO_STATS,
             k => (k % 3) as u32,
@@ -101,9 +123,7 @@ impl FfiOps<'_> {
             0 => 1e-5,
             _ => self.input.f32(),
         };
-        self.op("ag_batch_norm", t, &[x, w, b], |c, o| {
-            ag_batch_norm(c, x, w, b, stats, momentum, eps, o)
-        });
+        (stats, momentum, eps)
     }
 
     /// ag_group_norm of x, w and b with a group count and eps from the
@@ -120,4 +140,42 @@ impl FfiOps<'_> {
             ag_group_norm(c, x, w, b, groups, eps, o)
         });
     }
+
+    /// ag_group_norm_opt: the byte of BATCH_NORM_OPT, then
+    /// GROUP_NORM's input.
+    pub(super) fn group_norm_opt(&mut self) {
+        let bits = self.input.u8();
+        let t = self.target();
+        let (x, w, b) = (self.handle(), self.handle(), self.handle());
+        let (wp, bp, inputs) = optional_affine(bits, x, &w, &b);
+        let groups = self.input.small_usize().wrapping_add(1);
+        let eps = match self.input.u8() {
+            0 => 1e-5,
+            _ => self.input.f32(),
+        };
+        self.op("ag_group_norm_opt", t, &inputs, |c, o| {
+            ag_group_norm_opt(c, x, wp, bp, groups, eps, o)
+        });
+    }
+}
+
+/// Which of `w` and `b` a call passes, by the bits of `bits` (bit 0: w,
+/// bit 1: b): the pointers (NULL for none) and the handles passed.
+fn optional_affine(
+    bits: u8,
+    x: ag_tensor,
+    w: &ag_tensor,
+    b: &ag_tensor,
+) -> (*const ag_tensor, *const ag_tensor, Vec<ag_tensor>) {
+    let mut inputs = vec![x];
+    let mut pass = |t: &ag_tensor, on: bool| {
+        if on {
+            inputs.push(*t);
+            t as *const ag_tensor
+        } else {
+            std::ptr::null()
+        }
+    };
+    let (wp, bp) = (pass(w, bits & 1 == 1), pass(b, bits & 2 == 2));
+    (wp, bp, inputs)
 }
