@@ -98,7 +98,8 @@ const LANES: usize = 16;
 /// goes to running sum i % 16 while whole groups of 16 last, the 16 sums
 /// are then combined pairwise (lane l with lane l + 8, then l + 4, l + 2,
 /// l + 1), and the terms after the last whole group, summed in order,
-/// are added last. One running sum would wait on each add's latency (the
+/// are added last (every sum starts at -0, the identity of IEEE
+/// addition). One running sum would wait on each add's latency (the
 /// gradient of a [2, 1] column broadcast over a [2, 1000] table was a
 /// chain of 1,000 dependent adds per row); sixteen fill a vector.
 #[inline(always)]
@@ -108,13 +109,21 @@ pub(super) fn lane_sum(a: &[f32], b: &[f32], term: impl Fn(f32, f32) -> f32) -> 
         .remainder()
         .iter()
         .zip(cb.remainder())
-        .fold(0.0f32, |s, (&p, &q)| s + term(p, q));
-    let mut acc = [0.0f32; LANES];
+        .fold(-0.0f32, |s, (&p, &q)| s + term(p, q));
+    let mut acc = [-0.0f32; LANES];
     for (p, q) in ca.zip(cb) {
         for l in 0..LANES {
             acc[l] += term(p[l], q[l]);
         }
     }
+    combine_lanes(acc) + tail
+}
+
+/// The pairwise combine of [`lane_sum`]'s running sums. Out of line: when
+/// inlined, the vectoriser paired the running sums two by two to match
+/// it, and the row loop ran on 2-float registers.
+#[inline(never)]
+fn combine_lanes(mut acc: [f32; LANES]) -> f32 {
     let mut width = LANES;
     while width > 1 {
         width /= 2;
@@ -122,7 +131,7 @@ pub(super) fn lane_sum(a: &[f32], b: &[f32], term: impl Fn(f32, f32) -> f32) -> 
             acc[l] += acc[l + width];
         }
     }
-    acc[0] + tail
+    acc[0]
 }
 
 /// dx += g(dout, x, y) reduced onto x's (possibly broadcast) shape, where x is
