@@ -388,17 +388,23 @@ static ag_status mixture2(ag_context *ctx, const model *m, ag_tensor q, ag_tenso
     TRY(ag_log_sigmoid(ctx, t, &pair[1]));
     TRY(ag_concat(ctx, pair, 2, 0, &lw));
     /* [1, n] - [2, 1] -> [2, n]: each component against each point, a row
-     * of n per component (long rows: the broadcast loops run over n, not 2) */
+     * of n per component (long rows: the broadcast loops run over n, not 2).
+     * -(y - mu)^2 / (2 sigma^2) = -((y - mu) k)^2 with k = e^-(log sigma) /
+     * sqrt(2): the per-component work (a reciprocal, the 1/2) is done on
+     * the [2] columns, so the table takes a multiply, not a divide and a
+     * scale. */
     TRY(constant(ctx, m->y, 1, n, &y));
     TRY(ag_reshape(ctx, mu, col_shape, 2, &col));
     TRY(ag_sub(ctx, y, col, &r));
-    TRY(ag_reshape(ctx, sigma, col_shape, 2, &col));
-    TRY(ag_div(ctx, r, col, &z));
+    TRY(ag_neg(ctx, ls, &t));
+    TRY(ag_exp(ctx, t, &t));
+    TRY(ag_scale(ctx, t, 0.70710678f, &t));
+    TRY(ag_reshape(ctx, t, col_shape, 2, &col));
+    TRY(ag_mul(ctx, r, col, &z));
     TRY(ag_mul(ctx, z, z, &sq));
-    TRY(ag_scale(ctx, sq, -0.5f, &z));
     TRY(ag_sub(ctx, lw, ls, &t));
     TRY(ag_reshape(ctx, t, col_shape, 2, &col));
-    TRY(ag_add(ctx, z, col, &lpk));
+    TRY(ag_sub(ctx, col, sq, &lpk));
     TRY(ag_logsumexp_axis(ctx, lpk, 0, false, &lse));
     TRY(ag_sum(ctx, lse, &lp));
     TRY(sumsq(ctx, mu, -1.0f / 8.0f, &t));

@@ -387,9 +387,60 @@ fn axis_scale(mean: bool, n: usize) -> f32 {
     if mean { 1.0 / n as f32 } else { 1.0 }
 }
 
-/// sum(x) (or its mean), accumulated in f64. x: `[N]`.
+/// Sums of at least this many elements run in [`SUM_LANES`] running sums
+/// ([`lane_sum_f64`]); shorter ones add in order.
+const LANE_SUM_MIN: usize = 32;
+
+/// Independent running sums of [`lane_sum_f64`]: two AVX-512 registers of
+/// f64, four AVX2 ones, eight SSE2 ones.
+const SUM_LANES: usize = 16;
+
+/// The sum of x in f64, in a fixed order that does not depend on the
+/// instruction set: element i goes to running sum i % 16 while whole
+/// groups of 16 last, the sums are combined pairwise (lane l with l + 8,
+/// then l + 4, l + 2, l + 1), and the elements after the last whole group,
+/// summed in order, are added last. One running sum waits on each add's
+/// latency (a thousand-term log density's final sum was a chain of 1,000
+/// dependent adds).
+#[inline(always)]
+fn lane_sum_f64(x: &[f32]) -> f64 {
+    let chunks = x.chunks_exact(SUM_LANES);
+    let tail = chunks
+        .remainder()
+        .iter()
+        .fold(-0.0f64, |s, &v| s + v as f64);
+    let mut acc = [-0.0f64; SUM_LANES];
+    for c in chunks {
+        for l in 0..SUM_LANES {
+            acc[l] += c[l] as f64;
+        }
+    }
+    combine_lanes_f64(acc) + tail
+}
+
+/// The pairwise combine of [`lane_sum_f64`]'s running sums, out of line
+/// (inlined, the vectoriser paired the running sums to match it and the
+/// loop ran on narrow registers).
+#[inline(never)]
+fn combine_lanes_f64(mut acc: [f64; SUM_LANES]) -> f64 {
+    let mut width = SUM_LANES;
+    while width > 1 {
+        width /= 2;
+        for l in 0..width {
+            acc[l] += acc[l + width];
+        }
+    }
+    acc[0]
+}
+
+/// sum(x) (or its mean), accumulated in f64: in order below
+/// [`LANE_SUM_MIN`] elements, else in [`lane_sum_f64`]'s order. x: `[N]`.
 pub(crate) fn reduce_forward(x: &[f32], mean: bool) -> f32 {
-    let s: f64 = x.iter().map(|&v| v as f64).sum();
+    let s: f64 = if x.len() < LANE_SUM_MIN {
+        x.iter().map(|&v| v as f64).sum()
+    } else {
+        simd::dispatch!(lane_sum_f64(x))
+    };
     if mean {
         (s / x.len() as f64) as f32
     } else {
@@ -401,7 +452,11 @@ pub(crate) fn reduce_forward(x: &[f32], mean: bool) -> f32 {
 pub(crate) fn reduce_backward(dx: &mut [f32], dout: f32, mean: bool) {
     let s = if mean { 1.0 / dx.len() as f32 } else { 1.0 };
     let g = s * dout;
-    dx.iter_mut().for_each(|d| *d += g);
+    if dx.len() < LANE_SUM_MIN {
+        dx.iter_mut().for_each(|d| *d += g);
+    } else {
+        simd::dispatch!(dx.iter_mut().for_each(|d| *d += g));
+    }
 }
 
 pub(crate) fn backward_reduce(ctx: &mut Context, out: u32, x: u32, mean: bool) {

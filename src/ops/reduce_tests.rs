@@ -229,3 +229,43 @@ fn gradcheck_reductions() {
         c.sub(x[0], m)
     });
 }
+
+/// The sum of all elements: in order below 32 elements; from 32 on, 16
+/// f64 running sums (element i into sum i % 16 over whole groups of 16),
+/// combined pairwise, then the rest in order. Against that order written
+/// out, a float64 reference (within one ulp: both round an f64 sum once)
+/// and every instruction set (the same bits).
+#[test]
+fn sum_lanes_fixed_order_within_one_ulp_of_f64() {
+    let mut rng = crate::ops::gradcheck::Lcg(11);
+    for n in [1, 5, 31, 32, 33, 47, 64, 1000, 1003] {
+        let x: Vec<f32> = (0..n)
+            .map(|k| (rng.uniform() * 2.0 - 1.0) * [1e-3, 1.0, 1e4][k % 3])
+            .collect();
+        let in_order = x.iter().fold(-0.0f64, |s, &v| s + v as f64);
+        let want = if n < 32 {
+            in_order
+        } else {
+            let whole = n / 16 * 16;
+            let mut lanes = [-0.0f64; 16];
+            for (i, &v) in x[..whole].iter().enumerate() {
+                lanes[i % 16] += v as f64;
+            }
+            for width in [8, 4, 2, 1] {
+                for l in 0..width {
+                    lanes[l] += lanes[l + width];
+                }
+            }
+            lanes[0] + x[whole..].iter().fold(-0.0f64, |s, &v| s + v as f64)
+        };
+        let got = super::reduce_forward(&x, false);
+        assert_eq!(got.to_bits(), (want as f32).to_bits(), "n {n}");
+        assert!(ulps(got, in_order as f32) <= 1, "n {n}");
+        let mean = super::reduce_forward(&x, true);
+        assert_eq!(mean.to_bits(), ((want / n as f64) as f32).to_bits());
+        for level in [simd::Level::Baseline, simd::Level::Avx2Fma] {
+            let s = simd::with_level(level, || super::reduce_forward(&x, false));
+            assert_eq!(s.to_bits(), got.to_bits(), "n {n} {level:?}");
+        }
+    }
+}

@@ -147,69 +147,97 @@ fn backward_binary_many(ctx: &mut Context, dout: Buf, out: u32, ia: u32, ib: u32
     // buffers are the same and must not be borrowed twice.
     if let Some(da) = ctx.grad_of(ia) {
         let ([da], [dout, a, b]) = ctx.access([da], [dout, va, vb]);
-        run_kernel!(
-            dout.len(),
-            match f {
-                BinaryFn::Add | BinaryFn::Sub => {
-                    binary_backward_into(da, dout, a, b, so, sa, sb, |g, _, _| g)
-                }
-                BinaryFn::Mul => binary_backward_into(da, dout, a, b, so, sa, sb, |g, _, y| g * y),
-                BinaryFn::Div => binary_backward_into(da, dout, a, b, so, sa, sb, |g, _, y| g / y),
-                BinaryFn::Max => binary_backward_into(da, dout, a, b, so, sa, sb, |g, x, y| {
-                    if takes_a_max(x, y) { g } else { 0.0 }
-                }),
-                BinaryFn::Min => binary_backward_into(da, dout, a, b, so, sa, sb, |g, x, y| {
-                    if takes_a_min(x, y) { g } else { 0.0 }
-                }),
-                BinaryFn::Lbeta => binary_backward_into(da, dout, a, b, so, sa, sb, |g, x, y| {
-                    g * special::lbeta_grad_a(x, y)
-                }),
-                BinaryFn::LogDiffExp => {
-                    binary_backward_into(da, dout, a, b, so, sa, sb, |g, x, y| {
-                        g * special::log_diff_exp_grad_a(x, y)
-                    })
-                }
-                BinaryFn::GammaP => binary_backward_into(da, dout, a, b, so, sa, sb, |g, x, y| {
-                    g * special::gamma_p_grad_a(x, y)
-                }),
-                BinaryFn::GammaQ => binary_backward_into(da, dout, a, b, so, sa, sb, |g, x, y| {
-                    g * special::gamma_q_grad_a(x, y)
-                }),
-            }
-        );
+        grad_into_a(f, da, dout, a, b, [so, sa, sb]);
     }
     if let Some(db) = ctx.grad_of(ib) {
         let ([db], [dout, a, b]) = ctx.access([db], [dout, va, vb]);
-        run_kernel!(
-            dout.len(),
-            match f {
-                BinaryFn::Add => binary_backward_into(db, dout, b, a, so, sb, sa, |g, _, _| g),
-                BinaryFn::Sub => binary_backward_into(db, dout, b, a, so, sb, sa, |g, _, _| -g),
-                BinaryFn::Mul => binary_backward_into(db, dout, b, a, so, sb, sa, |g, _, x| g * x),
-                BinaryFn::Div => {
-                    binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| -g * x / (y * y))
-                }
-                BinaryFn::Max => binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| {
-                    if takes_a_max(x, y) { 0.0 } else { g }
-                }),
-                BinaryFn::Min => binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| {
-                    if takes_a_min(x, y) { 0.0 } else { g }
-                }),
-                BinaryFn::Lbeta => binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| {
-                    g * special::lbeta_grad_b(x, y)
-                }),
-                BinaryFn::LogDiffExp => {
-                    binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| {
-                        g * special::log_diff_exp_grad_b(x, y)
-                    })
-                }
-                BinaryFn::GammaP => binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| {
-                    g * special::gamma_p_grad_b(x, y)
-                }),
-                BinaryFn::GammaQ => binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| {
-                    g * special::gamma_q_grad_b(x, y)
-                }),
-            }
-        );
+        grad_into_b(f, db, dout, a, b, [so, sa, sb]);
     }
+}
+
+/// da += the gradient of `f(a, b)` in a, reduced onto a's (possibly
+/// broadcast) shape; shapes are (out, a, b). The match on `f` sits inside
+/// the SIMD dispatch, so each op's loops are compiled with its arithmetic
+/// (the eager path and the replay program both run these).
+pub(super) fn grad_into_a(
+    f: BinaryFn,
+    da: &mut [f32],
+    dout: &[f32],
+    a: &[f32],
+    b: &[f32],
+    [so, sa, sb]: [Shape; 3],
+) {
+    run_kernel!(
+        dout.len(),
+        match f {
+            BinaryFn::Add | BinaryFn::Sub => {
+                binary_backward_into(da, dout, a, b, so, sa, sb, |g, _, _| g)
+            }
+            BinaryFn::Mul => binary_backward_into(da, dout, a, b, so, sa, sb, |g, _, y| g * y),
+            BinaryFn::Div => binary_backward_into(da, dout, a, b, so, sa, sb, |g, _, y| g / y),
+            BinaryFn::Max => binary_backward_into(da, dout, a, b, so, sa, sb, |g, x, y| {
+                if takes_a_max(x, y) { g } else { 0.0 }
+            }),
+            BinaryFn::Min => binary_backward_into(da, dout, a, b, so, sa, sb, |g, x, y| {
+                if takes_a_min(x, y) { g } else { 0.0 }
+            }),
+            BinaryFn::Lbeta => binary_backward_into(da, dout, a, b, so, sa, sb, |g, x, y| {
+                g * special::lbeta_grad_a(x, y)
+            }),
+            BinaryFn::LogDiffExp => {
+                binary_backward_into(da, dout, a, b, so, sa, sb, |g, x, y| {
+                    g * special::log_diff_exp_grad_a(x, y)
+                })
+            }
+            BinaryFn::GammaP => binary_backward_into(da, dout, a, b, so, sa, sb, |g, x, y| {
+                g * special::gamma_p_grad_a(x, y)
+            }),
+            BinaryFn::GammaQ => binary_backward_into(da, dout, a, b, so, sa, sb, |g, x, y| {
+                g * special::gamma_q_grad_a(x, y)
+            }),
+        }
+    );
+}
+
+/// db += the gradient of `f(a, b)` in b, reduced onto b's shape, as
+/// [`grad_into_a`].
+pub(super) fn grad_into_b(
+    f: BinaryFn,
+    db: &mut [f32],
+    dout: &[f32],
+    a: &[f32],
+    b: &[f32],
+    [so, sa, sb]: [Shape; 3],
+) {
+    run_kernel!(
+        dout.len(),
+        match f {
+            BinaryFn::Add => binary_backward_into(db, dout, b, a, so, sb, sa, |g, _, _| g),
+            BinaryFn::Sub => binary_backward_into(db, dout, b, a, so, sb, sa, |g, _, _| -g),
+            BinaryFn::Mul => binary_backward_into(db, dout, b, a, so, sb, sa, |g, _, x| g * x),
+            BinaryFn::Div => {
+                binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| -g * x / (y * y))
+            }
+            BinaryFn::Max => binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| {
+                if takes_a_max(x, y) { 0.0 } else { g }
+            }),
+            BinaryFn::Min => binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| {
+                if takes_a_min(x, y) { 0.0 } else { g }
+            }),
+            BinaryFn::Lbeta => binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| {
+                g * special::lbeta_grad_b(x, y)
+            }),
+            BinaryFn::LogDiffExp => {
+                binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| {
+                    g * special::log_diff_exp_grad_b(x, y)
+                })
+            }
+            BinaryFn::GammaP => binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| {
+                g * special::gamma_p_grad_b(x, y)
+            }),
+            BinaryFn::GammaQ => binary_backward_into(db, dout, b, a, so, sb, sa, |g, y, x| {
+                g * special::gamma_q_grad_b(x, y)
+            }),
+        }
+    );
 }

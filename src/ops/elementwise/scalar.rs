@@ -2,7 +2,6 @@
 //! in the same order, as the general kernels of `binary.rs` and `kernels.rs` (so the same
 //! bits), without their shape handling and SIMD dispatch.
 
-use super::broadcast::binary_backward_into;
 use super::kernels::{
     add_scaled_into, clamp_backward, clamp_forward, max_of, min_of, pow_backward, pow_forward,
     scale_backward, scale_forward, takes_a_max, takes_a_min, unary_backward, unary_forward,
@@ -320,22 +319,13 @@ impl OneKernels for ScalarKernels {
         b: &[f32],
         shapes: &[Shape; 3],
     ) {
-        // The eager closures' arithmetic is `grad_a` and `grad_b` (the
-        // one-element path's test pins it), the other operand second.
-        let [so, sa, sb] = *shapes;
-        f.with_const(|f| {
-            if into_a {
-                run_kernel!(
-                    dout.len(),
-                    binary_backward_into(d, dout, a, b, so, sa, sb, |g, x, y| grad_a(f, g, x, y))
-                )
-            } else {
-                run_kernel!(
-                    dout.len(),
-                    binary_backward_into(d, dout, b, a, so, sb, sa, |g, y, x| grad_b(f, g, x, y))
-                )
-            }
-        });
+        // The eager path's kernels (their arithmetic is `grad_a` and
+        // `grad_b`: the one-element path's test pins it).
+        if into_a {
+            super::binary::grad_into_a(f, d, dout, a, b, *shapes)
+        } else {
+            super::binary::grad_into_b(f, d, dout, a, b, *shapes)
+        }
     }
 }
 

@@ -567,3 +567,71 @@ fn inv_phi_op_known_quantiles_round_trip_and_ends() {
     assert_eq!(v[1], f32::INFINITY);
     assert!(v[2].is_nan() && v[3].is_nan());
 }
+
+/// The gradient of a column broadcast along rows (`[R, 1]` against
+/// `[R, L]`): rows of 32 or more sum their terms in 16 running sums (term
+/// j into sum j % 16 over whole groups of 16), combined pairwise, then
+/// the rest in order; shorter rows in order. Against that order written
+/// out, a float64 reference (the lanes' f32 error is at most about
+/// (L / 16 + 4) f32 ulps of the sum of |terms|; checked at 2e-6 of it)
+/// and every instruction set (the same bits).
+#[test]
+fn broadcast_column_gradient_lanes() {
+    let mut rng = crate::ops::gradcheck::Lcg(5);
+    for len in [7, 31, 32, 45, 1000] {
+        let rows = 3;
+        let xv: Vec<f32> = (0..rows * len).map(|_| rng.uniform() * 4.0 - 2.0).collect();
+        let rv: Vec<f32> = (0..rows * len).map(|_| rng.uniform() * 2.0 - 1.0).collect();
+        let cv = [0.5f32, -1.25, 3.0];
+        let run = || {
+            let mut c = crate::Context::new();
+            let col = c.param(&[rows, 1], Some(&cv)).unwrap();
+            let x = c.tensor(&[rows, len], &xv).unwrap();
+            let r = c.tensor(&[rows, len], &rv).unwrap();
+            let y = c.mul(x, col).unwrap();
+            let w = c.mul(y, r).unwrap();
+            let loss = c.sum(w).unwrap();
+            c.backward(loss).unwrap();
+            let mut g = [0.0f32; 3];
+            c.read_grad(col, &mut g).unwrap();
+            g
+        };
+        let got = run();
+        for i in 0..rows {
+            // Each term is r * x: the sum's gradient is 1, times r exactly.
+            let terms: Vec<f32> = (0..len)
+                .map(|j| rv[i * len + j] * xv[i * len + j])
+                .collect();
+            let want = if len < 32 {
+                terms.iter().fold(0.0f32, |s, &t| s + t)
+            } else {
+                let whole = len / 16 * 16;
+                let mut lanes = [-0.0f32; 16];
+                for (j, &t) in terms[..whole].iter().enumerate() {
+                    lanes[j % 16] += t;
+                }
+                for width in [8, 4, 2, 1] {
+                    for l in 0..width {
+                        lanes[l] += lanes[l + width];
+                    }
+                }
+                0.0 + (lanes[0] + terms[whole..].iter().fold(-0.0f32, |s, &t| s + t))
+            };
+            assert_eq!(got[i].to_bits(), want.to_bits(), "len {len} row {i}");
+            let exact: f64 = terms.iter().map(|&t| t as f64).sum();
+            let scale: f64 = terms.iter().map(|&t| (t as f64).abs()).sum();
+            assert!(
+                (got[i] as f64 - exact).abs() <= 2e-6 * scale,
+                "len {len} row {i}"
+            );
+        }
+        for level in [crate::simd::Level::Baseline, crate::simd::Level::Avx2Fma] {
+            let g = crate::simd::with_level(level, run);
+            assert_eq!(
+                g.map(f32::to_bits),
+                got.map(f32::to_bits),
+                "len {len} {level:?}"
+            );
+        }
+    }
+}
