@@ -9,7 +9,7 @@
 //! mutably borrowed until every task has finished (`Pool::run` returns
 //! only then).
 
-use super::{Gemm, sgemm_tile};
+use super::{Gemm, product_tile, sgemm_tile};
 #[cfg(feature = "trace")]
 use crate::trace;
 
@@ -35,6 +35,24 @@ pub(crate) fn sgemm_on(
     });
 }
 
+/// [`sgemm_on`] for the matrix products of `ops::matmul`: tiles whose C
+/// is one column run as sgemv (see [`product_tile`]). The tiles are the
+/// same, fixed by the shape, so the bits do not depend on the threads.
+pub(crate) fn product_on(
+    pool: Option<&crate::pool::Pool>,
+    g: Gemm,
+    alpha: f32,
+    a: &[f32],
+    b: &[f32],
+    beta: f32,
+    c: &mut [f32],
+) {
+    split_rows_of_c(pool, g, a, b, c, |g, a, b, c, _| {
+        // SAFETY: `c` is this tile of C, which only this call writes.
+        unsafe { product_tile(g, alpha, a, b, beta, c) }
+    });
+}
+
 /// For benchmarks (feature `trace`): products run as the ops run them on
 /// two threads, split by rows across a worker when large ([`sgemm_on`]),
 /// so a bench can time a step's products as the step runs them.
@@ -55,8 +73,9 @@ impl SplitProducts {
 }
 
 /// C = A @ B + bias (bias broadcast over the rows of C, which it first
-/// fills), split like [`sgemm_on`]: each thread fills the rows it then
-/// multiplies into, while they are still in its cache.
+/// fills), split like [`product_on`] (a one-column C runs as sgemv): each
+/// thread fills the rows it then multiplies into, while they are still in
+/// its cache. Only `ops::matmul` calls it.
 pub(crate) fn sgemm_bias_on(
     pool: Option<&crate::pool::Pool>,
     g: Gemm,
@@ -73,7 +92,7 @@ pub(crate) fn sgemm_bias_on(
             row.copy_from_slice(&bias[col..col + g.n]);
         }
         // SAFETY: as above.
-        unsafe { sgemm_tile(g, 1.0, a, b, 1.0, c) }
+        unsafe { product_tile(g, 1.0, a, b, 1.0, c) }
     });
 }
 
@@ -185,14 +204,16 @@ impl<'a> Tiled<'a> {
     }
 }
 
-/// Accumulates `c += op(a) op(b)` into a tile (the products of backward).
+/// Accumulates `c += op(a) op(b)` into a tile (the products of backward;
+/// a one-column C runs as sgemv, see [`product_tile`]).
 fn accumulate(g: Gemm, a: &[f32], b: &[f32], c: *mut f32, _col: usize) {
     // SAFETY: `c` is a tile of a C that only this task writes.
-    unsafe { sgemm_tile(g, 1.0, a, b, 1.0, c) }
+    unsafe { product_tile(g, 1.0, a, b, 1.0, c) }
 }
 
-/// Two accumulating products (a layer's dX and dW) and, optionally, one
-/// more task (the bias sums) in ONE task list, so every thread works on
+/// Two accumulating products (a layer's dX and dW; only `ops::matmul`
+/// calls it, and a one-column C runs as sgemv) and, optionally, one more
+/// task (the bias sums) in ONE task list, so every thread works on
 /// whichever is left: `first.c += op(first.a) op(first.b)`, likewise
 /// `second`. Each product is cut into its own tiles (see [`tiles`]), so
 /// the bits are those of running them one after another at any thread

@@ -1,9 +1,11 @@
 //! Matrix products through `blas::sgemm`: 2-D matmul with optional
 //! transposes, linear (x @ W + b, bias fused into the GEMM's C operand) and
 //! batched matmul. Backward GEMMs accumulate straight into the gradient
-//! buffers (beta = 1), so no temporary is needed.
+//! buffers (beta = 1), so no temporary is needed. A product whose result
+//! is one column (a matrix times a vector, as a regression's X beta and
+//! its gradient X^T dmu) runs as `sgemv` (`blas::product_on`).
 
-use crate::blas::{Gemm, sgemm_bias_on, sgemm_on, sgemm_pair_on};
+use crate::blas::{Gemm, product_on, sgemm_bias_on, sgemm_pair_on};
 use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
 use crate::kernels::fastmath;
@@ -54,9 +56,9 @@ fn op_dims(rows: usize, cols: usize, trans: bool) -> (usize, usize) {
 /// A backward product: C += op(A) op(B) for the shape in `Gemm`.
 type Product<'f> = &'f dyn Fn(Gemm, &[f32], &[f32], &mut [f32]);
 
-/// dC += op(A) op(B), split like [`sgemm_on`] (across `pool` when given).
+/// dC += op(A) op(B), split like [`product_on`] (across `pool` when given).
 fn split_on(pool: Option<&Pool>) -> impl Fn(Gemm, &[f32], &[f32], &mut [f32]) + Sync + '_ {
-    move |g, a, b, c| sgemm_on(pool, g, 1.0, a, b, 1.0, c)
+    move |g, a, b, c| product_on(pool, g, 1.0, a, b, 1.0, c)
 }
 
 /// Gradients of C = op(A) op(B) (each of one batch item), accumulated:
@@ -246,7 +248,7 @@ pub(crate) fn forward_matmul(ctx: &mut Context, out: u32, ia: u32, ib: u32, ta: 
     let (m, n, k) = mnk(ea.shape, eo.shape, ta);
     let par = ctx.want_pool(m * n * k);
     let (pool, [c], [a, b]) = ctx.access_on(par, [eo.data], [ea.data, eb.data]);
-    sgemm_on(pool, Gemm::dense(ta, tb, m, n, k), 1.0, a, b, 0.0, c);
+    product_on(pool, Gemm::dense(ta, tb, m, n, k), 1.0, a, b, 0.0, c);
 }
 
 /// y = x @ w (+ bias, written into y first so the GEMM accumulates onto it).
@@ -265,7 +267,7 @@ pub(crate) fn forward_linear(ctx: &mut Context, out: u32, ix: u32, iw: u32, bias
         }
         None => {
             let (pool, [y], [x, w]) = ctx.access_on(par, [eo.data], [ex.data, ew.data]);
-            sgemm_on(pool, g, 1.0, x, w, 0.0, y);
+            product_on(pool, g, 1.0, x, w, 0.0, y);
         }
     }
 }
@@ -285,7 +287,7 @@ pub(crate) fn forward_bmm(ctx: &mut Context, out: u32, ia: u32, ib: u32, ta: boo
         .zip(b.chunks_exact(k * n))
         .take(batch)
     {
-        sgemm_on(pool, g, 1.0, a, b, 0.0, c);
+        product_on(pool, g, 1.0, a, b, 0.0, c);
     }
 }
 
