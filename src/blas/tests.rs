@@ -62,8 +62,8 @@ fn split_products_match_naive() {
                 if !ta && !tb {
                     let bias = lcg(n, 7);
                     let (mut d1, mut d2) = (vec![0.0; m * n], vec![1.0; m * n]);
-                    sgemm_bias_on(Some(&pool), g, &a, &b, &bias, &mut d1);
-                    sgemm_bias_on(None, g, &a, &b, &bias, &mut d2);
+                    sgemm_bias_on(Some(&pool), sgemm_tile, g, &a, &b, &bias, &mut d1);
+                    sgemm_bias_on(None, sgemm_tile, g, &a, &b, &bias, &mut d2);
                     assert!(d1.iter().zip(&d2).all(|(x, y)| x.to_bits() == y.to_bits()));
                     let mut d3: Vec<f32> = (0..m * n).map(|i| bias[i % n]).collect();
                     sgemm(g, 1.0, &a, &b, 1.0, &mut d3);
@@ -138,7 +138,7 @@ fn one_column_products_match_naive() {
                     let mut c2 = c1.clone();
                     let between = c1.clone();
                     // SAFETY: c1 covers the tile and nothing else uses it.
-                    unsafe { product_tile(g, 0.7, &a, &b, beta, c1.as_mut_ptr()) };
+                    unsafe { gemv::product_tile(g, 0.7, &a, &b, beta, c1.as_mut_ptr()) };
                     naive_sgemm(g, 0.7, &a, &b, beta, &mut c2);
                     for (i, ((x, y), z)) in c1.iter().zip(&c2).zip(&between).enumerate() {
                         if i % g.ldc == 0 {
@@ -171,8 +171,8 @@ fn split_one_column_products_keep_their_bits() {
         let (a, b) = (lcg(m * k, 11), lcg(k, 12));
         let mut c1 = vec![0.0; m];
         let mut c2 = vec![0.0; m];
-        product_on(Some(&pool), g, 1.0, &a, &b, 0.0, &mut c1);
-        product_on(None, g, 1.0, &a, &b, 0.0, &mut c2);
+        gemv::product_on(Some(&pool), g, 1.0, &a, &b, 0.0, &mut c1);
+        gemv::product_on(None, g, 1.0, &a, &b, 0.0, &mut c2);
         assert!(c1.iter().zip(&c2).all(|(x, y)| x.to_bits() == y.to_bits()));
         let mut c3 = vec![0.0; m];
         naive_sgemm(g, 1.0, &a, &b, 0.0, &mut c3);

@@ -3,9 +3,10 @@
 //! batched matmul. Backward GEMMs accumulate straight into the gradient
 //! buffers (beta = 1), so no temporary is needed. A product whose result
 //! is one column (a matrix times a vector, as a regression's X beta and
-//! its gradient X^T dmu) runs as `sgemv` (`blas::product_on`).
+//! its gradient X^T dmu) runs as `sgemv` (`blas::gemv`).
 
-use crate::blas::{Gemm, product_on, sgemm_bias_on, sgemm_pair_on};
+use crate::blas::gemv::{product_on, product_tile};
+use crate::blas::{Gemm, sgemm_bias_on, sgemm_pair_on};
 use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
 use crate::kernels::fastmath;
@@ -263,7 +264,7 @@ pub(crate) fn forward_linear(ctx: &mut Context, out: u32, ix: u32, iw: u32, bias
         Some(ib) => {
             let eb = ctx.entry(ib);
             let (pool, [y], [x, w, b]) = ctx.access_on(par, [eo.data], [ex.data, ew.data, eb.data]);
-            sgemm_bias_on(pool, g, x, w, b, y);
+            sgemm_bias_on(pool, product_tile, g, x, w, b, y);
         }
         None => {
             let (pool, [y], [x, w]) = ctx.access_on(par, [eo.data], [ex.data, ew.data]);
@@ -321,7 +322,7 @@ pub(crate) fn backward_product(ctx: &mut Context, out: u32, ia: u32, ib: u32, ta
         let (pool, [da, db], [dc, a, b]) = ctx.access_on(par, [da, db], [dout, ea.data, eb.data]);
         let (ga, a0, a1) = da_product(ta, tb, m, n, k, dc, b);
         let (gb, b0, b1) = db_product(ta, tb, m, n, k, dc, a);
-        sgemm_pair_on(pool, (ga, a0, a1, da), (gb, b0, b1, db), None);
+        sgemm_pair_on(pool, product_tile, (ga, a0, a1, da), (gb, b0, b1, db), None);
         return;
     }
     // One gradient at a time (a and b may be the same tensor).
@@ -395,6 +396,7 @@ pub(crate) fn backward_linear(ctx: &mut Context, out: u32, ix: u32, iw: u32, bia
             let has_bias = bias.lock().unwrap_or_else(|e| e.into_inner()).is_some();
             sgemm_pair_on(
                 pool,
+                product_tile,
                 (gx, x0, x1, dx),
                 (gw, w0, w1, dw),
                 has_bias.then_some(&bias_sums as &(dyn Fn() + Sync)),
