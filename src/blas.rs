@@ -10,6 +10,7 @@ extern crate accelerate_src as _;
 extern crate openblas_src as _;
 
 mod choice;
+pub(crate) mod gemv;
 #[cfg(all(target_os = "linux", not(miri)))]
 mod mkl;
 #[cfg(all(target_os = "linux", not(miri)))]

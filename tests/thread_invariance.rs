@@ -436,6 +436,29 @@ const CASES: &[Case] = &[
             loss_bits(&mut ctx, loss)
         },
     ),
+    // Matrix-vector products (they run as sgemv) large enough to be cut
+    // into row tiles: a regression's X beta as a matmul and as a linear
+    // layer with one output, and X^T times a vector; every gradient.
+    ("matrix-vector products", || {
+        let (rows, k) = (70_000, 256);
+        let mut random = normals(40);
+        let mut ctx = Context::new();
+        let x = ctx.param(&[rows, k], Some(&random(rows * k))).unwrap();
+        let beta = ctx.param(&[k, 1], Some(&random(k))).unwrap();
+        let w = ctx.param(&[k, 1], Some(&random(k))).unwrap();
+        let b = ctx.param(&[1], Some(&random(1))).unwrap();
+        let eta = ctx.matmul(x, beta, false, false).unwrap();
+        let lin = ctx.linear(x, w, Some(b)).unwrap();
+        let xt_eta = ctx.matmul(x, eta, true, false).unwrap();
+        let mut terms = Vec::new();
+        for t in [eta, lin, xt_eta] {
+            let sq = ctx.mul(t, t).unwrap();
+            terms.push(ctx.sum(sq).unwrap());
+        }
+        let s0 = ctx.add(terms[0], terms[1]).unwrap();
+        let loss = ctx.add(s0, terms[2]).unwrap();
+        loss_bits(&mut ctx, loss)
+    }),
     // A 3x3 convolution with bias over 16 images (cut into image tasks,
     // products tiled), then max pooling: x, weight and bias gradients.
     ("conv2d and max pooling", || {

@@ -17,7 +17,11 @@
  *    log p = -n log sigma - |y - X beta|^2 / (2 sigma^2) + log sigma (Jacobian)
  *            + beta prior + sigma prior; reported: beta, sigma.
  *  logistic: rows are (y in {0, 1}, x_1..x_d); y ~ bernoulli_logit(X beta),
- *    log p = sum(y eta - softplus(eta)) + beta prior.
+ *    log p = sum(y eta - softplus(eta)) + beta prior, eta = X beta; as
+ *    y eta - softplus(eta) = log_sigmoid(+-eta) (+ where y = 1), it runs
+ *    as sum(log_sigmoid(S beta)) with S = X, each row's sign flipped where
+ *    y = 0 (made once, when the data is read): one product, one map and
+ *    a sum per gradient instead of two more passes over the rows.
  *  mixture2: rows are (y); y ~ theta normal(mu_1, sigma_1) + (1 - theta)
  *    normal(mu_2, sigma_2) with mu ordered, mu ~ normal(0, 2), sigma ~
  *    half-normal(0, 2), theta ~ beta(5, 5) (posteriordb's
@@ -194,6 +198,11 @@ void model_load(model *m, const char *path) {
     } else if (!strcmp(m->kind, "logistic")) {
         m->dim = m->d;
         if (m->n_out != m->dim) die(path, "logistic: names must be the coefficients");
+        for (int i = 0; i < n; i++) { /* x becomes S: rows with y = 0 negated */
+            if (m->y[i] != 0 && m->y[i] != 1) die(path, "logistic: y must be 0 or 1");
+            if (m->y[i] == 0)
+                for (int j = 0; j < m->d; j++) m->x[i * m->d + j] = -m->x[i * m->d + j];
+        }
     } else if (!strcmp(m->kind, "mixture2")) {
         m->dim = 5;
         if (m->n_out != 5) die(path, "mixture2: names must be mu[1..2], sigma[1..2], theta");
@@ -322,7 +331,7 @@ static ag_status beta_prior(ag_context *ctx, const model *m, ag_tensor beta, ag_
 
 static ag_status linreg(ag_context *ctx, const model *m, ag_tensor q, ag_tensor *out) {
     size_t n = (size_t)m->rows, d = (size_t)m->d;
-    ag_tensor beta, s, sigma, jac, b2, x, y, mu, r, var, t, lp;
+    ag_tensor beta, s, sigma, jac, b2, x, y, mu, mse, var, t, lp;
     TRY(ag_slice(ctx, q, 0, 0, d, &beta));
     TRY(ag_slice(ctx, q, 0, d, 1, &s));
     TRY(ag_constrain_lower(ctx, s, 0.0f, &sigma, &jac));
@@ -331,8 +340,10 @@ static ag_status linreg(ag_context *ctx, const model *m, ag_tensor q, ag_tensor 
     TRY(constant(ctx, m->x, n, d, &x));
     TRY(constant(ctx, m->y, n, 1, &y));
     TRY(ag_matmul(ctx, x, b2, false, false, &mu));
-    TRY(ag_sub(ctx, y, mu, &r));
-    TRY(sumsq(ctx, r, -0.5f, &t));
+    /* -|y - X beta|^2 / 2 = -n mse / 2: one fused pass over the rows (and
+     * one back) where a subtraction, a square and a sum took three */
+    TRY(ag_mse_loss(ctx, mu, y, &mse));
+    TRY(ag_scale(ctx, mse, -0.5f * (float)n, &t));
     TRY(ag_mul(ctx, sigma, sigma, &var));
     TRY(ag_div(ctx, t, var, &lp));
     TRY(ag_scale(ctx, s, -(float)n, &t)); /* -n log sigma */
@@ -352,15 +363,12 @@ static ag_status linreg(ag_context *ctx, const model *m, ag_tensor q, ag_tensor 
 
 static ag_status logistic(ag_context *ctx, const model *m, ag_tensor q, ag_tensor *out) {
     size_t n = (size_t)m->rows, d = (size_t)m->d;
-    ag_tensor b2, x, y, eta, sp, yeta, t, lp;
+    ag_tensor b2, signed_x, signed_eta, t, lp;
     size_t col[2] = {d, 1};
     TRY(ag_reshape(ctx, q, col, 2, &b2));
-    TRY(constant(ctx, m->x, n, d, &x));
-    TRY(constant(ctx, m->y, n, 1, &y));
-    TRY(ag_matmul(ctx, x, b2, false, false, &eta));
-    TRY(ag_softplus(ctx, eta, &sp));
-    TRY(ag_mul(ctx, y, eta, &yeta));
-    TRY(ag_sub(ctx, yeta, sp, &t));
+    TRY(constant(ctx, m->x, n, d, &signed_x)); /* S, made when read */
+    TRY(ag_matmul(ctx, signed_x, b2, false, false, &signed_eta));
+    TRY(ag_log_sigmoid(ctx, signed_eta, &t));
     TRY(ag_sum(ctx, t, &lp));
     TRY(beta_prior(ctx, m, q, &lp));
     *out = lp;

@@ -54,11 +54,15 @@ impl SplitProducts {
     }
 }
 
+/// A tile's product, `sgemm_tile` or one with its contract.
+pub(crate) type TileProduct = unsafe fn(Gemm, f32, &[f32], &[f32], f32, *mut f32);
+
 /// C = A @ B + bias (bias broadcast over the rows of C, which it first
-/// fills), split like [`sgemm_on`]: each thread fills the rows it then
-/// multiplies into, while they are still in its cache.
+/// fills), split like [`sgemm_on`], each tile by `tile`: each thread fills
+/// the rows it then multiplies into, while they are still in its cache.
 pub(crate) fn sgemm_bias_on(
     pool: Option<&crate::pool::Pool>,
+    tile: TileProduct,
     g: Gemm,
     a: &[f32],
     b: &[f32],
@@ -73,7 +77,7 @@ pub(crate) fn sgemm_bias_on(
             row.copy_from_slice(&bias[col..col + g.n]);
         }
         // SAFETY: as above.
-        unsafe { sgemm_tile(g, 1.0, a, b, 1.0, c) }
+        unsafe { tile(g, 1.0, a, b, 1.0, c) }
     });
 }
 
@@ -118,7 +122,7 @@ pub(crate) fn tiles(g: Gemm) -> (usize, usize) {
 /// that computes it (measured: a 1024-row product and its two 512-row
 /// halves differ in about 1% of the elements), so the tiles depend on the
 /// shape alone and every thread count gives the same bits.
-fn split_rows_of_c(
+pub(super) fn split_rows_of_c(
     pool: Option<&crate::pool::Pool>,
     g: Gemm,
     a: &[f32],
@@ -185,20 +189,15 @@ impl<'a> Tiled<'a> {
     }
 }
 
-/// Accumulates `c += op(a) op(b)` into a tile (the products of backward).
-fn accumulate(g: Gemm, a: &[f32], b: &[f32], c: *mut f32, _col: usize) {
-    // SAFETY: `c` is a tile of a C that only this task writes.
-    unsafe { sgemm_tile(g, 1.0, a, b, 1.0, c) }
-}
-
-/// Two accumulating products (a layer's dX and dW) and, optionally, one
-/// more task (the bias sums) in ONE task list, so every thread works on
+/// Two accumulating products (a layer's dX and dW, each tile by `tile`)
+/// and, optionally, one more task (the bias sums) in ONE task list, so every thread works on
 /// whichever is left: `first.c += op(first.a) op(first.b)`, likewise
 /// `second`. Each product is cut into its own tiles (see [`tiles`]), so
 /// the bits are those of running them one after another at any thread
 /// count.
 pub(crate) fn sgemm_pair_on(
     pool: Option<&crate::pool::Pool>,
+    tile: TileProduct,
     first: (Gemm, &[f32], &[f32], &mut [f32]),
     second: (Gemm, &[f32], &[f32], &mut [f32]),
     extra: Option<&(dyn Fn() + Sync)>,
@@ -206,6 +205,8 @@ pub(crate) fn sgemm_pair_on(
     let t0 = Tiled::new(first.0, first.1, first.2, first.3);
     let t1 = Tiled::new(second.0, second.1, second.2, second.3);
     let n_extra = usize::from(extra.is_some());
+    // SAFETY: `c` is a tile of a C that only this task writes.
+    let accumulate = |g, a: &[f32], b: &[f32], c, _| unsafe { tile(g, 1.0, a, b, 1.0, c) };
     let task = |i: usize| {
         if i < n_extra {
             if let Some(f) = extra {

@@ -62,8 +62,8 @@ fn split_products_match_naive() {
                 if !ta && !tb {
                     let bias = lcg(n, 7);
                     let (mut d1, mut d2) = (vec![0.0; m * n], vec![1.0; m * n]);
-                    sgemm_bias_on(Some(&pool), g, &a, &b, &bias, &mut d1);
-                    sgemm_bias_on(None, g, &a, &b, &bias, &mut d2);
+                    sgemm_bias_on(Some(&pool), sgemm_tile, g, &a, &b, &bias, &mut d1);
+                    sgemm_bias_on(None, sgemm_tile, g, &a, &b, &bias, &mut d2);
                     assert!(d1.iter().zip(&d2).all(|(x, y)| x.to_bits() == y.to_bits()));
                     let mut d3: Vec<f32> = (0..m * n).map(|i| bias[i % n]).collect();
                     sgemm(g, 1.0, &a, &b, 1.0, &mut d3);
@@ -110,4 +110,74 @@ fn short_slice_panics_before_blas() {
     let g = Gemm::dense(false, false, 2, 2, 2);
     let mut c = [0.0; 4];
     sgemm(g, 1.0, &[0.0; 3], &[0.0; 4], 0.0, &mut c);
+}
+
+/// A product whose C is one column runs as sgemv: every transpose, strided
+/// operands (lda, ldb, ldc wider than the shapes), alpha and beta, against
+/// the reference loop; with beta = 0 a NaN already in C is overwritten.
+#[test]
+fn one_column_products_match_naive() {
+    for &(m, k) in &[(1, 1), (3020, 3), (7, 10), (65, 1)] {
+        for ta in [false, true] {
+            for tb in [false, true] {
+                let g = Gemm {
+                    lda: if ta { m + 2 } else { k + 3 },
+                    ldb: if tb { k + 1 } else { 4 },
+                    ldc: 3,
+                    ..Gemm::dense(ta, tb, m, 1, k)
+                };
+                let (ar, ac) = if ta { (k, m) } else { (m, k) };
+                let (br, bc) = if tb { (1, k) } else { (k, 1) };
+                let a = lcg(Gemm::needed(ar, ac, g.lda), 8);
+                let b = lcg(Gemm::needed(br, bc, g.ldb), 9);
+                for beta in [0.0, 0.5] {
+                    let mut c1 = lcg(Gemm::needed(m, 1, g.ldc), 10);
+                    if beta == 0.0 {
+                        c1[0] = f32::NAN;
+                    }
+                    let mut c2 = c1.clone();
+                    let between = c1.clone();
+                    // SAFETY: c1 covers the tile and nothing else uses it.
+                    unsafe { gemv::product_tile(g, 0.7, &a, &b, beta, c1.as_mut_ptr()) };
+                    naive_sgemm(g, 0.7, &a, &b, beta, &mut c2);
+                    for (i, ((x, y), z)) in c1.iter().zip(&c2).zip(&between).enumerate() {
+                        if i % g.ldc == 0 {
+                            let tol = 1e-5 * (1.0 + y.abs()) * k as f32;
+                            assert!(
+                                (x - y).abs() <= tol,
+                                "{m}x1x{k} ta={ta} tb={tb} beta={beta}: C[{i}] {x} vs {y}"
+                            );
+                        } else {
+                            assert_eq!(x.to_bits(), z.to_bits(), "between the rows of C");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Split across the pool by rows, a one-column product gives the bits of
+/// the same tiles run on one thread.
+#[test]
+#[cfg_attr(miri, ignore)] // the worker is off under Miri, and the sizes are slow there
+fn split_one_column_products_keep_their_bits() {
+    set_blas_threads(1);
+    let pool = crate::pool::Pool::new().unwrap();
+    let (m, k) = (70_000, 256);
+    assert!(split::tiles(Gemm::dense(false, false, m, 1, k)).0 > 1);
+    for ta in [false, true] {
+        let g = Gemm::dense(ta, false, m, 1, k);
+        let (a, b) = (lcg(m * k, 11), lcg(k, 12));
+        let mut c1 = vec![0.0; m];
+        let mut c2 = vec![0.0; m];
+        gemv::product_on(Some(&pool), g, 1.0, &a, &b, 0.0, &mut c1);
+        gemv::product_on(None, g, 1.0, &a, &b, 0.0, &mut c2);
+        assert!(c1.iter().zip(&c2).all(|(x, y)| x.to_bits() == y.to_bits()));
+        let mut c3 = vec![0.0; m];
+        naive_sgemm(g, 1.0, &a, &b, 0.0, &mut c3);
+        let num: f32 = c1.iter().zip(&c3).map(|(x, y)| (x - y) * (x - y)).sum();
+        let den: f32 = c3.iter().map(|y| y * y).sum();
+        assert!(num / den < 1e-10, "ta={ta}: nmse {}", num / den);
+    }
 }

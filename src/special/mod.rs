@@ -7,7 +7,11 @@
 //! series, asymptotic expansions, recurrences and a continued fraction;
 //! their constants were derived with 50-digit arithmetic (zeta values, the
 //! Taylor coefficients of digamma at its positive zero). Only `f64::ln` and
-//! `f64::exp` are used as primitives.
+//! `f64::exp` are used as primitives. The exception is softplus,
+//! log-sigmoid and their derivative the sigmoid, the maps of a logistic
+//! regression's every data row: they run in f32 with their own branch-free
+//! exp and ln(1 + u) series, so a loop of them vectorises 16 lanes wide,
+//! within 3 ulps (measured at most 3; see `logexp`).
 //!
 //! Domains: `lgamma`, `digamma`, `trigamma` on x > 0 (NaN for x < 0, the
 //! pole's limit at 0); `log1m_exp` on x <= 0, `lbeta` on a, b >= 0,

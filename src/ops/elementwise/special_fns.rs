@@ -1,7 +1,8 @@
 //! Kernels of the special-function rows of the unary table (log1p,
 //! lgamma, digamma, trigamma, log1m_exp, expm1, softplus, log_sigmoid, erf, normal CDF and its
 //! log): each element through `crate::special`, which computes in f64 and
-//! rounds once, so these agree with a float64 reference to a few ulps.
+//! rounds once (softplus and log_sigmoid in f32, vectorised), so these
+//! agree with a float64 reference to a few ulps.
 
 use crate::special;
 

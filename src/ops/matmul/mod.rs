@@ -1,9 +1,12 @@
 //! Matrix products through `blas::sgemm`: 2-D matmul with optional
 //! transposes, linear (x @ W + b, bias fused into the GEMM's C operand) and
 //! batched matmul. Backward GEMMs accumulate straight into the gradient
-//! buffers (beta = 1), so no temporary is needed.
+//! buffers (beta = 1), so no temporary is needed. A product whose result
+//! is one column (a matrix times a vector, as a regression's X beta and
+//! its gradient X^T dmu) runs as `sgemv` (`blas::gemv`).
 
-use crate::blas::{Gemm, sgemm_bias_on, sgemm_on, sgemm_pair_on};
+use crate::blas::gemv::{product_on, product_tile};
+use crate::blas::{Gemm, sgemm_bias_on, sgemm_pair_on};
 use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
 use crate::kernels::fastmath;
@@ -54,9 +57,9 @@ fn op_dims(rows: usize, cols: usize, trans: bool) -> (usize, usize) {
 /// A backward product: C += op(A) op(B) for the shape in `Gemm`.
 type Product<'f> = &'f dyn Fn(Gemm, &[f32], &[f32], &mut [f32]);
 
-/// dC += op(A) op(B), split like [`sgemm_on`] (across `pool` when given).
+/// dC += op(A) op(B), split like [`product_on`] (across `pool` when given).
 fn split_on(pool: Option<&Pool>) -> impl Fn(Gemm, &[f32], &[f32], &mut [f32]) + Sync + '_ {
-    move |g, a, b, c| sgemm_on(pool, g, 1.0, a, b, 1.0, c)
+    move |g, a, b, c| product_on(pool, g, 1.0, a, b, 1.0, c)
 }
 
 /// Gradients of C = op(A) op(B) (each of one batch item), accumulated:
@@ -246,7 +249,7 @@ pub(crate) fn forward_matmul(ctx: &mut Context, out: u32, ia: u32, ib: u32, ta: 
     let (m, n, k) = mnk(ea.shape, eo.shape, ta);
     let par = ctx.want_pool(m * n * k);
     let (pool, [c], [a, b]) = ctx.access_on(par, [eo.data], [ea.data, eb.data]);
-    sgemm_on(pool, Gemm::dense(ta, tb, m, n, k), 1.0, a, b, 0.0, c);
+    product_on(pool, Gemm::dense(ta, tb, m, n, k), 1.0, a, b, 0.0, c);
 }
 
 /// y = x @ w (+ bias, written into y first so the GEMM accumulates onto it).
@@ -261,11 +264,11 @@ pub(crate) fn forward_linear(ctx: &mut Context, out: u32, ix: u32, iw: u32, bias
         Some(ib) => {
             let eb = ctx.entry(ib);
             let (pool, [y], [x, w, b]) = ctx.access_on(par, [eo.data], [ex.data, ew.data, eb.data]);
-            sgemm_bias_on(pool, g, x, w, b, y);
+            sgemm_bias_on(pool, product_tile, g, x, w, b, y);
         }
         None => {
             let (pool, [y], [x, w]) = ctx.access_on(par, [eo.data], [ex.data, ew.data]);
-            sgemm_on(pool, g, 1.0, x, w, 0.0, y);
+            product_on(pool, g, 1.0, x, w, 0.0, y);
         }
     }
 }
@@ -285,7 +288,7 @@ pub(crate) fn forward_bmm(ctx: &mut Context, out: u32, ia: u32, ib: u32, ta: boo
         .zip(b.chunks_exact(k * n))
         .take(batch)
     {
-        sgemm_on(pool, g, 1.0, a, b, 0.0, c);
+        product_on(pool, g, 1.0, a, b, 0.0, c);
     }
 }
 
@@ -319,7 +322,7 @@ pub(crate) fn backward_product(ctx: &mut Context, out: u32, ia: u32, ib: u32, ta
         let (pool, [da, db], [dc, a, b]) = ctx.access_on(par, [da, db], [dout, ea.data, eb.data]);
         let (ga, a0, a1) = da_product(ta, tb, m, n, k, dc, b);
         let (gb, b0, b1) = db_product(ta, tb, m, n, k, dc, a);
-        sgemm_pair_on(pool, (ga, a0, a1, da), (gb, b0, b1, db), None);
+        sgemm_pair_on(pool, product_tile, (ga, a0, a1, da), (gb, b0, b1, db), None);
         return;
     }
     // One gradient at a time (a and b may be the same tensor).
@@ -393,6 +396,7 @@ pub(crate) fn backward_linear(ctx: &mut Context, out: u32, ix: u32, iw: u32, bia
             let has_bias = bias.lock().unwrap_or_else(|e| e.into_inner()).is_some();
             sgemm_pair_on(
                 pool,
+                product_tile,
                 (gx, x0, x1, dx),
                 (gw, w0, w1, dw),
                 has_bias.then_some(&bias_sums as &(dyn Fn() + Sync)),

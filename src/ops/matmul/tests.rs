@@ -62,6 +62,21 @@ fn gradcheck_matmul_all_transposes() {
     gradcheck(Check::new("x @ x^T", &[&[3, 4]]), |c, x| {
         c.matmul(x[0], x[0], false, true)
     });
+    // Products with a one-column result run as sgemv, forward and in
+    // the backward's X^T dC.
+    for ta in [false, true] {
+        for tb in [false, true] {
+            let sa: &[usize] = if ta { &[4, 7] } else { &[7, 4] };
+            let sb: &[usize] = if tb { &[1, 4] } else { &[4, 1] };
+            gradcheck(Check::new("matrix @ vector", &[sa, sb]), |c, x| {
+                c.matmul(x[0], x[1], ta, tb)
+            });
+        }
+    }
+    gradcheck(
+        Check::new("bmm of vectors", &[&[2, 5, 3], &[2, 3, 1]]),
+        |c, x| c.bmm(x[0], x[1], false, false),
+    );
 }
 
 #[test]
@@ -73,6 +88,10 @@ fn gradcheck_linear() {
     gradcheck(Check::new("linear", &[&[3, 4], &[4, 2]]), |c, x| {
         c.linear(x[0], x[1], None)
     });
+    gradcheck(
+        Check::new("linear to one output", &[&[6, 4], &[4, 1], &[1]]),
+        |c, x| c.linear(x[0], x[1], Some(x[2])),
+    );
 }
 
 /// The bias gradient of a linear layer over 2,048 rows is a column sum;
