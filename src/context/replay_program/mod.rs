@@ -60,6 +60,7 @@ use crate::ops::{BinaryFn, MAX_CONCAT, OneOp, Op, UnaryFn};
 use crate::shape::{MAX_DIMS, Shape};
 
 mod build;
+mod dense;
 mod eager;
 mod run;
 
@@ -307,6 +308,9 @@ pub(crate) struct Program {
     rows: Vec<Row>,
     loss: u32,
     n_params: usize,
+    /// The same step as one-element instructions over dense arrays, for
+    /// a step of one-element ops and slices only (see `dense`).
+    dense: Option<Box<dense::Dense>>,
 }
 
 #[cfg(test)]

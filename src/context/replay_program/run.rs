@@ -457,6 +457,11 @@ impl Program {
 
     /// The step's forward and its backward from the loss.
     fn run<K: OneKernels>(&mut self, ctx: &mut Context) {
+        if let Some(dense) = &mut self.dense
+            && dense.run::<K>(ctx, &self.rows)
+        {
+            return;
+        }
         for &s in &self.fwd {
             Self::forward::<K>(ctx, &self.rows, &self.side, s);
         }
