@@ -38,11 +38,36 @@ const NONE: u32 = u32::MAX;
 /// The most gradient elements the arrays hold (parameters' included).
 const MAX_SLOTS: usize = 1 << 20;
 
-/// `vals[out] = op(vals[a], vals[b])` (`b` read by binary ops only), or
-/// a copy of `vals[a]` when `op` is None (a one-element slice).
+/// A forward instruction's op: the common binary ops as their own codes
+/// (one dispatch, not two), any other through `OneOp`, or a copy (a
+/// one-element slice).
+#[derive(Clone, Copy)]
+enum Code {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Op(OneOp),
+    Copy,
+}
+
+impl Code {
+    fn of(op: OneOp) -> Code {
+        match op {
+            OneOp::Binary(BinaryFn::Add) => Code::Add,
+            OneOp::Binary(BinaryFn::Sub) => Code::Sub,
+            OneOp::Binary(BinaryFn::Mul) => Code::Mul,
+            OneOp::Binary(BinaryFn::Div) => Code::Div,
+            op => Code::Op(op),
+        }
+    }
+}
+
+/// `vals[out] = code(vals[a], vals[b])` (`b` read by binary ops only);
+/// its output is written back to `Dense::stores` at the same index.
 #[derive(Clone, Copy)]
 struct Fwd {
-    op: Option<OneOp>,
+    code: Code,
     out: u32,
     a: u32,
     b: u32,
@@ -59,11 +84,27 @@ enum Grad {
     /// The loss's seed: `grads[d] += 1`.
     Seed,
     /// `add_scaled` (the equal-shape add and sub): `assign` overwrites.
-    AddScaled { k: f32, assign: bool },
+    AddScaled {
+        k: f32,
+        assign: bool,
+    },
     /// `grads[d] += grad_a(f, grads[g], vals[a], vals[b])`.
-    GradA { f: BinaryFn, zero: bool },
+    GradA {
+        f: BinaryFn,
+        zero: bool,
+    },
     /// `grads[d] += grad_b(f, grads[g], vals[a], vals[b])`.
-    GradB { f: BinaryFn, zero: bool },
+    GradB {
+        f: BinaryFn,
+        zero: bool,
+    },
+    /// `GradA` and `GradB` of a multiply (their own codes: one dispatch).
+    MulA {
+        zero: bool,
+    },
+    MulB {
+        zero: bool,
+    },
     /// A unary op's backward: input `vals[a]`, output `vals[b]`.
     Unary {
         f: UnaryFn,
@@ -71,9 +112,14 @@ enum Grad {
         zero: bool,
     },
     /// A scale, pow or clamp op's backward: input `vals[a]`.
-    Map { op: OneOp, zero: bool },
+    Map {
+        op: OneOp,
+        zero: bool,
+    },
     /// A one-element slice's backward: `grads[d] += grads[g]`.
-    Pick { zero: bool },
+    Pick {
+        zero: bool,
+    },
 }
 
 #[derive(Clone, Copy)]
@@ -92,9 +138,9 @@ pub(super) struct Dense {
     /// Values from outside the ops, read before the forward: (row,
     /// element, value slot).
     loads: Vec<(u32, u32, u32)>,
-    /// Every op's output, written back after the forward: (value slot,
-    /// buffer).
-    stores: Vec<(u32, Buf)>,
+    /// Each forward instruction's output buffer, written as it is
+    /// computed (the stores overlap the op chain's latency).
+    stores: Vec<Buf>,
     /// The parameters' gradients the walk reads or writes: (row, first
     /// gradient slot, elements).
     param_grads: Vec<(u32, u32, u32)>,
@@ -265,11 +311,19 @@ impl Walk {
                 let (va, vb) = (self.value(s.a)?, self.value(s.b)?);
                 if let Some((d, zero)) = self.grad_of(s.a)? {
                     self.written(s.a);
-                    self.emit(Grad::GradA { f, zero }, d, dout, va, vb);
+                    let op = match f {
+                        BinaryFn::Mul => Grad::MulA { zero },
+                        f => Grad::GradA { f, zero },
+                    };
+                    self.emit(op, d, dout, va, vb);
                 }
                 if let Some((d, zero)) = self.grad_of(s.b)? {
                     self.written(s.b);
-                    self.emit(Grad::GradB { f, zero }, d, dout, va, vb);
+                    let op = match f {
+                        BinaryFn::Mul => Grad::MulB { zero },
+                        f => Grad::GradB { f, zero },
+                    };
+                    self.emit(op, d, dout, va, vb);
                 }
             }
             Kind::One(OneOp::Unary(f)) => {
@@ -349,41 +403,38 @@ impl Dense {
             if vslot[out] != NONE || out < n_params || rows[out].data.len() != 1 {
                 return None;
             }
-            let op = match s.op {
-                Kind::One(op) => Some(op),
-                _ => None,
+            let code = match s.op {
+                Kind::One(op) => Code::of(op),
+                _ => Code::Copy,
             };
-            let Kind::Pick(at) = s.op else {
-                // Operands from outside the ops are read in once.
-                for x in [s.a, s.b] {
-                    if vslot[x as usize] == NONE {
-                        vslot[x as usize] = new_slot(&mut n_vals);
-                        loads.push((x, 0, vslot[x as usize]));
-                    }
+            // Operands from outside the ops are read in once (a slice's
+            // element of a larger tensor into a slot of its own).
+            let at = match s.op {
+                Kind::Pick(at) => at,
+                _ => 0,
+            };
+            let mut operand = |x: u32| {
+                let x = x as usize;
+                if vslot[x] != NONE {
+                    return vslot[x];
                 }
-                vslot[out] = new_slot(&mut n_vals);
-                stores.push((vslot[out], rows[out].data));
-                fwd_out.push(Fwd {
-                    op,
-                    out: vslot[out],
-                    a: vslot[s.a as usize],
-                    b: vslot[s.b as usize],
-                });
-                continue;
+                let slot = new_slot(&mut n_vals);
+                loads.push((x as u32, at, slot));
+                if rows[x].data.len() == 1 {
+                    vslot[x] = slot;
+                }
+                slot
             };
+            let a = operand(s.a);
+            let b = if s.b == s.a { a } else { operand(s.b) };
             vslot[out] = new_slot(&mut n_vals);
-            stores.push((vslot[out], rows[out].data));
-            match vslot[s.a as usize] {
-                // A one-element tensor in the array: a copy.
-                a if a != NONE && at == 0 => fwd_out.push(Fwd {
-                    op: None,
-                    out: vslot[out],
-                    a,
-                    b: a,
-                }),
-                NONE => loads.push((s.a, at, vslot[out])),
-                _ => return None,
-            }
+            stores.push(rows[out].data);
+            fwd_out.push(Fwd {
+                code,
+                out: vslot[out],
+                a,
+                b,
+            });
         }
         // Gradient slots: a row's whole buffer.
         let (mut gslot, mut glen) = (vec![NONE; n], vec![0u32; n]);
@@ -480,15 +531,18 @@ impl Dense {
             };
             vals[slot as usize] = ctx.read_only(data)[at as usize];
         }
-        for s in &self.fwd {
-            let x = vals[s.a as usize];
-            vals[s.out as usize] = match s.op {
-                Some(op) => K::forward(op, x, vals[s.b as usize]),
-                None => x,
+        for (s, &data) in self.fwd.iter().zip(&self.stores) {
+            let (x, y) = (vals[s.a as usize], vals[s.b as usize]);
+            let v = match s.code {
+                Code::Add => K::forward(OneOp::Binary(BinaryFn::Add), x, y),
+                Code::Sub => K::forward(OneOp::Binary(BinaryFn::Sub), x, y),
+                Code::Mul => K::forward(OneOp::Binary(BinaryFn::Mul), x, y),
+                Code::Div => K::forward(OneOp::Binary(BinaryFn::Div), x, y),
+                Code::Op(op) => K::forward(op, x, y),
+                Code::Copy => x,
             };
-        }
-        for &(slot, data) in &self.stores {
-            ctx.access_one(data)[0] = vals[slot as usize];
+            vals[s.out as usize] = v;
+            ctx.access_one(data)[0] = v;
         }
         let grads = &mut self.grads;
         for &(row, start, len) in &self.param_grads {
@@ -512,6 +566,24 @@ impl Dense {
                 }
                 Grad::GradB { f, zero } => {
                     let v = K::grad_b(f, grads[g], vals[s.a as usize], vals[s.b as usize]);
+                    grads[d] = base(zero, grads[d]) + v;
+                }
+                Grad::MulA { zero } => {
+                    let v = K::grad_a(
+                        BinaryFn::Mul,
+                        grads[g],
+                        vals[s.a as usize],
+                        vals[s.b as usize],
+                    );
+                    grads[d] = base(zero, grads[d]) + v;
+                }
+                Grad::MulB { zero } => {
+                    let v = K::grad_b(
+                        BinaryFn::Mul,
+                        grads[g],
+                        vals[s.a as usize],
+                        vals[s.b as usize],
+                    );
                     grads[d] = base(zero, grads[d]) + v;
                 }
                 Grad::Unary { f, assign, zero } => {
