@@ -527,4 +527,12 @@ impl Context {
             .program(s.index as usize)
             .is_some_and(|p| p.is_some())
     }
+
+    /// Whether captured step `s`'s program has its dense form (tests).
+    #[cfg(test)]
+    pub(crate) fn step_has_dense_program(&mut self, s: crate::context::Step) -> bool {
+        self.captures_mut()
+            .program(s.index as usize)
+            .is_some_and(|p| p.as_ref().is_some_and(|p| p.dense.is_some()))
+    }
 }
