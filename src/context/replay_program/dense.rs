@@ -131,6 +131,21 @@ struct Bwd {
     b: u32,
 }
 
+/// An empty vector with room for `n`, or None if it cannot be allocated
+/// (the step then runs the general program).
+fn empty<T>(n: usize) -> Option<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).ok()?;
+    Some(v)
+}
+
+/// A vector of `n` copies of `v`, or None if it cannot be allocated.
+fn filled<T: Clone>(n: usize, v: T) -> Option<Vec<T>> {
+    let mut out = empty(n)?;
+    out.resize(n, v);
+    Some(out)
+}
+
 /// A scalar step's compact program (see the module docs).
 pub(super) struct Dense {
     fwd: Vec<Fwd>,
@@ -391,8 +406,10 @@ impl Dense {
         let n_params = ctx.param_count();
         let table = ctx.table_rows();
         let n = rows.len();
-        let mut vslot = vec![NONE; n];
-        let (mut loads, mut stores, mut fwd_out) = (Vec::new(), Vec::new(), Vec::new());
+        let mut vslot = filled(n, NONE)?;
+        // At most two loads, one store and one instruction per op.
+        let (mut loads, mut stores, mut fwd_out) =
+            (empty(2 * fwd.len())?, empty(fwd.len())?, empty(fwd.len())?);
         let mut n_vals = 0u32;
         let new_slot = |n_vals: &mut u32| {
             *n_vals += 1;
@@ -437,10 +454,10 @@ impl Dense {
             });
         }
         // Gradient slots: a row's whole buffer.
-        let (mut gslot, mut glen) = (vec![NONE; n], vec![0u32; n]);
-        let mut needs = vec![false; n];
+        let (mut gslot, mut glen) = (filled(n, NONE)?, filled(n, 0u32)?);
+        let mut needs = filled(n, false)?;
         let mut n_grads = 0usize;
-        let mut param_state = Vec::with_capacity(n_params);
+        let mut param_state = empty(n_params)?;
         for (i, row) in rows.iter().enumerate() {
             let (grad, need) = if i < n_params {
                 let e = &table[i];
@@ -459,16 +476,20 @@ impl Dense {
                 n_grads += g.len();
             }
         }
+        let mut defined = filled(n, false)?;
+        defined[..n_params].fill(true);
         let mut walk = Walk {
             n_params,
             gslot,
             glen,
             vslot,
             needs,
-            mark: vec![false; n],
-            defined: (0..n).map(|i| i < n_params).collect(),
-            touched: vec![false; n_params],
-            out: Vec::new(),
+            mark: filled(n, false)?,
+            defined,
+            touched: filled(n_params, false)?,
+            // At most five per op (three fills, two writes), the seed and
+            // the parameters' last fills.
+            out: empty(5 * bwd.len() + n_params + 2)?,
         };
         // As `Program::run`'s walk.
         let len = bwd.len() as u32;
@@ -489,10 +510,12 @@ impl Dense {
                 walk.fill(i);
             }
         }
-        let param_grads = (0..n_params)
-            .filter(|&i| walk.touched[i])
-            .map(|i| (i as u32, walk.gslot[i], walk.glen[i]))
-            .collect();
+        let mut param_grads = empty(n_params)?;
+        param_grads.extend(
+            (0..n_params)
+                .filter(|&i| walk.touched[i])
+                .map(|i| (i as u32, walk.gslot[i], walk.glen[i])),
+        );
         Some(Dense {
             fwd: fwd_out,
             bwd: walk.out,
@@ -500,8 +523,8 @@ impl Dense {
             stores,
             param_grads,
             param_state,
-            vals: vec![0.0; n_vals as usize],
-            grads: vec![0.0; n_grads],
+            vals: filled(n_vals as usize, 0.0)?,
+            grads: filled(n_grads, 0.0)?,
         })
     }
 
