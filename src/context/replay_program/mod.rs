@@ -39,6 +39,10 @@
 //! kernel's buffers (capture ran them on the same buffers) and the walk's
 //! flow and table bookkeeping.
 //!
+//! A step made of one-element ops and one-element slices only also gets
+//! a dense form (`dense`): the same kernels as instructions over dense
+//! value and gradient arrays, the marks' effects resolved at capture.
+//!
 //! Anything else takes the ordinary path: a step with an op with no replay
 //! form (dropout, batch norm), a retained activation gradient or a
 //! recomputed segment, a loss that needs no gradient, a view made with

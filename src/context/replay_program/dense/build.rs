@@ -1,135 +1,16 @@
-//! The program of a step whose every op is a one-element op or a
-//! one-element slice (a scalar model), in a compact form: each op an
-//! instruction over one dense value array and one dense gradient array,
-//! the walk's "born, not written yet" marks resolved at capture.
-//!
-//! The general program reads and writes each scalar through its arena
-//! buffer (a live-epoch check per access) and keeps the marks in its rows,
-//! testing them at each gradient access; on a scalar recursion that
-//! bookkeeping, not the arithmetic, was the cost of an op. Here capture
-//! walks the backward once without values, doing what `run` does to the
-//! marks, and writes down what each access did: a slot's first write
-//! starts from 0.0 (the walk's zero fill, then `+=`) or overwrites it
-//! whole, exactly where the walk would. The kernels are the same
-//! (`OneKernels`), called on the same values in the same order, so the
-//! bits are the general program's.
-//!
-//! Values from outside the ops (parameters, inputs, constants) are read
-//! into the value array before the forward, every op's output is written
-//! back to its buffer after it (a caller may read any activation);
-//! parameters' gradients are read in before the walk and written back
-//! after it. Activations' gradients never leave the array: they are not
-//! kept past the walk (a retained one takes the ordinary path).
-//!
-//! The marks are known at capture for activations only: a parameter's
-//! is the table's at replay time, clear after a finished walk or
-//! `zero_grad`. The walk assumes it clear and each parameter's gradient
-//! state as at capture; a replay that finds otherwise runs the general
-//! program.
+//! Building a scalar step's dense form at capture end: the walk's marks
+//! replayed without values.
 
-use super::{Kind, OneKernels, Row, Step1};
-use crate::arena::Buf;
+use super::{Bwd, Code, Dense, Fwd, Grad};
 use crate::context::Context;
-use crate::ops::{BinaryFn, OneOp, UnaryFn};
+use crate::context::replay_program::{Kind, Row, Step1};
+use crate::ops::{BinaryFn, OneOp};
 
 /// No slot.
 const NONE: u32 = u32::MAX;
 
 /// The most gradient elements the arrays hold (parameters' included).
 const MAX_SLOTS: usize = 1 << 20;
-
-/// A forward instruction's op: the common binary ops as their own codes
-/// (one dispatch, not two), any other through `OneOp`, or a copy (a
-/// one-element slice).
-#[derive(Clone, Copy)]
-enum Code {
-    Add,
-    Sub,
-    Mul,
-    Div,
-    Op(OneOp),
-    Copy,
-}
-
-impl Code {
-    fn of(op: OneOp) -> Code {
-        match op {
-            OneOp::Binary(BinaryFn::Add) => Code::Add,
-            OneOp::Binary(BinaryFn::Sub) => Code::Sub,
-            OneOp::Binary(BinaryFn::Mul) => Code::Mul,
-            OneOp::Binary(BinaryFn::Div) => Code::Div,
-            op => Code::Op(op),
-        }
-    }
-}
-
-/// `vals[out] = code(vals[a], vals[b])` (`b` read by binary ops only);
-/// its output is written back to `Dense::stores` at the same index.
-#[derive(Clone, Copy)]
-struct Fwd {
-    code: Code,
-    out: u32,
-    a: u32,
-    b: u32,
-}
-
-/// What a backward instruction does to `grads[d]` (`g` the output's
-/// gradient slot, `a` and `b` value slots). `zero`: the slot was born and
-/// this is its first write, which starts from 0.0 as the walk's zero
-/// fill then `+=` does.
-#[derive(Clone, Copy)]
-enum Grad {
-    /// `grads[d..d + len] = 0` (a zero fill not folded into a write).
-    Fill(u32),
-    /// The loss's seed: `grads[d] += 1`.
-    Seed,
-    /// `add_scaled` (the equal-shape add and sub): `assign` overwrites.
-    AddScaled {
-        k: f32,
-        assign: bool,
-    },
-    /// `grads[d] += grad_a(f, grads[g], vals[a], vals[b])`.
-    GradA {
-        f: BinaryFn,
-        zero: bool,
-    },
-    /// `grads[d] += grad_b(f, grads[g], vals[a], vals[b])`.
-    GradB {
-        f: BinaryFn,
-        zero: bool,
-    },
-    /// `GradA` and `GradB` of a multiply (their own codes: one dispatch).
-    MulA {
-        zero: bool,
-    },
-    MulB {
-        zero: bool,
-    },
-    /// A unary op's backward: input `vals[a]`, output `vals[b]`.
-    Unary {
-        f: UnaryFn,
-        assign: bool,
-        zero: bool,
-    },
-    /// A scale, pow or clamp op's backward: input `vals[a]`.
-    Map {
-        op: OneOp,
-        zero: bool,
-    },
-    /// A one-element slice's backward: `grads[d] += grads[g]`.
-    Pick {
-        zero: bool,
-    },
-}
-
-#[derive(Clone, Copy)]
-struct Bwd {
-    op: Grad,
-    d: u32,
-    g: u32,
-    a: u32,
-    b: u32,
-}
 
 /// An empty vector with room for `n`, or None if it cannot be allocated
 /// (the step then runs the general program).
@@ -145,27 +26,6 @@ fn filled<T: Clone>(n: usize, v: T) -> Option<Vec<T>> {
     out.resize(n, v);
     Some(out)
 }
-
-/// A scalar step's compact program (see the module docs).
-pub(super) struct Dense {
-    fwd: Vec<Fwd>,
-    bwd: Vec<Bwd>,
-    /// Values from outside the ops, read before the forward: (row,
-    /// element, value slot).
-    loads: Vec<(u32, u32, u32)>,
-    /// Each forward instruction's output buffer, written as it is
-    /// computed (the stores overlap the op chain's latency).
-    stores: Vec<Buf>,
-    /// The parameters' gradients the walk reads or writes: (row, first
-    /// gradient slot, elements).
-    param_grads: Vec<(u32, u32, u32)>,
-    /// Per parameter, the state the walk was resolved for: whether it
-    /// needs a gradient and its gradient buffer's length, if any.
-    param_state: Vec<(bool, Option<usize>)>,
-    vals: Vec<f32>,
-    grads: Vec<f32>,
-}
-
 /// The walk's marks as `run` keeps them, replayed without values at
 /// capture, emitting what each gradient access does.
 struct Walk {
@@ -386,12 +246,11 @@ impl Walk {
         Ok(())
     }
 }
-
 impl Dense {
     /// The compact program of a step of one-element ops and slices, or
     /// None for any other step (or one whose walk reads a gradient slot
     /// before writing it, which the plan never makes).
-    pub(super) fn build(
+    pub(in crate::context::replay_program) fn build(
         ctx: &Context,
         fwd: &[Step1],
         bwd: &[Step1],
@@ -526,110 +385,5 @@ impl Dense {
             vals: filled(n_vals as usize, 0.0)?,
             grads: filled(n_grads, 0.0)?,
         })
-    }
-
-    /// The step's forward and backward, as `Program::run`; false (nothing
-    /// done) if a parameter's gradient state is not the one the walk was
-    /// resolved for.
-    pub(super) fn run<K: OneKernels>(&mut self, ctx: &mut Context, rows: &[Row]) -> bool {
-        let table = ctx.table_rows();
-        if table.len() < self.param_state.len()
-            || table
-                .iter()
-                .zip(&self.param_state)
-                .any(|(e, &(needs, len))| {
-                    e.requires_grad != needs || e.unzeroed || e.grad.map(|g| g.len()) != len
-                })
-        {
-            return false;
-        }
-        let n_params = self.param_state.len();
-        let vals = &mut self.vals;
-        for &(row, at, slot) in &self.loads {
-            let row = row as usize;
-            let data = if row < n_params {
-                ctx.table_rows()[row].data
-            } else {
-                rows[row].data
-            };
-            vals[slot as usize] = ctx.read_only(data)[at as usize];
-        }
-        for (s, &data) in self.fwd.iter().zip(&self.stores) {
-            let (x, y) = (vals[s.a as usize], vals[s.b as usize]);
-            let v = match s.code {
-                Code::Add => K::forward(OneOp::Binary(BinaryFn::Add), x, y),
-                Code::Sub => K::forward(OneOp::Binary(BinaryFn::Sub), x, y),
-                Code::Mul => K::forward(OneOp::Binary(BinaryFn::Mul), x, y),
-                Code::Div => K::forward(OneOp::Binary(BinaryFn::Div), x, y),
-                Code::Op(op) => K::forward(op, x, y),
-                Code::Copy => x,
-            };
-            vals[s.out as usize] = v;
-            ctx.access_one(data)[0] = v;
-        }
-        let grads = &mut self.grads;
-        for &(row, start, len) in &self.param_grads {
-            if let Some(g) = ctx.table_rows()[row as usize].grad {
-                let start = start as usize;
-                grads[start..start + len as usize].copy_from_slice(ctx.read_only(g));
-            }
-        }
-        for s in &self.bwd {
-            let (d, g) = (s.d as usize, s.g as usize);
-            let base = |zero: bool, d: f32| if zero { 0.0 } else { d };
-            match s.op {
-                Grad::Fill(len) => grads[d..d + len as usize].fill(0.0),
-                Grad::Seed => grads[d] += 1.0,
-                Grad::AddScaled { k, assign } => {
-                    grads[d] = K::add_scaled(grads[d], grads[g], k, assign);
-                }
-                Grad::GradA { f, zero } => {
-                    let v = K::grad_a(f, grads[g], vals[s.a as usize], vals[s.b as usize]);
-                    grads[d] = base(zero, grads[d]) + v;
-                }
-                Grad::GradB { f, zero } => {
-                    let v = K::grad_b(f, grads[g], vals[s.a as usize], vals[s.b as usize]);
-                    grads[d] = base(zero, grads[d]) + v;
-                }
-                Grad::MulA { zero } => {
-                    let v = K::grad_a(
-                        BinaryFn::Mul,
-                        grads[g],
-                        vals[s.a as usize],
-                        vals[s.b as usize],
-                    );
-                    grads[d] = base(zero, grads[d]) + v;
-                }
-                Grad::MulB { zero } => {
-                    let v = K::grad_b(
-                        BinaryFn::Mul,
-                        grads[g],
-                        vals[s.a as usize],
-                        vals[s.b as usize],
-                    );
-                    grads[d] = base(zero, grads[d]) + v;
-                }
-                Grad::Unary { f, assign, zero } => {
-                    let (x, y) = (vals[s.a as usize], vals[s.b as usize]);
-                    let op = OneOp::Unary(f);
-                    grads[d] = K::backward(op, assign, base(zero, grads[d]), grads[g], x, y);
-                }
-                Grad::Map { op, zero } => {
-                    let x = vals[s.a as usize];
-                    grads[d] = K::backward(op, false, base(zero, grads[d]), grads[g], x, x);
-                }
-                Grad::Pick { zero } => grads[d] = base(zero, grads[d]) + grads[g],
-            }
-        }
-        for &(row, start, len) in &self.param_grads {
-            if let Some(g) = ctx.table_rows()[row as usize].grad {
-                let start = start as usize;
-                ctx.access_one(g)
-                    .copy_from_slice(&grads[start..start + len as usize]);
-            }
-        }
-        ctx.set_backward_done();
-        ctx.set_grads_pending(true);
-        true
     }
 }
