@@ -4,7 +4,7 @@
 use super::{Bwd, Code, Dense, Fwd, Grad};
 use crate::context::Context;
 use crate::context::replay_program::{Kind, Row, Step1};
-use crate::ops::{BinaryFn, OneOp};
+use crate::ops::OneOp;
 
 /// No slot.
 const NONE: u32 = u32::MAX;
@@ -186,19 +186,11 @@ impl Walk {
                 let (va, vb) = (self.value(s.a)?, self.value(s.b)?);
                 if let Some((d, zero)) = self.grad_of(s.a)? {
                     self.written(s.a);
-                    let op = match f {
-                        BinaryFn::Mul => Grad::MulA { zero },
-                        f => Grad::GradA { f, zero },
-                    };
-                    self.emit(op, d, dout, va, vb);
+                    self.emit(Grad::GradA { f, zero }, d, dout, va, vb);
                 }
                 if let Some((d, zero)) = self.grad_of(s.b)? {
                     self.written(s.b);
-                    let op = match f {
-                        BinaryFn::Mul => Grad::MulB { zero },
-                        f => Grad::GradB { f, zero },
-                    };
-                    self.emit(op, d, dout, va, vb);
+                    self.emit(Grad::GradB { f, zero }, d, dout, va, vb);
                 }
             }
             Kind::One(OneOp::Unary(f)) => {
@@ -280,7 +272,7 @@ impl Dense {
                 return None;
             }
             let code = match s.op {
-                Kind::One(op) => Code::of(op),
+                Kind::One(op) => Code::Op(op),
                 _ => Code::Copy,
             };
             // Operands from outside the ops are read in once (a slice's

@@ -37,29 +37,11 @@ use crate::ops::{BinaryFn, OneOp, UnaryFn};
 mod build;
 mod run;
 
-/// A forward instruction's op: the common binary ops as their own codes
-/// (one dispatch, not two), any other through `OneOp`, or a copy (a
-/// one-element slice).
+/// A forward instruction's op, or a copy (a one-element slice).
 #[derive(Clone, Copy)]
 enum Code {
-    Add,
-    Sub,
-    Mul,
-    Div,
     Op(OneOp),
     Copy,
-}
-
-impl Code {
-    fn of(op: OneOp) -> Code {
-        match op {
-            OneOp::Binary(BinaryFn::Add) => Code::Add,
-            OneOp::Binary(BinaryFn::Sub) => Code::Sub,
-            OneOp::Binary(BinaryFn::Mul) => Code::Mul,
-            OneOp::Binary(BinaryFn::Div) => Code::Div,
-            op => Code::Op(op),
-        }
-    }
 }
 
 /// `vals[out] = code(vals[a], vals[b])` (`b` read by binary ops only);
@@ -83,27 +65,11 @@ enum Grad {
     /// The loss's seed: `grads[d] += 1`.
     Seed,
     /// `add_scaled` (the equal-shape add and sub): `assign` overwrites.
-    AddScaled {
-        k: f32,
-        assign: bool,
-    },
+    AddScaled { k: f32, assign: bool },
     /// `grads[d] += grad_a(f, grads[g], vals[a], vals[b])`.
-    GradA {
-        f: BinaryFn,
-        zero: bool,
-    },
+    GradA { f: BinaryFn, zero: bool },
     /// `grads[d] += grad_b(f, grads[g], vals[a], vals[b])`.
-    GradB {
-        f: BinaryFn,
-        zero: bool,
-    },
-    /// `GradA` and `GradB` of a multiply (their own codes: one dispatch).
-    MulA {
-        zero: bool,
-    },
-    MulB {
-        zero: bool,
-    },
+    GradB { f: BinaryFn, zero: bool },
     /// A unary op's backward: input `vals[a]`, output `vals[b]`.
     Unary {
         f: UnaryFn,
@@ -111,14 +77,9 @@ enum Grad {
         zero: bool,
     },
     /// A scale, pow or clamp op's backward: input `vals[a]`.
-    Map {
-        op: OneOp,
-        zero: bool,
-    },
+    Map { op: OneOp, zero: bool },
     /// A one-element slice's backward: `grads[d] += grads[g]`.
-    Pick {
-        zero: bool,
-    },
+    Pick { zero: bool },
 }
 
 #[derive(Clone, Copy)]

@@ -3,7 +3,7 @@
 use super::{Code, Dense, Grad};
 use crate::context::Context;
 use crate::context::replay_program::{OneKernels, Row};
-use crate::ops::{BinaryFn, OneOp};
+use crate::ops::OneOp;
 
 impl Dense {
     /// The step's forward and backward, as `Program::run`; false (nothing
@@ -39,10 +39,6 @@ impl Dense {
         for (s, &data) in self.fwd.iter().zip(&self.stores) {
             let (x, y) = (vals[s.a as usize], vals[s.b as usize]);
             let v = match s.code {
-                Code::Add => K::forward(OneOp::Binary(BinaryFn::Add), x, y),
-                Code::Sub => K::forward(OneOp::Binary(BinaryFn::Sub), x, y),
-                Code::Mul => K::forward(OneOp::Binary(BinaryFn::Mul), x, y),
-                Code::Div => K::forward(OneOp::Binary(BinaryFn::Div), x, y),
                 Code::Op(op) => K::forward(op, x, y),
                 Code::Copy => x,
             };
@@ -71,24 +67,6 @@ impl Dense {
                 }
                 Grad::GradB { f, zero } => {
                     let v = K::grad_b(f, grads[g], vals[s.a as usize], vals[s.b as usize]);
-                    grads[d] = base(zero, grads[d]) + v;
-                }
-                Grad::MulA { zero } => {
-                    let v = K::grad_a(
-                        BinaryFn::Mul,
-                        grads[g],
-                        vals[s.a as usize],
-                        vals[s.b as usize],
-                    );
-                    grads[d] = base(zero, grads[d]) + v;
-                }
-                Grad::MulB { zero } => {
-                    let v = K::grad_b(
-                        BinaryFn::Mul,
-                        grads[g],
-                        vals[s.a as usize],
-                        vals[s.b as usize],
-                    );
                     grads[d] = base(zero, grads[d]) + v;
                 }
                 Grad::Unary { f, assign, zero } => {
