@@ -36,6 +36,8 @@ use crate::ops::{BinaryFn, OneOp, UnaryFn};
 
 mod build;
 mod run;
+#[cfg(test)]
+mod tests;
 
 /// A forward instruction's op, or a copy (a one-element slice).
 #[derive(Clone, Copy)]
