@@ -4,6 +4,7 @@
 //! backward walk does that does not depend on values. Its own room: it
 //! runs once per captured step and decides whether there is a program.
 
+use super::dense::Dense;
 use super::{Bcast, Join, Kind, MAXN, Permute, Program, Row, Select, Side, Step1, Wide};
 use crate::arena::{Buf, Storage};
 use crate::context::Context;
@@ -239,6 +240,7 @@ impl Program {
         for (t, offset, len) in plan.slots() {
             dense[t as usize].grad = Some(Storage::sub(region, offset, len));
         }
+        let compact = Dense::build(ctx, &fwd, &bwd, &births, &dense, loss).map(Box::new);
         Some(Box::new(Program {
             fwd,
             bwd,
@@ -247,6 +249,7 @@ impl Program {
             rows: dense,
             loss,
             n_params,
+            dense: compact,
         }))
     }
 }

@@ -39,6 +39,10 @@
 //! kernel's buffers (capture ran them on the same buffers) and the walk's
 //! flow and table bookkeeping.
 //!
+//! A step made of one-element ops and one-element slices only also gets
+//! a dense form (`dense`): the same kernels as instructions over dense
+//! value and gradient arrays, the marks' effects resolved at capture.
+//!
 //! Anything else takes the ordinary path: a step with an op with no replay
 //! form (dropout, batch norm), a retained activation gradient or a
 //! recomputed segment, a loss that needs no gradient, a view made with
@@ -60,6 +64,7 @@ use crate::ops::{BinaryFn, MAX_CONCAT, OneOp, Op, UnaryFn};
 use crate::shape::{MAX_DIMS, Shape};
 
 mod build;
+mod dense;
 mod eager;
 mod run;
 
@@ -307,6 +312,9 @@ pub(crate) struct Program {
     rows: Vec<Row>,
     loss: u32,
     n_params: usize,
+    /// The same step as one-element instructions over dense arrays, for
+    /// a step of one-element ops and slices only (see `dense`).
+    dense: Option<Box<dense::Dense>>,
 }
 
 #[cfg(test)]

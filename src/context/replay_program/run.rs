@@ -457,6 +457,11 @@ impl Program {
 
     /// The step's forward and its backward from the loss.
     fn run<K: OneKernels>(&mut self, ctx: &mut Context) {
+        if let Some(dense) = &mut self.dense
+            && dense.run::<K>(ctx, &self.rows)
+        {
+            return;
+        }
         for &s in &self.fwd {
             Self::forward::<K>(ctx, &self.rows, &self.side, s);
         }
@@ -521,5 +526,13 @@ impl Context {
         self.captures_mut()
             .program(s.index as usize)
             .is_some_and(|p| p.is_some())
+    }
+
+    /// Whether captured step `s`'s program has its dense form (tests).
+    #[cfg(test)]
+    pub(crate) fn step_has_dense_program(&mut self, s: crate::context::Step) -> bool {
+        self.captures_mut()
+            .program(s.index as usize)
+            .is_some_and(|p| p.as_ref().is_some_and(|p| p.dense.is_some()))
     }
 }

@@ -5,7 +5,7 @@ use crate::context::{Context, Tensor};
 /// A scalar model with every op the program covers, shared operands
 /// (a * a, a parameter read by many ops), broadcast one-element shapes
 /// ([1] with [1, 1]) and an input slot `x`.
-fn model(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
+pub(super) fn model(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
     let (a, b, w) = (p[0], p[1], p[2]);
     let mut h = c.mul(a, x).unwrap();
     for k in 0..4 {
@@ -96,7 +96,7 @@ fn program_replay_matches_eager_bit_for_bit() {
 }
 
 /// A model over parameters and one input slot, for [`same_bits`].
-type Model = fn(&mut Context, &[Tensor], Tensor) -> Tensor;
+pub(super) type Model = fn(&mut Context, &[Tensor], Tensor) -> Tensor;
 
 /// The loss and every element of every parameter's gradient, as bits.
 fn all_bits(c: &Context, p: &[Tensor], loss: Tensor) -> Vec<u32> {
@@ -115,7 +115,7 @@ fn all_bits(c: &Context, p: &[Tensor], loss: Tensor) -> Vec<u32> {
 /// (loss, every gradient element), on 1 and 2 threads, with and
 /// without zero_grad between iterations; a replay that keeps a stale
 /// input must differ.
-fn same_bits(shapes: &[&[usize]], input: &[usize], model: Model) {
+pub(super) fn same_bits(shapes: &[&[usize]], input: &[usize], model: Model) {
     let n_in: usize = input.iter().product();
     let value = |i: usize, k: usize, salt: f32| {
         let t = (i * 7 + k * 3) as f32 * 0.37 + salt;
