@@ -936,7 +936,7 @@ c_functions! {
         contract: call(ag_batch_norm_opt(
             ctx,
             t,
-            if a.null || a.handle % 3 == 0 { null() } else { &fx.b },
+            if a.null || a.handle.is_multiple_of(3) { null() } else { &fx.b },
             if a.null || a.handle % 2 == 1 { null() } else { &fx.b },
             if n == 1 { 0 } else { u32::MAX },
             0.1,
@@ -951,7 +951,7 @@ c_functions! {
         contract: call(ag_group_norm_opt(
             ctx,
             t,
-            if a.null || a.handle % 3 == 0 { null() } else { &fx.b },
+            if a.null || a.handle.is_multiple_of(3) { null() } else { &fx.b },
             if a.null || a.handle % 2 == 1 { null() } else { &fx.b },
             n,
             fl,
