@@ -599,10 +599,9 @@ static ag_status hier_lkj(ag_context *ctx, const model *m, ag_tensor q, ag_tenso
  * log2(n) steps of O(n) each (a sequential loop would be n ops). */
 static ag_status linear_recurrence(ag_context *ctx, const model *m, ag_tensor a, ag_tensor c, ag_tensor *out) {
     size_t n = (size_t)m->rows;
-    ag_tensor zeros, x = c, p = a, pair[2], shifted, t;
-    TRY(constant(ctx, m->zeros, n, 0, &zeros));
+    ag_tensor x = c, p = a, pair[2], shifted, t;
     for (size_t d = 1; d < n; d *= 2) {
-        TRY(ag_slice(ctx, zeros, 0, 0, d, &pair[0]));
+        TRY(constant(ctx, m->zeros, d, 0, &pair[0]));
         TRY(ag_slice(ctx, x, 0, 0, n - d, &pair[1]));
         TRY(ag_concat(ctx, pair, 2, 0, &shifted)); /* x_{t-d}, 0 before the start */
         TRY(ag_mul(ctx, shifted, p, &t));
@@ -666,20 +665,18 @@ static ag_status garch11(ag_context *ctx, const model *m, ag_tensor q, ag_tensor
     /* a = (sigma1^2, alpha0 + alpha1 (y_{t-1} - mu)^2 for t >= 2) */
     TRY(constant(ctx, m->y, n, 0, &y));
     TRY(ag_sub(ctx, y, mu, &r));
-    TRY(ag_slice(ctx, r, 0, 0, n - 1, &t));
-    TRY(ag_mul(ctx, t, t, &r2));
-    TRY(ag_mul(ctx, r2, alpha1, &t));
+    TRY(ag_mul(ctx, r, r, &r2));
+    TRY(ag_slice(ctx, r2, 0, 0, n - 1, &t));
+    TRY(ag_mul(ctx, t, alpha1, &t));
     TRY(ag_add(ctx, t, alpha0, &pair[1]));
     TRY(constant(ctx, &s1, 1, 0, &pair[0]));
     TRY(ag_concat(ctx, pair, 2, 0, &a));
     TRY(linear_recurrence(ctx, m, beta1, a, &s2)); /* sigma_t^2 */
-    /* sum(-log sigma_t - (y_t - mu)^2 / (2 sigma_t^2)) */
-    TRY(ag_mul(ctx, r, r, &r2));
+    /* sum(-log sigma_t - (y_t - mu)^2 / (2 sigma_t^2)): one sum over the rows */
     TRY(ag_div(ctx, r2, s2, &t));
+    TRY(ag_log(ctx, s2, &lp));
+    TRY(ag_add(ctx, t, lp, &t));
     TRY(ag_sum(ctx, t, &lp));
-    TRY(ag_log(ctx, s2, &t));
-    TRY(ag_sum(ctx, t, &t));
-    TRY(ag_add(ctx, lp, t, &lp));
     TRY(ag_scale(ctx, lp, -0.5f, &lp));
     TRY(accumulate(ctx, &lp, j0));
     TRY(accumulate(ctx, &lp, j1));
