@@ -15,7 +15,8 @@
  *    reported: theta[j] = mu + tau theta_trans[j], mu, tau.
  *  linreg: rows are (y, x_1..x_d); y ~ normal(X beta, sigma), q = (beta, log sigma),
  *    log p = -n log sigma - |y - X beta|^2 / (2 sigma^2) + log sigma (Jacobian)
- *            + beta prior + sigma prior; reported: beta, sigma.
+ *            + beta prior + sigma prior; reported: beta, sigma. |y - X beta|^2
+ *    = rss + |U (beta - bhat)|^2 (least squares and X'X = U'U, made once).
  *  logistic: rows are (y in {0, 1}, x_1..x_d); y ~ bernoulli_logit(X beta),
  *    log p = sum(y eta - softplus(eta)) + beta prior, eta = X beta; as
  *    y eta - softplus(eta) = log_sigmoid(+-eta) (+ where y = 1), it runs
@@ -30,7 +31,8 @@
  *            - |mu|^2 / 8 - |sigma|^2 / 8 + 4 log theta + 4 log(1 - theta)
  *            + log(mu_2 - mu_1) + Jacobians of sigma and theta,
  *    with w = (theta, 1 - theta), log theta = log_sigmoid(logit theta);
- *    reported: mu[1], mu[2], sigma[1], sigma[2], theta.
+ *    reported: mu[1], mu[2], sigma[1], sigma[2], theta. Each term is a
+ *    quadratic in y_n, so it runs from the rows (1, y, y^2) made once.
  *  gamma_iid: rows are (y > 0); y ~ gamma(alpha, beta) (shape, rate), alpha
  *    and beta ~ half-normal(0, 10); q = (log alpha, log beta),
  *    log p = sum(alpha log beta - lgamma(alpha) + (alpha - 1) log y - beta y)
@@ -262,6 +264,21 @@ void model_load(model *m, const char *path) {
     } else if (!strcmp(m->kind, "mixture2")) {
         m->dim = 5;
         if (m->n_out != 5) die(path, "mixture2: names must be mu[1..2], sigma[1..2], theta");
+        /* the rows (1, y, y^2) over the points, then their sums */
+        m->gram = malloc(sizeof(float) * (3 * (size_t)n + 3));
+        if (!m->gram) die(path, "out of memory");
+        double sy = 0, syy = 0;
+        for (int i = 0; i < n; i++) {
+            double v = m->y[i];
+            m->gram[i] = 1.0f;
+            m->gram[n + i] = (float)v;
+            m->gram[2 * n + i] = (float)(v * v);
+            sy += v;
+            syy += v * v;
+        }
+        m->gram[3 * n] = (float)n;
+        m->gram[3 * n + 1] = (float)sy;
+        m->gram[3 * n + 2] = (float)syy;
     } else if (!strcmp(m->kind, "gamma_iid")) {
         m->dim = 2;
         if (m->n_out != 2 || c != 1) die(path, "gamma_iid: names must be alpha, beta; one column");
@@ -449,8 +466,9 @@ static ag_status logistic(ag_context *ctx, const model *m, ag_tensor q, ag_tenso
 
 static ag_status mixture2(ag_context *ctx, const model *m, ag_tensor q, ag_tensor *out) {
     size_t n = (size_t)m->rows;
-    ag_tensor mu1, gap, ls, lt, sigma, jac_s, theta, jac_t, pair[2], mu, lw, y, r, z, sq, lpk, lse, lp, t, col;
-    const size_t col_shape[2] = {2, 1};
+    ag_tensor mu1, gap, ls, lt, sigma, jac_s, theta, jac_t, pair[2], mu, lw, y, r, z, lp, t;
+    ag_tensor k2, km, abc[3], coef, c1, c2, dc;
+    const size_t coef_shape[2] = {3, 2};
     TRY(ag_slice(ctx, q, 0, 0, 1, &mu1));
     TRY(ag_slice(ctx, q, 0, 1, 1, &gap));
     TRY(ag_slice(ctx, q, 0, 2, 2, &ls));
@@ -467,26 +485,34 @@ static ag_status mixture2(ag_context *ctx, const model *m, ag_tensor q, ag_tenso
     TRY(ag_neg(ctx, lt, &t));
     TRY(ag_log_sigmoid(ctx, t, &pair[1]));
     TRY(ag_concat(ctx, pair, 2, 0, &lw));
-    /* [1, n] - [2, 1] -> [2, n]: each component against each point, a row
-     * of n per component (long rows: the broadcast loops run over n, not 2).
-     * -(y - mu)^2 / (2 sigma^2) = -((y - mu) k)^2 with k = e^-(log sigma) /
-     * sqrt(2): the per-component work (a reciprocal, the 1/2) is done on
-     * the [2] columns, so the table takes a multiply, not a divide and a
-     * scale. */
-    TRY(constant(ctx, m->y, 1, n, &y));
-    TRY(ag_reshape(ctx, mu, col_shape, 2, &col));
-    TRY(ag_sub(ctx, y, col, &r));
-    TRY(ag_neg(ctx, ls, &t));
+    /* Each component's term is a quadratic in y: p_k(y) = log w_k -
+     * log sigma_k - K_k (y - mu_k)^2 = A_k + B_k y + C_k y^2, K = e^(-2 log
+     * sigma) / 2, A = log w - log sigma - K mu^2, B = 2 K mu, C = -K; the
+     * coefficients are made on [2] columns. logsumexp(p_1, p_2) = p_1 +
+     * softplus(p_2 - p_1): one product with the rows (1, y, y^2) and one f32
+     * map over the points, and sum_n p_1(y_n) from the sums of 1, y, y^2. */
+    TRY(ag_scale(ctx, ls, -2.0f, &t));
     TRY(ag_exp(ctx, t, &t));
-    TRY(ag_scale(ctx, t, 0.70710678f, &t));
-    TRY(ag_reshape(ctx, t, col_shape, 2, &col));
-    TRY(ag_mul(ctx, r, col, &z));
-    TRY(ag_mul(ctx, z, z, &sq));
+    TRY(ag_scale(ctx, t, 0.5f, &k2));
+    TRY(ag_mul(ctx, k2, mu, &km));
     TRY(ag_sub(ctx, lw, ls, &t));
-    TRY(ag_reshape(ctx, t, col_shape, 2, &col));
-    TRY(ag_sub(ctx, col, sq, &lpk));
-    TRY(ag_logsumexp_axis(ctx, lpk, 0, false, &lse));
-    TRY(ag_sum(ctx, lse, &lp));
+    TRY(ag_mul(ctx, km, mu, &r));
+    TRY(ag_sub(ctx, t, r, &abc[0]));
+    TRY(ag_scale(ctx, km, 2.0f, &abc[1]));
+    TRY(ag_neg(ctx, k2, &abc[2]));
+    TRY(ag_concat(ctx, abc, 3, 0, &t));
+    TRY(ag_reshape(ctx, t, coef_shape, 2, &coef)); /* rows (A, B, C), a column per component */
+    TRY(ag_slice(ctx, coef, 1, 0, 1, &c1));
+    TRY(ag_slice(ctx, coef, 1, 1, 1, &c2));
+    TRY(ag_sub(ctx, c2, c1, &dc));
+    TRY(constant(ctx, m->gram, 3, n, &y));
+    TRY(ag_matmul(ctx, dc, y, true, false, &z)); /* [1, n]: p_2 - p_1 per point */
+    TRY(ag_softplus(ctx, z, &t));
+    TRY(ag_sum(ctx, t, &lp));
+    TRY(constant(ctx, m->gram + 3 * n, 1, 3, &y));
+    TRY(ag_matmul(ctx, y, c1, false, false, &t)); /* sum_n p_1(y_n) */
+    TRY(ag_sum(ctx, t, &t));
+    TRY(accumulate(ctx, &lp, t));
     TRY(sumsq(ctx, mu, -1.0f / 8.0f, &t));
     TRY(accumulate(ctx, &lp, t));
     TRY(sumsq(ctx, sigma, -1.0f / 8.0f, &t));
