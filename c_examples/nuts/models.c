@@ -15,7 +15,8 @@
  *    reported: theta[j] = mu + tau theta_trans[j], mu, tau.
  *  linreg: rows are (y, x_1..x_d); y ~ normal(X beta, sigma), q = (beta, log sigma),
  *    log p = -n log sigma - |y - X beta|^2 / (2 sigma^2) + log sigma (Jacobian)
- *            + beta prior + sigma prior; reported: beta, sigma.
+ *            + beta prior + sigma prior; reported: beta, sigma. |y - X beta|^2
+ *    = rss + |U (beta - bhat)|^2 (least squares and X'X = U'U, made once).
  *  logistic: rows are (y in {0, 1}, x_1..x_d); y ~ bernoulli_logit(X beta),
  *    log p = sum(y eta - softplus(eta)) + beta prior, eta = X beta; as
  *    y eta - softplus(eta) = log_sigmoid(+-eta) (+ where y = 1), it runs
@@ -30,7 +31,8 @@
  *            - |mu|^2 / 8 - |sigma|^2 / 8 + 4 log theta + 4 log(1 - theta)
  *            + log(mu_2 - mu_1) + Jacobians of sigma and theta,
  *    with w = (theta, 1 - theta), log theta = log_sigmoid(logit theta);
- *    reported: mu[1], mu[2], sigma[1], sigma[2], theta.
+ *    reported: mu[1], mu[2], sigma[1], sigma[2], theta. Each term is a
+ *    quadratic in y_n, so it runs from the rows (1, y, y^2) made once.
  *  gamma_iid: rows are (y > 0); y ~ gamma(alpha, beta) (shape, rate), alpha
  *    and beta ~ half-normal(0, 10); q = (log alpha, log beta),
  *    log p = sum(alpha log beta - lgamma(alpha) + (alpha - 1) log y - beta y)
@@ -133,6 +135,61 @@ static void name_coordinates(model *m) {
     }
 }
 
+/* linreg's sufficient statistics, in double from the float data: with
+ * X'X = U'U (Cholesky) and bhat the least-squares coefficients,
+ * |y - X beta|^2 = rss + |U (beta - bhat)|^2, so a gradient costs a d x d
+ * product instead of two passes over the n x d rows. Left NULL (the
+ * row-wise form) where X'X is not safely positive definite. */
+static void linreg_gram(model *m, const char *path) {
+    size_t n = (size_t)m->rows, d = (size_t)m->d;
+    double *g = calloc(d * d + d, sizeof(double)), *b = g + d * d;
+    if (!g) die(path, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const float *xi = m->x + i * d;
+        for (size_t j = 0; j < d; j++) {
+            b[j] += (double)xi[j] * m->y[i];
+            for (size_t k = 0; k <= j; k++) g[j * d + k] += (double)xi[j] * xi[k];
+        }
+    }
+    /* in place: the lower triangle of g becomes L, L L' = X'X */
+    for (size_t j = 0; j < d; j++) {
+        double diag = g[j * d + j];
+        for (size_t k = 0; k < j; k++) diag -= g[j * d + k] * g[j * d + k];
+        if (!(diag > 1e-9 * g[j * d + j])) {
+            free(g);
+            return;
+        }
+        g[j * d + j] = sqrt(diag);
+        for (size_t i = j + 1; i < d; i++) {
+            double v = g[i * d + j];
+            for (size_t k = 0; k < j; k++) v -= g[i * d + k] * g[j * d + k];
+            g[i * d + j] = v / g[j * d + j];
+        }
+    }
+    for (size_t j = 0; j < d; j++) { /* L z = X'y */
+        for (size_t k = 0; k < j; k++) b[j] -= g[j * d + k] * b[k];
+        b[j] /= g[j * d + j];
+    }
+    for (size_t j = d; j-- > 0;) { /* L' bhat = z */
+        for (size_t k = j + 1; k < d; k++) b[j] -= g[k * d + j] * b[k];
+        b[j] /= g[j * d + j];
+    }
+    double rss = 0;
+    for (size_t i = 0; i < n; i++) {
+        double r = m->y[i];
+        for (size_t j = 0; j < d; j++) r -= (double)m->x[i * d + j] * b[j];
+        rss += r * r;
+    }
+    m->gram = calloc(d * d + d + 1, sizeof(float));
+    m->zeros = calloc(d, sizeof(float));
+    if (!m->gram || !m->zeros) die(path, "out of memory");
+    for (size_t j = 0; j < d; j++)
+        for (size_t k = j; k < d; k++) m->gram[j * d + k] = (float)g[k * d + j]; /* U = L' */
+    for (size_t j = 0; j < d; j++) m->gram[d * d + j] = (float)b[j];
+    m->gram[d * d + d] = (float)rss;
+    free(g);
+}
+
 void model_load(model *m, const char *path) {
     memset(m, 0, sizeof *m);
     const char *base = strrchr(path, '/');
@@ -195,6 +252,7 @@ void model_load(model *m, const char *path) {
     } else if (!strcmp(m->kind, "linreg")) {
         m->dim = m->d + 1;
         if (m->n_out != m->dim) die(path, "linreg: names must be the coefficients and sigma");
+        linreg_gram(m, path);
     } else if (!strcmp(m->kind, "logistic")) {
         m->dim = m->d;
         if (m->n_out != m->dim) die(path, "logistic: names must be the coefficients");
@@ -206,6 +264,21 @@ void model_load(model *m, const char *path) {
     } else if (!strcmp(m->kind, "mixture2")) {
         m->dim = 5;
         if (m->n_out != 5) die(path, "mixture2: names must be mu[1..2], sigma[1..2], theta");
+        /* the rows (1, y, y^2) over the points, then their sums */
+        m->gram = malloc(sizeof(float) * (3 * (size_t)n + 3));
+        if (!m->gram) die(path, "out of memory");
+        double sy = 0, syy = 0;
+        for (int i = 0; i < n; i++) {
+            double v = m->y[i];
+            m->gram[i] = 1.0f;
+            m->gram[n + i] = (float)v;
+            m->gram[2 * n + i] = (float)(v * v);
+            sy += v;
+            syy += v * v;
+        }
+        m->gram[3 * n] = (float)n;
+        m->gram[3 * n + 1] = (float)sy;
+        m->gram[3 * n + 2] = (float)syy;
     } else if (!strcmp(m->kind, "gamma_iid")) {
         m->dim = 2;
         if (m->n_out != 2 || c != 1) die(path, "gamma_iid: names must be alpha, beta; one column");
@@ -270,6 +343,7 @@ void model_free(model *m) {
     free(m->obs);
     free(m->se);
     free(m->zeros);
+    free(m->gram);
     ag_context_free(&m->ctx);
 }
 
@@ -337,13 +411,28 @@ static ag_status linreg(ag_context *ctx, const model *m, ag_tensor q, ag_tensor 
     TRY(ag_constrain_lower(ctx, s, 0.0f, &sigma, &jac));
     size_t col[2] = {d, 1};
     TRY(ag_reshape(ctx, beta, col, 2, &b2));
-    TRY(constant(ctx, m->x, n, d, &x));
-    TRY(constant(ctx, m->y, n, 1, &y));
-    TRY(ag_matmul(ctx, x, b2, false, false, &mu));
-    /* -|y - X beta|^2 / 2 = -n mse / 2: one fused pass over the rows (and
-     * one back) where a subtraction, a square and a sum took three */
-    TRY(ag_mse_loss(ctx, mu, y, &mse));
-    TRY(ag_scale(ctx, mse, -0.5f * (float)n, &t));
+    if (m->gram) {
+        /* -|y - X beta|^2 / 2 = -(rss + |U (beta - bhat)|^2) / 2 */
+        ag_tensor u, bhat, rss, dev, z;
+        TRY(constant(ctx, m->gram, d, d, &u));
+        TRY(constant(ctx, m->gram + d * d, d, 1, &bhat));
+        TRY(constant(ctx, m->gram + d * d + d, 1, 0, &rss));
+        TRY(constant(ctx, m->zeros, d, 1, &z));
+        TRY(ag_sub(ctx, b2, bhat, &dev));
+        TRY(ag_matmul(ctx, u, dev, false, false, &mu));
+        TRY(ag_mse_loss(ctx, mu, z, &mse)); /* |U (beta - bhat)|^2 / d */
+        TRY(ag_scale(ctx, mse, (float)d, &t));
+        TRY(ag_add(ctx, t, rss, &t));
+        TRY(ag_scale(ctx, t, -0.5f, &t));
+    } else {
+        TRY(constant(ctx, m->x, n, d, &x));
+        TRY(constant(ctx, m->y, n, 1, &y));
+        TRY(ag_matmul(ctx, x, b2, false, false, &mu));
+        /* -|y - X beta|^2 / 2 = -n mse / 2: one fused pass over the rows (and
+         * one back) where a subtraction, a square and a sum took three */
+        TRY(ag_mse_loss(ctx, mu, y, &mse));
+        TRY(ag_scale(ctx, mse, -0.5f * (float)n, &t));
+    }
     TRY(ag_mul(ctx, sigma, sigma, &var));
     TRY(ag_div(ctx, t, var, &lp));
     TRY(ag_scale(ctx, s, -(float)n, &t)); /* -n log sigma */
@@ -377,8 +466,9 @@ static ag_status logistic(ag_context *ctx, const model *m, ag_tensor q, ag_tenso
 
 static ag_status mixture2(ag_context *ctx, const model *m, ag_tensor q, ag_tensor *out) {
     size_t n = (size_t)m->rows;
-    ag_tensor mu1, gap, ls, lt, sigma, jac_s, theta, jac_t, pair[2], mu, lw, y, r, z, sq, lpk, lse, lp, t, col;
-    const size_t col_shape[2] = {2, 1};
+    ag_tensor mu1, gap, ls, lt, sigma, jac_s, theta, jac_t, pair[2], mu, lw, y, r, z, lp, t;
+    ag_tensor k2, km, abc[3], coef, c1, c2, dc;
+    const size_t coef_shape[2] = {3, 2};
     TRY(ag_slice(ctx, q, 0, 0, 1, &mu1));
     TRY(ag_slice(ctx, q, 0, 1, 1, &gap));
     TRY(ag_slice(ctx, q, 0, 2, 2, &ls));
@@ -395,26 +485,34 @@ static ag_status mixture2(ag_context *ctx, const model *m, ag_tensor q, ag_tenso
     TRY(ag_neg(ctx, lt, &t));
     TRY(ag_log_sigmoid(ctx, t, &pair[1]));
     TRY(ag_concat(ctx, pair, 2, 0, &lw));
-    /* [1, n] - [2, 1] -> [2, n]: each component against each point, a row
-     * of n per component (long rows: the broadcast loops run over n, not 2).
-     * -(y - mu)^2 / (2 sigma^2) = -((y - mu) k)^2 with k = e^-(log sigma) /
-     * sqrt(2): the per-component work (a reciprocal, the 1/2) is done on
-     * the [2] columns, so the table takes a multiply, not a divide and a
-     * scale. */
-    TRY(constant(ctx, m->y, 1, n, &y));
-    TRY(ag_reshape(ctx, mu, col_shape, 2, &col));
-    TRY(ag_sub(ctx, y, col, &r));
-    TRY(ag_neg(ctx, ls, &t));
+    /* Each component's term is a quadratic in y: p_k(y) = log w_k -
+     * log sigma_k - K_k (y - mu_k)^2 = A_k + B_k y + C_k y^2, K = e^(-2 log
+     * sigma) / 2, A = log w - log sigma - K mu^2, B = 2 K mu, C = -K; the
+     * coefficients are made on [2] columns. logsumexp(p_1, p_2) = p_1 +
+     * softplus(p_2 - p_1): one product with the rows (1, y, y^2) and one f32
+     * map over the points, and sum_n p_1(y_n) from the sums of 1, y, y^2. */
+    TRY(ag_scale(ctx, ls, -2.0f, &t));
     TRY(ag_exp(ctx, t, &t));
-    TRY(ag_scale(ctx, t, 0.70710678f, &t));
-    TRY(ag_reshape(ctx, t, col_shape, 2, &col));
-    TRY(ag_mul(ctx, r, col, &z));
-    TRY(ag_mul(ctx, z, z, &sq));
+    TRY(ag_scale(ctx, t, 0.5f, &k2));
+    TRY(ag_mul(ctx, k2, mu, &km));
     TRY(ag_sub(ctx, lw, ls, &t));
-    TRY(ag_reshape(ctx, t, col_shape, 2, &col));
-    TRY(ag_sub(ctx, col, sq, &lpk));
-    TRY(ag_logsumexp_axis(ctx, lpk, 0, false, &lse));
-    TRY(ag_sum(ctx, lse, &lp));
+    TRY(ag_mul(ctx, km, mu, &r));
+    TRY(ag_sub(ctx, t, r, &abc[0]));
+    TRY(ag_scale(ctx, km, 2.0f, &abc[1]));
+    TRY(ag_neg(ctx, k2, &abc[2]));
+    TRY(ag_concat(ctx, abc, 3, 0, &t));
+    TRY(ag_reshape(ctx, t, coef_shape, 2, &coef)); /* rows (A, B, C), a column per component */
+    TRY(ag_slice(ctx, coef, 1, 0, 1, &c1));
+    TRY(ag_slice(ctx, coef, 1, 1, 1, &c2));
+    TRY(ag_sub(ctx, c2, c1, &dc));
+    TRY(constant(ctx, m->gram, 3, n, &y));
+    TRY(ag_matmul(ctx, dc, y, true, false, &z)); /* [1, n]: p_2 - p_1 per point */
+    TRY(ag_softplus(ctx, z, &t));
+    TRY(ag_sum(ctx, t, &lp));
+    TRY(constant(ctx, m->gram + 3 * n, 1, 3, &y));
+    TRY(ag_matmul(ctx, y, c1, false, false, &t)); /* sum_n p_1(y_n) */
+    TRY(ag_sum(ctx, t, &t));
+    TRY(accumulate(ctx, &lp, t));
     TRY(sumsq(ctx, mu, -1.0f / 8.0f, &t));
     TRY(accumulate(ctx, &lp, t));
     TRY(sumsq(ctx, sigma, -1.0f / 8.0f, &t));
@@ -599,10 +697,9 @@ static ag_status hier_lkj(ag_context *ctx, const model *m, ag_tensor q, ag_tenso
  * log2(n) steps of O(n) each (a sequential loop would be n ops). */
 static ag_status linear_recurrence(ag_context *ctx, const model *m, ag_tensor a, ag_tensor c, ag_tensor *out) {
     size_t n = (size_t)m->rows;
-    ag_tensor zeros, x = c, p = a, pair[2], shifted, t;
-    TRY(constant(ctx, m->zeros, n, 0, &zeros));
+    ag_tensor x = c, p = a, pair[2], shifted, t;
     for (size_t d = 1; d < n; d *= 2) {
-        TRY(ag_slice(ctx, zeros, 0, 0, d, &pair[0]));
+        TRY(constant(ctx, m->zeros, d, 0, &pair[0]));
         TRY(ag_slice(ctx, x, 0, 0, n - d, &pair[1]));
         TRY(ag_concat(ctx, pair, 2, 0, &shifted)); /* x_{t-d}, 0 before the start */
         TRY(ag_mul(ctx, shifted, p, &t));
@@ -666,20 +763,18 @@ static ag_status garch11(ag_context *ctx, const model *m, ag_tensor q, ag_tensor
     /* a = (sigma1^2, alpha0 + alpha1 (y_{t-1} - mu)^2 for t >= 2) */
     TRY(constant(ctx, m->y, n, 0, &y));
     TRY(ag_sub(ctx, y, mu, &r));
-    TRY(ag_slice(ctx, r, 0, 0, n - 1, &t));
-    TRY(ag_mul(ctx, t, t, &r2));
-    TRY(ag_mul(ctx, r2, alpha1, &t));
+    TRY(ag_mul(ctx, r, r, &r2));
+    TRY(ag_slice(ctx, r2, 0, 0, n - 1, &t));
+    TRY(ag_mul(ctx, t, alpha1, &t));
     TRY(ag_add(ctx, t, alpha0, &pair[1]));
     TRY(constant(ctx, &s1, 1, 0, &pair[0]));
     TRY(ag_concat(ctx, pair, 2, 0, &a));
     TRY(linear_recurrence(ctx, m, beta1, a, &s2)); /* sigma_t^2 */
-    /* sum(-log sigma_t - (y_t - mu)^2 / (2 sigma_t^2)) */
-    TRY(ag_mul(ctx, r, r, &r2));
+    /* sum(-log sigma_t - (y_t - mu)^2 / (2 sigma_t^2)): one sum over the rows */
     TRY(ag_div(ctx, r2, s2, &t));
+    TRY(ag_log(ctx, s2, &lp));
+    TRY(ag_add(ctx, t, lp, &t));
     TRY(ag_sum(ctx, t, &lp));
-    TRY(ag_log(ctx, s2, &t));
-    TRY(ag_sum(ctx, t, &t));
-    TRY(ag_add(ctx, lp, t, &lp));
     TRY(ag_scale(ctx, lp, -0.5f, &lp));
     TRY(accumulate(ctx, &lp, j0));
     TRY(accumulate(ctx, &lp, j1));
