@@ -135,61 +135,6 @@ static void name_coordinates(model *m) {
     }
 }
 
-/* linreg's sufficient statistics, in double from the float data: with
- * X'X = U'U (Cholesky) and bhat the least-squares coefficients,
- * |y - X beta|^2 = rss + |U (beta - bhat)|^2, so a gradient costs a d x d
- * product instead of two passes over the n x d rows. Left NULL (the
- * row-wise form) where X'X is not safely positive definite. */
-static void linreg_gram(model *m, const char *path) {
-    size_t n = (size_t)m->rows, d = (size_t)m->d;
-    double *g = calloc(d * d + d, sizeof(double)), *b = g + d * d;
-    if (!g) die(path, "out of memory");
-    for (size_t i = 0; i < n; i++) {
-        const float *xi = m->x + i * d;
-        for (size_t j = 0; j < d; j++) {
-            b[j] += (double)xi[j] * m->y[i];
-            for (size_t k = 0; k <= j; k++) g[j * d + k] += (double)xi[j] * xi[k];
-        }
-    }
-    /* in place: the lower triangle of g becomes L, L L' = X'X */
-    for (size_t j = 0; j < d; j++) {
-        double diag = g[j * d + j];
-        for (size_t k = 0; k < j; k++) diag -= g[j * d + k] * g[j * d + k];
-        if (!(diag > 1e-9 * g[j * d + j])) {
-            free(g);
-            return;
-        }
-        g[j * d + j] = sqrt(diag);
-        for (size_t i = j + 1; i < d; i++) {
-            double v = g[i * d + j];
-            for (size_t k = 0; k < j; k++) v -= g[i * d + k] * g[j * d + k];
-            g[i * d + j] = v / g[j * d + j];
-        }
-    }
-    for (size_t j = 0; j < d; j++) { /* L z = X'y */
-        for (size_t k = 0; k < j; k++) b[j] -= g[j * d + k] * b[k];
-        b[j] /= g[j * d + j];
-    }
-    for (size_t j = d; j-- > 0;) { /* L' bhat = z */
-        for (size_t k = j + 1; k < d; k++) b[j] -= g[k * d + j] * b[k];
-        b[j] /= g[j * d + j];
-    }
-    double rss = 0;
-    for (size_t i = 0; i < n; i++) {
-        double r = m->y[i];
-        for (size_t j = 0; j < d; j++) r -= (double)m->x[i * d + j] * b[j];
-        rss += r * r;
-    }
-    m->gram = calloc(d * d + d + 1, sizeof(float));
-    m->zeros = calloc(d, sizeof(float));
-    if (!m->gram || !m->zeros) die(path, "out of memory");
-    for (size_t j = 0; j < d; j++)
-        for (size_t k = j; k < d; k++) m->gram[j * d + k] = (float)g[k * d + j]; /* U = L' */
-    for (size_t j = 0; j < d; j++) m->gram[d * d + j] = (float)b[j];
-    m->gram[d * d + d] = (float)rss;
-    free(g);
-}
-
 void model_load(model *m, const char *path) {
     memset(m, 0, sizeof *m);
     const char *base = strrchr(path, '/');
@@ -252,7 +197,6 @@ void model_load(model *m, const char *path) {
     } else if (!strcmp(m->kind, "linreg")) {
         m->dim = m->d + 1;
         if (m->n_out != m->dim) die(path, "linreg: names must be the coefficients and sigma");
-        linreg_gram(m, path);
     } else if (!strcmp(m->kind, "logistic")) {
         m->dim = m->d;
         if (m->n_out != m->dim) die(path, "logistic: names must be the coefficients");
@@ -411,28 +355,13 @@ static ag_status linreg(ag_context *ctx, const model *m, ag_tensor q, ag_tensor 
     TRY(ag_constrain_lower(ctx, s, 0.0f, &sigma, &jac));
     size_t col[2] = {d, 1};
     TRY(ag_reshape(ctx, beta, col, 2, &b2));
-    if (m->gram) {
-        /* -|y - X beta|^2 / 2 = -(rss + |U (beta - bhat)|^2) / 2 */
-        ag_tensor u, bhat, rss, dev, z;
-        TRY(constant(ctx, m->gram, d, d, &u));
-        TRY(constant(ctx, m->gram + d * d, d, 1, &bhat));
-        TRY(constant(ctx, m->gram + d * d + d, 1, 0, &rss));
-        TRY(constant(ctx, m->zeros, d, 1, &z));
-        TRY(ag_sub(ctx, b2, bhat, &dev));
-        TRY(ag_matmul(ctx, u, dev, false, false, &mu));
-        TRY(ag_mse_loss(ctx, mu, z, &mse)); /* |U (beta - bhat)|^2 / d */
-        TRY(ag_scale(ctx, mse, (float)d, &t));
-        TRY(ag_add(ctx, t, rss, &t));
-        TRY(ag_scale(ctx, t, -0.5f, &t));
-    } else {
-        TRY(constant(ctx, m->x, n, d, &x));
-        TRY(constant(ctx, m->y, n, 1, &y));
-        TRY(ag_matmul(ctx, x, b2, false, false, &mu));
-        /* -|y - X beta|^2 / 2 = -n mse / 2: one fused pass over the rows (and
-         * one back) where a subtraction, a square and a sum took three */
-        TRY(ag_mse_loss(ctx, mu, y, &mse));
-        TRY(ag_scale(ctx, mse, -0.5f * (float)n, &t));
-    }
+    TRY(constant(ctx, m->x, n, d, &x));
+    TRY(constant(ctx, m->y, n, 1, &y));
+    TRY(ag_matmul(ctx, x, b2, false, false, &mu));
+    /* -|y - X beta|^2 / 2 = -n mse / 2: one fused pass over the rows (and
+     * one back) where a subtraction, a square and a sum took three */
+    TRY(ag_mse_loss(ctx, mu, y, &mse));
+    TRY(ag_scale(ctx, mse, -0.5f * (float)n, &t));
     TRY(ag_mul(ctx, sigma, sigma, &var));
     TRY(ag_div(ctx, t, var, &lp));
     TRY(ag_scale(ctx, s, -(float)n, &t)); /* -n log sigma */

@@ -40,10 +40,8 @@ typedef struct model {
     float *yt;          /* [cols, rows]: the data table transposed (mvn_lkj) */
     float *obs, *se;    /* hier_lkj: [rows, K] group means, [rows] their standard errors */
     double sigma1;      /* garch11: the first volatility */
-    float *zeros;       /* arma11, garch11: [rows] zeros; linreg: [d] */
-    float *gram;        /* linreg: [d, d] U with U'U = X'X, [d] the least-squares
-                         * beta, its residual sum of squares; NULL: X'X singular.
-                         * mixture2: [3, rows] (1, y, y^2), then their sums */
+    float *zeros;       /* arma11, garch11: [rows] zeros */
+    float *gram;        /* mixture2: [3, rows] (1, y, y^2), then their sums */
     int dim;            /* unconstrained parameters */
     int n_out;          /* reported (constrained) quantities */
     char *names[NUTS_MAX_NAMES];
