@@ -254,6 +254,53 @@ const CASES: &[Case] = &[
         }
         out
     }),
+    // Packed attention of one batch item with 8 heads of 32 channels over
+    // 100 rows: each head a task of its own. qkv also feeds a product
+    // recorded after it, whose gradient is there before the attention's
+    // backward adds to it.
+    ("packed attention, one item cut by heads", || {
+        let (b, t, c, nh) = (1, 100, 256, 8);
+        let mut random = normals(33);
+        let mut ctx = Context::new();
+        let x = ctx
+            .param(&[b, t, 3 * c], Some(&random(b * t * 3 * c)))
+            .unwrap();
+        let y = ctx.attention(x, nh).unwrap();
+        let wy = ctx.tensor(&[b, t, c], &random(b * t * c)).unwrap();
+        let wx = ctx.tensor(&[b, t, 3 * c], &random(b * t * 3 * c)).unwrap();
+        let (ly, lx) = (ctx.mul(y, wy).unwrap(), ctx.mul(x, wx).unwrap());
+        let (sy, sx) = (ctx.sum(ly).unwrap(), ctx.sum(lx).unwrap());
+        let loss = ctx.add(sy, sx).unwrap();
+        loss_bits(&mut ctx, loss)
+    }),
+    // Permutes cut into row tasks: a head split that keeps the last axis
+    // ([3, 128, 8, 64] -> [3, 8, 128, 64], 3 tasks) and one that moves it
+    // ([64, 48, 50] -> [50, 64, 48], 2 tasks). x also feeds a product
+    // recorded after, so backward adds to a gradient already there.
+    ("permute, rows and elements", || {
+        let mut random = normals(57);
+        let mut out = Bits::default();
+        for (shape, perm) in [
+            (&[3, 128, 8, 64][..], &[0, 2, 1, 3][..]),
+            (&[64, 48, 50], &[2, 0, 1]),
+        ] {
+            let n = shape.iter().product();
+            let mut ctx = Context::new();
+            let x = ctx.param(shape, Some(&random(n))).unwrap();
+            let y = ctx.permute(x, perm).unwrap();
+            let wy = ctx
+                .tensor(ctx.shape(y).unwrap().dims(), &random(n))
+                .unwrap();
+            let wx = ctx.tensor(shape, &random(n)).unwrap();
+            let (ly, lx) = (ctx.mul(y, wy).unwrap(), ctx.mul(x, wx).unwrap());
+            let (sy, sx) = (ctx.sum(ly).unwrap(), ctx.sum(lx).unwrap());
+            let loss = ctx.add(sy, sx).unwrap();
+            let bits = loss_bits(&mut ctx, loss);
+            out.losses.extend(bits.losses);
+            out.grads.extend(bits.grads);
+        }
+        out
+    }),
     // Grouped-query attention, 3 query heads per kv head over 6 (batch,
     // kv head) groups of an odd length: forward and the three gradients.
     ("grouped-query attention", || {

@@ -5,8 +5,10 @@
 
 use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
+use crate::kernels::fastmath;
 use crate::ops::{MAX_CONCAT, Op};
 use crate::shape::{MAX_DIMS, Shape};
+use std::ops::Range;
 
 /// (outer, inner): the products of the dimensions before and after `axis`.
 pub(crate) fn outer_inner(s: Shape, axis: usize) -> (usize, usize) {
@@ -25,22 +27,35 @@ fn strides(s: Shape) -> [usize; MAX_DIMS] {
     st
 }
 
-/// Visits every element of `out` (shape `oshape`) with the offset of the
-/// input element it comes from: out axis i is input axis perm[i].
-fn permute_walk(xshape: Shape, oshape: Shape, perm: &[u8], f: impl FnMut(usize, usize)) {
-    walk_leading_axes(xshape, oshape, perm, oshape.ndim(), 1, f);
+/// Visits the elements `outs` of `out` (shape `oshape`) with the offset
+/// of the input element each comes from: out axis i is input axis perm[i].
+fn permute_walk(
+    xshape: Shape,
+    oshape: Shape,
+    perm: &[u8],
+    outs: Range<usize>,
+    f: impl FnMut(usize, usize),
+) {
+    walk_leading_axes(xshape, oshape, perm, oshape.ndim(), 1, outs, f);
 }
 
 /// As [`permute_walk`] when the last axis stays last (`perm` ends with
 /// ndim - 1): visits each output row of `oshape.last()` elements with the
 /// offset of its input row, so a head split or merge moves whole rows.
-fn permute_walk_rows(xshape: Shape, oshape: Shape, perm: &[u8], f: impl FnMut(usize, usize)) {
+fn permute_walk_rows(
+    xshape: Shape,
+    oshape: Shape,
+    perm: &[u8],
+    outs: Range<usize>,
+    f: impl FnMut(usize, usize),
+) {
     let (nd, run) = (oshape.ndim(), oshape.last());
-    walk_leading_axes(xshape, oshape, perm, nd - 1, run, f);
+    walk_leading_axes(xshape, oshape, perm, nd - 1, run, outs, f);
 }
 
 /// Walks the first `axes` output axes in row-major order, `step` output
-/// elements apart (the product of the axes after them), with the input
+/// elements apart (the product of the axes after them), over the output
+/// elements `outs` (whose start is a multiple of `step`), with the input
 /// offset each position comes from.
 fn walk_leading_axes(
     xshape: Shape,
@@ -48,6 +63,7 @@ fn walk_leading_axes(
     perm: &[u8],
     axes: usize,
     step: usize,
+    outs: Range<usize>,
     mut f: impl FnMut(usize, usize),
 ) {
     if step == 0 {
@@ -58,9 +74,16 @@ fn walk_leading_axes(
     for i in 0..axes {
         src_stride[i] = xs[perm[i] as usize];
     }
+    // The index and input offset of the first position.
     let mut idx = [0usize; MAX_DIMS];
     let mut src = 0usize;
-    for o in (0..oshape.numel()).step_by(step) {
+    let mut at = outs.start / step;
+    for d in (0..axes).rev() {
+        idx[d] = at % oshape.dims()[d];
+        at /= oshape.dims()[d];
+        src += idx[d] * src_stride[d];
+    }
+    for o in outs.step_by(step) {
         f(o, src);
         for d in (0..axes).rev() {
             idx[d] += 1;
@@ -235,9 +258,61 @@ impl Context {
 
 pub(crate) fn forward_permute(ctx: &mut Context, out: u32, x: u32, perm: [u8; MAX_DIMS]) {
     let (ex, eo) = (ctx.entry(x), ctx.entry(out));
-    let nd = ex.shape.ndim();
-    let ([y], [x]) = ctx.access([eo.data], [ex.data]);
-    permute_forward(y, x, ex.shape, eo.shape, &perm[..nd]);
+    let perm = &perm[..ex.shape.ndim()];
+    let n = permute_tasks(eo.shape, perm);
+    let par = n > 1 && ctx.want_pool(eo.shape.numel() * fastmath::ELEMENT_COST);
+    let (pool, [y], [x]) = ctx.access_on(par, [eo.data], [ex.data]);
+    if !par {
+        return permute_forward(y, x, ex.shape, eo.shape, perm);
+    }
+    permute_on(pool, y, x, ex.shape, eo.shape, perm, n);
+}
+
+/// How many tasks a permute into `oshape` is cut into: by the shape alone,
+/// as the elementwise kernels cut theirs (a copy moves every element once,
+/// so any cut gives the same bits). Tasks hold whole moved rows.
+fn permute_tasks(oshape: Shape, perm: &[u8]) -> usize {
+    let numel = oshape.numel();
+    let worth = Context::worth_two_threads(numel * fastmath::ELEMENT_COST);
+    let n = fastmath::task_split(worth, numel, fastmath::ELEMENT_COST);
+    n.min(numel / permute_step(oshape, perm).max(1)).max(1)
+}
+
+/// Output elements each visit of the walk moves: a whole row when the last
+/// axis stays last, else one.
+fn permute_step(oshape: Shape, perm: &[u8]) -> usize {
+    if keeps_last_axis(perm) {
+        oshape.last()
+    } else {
+        1
+    }
+}
+
+/// y (`yshape`) = x (`xshape`) permuted, in `n` tasks of contiguous output
+/// rows across the pool: y[o] = x[src(o)], each task walking from its
+/// first row.
+fn permute_on(
+    pool: Option<&crate::pool::Pool>,
+    y: &mut [f32],
+    x: &[f32],
+    xshape: Shape,
+    yshape: Shape,
+    perm: &[u8],
+    n: usize,
+) {
+    let step = permute_step(yshape, perm);
+    let rows = yshape.numel() / step.max(1);
+    let parts = fastmath::row_parts(y, step, n);
+    fastmath::run_parts(pool, parts, &|i, y| {
+        let start = crate::pool::task_range(rows, n, i).start * step;
+        let outs = start..start + y.len();
+        if keeps_last_axis(perm) {
+            return permute_walk_rows(xshape, yshape, perm, outs, |o, s| {
+                y[o - start..][..step].copy_from_slice(&x[s..s + step])
+            });
+        }
+        permute_walk(xshape, yshape, perm, outs, |o, s| y[o - start] = x[s]);
+    });
 }
 
 pub(crate) fn forward_concat(ctx: &mut Context, out: u32, xs: &[u32], axis: usize) {
@@ -267,11 +342,11 @@ pub(crate) fn forward_slice(ctx: &mut Context, out: u32, x: u32, axis: usize, st
 pub(crate) fn permute_forward(y: &mut [f32], x: &[f32], xshape: Shape, yshape: Shape, perm: &[u8]) {
     if keeps_last_axis(perm) {
         let run = yshape.last();
-        return permute_walk_rows(xshape, yshape, perm, |o, s| {
+        return permute_walk_rows(xshape, yshape, perm, 0..yshape.numel(), |o, s| {
             y[o..o + run].copy_from_slice(&x[s..s + run])
         });
     }
-    permute_walk(xshape, yshape, perm, |o, s| y[o] = x[s]);
+    permute_walk(xshape, yshape, perm, 0..yshape.numel(), |o, s| y[o] = x[s]);
 }
 
 /// dx[src(o)] += dout[o].
@@ -285,12 +360,14 @@ pub(crate) fn permute_backward(
 ) {
     if keeps_last_axis(perm) {
         let run = yshape.last();
-        return permute_walk_rows(xshape, yshape, perm, |o, s| {
+        return permute_walk_rows(xshape, yshape, perm, 0..yshape.numel(), |o, s| {
             let (d, g) = (&mut dx[s..s + run], &dout[o..o + run]);
             d.iter_mut().zip(g).for_each(|(d, &g)| *d += g)
         });
     }
-    permute_walk(xshape, yshape, perm, |o, s| dx[s] += dout[o]);
+    permute_walk(xshape, yshape, perm, 0..yshape.numel(), |o, s| {
+        dx[s] += dout[o]
+    });
 }
 
 /// y[o, off..off + len] = x[o, ..]: one input's band of every output row.
@@ -365,8 +442,35 @@ pub(crate) fn backward_permute(ctx: &mut Context, out: u32, x: u32, perm: [u8; M
         return;
     };
     let (xs, ys) = (ctx.entry(x).shape, ctx.entry(out).shape);
-    let ([dx], [dout]) = ctx.access([dx], [dout]);
-    permute_backward(dx, dout, xs, ys, &perm[..xs.ndim()]);
+    let perm = &perm[..xs.ndim()];
+    // dx is dout permuted back: the inverse permutation, cut by dx's rows.
+    let mut inverse = [0u8; MAX_DIMS];
+    for (i, &p) in perm.iter().enumerate() {
+        inverse[p as usize] = i as u8;
+    }
+    let inverse = &inverse[..xs.ndim()];
+    let n = permute_tasks(xs, inverse);
+    let par = n > 1 && ctx.want_pool(xs.numel() * fastmath::ELEMENT_COST);
+    let (pool, [dx], [dout]) = ctx.access_on(par, [dx], [dout]);
+    if !par {
+        return permute_backward(dx, dout, xs, ys, perm);
+    }
+    // Each element of dx takes one term: adding it in any order gives
+    // the same bits as the one-thread walk.
+    let step = permute_step(xs, inverse);
+    let rows = xs.numel() / step.max(1);
+    let parts = fastmath::row_parts(dx, step, n);
+    fastmath::run_parts(pool, parts, &|i, dx| {
+        let start = crate::pool::task_range(rows, n, i).start * step;
+        let outs = start..start + dx.len();
+        let add = |d: &mut [f32], g: &[f32]| d.iter_mut().zip(g).for_each(|(d, &g)| *d += g);
+        if keeps_last_axis(inverse) {
+            return permute_walk_rows(ys, xs, inverse, outs, |o, s| {
+                add(&mut dx[o - start..][..step], &dout[s..s + step])
+            });
+        }
+        permute_walk(ys, xs, inverse, outs, |o, s| dx[o - start] += dout[s]);
+    });
 }
 
 #[cfg(test)]
@@ -418,11 +522,33 @@ mod tests {
             let ys = Shape::from_valid(&perm.map(|p| dims[p as usize]));
             let (mut y, mut want_y) = (vec![0.0; n], vec![0.0; n]);
             super::permute_forward(&mut y, &x, xs, ys, &perm);
-            super::permute_walk(xs, ys, &perm, |o, s| want_y[o] = x[s]);
+            super::permute_walk(xs, ys, &perm, 0..n, |o, s| want_y[o] = x[s]);
             let (mut dx, mut want_dx) = (x.clone(), x.clone());
             super::permute_backward(&mut dx, &g, xs, ys, &perm);
-            super::permute_walk(xs, ys, &perm, |o, s| want_dx[s] += g[o]);
+            super::permute_walk(xs, ys, &perm, 0..n, |o, s| want_dx[s] += g[o]);
             assert_eq!((y, dx), (want_y, want_dx), "perm {perm:?}");
+        }
+    }
+
+    /// Cut into tasks of output rows (run here in order), each walking
+    /// from its own first row, a permute moves the same elements as one
+    /// walk from the start, whether or not it keeps the last axis.
+    #[test]
+    fn row_tasks_match_one_walk() {
+        use crate::shape::Shape;
+        let dims = [3, 5, 2, 7];
+        let n: usize = dims.iter().product();
+        let x: Vec<f32> = (0..n).map(|i| i as f32 * 0.5 - 7.0).collect();
+        for perm in [[0u8, 2, 1, 3], [3, 1, 0, 2], [2, 3, 1, 0], [1, 2, 0, 3]] {
+            let xs = Shape::from_valid(&dims);
+            let ys = Shape::from_valid(&perm.map(|p| dims[p as usize]));
+            let mut want = vec![0.0; n];
+            super::permute_forward(&mut want, &x, xs, ys, &perm);
+            for tasks in [2, 3, 7] {
+                let mut y = vec![f32::NAN; n];
+                super::permute_on(None, &mut y, &x, xs, ys, &perm, tasks);
+                assert_eq!(y, want, "perm {perm:?}, {tasks} tasks");
+            }
         }
     }
 
