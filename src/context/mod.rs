@@ -145,6 +145,8 @@ impl Context {
     pub fn new() -> Context {
         // CPU feature detection (and its allocation) happens here, not in a step.
         crate::simd::detected();
+        #[cfg(feature = "trace")]
+        crate::trace::start_from_env();
         Context {
             id: next_context_id(),
             store: Storage::new(),

@@ -92,6 +92,8 @@ pub extern "C" fn ag_context_free(ctx: *mut *mut ag_context) -> ag_status {
         return AG_STATUS_OK;
     }
     let st = catch_unwind(AssertUnwindSafe(|| context_free(p))).unwrap_or(AG_STATUS_PANIC);
+    #[cfg(feature = "trace")]
+    crate::trace::print_env_report();
     if st == AG_STATUS_OK {
         // SAFETY: as above.
         unsafe { ctx.write(std::ptr::null_mut()) };
