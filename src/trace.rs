@@ -56,45 +56,16 @@ pub fn start() {
     ON.store(true, Ordering::SeqCst);
 }
 
-/// With `AG_TRACE_OPS` set, the first context starts recording op times
-/// (products not kept) and each `ag_context_free` prints the totals so
-/// far to stderr: how a C program's step divides among op kinds, e.g. at
-/// 1 and at 16 threads. Only in builds with the `trace` feature.
-pub(crate) fn start_from_env() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        if std::env::var_os("AG_TRACE_OPS").is_some() {
-            start();
-            GEMMS_ON.store(false, Ordering::SeqCst);
-        }
-    });
+/// Starts recording op times alone (products not kept, so workers never
+/// take the log's lock): `AG_TRACE_OPS` (see `Context::new`).
+pub(crate) fn start_ops_only() {
+    start();
+    GEMMS_ON.store(false, Ordering::SeqCst);
 }
 
-/// Prints the op times recorded since [`start_from_env`] (nothing when
-/// it did not start a trace).
-pub(crate) fn print_env_report() {
-    if std::env::var_os("AG_TRACE_OPS").is_none() || !ON.load(Ordering::SeqCst) {
-        return;
-    }
-    let Some(t) = log().clone() else { return };
-    let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    let total: f64 = t.ops.iter().map(|o| ms(o.wall)).sum();
-    let mut ops = t.ops;
-    ops.sort_by_key(|o| std::cmp::Reverse(o.wall));
-    eprintln!(
-        "trace ops: {total:.1} ms in op kernels, {} threads (kind dir calls ms share)",
-        crate::pool::thread_info().threads
-    );
-    for o in &ops {
-        eprintln!(
-            "trace op {:<24} {} {:>7} {:>10.2} {:>6.2}%",
-            o.kind,
-            if o.backward { "bwd" } else { "fwd" },
-            o.calls,
-            ms(o.wall),
-            100.0 * ms(o.wall) / total.max(1e-9),
-        );
-    }
+/// What has been recorded so far, if recording.
+pub(crate) fn snapshot() -> Option<Trace> {
+    ON.load(Ordering::SeqCst).then(|| log().clone()).flatten()
 }
 
 /// Stops recording; returns what was recorded.

@@ -145,8 +145,15 @@ impl Context {
     pub fn new() -> Context {
         // CPU feature detection (and its allocation) happens here, not in a step.
         crate::simd::detected();
+        // With the trace feature, AG_TRACE_OPS makes the first context
+        // record op times; ag_context_free prints them.
         #[cfg(feature = "trace")]
-        crate::trace::start_from_env();
+        {
+            static ONCE: std::sync::Once = std::sync::Once::new();
+            if std::env::var_os("AG_TRACE_OPS").is_some() {
+                ONCE.call_once(crate::trace::start_ops_only);
+            }
+        }
         Context {
             id: next_context_id(),
             store: Storage::new(),

@@ -93,7 +93,7 @@ pub extern "C" fn ag_context_free(ctx: *mut *mut ag_context) -> ag_status {
     }
     let st = catch_unwind(AssertUnwindSafe(|| context_free(p))).unwrap_or(AG_STATUS_PANIC);
     #[cfg(feature = "trace")]
-    crate::trace::print_env_report();
+    print_traced_ops();
     if st == AG_STATUS_OK {
         // SAFETY: as above.
         unsafe { ctx.write(std::ptr::null_mut()) };
@@ -151,4 +151,31 @@ pub extern "C" fn ag_memory_stats(ctx: *mut ag_context, out: *mut MemoryStats) -
     guard("ag_memory_stats", ctx, |c| {
         write_out("ag_memory_stats", "out", out, c.memory_stats())
     })
+}
+
+/// With the `trace` feature and `AG_TRACE_OPS` set: each op kind's kernel
+/// time so far, longest first, on stderr.
+#[cfg(feature = "trace")]
+fn print_traced_ops() {
+    let Some(t) = std::env::var_os("AG_TRACE_OPS").and(crate::trace::snapshot()) else {
+        return;
+    };
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    let total: f64 = t.ops.iter().map(|o| ms(o.wall)).sum();
+    let mut ops = t.ops;
+    ops.sort_by_key(|o| std::cmp::Reverse(o.wall));
+    eprintln!(
+        "trace ops: {total:.1} ms in op kernels, {} threads (kind dir calls ms share)",
+        crate::pool::thread_info().threads
+    );
+    for o in &ops {
+        eprintln!(
+            "trace op {:<24} {} {:>7} {:>10.2} {:>6.2}%",
+            o.kind,
+            if o.backward { "bwd" } else { "fwd" },
+            o.calls,
+            ms(o.wall),
+            100.0 * ms(o.wall) / total.max(1e-9),
+        );
+    }
 }
