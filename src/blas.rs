@@ -17,6 +17,7 @@ mod mkl;
 mod openblas;
 mod runtime;
 mod split;
+mod tiling;
 
 #[cfg(all(target_os = "linux", not(miri)))]
 use runtime::MKL_SGEMM;

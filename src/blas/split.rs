@@ -9,14 +9,10 @@
 //! mutably borrowed until every task has finished (`Pool::run` returns
 //! only then).
 
+use super::tiling::tiles;
 use super::{Gemm, sgemm_tile};
 #[cfg(feature = "trace")]
 use crate::trace;
-
-/// Products with at least this many multiply-adds are cut into tiles
-/// across the pool; smaller ones gain nothing from a second thread
-/// (measured: the tiny preset's 5-23 us calls).
-pub(crate) const SPLIT_MIN_MACS: usize = 1 << 22;
 
 /// `sgemm`, cut into tiles when the product is large (see [`tiles`]),
 /// the tiles across the pool when `pool` is given.
@@ -81,40 +77,6 @@ pub(crate) fn sgemm_bias_on(
     });
 }
 
-/// The smallest side of a tile, rows or columns. Every row tile packs
-/// the whole of op(B) again, so thin tiles cost; but fewer, larger tiles
-/// leave threads idle when their count does not divide among them (the
-/// small preset's step at 2 threads: 36.5-36.9 ms with 64, 37.3-38.6 with
-/// 128, alternated runs on a 2-core EPYC).
-const MIN_TILE_SIDE: usize = 64;
-/// Below this many bands of rows, C is cut by columns too (each column
-/// tile packs op(A) again: forward products cut into 8 x 2 tiles took
-/// 6-10% longer than in 8 bands of rows).
-const FEW_ROW_TILES: usize = 4;
-/// The least multiply-adds of a tile: each tile re-reads the operand it
-/// shares with the tiles beside it, so a tile stays large enough (about a
-/// quarter of a millisecond on one core) for that to be a small cost.
-const MIN_TILE_MACS: usize = 1 << 23;
-
-/// How the product's C is cut: (row tiles, column tiles), from the shape
-/// alone. Small products stay whole. Rows are cut first (their tiles are
-/// contiguous in memory); columns too when C has few bands of rows, as the
-/// weight gradient X^T dY of a linear layer has.
-pub(crate) fn tiles(g: Gemm) -> (usize, usize) {
-    let macs = g.m * g.n * g.k;
-    if macs < SPLIT_MIN_MACS {
-        return (1, 1);
-    }
-    let tasks = crate::pool::task_count(macs, MIN_TILE_MACS);
-    let rows = (g.m / MIN_TILE_SIDE).clamp(1, tasks);
-    let cols = if rows < FEW_ROW_TILES {
-        (tasks / rows).clamp(1, (g.n / MIN_TILE_SIDE).max(1))
-    } else {
-        1
-    };
-    (rows, cols)
-}
-
 /// Runs `product` on each tile of C (see [`tiles`]), with the rows of
 /// op(A) and the columns of op(B) the tile needs and the tile's first
 /// column, across the pool when one is given, else one after the other.
@@ -159,7 +121,7 @@ impl<'a> Tiled<'a> {
     /// returned value's lifetime) until its tiles have run.
     fn new(g: Gemm, a: &'a [f32], b: &'a [f32], c: &'a mut [f32]) -> Tiled<'a> {
         assert!(c.len() >= (g.m - 1) * g.ldc + g.n, "sgemm: C too short");
-        let (rows, cols) = tiles(g);
+        let (rows, cols) = tiles(g.m, g.n, g.k);
         Tiled {
             g,
             a,

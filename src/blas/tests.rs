@@ -165,7 +165,7 @@ fn split_one_column_products_keep_their_bits() {
     set_blas_threads(1);
     let pool = crate::pool::Pool::new().unwrap();
     let (m, k) = (70_000, 256);
-    assert!(split::tiles(Gemm::dense(false, false, m, 1, k)).0 > 1);
+    assert!(tiling::tiles(m, 1, k).0 > 1);
     for ta in [false, true] {
         let g = Gemm::dense(ta, false, m, 1, k);
         let (a, b) = (lcg(m * k, 11), lcg(k, 12));
@@ -180,4 +180,35 @@ fn split_one_column_products_keep_their_bits() {
         let den: f32 = c3.iter().map(|y| y * y).sum();
         assert!(num / den < 1e-10, "ta={ta}: nmse {}", num / den);
     }
+}
+
+/// Every cut of C: a power-of-two count of tiles, no side below 64 unless
+/// C itself is narrower, at least 16 tiles when the work allows them.
+#[test]
+fn tiles_are_powers_of_two_of_sizable_sides() {
+    let sides = [1, 63, 64, 100, 768, 1024, 3072, 50_257];
+    for &m in &sides {
+        for &n in &sides {
+            for &k in &[1, 64, 768, 50_257] {
+                let (rows, cols) = tiling::tiles(m, n, k);
+                let count = rows * cols;
+                assert!(
+                    count.is_power_of_two() && count <= 64,
+                    "{m}x{n}x{k}: {rows}x{cols}"
+                );
+                assert!(rows == 1 || m / rows >= 64, "{m}x{n}x{k}: {rows} row tiles");
+                assert!(
+                    cols == 1 || n / cols >= 64,
+                    "{m}x{n}x{k}: {cols} column tiles"
+                );
+                let work_allows = m * n * k >= 16 << 23 && m >= 256 && n >= 256;
+                assert!(!work_allows || count >= 16, "{m}x{n}x{k}: {rows}x{cols}");
+            }
+        }
+    }
+    // A wide C (a language model's head) is cut by columns alone: each
+    // band of rows would pack all 50,257 columns of op(B) again.
+    assert_eq!(tiling::tiles(1024, 50_257, 768), (1, 64));
+    // A square-ish C is cut both ways.
+    assert_eq!(tiling::tiles(1024, 768, 768), (4, 4));
 }
