@@ -547,7 +547,7 @@ impl Context {
         if self.take_unzeroed(id)
             && let Some(g) = self.table[id as usize].grad
         {
-            self.store.access_one(g).fill(0.0);
+            self.zero_fill(g);
         }
     }
 
