@@ -1,7 +1,8 @@
 //! The only caller of BLAS. A safe row-major `sgemm` that checks every
 //! length before calling `cblas_sgemm`; under Miri a naive loop stands in.
 //! Which library and kernels run is settled in `runtime` (with `choice`,
-//! `openblas` and `mkl`); `split` runs large products on two threads.
+//! `openblas` and `mkl`); `split` runs large products on two threads;
+//! `blocks` lends one output to tasks that own interleaved blocks of it.
 #![allow(unsafe_code)]
 
 #[cfg(target_os = "macos")]
@@ -9,6 +10,7 @@ extern crate accelerate_src as _;
 #[cfg(target_os = "linux")]
 extern crate openblas_src as _;
 
+mod blocks;
 mod choice;
 pub(crate) mod gemv;
 #[cfg(all(target_os = "linux", not(miri)))]
@@ -18,6 +20,7 @@ mod openblas;
 mod runtime;
 mod split;
 
+pub(crate) use blocks::{UnitLayout, UnitsOut, split_units};
 #[cfg(all(target_os = "linux", not(miri)))]
 use runtime::MKL_SGEMM;
 pub use runtime::{GemmInfo, gemm_info, set_blas_threads};
