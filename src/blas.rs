@@ -1,8 +1,7 @@
 //! The only caller of BLAS. A safe row-major `sgemm` that checks every
 //! length before calling `cblas_sgemm`; under Miri a naive loop stands in.
 //! Which library and kernels run is settled in `runtime` (with `choice`,
-//! `openblas` and `mkl`); `split` runs large products on two threads;
-//! `blocks` lends one output to tasks that own interleaved blocks of it.
+//! `openblas` and `mkl`); `split` runs large products on two threads.
 #![allow(unsafe_code)]
 
 #[cfg(target_os = "macos")]
@@ -10,7 +9,7 @@ extern crate accelerate_src as _;
 #[cfg(target_os = "linux")]
 extern crate openblas_src as _;
 
-mod blocks;
+pub(crate) mod blocks;
 mod choice;
 pub(crate) mod gemv;
 #[cfg(all(target_os = "linux", not(miri)))]
@@ -20,7 +19,6 @@ mod openblas;
 mod runtime;
 mod split;
 
-pub(crate) use blocks::{UnitLayout, UnitsOut, split_units};
 #[cfg(all(target_os = "linux", not(miri)))]
 use runtime::MKL_SGEMM;
 pub use runtime::{GemmInfo, gemm_info, set_blas_threads};

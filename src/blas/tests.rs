@@ -1,6 +1,7 @@
 //! The safe `sgemm` against the reference loop, the split products, and
 //! the kernels in use.
 
+use super::blocks::{UnitLayout, UnitsOut, split_units};
 use super::runtime::cpu;
 use super::*;
 

@@ -11,7 +11,8 @@
 //! writes them through its [`UnitsOut`] handle rather than a slice.
 
 use super::softmax::softmax_row;
-use crate::blas::{Gemm, UnitLayout, UnitsOut, sgemm};
+use crate::blas::blocks::{UnitLayout, UnitsOut};
+use crate::blas::{Gemm, sgemm};
 use crate::kernels::fastmath;
 use crate::simd;
 

@@ -21,7 +21,7 @@ mod softmax;
 mod tests;
 
 use crate::arena::{Buf, Storage};
-use crate::blas::{UnitsOut, split_units};
+use crate::blas::blocks::{UnitsOut, split_units};
 use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
 use crate::ops::Op;

@@ -2,7 +2,8 @@ use super::fused::{
     Grad, HeadGrads, HeadLayout, Rows, attention_backward, attention_forward, head_backward,
     head_forward, unit_layout,
 };
-use crate::blas::{Gemm, sgemm, split_units};
+use crate::blas::blocks::split_units;
+use crate::blas::{Gemm, sgemm};
 use crate::ops::gradcheck::{Check, gradcheck};
 
 /// The packed kernels over a whole batch cut into `tasks` tasks of
