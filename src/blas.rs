@@ -9,6 +9,7 @@ extern crate accelerate_src as _;
 #[cfg(target_os = "linux")]
 extern crate openblas_src as _;
 
+pub(crate) mod blocks;
 mod choice;
 pub(crate) mod gemv;
 #[cfg(all(target_os = "linux", not(miri)))]

@@ -254,24 +254,31 @@ const CASES: &[Case] = &[
         }
         out
     }),
-    // Packed attention of one batch item with 8 heads of 32 channels over
-    // 100 rows: each head a task of its own. qkv also feeds a product
-    // recorded after it, whose gradient is there before the attention's
-    // backward adds to it.
-    ("packed attention, one item cut by heads", || {
-        let (b, t, c, nh) = (1, 100, 256, 8);
+    // Packed attention cut into runs of (batch item, head) units: one
+    // item with 8 heads of 32 channels over 100 rows, each head a task of
+    // its own; then 3 items of 5 heads over 64 rows, 15 units in 7 runs
+    // of 2 or 3 that cross from one item into the next. qkv also feeds a
+    // product recorded after it, whose gradient is there before the
+    // attention's backward adds to it.
+    ("packed attention, tasks cut by heads", || {
         let mut random = normals(33);
-        let mut ctx = Context::new();
-        let x = ctx
-            .param(&[b, t, 3 * c], Some(&random(b * t * 3 * c)))
-            .unwrap();
-        let y = ctx.attention(x, nh).unwrap();
-        let wy = ctx.tensor(&[b, t, c], &random(b * t * c)).unwrap();
-        let wx = ctx.tensor(&[b, t, 3 * c], &random(b * t * 3 * c)).unwrap();
-        let (ly, lx) = (ctx.mul(y, wy).unwrap(), ctx.mul(x, wx).unwrap());
-        let (sy, sx) = (ctx.sum(ly).unwrap(), ctx.sum(lx).unwrap());
-        let loss = ctx.add(sy, sx).unwrap();
-        loss_bits(&mut ctx, loss)
+        let mut out = Bits::default();
+        for (b, t, c, nh) in [(1, 100, 256, 8), (3, 64, 160, 5)] {
+            let mut ctx = Context::new();
+            let x = ctx
+                .param(&[b, t, 3 * c], Some(&random(b * t * 3 * c)))
+                .unwrap();
+            let y = ctx.attention(x, nh).unwrap();
+            let wy = ctx.tensor(&[b, t, c], &random(b * t * c)).unwrap();
+            let wx = ctx.tensor(&[b, t, 3 * c], &random(b * t * 3 * c)).unwrap();
+            let (ly, lx) = (ctx.mul(y, wy).unwrap(), ctx.mul(x, wx).unwrap());
+            let (sy, sx) = (ctx.sum(ly).unwrap(), ctx.sum(lx).unwrap());
+            let loss = ctx.add(sy, sx).unwrap();
+            let bits = loss_bits(&mut ctx, loss);
+            out.losses.extend(bits.losses);
+            out.grads.extend(bits.grads);
+        }
+        out
     }),
     // Permutes cut into row tasks: a head split that keeps the last axis
     // ([3, 128, 8, 64] -> [3, 8, 128, 64], 3 tasks) and one that moves it

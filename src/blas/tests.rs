@@ -1,6 +1,7 @@
 //! The safe `sgemm` against the reference loop, the split products, and
 //! the kernels in use.
 
+use super::blocks::{UnitLayout, UnitsOut, split_units};
 use super::runtime::cpu;
 use super::*;
 
@@ -211,4 +212,134 @@ fn tiles_are_powers_of_two_of_sizable_sides() {
     assert_eq!(tiling::tiles(1024, 50_257, 768), (1, 64));
     // A square-ish C is cut both ways.
     assert_eq!(tiling::tiles(1024, 768, 768), (4, 4));
+}
+
+/// Units of a `[2 * 3, 3 * 4 * 2]` output (2 row blocks of 3 rows, 4
+/// units a row, 3 parts of 2 columns each) in 3 tasks on their own
+/// threads: each unit's product lands in its blocks, as `sgemm` puts it
+/// into a slice at the same offset, and nothing else is written.
+#[test]
+fn unit_blocks_take_each_units_products() {
+    let layout = UnitLayout {
+        row_blocks: 2,
+        rows: 3,
+        per_row: 4,
+        parts: 3,
+        width: 2,
+    };
+    let ld = layout.ld();
+    let g = Gemm {
+        ldc: ld,
+        ..Gemm::dense(false, false, 2, 2, 5)
+    };
+    // Unit u, part s: rows 1..3 of its block get A_u B_s, beta 0.5 over
+    // the starting values.
+    let a = |u: usize| lcg(2 * 5, 10 + u as u32);
+    let b = |s: usize| lcg(5 * 2, 50 + s as u32);
+    let start = lcg(layout.row_blocks * layout.rows * ld, 7);
+    let mut want = start.clone();
+    for u in 0..layout.units() {
+        let (r, j) = (u / 4, u % 4);
+        for s in 0..3 {
+            let at = (r * 3 + 1) * ld + (s * 4 + j) * 2;
+            sgemm(g, 0.7, &a(u), &b(s), 0.5, &mut want[at..]);
+        }
+    }
+    let mut got = start;
+    std::thread::scope(|scope| {
+        for mut out in split_units(&mut got, layout, 3) {
+            scope.spawn(move || {
+                for u in out.units() {
+                    for s in 0..3 {
+                        out.sgemm(u, s, 1, g, 0.7, &a(u), &b(s), 0.5);
+                    }
+                }
+            });
+        }
+    });
+    assert_eq!(
+        got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+        want.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+    );
+}
+
+/// The runs of the tasks cover every unit once, in order.
+#[test]
+fn unit_runs_cover_the_units() {
+    let layout = UnitLayout {
+        row_blocks: 3,
+        rows: 2,
+        per_row: 5,
+        parts: 1,
+        width: 1,
+    };
+    let mut out = vec![0.0; 30];
+    for tasks in 1..=16 {
+        let mut next = 0;
+        for part in split_units(&mut out, layout, tasks) {
+            assert_eq!(part.units().start, next);
+            next = part.units().end;
+        }
+        assert_eq!(next, 15, "{tasks} tasks");
+    }
+}
+
+fn two_unit_handles(out: &mut [f32]) -> [UnitsOut<'_>; 2] {
+    let layout = UnitLayout {
+        row_blocks: 1,
+        rows: 4,
+        per_row: 2,
+        parts: 2,
+        width: 3,
+    };
+    let mut it = split_units(out, layout, 2);
+    [it.next().unwrap(), it.next().unwrap()]
+}
+
+#[test]
+#[should_panic(expected = "unit not owned")]
+fn unit_blocks_refuse_another_tasks_unit() {
+    let mut out = vec![0.0; 4 * 12];
+    let [mut first, _] = two_unit_handles(&mut out);
+    let g = Gemm {
+        ldc: 12,
+        ..Gemm::dense(false, false, 1, 3, 1)
+    };
+    first.sgemm(1, 0, 0, g, 1.0, &[1.0], &[1.0; 3], 0.0);
+}
+
+#[test]
+#[should_panic(expected = "columns leave the block")]
+fn unit_blocks_refuse_a_tile_wider_than_the_block() {
+    let mut out = vec![0.0; 4 * 12];
+    let [mut first, _] = two_unit_handles(&mut out);
+    let g = Gemm {
+        ldc: 12,
+        ..Gemm::dense(false, false, 1, 4, 1)
+    };
+    first.sgemm(0, 0, 0, g, 1.0, &[1.0], &[1.0; 4], 0.0);
+}
+
+#[test]
+#[should_panic(expected = "rows leave the block")]
+fn unit_blocks_refuse_rows_past_the_block() {
+    let mut out = vec![0.0; 4 * 12];
+    let [_, mut second] = two_unit_handles(&mut out);
+    let g = Gemm {
+        ldc: 12,
+        ..Gemm::dense(false, false, 2, 3, 1)
+    };
+    second.sgemm(1, 1, 3, g, 1.0, &[1.0; 2], &[1.0; 3], 0.0);
+}
+
+#[test]
+#[should_panic(expected = "C's row stride")]
+fn unit_blocks_refuse_another_row_stride() {
+    let mut out = vec![0.0; 4 * 12];
+    let [mut first, _] = two_unit_handles(&mut out);
+    let g = Gemm {
+        ldc: 6,
+        ..Gemm::dense(false, false, 2, 3, 1)
+    };
+    first.sgemm(0, 0, 0, g, 1.0, &[1.0; 2], &[1.0; 3], 0.0);
 }

@@ -1,11 +1,17 @@
 //! The fused causal self-attention kernels over a packed `[B, T, 3C]` qkv
 //! buffer: strided GEMMs per head, and causal blocks of query rows that
 //! skip most of the masked triangle. One head's forward and backward
-//! ([`head_forward`], [`head_backward`]) take their operands' row strides,
-//! so the grouped-query attention (`gqa.rs`) runs them on head-major
-//! tensors too.
+//! ([`head_forward`], [`head_backward`]) take their operands' row strides
+//! and write through [`HeadOut`] and [`HeadGrads`], so the grouped-query
+//! attention (`gqa.rs`) runs them on head-major tensors too.
+//!
+//! The packed kernels run a task's run of (batch item, head) units, unit
+//! b * NH + h in the order of the probabilities `[B, NH, T, T]`. A head's
+//! output columns share their rows with the other heads', so each task
+//! writes them through its [`UnitsOut`] handle rather than a slice.
 
 use super::softmax::softmax_row;
+use crate::blas::blocks::{UnitLayout, UnitsOut};
 use crate::blas::{Gemm, sgemm};
 use crate::kernels::fastmath;
 use crate::simd;
@@ -21,13 +27,32 @@ pub(super) struct HeadLayout {
     pub y: usize,
 }
 
+/// Where one head's output goes: `gemm(row, g, a, b, beta)` runs
+/// C = A B + beta C into the output from its row `row` on (rows `g.ldc`
+/// apart).
+pub(super) trait HeadOut {
+    fn gemm(&mut self, row: usize, g: Gemm, a: &[f32], b: &[f32], beta: f32);
+}
+
+/// An output held as a slice, rows `ld` apart.
+pub(super) struct Rows<'a> {
+    pub out: &'a mut [f32],
+    pub ld: usize,
+}
+
+impl HeadOut for Rows<'_> {
+    fn gemm(&mut self, row: usize, g: Gemm, a: &[f32], b: &[f32], beta: f32) {
+        sgemm(g, 1.0, a, b, beta, &mut self.out[row * self.ld..]);
+    }
+}
+
 /// One head's causal attention: `y` (`[T, D]` rows `ld.y` apart) and its
 /// probabilities `p` (`[T, T]`) from q, k and v (`[T, D]` rows `ld.q`,
 /// `ld.k`, `ld.v` apart). The packed and the grouped-query attention both
 /// run it, so they compute the same bits from the same values.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn head_forward(
-    y: &mut [f32],
+    y: &mut impl HeadOut,
     p: &mut [f32],
     q: &[f32],
     k: &[f32],
@@ -80,7 +105,7 @@ pub(super) fn head_forward(
             k: r1,
             ..mix
         };
-        sgemm(g, 1.0, &p[r0 * t..], v, 0.0, &mut y[r0 * ld.y..]);
+        y.gemm(r0, g, &p[r0 * t..], v, 0.0);
     }
 }
 
@@ -100,25 +125,48 @@ fn packed_head(qkv: &[f32], base: usize, c: usize, col: usize) -> [&[f32]; 3] {
     [0, c, 2 * c].map(|at| &qkv[base + at + col..])
 }
 
-/// out: `[B, T, C]`, probs: `[B, NH, T, T]`, qkv: `[B, T, 3C]`.
+/// The units of the packed output `[B, T, C]` (`parts` 1) or of its
+/// gradient `[B, T, 3C]` (`parts` 3): head h of item b is unit b * NH + h.
+pub(super) fn unit_layout(b: usize, t: usize, c: usize, nh: usize, parts: usize) -> UnitLayout {
+    UnitLayout {
+        row_blocks: b,
+        rows: t,
+        per_row: nh,
+        parts,
+        width: c / nh,
+    }
+}
+
+/// One head of the packed output, unit `unit` of a task's handle.
+struct PackedY<'h, 'a> {
+    out: &'h mut UnitsOut<'a>,
+    unit: usize,
+}
+
+impl HeadOut for PackedY<'_, '_> {
+    fn gemm(&mut self, row: usize, g: Gemm, a: &[f32], b: &[f32], beta: f32) {
+        self.out.sgemm(self.unit, 0, row, g, 1.0, a, b, beta);
+    }
+}
+
+/// The forward of the units `out` owns (of the output `[B, T, C]`, laid
+/// out by [`unit_layout`]): `probs` holds their `[T, T]` probabilities in
+/// unit order, qkv is the whole `[B, T, 3C]`.
 pub(super) fn attention_forward(
-    out: &mut [f32],
+    out: &mut UnitsOut,
     probs: &mut [f32],
     qkv: &[f32],
-    b: usize,
     t: usize,
     c: usize,
     nh: usize,
 ) {
     let hs = c / nh;
     let ld = packed_layout(c);
-    for bi in 0..b {
-        let base = bi * t * 3 * c;
-        for h in 0..nh {
-            let p = &mut probs[(bi * nh + h) * t * t..][..t * t];
-            let [q, k, v] = packed_head(qkv, base, c, h * hs);
-            head_forward(&mut out[bi * t * c + h * hs..], p, q, k, v, t, hs, ld);
-        }
+    for (i, unit) in out.units().enumerate() {
+        let (bi, h) = (unit / nh, unit % nh);
+        let p = &mut probs[i * t * t..][..t * t];
+        let [q, k, v] = packed_head(qkv, bi * t * 3 * c, c, h * hs);
+        head_forward(&mut PackedY { out, unit }, p, q, k, v, t, hs, ld);
     }
 }
 
@@ -141,31 +189,33 @@ pub(super) fn causal_blocks(t: usize) -> impl Iterator<Item = (usize, usize)> {
         .map(move |r0| (r0, (r0 + CAUSAL_BLOCK_ROWS).min(t)))
 }
 
-/// Where one head's backward puts dq, dk and dv: each method gives the
-/// gradient from row `row` on (rows as far apart as [`HeadLayout`] says).
+/// Which of a head's gradients a product goes to; the number is its part
+/// of the packed dqkv.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Grad {
+    Q = 0,
+    K = 1,
+    V = 2,
+}
+
+/// Where one head's backward puts dq, dk and dv: `gemm(grad, row, g, a,
+/// b, beta)` runs C = A B + beta C into that gradient from its row `row`
+/// on (rows as far apart as [`HeadLayout`] says).
 pub(super) trait HeadGrads {
-    fn dq(&mut self, row: usize) -> &mut [f32];
-    fn dk(&mut self, row: usize) -> &mut [f32];
-    fn dv(&mut self, row: usize) -> &mut [f32];
+    fn gemm(&mut self, grad: Grad, row: usize, g: Gemm, a: &[f32], b: &[f32], beta: f32);
 }
 
-/// One head of the packed attention's gradient: its columns of dqkv
-/// (`[T, 3C]` from the batch item's first row).
-struct PackedHead<'a> {
-    dqkv: &'a mut [f32],
-    c: usize,
-    col: usize,
+/// One head of the packed attention's gradient: its columns of dqkv,
+/// unit `unit` of a task's handle.
+struct PackedHead<'h, 'a> {
+    dqkv: &'h mut UnitsOut<'a>,
+    unit: usize,
 }
 
-impl HeadGrads for PackedHead<'_> {
-    fn dq(&mut self, row: usize) -> &mut [f32] {
-        &mut self.dqkv[row * 3 * self.c + self.col..]
-    }
-    fn dk(&mut self, row: usize) -> &mut [f32] {
-        &mut self.dqkv[row * 3 * self.c + self.c + self.col..]
-    }
-    fn dv(&mut self, row: usize) -> &mut [f32] {
-        &mut self.dqkv[row * 3 * self.c + 2 * self.c + self.col..]
+impl HeadGrads for PackedHead<'_, '_> {
+    fn gemm(&mut self, grad: Grad, row: usize, g: Gemm, a: &[f32], b: &[f32], beta: f32) {
+        self.dqkv
+            .sgemm(self.unit, grad as usize, row, g, 1.0, a, b, beta);
     }
 }
 
@@ -229,7 +279,7 @@ pub(super) fn head_backward(
             ..cols(ld.y, ld.v)
         };
         let (pt, dyj) = (&p[j0 * t + j0..], &dy[j0 * ld.y..]);
-        sgemm(g, 1.0, pt, dyj, 1.0, grads.dv(j0));
+        grads.gemm(Grad::V, j0, g, pt, dyj, 1.0);
     }
     // dS = scale * P * (dP - rowsum(dP * P)), in place in dp, over the
     // columns each block wrote (P is 0 on the rest of them).
@@ -251,7 +301,7 @@ pub(super) fn head_backward(
             k: r1,
             ..rows(ld.k, ld.q)
         };
-        sgemm(g, 1.0, &dp[r0 * t..], k, dq_beta, grads.dq(r0));
+        grads.gemm(Grad::Q, r0, g, &dp[r0 * t..], k, dq_beta);
     }
     for (j0, j1) in causal_blocks(t) {
         let g = Gemm {
@@ -260,37 +310,32 @@ pub(super) fn head_backward(
             ..cols(ld.q, ld.k)
         };
         let (dst, qj) = (&dp[j0 * t + j0..], &q[j0 * ld.q..]);
-        sgemm(g, 1.0, dst, qj, 1.0, grads.dk(j0));
+        grads.gemm(Grad::K, j0, g, dst, qj, 1.0);
     }
 }
 
-/// Accumulates dqkv (`[B, T, 3C]`) from dout (`[B, T, C]`); dp is `[T, T]` scratch.
+/// Accumulates the gradient of the units `dqkv` owns (of `[B, T, 3C]`,
+/// laid out by [`unit_layout`]) from dout (`[B, T, C]`) and the whole
+/// probabilities `[B, NH, T, T]`; dp is `[T, T]` scratch.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn attention_backward(
-    dqkv: &mut [f32],
+    dqkv: &mut UnitsOut,
     dp: &mut [f32],
     dout: &[f32],
     probs: &[f32],
     qkv: &[f32],
-    b: usize,
     t: usize,
     c: usize,
     nh: usize,
 ) {
     let hs = c / nh;
     let ld = packed_layout(c);
-    for bi in 0..b {
-        let base = bi * t * 3 * c;
-        for h in 0..nh {
-            let p = &probs[(bi * nh + h) * t * t..][..t * t];
-            let dy = &dout[bi * t * c + h * hs..];
-            let qkv_head = packed_head(qkv, base, c, h * hs);
-            let mut grads = PackedHead {
-                dqkv: &mut dqkv[base..],
-                c,
-                col: h * hs,
-            };
-            head_backward(&mut grads, dp, dy, p, qkv_head, t, hs, ld, 1.0);
-        }
+    for unit in dqkv.units() {
+        let (bi, h) = (unit / nh, unit % nh);
+        let p = &probs[unit * t * t..][..t * t];
+        let dy = &dout[bi * t * c + h * hs..];
+        let qkv_head = packed_head(qkv, bi * t * 3 * c, c, h * hs);
+        let mut grads = PackedHead { dqkv, unit };
+        head_backward(&mut grads, dp, dy, p, qkv_head, t, hs, ld, 1.0);
     }
 }

@@ -15,9 +15,10 @@
 //! and the probabilities are also the forward's own work space, so keeping
 //! them costs no memory beyond what the forward pass already allocated.
 
-use super::fused::{HeadGrads, HeadLayout, head_backward, head_forward};
+use super::fused::{Grad, HeadGrads, HeadLayout, Rows, head_backward, head_forward};
 use super::{MAX_ATTENTION_TASKS, MIN_TASK_WORK, pieces, run_tasks};
 use crate::arena::{Buf, Storage};
+use crate::blas::{Gemm, sgemm};
 use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
 use crate::ops::Op;
@@ -198,7 +199,7 @@ pub(super) fn group_forward(
         .zip(p.chunks_exact_mut(t * t))
         .zip(q.chunks_exact(t * d));
     for ((y, p), q) in heads {
-        head_forward(y, p, q, k, v, t, d, dense(d));
+        head_forward(&mut Rows { out: y, ld: d }, p, q, k, v, t, d, dense(d));
     }
 }
 
@@ -345,14 +346,13 @@ struct HeadMajor<'a> {
 }
 
 impl HeadGrads for HeadMajor<'_> {
-    fn dq(&mut self, row: usize) -> &mut [f32] {
-        &mut self.dq[row * self.d..]
-    }
-    fn dk(&mut self, row: usize) -> &mut [f32] {
-        &mut self.dk[row * self.d..]
-    }
-    fn dv(&mut self, row: usize) -> &mut [f32] {
-        &mut self.dv[row * self.d..]
+    fn gemm(&mut self, grad: Grad, row: usize, g: Gemm, a: &[f32], b: &[f32], beta: f32) {
+        let out = match grad {
+            Grad::Q => &mut *self.dq,
+            Grad::K => &mut *self.dk,
+            Grad::V => &mut *self.dv,
+        };
+        sgemm(g, 1.0, a, b, beta, &mut out[row * self.d..]);
     }
 }
 

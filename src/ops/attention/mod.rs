@@ -4,7 +4,9 @@
 //! The fused attention reads the heads of q, k and v straight out of the
 //! `[B, T, 3C]` qkv buffer with strided GEMMs (leading dimension 3C) and writes
 //! each head's output into its column block of `[B, T, C]`: no split, permute
-//! or merge copies. It saves only the probabilities `[B, NH, T, T]`.
+//! or merge copies. It saves only the probabilities `[B, NH, T, T]`. Its
+//! tasks are runs of (batch item, head) units, so one batch item's heads
+//! spread over the threads too.
 //!
 //! This file holds the recording functions and the op functions; the row
 //! kernels are in `softmax.rs`, the fused attention's in `fused.rs`. The
@@ -19,13 +21,14 @@ mod softmax;
 mod tests;
 
 use crate::arena::{Buf, Storage};
+use crate::blas::blocks::{UnitsOut, split_units};
 use crate::context::{Context, Tensor};
 use crate::error::{Error, Result};
 use crate::ops::Op;
 use crate::pool::{self, Pool};
 use crate::shape::Shape;
 use crate::simd;
-use fused::{attention_backward, attention_forward};
+use fused::{attention_backward, attention_forward, unit_layout};
 use softmax::{softmax_backward, softmax_row_from, valid_cols};
 
 impl Context {
@@ -91,7 +94,7 @@ impl Context {
         // When recording, T*T more floats per backward task at the end
         // serve as its dP scratch, so backward never allocates.
         let extra = if tracks {
-            batch_tasks(b, t, c, n_head) * t * t
+            unit_tasks(b, t, c, n_head) * t * t
         } else {
             0
         };
@@ -175,21 +178,22 @@ const MIN_TASK_WORK: usize = 1 << 20;
 /// 16 T*T floats whatever the batch.
 const MAX_ATTENTION_TASKS: usize = 16;
 
-/// How many tasks an attention's batch is cut into (contiguous runs of
-/// batch items, [`pool::task_range`]): by the shape alone, so the same at
-/// any thread count. Each item's heads are computed as on one thread, so
-/// the cut changes no bit; it sets only the balance and the scratch.
-fn batch_tasks(b: usize, t: usize, c: usize, nh: usize) -> usize {
-    let work = attention_work(b, t, c, nh);
-    if b < 2 || !Context::worth_two_threads(work) {
+/// How many tasks a packed attention is cut into (contiguous runs of its
+/// B * NH (batch item, head) units, [`pool::task_range`]): by the shape
+/// alone, so the same at any thread count. Each head is computed by the
+/// same calls whichever task runs it, so the cut changes no bit; it sets
+/// only the balance and the scratch.
+fn unit_tasks(b: usize, t: usize, c: usize, nh: usize) -> usize {
+    let (work, units) = (attention_work(b, t, c, nh), b * nh);
+    if units < 2 || !Context::worth_two_threads(work) {
         return 1;
     }
-    let per_item = (work / b).max(1);
-    pool::task_count(b, MIN_TASK_WORK.div_ceil(per_item)).min(MAX_ATTENTION_TASKS)
+    let per_unit = (work / units).max(1);
+    pool::task_count(units, MIN_TASK_WORK.div_ceil(per_unit)).min(MAX_ATTENTION_TASKS)
 }
 
-/// Cuts `buf` into the pieces of `n` tasks over `b` batch items, each item
-/// `per_item` floats; unused slots stay empty.
+/// Cuts `buf` into the pieces of `n` tasks over `b` units (batch items,
+/// heads or groups), each `per_item` floats; unused slots stay empty.
 fn pieces(
     buf: &mut [f32],
     b: usize,
@@ -214,21 +218,21 @@ fn pieces(
 pub(crate) fn forward_attention(ctx: &mut Context, out: u32, qkv: u32, n_head: usize, probs: Buf) {
     let (eq, eo) = (ctx.entry(qkv), ctx.entry(out));
     let (b, t, c) = (eq.shape.dims()[0], eq.shape.dims()[1], eq.shape.last() / 3);
-    let probs_only = Storage::sub(probs, 0, b * n_head * t * t);
-    let n = batch_tasks(b, t, c, n_head);
+    let units = b * n_head;
+    let probs_only = Storage::sub(probs, 0, units * t * t);
+    let n = unit_tasks(b, t, c, n_head);
     let par = n > 1 && ctx.want_pool(attention_work(b, t, c, n_head));
     let (pool, [y, p], [q]) = ctx.access_on(par, [eo.data, probs_only], [eq.data]);
-    // Each task owns its batch items' rows of every buffer.
+    // Each task owns its units' probabilities and, through its handle,
+    // their columns of the output.
     let mut slots = {
-        let (mut y, mut p) = (pieces(y, b, n, t * c), pieces(p, b, n, n_head * t * t));
-        std::array::from_fn::<_, MAX_ATTENTION_TASKS, _>(|i| {
-            (std::mem::take(&mut y[i]), std::mem::take(&mut p[i]))
-        })
+        let mut y = split_units(y, unit_layout(b, t, c, n_head, 1), n);
+        let mut p = pieces(p, units, n, t * t);
+        std::array::from_fn::<_, MAX_ATTENTION_TASKS, _>(|i| (y.next(), std::mem::take(&mut p[i])))
     };
-    let task = |i: usize, (y, p): &mut (&mut [f32], &mut [f32])| {
-        let items = pool::task_range(b, n, i);
-        let q = &q[items.start * t * 3 * c..items.end * t * 3 * c];
-        attention_forward(y, p, q, items.len(), t, c, n_head);
+    let task = |_: usize, (y, p): &mut (Option<UnitsOut>, &mut [f32])| {
+        let y = y.as_mut().expect("every task has its units");
+        attention_forward(y, p, q, t, c, n_head);
     };
     run_tasks(pool, &mut slots[..n], &task);
 }
@@ -266,7 +270,7 @@ pub(crate) fn backward_attention(ctx: &mut Context, out: u32, qkv: u32, nh: usiz
     };
     let eq = ctx.entry(qkv);
     let (b, t, c) = (eq.shape.dims()[0], eq.shape.dims()[1], eq.shape.last() / 3);
-    let n = batch_tasks(b, t, c, nh);
+    let n = unit_tasks(b, t, c, nh);
     let len = b * nh * t * t;
     let (p_only, scratch) = (
         Storage::sub(probs, 0, len),
@@ -274,21 +278,18 @@ pub(crate) fn backward_attention(ctx: &mut Context, out: u32, qkv: u32, nh: usiz
     );
     let par = n > 1 && ctx.want_pool(attention_work(b, t, c, nh));
     let (pool, [dq, dp], [g, p, q]) = ctx.access_on(par, [dq, scratch], [dout, p_only, eq.data]);
-    // Each task owns its batch items' rows of dqkv and one T*T scratch.
+    // Each task owns one T*T scratch and, through its handle, its units'
+    // columns of dqkv.
     let mut slots = {
-        let mut dq = pieces(dq, b, n, t * 3 * c);
+        let mut dq = split_units(dq, unit_layout(b, t, c, nh, 3), n);
         let mut dp = dp.chunks_exact_mut(t * t);
-        std::array::from_fn::<_, MAX_ATTENTION_TASKS, _>(|i| {
-            (std::mem::take(&mut dq[i]), dp.next().unwrap_or_default())
+        std::array::from_fn::<_, MAX_ATTENTION_TASKS, _>(|_| {
+            (dq.next(), dp.next().unwrap_or_default())
         })
     };
-    let task = |i: usize, (dq, dp): &mut (&mut [f32], &mut [f32])| {
-        let items = pool::task_range(b, n, i);
-        let (i0, i1) = (items.start, items.end);
-        let g = &g[i0 * t * c..i1 * t * c];
-        let p = &p[i0 * nh * t * t..i1 * nh * t * t];
-        let q = &q[i0 * t * 3 * c..i1 * t * 3 * c];
-        attention_backward(dq, dp, g, p, q, items.len(), t, c, nh);
+    let task = |_: usize, (dq, dp): &mut (Option<UnitsOut>, &mut [f32])| {
+        let dq = dq.as_mut().expect("every task has its units");
+        attention_backward(dq, dp, g, p, q, t, c, nh);
     };
     run_tasks(pool, &mut slots[..n], &task);
 }

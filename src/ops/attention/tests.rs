@@ -1,4 +1,152 @@
+use super::fused::{
+    Grad, HeadGrads, HeadLayout, Rows, attention_backward, attention_forward, head_backward,
+    head_forward, unit_layout,
+};
+use crate::blas::blocks::split_units;
+use crate::blas::{Gemm, sgemm};
 use crate::ops::gradcheck::{Check, gradcheck};
+
+/// The packed kernels over a whole batch cut into `tasks` tasks of
+/// (batch item, head) units, run one after another: the output, the
+/// probabilities, and `dqkv` after the backward adds to it. The
+/// probabilities and each task's scratch start as NaN, so an entry read
+/// before it is written shows.
+#[allow(clippy::too_many_arguments)]
+fn kernels_in_tasks(
+    tasks: usize,
+    qkv: &[f32],
+    dy: &[f32],
+    mut dqkv: Vec<f32>,
+    b: usize,
+    t: usize,
+    c: usize,
+    nh: usize,
+) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let (mut out, mut probs) = (vec![0.0; b * t * c], vec![f32::NAN; b * nh * t * t]);
+    let mut p_rest = &mut probs[..];
+    for mut y in split_units(&mut out, unit_layout(b, t, c, nh, 1), tasks) {
+        let (p, rest) = std::mem::take(&mut p_rest).split_at_mut(y.units().len() * t * t);
+        p_rest = rest;
+        attention_forward(&mut y, p, qkv, t, c, nh);
+    }
+    for mut dq in split_units(&mut dqkv, unit_layout(b, t, c, nh, 3), tasks) {
+        let mut dp = vec![f32::NAN; t * t];
+        attention_backward(&mut dq, &mut dp, dy, &probs, qkv, t, c, nh);
+    }
+    (out, probs, dqkv)
+}
+
+/// The packed attention as it ran before its heads were cut into tasks:
+/// batch item by batch item, each head's output and gradients written
+/// through slices of the whole buffers.
+#[allow(clippy::too_many_arguments)]
+fn reference_walk(
+    qkv: &[f32],
+    dy: &[f32],
+    mut dqkv: Vec<f32>,
+    b: usize,
+    t: usize,
+    c: usize,
+    nh: usize,
+) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    /// One head's columns of dqkv (`[T, 3C]` from its item's first row).
+    struct Columns<'a> {
+        dqkv: &'a mut [f32],
+        c: usize,
+        col: usize,
+    }
+    impl HeadGrads for Columns<'_> {
+        fn gemm(&mut self, grad: Grad, row: usize, g: Gemm, a: &[f32], b: &[f32], beta: f32) {
+            let at = row * 3 * self.c + grad as usize * self.c + self.col;
+            sgemm(g, 1.0, a, b, beta, &mut self.dqkv[at..]);
+        }
+    }
+    let hs = c / nh;
+    let ld = HeadLayout {
+        q: 3 * c,
+        k: 3 * c,
+        v: 3 * c,
+        y: c,
+    };
+    let (mut out, mut probs) = (vec![0.0; b * t * c], vec![f32::NAN; b * nh * t * t]);
+    let mut dp = vec![f32::NAN; t * t];
+    for bi in 0..b {
+        let base = bi * t * 3 * c;
+        for h in 0..nh {
+            let p = &mut probs[(bi * nh + h) * t * t..][..t * t];
+            let [q, k, v] = [0, c, 2 * c].map(|at| &qkv[base + at + h * hs..]);
+            let mut y = Rows {
+                out: &mut out[bi * t * c + h * hs..],
+                ld: c,
+            };
+            head_forward(&mut y, p, q, k, v, t, hs, ld);
+        }
+    }
+    for bi in 0..b {
+        let base = bi * t * 3 * c;
+        for h in 0..nh {
+            let p = &probs[(bi * nh + h) * t * t..][..t * t];
+            let qkv_head = [0, c, 2 * c].map(|at| &qkv[base + at + h * hs..]);
+            let mut grads = Columns {
+                dqkv: &mut dqkv[base..],
+                c,
+                col: h * hs,
+            };
+            let dy = &dy[bi * t * c + h * hs..];
+            head_backward(&mut grads, &mut dp, dy, p, qkv_head, t, hs, ld, 1.0);
+        }
+    }
+    (out, probs, dqkv)
+}
+
+fn bits(x: &[f32]) -> Vec<u32> {
+    x.iter().map(|v| v.to_bits()).collect()
+}
+
+/// Cut into any number of tasks, the kernels give the bits of the walk
+/// by batch item: one item, one head, lengths off the 32-row blocks, and
+/// unit counts that the task counts do not divide. dqkv starts nonzero,
+/// as a gradient already there does. Under Miri (products by the
+/// reference loop) one small shape checks the handles' writes.
+#[test]
+fn unit_tasks_match_the_walk_by_batch_item() {
+    let shapes: &[_] = if cfg!(miri) {
+        &[(2, 9, 8, 2)]
+    } else {
+        &[
+            (1, 70, 64, 4),
+            (2, 64, 48, 3),
+            (1, 33, 16, 1),
+            (3, 40, 40, 5),
+        ]
+    };
+    for &(b, t, c, nh) in shapes {
+        let mut rng = crate::ops::gradcheck::Lcg(19);
+        let qkv: Vec<f32> = (0..b * t * 3 * c).map(|_| rng.range(-2.0, 2.0)).collect();
+        let dy: Vec<f32> = (0..b * t * c).map(|_| rng.range(-1.0, 1.0)).collect();
+        let start: Vec<f32> = (0..b * t * 3 * c).map(|_| rng.range(-1.0, 1.0)).collect();
+        let want = reference_walk(&qkv, &dy, start.clone(), b, t, c, nh);
+        for tasks in 1..=b * nh {
+            let got = kernels_in_tasks(tasks, &qkv, &dy, start.clone(), b, t, c, nh);
+            let shape = format!("B {b} T {t} C {c} NH {nh}, {tasks} tasks");
+            assert_eq!(bits(&got.0), bits(&want.0), "out, {shape}");
+            assert_eq!(bits(&got.1), bits(&want.1), "probs, {shape}");
+            assert_eq!(bits(&got.2), bits(&want.2), "dqkv, {shape}");
+        }
+    }
+}
+
+/// The task counts by shape: one batch item's heads are cut into tasks
+/// of their own, and the count stops at the scratch's bound.
+#[test]
+fn one_item_is_cut_by_heads() {
+    // GPT-2 small: 48 units in 16 tasks of 3.
+    assert_eq!(super::unit_tasks(4, 256, 768, 12), 16);
+    assert_eq!(super::unit_tasks(1, 100, 256, 8), 8);
+    assert_eq!(super::unit_tasks(3, 64, 160, 5), 7, "runs of 2 or 3");
+    assert_eq!(super::unit_tasks(1, 100, 256, 1), 1);
+    assert_eq!(super::unit_tasks(2, 8, 16, 2), 1, "too small to cut");
+}
 
 #[test]
 fn softmax_rows_sum_to_one_and_mask() {
@@ -70,10 +218,8 @@ fn parallel_path_matches_sequential_kernels() {
     ctx.read(out, &mut got).unwrap();
     let mut got_grad = vec![0.0; b * t * 3 * c];
     ctx.read_grad(qkv, &mut got_grad).unwrap();
-    let (mut want, mut probs) = (vec![0.0; b * t * c], vec![0.0; b * nh * t * t]);
-    super::fused::attention_forward(&mut want, &mut probs, &data, b, t, c, nh);
-    let (mut want_grad, mut dp) = (vec![0.0; b * t * 3 * c], vec![0.0; t * t]);
-    super::fused::attention_backward(&mut want_grad, &mut dp, &r, &probs, &data, b, t, c, nh);
+    let (want, _, want_grad) =
+        kernels_in_tasks(1, &data, &r, vec![0.0; b * t * 3 * c], b, t, c, nh);
     assert!(
         got.iter()
             .zip(&want)
@@ -101,10 +247,17 @@ fn blocked_kernels_match_f64_reference() {
         let mut rng = crate::ops::gradcheck::Lcg(5);
         let qkv: Vec<f32> = (0..b * t * 3 * c).map(|_| rng.range(-2.0, 2.0)).collect();
         let dy: Vec<f32> = (0..b * t * c).map(|_| rng.range(-1.0, 1.0)).collect();
-        let (mut out, mut probs) = (vec![0.0; b * t * c], vec![f32::NAN; b * nh * t * t]);
-        super::fused::attention_forward(&mut out, &mut probs, &qkv, b, t, c, nh);
-        let (mut dqkv, mut dp) = (vec![0.0; b * t * 3 * c], vec![f32::NAN; t * t]);
-        super::fused::attention_backward(&mut dqkv, &mut dp, &dy, &probs, &qkv, b, t, c, nh);
+        let tasks = b * nh - 1;
+        let (out, probs, dqkv) = kernels_in_tasks(
+            tasks.max(1),
+            &qkv,
+            &dy,
+            vec![0.0; b * t * 3 * c],
+            b,
+            t,
+            c,
+            nh,
+        );
 
         let at = |bi: usize, i: usize, part: usize, h: usize, d: usize| {
             (bi * t + i) * 3 * c + part * c + h * hs + d
