@@ -553,7 +553,10 @@ fn exp_and_log_at_special_values() {
     assert_eq!(log(inf), inf);
     assert_eq!(log(1.0).to_bits(), 0);
     assert_eq!(log(std::f32::consts::E), 1.0);
-    assert_eq!(log(f32::from_bits(1)), (-149.0 * std::f64::consts::LN_2) as f32);
+    assert_eq!(
+        log(f32::from_bits(1)),
+        (-149.0 * std::f64::consts::LN_2) as f32
+    );
     assert_eq!(log(f32::MAX), (f32::MAX as f64).ln() as f32);
     // NaN in, the same NaN out.
     let nan = f32::from_bits(0x7fc0_1234);
@@ -624,7 +627,10 @@ fn special_sweep_every_float() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(1);
     let only = std::env::var("AG_SWEEP_ONLY").ok();
-    let wanted = |name: &str| only.as_ref().is_none_or(|o| o.split(',').any(|n| n == name));
+    let wanted = |name: &str| {
+        only.as_ref()
+            .is_none_or(|o| o.split(',').any(|n| n == name))
+    };
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
     let mut failures = Vec::new();
     for case in cases().into_iter().filter(|c| wanted(c.name)) {
