@@ -7,11 +7,12 @@
 //! series, asymptotic expansions, recurrences and a continued fraction;
 //! their constants were derived with 50-digit arithmetic (zeta values, the
 //! Taylor coefficients of digamma at its positive zero). Only `f64::ln` and
-//! `f64::exp` are used as primitives. The exception is softplus,
-//! log-sigmoid and their derivative the sigmoid, the maps of a logistic
-//! regression's every data row: they run in f32 with their own branch-free
-//! exp and ln(1 + u) series, so a loop of them vectorises 16 lanes wide,
-//! within 3 ulps (measured at most 3; see `logexp`).
+//! `f64::exp` are used as primitives. The exceptions are exp and log
+//! themselves, and softplus, log-sigmoid and their derivative the sigmoid
+//! (the maps of a logistic regression's every data row): they run in f32,
+//! branch-free (one exp, a ln(1 + u) series), so a loop of them vectorises
+//! 16 lanes wide; exp and log within 1 ulp, the others within 3 (see
+//! `logexp`).
 //!
 //! Domains: `lgamma`, `digamma`, `trigamma` on x > 0 (NaN for x < 0, the
 //! pole's limit at 0); `log1m_exp` on x <= 0, `lbeta` on a, b >= 0,
@@ -27,7 +28,7 @@
 //!
 //! One file per family: `gamma` (lgamma, digamma, trigamma), `beta`
 //! (lbeta), `incgamma` (gamma_p, gamma_q), `incbeta` (beta_inc, whose
-//! partials are `beta_inc_grad_a`, `_b` and `_x`), `logexp` (log1p, expm1, tanh, softplus, log-sigmoid),
+//! partials are `beta_inc_grad_a`, `_b` and `_x`), `logexp` (exp, log, log1p, expm1, tanh, softplus, log-sigmoid),
 //! `logdiff` (log1m_exp, log_diff_exp), `normal` (erf and the standard
 //! normal) and `logsumexp`.
 
@@ -52,8 +53,8 @@ pub use logdiff::{
     log_diff_exp, log_diff_exp_grad_a, log_diff_exp_grad_b, log1m_exp, log1m_exp_grad,
 };
 pub use logexp::{
-    expm1, expm1_grad, log_sigmoid, log_sigmoid_grad, log1p, log1p_grad, softplus, softplus_grad,
-    tanh,
+    exp, expm1, expm1_grad, log, log_sigmoid, log_sigmoid_grad, log1p, log1p_grad, softplus,
+    softplus_grad, tanh,
 };
 #[cfg(test)]
 pub use logsumexp::{logsumexp, logsumexp_grad};

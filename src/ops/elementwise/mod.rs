@@ -344,4 +344,6 @@ pub(crate) fn backward_clamp(ctx: &mut Context, out: u32, x: u32, lo: f32, hi: f
 }
 
 #[cfg(test)]
+mod exp_log_tests;
+#[cfg(test)]
 mod tests;
