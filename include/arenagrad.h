@@ -1125,12 +1125,14 @@ ag_status ag_where(struct ag_context *ctx, struct ag_tensor cond, struct ag_tens
 // OUT_OF_MEMORY.
 ag_status ag_neg(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *out);
 
-// out = e^x.
+// out = e^x, within 1 ulp of the exact value (every float checked);
+// overflows to inf above 88.72283, as C's expf.
 // Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
 // OUT_OF_MEMORY.
 ag_status ag_exp(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *out);
 
-// out = ln(x) (NaN below 0, as IEEE).
+// out = ln(x) (NaN below 0, as IEEE), within 1 ulp of the exact value
+// (every float checked).
 // Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
 // OUT_OF_MEMORY.
 ag_status ag_log(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *out);
