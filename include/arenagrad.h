@@ -1622,6 +1622,16 @@ ag_status ag_solve_lower(struct ag_context *ctx, struct ag_tensor l, struct ag_t
 // (a is not square [n, n]), OUT_OF_MEMORY.
 ag_status ag_log_det_spd(struct ag_context *ctx, struct ag_tensor a, struct ag_tensor *out);
 
+// out = the first-order linear recurrence along axis 0: out[0] = c[0]
+// and out[t] = a[t] out[t-1] + c[t], each column of c [T, ...] a sequence
+// of its own (AR and GARCH filters, exponential moving averages). a has
+// c's shape (a[0] is not read: its gradient is 0) or one element (the
+// same coefficient throughout). One op for the whole recursion: a
+// density's T-step loop becomes one pass forward and one back.
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH
+// (a is neither one element nor c's shape), OUT_OF_MEMORY.
+ag_status ag_linear_recurrence(struct ag_context *ctx, struct ag_tensor a, struct ag_tensor c, struct ag_tensor *out);
+
 // out = the diagonal of a matrix a [r, c]: [min(r, c)]. With ag_log and
 // ag_sum, ln det of a Cholesky factor is 2 sum(ln diagonal(L)).
 // Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH

@@ -2,7 +2,7 @@
 //! and means along an axis, logsumexp along an axis, `where`, concat,
 //! permutes, reshape views and element-wise ops on hundreds of elements,
 //! and ops run through their own eager entry points (the matrix functions,
-//! the incomplete beta function, matmuls, norms (with and without their
+//! the incomplete beta function, the linear recurrence, matmuls, norms (with and without their
 //! affine parameters), losses, attention, convolutions and pools). Each model is
 //! captured once and must get a program (`step_has_program`, a
 //! `test-hooks` entry); its replays, with new inputs and moved parameters,
@@ -444,7 +444,34 @@ fn logsumexp(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
     c.add(l, d).unwrap()
 }
 
+/// GARCH's variance filter as one op: sigma2_t = b sigma2_{t-1} + e^w +
+/// r_t^2 with one coefficient, then a second recurrence with a
+/// coefficient per element ([20, 3], a view of the input scaled), a
+/// parameter's tanh.
+fn recurrence(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
+    let (b, w, coef) = (p[0], p[1], p[2]); // [1], [1], [20, 3]
+    let r2 = c.mul(x, x).unwrap(); // [60]
+    let w = c.exp(w).unwrap();
+    let drive = c.add(r2, w).unwrap(); // positive, so is sigma2
+    let b = c.sigmoid(b).unwrap();
+    let s2 = c.linear_recurrence(b, drive).unwrap();
+    let l = c.log(s2).unwrap();
+    let l = c.sum(l).unwrap();
+    let grid = c.reshape(x, &[20, 3]).unwrap();
+    let a = c.tanh(coef).unwrap();
+    let y = c.linear_recurrence(a, grid).unwrap();
+    let y = c.mul(y, y).unwrap();
+    let y = c.sum(y).unwrap();
+    c.add(l, y).unwrap()
+}
+
 fn main() {
+    same_bits(
+        "linear recurrence",
+        &[&[1], &[1], &[20, 3]],
+        &[60],
+        recurrence,
+    );
     same_bits("garch T=60", &[&[1], &[1], &[1], &[1]], &[60], garch);
     same_bits("axis sums", &[&[2, 3, 2], &[40, 50]], &[6], axis_sums);
     same_bits("where", &[&[4], &[3, 1], &[5], &[30, 30]], &[3, 4], select);

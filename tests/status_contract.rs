@@ -887,6 +887,8 @@ fn targeted_cases(env: &Env) -> Vec<(&'static str, String)> {
     check("ag_log_det_spd", st, "OUT_OF_MEMORY", c);
     let st = ag_solve_lower(c, square, column, &mut out);
     check("ag_solve_lower", st, "OUT_OF_MEMORY", c);
+    let st = ag_linear_recurrence(c, column, column, &mut out);
+    check("ag_linear_recurrence", st, "OUT_OF_MEMORY", c);
     let mut jac = zero();
     // Bounds are checked before anything is allocated.
     let st = ag_constrain_lower(c, square, f32::NAN, &mut out, &mut jac);

@@ -453,9 +453,9 @@ const CASES: &[Case] = &[
     // The statistics functions (serial kernels, element maps and small
     // matrices) inside a model that uses the pool elsewhere: inv_Phi,
     // the incomplete gamma and beta, Cholesky with a solve and ln det, a
-    // transform.
+    // transform, a linear recurrence over the rows of a matrix.
     (
-        "inv_phi, gamma_p, beta_inc, cholesky, solve, log_det, transforms",
+        "inv_phi, gamma_p, beta_inc, cholesky, solve, log_det, transforms, recurrence",
         || {
             let n = 24;
             let mut random = normals(37);
@@ -478,12 +478,15 @@ const CASES: &[Case] = &[
             let z = ctx.solve_lower(l, q).unwrap();
             let ld = ctx.log_det_spd(spd).unwrap();
             let (y, jac) = ctx.constrain_interval(g, -1.0, 2.0).unwrap();
+            let decay = ctx.tanh(b).unwrap();
+            let filtered = ctx.linear_recurrence(decay, bbt).unwrap();
             let mut terms = Vec::new();
-            for t in [z, y, bi] {
+            for t in [z, y, bi, filtered] {
                 let sq = ctx.mul(t, t).unwrap();
                 terms.push(ctx.sum(sq).unwrap());
             }
             let s0 = ctx.add(terms[0], terms[1]).unwrap();
+            let s0 = ctx.add(s0, terms[3]).unwrap();
             let s1 = ctx.add(s0, terms[2]).unwrap();
             let s2 = ctx.add(ld, jac).unwrap();
             let loss = ctx.add(s1, s2).unwrap();

@@ -63,7 +63,7 @@
  *    (y_0 = mu, err_0 = 0), err ~ normal(0, sigma), mu ~ normal(0, 10),
  *    phi and theta ~ normal(0, 2), sigma ~ half-Cauchy(0, 2.5) (posteriordb's
  *    arma11). The recursion is linear, err_t = -theta err_{t-1} + c_t with
- *    c_t = y_t - mu - phi y_{t-1}: log2(T) doubling steps (linear_recurrence).
+ *    c_t = y_t - mu - phi y_{t-1}: one ag_linear_recurrence.
  *    q = (mu, phi, theta, log sigma); reported: mu, phi, theta, sigma.
  *  garch11: rows are (y_t), "sigma1 S": y_t ~ normal(mu, sigma_t), sigma_1 = S,
  *    sigma_t^2 = alpha0 + alpha1 (y_{t-1} - mu)^2 + beta1 sigma_{t-1}^2, flat
@@ -252,8 +252,6 @@ void model_load(model *m, const char *path) {
         m->dim = 4;
         if (m->n_out != 4 || c != 1 || n < 2) die(path, "arma11, garch11: 4 names, one column, 2 rows or more");
         if (!strcmp(m->kind, "garch11") && !(m->sigma1 > 0)) die(path, "garch11: needs sigma1");
-        m->zeros = calloc((size_t)n, sizeof(float));
-        if (!m->zeros) die(path, "out of memory");
     } else if (!strcmp(m->kind, "hier_lkj")) {
         int K = c - 1;
         m->d = K;
@@ -286,7 +284,6 @@ void model_free(model *m) {
     free(m->yt);
     free(m->obs);
     free(m->se);
-    free(m->zeros);
     free(m->gram);
     ag_context_free(&m->ctx);
 }
@@ -621,24 +618,6 @@ static ag_status hier_lkj(ag_context *ctx, const model *m, ag_tensor q, ag_tenso
     return ag_add(ctx, lp, t, out);
 }
 
-/* x_t = a x_{t-1} + c_t (x_0 = 0) for a [1] tensor a and c [n], by
- * doubling: after the step of d, x_t = sum_{k < 2d} a^k c_{t-k}, so
- * log2(n) steps of O(n) each (a sequential loop would be n ops). */
-static ag_status linear_recurrence(ag_context *ctx, const model *m, ag_tensor a, ag_tensor c, ag_tensor *out) {
-    size_t n = (size_t)m->rows;
-    ag_tensor x = c, p = a, pair[2], shifted, t;
-    for (size_t d = 1; d < n; d *= 2) {
-        TRY(constant(ctx, m->zeros, d, 0, &pair[0]));
-        TRY(ag_slice(ctx, x, 0, 0, n - d, &pair[1]));
-        TRY(ag_concat(ctx, pair, 2, 0, &shifted)); /* x_{t-d}, 0 before the start */
-        TRY(ag_mul(ctx, shifted, p, &t));
-        TRY(ag_add(ctx, x, t, &x));
-        if (2 * d < n) TRY(ag_mul(ctx, p, p, &p));
-    }
-    *out = x;
-    return AG_STATUS_OK;
-}
-
 static ag_status arma11(ag_context *ctx, const model *m, ag_tensor q, ag_tensor *out) {
     size_t n = (size_t)m->rows;
     ag_tensor mu, phi, theta, ls, sigma, jac, y, prev, pair[2], c, t, err, lp;
@@ -656,7 +635,7 @@ static ag_status arma11(ag_context *ctx, const model *m, ag_tensor q, ag_tensor 
     TRY(ag_sub(ctx, y, t, &c));
     TRY(ag_sub(ctx, c, mu, &c));
     TRY(ag_neg(ctx, theta, &t));
-    TRY(linear_recurrence(ctx, m, t, c, &err));
+    TRY(ag_linear_recurrence(ctx, t, c, &err));
     TRY(sumsq(ctx, err, -0.5f, &t));
     TRY(ag_mul(ctx, sigma, sigma, &lp));
     TRY(ag_div(ctx, t, lp, &lp));
@@ -698,7 +677,7 @@ static ag_status garch11(ag_context *ctx, const model *m, ag_tensor q, ag_tensor
     TRY(ag_add(ctx, t, alpha0, &pair[1]));
     TRY(constant(ctx, &s1, 1, 0, &pair[0]));
     TRY(ag_concat(ctx, pair, 2, 0, &a));
-    TRY(linear_recurrence(ctx, m, beta1, a, &s2)); /* sigma_t^2 */
+    TRY(ag_linear_recurrence(ctx, beta1, a, &s2)); /* sigma_t^2 */
     /* sum(-log sigma_t - (y_t - mu)^2 / (2 sigma_t^2)): one sum over the rows */
     TRY(ag_div(ctx, r2, s2, &t));
     TRY(ag_log(ctx, s2, &lp));

@@ -40,7 +40,6 @@ typedef struct model {
     float *yt;          /* [cols, rows]: the data table transposed (mvn_lkj) */
     float *obs, *se;    /* hier_lkj: [rows, K] group means, [rows] their standard errors */
     double sigma1;      /* garch11: the first volatility */
-    float *zeros;       /* arma11, garch11: [rows] zeros */
     float *gram;        /* mixture2: [3, rows] (1, y, y^2), then their sums */
     int dim;            /* unconstrained parameters */
     int n_out;          /* reported (constrained) quantities */

@@ -142,66 +142,28 @@ pub const MAX_INPUTS: usize = MAX_CONCAT;
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Op {
     /// f(a, b) element-wise with broadcasting.
-    Binary {
-        a: u32,
-        b: u32,
-        f: BinaryFn,
-    },
+    Binary { a: u32, b: u32, f: BinaryFn },
     /// s * x.
-    Scale {
-        x: u32,
-        s: f32,
-    },
+    Scale { x: u32, s: f32 },
     /// f(x) element-wise.
-    Unary {
-        x: u32,
-        f: UnaryFn,
-    },
+    Unary { x: u32, f: UnaryFn },
     /// x^p element-wise for a scalar exponent p.
-    Pow {
-        x: u32,
-        p: f32,
-    },
+    Pow { x: u32, p: f32 },
     /// x limited to [lo, hi].
-    Clamp {
-        x: u32,
-        lo: f32,
-        hi: f32,
-    },
+    Clamp { x: u32, lo: f32, hi: f32 },
     /// a where cond is not zero, else b, with broadcasting.
-    Where {
-        cond: u32,
-        a: u32,
-        b: u32,
-    },
+    Where { cond: u32, a: u32, b: u32 },
     /// I_x(a, b), the regularised incomplete beta function, with
     /// broadcasting.
-    BetaInc {
-        a: u32,
-        b: u32,
-        x: u32,
-    },
+    BetaInc { a: u32, b: u32, x: u32 },
     /// Sum (or mean) of all elements.
-    Reduce {
-        x: u32,
-        mean: bool,
-    },
+    Reduce { x: u32, mean: bool },
     /// Sum (or mean) along `axis`.
-    ReduceAxis {
-        x: u32,
-        axis: u8,
-        mean: bool,
-    },
+    ReduceAxis { x: u32, axis: u8, mean: bool },
     /// ln sum e^x along `axis`.
-    LogSumExpAxis {
-        x: u32,
-        axis: u8,
-    },
+    LogSumExpAxis { x: u32, axis: u8 },
     /// Output axis i is input axis perm[i] (first rank(x) entries used).
-    Permute {
-        x: u32,
-        perm: [u8; MAX_DIMS],
-    },
+    Permute { x: u32, perm: [u8; MAX_DIMS] },
     /// The first `n` of `xs` joined along `axis`.
     Concat {
         xs: [u32; MAX_CONCAT],
@@ -210,17 +172,10 @@ pub(crate) enum Op {
     },
     /// Elements `start..start + len` of `axis` (len is the output's size
     /// along `axis`).
-    Slice {
-        x: u32,
-        axis: u8,
-        start: u32,
-    },
+    Slice { x: u32, axis: u8, start: u32 },
     /// Inverted dropout; `scale` holds, per element, 0 (dropped) or
     /// 1 / (1 - p) (kept).
-    Dropout {
-        x: u32,
-        scale: Buf,
-    },
+    Dropout { x: u32, scale: Buf },
     /// Inverted dropout whose mask every forward run draws into `scale`
     /// from the seed held by data tensor `seed` (read then, not recorded).
     DropoutSeeded {
@@ -244,20 +199,11 @@ pub(crate) enum Op {
         trans_b: bool,
     },
     /// x @ w + bias.
-    Linear {
-        x: u32,
-        w: u32,
-        bias: Option<u32>,
-    },
+    Linear { x: u32, w: u32, bias: Option<u32> },
     /// Rows of `w` gathered by `ids`.
-    Embedding {
-        w: u32,
-        ids: Buf<u32>,
-    },
+    Embedding { w: u32, ids: Buf<u32> },
     /// log(softmax(x)) over the last axis.
-    LogSoftmax {
-        x: u32,
-    },
+    LogSoftmax { x: u32 },
     /// Mean cross-entropy; `probs` is softmax(logits) saved by the forward.
     CrossEntropy {
         logits: u32,
@@ -265,10 +211,7 @@ pub(crate) enum Op {
         probs: Buf,
     },
     /// Mean of (pred - target)^2 over all elements.
-    MseLoss {
-        pred: u32,
-        target: u32,
-    },
+    MseLoss { pred: u32, target: u32 },
     /// LayerNorm over the last axis; per-row mean and 1/std saved.
     LayerNorm {
         x: u32,
@@ -304,17 +247,9 @@ pub(crate) enum Op {
         saved: Buf,
     },
     /// RMSNorm over the last axis (no bias); per-row 1/rms saved.
-    RmsNorm {
-        x: u32,
-        w: u32,
-        eps: f32,
-        rstd: Buf,
-    },
+    RmsNorm { x: u32, w: u32, eps: f32, rstd: Buf },
     /// silu(gate) * up, elementwise (Llama's MLP gate).
-    Swiglu {
-        gate: u32,
-        up: u32,
-    },
+    Swiglu { gate: u32, up: u32 },
     /// Rotary position embeddings of [B, H, T, D]; `table` holds the cos
     /// and sin the forward computed.
     Rope {
@@ -325,26 +260,13 @@ pub(crate) enum Op {
     },
     /// softmax(scale * x) over the last axis, causally masked when asked
     /// (the mask leaves exact zeros, so only forward reads the flag).
-    Softmax {
-        x: u32,
-        scale: f32,
-        causal: bool,
-    },
+    Softmax { x: u32, scale: f32, causal: bool },
     /// Fused causal self-attention over packed qkv; `probs` holds the
     /// attention probabilities followed by the backward pass's scratch.
-    Attention {
-        qkv: u32,
-        n_head: u32,
-        probs: Buf,
-    },
+    Attention { qkv: u32, n_head: u32, probs: Buf },
     /// Causal grouped-query attention over head-major q, k and v; `probs`
     /// holds the probabilities followed by the backward pass's scratch.
-    AttentionGqa {
-        q: u32,
-        k: u32,
-        v: u32,
-        probs: Buf,
-    },
+    AttentionGqa { q: u32, k: u32, v: u32, probs: Buf },
     /// Convolution (2-D, or 1-D with H = 1) through im2col; `col` holds one
     /// image's columns per task, rewritten by backward.
     Conv2d {
@@ -365,44 +287,28 @@ pub(crate) enum Op {
     },
     /// Max pooling; `argmax` holds each window's first maximum as its
     /// row-major offset in the window.
-    MaxPool2d {
-        x: u32,
-        geom: PoolGeom,
-        argmax: Buf,
-    },
+    MaxPool2d { x: u32, geom: PoolGeom, argmax: Buf },
     /// Average pooling.
     AvgPool2d {
         x: u32,
         geom: PoolGeom,
         count_include_pad: bool,
     },
-    /// Mean over each image plane, [N, C, H, W] -> [N, C].
     /// The Cholesky factor of `a`'s lower triangle; `work` is backward's
     /// scratch.
-    Cholesky {
-        a: u32,
-        work: Buf,
-    },
+    Cholesky { a: u32, work: Buf },
     /// L^{-1} B; `work` holds L^{-T} dX during backward.
-    SolveLower {
-        l: u32,
-        b: u32,
-        work: Buf,
-    },
+    SolveLower { l: u32, b: u32, work: Buf },
     /// ln det of a symmetric positive-definite matrix; `chol` its factor
     /// (written by the forward), `work` backward's scratch.
-    LogDetSpd {
-        a: u32,
-        chol: Buf,
-        work: Buf,
-    },
+    LogDetSpd { a: u32, chol: Buf, work: Buf },
+    /// x_t = a_t x_{t-1} + c_t along axis 0; `work` holds dL/dc during
+    /// backward.
+    LinearRecurrence { a: u32, c: u32, work: Buf },
     /// A matrix's diagonal.
-    Diagonal {
-        a: u32,
-    },
-    GlobalAvgPool2d {
-        x: u32,
-    },
+    Diagonal { a: u32 },
+    /// Mean over each image plane, [N, C, H, W] -> [N, C].
+    GlobalAvgPool2d { x: u32 },
 }
 
 /// The input ids of one op, inline.

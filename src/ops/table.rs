@@ -303,6 +303,13 @@ macro_rules! op_table {
                 backward linalg::backward_log_det_spd(a, chol, work),
                 replay Some(ReplayForm::Eager),
                 capture CaptureRule::Plain;
+            // Backward reads a and its own output x.
+            LinearRecurrence { a, c, work }:
+                name "linear_recurrence", inputs [a, c], reads (true, true),
+                forward linalg::forward_linear_recurrence(a, c),
+                backward linalg::backward_linear_recurrence(a, c, work),
+                replay Some(ReplayForm::Eager),
+                capture CaptureRule::Plain;
             Diagonal { a }:
                 name "diagonal", inputs [a], reads (false, false),
                 forward linalg::forward_diagonal(a),

@@ -657,6 +657,12 @@ c_functions! {
         contract: call(ag_log_det_spd(ctx, t, o)),
         c: AG_OP("1, (3, 3), (1), (1), ag_log_det_spd(c, t[0], out)"),
     }
+    ag_linear_recurrence {
+        fuzz: LINEAR_RECURRENCE => binary,
+        null: call(ag_linear_recurrence(n, p, q, &mut o)),
+        contract: call(ag_linear_recurrence(ctx, t, u, o)),
+        c: AG_OP("2, (1), (4, 3), (1), ag_linear_recurrence(c, t[0], t[1], out)"),
+    }
     ag_diagonal {
         fuzz: DIAGONAL => unary,
         null: call(ag_diagonal(n, p, &mut o)),

@@ -256,6 +256,7 @@ ids! {
     GAMMA_Q = 0xDD;
     /// ag_beta_inc: three tensors broadcast together, like WHERE.
     BETA_INC = 0xDE;
+    LINEAR_RECURRENCE = 0xDF;
 
     // The NUTS sampler (sampler.rs), on a normal model the harness writes.
     /// ag_nuts_config_default, ag_sampler_new (or a bad spec), ag_nuts_run

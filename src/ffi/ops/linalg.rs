@@ -1,6 +1,6 @@
 //! Linear algebra for statistical models: the Cholesky factor, a solve
 //! with a lower-triangular matrix, ln det of a symmetric positive-definite
-//! matrix, a matrix's diagonal.
+//! matrix, a matrix's diagonal, the first-order linear recurrence.
 
 use crate::ffi::prelude::*;
 
@@ -49,6 +49,26 @@ pub extern "C" fn ag_log_det_spd(
     out: *mut ag_tensor,
 ) -> ag_status {
     op("ag_log_det_spd", ctx, out, |c| c.log_det_spd(a.into()))
+}
+
+/// out = the first-order linear recurrence along axis 0: out[0] = c[0]
+/// and out[t] = a[t] out[t-1] + c[t], each column of c [T, ...] a sequence
+/// of its own (AR and GARCH filters, exponential moving averages). a has
+/// c's shape (a[0] is not read: its gradient is 0) or one element (the
+/// same coefficient throughout). One op for the whole recursion: a
+/// density's T-step loop becomes one pass forward and one back.
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE, SHAPE_MISMATCH
+/// (a is neither one element nor c's shape), OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_linear_recurrence(
+    ctx: *mut ag_context,
+    a: ag_tensor,
+    c: ag_tensor,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_linear_recurrence", ctx, out, |cx| {
+        cx.linear_recurrence(a.into(), c.into())
+    })
 }
 
 /// out = the diagonal of a matrix a [r, c]: [min(r, c)]. With ag_log and

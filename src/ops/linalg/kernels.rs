@@ -156,3 +156,107 @@ pub(super) fn solve_lower_backward_l(dl: &mut [f32], db: &[f32], x: &[f32], n: u
         }
     }
 }
+
+/// x_0 = c_0, x_t = a_t x_{t-1} + c_t over rows of `width` floats; `a` is
+/// one element or one per element of `c` (its first row unread). A
+/// sequential dependence: one row after another, the columns side by side.
+pub(super) fn linear_recurrence(x: &mut [f32], a: &[f32], c: &[f32], width: usize) {
+    if width == 0 || c.is_empty() {
+        return;
+    }
+    if width == 1 {
+        // One sequence (a time series): a carried value, no row slices.
+        let mut p = c[0];
+        x[0] = p;
+        let steps = x[1..].iter_mut().zip(&c[1..]);
+        match a {
+            [a] => steps.for_each(|(x, &c)| {
+                p = a * p + c;
+                *x = p;
+            }),
+            _ => steps.zip(&a[1..]).for_each(|((x, &c), &a)| {
+                p = a * p + c;
+                *x = p;
+            }),
+        }
+        return;
+    }
+    x[..width].copy_from_slice(&c[..width]);
+    for t in 1..c.len() / width {
+        let (done, rest) = x.split_at_mut(t * width);
+        let (prev, row) = (&done[(t - 1) * width..], &mut rest[..width]);
+        let c = &c[t * width..][..width];
+        if let [a] = a {
+            for ((x, &p), &c) in row.iter_mut().zip(prev).zip(c) {
+                *x = a * p + c;
+            }
+        } else {
+            let a = &a[t * width..][..width];
+            for (((x, &p), &c), &a) in row.iter_mut().zip(prev).zip(c).zip(a) {
+                *x = a * p + c;
+            }
+        }
+    }
+}
+
+/// The recurrence's backward for c: g_{T-1} = dx_{T-1} and
+/// g_t = dx_t + a_{t+1} g_{t+1}, the same recurrence run from the end.
+pub(super) fn linear_recurrence_reversed(g: &mut [f32], a: &[f32], dx: &[f32], width: usize) {
+    if width == 0 || dx.is_empty() {
+        return;
+    }
+    if width == 1 {
+        let last = dx.len() - 1;
+        let mut n = dx[last];
+        g[last] = n;
+        let steps = g[..last].iter_mut().zip(&dx[..last]).rev();
+        match a {
+            [a] => steps.for_each(|(g, &d)| {
+                n = a * n + d;
+                *g = n;
+            }),
+            _ => steps.zip(a[1..].iter().rev()).for_each(|((g, &d), &a)| {
+                n = a * n + d;
+                *g = n;
+            }),
+        }
+        return;
+    }
+    let steps = dx.len() / width;
+    let last = (steps - 1) * width;
+    g[last..].copy_from_slice(&dx[last..]);
+    for t in (0..steps - 1).rev() {
+        let (head, later) = g.split_at_mut((t + 1) * width);
+        let (row, next) = (&mut head[t * width..], &later[..width]);
+        let dx = &dx[t * width..][..width];
+        if let [a] = a {
+            for ((g, &n), &d) in row.iter_mut().zip(next).zip(dx) {
+                *g = a * n + d;
+            }
+        } else {
+            let a = &a[(t + 1) * width..][..width];
+            for (((g, &n), &d), &a) in row.iter_mut().zip(next).zip(dx).zip(a) {
+                *g = a * n + d;
+            }
+        }
+    }
+}
+
+/// da_t += g_t x_{t-1} for t >= 1; one coefficient gets their sum (in f64:
+/// T products of either sign).
+pub(super) fn linear_recurrence_backward_a(da: &mut [f32], g: &[f32], x: &[f32], width: usize) {
+    let later = g.get(width..).unwrap_or(&[]);
+    if let [da] = da {
+        let s: f64 = later
+            .iter()
+            .zip(x)
+            .map(|(&g, &x)| g as f64 * x as f64)
+            .sum();
+        *da += s as f32;
+    } else {
+        let da = da.get_mut(width..).unwrap_or(&mut []);
+        for ((d, &g), &x) in da.iter_mut().zip(later).zip(x) {
+            *d += g * x;
+        }
+    }
+}

@@ -2,7 +2,10 @@
 //! with a lower-triangular matrix, ln det of a symmetric positive-definite
 //! matrix, and a matrix's diagonal (with `ln` and `sum`, ln det of a
 //! Cholesky factor). With them a multivariate normal's density is written
-//! from its covariance or from its Cholesky factor.
+//! from its covariance or from its Cholesky factor. And the first-order
+//! linear recurrence x_t = a_t x_{t-1} + c_t, a solve with a bidiagonal
+//! matrix: the AR, ARMA and GARCH filters of time-series models in one op
+//! rather than a loop of T.
 //!
 //! The matrix ops read only the lower triangle of a matrix that is
 //! symmetric (Cholesky, ln det) or triangular (the solve): their gradient
@@ -85,6 +88,28 @@ impl Context {
         let work = self.alloc_scratchable::<f32>(OP, n * n)?;
         let out = self.push_output(OP, Shape::scalar(), tracks)?;
         Ok(self.run(Op::LogDetSpd { a: ia, chol, work }, out))
+    }
+
+    /// The first-order linear recurrence along axis 0: x_0 = c_0 and
+    /// x_t = a_t x_{t-1} + c_t, each column of `c` `[T, ...]` a sequence
+    /// of its own. `a` has `c`'s shape (a_0 is not read) or one element
+    /// (one coefficient throughout).
+    pub fn linear_recurrence(&mut self, a: Tensor, c: Tensor) -> Result<Tensor> {
+        const OP: &str = "linear_recurrence";
+        let (ia, ic) = (self.resolve(OP, a)?, self.resolve(OP, c)?);
+        let (sa, sc) = (self.entry(ia).shape, self.entry(ic).shape);
+        if sa.numel() != 1 && sa != sc {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                what: "a must have c's shape or one element",
+                a: sa,
+                b: sc,
+            });
+        }
+        let tracks = self.tracks(&[ia, ic]);
+        let work = self.alloc_scratchable::<f32>(OP, sc.numel())?;
+        let out = self.push_output(OP, sc, tracks)?;
+        Ok(self.run(Op::LinearRecurrence { a: ia, c: ic, work }, out))
     }
 
     /// The diagonal of a matrix `[r, c]`: `[min(r, c)]`.
@@ -191,6 +216,44 @@ pub(crate) fn backward_diagonal(ctx: &mut Context, out: u32, a: u32) {
     let ([da], [g]) = ctx.access([da], [dout]);
     for (i, &g) in g.iter().enumerate() {
         da[i * c + i] += g;
+    }
+}
+
+/// The length of one step of a recurrence over `c`'s axis 0: the
+/// product of its other dims.
+fn step_width(ctx: &Context, c: u32) -> usize {
+    ctx.entry(c).shape.dims()[1..].iter().product()
+}
+
+pub(crate) fn forward_linear_recurrence(ctx: &mut Context, out: u32, a: u32, c: u32) {
+    let (ea, ec, eo) = (ctx.entry(a), ctx.entry(c), ctx.entry(out));
+    let width = step_width(ctx, c);
+    let ([x], [a, c]) = ctx.access([eo.data], [ea.data, ec.data]);
+    kernels::linear_recurrence(x, a, c, width);
+}
+
+pub(crate) fn backward_linear_recurrence(ctx: &mut Context, out: u32, a: u32, c: u32, work: Buf) {
+    let Some(dx) = ctx.grad_out(out) else {
+        return;
+    };
+    let (da, dc) = (ctx.grad_of(a), ctx.grad_of(c));
+    if da.is_none() && dc.is_none() {
+        return;
+    }
+    let (ea, eo) = (ctx.entry(a), ctx.entry(out));
+    let width = step_width(ctx, c);
+    {
+        // g_t = dL/dc_t, every later step's share included, kept in `work`.
+        let ([g], [dx, a]) = ctx.access([work], [dx, ea.data]);
+        kernels::linear_recurrence_reversed(g, a, dx, width);
+    }
+    if let Some(dc) = dc {
+        let ([dc], [g]) = ctx.access([dc], [work]);
+        dc.iter_mut().zip(g).for_each(|(d, &g)| *d += g);
+    }
+    if let Some(da) = da {
+        let ([da], [g, x]) = ctx.access([da], [work, eo.data]);
+        kernels::linear_recurrence_backward_a(da, g, x, width);
     }
 }
 

@@ -244,3 +244,152 @@ fn errors_name_the_op_and_shapes() {
         "{m}"
     );
 }
+
+#[test]
+fn linear_recurrence_gradient_checks() {
+    gradcheck(
+        Check::new("linear_recurrence_one_a", &[&[1], &[6]]).range(-0.9, 0.9),
+        |c, x| c.linear_recurrence(x[0], x[1]),
+    );
+    gradcheck(
+        Check::new("linear_recurrence_full_a", &[&[5, 2], &[5, 2]]).range(-0.9, 0.9),
+        |c, x| c.linear_recurrence(x[0], x[1]),
+    );
+    gradcheck(
+        Check::new("linear_recurrence_one_series", &[&[7], &[7]]).range(-0.9, 0.9),
+        |c, x| c.linear_recurrence(x[0], x[1]),
+    );
+    gradcheck(
+        Check::new("linear_recurrence_length_one", &[&[1], &[1, 3]]),
+        |c, x| c.linear_recurrence(x[0], x[1]),
+    );
+}
+
+/// Forward and both gradients against the recurrence in f64 on the same
+/// f32 inputs, within the bound of its roundings: each step of x rounds a
+/// product and a sum (u = eps / 2 each), so after t steps x is within
+/// 2 t u of the same recurrence on magnitudes, |a| |x| + |c|; g likewise
+/// from the end, and da's products and its f64 sum add a few ulps more.
+#[test]
+fn linear_recurrence_matches_f64() {
+    let eps = f32::EPSILON as f64;
+    for (steps, width, one_a) in [
+        (200, 1, true),
+        (50, 1, false),
+        (64, 3, false),
+        (1, 4, true),
+        (33, 2, true),
+    ] {
+        let n = steps * width;
+        let cv: Vec<f32> = (0..n).map(|i| (i as f32 * 0.71).sin() * 2.0).collect();
+        let av: Vec<f32> = if one_a {
+            vec![0.93]
+        } else {
+            (0..n).map(|i| (i as f32 * 0.37).cos() * 0.99).collect()
+        };
+        let r: Vec<f32> = (0..n).map(|i| (i as f32 * 1.3).cos()).collect();
+        let at = |t: usize, j: usize| av[if one_a { 0 } else { t * width + j }] as f64;
+        // f64 recurrence and its magnitude twin, forward then backward.
+        let (mut x, mut xm) = (vec![0.0f64; n], vec![0.0f64; n]);
+        let (mut g, mut gm) = (vec![0.0f64; n], vec![0.0f64; n]);
+        for t in 0..steps {
+            for j in 0..width {
+                let k = t * width + j;
+                let (p, pm) = if t == 0 {
+                    (0.0, 0.0)
+                } else {
+                    (x[k - width], xm[k - width])
+                };
+                x[k] = at(t, j) * p + cv[k] as f64;
+                xm[k] = at(t, j).abs() * pm + (cv[k] as f64).abs();
+            }
+        }
+        for t in (0..steps).rev() {
+            for j in 0..width {
+                let k = t * width + j;
+                let (nx, nm) = if t + 1 == steps {
+                    (0.0, 0.0)
+                } else {
+                    (
+                        at(t + 1, j) * g[k + width],
+                        at(t + 1, j).abs() * gm[k + width],
+                    )
+                };
+                g[k] = nx + r[k] as f64;
+                gm[k] = nm + (r[k] as f64).abs();
+            }
+        }
+        let mut c = Context::new();
+        let shape = [steps, width];
+        let ta = c
+            .param(if one_a { &[1] } else { &shape }, Some(&av))
+            .unwrap();
+        let tc = c.param(&shape, Some(&cv)).unwrap();
+        let out = c.linear_recurrence(ta, tc).unwrap();
+        let rt = c.tensor(&shape, &r).unwrap();
+        let w = c.mul(out, rt).unwrap();
+        let loss = c.sum(w).unwrap();
+        c.backward(loss).unwrap();
+        let got = read(&c, out);
+        let (mut dc, mut da) = (vec![0.0f32; n], vec![0.0f32; av.len()]);
+        c.read_grad(tc, &mut dc).unwrap();
+        c.read_grad(ta, &mut da).unwrap();
+        for k in 0..n {
+            let t = k / width;
+            let bound = (2 * t + 1) as f64 * eps * xm[k];
+            assert!(
+                (got[k] as f64 - x[k]).abs() <= bound,
+                "x[{k}]: {} vs {}",
+                got[k],
+                x[k]
+            );
+            let bound = (2 * (steps - t) + 1) as f64 * eps * gm[k];
+            assert!(
+                (dc[k] as f64 - g[k]).abs() <= bound,
+                "dc[{k}]: {} vs {}",
+                dc[k],
+                g[k]
+            );
+        }
+        // da_t = g_t x_{t-1}: each factor within its bound above, and the
+        // product (or f64 sum, rounded once) within one more ulp.
+        let term = |k: usize| {
+            let t = k / width;
+            let want = g[k] * x[k - width];
+            let slack = (2 * (steps - t) + 2 * t + 2) as f64 * eps * gm[k] * xm[k - width];
+            (want, slack)
+        };
+        if one_a {
+            let (want, slack) = (width..n)
+                .map(term)
+                .fold((0.0, 0.0), |s, v| (s.0 + v.0, s.1 + v.1));
+            let bound = slack + eps * want.abs();
+            assert!(
+                (da[0] as f64 - want).abs() <= bound,
+                "da: {} vs {want}",
+                da[0]
+            );
+        } else {
+            assert_eq!(&da[..width], &vec![0.0; width][..], "a_0 is not read");
+            for (k, &d) in da.iter().enumerate().skip(width) {
+                let (want, slack) = term(k);
+                assert!(
+                    (d as f64 - want).abs() <= slack + eps * want.abs(),
+                    "da[{k}]"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn linear_recurrence_shape_errors_name_both() {
+    let mut c = Context::new();
+    let a = c.tensor(&[2], &[0.5, 0.5]).unwrap();
+    let x = c.tensor(&[3], &[1.0, 2.0, 3.0]).unwrap();
+    let m = c.linear_recurrence(a, x).unwrap_err().to_string();
+    assert!(
+        m.contains("linear_recurrence") && m.contains("[2]") && m.contains("[3]"),
+        "{m}"
+    );
+}
