@@ -168,17 +168,15 @@ pub(super) fn linear_recurrence(x: &mut [f32], a: &[f32], c: &[f32], width: usiz
         // One sequence (a time series): a carried value, no row slices.
         let mut p = c[0];
         x[0] = p;
-        let steps = x[1..].iter_mut().zip(&c[1..]);
-        match a {
-            [a] => steps.for_each(|(x, &c)| {
-                p = a * p + c;
-                *x = p;
-            }),
-            _ => steps.zip(&a[1..]).for_each(|((x, &c), &a)| {
-                p = a * p + c;
-                *x = p;
-            }),
+        if let [a] = a {
+            two_steps_at_a_time(&mut x[1..], &c[1..], *a, p);
+            return;
         }
+        let steps = x[1..].iter_mut().zip(&c[1..]).zip(&a[1..]);
+        steps.for_each(|((x, &c), &a)| {
+            p = a * p + c;
+            *x = p;
+        });
         return;
     }
     x[..width].copy_from_slice(&c[..width]);
@@ -199,6 +197,39 @@ pub(super) fn linear_recurrence(x: &mut [f32], a: &[f32], c: &[f32], width: usiz
     }
 }
 
+/// x_t = a x_{t-1} + c_t from x_{-1} = `p`: x_{t+1} = a^2 x_{t-1} +
+/// (a c_t + c_{t+1}), so the chain of dependent roundings is half as long
+/// (x_t itself is computed beside it), about twice as fast; a few
+/// roundings more per pair, the same bound on the error as the plain
+/// recurrence's to within a small constant.
+fn two_steps_at_a_time(x: &mut [f32], c: &[f32], a: f32, mut p: f32) {
+    let a2 = a * a;
+    let (mut xs, mut cs) = (x.chunks_exact_mut(2), c.chunks_exact(2));
+    for (x, c) in (&mut xs).zip(&mut cs) {
+        x[0] = a * p + c[0];
+        p = a2 * p + (a * c[0] + c[1]);
+        x[1] = p;
+    }
+    if let ([x], [c]) = (xs.into_remainder(), cs.remainder()) {
+        *x = a * p + c;
+    }
+}
+
+/// [`two_steps_at_a_time`] from the end: g_t = a g_{t+1} + d_t, from
+/// g_{T} = `n` (`g` and `d` are the first T).
+fn two_steps_at_a_time_reversed(g: &mut [f32], d: &[f32], a: f32, mut n: f32) {
+    let a2 = a * a;
+    let (mut gs, mut ds) = (g.rchunks_exact_mut(2), d.rchunks_exact(2));
+    for (g, d) in (&mut gs).zip(&mut ds) {
+        g[1] = a * n + d[1];
+        n = a2 * n + (a * d[1] + d[0]);
+        g[0] = n;
+    }
+    if let ([g], [d]) = (gs.into_remainder(), ds.remainder()) {
+        *g = a * n + d;
+    }
+}
+
 /// The recurrence's backward for c: g_{T-1} = dx_{T-1} and
 /// g_t = dx_t + a_{t+1} g_{t+1}, the same recurrence run from the end.
 pub(super) fn linear_recurrence_reversed(g: &mut [f32], a: &[f32], dx: &[f32], width: usize) {
@@ -209,17 +240,15 @@ pub(super) fn linear_recurrence_reversed(g: &mut [f32], a: &[f32], dx: &[f32], w
         let last = dx.len() - 1;
         let mut n = dx[last];
         g[last] = n;
-        let steps = g[..last].iter_mut().zip(&dx[..last]).rev();
-        match a {
-            [a] => steps.for_each(|(g, &d)| {
-                n = a * n + d;
-                *g = n;
-            }),
-            _ => steps.zip(a[1..].iter().rev()).for_each(|((g, &d), &a)| {
-                n = a * n + d;
-                *g = n;
-            }),
+        if let [a] = a {
+            two_steps_at_a_time_reversed(&mut g[..last], &dx[..last], *a, n);
+            return;
         }
+        let steps = g[..last].iter_mut().zip(&dx[..last]).zip(&a[1..]).rev();
+        steps.for_each(|((g, &d), &a)| {
+            n = a * n + d;
+            *g = n;
+        });
         return;
     }
     let steps = dx.len() / width;
@@ -247,12 +276,18 @@ pub(super) fn linear_recurrence_reversed(g: &mut [f32], a: &[f32], dx: &[f32], w
 pub(super) fn linear_recurrence_backward_a(da: &mut [f32], g: &[f32], x: &[f32], width: usize) {
     let later = g.get(width..).unwrap_or(&[]);
     if let [da] = da {
-        let s: f64 = later
-            .iter()
-            .zip(x)
+        // Eight running sums side by side, not one chain of dependent adds.
+        let mut lanes = [0.0f64; 8];
+        let (gs, xs) = (later.chunks_exact(8), x.chunks_exact(8));
+        let tail: f64 = (gs.remainder().iter().zip(xs.remainder()))
             .map(|(&g, &x)| g as f64 * x as f64)
             .sum();
-        *da += s as f32;
+        for (g, x) in gs.zip(xs) {
+            for ((s, &g), &x) in lanes.iter_mut().zip(g).zip(x) {
+                *s += g as f64 * x as f64;
+            }
+        }
+        *da += (lanes.iter().sum::<f64>() + tail) as f32;
     } else {
         let da = da.get_mut(width..).unwrap_or(&mut []);
         for ((d, &g), &x) in da.iter_mut().zip(later).zip(x) {
