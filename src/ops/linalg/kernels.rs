@@ -275,6 +275,7 @@ pub(super) fn linear_recurrence_reversed(g: &mut [f32], a: &[f32], dx: &[f32], w
 /// T products of either sign).
 pub(super) fn linear_recurrence_backward_a(da: &mut [f32], g: &[f32], x: &[f32], width: usize) {
     let later = g.get(width..).unwrap_or(&[]);
+    let x = &x[..later.len()]; // x_{t-1} beside g_t
     if let [da] = da {
         // Eight running sums side by side, not one chain of dependent adds.
         let mut lanes = [0.0f64; 8];

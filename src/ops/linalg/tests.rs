@@ -248,7 +248,7 @@ fn errors_name_the_op_and_shapes() {
 #[test]
 fn linear_recurrence_gradient_checks() {
     gradcheck(
-        Check::new("linear_recurrence_one_a", &[&[1], &[6]]).range(-0.9, 0.9),
+        Check::new("linear_recurrence_one_a", &[&[1], &[16]]).range(-0.9, 0.9),
         |c, x| c.linear_recurrence(x[0], x[1]),
     );
     gradcheck(
@@ -359,6 +359,25 @@ fn linear_recurrence_matches_f64() {
             let slack = (2 * (steps - t) + 2 * t + 2) as f64 * eps * gm[k] * xm[k - width];
             (want, slack)
         };
+        // da from our own g (= dc) and x, in f64: only the products'
+        // and the sum's roundings differ, so within an ulp or two; a
+        // dropped or misaligned term fails it.
+        let own: Vec<f64> = (width..n)
+            .map(|k| dc[k] as f64 * got[k - width] as f64)
+            .collect();
+        if one_a {
+            let want: f64 = own.iter().sum();
+            let size: f64 = own.iter().map(|v| v.abs()).sum();
+            assert!(
+                (da[0] as f64 - want).abs() <= 2.0 * eps * want.abs() + 1e-12 * size,
+                "da from our g and x: {} vs {want}",
+                da[0]
+            );
+        } else {
+            for (k, &want) in (width..n).zip(&own) {
+                assert_eq!(da[k], want as f32, "da[{k}] is g_t x_(t-1) rounded once");
+            }
+        }
         if one_a {
             let (want, slack) = (width..n)
                 .map(term)
