@@ -12,9 +12,17 @@ use std::ffi::{CStr, c_char, c_void};
 pub(super) fn set_num_threads(n: std::ffi::c_int) {
     unsafe extern "C" {
         fn openblas_set_num_threads(n: std::ffi::c_int);
+        fn openblas_get_num_threads() -> std::ffi::c_int;
     }
-    // SAFETY: a plain setter exported by libopenblas, which this crate links.
-    unsafe { openblas_set_num_threads(n) }
+    // Only a change: OpenBLAS's setter starts its worker threads again
+    // when [`stop_workers`] has ended them, whatever the count.
+    // SAFETY: a plain getter and setter exported by libopenblas, which
+    // this crate links.
+    unsafe {
+        if openblas_get_num_threads() != n {
+            openblas_set_num_threads(n)
+        }
+    }
 }
 
 /// An address inside the OpenBLAS this crate links.
@@ -71,6 +79,31 @@ pub(super) fn string(name: &CStr) -> Option<String> {
         CStr::from_ptr(p)
     };
     Some(s.to_string_lossy().trim().to_string())
+}
+
+/// Ends OpenBLAS's worker threads; false where the library has no
+/// `blas_thread_shutdown_`. OpenBLAS starts them when it loads and each
+/// busy-waits (sched_yield in a loop) for about 2^28 cycles before it
+/// sleeps: 0.1 s of a core taken from the pool's threads at the start of
+/// every process, though arenagrad never gives them work (it runs OpenBLAS
+/// single-threaded). OpenBLAS starts them again if a threaded call ever
+/// comes (its `exec_blas_async` checks `blas_server_avail`).
+///
+/// SAFETY (the caller's): no threaded OpenBLAS call may be in flight;
+/// single-threaded calls never reach the workers. As for [`switch`],
+/// arenagrad calls it once, inside the OnceLock every product waits for.
+pub(super) unsafe fn stop_workers() -> bool {
+    let shutdown = sym(c"blas_thread_shutdown_");
+    if shutdown.is_null() {
+        return false;
+    }
+    // SAFETY: `int blas_thread_shutdown_(void)` in OpenBLAS; it joins the
+    // workers under its server lock. The caller's contract covers the rest.
+    unsafe {
+        let shutdown: unsafe extern "C" fn() -> std::ffi::c_int = std::mem::transmute(shutdown);
+        shutdown();
+    }
+    true
 }
 
 /// Switches a DYNAMIC_ARCH OpenBLAS to the kernel family `core`.

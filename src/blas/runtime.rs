@@ -156,6 +156,13 @@ fn settle() -> GemmInfo {
             format!("{running} kernels below the CPU; set OPENBLAS_CORETYPE={wanted}")
         }
     };
+    // Single-threaded from here on (the pool splits large products), so
+    // OpenBLAS's own workers have nothing to do: stop their start-up
+    // busy-wait rather than let it take a core from the pool.
+    openblas::set_num_threads(1);
+    // SAFETY: inside GEMM's OnceLock, before arenagrad's first product,
+    // and every OpenBLAS call arenagrad makes is single-threaded.
+    unsafe { openblas::stop_workers() };
     GemmInfo {
         library,
         version,
