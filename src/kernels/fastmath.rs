@@ -155,6 +155,23 @@ pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
+/// Dot product summed in f64 (each f32 product exact), in 8 lanes side by
+/// side rather than one chain of dependent adds.
+#[inline(always)]
+pub(crate) fn dot_f64(a: &[f32], b: &[f32]) -> f64 {
+    let mut acc = [0.0f64; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f64 = (ca.remainder().iter().zip(cb.remainder()))
+        .map(|(&x, &y)| x as f64 * y as f64)
+        .sum();
+    for (x, y) in ca.zip(cb) {
+        for i in 0..8 {
+            acc[i] += x[i] as f64 * y[i] as f64;
+        }
+    }
+    acc.iter().sum::<f64>() + tail
+}
+
 /// Sum of squared deviations from `mu` (two-pass variance, vectorised).
 #[inline(always)]
 pub(crate) fn sum_sq_dev(xs: &[f32], mu: f32) -> f32 {

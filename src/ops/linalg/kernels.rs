@@ -3,6 +3,8 @@
 //! the matrices of a statistical model are small, and a fixed order keeps
 //! results identical at any thread count.
 
+use crate::kernels::fastmath::dot_f64;
+
 /// L with A = L L^T from the lower triangle of A (the upper one is not
 /// read); L's upper triangle is written 0. A matrix that is not positive
 /// definite (a pivot <= 0 or NaN) gives a NaN-filled L.
@@ -32,31 +34,58 @@ pub(super) fn cholesky(l: &mut [f32], a: &[f32], n: usize) {
     }
 }
 
+/// Columns of B handled together by the substitutions: each row's running
+/// sums for them stay in one stack array (vector registers), so the
+/// column loop is the inner one and vectorises.
+const COLUMNS: usize = 64;
+
 /// X = L^{-1} B by forward substitution: L `[n, n]` lower triangular (its
-/// upper triangle is not read), B and X `[n, k]`.
+/// upper triangle is not read), B and X `[n, k]`. Each element is
+/// b - sum_j l_ij x_j in f64 in the order j = 0, 1, .., then / l_ii.
 pub(super) fn solve_lower(x: &mut [f32], l: &[f32], b: &[f32], n: usize, k: usize) {
-    for i in 0..n {
-        let lii = l[i * n + i] as f64;
-        for c in 0..k {
-            let mut s = b[i * k + c] as f64;
-            for j in 0..i {
-                s -= l[i * n + j] as f64 * x[j * k + c] as f64;
+    let mut s = [0.0f64; COLUMNS];
+    for c0 in (0..k).step_by(COLUMNS) {
+        let w = COLUMNS.min(k - c0);
+        let s = &mut s[..w];
+        for i in 0..n {
+            for (s, &b) in s.iter_mut().zip(&b[i * k + c0..][..w]) {
+                *s = b as f64;
             }
-            x[i * k + c] = (s / lii) as f32;
+            for j in 0..i {
+                let lij = l[i * n + j] as f64;
+                for (s, &x) in s.iter_mut().zip(&x[j * k + c0..][..w]) {
+                    *s -= lij * x as f64;
+                }
+            }
+            let lii = l[i * n + i] as f64;
+            for (x, &s) in x[i * k + c0..][..w].iter_mut().zip(s.iter()) {
+                *x = (s / lii) as f32;
+            }
         }
     }
 }
 
-/// Y = L^{-T} G in place (G, Y `[n, k]`) by back substitution.
+/// Y = L^{-T} G in place (G, Y `[n, k]`) by back substitution, each element
+/// y - sum_{j > i} l_ji y_j in f64 in the order j = i + 1, .., then / l_ii.
 pub(super) fn solve_lower_transposed_in_place(y: &mut [f32], l: &[f32], n: usize, k: usize) {
-    for i in (0..n).rev() {
-        let lii = l[i * n + i] as f64;
-        for c in 0..k {
-            let mut s = y[i * k + c] as f64;
-            for j in i + 1..n {
-                s -= l[j * n + i] as f64 * y[j * k + c] as f64;
+    let mut s = [0.0f64; COLUMNS];
+    for c0 in (0..k).step_by(COLUMNS) {
+        let w = COLUMNS.min(k - c0);
+        let s = &mut s[..w];
+        for i in (0..n).rev() {
+            for (s, &y) in s.iter_mut().zip(&y[i * k + c0..][..w]) {
+                *s = y as f64;
             }
-            y[i * k + c] = (s / lii) as f32;
+            for j in i + 1..n {
+                let lji = l[j * n + i] as f64;
+                for (s, &y) in s.iter_mut().zip(&y[j * k + c0..][..w]) {
+                    *s -= lji * y as f64;
+                }
+            }
+            let lii = l[i * n + i] as f64;
+            for (y, &s) in y[i * k + c0..][..w].iter_mut().zip(s.iter()) {
+                *y = (s / lii) as f32;
+            }
         }
     }
 }
@@ -148,10 +177,7 @@ pub(super) fn log_det_from_cholesky(l: &[f32], n: usize) -> f32 {
 pub(super) fn solve_lower_backward_l(dl: &mut [f32], db: &[f32], x: &[f32], n: usize, k: usize) {
     for i in 0..n {
         for j in 0..=i {
-            let mut s = 0.0f64;
-            for c in 0..k {
-                s += db[i * k + c] as f64 * x[j * k + c] as f64;
-            }
+            let s = dot_f64(&db[i * k..(i + 1) * k], &x[j * k..(j + 1) * k]);
             dl[i * n + j] -= s as f32;
         }
     }
@@ -277,18 +303,7 @@ pub(super) fn linear_recurrence_backward_a(da: &mut [f32], g: &[f32], x: &[f32],
     let later = g.get(width..).unwrap_or(&[]);
     let x = &x[..later.len()]; // x_{t-1} beside g_t
     if let [da] = da {
-        // Eight running sums side by side, not one chain of dependent adds.
-        let mut lanes = [0.0f64; 8];
-        let (gs, xs) = (later.chunks_exact(8), x.chunks_exact(8));
-        let tail: f64 = (gs.remainder().iter().zip(xs.remainder()))
-            .map(|(&g, &x)| g as f64 * x as f64)
-            .sum();
-        for (g, x) in gs.zip(xs) {
-            for ((s, &g), &x) in lanes.iter_mut().zip(g).zip(x) {
-                *s += g as f64 * x as f64;
-            }
-        }
-        *da += (lanes.iter().sum::<f64>() + tail) as f32;
+        *da += dot_f64(later, x) as f32;
     } else {
         let da = da.get_mut(width..).unwrap_or(&mut []);
         for ((d, &g), &x) in da.iter_mut().zip(later).zip(x) {

@@ -110,25 +110,68 @@ fn log_det_spd_and_solve_lower_match_f64() {
         let got = read(&c, d)[0] as f64;
         // Sum of n logs of pivots each within a few f32 ulps.
         assert!((got - want).abs() <= 4.0 * n as f64 * f32::EPSILON as f64 * (1.0 + want.abs()));
-        // Solve with the f32 factor against f64 substitution on it.
+        // Solve with the f32 factor against f64 substitution on it; 150
+        // columns span the kernels' column blocks (64) and a partial one.
         let l = c.cholesky(t).unwrap();
         let lv = read(&c, l);
-        let b: Vec<f32> = (0..n * 2).map(|i| (i as f32 * 0.37).sin()).collect();
-        let bt = c.tensor(&[n, 2], &b).unwrap();
-        let x = c.solve_lower(l, bt).unwrap();
-        let xv = read(&c, x);
-        let mut x64 = vec![0.0f64; n * 2];
-        for i in 0..n {
-            for col in 0..2 {
-                let s = b[i * 2 + col] as f64
-                    - (0..i)
-                        .map(|j| lv[i * n + j] as f64 * x64[j * 2 + col])
-                        .sum::<f64>();
-                x64[i * 2 + col] = s / lv[i * n + i] as f64;
-            }
+        for k in [2, 150] {
+            solve_lower_matches_f64(&lv, n, k);
         }
-        for (&g, &w) in xv.iter().zip(&x64) {
-            assert!((g as f64 - w).abs() <= 1e-5 * (1.0 + w.abs()), "{g} vs {w}");
+    }
+}
+
+/// X = L^{-1} B, dB = L^{-T} R and dL = -tril(dB X^T) for the loss
+/// sum(X * R), against the same substitutions in f64 on the same f32 L.
+fn solve_lower_matches_f64(lv: &[f32], n: usize, k: usize) {
+    let b: Vec<f32> = (0..n * k).map(|i| (i as f32 * 0.37).sin()).collect();
+    let r: Vec<f32> = (0..n * k).map(|i| (i as f32 * 0.53).cos()).collect();
+    let l64 = |i: usize, j: usize| lv[i * n + j] as f64;
+    let mut x64 = vec![0.0f64; n * k];
+    let mut db64 = vec![0.0f64; n * k];
+    for col in 0..k {
+        for i in 0..n {
+            let s: f64 = (0..i).map(|j| l64(i, j) * x64[j * k + col]).sum();
+            x64[i * k + col] = (b[i * k + col] as f64 - s) / l64(i, i);
+        }
+        for i in (0..n).rev() {
+            let s: f64 = (i + 1..n).map(|j| l64(j, i) * db64[j * k + col]).sum();
+            db64[i * k + col] = (r[i * k + col] as f64 - s) / l64(i, i);
+        }
+    }
+    let mut c = Context::new();
+    let lt = c.param(&[n, n], Some(lv)).unwrap();
+    let bt = c.param(&[n, k], Some(&b)).unwrap();
+    let x = c.solve_lower(lt, bt).unwrap();
+    let rt = c.tensor(&[n, k], &r).unwrap();
+    let w = c.mul(x, rt).unwrap();
+    let loss = c.sum(w).unwrap();
+    c.backward(loss).unwrap();
+    let (mut db, mut dl) = (vec![0.0f32; n * k], vec![0.0f32; n * n]);
+    c.read_grad(bt, &mut db).unwrap();
+    c.read_grad(lt, &mut dl).unwrap();
+    // Sums in f64 rounded once to f32: a few f32 ulps of the entry's scale
+    // (L is well conditioned: spd() has a heavy diagonal).
+    let close = |g: f32, w: f64, scale: f64| (g as f64 - w).abs() <= 1e-5 * (scale + w.abs());
+    for (&g, &w) in read(&c, x).iter().zip(&x64) {
+        assert!(close(g, w, 1.0), "x: {g} vs {w} (n {n}, k {k})");
+    }
+    for (&g, &w) in db.iter().zip(&db64) {
+        assert!(close(g, w, 1.0), "dB: {g} vs {w} (n {n}, k {k})");
+    }
+    for i in 0..n {
+        for j in 0..n {
+            let want = if j > i {
+                0.0
+            } else {
+                -(0..k)
+                    .map(|col| db64[i * k + col] * x64[j * k + col])
+                    .sum::<f64>()
+            };
+            let g = dl[i * n + j];
+            assert!(
+                close(g, want, k as f64),
+                "dL[{i},{j}]: {g} vs {want} (n {n}, k {k})"
+            );
         }
     }
 }
