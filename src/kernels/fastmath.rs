@@ -172,6 +172,27 @@ pub(crate) fn dot_f64(a: &[f32], b: &[f32]) -> f64 {
     acc.iter().sum::<f64>() + tail
 }
 
+/// Sum of (a - b)^2 in f64 (each difference rounded to f32 first, its
+/// square exact in f64), in 8 lanes side by side like [`dot_f64`].
+#[inline(always)]
+pub(crate) fn sum_sq_diff_f64(a: &[f32], b: &[f32]) -> f64 {
+    let sq = |x: f32, y: f32| {
+        let d = (x - y) as f64;
+        d * d
+    };
+    let mut acc = [0.0f64; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f64 = (ca.remainder().iter().zip(cb.remainder()))
+        .map(|(&x, &y)| sq(x, y))
+        .sum();
+    for (x, y) in ca.zip(cb) {
+        for i in 0..8 {
+            acc[i] += sq(x[i], y[i]);
+        }
+    }
+    acc.iter().sum::<f64>() + tail
+}
+
 /// Sum of squared deviations from `mu` (two-pass variance, vectorised).
 #[inline(always)]
 pub(crate) fn sum_sq_dev(xs: &[f32], mu: f32) -> f32 {
