@@ -235,11 +235,12 @@ void model_load(model *m, const char *path) {
     } else if (!strcmp(m->kind, "beta_iid")) {
         m->dim = 2;
         if (m->n_out != 2 || c != 1) die(path, "beta_iid: names must be a, b; one column");
-        m->x = realloc(m->x, sizeof(float) * n); /* log(1 - y) */
+        m->x = realloc(m->x, sizeof(float) * 2 * (n > 0 ? n : 1)); /* [log y; log(1 - y)] */
         if (!m->x) die(path, "out of memory");
         for (int i = 0; i < n; i++) {
             if (!(m->y[i] > 0 && m->y[i] < 1)) die(path, "beta_iid: data must be in (0, 1)");
-            m->x[i] = (float)log1p(-(double)m->y[i]);
+            m->x[i] = logf(m->y[i]); /* the float log ag_log runs */
+            m->x[n + i] = (float)log1p(-(double)m->y[i]);
         }
     } else if (!strcmp(m->kind, "mvn_lkj")) {
         m->d = c; /* K */
@@ -497,17 +498,17 @@ static ag_status gamma_iid(ag_context *ctx, const model *m, ag_tensor q, ag_tens
 
 static ag_status beta_iid(ag_context *ctx, const model *m, ag_tensor q, ag_tensor *out) {
     size_t n = (size_t)m->rows;
-    ag_tensor pos, jac, a, b, y, logy, log1my, t, u, lp;
+    ag_tensor pos, jac, a, b, logs, one, c, t, lp;
+    float onev = 1.0f;
     TRY(positive_pair(ctx, q, &pos, &jac, &a, &b));
-    TRY(constant(ctx, m->y, n, 0, &y));
-    TRY(ag_log(ctx, y, &logy));
-    TRY(constant(ctx, m->x, n, 0, &log1my));
-    /* sum((a - 1) log y + (b - 1) log(1 - y)) - N lbeta(a, b) */
-    TRY(ag_mul(ctx, logy, a, &t));
-    TRY(ag_sub(ctx, t, logy, &t));
-    TRY(ag_mul(ctx, log1my, b, &u));
-    TRY(ag_add(ctx, t, u, &t));
-    TRY(ag_sub(ctx, t, log1my, &t));
+    /* sum((a - 1) log y + (b - 1) log(1 - y)) - N lbeta(a, b): the logs of
+     * the data are data, [2, n], each row times its coefficient */
+    const size_t logs_shape[2] = {2, n}, col[2] = {2, 1};
+    TRY(ag_tensor_new(ctx, logs_shape, 2, m->x, &logs));
+    TRY(constant(ctx, &onev, 1, 0, &one));
+    TRY(ag_sub(ctx, pos, one, &c));
+    TRY(ag_reshape(ctx, c, col, 2, &c));
+    TRY(ag_mul(ctx, logs, c, &t));
     TRY(ag_sum(ctx, t, &lp));
     TRY(ag_lbeta(ctx, a, b, &t));
     TRY(ag_scale(ctx, t, -(float)n, &t));

@@ -30,7 +30,7 @@ typedef struct model {
     char name[128];     /* file stem, e.g. kidiq-kidscore_momiq */
     int rows, cols;     /* data table */
     float *y;           /* [rows] response (linreg, logistic, gamma_reg) */
-    float *x;           /* [rows, d] design matrix (beta_iid: log(1 - y), gamma_iid: log y) */
+    float *x;           /* [rows, d] design matrix (beta_iid: [log y; log(1 - y)], gamma_iid: log y) */
     float *sigma_obs;   /* eight_schools: the known standard errors */
     int d;              /* regression coefficients / schools */
     double beta_sd;     /* normal(0, beta_sd) prior on coefficients; 0 = flat */
