@@ -24,6 +24,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -490,7 +491,42 @@ static void two_contexts(const char *name, const mlp_shape *shape, size_t thread
            name, (double)serial.losses[0], (double)serial.losses[shape->steps - 1]);
 }
 
+/* Once the first context has settled its GEMM, the only threads left
+ * besides this one are arenagrad's own workers: OpenBLAS's idle workers
+ * (which busy-wait for about 0.1 s after load) are ended. Under another
+ * GEMM (MKL's threads are its own) there is nothing to check. */
+static void no_idle_blas_workers(void) {
+    check_begin("no idle BLAS workers");
+    ag_context *ctx = NULL;
+    REQUIRE_OK(ag_context_new(&ctx));
+    check_set_ctx(ctx);
+    ag_runtime rt;
+    REQUIRE_OK(ag_runtime_info(ctx, &rt));
+    if (!strcmp(rt.gemm_library, "OpenBLAS")) {
+        char path[300], comm[64];
+        int foreign = 0;
+        DIR *dir = opendir("/proc/self/task");
+        REQUIRE(dir != NULL);
+        for (struct dirent *e; (e = readdir(dir));) {
+            if (e->d_name[0] == '.' || atoi(e->d_name) == (int)getpid()) continue;
+            snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+            FILE *f = fopen(path, "r");
+            if (!f) continue; /* ended meanwhile */
+            if (fgets(comm, sizeof comm, f) && strncmp(comm, "arenagrad-work", 14) != 0) {
+                fprintf(stderr, "  thread %s is %s", e->d_name, comm);
+                foreign++;
+            }
+            fclose(f);
+        }
+        closedir(dir);
+        CHECK(foreign == 0);
+    }
+    ag_context_free(&ctx);
+    check_set_ctx(NULL);
+}
+
 int main(void) {
+    no_idle_blas_workers(); /* first: before this file's own threads */
     test_busy_deterministic();
     test_stress();
     two_contexts("two contexts", &TINY, 0);
