@@ -3,7 +3,7 @@
 //! the matrices of a statistical model are small, and a fixed order keeps
 //! results identical at any thread count.
 
-use crate::kernels::fastmath::dot_f64;
+use crate::kernels::lanes::dot_f64;
 
 /// L with A = L L^T from the lower triangle of A (the upper one is not
 /// read); L's upper triangle is written 0. A matrix that is not positive
