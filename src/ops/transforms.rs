@@ -26,8 +26,14 @@ impl Context {
         finite(OP, "the lower bound", lb)?;
         self.resolve(OP, x)?;
         let e = self.exp(x)?;
-        let bound = self.tensor(&[1], &[lb])?;
-        let y = self.add(e, bound)?;
+        // lb = 0 (a scale, a rate): e^x itself, the same bits as e^x + 0
+        // and two ops fewer for a sampler's every gradient.
+        let y = if lb == 0.0 {
+            e
+        } else {
+            let bound = self.tensor(&[1], &[lb])?;
+            self.add(e, bound)?
+        };
         let log_jacobian = self.sum(x)?;
         Ok((y, log_jacobian))
     }
@@ -46,7 +52,9 @@ impl Context {
 
     /// y = lb + (ub - lb) sigmoid(x) (lb < y < ub), and ln |dy/dx| summed:
     /// n ln(ub - lb) + sum(ln sigmoid(x) + ln sigmoid(-x)), a scalar,
-    /// finite however large |x| is.
+    /// finite however large |x| is. ln sigmoid(-x) = ln sigmoid(x) - x, so
+    /// the sum is taken as sum(2 ln sigmoid(x) - x): one ln sigmoid. When
+    /// lb = -ub, y is computed as ub tanh(x / 2), the same function.
     pub fn constrain_interval(&mut self, x: Tensor, lb: f32, ub: f32) -> Result<(Tensor, Tensor)> {
         const OP: &str = "constrain_interval";
         finite(OP, "the lower bound", lb)?;
@@ -60,18 +68,35 @@ impl Context {
         }
         let ix = self.resolve(OP, x)?;
         let n = self.entry(ix).shape.numel();
-        let s = self.sigmoid(x)?;
-        let scaled = self.scale(s, width)?;
-        let low = self.tensor(&[1], &[lb])?;
-        let y = self.add(scaled, low)?;
+        let y = if lb == -ub {
+            // (-b, b), a correlation's: lb + 2b sigmoid(x) = b tanh(x / 2),
+            // which keeps its relative accuracy near 0 where 2 sigmoid(x)
+            // - 1 cancels (halving x is exact).
+            let half = self.scale(x, 0.5)?;
+            let t = self.tanh(half)?;
+            if ub == 1.0 { t } else { self.scale(t, ub)? }
+        } else {
+            // A scale by 1 and an add of 0 change no bit: (0, 1), a
+            // probability's interval, skips both.
+            let mut y = self.sigmoid(x)?;
+            if width != 1.0 {
+                y = self.scale(y, width)?;
+            }
+            if lb != 0.0 {
+                let low = self.tensor(&[1], &[lb])?;
+                y = self.add(y, low)?;
+            }
+            y
+        };
         let up = self.log_sigmoid(x)?;
-        let minus_x = self.neg(x)?;
-        let down = self.log_sigmoid(minus_x)?;
-        let both = self.add(up, down)?;
-        let sum = self.sum(both)?;
-        let log_width = (n as f64 * (width as f64).ln()) as f32;
-        let constant = self.tensor(&[1], &[log_width])?;
-        let log_jacobian = self.add(sum, constant)?;
+        let twice = self.scale(up, 2.0)?;
+        let both = self.sub(twice, x)?;
+        let mut log_jacobian = self.sum(both)?;
+        if width != 1.0 {
+            let log_width = (n as f64 * (width as f64).ln()) as f32;
+            let constant = self.tensor(&[1], &[log_width])?;
+            log_jacobian = self.add(log_jacobian, constant)?;
+        }
         Ok((y, log_jacobian))
     }
 }
@@ -92,8 +117,14 @@ mod tests {
     /// sigmoid, a scale and an add in f32).
     #[test]
     fn transforms_match_f64_and_their_jacobians() {
+        // (0, 1) and a lower bound of 0 take shorter paths.
+        for (lb, ub) in [(-1.5f64, 4.0f64), (0.0, 1.0), (-1.0, 1.0), (-2.5, 2.5)] {
+            transforms_match_f64_within(lb, ub);
+        }
+    }
+
+    fn transforms_match_f64_within(lb: f64, ub: f64) {
         let xs = [-30.0f32, -2.0, -0.1, 0.0, 0.7, 3.0, 30.0];
-        let (lb, ub) = (-1.5f64, 4.0f64);
         let mut c = Context::new();
         let x = c.tensor(&[xs.len()], &xs).unwrap();
         let (yl, jl) = c.constrain_lower(x, lb as f32).unwrap();
@@ -135,14 +166,33 @@ mod tests {
     }
 
     #[test]
+    fn symmetric_interval_keeps_relative_accuracy_near_zero() {
+        // 2 sigmoid(x) - 1 would lose every digit below about 1e-7.
+        let xs = [1e-7f32, -3e-5, 2e-3];
+        let mut c = Context::new();
+        let x = c.tensor(&[3], &xs).unwrap();
+        let (y, _) = c.constrain_interval(x, -1.0, 1.0).unwrap();
+        for (&got, &x) in read(&c, y).iter().zip(&xs) {
+            let want = (x as f64 / 2.0).tanh();
+            assert!(
+                (got as f64 - want).abs() <= 4.0 * f32::EPSILON as f64 * want.abs(),
+                "{got} vs {want}"
+            );
+        }
+    }
+
+    #[test]
     fn transform_gradients_check() {
-        for which in 0..3 {
+        for which in 0..6 {
             gradcheck(
                 Check::new("constrain", &[&[5]]).range(-2.0, 2.0),
                 move |c, x| {
                     let (y, j) = match which {
                         0 => c.constrain_lower(x[0], 0.5)?,
                         1 => c.constrain_upper(x[0], 0.5)?,
+                        2 => c.constrain_lower(x[0], 0.0)?,
+                        3 => c.constrain_interval(x[0], 0.0, 1.0)?,
+                        4 => c.constrain_interval(x[0], -2.0, 2.0)?,
                         _ => c.constrain_interval(x[0], -1.0, 3.0)?,
                     };
                     // Both outputs matter: y and the log-Jacobian.
