@@ -1656,6 +1656,17 @@ ag_status ag_constrain_upper(struct ag_context *ctx, struct ag_tensor x, float u
 // INVALID_ARGUMENT (a bound not finite, lb >= ub, or ub - lb past f32), OUT_OF_MEMORY.
 ag_status ag_constrain_interval(struct ag_context *ctx, struct ag_tensor x, float lb, float ub, struct ag_tensor *out, struct ag_tensor *log_jacobian);
 
+// out = the Cholesky factor L [K, K] of a K x K correlation matrix from
+// x, a vector of K (K - 1) / 2 unconstrained coordinates (K >= 2): Stan's
+// cholesky_corr_constrain (z = tanh(x) row by row below the diagonal,
+// each row of L scaled to unit norm; its diagonal positive, its upper
+// triangle 0). log_jacobian = ln |dL/dx|, a scalar, finite for every
+// finite x. An LKJ(eta) prior on L adds sum_i (K - i - 1 + 2 eta - 2)
+// ln L_ii (rows from 0).
+// Errors: NULL_ARGUMENT (out, log_jacobian), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// SHAPE_MISMATCH (x not a vector of K (K - 1) / 2 elements, K >= 2), OUT_OF_MEMORY.
+ag_status ag_constrain_cholesky_corr(struct ag_context *ctx, struct ag_tensor x, struct ag_tensor *out, struct ag_tensor *log_jacobian);
+
 // Like ag_param_new, and names the parameter `name` (copied): UTF-8, 1 to
 // AG_MAX_PARAM_NAME bytes, not "__metadata__" (reserved by safetensors),
 // unique in the context. ag_param_new names its parameters "param.N",

@@ -2,7 +2,8 @@
 //! and means along an axis, logsumexp along an axis, `where`, concat,
 //! permutes, reshape views and element-wise ops on hundreds of elements,
 //! and ops run through their own eager entry points (the matrix functions,
-//! the incomplete beta function, the linear recurrence, matmuls, norms (with and without their
+//! the incomplete beta function, the linear recurrence, the correlation
+//! factor, matmuls, norms (with and without their
 //! affine parameters), losses, attention, convolutions and pools). Each model is
 //! captured once and must get a program (`step_has_program`, a
 //! `test-hooks` entry); its replays, with new inputs and moved parameters,
@@ -465,6 +466,21 @@ fn recurrence(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
     c.add(l, y).unwrap()
 }
 
+/// An LKJ-style density: a 4 x 4 correlation factor from 6 coordinates
+/// (a parameter plus the input), its ln diagonal and its log-Jacobian.
+fn lkj(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
+    let u = c.add(p[0], x).unwrap(); // [6]
+    let (l, jac) = c.constrain_cholesky_corr(u).unwrap();
+    let d = c.diagonal(l).unwrap();
+    let d = c.log(d).unwrap();
+    let w = c.mul(d, p[1]).unwrap(); // per-row LKJ weights
+    let s = c.sum(w).unwrap();
+    let sq = c.mul(l, l).unwrap();
+    let sq = c.sum(sq).unwrap();
+    let s = c.add(s, sq).unwrap();
+    c.add(s, jac).unwrap()
+}
+
 fn main() {
     same_bits(
         "linear recurrence",
@@ -473,6 +489,7 @@ fn main() {
         recurrence,
     );
     same_bits("garch T=60", &[&[1], &[1], &[1], &[1]], &[60], garch);
+    same_bits("lkj", &[&[6], &[4]], &[6], lkj);
     same_bits("axis sums", &[&[2, 3, 2], &[40, 50]], &[6], axis_sums);
     same_bits("where", &[&[4], &[3, 1], &[5], &[30, 30]], &[3, 4], select);
     same_bits(

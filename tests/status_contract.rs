@@ -874,6 +874,7 @@ fn targeted_cases(env: &Env) -> Vec<(&'static str, String)> {
     let heads = reshaped(&fx, fx.x, &[1, 1, 2, 4]);
     let square = filled(&fx, &[2, 2], 0.5);
     let column = filled(&fx, &[2], 0.5);
+    let pairs = filled(&fx, &[3], 0.5);
     let mut loss = zero();
     ok(ag_mean(c, fx.h, &mut loss));
     ok(ag_set_arena_limit(c, 1));
@@ -903,6 +904,12 @@ fn targeted_cases(env: &Env) -> Vec<(&'static str, String)> {
     check("ag_constrain_upper", st, "OUT_OF_MEMORY", c);
     let st = ag_constrain_interval(c, square, 0.0, 1.0, &mut out, &mut jac);
     check("ag_constrain_interval", st, "OUT_OF_MEMORY", c);
+    // The shape is checked before anything is allocated: 2 coordinates
+    // are no K (K - 1) / 2.
+    let st = ag_constrain_cholesky_corr(c, column, &mut out, &mut jac);
+    check("ag_constrain_cholesky_corr", st, "SHAPE_MISMATCH", c);
+    let st = ag_constrain_cholesky_corr(c, pairs, &mut out, &mut jac);
+    check("ag_constrain_cholesky_corr", st, "OUT_OF_MEMORY", c);
     let st = ag_attention_gqa(c, heads, heads, heads, &mut out);
     check("ag_attention_gqa", st, "OUT_OF_MEMORY", c);
     let st = ag_bmm(c, a3, b3, false, false, &mut out);

@@ -455,7 +455,7 @@ const CASES: &[Case] = &[
     // the incomplete gamma and beta, Cholesky with a solve and ln det, a
     // transform, a linear recurrence over the rows of a matrix.
     (
-        "inv_phi, gamma_p, beta_inc, cholesky, solve, log_det, transforms, recurrence",
+        "inv_phi, gamma_p, beta_inc, cholesky, solve, log_det, transforms, recurrence, corr factor",
         || {
             let n = 24;
             let mut random = normals(37);
@@ -480,15 +480,20 @@ const CASES: &[Case] = &[
             let (y, jac) = ctx.constrain_interval(g, -1.0, 2.0).unwrap();
             let decay = ctx.tanh(b).unwrap();
             let filtered = ctx.linear_recurrence(decay, bbt).unwrap();
+            // A 7 x 7 correlation factor from 21 of x's coordinates.
+            let pairs = ctx.slice(x, 0, 0, 21).unwrap();
+            let (corr, corr_jac) = ctx.constrain_cholesky_corr(pairs).unwrap();
             let mut terms = Vec::new();
-            for t in [z, y, bi, filtered] {
+            for t in [z, y, bi, filtered, corr] {
                 let sq = ctx.mul(t, t).unwrap();
                 terms.push(ctx.sum(sq).unwrap());
             }
             let s0 = ctx.add(terms[0], terms[1]).unwrap();
             let s0 = ctx.add(s0, terms[3]).unwrap();
+            let s0 = ctx.add(s0, terms[4]).unwrap();
             let s1 = ctx.add(s0, terms[2]).unwrap();
             let s2 = ctx.add(ld, jac).unwrap();
+            let s2 = ctx.add(s2, corr_jac).unwrap();
             let loss = ctx.add(s1, s2).unwrap();
             loss_bits(&mut ctx, loss)
         },

@@ -45,11 +45,10 @@
  *    prior alone); y_n ~ multi_normal(0, Sigma), Sigma = diag(tau) Omega
  *    diag(tau), Omega = L L^T a correlation matrix with L ~
  *    lkj_corr_cholesky(eta) ("lkj_eta ETA"), tau ~ half-normal(0, s)
- *    ("sigma_prior normal S"). q = (log tau[1..K], u[1..K(K-1)/2]): each
- *    partial correlation z = -1 + 2 sigmoid(u) (ag_constrain_interval),
- *    and L from them row by row as Stan's cholesky_corr_constrain:
- *    L[i][j] = z_ij sqrt(1 - sum_{k<j} L[i][k]^2), L[i][i] the rest, with
- *    log Jacobian sum 0.5 log(1 - sum_{k<j} L[i][k]^2) over j >= 1.
+ *    ("sigma_prior normal S"). q = (log tau[1..K], u[1..K(K-1)/2]), L =
+ *    ag_constrain_cholesky_corr(u) (Stan's cholesky_corr_constrain: each
+ *    partial correlation z = tanh(u), L[i][j] = z_ij sqrt(1 - sum_{k<j}
+ *    L[i][k]^2), L[i][i] the rest) with its log Jacobian.
  *    log p = -|L_Sigma^{-1} Y^T|^2 / 2 - N sum log diag(L_Sigma)
  *            + sum_{i>=2} (K - i + 2 eta - 2) log L[i][i] - |tau|^2 / (2 s^2)
  *            + Jacobians, with L_Sigma = diag(tau) L (ag_solve_lower);
@@ -516,68 +515,28 @@ static ag_status beta_iid(ag_context *ctx, const model *m, ag_tensor q, ag_tenso
     return positive_pair_finish(ctx, pos, jac, lp, out);
 }
 
-/* The Cholesky factor L of a K x K correlation matrix from the partial
- * correlations z (Stan's cholesky_corr_constrain, see the top), built
- * entry by entry: writes L [K, K], its diagonal's logs into log_diag[i]
- * ([1] each, i >= 1) and adds the map's log Jacobian to *lp. */
-static ag_status cholesky_corr(ag_context *ctx, ag_tensor z, int K, ag_tensor one, ag_tensor zero, ag_tensor *L,
-                               ag_tensor *log_diag, ag_tensor *lp) {
-    ag_tensor entries[16], zij, sum_sq, rest, w, t;
-    int k = 0;
-    for (int i = 0; i < K; i++)
-        for (int j = 0; j < K; j++) entries[i * K + j] = zero;
-    entries[0] = one;
-    for (int i = 1; i < K; i++) {
-        bool have_sum = false;
-        for (int j = 0; j < i; j++) {
-            TRY(ag_slice(ctx, z, 0, (size_t)k++, 1, &zij));
-            if (!have_sum) {
-                entries[i * K] = zij;
-                TRY(ag_mul(ctx, zij, zij, &sum_sq));
-                have_sum = true;
-                continue;
-            }
-            TRY(ag_sub(ctx, one, sum_sq, &rest));
-            TRY(ag_log(ctx, rest, &t));
-            TRY(ag_scale(ctx, t, 0.5f, &t));
-            TRY(accumulate(ctx, lp, t));
-            TRY(ag_sqrt(ctx, rest, &w));
-            TRY(ag_mul(ctx, zij, w, &entries[i * K + j]));
-            TRY(ag_mul(ctx, entries[i * K + j], entries[i * K + j], &t));
-            TRY(accumulate(ctx, &sum_sq, t));
-        }
-        TRY(ag_sub(ctx, one, sum_sq, &rest));
-        TRY(ag_log(ctx, rest, &t));
-        TRY(ag_scale(ctx, t, 0.5f, &log_diag[i])); /* log L[i][i] = log(rest) / 2 */
-        TRY(ag_sqrt(ctx, rest, &entries[i * K + i]));
-    }
-    ag_tensor rows[4]; /* row by row: ag_concat takes at most AG_MAX_CONCAT */
-    for (int i = 0; i < K; i++) TRY(ag_concat(ctx, entries + i * K, (size_t)K, 0, &rows[i]));
-    size_t shape[2] = {(size_t)K, (size_t)K};
-    TRY(ag_concat(ctx, rows, (size_t)K, 0, &t));
-    return ag_reshape(ctx, t, shape, 2, L);
-}
-
 /* L_Sigma = diag(tau) L, the Cholesky factor of Sigma, from q's first K
- * + K(K-1)/2 coordinates (log tau, then the partial correlations'),
- * with the LKJ and half-normal priors and every Jacobian in *lp. */
+ * + K(K-1)/2 coordinates (log tau, then the correlations' unconstrained
+ * ones), with the LKJ and half-normal priors and every Jacobian in *lp. */
 static ag_status covariance_factor(ag_context *ctx, const model *m, ag_tensor q, int K, ag_tensor *Ls,
                                    ag_tensor *lp) {
     size_t pairs = (size_t)(K * (K - 1) / 2);
-    float onev = 1.0f, zerov = 0.0f;
-    ag_tensor one, zero, ltau, tau, jac_tau, u, z, jac_z, L, log_diag[4], t, tau_col;
-    TRY(constant(ctx, &onev, 1, 0, &one));
-    TRY(constant(ctx, &zerov, 1, 0, &zero));
+    ag_tensor ltau, tau, jac_tau, u, L, jac_L, d, w, t, tau_col;
     TRY(ag_slice(ctx, q, 0, 0, (size_t)K, &ltau));
     TRY(ag_slice(ctx, q, 0, (size_t)K, pairs, &u));
     TRY(ag_constrain_lower(ctx, ltau, 0.0f, &tau, &jac_tau));
-    TRY(ag_constrain_interval(ctx, u, -1.0f, 1.0f, &z, &jac_z));
-    TRY(ag_add(ctx, jac_tau, jac_z, lp));
-    TRY(cholesky_corr(ctx, z, K, one, zero, &L, log_diag, lp));
-    for (int i = 1; i < K; i++) { /* lkj_corr_cholesky(eta); rows counted from 1 */
-        TRY(ag_scale(ctx, log_diag[i], (float)(K - (i + 1) + 2.0 * m->lkj_eta - 2.0), &t));
-        TRY(accumulate(ctx, lp, t));
-    }
+    TRY(ag_constrain_cholesky_corr(ctx, u, &L, &jac_L));
+    TRY(ag_add(ctx, jac_tau, jac_L, lp));
+    /* lkj_corr_cholesky(eta): sum_i (K - i - 1 + 2 eta - 2) log L[i][i]
+     * (rows from 0; row 0's log is 0) */
+    float weights[4];
+    for (int i = 0; i < K; i++) weights[i] = (float)(K - i - 1 + 2.0 * m->lkj_eta - 2.0);
+    TRY(ag_diagonal(ctx, L, &d));
+    TRY(ag_log(ctx, d, &d));
+    TRY(constant(ctx, weights, (size_t)K, 0, &w));
+    TRY(ag_mul(ctx, d, w, &t));
+    TRY(ag_sum(ctx, t, &t));
+    TRY(accumulate(ctx, lp, t));
     TRY(sumsq(ctx, tau, (float)(-0.5 / (m->sigma_scale * m->sigma_scale)), &t));
     TRY(accumulate(ctx, lp, t));
     size_t col[2] = {(size_t)K, 1};
@@ -749,7 +708,7 @@ void model_constrain(const model *m, const double *q, double *out) {
         for (int i = 1; i < K; i++) {
             double sum_sq = 0;
             for (int j = 0; j < i; j++) {
-                double z = 2 * sigmoid(q[k++]) - 1;
+                double z = tanh(q[k++]);
                 L[i][j] = z * sqrt(1 - sum_sq);
                 sum_sq += L[i][j] * L[i][j];
             }

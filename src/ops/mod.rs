@@ -85,6 +85,7 @@
 
 pub(crate) mod attention;
 pub(crate) mod batch_norm;
+pub(crate) mod cholesky_corr;
 pub(crate) mod conv;
 pub(crate) mod dropout;
 pub(crate) mod elementwise;
@@ -307,6 +308,10 @@ pub(crate) enum Op {
     LinearRecurrence { a: u32, c: u32, work: Buf },
     /// A matrix's diagonal.
     Diagonal { a: u32 },
+    /// Stan's cholesky_corr_constrain: L from x (`cholesky_corr`).
+    CholeskyCorr { x: u32 },
+    /// Its log-Jacobian, a scalar, from the same x.
+    CholeskyCorrLogJacobian { x: u32 },
     /// Mean over each image plane, [N, C, H, W] -> [N, C].
     GlobalAvgPool2d { x: u32 },
 }

@@ -37,8 +37,8 @@
 
 use super::{
     BackwardReads, CaptureRule, IdAxis, IdBuffer, OneOp, Op, ReplayForm, attention, batch_norm,
-    conv, dropout, elementwise, embedding, group_norm, linalg, llama, loss, matmul, norm, reduce,
-    shape_ops,
+    cholesky_corr, conv, dropout, elementwise, embedding, group_norm, linalg, llama, loss, matmul,
+    norm, reduce, shape_ops,
 };
 use crate::context::Context;
 
@@ -314,6 +314,19 @@ macro_rules! op_table {
                 name "diagonal", inputs [a], reads (false, false),
                 forward linalg::forward_diagonal(a),
                 backward linalg::backward_diagonal(a),
+                replay Some(ReplayForm::Eager),
+                capture CaptureRule::Plain;
+            // Both backwards recompute from x alone.
+            CholeskyCorr { x }:
+                name "constrain_cholesky_corr", inputs [x], reads (true, false),
+                forward cholesky_corr::forward_cholesky_corr(x),
+                backward cholesky_corr::backward_cholesky_corr(x),
+                replay Some(ReplayForm::Eager),
+                capture CaptureRule::Plain;
+            CholeskyCorrLogJacobian { x }:
+                name "constrain_cholesky_corr", inputs [x], reads (true, false),
+                forward cholesky_corr::forward_cholesky_corr_log_jacobian(x),
+                backward cholesky_corr::backward_cholesky_corr_log_jacobian(x),
                 replay Some(ReplayForm::Eager),
                 capture CaptureRule::Plain;
             GlobalAvgPool2d { x }:

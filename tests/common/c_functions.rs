@@ -687,6 +687,12 @@ c_functions! {
         contract: call(ag_constrain_interval(ctx, t, fl, 2.0, o, o)),
         c: AG_HANDLE_FN("1, AG_NEED_ANY, true, (2, 3), ag_constrain_interval(c, t[0], -1.0f, 2.0f, AG_OUT(&s->y), &s->jac)"),
     }
+    ag_constrain_cholesky_corr {
+        fuzz: CONSTRAIN_CHOLESKY_CORR,
+        null: call(ag_constrain_cholesky_corr(n, p, &mut o, null_mut())),
+        contract: call(ag_constrain_cholesky_corr(ctx, t, o, o)),
+        c: AG_HANDLE_FN("1, AG_NEED_ANY, true, (3), ag_constrain_cholesky_corr(c, t[0], AG_OUT(&s->y), &s->jac)"),
+    }
     ag_log1m_exp {
         fuzz: LOG1M_EXP => unary,
         null: call(ag_log1m_exp(n, p, &mut o)),

@@ -276,6 +276,8 @@ ids! {
     /// the input picks): ag_nuts_run or ag_advi_run, the reported values
     /// against the positions, ag_draws_summary_reported (and a wrong n).
     SAMPLER_REPORTED = 0xE3;
+    /// ag_constrain_cholesky_corr: x (K (K - 1) / 2 elements or not).
+    CONSTRAIN_CHOLESKY_CORR = 0xE4;
 }
 
 /// The ids a byte that is no id maps onto, in the order [`ALL`] had when

@@ -215,6 +215,7 @@ impl<'a> FfiOps<'a> {
             ids::CONSTRAIN_LOWER => self.constrain(0),
             ids::CONSTRAIN_UPPER => self.constrain(1),
             ids::CONSTRAIN_INTERVAL => self.constrain(2),
+            ids::CONSTRAIN_CHOLESKY_CORR => self.constrain(3),
             ids::ATTENTION_GQA => self.attention_gqa(),
             ids::POW => self.pow(),
             ids::CLAMP => self.clamp_op(),

@@ -226,7 +226,8 @@ impl FfiOps<'_> {
 }
 
 impl FfiOps<'_> {
-    /// A constraining transform (`which`: 0 lower, 1 upper, 2 interval):
+    /// A constraining transform (`which`: 0 lower, 1 upper, 2 interval, 3
+    /// a correlation matrix's Cholesky factor, which reads no bounds):
     /// two results, each made of several ops, so the one-op checks of
     /// `op` do not apply; on success both handles are remembered, on
     /// failure neither out-value is written.
@@ -247,9 +248,13 @@ impl FfiOps<'_> {
                 "ag_constrain_upper",
                 ag_constrain_upper(self.ptr(t), x, a, yp, &mut j),
             ),
-            _ => (
+            2 => (
                 "ag_constrain_interval",
                 ag_constrain_interval(self.ptr(t), x, a, b, yp, &mut j),
+            ),
+            _ => (
+                "ag_constrain_cholesky_corr",
+                ag_constrain_cholesky_corr(self.ptr(t), x, yp, &mut j),
             ),
         };
         self.post(func, t, &pre, st);

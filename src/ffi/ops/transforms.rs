@@ -72,3 +72,24 @@ pub extern "C" fn ag_constrain_interval(
         c.constrain_interval(x.into(), lb, ub)
     })
 }
+
+/// out = the Cholesky factor L [K, K] of a K x K correlation matrix from
+/// x, a vector of K (K - 1) / 2 unconstrained coordinates (K >= 2): Stan's
+/// cholesky_corr_constrain (z = tanh(x) row by row below the diagonal,
+/// each row of L scaled to unit norm; its diagonal positive, its upper
+/// triangle 0). log_jacobian = ln |dL/dx|, a scalar, finite for every
+/// finite x. An LKJ(eta) prior on L adds sum_i (K - i - 1 + 2 eta - 2)
+/// ln L_ii (rows from 0).
+/// Errors: NULL_ARGUMENT (out, log_jacobian), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// SHAPE_MISMATCH (x not a vector of K (K - 1) / 2 elements, K >= 2), OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_constrain_cholesky_corr(
+    ctx: *mut ag_context,
+    x: ag_tensor,
+    out: *mut ag_tensor,
+    log_jacobian: *mut ag_tensor,
+) -> ag_status {
+    transform("ag_constrain_cholesky_corr", ctx, out, log_jacobian, |c| {
+        c.constrain_cholesky_corr(x.into())
+    })
+}
