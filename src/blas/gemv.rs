@@ -85,15 +85,20 @@ fn sgemv_available() -> bool {
 #[cfg(not(miri))]
 unsafe fn sgemv_impl(g: Gemm, alpha: f32, a: &[f32], b: &[f32], beta: f32, c: *mut f32) {
     debug_assert_eq!(g.n, 1);
-    if beta == 0.0 {
-        // BLAS scales C by beta before adding: start from zeros, so that a
-        // NaN left in C by earlier use cannot survive 0 * NaN.
+    // BLAS scales C by beta before adding: start from zeros, so that a NaN
+    // left in C by earlier use cannot survive 0 * NaN, and add onto them
+    // (beta 1, which OpenBLAS does not scale by: the same bits, one pass
+    // over C fewer).
+    let beta = if beta == 0.0 {
         for i in 0..g.m {
             // SAFETY: element i of the tile, which the caller gives to
             // this call alone.
             unsafe { *c.add(i * g.ldc) = 0.0 };
         }
-    }
+        1.0
+    } else {
+        beta
+    };
     // op(B) is k x 1: the column of a stored [k, ldb] matrix (stride ldb),
     // or the first row of a stored [1, ldb] one (stride 1).
     let inc_b = if g.trans_b { 1 } else { g.ldb };
