@@ -38,42 +38,37 @@ pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
-/// Dot product summed in f64 (each f32 product exact), in 8 lanes side by
-/// side rather than one chain of dependent adds.
+/// sum_i term(a_i, b_i) in f64, in 8 lanes side by side rather than one
+/// chain of dependent adds (the tail after the lanes).
 #[inline(always)]
-pub(crate) fn dot_f64(a: &[f32], b: &[f32]) -> f64 {
+fn sum_pairs_f64(a: &[f32], b: &[f32], term: impl Fn(f32, f32) -> f64) -> f64 {
     let mut acc = [0.0f64; 8];
     let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
     let tail: f64 = (ca.remainder().iter().zip(cb.remainder()))
-        .map(|(&x, &y)| x as f64 * y as f64)
+        .map(|(&x, &y)| term(x, y))
         .sum();
     for (x, y) in ca.zip(cb) {
         for i in 0..8 {
-            acc[i] += x[i] as f64 * y[i] as f64;
+            acc[i] += term(x[i], y[i]);
         }
     }
     acc.iter().sum::<f64>() + tail
 }
 
+/// Dot product summed in f64 (each f32 product exact), in lanes.
+#[inline(always)]
+pub(crate) fn dot_f64(a: &[f32], b: &[f32]) -> f64 {
+    sum_pairs_f64(a, b, |x, y| x as f64 * y as f64)
+}
+
 /// Sum of (a - b)^2 in f64 (each difference rounded to f32 first, its
-/// square exact in f64), in 8 lanes side by side like [`dot_f64`].
+/// square exact in f64), in lanes.
 #[inline(always)]
 pub(crate) fn sum_sq_diff_f64(a: &[f32], b: &[f32]) -> f64 {
-    let sq = |x: f32, y: f32| {
+    sum_pairs_f64(a, b, |x, y| {
         let d = (x - y) as f64;
         d * d
-    };
-    let mut acc = [0.0f64; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f64 = (ca.remainder().iter().zip(cb.remainder()))
-        .map(|(&x, &y)| sq(x, y))
-        .sum();
-    for (x, y) in ca.zip(cb) {
-        for i in 0..8 {
-            acc[i] += sq(x[i], y[i]);
-        }
-    }
-    acc.iter().sum::<f64>() + tail
+    })
 }
 
 /// Sum of squared deviations from `mu` (two-pass variance, vectorised).
