@@ -1638,6 +1638,18 @@ ag_status ag_linear_recurrence(struct ag_context *ctx, struct ag_tensor a, struc
 // (a is not a matrix), OUT_OF_MEMORY.
 ag_status ag_diagonal(struct ag_context *ctx, struct ag_tensor a, struct ag_tensor *out);
 
+// out = sum over the n rows of ln N(y_i | alpha_i + X_i beta, sigma_i), the
+// normalising constant included, a scalar (Stan's normal_id_glm_lpdf): a
+// linear regression's likelihood as one op where a product, a loss and
+// scalar ops took several. y is [n]; X is x [n, d], or x [d, n] read as
+// its transpose when transpose_x (the faster layout: X's columns
+// contiguous); beta is [d]; alpha and sigma are one element or [n]. Every
+// operand gets a gradient; a sigma that is not positive gives NaN.
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// SHAPE_MISMATCH (y not a vector, x not [n, d] ([d, n] when transpose_x),
+// beta not [d], alpha or sigma neither one element nor [n]), OUT_OF_MEMORY.
+ag_status ag_normal_id_glm_lpdf(struct ag_context *ctx, struct ag_tensor y, struct ag_tensor x, bool transpose_x, struct ag_tensor alpha, struct ag_tensor beta, struct ag_tensor sigma, struct ag_tensor *out);
+
 // out = lb + e^x (every element above lb); log_jacobian = sum(x), the
 // scalar ln |d out / dx| summed, to add to a density on out sampled in x.
 // Errors: NULL_ARGUMENT (out, log_jacobian), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,

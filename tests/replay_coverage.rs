@@ -3,7 +3,7 @@
 //! permutes, reshape views and element-wise ops on hundreds of elements,
 //! and ops run through their own eager entry points (the matrix functions,
 //! the incomplete beta function, the linear recurrence, the correlation
-//! factor, matmuls, norms (with and without their
+//! factor, the regression likelihood, matmuls, norms (with and without their
 //! affine parameters), losses, attention, convolutions and pools). Each model is
 //! captured once and must get a program (`step_has_program`, a
 //! `test-hooks` entry); its replays, with new inputs and moved parameters,
@@ -481,6 +481,14 @@ fn lkj(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
     c.add(s, jac).unwrap()
 }
 
+/// A regression's likelihood: y the input, X^T [3, 20], alpha, beta and
+/// log sigma parameters (every operand's gradient taken).
+fn glm(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
+    let sigma = c.exp(p[3]).unwrap();
+    c.normal_id_glm_lpdf(x, p[0], true, p[1], p[2], sigma)
+        .unwrap()
+}
+
 fn main() {
     same_bits(
         "linear recurrence",
@@ -490,6 +498,7 @@ fn main() {
     );
     same_bits("garch T=60", &[&[1], &[1], &[1], &[1]], &[60], garch);
     same_bits("lkj", &[&[6], &[4]], &[6], lkj);
+    same_bits("glm", &[&[3, 20], &[1], &[3], &[1]], &[20], glm);
     same_bits("axis sums", &[&[2, 3, 2], &[40, 50]], &[6], axis_sums);
     same_bits("where", &[&[4], &[3, 1], &[5], &[30, 30]], &[3, 4], select);
     same_bits(

@@ -875,6 +875,7 @@ fn targeted_cases(env: &Env) -> Vec<(&'static str, String)> {
     let square = filled(&fx, &[2, 2], 0.5);
     let column = filled(&fx, &[2], 0.5);
     let pairs = filled(&fx, &[3], 0.5);
+    let single = filled(&fx, &[1], 0.5);
     let mut loss = zero();
     ok(ag_mean(c, fx.h, &mut loss));
     ok(ag_set_arena_limit(c, 1));
@@ -910,6 +911,8 @@ fn targeted_cases(env: &Env) -> Vec<(&'static str, String)> {
     check("ag_constrain_cholesky_corr", st, "SHAPE_MISMATCH", c);
     let st = ag_constrain_cholesky_corr(c, pairs, &mut out, &mut jac);
     check("ag_constrain_cholesky_corr", st, "OUT_OF_MEMORY", c);
+    let st = ag_normal_id_glm_lpdf(c, column, square, false, single, column, single, &mut out);
+    check("ag_normal_id_glm_lpdf", st, "OUT_OF_MEMORY", c);
     let st = ag_attention_gqa(c, heads, heads, heads, &mut out);
     check("ag_attention_gqa", st, "OUT_OF_MEMORY", c);
     let st = ag_bmm(c, a3, b3, false, false, &mut out);

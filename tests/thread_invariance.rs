@@ -455,7 +455,7 @@ const CASES: &[Case] = &[
     // the incomplete gamma and beta, Cholesky with a solve and ln det, a
     // transform, a linear recurrence over the rows of a matrix.
     (
-        "inv_phi, gamma_p, beta_inc, cholesky, solve, log_det, transforms, recurrence, corr factor",
+        "inv_phi, gamma_p, beta_inc, cholesky, solve, log_det, transforms, recurrence, corr factor, glm",
         || {
             let n = 24;
             let mut random = normals(37);
@@ -483,6 +483,11 @@ const CASES: &[Case] = &[
             // A 7 x 7 correlation factor from 21 of x's coordinates.
             let pairs = ctx.slice(x, 0, 0, 21).unwrap();
             let (corr, corr_jac) = ctx.constrain_cholesky_corr(pairs).unwrap();
+            // A regression's likelihood: y = x, X^T = B, one alpha (x[0])
+            // and one sigma (e^x[1]).
+            let alpha = ctx.slice(x, 0, 0, 1).unwrap();
+            let sigma = ctx.slice(a, 0, 1, 1).unwrap();
+            let glm = ctx.normal_id_glm_lpdf(x, b, true, alpha, q, sigma).unwrap();
             let mut terms = Vec::new();
             for t in [z, y, bi, filtered, corr] {
                 let sq = ctx.mul(t, t).unwrap();
@@ -494,6 +499,7 @@ const CASES: &[Case] = &[
             let s1 = ctx.add(s0, terms[2]).unwrap();
             let s2 = ctx.add(ld, jac).unwrap();
             let s2 = ctx.add(s2, corr_jac).unwrap();
+            let s2 = ctx.add(s2, glm).unwrap();
             let loss = ctx.add(s1, s2).unwrap();
             loss_bits(&mut ctx, loss)
         },

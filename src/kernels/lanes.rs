@@ -55,6 +55,22 @@ fn sum_pairs_f64(a: &[f32], b: &[f32], term: impl Fn(f32, f32) -> f64) -> f64 {
     acc.iter().sum::<f64>() + tail
 }
 
+/// sum_i term(i) for i in 0..n in f64, in lanes (element i in lane i
+/// mod 8 of its chunk, the tail after), for sums whose terms are no
+/// simple pair of slices.
+#[inline(always)]
+pub(crate) fn sum_indexed_f64(n: usize, term: impl Fn(usize) -> f64) -> f64 {
+    let mut acc = [0.0f64; 8];
+    let body = n - n % 8;
+    for base in (0..body).step_by(8) {
+        for (k, acc) in acc.iter_mut().enumerate() {
+            *acc += term(base + k);
+        }
+    }
+    let tail: f64 = (body..n).map(term).sum();
+    acc.iter().sum::<f64>() + tail
+}
+
 /// Dot product summed in f64 (each f32 product exact), in lanes.
 #[inline(always)]
 pub(crate) fn dot_f64(a: &[f32], b: &[f32]) -> f64 {

@@ -90,6 +90,7 @@ pub(crate) mod conv;
 pub(crate) mod dropout;
 pub(crate) mod elementwise;
 pub(crate) mod embedding;
+pub(crate) mod glm;
 pub(crate) mod group_norm;
 pub(crate) mod linalg;
 pub(crate) mod llama;
@@ -312,6 +313,16 @@ pub(crate) enum Op {
     CholeskyCorr { x: u32 },
     /// Its log-Jacobian, a scalar, from the same x.
     CholeskyCorrLogJacobian { x: u32 },
+    /// Stan's normal_id_glm_lpdf; the residuals y - alpha - X beta saved.
+    NormalIdGlm {
+        y: u32,
+        x: u32,
+        alpha: u32,
+        beta: u32,
+        sigma: u32,
+        transposed: bool,
+        resid: Buf,
+    },
     /// Mean over each image plane, [N, C, H, W] -> [N, C].
     GlobalAvgPool2d { x: u32 },
 }

@@ -37,8 +37,8 @@
 
 use super::{
     BackwardReads, CaptureRule, IdAxis, IdBuffer, OneOp, Op, ReplayForm, attention, batch_norm,
-    cholesky_corr, conv, dropout, elementwise, embedding, group_norm, linalg, llama, loss, matmul,
-    norm, reduce, shape_ops,
+    cholesky_corr, conv, dropout, elementwise, embedding, glm, group_norm, linalg, llama, loss,
+    matmul, norm, reduce, shape_ops,
 };
 use crate::context::Context;
 
@@ -327,6 +327,12 @@ macro_rules! op_table {
                 name "constrain_cholesky_corr", inputs [x], reads (true, false),
                 forward cholesky_corr::forward_cholesky_corr_log_jacobian(x),
                 backward cholesky_corr::backward_cholesky_corr_log_jacobian(x),
+                replay Some(ReplayForm::Eager),
+                capture CaptureRule::Plain;
+            NormalIdGlm { y, x, alpha, beta, sigma, transposed, resid }:
+                name "normal_id_glm_lpdf", inputs [y, x, alpha, beta, sigma], reads (true, true),
+                forward glm::forward_normal_id_glm([y, x, alpha, beta, sigma], transposed, resid),
+                backward glm::backward_normal_id_glm([y, x, alpha, beta, sigma], transposed, resid),
                 replay Some(ReplayForm::Eager),
                 capture CaptureRule::Plain;
             GlobalAvgPool2d { x }:

@@ -905,6 +905,12 @@ c_functions! {
         contract: call(ag_log_softmax(ctx, t, o)),
         c: AG_OP("1, (2, 3), (1), (1), ag_log_softmax(c, t[0], out)"),
     }
+    ag_normal_id_glm_lpdf {
+        fuzz: NORMAL_ID_GLM,
+        null: call(ag_normal_id_glm_lpdf(n, p, q, false, p, p, p, &mut o)),
+        contract: call(ag_normal_id_glm_lpdf(ctx, u, t, false, t, t, t, o)),
+        c: AG_OP("3, (4), (4, 1), (1), ag_normal_id_glm_lpdf(c, t[0], t[1], false, t[2], t[2], t[2], out)"),
+    }
     ag_mse_loss {
         fuzz: MSE_LOSS => binary,
         null: call(ag_mse_loss(n, p, p, &mut o)),

@@ -278,6 +278,8 @@ ids! {
     SAMPLER_REPORTED = 0xE3;
     /// ag_constrain_cholesky_corr: x (K (K - 1) / 2 elements or not).
     CONSTRAIN_CHOLESKY_CORR = 0xE4;
+    /// ag_normal_id_glm_lpdf: five handles, X transposed or not.
+    NORMAL_ID_GLM = 0xE5;
 }
 
 /// The ids a byte that is no id maps onto, in the order [`ALL`] had when

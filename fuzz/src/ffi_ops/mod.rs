@@ -221,6 +221,7 @@ impl<'a> FfiOps<'a> {
             ids::CLAMP => self.clamp_op(),
             ids::WHERE => self.where_op(),
             ids::BETA_INC => self.beta_inc(),
+            ids::NORMAL_ID_GLM => self.normal_id_glm(),
             ids::CONCAT => self.concat(),
             ids::SLICE => self.slice(),
             ids::DROPOUT => self.dropout(),

@@ -48,6 +48,16 @@ impl FfiOps<'_> {
         });
     }
 
+    /// ag_normal_id_glm_lpdf: y, x, alpha, beta, sigma and the layout flag.
+    pub(super) fn normal_id_glm(&mut self) {
+        let t = self.target();
+        let [y, x, a, b, s]: [ag_tensor; 5] = std::array::from_fn(|_| self.handle());
+        let transpose = self.input.bool();
+        self.op("ag_normal_id_glm_lpdf", t, &[y, x, a, b, s], |c, o| {
+            ag_normal_id_glm_lpdf(c, y, x, transpose, a, b, s, o)
+        });
+    }
+
     pub(super) fn layernorm(&mut self) {
         let t = self.target();
         let x = self.handle();

@@ -33,6 +33,8 @@ mod llama;
 
 mod linalg;
 
+mod glm;
+
 mod transforms;
 
 pub use attention::*;
@@ -41,6 +43,7 @@ pub use conv::*;
 pub use dropout::*;
 pub use elementwise::*;
 pub use embedding::*;
+pub use glm::*;
 pub use linalg::*;
 pub use llama::*;
 pub use loss::*;

@@ -1,0 +1,36 @@
+//! Fused likelihoods: Stan's normal_id_glm_lpdf.
+
+use crate::ffi::prelude::*;
+
+/// out = sum over the n rows of ln N(y_i | alpha_i + X_i beta, sigma_i), the
+/// normalising constant included, a scalar (Stan's normal_id_glm_lpdf): a
+/// linear regression's likelihood as one op where a product, a loss and
+/// scalar ops took several. y is [n]; X is x [n, d], or x [d, n] read as
+/// its transpose when transpose_x (the faster layout: X's columns
+/// contiguous); beta is [d]; alpha and sigma are one element or [n]. Every
+/// operand gets a gradient; a sigma that is not positive gives NaN.
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// SHAPE_MISMATCH (y not a vector, x not [n, d] ([d, n] when transpose_x),
+/// beta not [d], alpha or sigma neither one element nor [n]), OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_normal_id_glm_lpdf(
+    ctx: *mut ag_context,
+    y: ag_tensor,
+    x: ag_tensor,
+    transpose_x: bool,
+    alpha: ag_tensor,
+    beta: ag_tensor,
+    sigma: ag_tensor,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_normal_id_glm_lpdf", ctx, out, |c| {
+        c.normal_id_glm_lpdf(
+            y.into(),
+            x.into(),
+            transpose_x,
+            alpha.into(),
+            beta.into(),
+            sigma.into(),
+        )
+    })
+}
