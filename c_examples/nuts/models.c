@@ -345,28 +345,20 @@ static ag_status beta_prior(ag_context *ctx, const model *m, ag_tensor beta, ag_
 }
 
 static ag_status linreg(ag_context *ctx, const model *m, ag_tensor q, ag_tensor *out) {
+    static const float zero = 0.0f;
     size_t n = (size_t)m->rows, d = (size_t)m->d;
-    ag_tensor beta, s, sigma, jac, b2, xt, y, mu, mse, var, t, lp;
+    ag_tensor beta, s, sigma, jac, xt, y, alpha, t, lp;
     TRY(ag_slice(ctx, q, 0, 0, d, &beta));
     TRY(ag_slice(ctx, q, 0, d, 1, &s));
     TRY(ag_constrain_lower(ctx, s, 0.0f, &sigma, &jac));
-    size_t col[2] = {d, 1};
-    TRY(ag_reshape(ctx, beta, col, 2, &b2));
-    /* X is read as X^T [d, n] (rows 1.. of yt) times beta: BLAS's
-     * matrix-vector kernels then run along the n rows, in both directions
-     * (X beta and X^T g), where X [n, d] gave them d-long rows (nes2000:
-     * 0.46 against 2.05 us a gradient in the two products) */
+    /* X is given as X^T [d, n] (rows 1.. of yt): each column of X
+     * contiguous, the layout the fused likelihood runs along in vector
+     * registers. The intercept, where a model has one, is a column of 1s
+     * in X, so alpha is 0. */
     TRY(constant(ctx, m->yt + n, d, n, &xt));
-    TRY(constant(ctx, m->y, n, 1, &y));
-    TRY(ag_matmul(ctx, xt, b2, true, false, &mu));
-    /* -|y - X beta|^2 / 2 = -n mse / 2: one fused pass over the rows (and
-     * one back) where a subtraction, a square and a sum took three */
-    TRY(ag_mse_loss(ctx, mu, y, &mse));
-    TRY(ag_scale(ctx, mse, -0.5f * (float)n, &t));
-    TRY(ag_mul(ctx, sigma, sigma, &var));
-    TRY(ag_div(ctx, t, var, &lp));
-    TRY(ag_scale(ctx, s, -(float)n, &t)); /* -n log sigma */
-    TRY(accumulate(ctx, &lp, t));
+    TRY(constant(ctx, m->y, n, 0, &y));
+    TRY(constant(ctx, &zero, 1, 0, &alpha));
+    TRY(ag_normal_id_glm_lpdf(ctx, y, xt, true, alpha, beta, sigma, &lp));
     TRY(accumulate(ctx, &lp, jac));
     TRY(beta_prior(ctx, m, beta, &lp));
     if (!strcmp(m->sigma_prior, "cauchy")) {
