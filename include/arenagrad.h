@@ -1650,6 +1650,18 @@ ag_status ag_diagonal(struct ag_context *ctx, struct ag_tensor a, struct ag_tens
 // beta not [d], alpha or sigma neither one element nor [n]), OUT_OF_MEMORY.
 ag_status ag_normal_id_glm_lpdf(struct ag_context *ctx, struct ag_tensor y, struct ag_tensor x, bool transpose_x, struct ag_tensor alpha, struct ag_tensor beta, struct ag_tensor sigma, struct ag_tensor *out);
 
+// out = sum over the n rows of y_i ln sigmoid(eta_i) + (1 - y_i)
+// ln sigmoid(-eta_i), eta = alpha + X beta, a scalar (Stan's
+// bernoulli_logit_glm_lpmf: a logistic regression's log likelihood for y
+// in {0, 1}, the cross-entropy for y in between) as one op, its log
+// sigmoid and its gradient from one exponential per row. Shapes as
+// ag_normal_id_glm_lpdf's, without sigma. Every operand gets a gradient
+// (y's is eta).
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// SHAPE_MISMATCH (y not a vector, x not [n, d] ([d, n] when transpose_x),
+// beta not [d], alpha neither one element nor [n]), OUT_OF_MEMORY.
+ag_status ag_bernoulli_logit_glm_lpmf(struct ag_context *ctx, struct ag_tensor y, struct ag_tensor x, bool transpose_x, struct ag_tensor alpha, struct ag_tensor beta, struct ag_tensor *out);
+
 // out = lb + e^x (every element above lb); log_jacobian = sum(x), the
 // scalar ln |d out / dx| summed, to add to a density on out sampled in x.
 // Errors: NULL_ARGUMENT (out, log_jacobian), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,

@@ -3,7 +3,7 @@
 //! permutes, reshape views and element-wise ops on hundreds of elements,
 //! and ops run through their own eager entry points (the matrix functions,
 //! the incomplete beta function, the linear recurrence, the correlation
-//! factor, the regression likelihood, matmuls, norms (with and without their
+//! factor, the regression likelihoods, matmuls, norms (with and without their
 //! affine parameters), losses, attention, convolutions and pools). Each model is
 //! captured once and must get a program (`step_has_program`, a
 //! `test-hooks` entry); its replays, with new inputs and moved parameters,
@@ -489,6 +489,14 @@ fn glm(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
         .unwrap()
 }
 
+/// A logistic regression's likelihood: y = sigmoid(input), X [20, 3],
+/// alpha and beta parameters.
+fn logistic_glm(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
+    let y = c.sigmoid(x).unwrap();
+    c.bernoulli_logit_glm_lpmf(y, p[0], false, p[1], p[2])
+        .unwrap()
+}
+
 fn main() {
     same_bits(
         "linear recurrence",
@@ -499,6 +507,12 @@ fn main() {
     same_bits("garch T=60", &[&[1], &[1], &[1], &[1]], &[60], garch);
     same_bits("lkj", &[&[6], &[4]], &[6], lkj);
     same_bits("glm", &[&[3, 20], &[1], &[3], &[1]], &[20], glm);
+    same_bits(
+        "logistic glm",
+        &[&[20, 3], &[20], &[3]],
+        &[20],
+        logistic_glm,
+    );
     same_bits("axis sums", &[&[2, 3, 2], &[40, 50]], &[6], axis_sums);
     same_bits("where", &[&[4], &[3, 1], &[5], &[30, 30]], &[3, 4], select);
     same_bits(

@@ -913,6 +913,8 @@ fn targeted_cases(env: &Env) -> Vec<(&'static str, String)> {
     check("ag_constrain_cholesky_corr", st, "OUT_OF_MEMORY", c);
     let st = ag_normal_id_glm_lpdf(c, column, square, false, single, column, single, &mut out);
     check("ag_normal_id_glm_lpdf", st, "OUT_OF_MEMORY", c);
+    let st = ag_bernoulli_logit_glm_lpmf(c, column, square, false, single, column, &mut out);
+    check("ag_bernoulli_logit_glm_lpmf", st, "OUT_OF_MEMORY", c);
     let st = ag_attention_gqa(c, heads, heads, heads, &mut out);
     check("ag_attention_gqa", st, "OUT_OF_MEMORY", c);
     let st = ag_bmm(c, a3, b3, false, false, &mut out);

@@ -455,7 +455,7 @@ const CASES: &[Case] = &[
     // the incomplete gamma and beta, Cholesky with a solve and ln det, a
     // transform, a linear recurrence over the rows of a matrix.
     (
-        "inv_phi, gamma_p, beta_inc, cholesky, solve, log_det, transforms, recurrence, corr factor, glm",
+        "inv_phi, gamma_p, beta_inc, cholesky, solve, log_det, transforms, recurrence, corr factor, glms",
         || {
             let n = 24;
             let mut random = normals(37);
@@ -488,6 +488,8 @@ const CASES: &[Case] = &[
             let alpha = ctx.slice(x, 0, 0, 1).unwrap();
             let sigma = ctx.slice(a, 0, 1, 1).unwrap();
             let glm = ctx.normal_id_glm_lpdf(x, b, true, alpha, q, sigma).unwrap();
+            // And a logistic one: y = p in (0, 1), X = B.
+            let logit = ctx.bernoulli_logit_glm_lpmf(p, b, false, alpha, q).unwrap();
             let mut terms = Vec::new();
             for t in [z, y, bi, filtered, corr] {
                 let sq = ctx.mul(t, t).unwrap();
@@ -500,6 +502,7 @@ const CASES: &[Case] = &[
             let s2 = ctx.add(ld, jac).unwrap();
             let s2 = ctx.add(s2, corr_jac).unwrap();
             let s2 = ctx.add(s2, glm).unwrap();
+            let s2 = ctx.add(s2, logit).unwrap();
             let loss = ctx.add(s1, s2).unwrap();
             loss_bits(&mut ctx, loss)
         },

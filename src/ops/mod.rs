@@ -323,6 +323,15 @@ pub(crate) enum Op {
         transposed: bool,
         resid: Buf,
     },
+    /// Stan's bernoulli_logit_glm_lpmf; y - sigmoid(eta) and eta saved.
+    BernoulliLogitGlm {
+        y: u32,
+        x: u32,
+        alpha: u32,
+        beta: u32,
+        transposed: bool,
+        saved: Buf,
+    },
     /// Mean over each image plane, [N, C, H, W] -> [N, C].
     GlobalAvgPool2d { x: u32 },
 }

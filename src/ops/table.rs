@@ -335,6 +335,12 @@ macro_rules! op_table {
                 backward glm::backward_normal_id_glm([y, x, alpha, beta, sigma], transposed, resid),
                 replay Some(ReplayForm::Eager),
                 capture CaptureRule::Plain;
+            BernoulliLogitGlm { y, x, alpha, beta, transposed, saved }:
+                name "bernoulli_logit_glm_lpmf", inputs [y, x, alpha, beta], reads (true, true),
+                forward glm::forward_bernoulli_logit_glm([y, x, alpha, beta], transposed, saved),
+                backward glm::backward_bernoulli_logit_glm([y, x, alpha, beta], transposed, saved),
+                replay Some(ReplayForm::Eager),
+                capture CaptureRule::Plain;
             GlobalAvgPool2d { x }:
                 name "global_avg_pool2d", inputs [x], reads (false, false),
                 forward conv::forward_global_avg_pool2d(x),

@@ -97,6 +97,18 @@ pub fn softplus(x: f32) -> f32 {
     if x.is_nan() { x } else { y }
 }
 
+/// (ln(1 + e^-|x|), sigmoid(x)) from one e^-|x|: softplus(x) is
+/// max(x, 0) plus the first (the bits of [`softplus`] once added), the
+/// second has the bits of [`softplus_grad`]; one exponential where the two
+/// took two. NaN gives NaN in both.
+#[inline(always)]
+pub fn softplus_tail_and_sigmoid(x: f32) -> (f32, f32) {
+    let e = exp(-x.abs());
+    let tail = ln_1p_unit(e);
+    let s = if x >= 0.0 { 1.0 } else { e } / (1.0 + e);
+    if x.is_nan() { (x, x) } else { (tail, s) }
+}
+
 /// d/dx softplus = sigmoid(x).
 #[inline(always)]
 pub fn softplus_grad(x: f32) -> f32 {

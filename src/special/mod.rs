@@ -54,7 +54,7 @@ pub use logdiff::{
 };
 pub use logexp::{
     exp, expm1, expm1_grad, log, log_sigmoid, log_sigmoid_grad, log1p, log1p_grad, softplus,
-    softplus_grad, tanh,
+    softplus_grad, softplus_tail_and_sigmoid, tanh,
 };
 #[cfg(test)]
 pub use logsumexp::{logsumexp, logsumexp_grad};

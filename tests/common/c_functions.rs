@@ -911,6 +911,12 @@ c_functions! {
         contract: call(ag_normal_id_glm_lpdf(ctx, u, t, false, t, t, t, o)),
         c: AG_OP("3, (4), (4, 1), (1), ag_normal_id_glm_lpdf(c, t[0], t[1], false, t[2], t[2], t[2], out)"),
     }
+    ag_bernoulli_logit_glm_lpmf {
+        fuzz: BERNOULLI_LOGIT_GLM,
+        null: call(ag_bernoulli_logit_glm_lpmf(n, p, q, false, p, p, &mut o)),
+        contract: call(ag_bernoulli_logit_glm_lpmf(ctx, u, t, false, t, t, o)),
+        c: AG_OP("3, (4), (4, 1), (1), ag_bernoulli_logit_glm_lpmf(c, t[0], t[1], false, t[2], t[2], out)"),
+    }
     ag_mse_loss {
         fuzz: MSE_LOSS => binary,
         null: call(ag_mse_loss(n, p, p, &mut o)),

@@ -280,6 +280,8 @@ ids! {
     CONSTRAIN_CHOLESKY_CORR = 0xE4;
     /// ag_normal_id_glm_lpdf: five handles, X transposed or not.
     NORMAL_ID_GLM = 0xE5;
+    /// ag_bernoulli_logit_glm_lpmf: four handles, X transposed or not.
+    BERNOULLI_LOGIT_GLM = 0xE6;
 }
 
 /// The ids a byte that is no id maps onto, in the order [`ALL`] had when

@@ -222,6 +222,7 @@ impl<'a> FfiOps<'a> {
             ids::WHERE => self.where_op(),
             ids::BETA_INC => self.beta_inc(),
             ids::NORMAL_ID_GLM => self.normal_id_glm(),
+            ids::BERNOULLI_LOGIT_GLM => self.bernoulli_glm(),
             ids::CONCAT => self.concat(),
             ids::SLICE => self.slice(),
             ids::DROPOUT => self.dropout(),

@@ -58,6 +58,16 @@ impl FfiOps<'_> {
         });
     }
 
+    /// ag_bernoulli_logit_glm_lpmf: y, x, alpha, beta and the layout flag.
+    pub(super) fn bernoulli_glm(&mut self) {
+        let t = self.target();
+        let [y, x, a, b]: [ag_tensor; 4] = std::array::from_fn(|_| self.handle());
+        let transpose = self.input.bool();
+        self.op("ag_bernoulli_logit_glm_lpmf", t, &[y, x, a, b], |c, o| {
+            ag_bernoulli_logit_glm_lpmf(c, y, x, transpose, a, b, o)
+        });
+    }
+
     pub(super) fn layernorm(&mut self) {
         let t = self.target();
         let x = self.handle();

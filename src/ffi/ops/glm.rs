@@ -1,4 +1,4 @@
-//! Fused likelihoods: Stan's normal_id_glm_lpdf.
+//! Fused likelihoods: Stan's normal_id_glm_lpdf and bernoulli_logit_glm_lpmf.
 
 use crate::ffi::prelude::*;
 
@@ -32,5 +32,30 @@ pub extern "C" fn ag_normal_id_glm_lpdf(
             beta.into(),
             sigma.into(),
         )
+    })
+}
+
+/// out = sum over the n rows of y_i ln sigmoid(eta_i) + (1 - y_i)
+/// ln sigmoid(-eta_i), eta = alpha + X beta, a scalar (Stan's
+/// bernoulli_logit_glm_lpmf: a logistic regression's log likelihood for y
+/// in {0, 1}, the cross-entropy for y in between) as one op, its log
+/// sigmoid and its gradient from one exponential per row. Shapes as
+/// ag_normal_id_glm_lpdf's, without sigma. Every operand gets a gradient
+/// (y's is eta).
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// SHAPE_MISMATCH (y not a vector, x not [n, d] ([d, n] when transpose_x),
+/// beta not [d], alpha neither one element nor [n]), OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_bernoulli_logit_glm_lpmf(
+    ctx: *mut ag_context,
+    y: ag_tensor,
+    x: ag_tensor,
+    transpose_x: bool,
+    alpha: ag_tensor,
+    beta: ag_tensor,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_bernoulli_logit_glm_lpmf", ctx, out, |c| {
+        c.bernoulli_logit_glm_lpmf(y.into(), x.into(), transpose_x, alpha.into(), beta.into())
     })
 }
