@@ -199,11 +199,8 @@ void model_load(model *m, const char *path) {
     } else if (!strcmp(m->kind, "logistic")) {
         m->dim = m->d;
         if (m->n_out != m->dim) die(path, "logistic: names must be the coefficients");
-        for (int i = 0; i < n; i++) { /* X^T becomes S^T: rows with y = 0 negated */
+        for (int i = 0; i < n; i++)
             if (m->y[i] != 0 && m->y[i] != 1) die(path, "logistic: y must be 0 or 1");
-            if (m->y[i] == 0)
-                for (int j = 0; j < m->d; j++) m->yt[(j + 1) * n + i] = -m->yt[(j + 1) * n + i];
-        }
     } else if (!strcmp(m->kind, "mixture2")) {
         m->dim = 5;
         if (m->n_out != 5) die(path, "mixture2: names must be mu[1..2], sigma[1..2], theta");
@@ -373,15 +370,16 @@ static ag_status linreg(ag_context *ctx, const model *m, ag_tensor q, ag_tensor 
 }
 
 static ag_status logistic(ag_context *ctx, const model *m, ag_tensor q, ag_tensor *out) {
+    static const float zero = 0.0f;
     size_t n = (size_t)m->rows, d = (size_t)m->d;
-    ag_tensor b2, signed_xt, signed_eta, t, lp;
-    size_t col[2] = {d, 1};
-    TRY(ag_reshape(ctx, q, col, 2, &b2));
-    /* S^T [d, n], made when read, as linreg's X^T */
-    TRY(constant(ctx, m->yt + n, d, n, &signed_xt));
-    TRY(ag_matmul(ctx, signed_xt, b2, true, false, &signed_eta));
-    TRY(ag_log_sigmoid(ctx, signed_eta, &t));
-    TRY(ag_sum(ctx, t, &lp));
+    ag_tensor xt, y, alpha, lp;
+    /* X^T [d, n], as linreg's; one op for the likelihood and its
+     * gradient (a product, a log sigmoid and a sum took three, and an
+     * exponential each way per row where this takes one) */
+    TRY(constant(ctx, m->yt + n, d, n, &xt));
+    TRY(constant(ctx, m->y, n, 0, &y));
+    TRY(constant(ctx, &zero, 1, 0, &alpha));
+    TRY(ag_bernoulli_logit_glm_lpmf(ctx, y, xt, true, alpha, q, &lp));
     TRY(beta_prior(ctx, m, q, &lp));
     *out = lp;
     return AG_STATUS_OK;
