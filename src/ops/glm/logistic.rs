@@ -5,7 +5,7 @@
 //! (the unfused log_sigmoid took one forward and another back). A row's
 //! mass is taken in f32 (its sum over the rows in f64).
 
-use super::{BLOCK, Glm, dot_wide, operands, view};
+use super::{BLOCK, Glm, dot_wide, run_backward, run_forward};
 use crate::arena::Buf;
 use crate::context::Context;
 use crate::kernels::lanes;
@@ -111,11 +111,9 @@ pub(crate) fn forward_bernoulli_logit_glm(
     transposed: bool,
     saved: Buf,
 ) {
-    let (bufs, n, d) = operands(ctx, ids);
-    let lp = ctx.entry(out).data;
-    let ([lp, saved], [y, x, alpha, beta]) = ctx.access([lp, saved], bufs);
-    let m = view([y, x, alpha, beta, &[]], n, d, transposed);
-    lp[0] = simd::dispatch!(m.forward_logistic(saved)) as f32;
+    run_forward(ctx, out, ids, transposed, saved, |m, saved| {
+        simd::dispatch!(m.forward_logistic(saved))
+    });
 }
 
 pub(crate) fn backward_bernoulli_logit_glm(
@@ -125,21 +123,9 @@ pub(crate) fn backward_bernoulli_logit_glm(
     transposed: bool,
     saved: Buf,
 ) {
-    let Some(dout) = ctx.grad_out(out) else {
-        return;
-    };
-    let (bufs, n, d) = operands(ctx, ids);
-    let g = ctx.read_only(dout)[0] as f64;
-    // One operand at a time, in input order (two may be one tensor).
-    for (k, &id) in ids.iter().enumerate() {
-        let Some(dv) = ctx.grad_of(id) else {
-            continue;
-        };
-        let [y, x, alpha, beta] = bufs;
-        let ([dv], [saved, y, x, alpha, beta]) = ctx.access([dv], [saved, y, x, alpha, beta]);
-        let m = view([y, x, alpha, beta, &[]], n, d, transposed);
-        simd::dispatch!(m.backward_logistic(k, dv, saved, g));
-    }
+    run_backward(ctx, out, ids, transposed, saved, |m, k, dv, saved, g| {
+        simd::dispatch!(m.backward_logistic(k, dv, saved, g))
+    });
 }
 
 #[cfg(test)]

@@ -1,17 +1,8 @@
+use crate::Context;
+use crate::ops::glm::tests::{
+    EPS, check_against_f64, read, read_grad, same_bits_on_every_level, transpose_of, values,
+};
 use crate::ops::gradcheck::{Check, gradcheck};
-use crate::{Context, Tensor};
-
-const EPS: f64 = f32::EPSILON as f64;
-
-fn read(c: &Context, t: Tensor, grad: bool) -> Vec<f32> {
-    let mut v = vec![0.0; c.shape(t).unwrap().numel()];
-    if grad {
-        c.read_grad(t, &mut v).unwrap();
-    } else {
-        c.read(t, &mut v).unwrap();
-    }
-    v
-}
 
 /// A logistic regression: y in {0, 1} (or a fraction where `soft`), X
 /// [n, d] row-major, alpha of `na` elements (1 or n), beta [d].
@@ -22,10 +13,6 @@ struct Problem {
     x: Vec<f32>,
     alpha: Vec<f32>,
     beta: Vec<f32>,
-}
-
-fn values(n: usize, seed: f32) -> Vec<f32> {
-    (0..n).map(|i| ((i as f32 + seed) * 0.731).sin()).collect()
 }
 
 impl Problem {
@@ -106,8 +93,8 @@ impl Problem {
         let mut c = Context::new();
         let (n, d) = (self.n, self.d);
         let x = if transposed {
-            let xt: Vec<f32> = (0..d * n).map(|k| self.x[(k % n) * d + k / n]).collect();
-            c.param(&[d, n], Some(&xt)).unwrap()
+            c.param(&[d, n], Some(&transpose_of(&self.x, n, d)))
+                .unwrap()
         } else {
             c.param(&[n, d], Some(&self.x)).unwrap()
         };
@@ -116,12 +103,12 @@ impl Problem {
         let b = c.param(&[d], Some(&self.beta)).unwrap();
         let lp = c.bernoulli_logit_glm_lpmf(y, x, transposed, a, b).unwrap();
         c.backward(lp).unwrap();
-        let mut dx = read(&c, x, true);
+        let mut dx = read_grad(&c, x);
         if transposed {
-            dx = (0..n * d).map(|k| dx[(k % d) * n + k / d]).collect();
+            dx = transpose_of(&dx, d, n);
         }
-        let grads = [read(&c, y, true), dx, read(&c, a, true), read(&c, b, true)];
-        (read(&c, lp, false)[0], grads)
+        let grads = [read_grad(&c, y), dx, read_grad(&c, a), read_grad(&c, b)];
+        (read(&c, lp)[0], grads)
     }
 }
 
@@ -134,25 +121,8 @@ fn matches_f64_in_both_layouts() {
             for transposed in [false, true] {
                 let case = format!("n {n} d {d} alpha {na} soft {soft} transposed {transposed}");
                 let (lp, grads) = p.ours(transposed);
-                let tol = 0.6 * EPS * want.abs() + lp_err;
-                assert!(
-                    (lp as f64 - want).abs() <= tol,
-                    "{case}: lp {lp} vs {want} (tol {tol:e})"
-                );
-                // Sums over the rows in f64, or X^T res in f32 in 64 lanes
-                // ((n / 64 + 14) eps of the terms), rounded once.
-                let lanes = (n / 64 + 14) as f64;
                 let names = ["y", "x", "alpha", "beta"];
-                for (k, (got, want)) in grads.iter().zip(&want_grads).enumerate() {
-                    for (i, (&g, &(w, m, err))) in got.iter().zip(want).enumerate() {
-                        let tol = 0.6 * EPS * w.abs() + lanes * EPS * m + err + 1e-30;
-                        assert!(
-                            (g as f64 - w).abs() <= tol,
-                            "{case}: d{}[{i}] {g} vs {w} (tol {tol:e})",
-                            names[k]
-                        );
-                    }
-                }
+                check_against_f64(&case, &names, n, (lp, &grads), (want, lp_err), &want_grads);
             }
         }
     }
@@ -160,23 +130,14 @@ fn matches_f64_in_both_layouts() {
 
 #[test]
 fn layouts_and_instruction_sets_give_the_same_bits() {
-    use crate::simd::{self, Level};
     let p = Problem::new(200, 5, 1, false);
-    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-    let base = simd::with_level(Level::Baseline, || p.ours(false));
-    assert_eq!(p.ours(true).0.to_bits(), base.0.to_bits(), "layouts: lp");
+    assert_eq!(
+        p.ours(true).0.to_bits(),
+        p.ours(false).0.to_bits(),
+        "layouts: lp"
+    );
     for transposed in [false, true] {
-        let base = simd::with_level(Level::Baseline, || p.ours(transposed));
-        for level in [Level::Avx2Fma, Level::Avx512] {
-            if level > simd::detected() {
-                continue;
-            }
-            let got = simd::with_level(level, || p.ours(transposed));
-            assert_eq!(got.0.to_bits(), base.0.to_bits(), "{level:?}: lp");
-            for (g, b) in got.1.iter().zip(&base.1) {
-                assert_eq!(bits(g), bits(b), "{level:?}: a gradient");
-            }
-        }
+        same_bits_on_every_level(|| p.ours(transposed));
     }
 }
 
@@ -190,10 +151,10 @@ fn far_logits_stay_finite() {
     let x = c.tensor(&[4, 1], &[-1.0, 1.0, 1.0, -1.0]).unwrap();
     let a = c.tensor(&[1], &[0.0]).unwrap();
     let lp = c.bernoulli_logit_glm_lpmf(y, x, false, a, b).unwrap();
-    assert_eq!(read(&c, lp, false)[0], -200.0);
+    assert_eq!(read(&c, lp)[0], -200.0);
     c.backward(lp).unwrap();
     // d/dbeta = sum x (y - sigmoid(eta)) = -1 * 1 + 1 * -1 + 0 + 0
-    assert_eq!(read(&c, b, true)[0], -2.0);
+    assert_eq!(read_grad(&c, b)[0], -2.0);
 }
 
 #[test]

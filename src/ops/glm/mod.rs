@@ -294,26 +294,72 @@ impl Context {
     }
 }
 
-/// The operands' buffers (y, x, alpha, beta, then sigma where the family
-/// has one) and the shape facts the kernels need.
-pub(super) fn operands<const N: usize>(ctx: &Context, ids: [u32; N]) -> ([Buf; N], usize, usize) {
+/// The operands' buffers as five (y, x, alpha, beta, sigma; sigma y's
+/// again, and read as empty, where the family has none), n and d.
+fn operands<const N: usize>(ctx: &Context, ids: [u32; N]) -> ([Buf; 5], usize, usize) {
     let n = ctx.entry(ids[0]).shape.numel();
     let d = ctx.entry(ids[3]).shape.numel();
-    (ids.map(|i| ctx.entry(i).data), n, d)
+    let buf = |k: usize| ctx.entry(ids[if k < N { k } else { 0 }]).data;
+    (std::array::from_fn(buf), n, d)
 }
 
-/// Builds the kernels' view of the operands from their slices.
-pub(super) fn view<'a>(v: [&'a [f32]; 5], n: usize, d: usize, transposed: bool) -> Glm<'a> {
+/// The kernels' view of the operands' slices.
+fn view<'a, const N: usize>(v: [&'a [f32]; 5], n: usize, d: usize, transposed: bool) -> Glm<'a> {
     let [y, x, alpha, beta, sigma] = v;
     Glm {
         y,
         x,
         alpha,
         beta,
-        sigma,
+        sigma: if N == 5 { sigma } else { &[] },
         n,
         d,
         transposed,
+    }
+}
+
+/// An op's forward: `kernel` writes what the backward needs into `saved`
+/// and returns the log density.
+pub(super) fn run_forward<const N: usize>(
+    ctx: &mut Context,
+    out: u32,
+    ids: [u32; N],
+    transposed: bool,
+    saved: Buf,
+    kernel: impl FnOnce(&Glm, &mut [f32]) -> f64,
+) {
+    let (bufs, n, d) = operands(ctx, ids);
+    let lp = ctx.entry(out).data;
+    let ([lp, saved], v) = ctx.access([lp, saved], bufs);
+    lp[0] = kernel(&view::<N>(v, n, d, transposed), saved) as f32;
+}
+
+/// An op's backward: `kernel(m, k, dv, saved, g)` adds g times the
+/// gradient in operand k into dv, one operand at a time in input order
+/// (two operands may be one tensor, e.g. a shared scalar alpha and sigma:
+/// their gradients are then added in turn).
+pub(super) fn run_backward<const N: usize>(
+    ctx: &mut Context,
+    out: u32,
+    ids: [u32; N],
+    transposed: bool,
+    saved: Buf,
+    kernel: impl Fn(&Glm, usize, &mut [f32], &[f32], f64),
+) {
+    let Some(dout) = ctx.grad_out(out) else {
+        return;
+    };
+    let (bufs, n, d) = operands(ctx, ids);
+    let g = ctx.read_only(dout)[0] as f64;
+    for (k, &id) in ids.iter().enumerate() {
+        let Some(dv) = ctx.grad_of(id) else {
+            continue;
+        };
+        let [y, x, alpha, beta, sigma] = bufs;
+        let ([dv], [saved, y, x, alpha, beta, sigma]) =
+            ctx.access([dv], [saved, y, x, alpha, beta, sigma]);
+        let m = view::<N>([y, x, alpha, beta, sigma], n, d, transposed);
+        kernel(&m, k, dv, saved, g);
     }
 }
 

@@ -1,6 +1,6 @@
 //! The normal family: Stan's normal_id_glm_lpdf.
 
-use super::{BLOCK, Glm, LN_SQRT_2PI, dot_wide, operands, per_row, view};
+use super::{BLOCK, Glm, LN_SQRT_2PI, dot_wide, per_row, run_backward, run_forward};
 use crate::arena::Buf;
 use crate::context::Context;
 use crate::kernels::lanes;
@@ -137,11 +137,9 @@ pub(crate) fn forward_normal_id_glm(
     transposed: bool,
     resid: Buf,
 ) {
-    let (bufs, n, d) = operands(ctx, ids);
-    let lp = ctx.entry(out).data;
-    let ([lp, r], v) = ctx.access([lp, resid], bufs);
-    let m = view(v, n, d, transposed);
-    lp[0] = simd::dispatch!(m.forward_normal(r)) as f32;
+    run_forward(ctx, out, ids, transposed, resid, |m, r| {
+        simd::dispatch!(m.forward_normal(r))
+    });
 }
 
 pub(crate) fn backward_normal_id_glm(
@@ -151,22 +149,7 @@ pub(crate) fn backward_normal_id_glm(
     transposed: bool,
     resid: Buf,
 ) {
-    let Some(dout) = ctx.grad_out(out) else {
-        return;
-    };
-    let (bufs, n, d) = operands(ctx, ids);
-    let g = ctx.read_only(dout)[0] as f64;
-    // One operand at a time, in input order: two operands may be the same
-    // tensor (alpha and sigma both a shared scalar), their gradients then
-    // added in turn.
-    for (k, &id) in ids.iter().enumerate() {
-        let Some(dv) = ctx.grad_of(id) else {
-            continue;
-        };
-        let [y, x, alpha, beta, sigma] = bufs;
-        let ([dv], [r, y, x, alpha, beta, sigma]) =
-            ctx.access([dv], [resid, y, x, alpha, beta, sigma]);
-        let m = view([y, x, alpha, beta, sigma], n, d, transposed);
-        simd::dispatch!(m.backward_normal(k, dv, r, g));
-    }
+    run_backward(ctx, out, ids, transposed, resid, |m, k, dv, r, g| {
+        simd::dispatch!(m.backward_normal(k, dv, r, g))
+    });
 }

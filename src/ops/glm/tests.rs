@@ -1,21 +1,82 @@
 use crate::ops::gradcheck::{Check, gradcheck};
 use crate::{Context, Tensor};
 
-fn read(c: &Context, t: Tensor) -> Vec<f32> {
+// Helpers both families' tests use.
+
+pub(super) const EPS: f64 = f32::EPSILON as f64;
+
+pub(super) fn read(c: &Context, t: Tensor) -> Vec<f32> {
     let mut v = vec![0.0; c.shape(t).unwrap().numel()];
     c.read(t, &mut v).unwrap();
     v
 }
 
-fn read_grad(c: &Context, t: Tensor) -> Vec<f32> {
+pub(super) fn read_grad(c: &Context, t: Tensor) -> Vec<f32> {
     let mut v = vec![0.0; c.shape(t).unwrap().numel()];
     c.read_grad(t, &mut v).unwrap();
     v
 }
 
 /// Deterministic values in [-1, 1).
-fn values(n: usize, seed: f32) -> Vec<f32> {
+pub(super) fn values(n: usize, seed: f32) -> Vec<f32> {
     (0..n).map(|i| ((i as f32 + seed) * 0.731).sin()).collect()
+}
+
+/// v `[rows, cols]` (row-major) as `[cols, rows]`.
+pub(super) fn transpose_of(v: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    (0..rows * cols)
+        .map(|k| v[(k % rows) * cols + k / rows])
+        .collect()
+}
+
+/// Our density and gradients against the f64 reference: the density
+/// within half an ulp plus `lp_err` (its bound from the f32 residuals);
+/// each gradient element (value, its terms' magnitudes, the bound the
+/// residuals put on it) within half an ulp, plus the error bound, plus
+/// (n / 64 + 14) eps of the magnitudes (a sum over the rows in f32 in 64
+/// lanes; the f64 sums are far inside it).
+pub(super) fn check_against_f64(
+    case: &str,
+    names: &[&str],
+    n: usize,
+    (lp, grads): (f32, &[Vec<f32>]),
+    (want, lp_err): (f64, f64),
+    want_grads: &[Vec<(f64, f64, f64)>],
+) {
+    let tol = 0.6 * EPS * want.abs() + lp_err;
+    assert!(
+        (lp as f64 - want).abs() <= tol,
+        "{case}: lp {lp} vs {want} (tol {tol:e})"
+    );
+    let lanes = (n / 64 + 14) as f64;
+    for (k, (got, want)) in grads.iter().zip(want_grads).enumerate() {
+        for (i, (&g, &(w, m, err))) in got.iter().zip(want).enumerate() {
+            let tol = 0.6 * EPS * w.abs() + lanes * EPS * m + err + 1e-30;
+            assert!(
+                (g as f64 - w).abs() <= tol,
+                "{case}: d{}[{i}] {g} vs {w} (tol {tol:e})",
+                names[k]
+            );
+        }
+    }
+}
+
+/// `ours()` on the AVX2 and AVX-512 paths (those this CPU has) gives the
+/// baseline path's bits, density and gradients.
+pub(super) fn same_bits_on_every_level<const K: usize>(ours: impl Fn() -> (f32, [Vec<f32>; K])) {
+    use crate::simd::{self, Level};
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    let base = simd::with_level(Level::Baseline, &ours);
+    for level in [Level::Avx2Fma, Level::Avx512] {
+        if level > simd::detected() {
+            continue;
+        }
+        let got = simd::with_level(level, &ours);
+        assert_eq!(got.0.to_bits(), base.0.to_bits(), "{level:?}: lp");
+        for (g, b) in got.1.iter().zip(&base.1) {
+            assert_eq!(bits(g), bits(b), "{level:?}: a gradient");
+        }
+    }
 }
 
 /// A problem: y [n], X [n, d] (row-major), alpha and sigma of `na` and
@@ -44,12 +105,6 @@ impl Problem {
                 .map(|v| 0.6 + 0.5 * v.abs())
                 .collect(),
         }
-    }
-
-    /// X^T [d, n], row-major.
-    fn x_transposed(&self) -> Vec<f32> {
-        let (n, d) = (self.n, self.d);
-        (0..d * n).map(|k| self.x[(k % n) * d + k / n]).collect()
     }
 
     fn at(v: &[f32], i: usize) -> f64 {
@@ -120,7 +175,8 @@ impl Problem {
         let mut c = Context::new();
         let (n, d) = (self.n, self.d);
         let x = if transposed {
-            c.param(&[d, n], Some(&self.x_transposed())).unwrap()
+            c.param(&[d, n], Some(&transpose_of(&self.x, n, d)))
+                .unwrap()
         } else {
             c.param(&[n, d], Some(&self.x)).unwrap()
         };
@@ -132,8 +188,7 @@ impl Problem {
         c.backward(lp).unwrap();
         let mut dx = read_grad(&c, x);
         if transposed {
-            // back to X's [n, d] order
-            dx = (0..n * d).map(|k| dx[(k % d) * n + k / d]).collect();
+            dx = transpose_of(&dx, d, n); // back to X's [n, d] order
         }
         let grads = [
             read_grad(&c, y),
@@ -146,8 +201,6 @@ impl Problem {
     }
 }
 
-const EPS: f64 = f32::EPSILON as f64;
-
 #[test]
 fn matches_f64_in_both_layouts() {
     for (n, d) in [(1, 1), (7, 3), (64, 2), (65, 1), (437, 4)] {
@@ -157,27 +210,8 @@ fn matches_f64_in_both_layouts() {
             for transposed in [false, true] {
                 let case = format!("n {n} d {d} alpha {na} sigma {ns} transposed {transposed}");
                 let (lp, grads) = p.ours(transposed);
-                // The residuals' error, then the f64 sum rounded once.
-                let tol = 0.6 * EPS * want.abs() + lp_err;
-                assert!(
-                    (lp as f64 - want).abs() <= tol,
-                    "{case}: lp {lp} vs {want} (tol {tol:e})"
-                );
-                // Each gradient: the residuals' error, then its sum over
-                // the rows (f64, or X^T r in f32 in 64 lanes: at most
-                // (n / 64 + 14) eps of the terms' magnitudes), rounded once.
                 let names = ["y", "x", "alpha", "beta", "sigma"];
-                let lanes = (n / 64 + 14) as f64;
-                for (k, (got, want)) in grads.iter().zip(&want_grads).enumerate() {
-                    for (i, (&g, &(w, m, err))) in got.iter().zip(want).enumerate() {
-                        let tol = 0.6 * EPS * w.abs() + lanes * EPS * m + err + 1e-30;
-                        assert!(
-                            (g as f64 - w).abs() <= tol,
-                            "{case}: d{}[{i}] {g} vs {w} (tol {tol:e})",
-                            names[k]
-                        );
-                    }
-                }
+                check_against_f64(&case, &names, n, (lp, &grads), (want, lp_err), &want_grads);
             }
         }
     }
@@ -260,21 +294,9 @@ fn bad_shapes_name_the_op_and_the_shapes() {
 
 #[test]
 fn same_bits_on_every_instruction_set() {
-    use crate::simd::{self, Level};
     // 200 rows: full blocks, a partial one, lane tails in the dot products.
     let p = Problem::new(200, 5, 1, 1);
     for transposed in [false, true] {
-        let base = simd::with_level(Level::Baseline, || p.ours(transposed));
-        for level in [Level::Avx2Fma, Level::Avx512] {
-            if level > simd::detected() {
-                continue;
-            }
-            let got = simd::with_level(level, || p.ours(transposed));
-            assert_eq!(got.0.to_bits(), base.0.to_bits(), "{level:?}: lp");
-            for (g, b) in got.1.iter().zip(&base.1) {
-                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-                assert_eq!(bits(g), bits(b), "{level:?}: a gradient");
-            }
-        }
+        same_bits_on_every_level(|| p.ours(transposed));
     }
 }
