@@ -5,7 +5,7 @@
 //! (the unfused log_sigmoid took one forward and another back). A row's
 //! mass is taken in f32 (its sum over the rows in f64).
 
-use super::{BLOCK, Glm, dot_wide, run_backward, run_forward};
+use super::{BLOCK, Glm, run_backward, run_forward};
 use crate::arena::Buf;
 use crate::context::Context;
 use crate::kernels::lanes;
@@ -93,7 +93,7 @@ impl Glm<'_> {
             _ => {
                 for (j, dv) in dv.iter_mut().enumerate() {
                     let s = if self.transposed {
-                        dot_wide(&self.x[j * n..][..n], res) as f64
+                        lanes::dot_wide(&self.x[j * n..][..n], res) as f64
                     } else {
                         lanes::sum_indexed_f64(n, |i| self.x[i * d + j] as f64 * res[i] as f64)
                     };

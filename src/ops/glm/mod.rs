@@ -53,59 +53,6 @@ pub(super) fn per_row(v: &[f32], i: usize) -> f64 {
     v[if v.len() == 1 { 0 } else { i }] as f64
 }
 
-/// Lanes of [`dot_wide`]: four AVX-512 registers' worth, so four
-/// independent chains of adds however wide the instruction set.
-const WIDE: usize = 64;
-
-/// sum_i a_i b_i in f32, element i in lane i mod 64 of its chunk (the tail
-/// after), the lanes then added in a fixed order: the same bits on every
-/// instruction set. Its error is at most about (n / 64 + 7) eps of the
-/// terms' magnitudes.
-#[inline(always)]
-pub(super) fn dot_wide(a: &[f32], b: &[f32]) -> f32 {
-    // Lanes 0..16, 16..32, 32..48, 48..64 as four locals: one 64-lane
-    // array stayed in memory, each add waiting on the last one's store.
-    let (mut a0, mut a1, mut a2, mut a3) = ([0.0f32; 16], [0.0f32; 16], [0.0f32; 16], [0.0f32; 16]);
-    let (ca, cb) = (a.chunks_exact(WIDE), b.chunks_exact(WIDE));
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        let (x, y): (&[f32; WIDE], &[f32; WIDE]) = (x.try_into().unwrap(), y.try_into().unwrap());
-        for k in 0..16 {
-            a0[k] += x[k] * y[k];
-            a1[k] += x[16 + k] * y[16 + k];
-            a2[k] += x[32 + k] * y[32 + k];
-            a3[k] += x[48 + k] * y[48 + k];
-        }
-    }
-    // The rest in eighths of a chunk (lanes 0..8), then one by one.
-    let (ea, eb) = (ra.chunks_exact(8), rb.chunks_exact(8));
-    let tail: f32 = (ea.remainder().iter().zip(eb.remainder()))
-        .map(|(x, y)| x * y)
-        .sum();
-    for (x, y) in ea.zip(eb) {
-        let (x, y): (&[f32; 8], &[f32; 8]) = (x.try_into().unwrap(), y.try_into().unwrap());
-        for k in 0..8 {
-            a0[k] += x[k] * y[k];
-        }
-    }
-    // Fold halves: 64 -> 32 -> .. -> 1, a fixed tree.
-    for k in 0..16 {
-        a0[k] += a2[k];
-        a1[k] += a3[k];
-    }
-    for k in 0..16 {
-        a0[k] += a1[k];
-    }
-    let mut width = 16;
-    while width > 1 {
-        width /= 2;
-        for k in 0..width {
-            a0[k] += a0[k + width];
-        }
-    }
-    a0[0] + tail
-}
-
 impl Glm<'_> {
     /// X_ij.
     #[inline(always)]

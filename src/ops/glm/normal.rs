@@ -1,6 +1,6 @@
 //! The normal family: Stan's normal_id_glm_lpdf.
 
-use super::{BLOCK, Glm, LN_SQRT_2PI, dot_wide, per_row, run_backward, run_forward};
+use super::{BLOCK, Glm, LN_SQRT_2PI, per_row, run_backward, run_forward};
 use crate::arena::Buf;
 use crate::context::Context;
 use crate::kernels::lanes;
@@ -103,7 +103,9 @@ impl Glm<'_> {
                 for (j, dv) in dv.iter_mut().enumerate() {
                     let s = match (self.transposed, one_sigma) {
                         // A contiguous column of X and one sigma.
-                        (true, true) => dot_wide(&self.x[j * n..][..n], r) as f64 * self.inv_var(0),
+                        (true, true) => {
+                            lanes::dot_wide(&self.x[j * n..][..n], r) as f64 * self.inv_var(0)
+                        }
                         (true, false) => lanes::sum_indexed_f64(n, |i| {
                             self.x[j * n + i] as f64 * self.slope(r, i)
                         }),
