@@ -121,6 +121,63 @@ fn gradients_check() {
     }
 }
 
+/// d/dx of reference(x) weighted (sum w_ij L_ij + wj ln |J|), by central
+/// differences in f64 (h = 1e-5: truncation near 1e-11, rounding near
+/// 1e-11, both far below an f32 ulp of the gradients here).
+fn reference_gradient(x: &[f64], k: usize, w: &[f64], wj: f64) -> Vec<f64> {
+    let f = |x: &[f64]| {
+        let (l, j) = reference(x, k);
+        l.iter().zip(w).map(|(l, w)| l * w).sum::<f64>() + wj * j
+    };
+    let h = 1e-5;
+    (0..x.len())
+        .map(|i| {
+            let (mut up, mut down) = (x.to_vec(), x.to_vec());
+            up[i] += h;
+            down[i] -= h;
+            (f(&up) - f(&down)) / (2.0 * h)
+        })
+        .collect()
+}
+
+#[test]
+fn gradients_match_f64() {
+    // Both branches of the coordinate kernel (|x| below and above 0.35),
+    // an exact 0 and a far coordinate; L's gradient and the
+    // log-Jacobian's apart, each rounded to f32 once from f64.
+    let pool = [0.0f32, 1e-3, -0.2, 0.34, 0.36, -0.9, 2.5, -3.0, 6.0, 0.05];
+    for k in [2, 3, 4, 5] {
+        let n = k * (k - 1) / 2;
+        let xs: Vec<f32> = (0..n).map(|i| pool[(i * 3 + k) % pool.len()]).collect();
+        let x64: Vec<f64> = xs.iter().map(|&x| x as f64).collect();
+        let w: Vec<f32> = (0..k * k).map(|i| 0.3 + 0.17 * i as f32).collect();
+        let w64: Vec<f64> = w.iter().map(|&w| w as f64).collect();
+        for (wl, wj) in [(1.0f32, 0.0f32), (0.0, 0.7)] {
+            let mut c = Context::new();
+            let x = c.param(&[n], Some(&xs)).unwrap();
+            let (l, j) = c.constrain_cholesky_corr(x).unwrap();
+            let scaled: Vec<f32> = w.iter().map(|w| w * wl).collect();
+            let wt = c.tensor(&[k, k], &scaled).unwrap();
+            let lw = c.mul(l, wt).unwrap();
+            let s = c.sum(lw).unwrap();
+            let j2 = c.scale(j, wj).unwrap();
+            let loss = c.add(s, j2).unwrap();
+            c.backward(loss).unwrap();
+            let mut got = vec![0.0f32; n];
+            c.read_grad(x, &mut got).unwrap();
+            let wl64: Vec<f64> = w64.iter().map(|w| w * wl as f64).collect();
+            let want = reference_gradient(&x64, k, &wl64, wj as f64);
+            let slack = 1e-8 * w64.iter().sum::<f64>();
+            for (i, (&g, &want)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    (g as f64 - want).abs() <= 0.6 * f32::EPSILON as f64 * want.abs() + slack,
+                    "K {k}, weights ({wl}, {wj}), dx[{i}] = {g} vs {want}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn bad_shapes_name_the_op_and_the_shape() {
     let mut c = Context::new();
@@ -130,5 +187,15 @@ fn bad_shapes_name_the_op_and_the_shape() {
         let m = c.constrain_cholesky_corr(x).unwrap_err().to_string();
         assert!(m.contains("constrain_cholesky_corr"), "{m}");
         assert!(m.contains(&format!("{}", c.shape(x).unwrap())), "{m}");
+    }
+}
+
+#[test]
+fn order_of_inverts_the_pair_count() {
+    assert_eq!(super::order_of(0), None);
+    for k in 2..3000usize {
+        let n = k * (k - 1) / 2;
+        assert_eq!(super::order_of(n), Some(k), "n {n}");
+        assert_eq!(super::order_of(n + 1), None, "n {}", n + 1);
     }
 }
