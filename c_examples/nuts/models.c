@@ -204,8 +204,9 @@ void model_load(model *m, const char *path) {
     } else if (!strcmp(m->kind, "mixture2")) {
         m->dim = 5;
         if (m->n_out != 5) die(path, "mixture2: names must be mu[1..2], sigma[1..2], theta");
-        /* the rows (1, y, y^2) over the points, then their sums */
-        m->gram = malloc(sizeof(float) * (3 * (size_t)n + 3));
+        /* the rows (1, y, y^2) over the points, their sums, then n zeros
+         * (the likelihood's outcomes, below) */
+        m->gram = calloc(4 * (size_t)n + 3, sizeof(float));
         if (!m->gram) die(path, "out of memory");
         double sy = 0, syy = 0;
         for (int i = 0; i < n; i++) {
@@ -387,9 +388,10 @@ static ag_status logistic(ag_context *ctx, const model *m, ag_tensor q, ag_tenso
 
 static ag_status mixture2(ag_context *ctx, const model *m, ag_tensor q, ag_tensor *out) {
     size_t n = (size_t)m->rows;
-    ag_tensor mu1, gap, ls, lt, sigma, jac_s, theta, jac_t, pair[2], mu, lw, y, r, z, lp, t;
-    ag_tensor k2, km, abc[3], coef, c1, c2, dc;
-    const size_t coef_shape[2] = {3, 2};
+    ag_tensor mu1, gap, ls, lt, sigma, jac_s, theta, jac_t, pair[2], mu, lw, y, r, lp, t;
+    ag_tensor k2, km, abc[3], coef, c1, c2, dc, zeros, alpha;
+    static const float zero = 0.0f;
+    const size_t coef_shape[2] = {3, 2}, three = 3;
     TRY(ag_slice(ctx, q, 0, 0, 1, &mu1));
     TRY(ag_slice(ctx, q, 0, 1, 1, &gap));
     TRY(ag_slice(ctx, q, 0, 2, 2, &ls));
@@ -410,8 +412,10 @@ static ag_status mixture2(ag_context *ctx, const model *m, ag_tensor q, ag_tenso
      * log sigma_k - K_k (y - mu_k)^2 = A_k + B_k y + C_k y^2, K = e^(-2 log
      * sigma) / 2, A = log w - log sigma - K mu^2, B = 2 K mu, C = -K; the
      * coefficients are made on [2] columns. logsumexp(p_1, p_2) = p_1 +
-     * softplus(p_2 - p_1): one product with the rows (1, y, y^2) and one f32
-     * map over the points, and sum_n p_1(y_n) from the sums of 1, y, y^2. */
+     * softplus(p_2 - p_1), and sum_n softplus(dc . (1, y_n, y_n^2)) is minus
+     * the Bernoulli-logit GLM's log mass of outcomes 0 with coefficients dc:
+     * one op over the points (one exponential each, the product fused), and
+     * sum_n p_1(y_n) from the sums of 1, y, y^2. */
     TRY(ag_scale(ctx, ls, -2.0f, &t));
     TRY(ag_exp(ctx, t, &t));
     TRY(ag_scale(ctx, t, 0.5f, &k2));
@@ -426,10 +430,12 @@ static ag_status mixture2(ag_context *ctx, const model *m, ag_tensor q, ag_tenso
     TRY(ag_slice(ctx, coef, 1, 0, 1, &c1));
     TRY(ag_slice(ctx, coef, 1, 1, 1, &c2));
     TRY(ag_sub(ctx, c2, c1, &dc));
+    TRY(ag_reshape(ctx, dc, &three, 1, &dc));
     TRY(constant(ctx, m->gram, 3, n, &y));
-    TRY(ag_matmul(ctx, dc, y, true, false, &z)); /* [1, n]: p_2 - p_1 per point */
-    TRY(ag_softplus(ctx, z, &t));
-    TRY(ag_sum(ctx, t, &lp));
+    TRY(constant(ctx, m->gram + 3 * n + 3, n, 0, &zeros));
+    TRY(constant(ctx, &zero, 1, 0, &alpha));
+    TRY(ag_bernoulli_logit_glm_lpmf(ctx, zeros, y, true, alpha, dc, &t));
+    TRY(ag_neg(ctx, t, &lp)); /* sum_n softplus(p_2 - p_1) */
     TRY(constant(ctx, m->gram + 3 * n, 1, 3, &y));
     TRY(ag_matmul(ctx, y, c1, false, false, &t)); /* sum_n p_1(y_n) */
     TRY(ag_sum(ctx, t, &t));
