@@ -5,10 +5,10 @@
 //! runs once per captured step and decides whether there is a program.
 
 use super::dense::Dense;
-use super::{Bcast, Join, Kind, MAXN, Permute, Program, Row, Select, Side, Step1, Wide};
+use super::{Bcast, EagerStep, Join, Kind, MAXN, Permute, Program, Row, Select, Side, Step1, Wide};
 use crate::arena::{Buf, Storage};
 use crate::context::Context;
-use crate::ops::{MAX_CONCAT, OneOp, ReplayForm};
+use crate::ops::{MAX_CONCAT, MAX_INPUTS, OneOp, ReplayForm};
 use crate::shape::Shape;
 use crate::tape::Node;
 
@@ -164,8 +164,18 @@ impl Program {
                     (Kind::Permute(side.permutes.len() as u32 - 1), x, x)
                 }
                 ReplayForm::Eager => {
+                    let mut step = EagerStep {
+                        op: n.op,
+                        lend: [(0, 0); MAX_INPUTS + 1],
+                        n: 0,
+                    };
+                    let inputs = n.op.inputs();
+                    for &id in std::iter::once(&n.out).chain(inputs.as_slice()) {
+                        step.lend[step.n as usize] = (id, root(id));
+                        step.n += 1;
+                    }
                     side.eager.try_reserve(1).ok()?;
-                    side.eager.push(n.op);
+                    side.eager.push(step);
                     (Kind::Eager(side.eager.len() as u32 - 1), n.out, n.out)
                 }
                 ReplayForm::Map(op, a, b) => {

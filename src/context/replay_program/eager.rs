@@ -11,7 +11,6 @@
 //! and the marks change exactly as in the ordinary walk.
 
 use super::{OneKernels, Program, Side, Step1};
-use crate::arena::Buf;
 use crate::context::Context;
 use crate::ops::{MAX_INPUTS, Op};
 
@@ -26,18 +25,6 @@ pub(crate) trait EagerOps {
     fn eager_backward(ctx: &mut Context, op: &Op, out: u32);
 }
 
-/// A table row lent the program's gradient state during an eager
-/// backward: what the table held before (the row's gradient buffer, its
-/// root's buffer and mark), put back after.
-#[derive(Clone, Copy)]
-struct Lent {
-    id: u32,
-    grad: Option<Buf>,
-    root: u32,
-    root_grad: Option<Buf>,
-    root_mark: bool,
-}
-
 impl Program {
     /// The forward of an op with no kernel of the program's own: its
     /// eager entry point on its own rows.
@@ -45,57 +32,41 @@ impl Program {
     #[cold]
     #[inline(never)]
     pub(super) fn forward_eager<K: OneKernels>(ctx: &mut Context, side: &Side, s: Step1, k: u32) {
-        K::eager_forward(ctx, &side.eager[k as usize], s.out);
+        K::eager_forward(ctx, &side.eager[k as usize].op, s.out);
     }
 
     /// The backward of such an op: its eager entry point, with the
-    /// program's gradient state lent to the table rows it reads.
+    /// program's gradient state lent to the table rows it reads (listed at
+    /// capture).
     #[cold]
     #[inline(never)]
     pub(super) fn backward_eager<K: OneKernels>(&mut self, ctx: &mut Context, s: Step1, k: u32) {
-        let op = self.side.eager[k as usize];
-        let none = Lent {
-            id: 0,
-            grad: None,
-            root: 0,
-            root_grad: None,
-            root_mark: false,
-        };
-        // The output and each input (an input named twice is lent twice).
-        let mut lent = [none; MAX_INPUTS + 1];
-        let mut n = 0;
-        let rows = &self.rows;
-        let mut lend = |id: u32| {
-            // A view reads its root's slot and mark (the program's rows
-            // hold them under the root).
-            let root = ctx.entry_ref(id).view_of.unwrap_or(id);
-            let state = rows[root as usize];
-            let (grad, r) = (ctx.entry_ref(id).grad, *ctx.entry_ref(root));
-            lent[n] = Lent {
-                id,
-                grad,
-                root,
-                root_grad: r.grad,
-                root_mark: r.unzeroed,
-            };
-            n += 1;
+        let e = &self.side.eager[k as usize];
+        let lend = &e.lend[..e.n as usize];
+        // What the table held (the row's gradient buffer, its root's buffer
+        // and mark), put back after.
+        let mut held = [(None, None, false); MAX_INPUTS + 1];
+        for (h, &(id, root)) in held.iter_mut().zip(lend) {
+            let state = self.rows[root as usize];
+            let r = ctx.entry_ref(root);
+            *h = (ctx.entry_ref(id).grad, r.grad, r.unzeroed);
             let r = ctx.entry_mut(root);
             r.grad = state.grad;
             r.unzeroed = state.unzeroed;
             ctx.entry_mut(id).grad = state.grad;
-        };
-        lend(s.out);
-        op.for_each_input(&mut lend);
-        K::eager_backward(ctx, &op, s.out);
-        for l in &lent[..n] {
-            self.rows[l.root as usize].unzeroed = ctx.entry_ref(l.root).unzeroed;
+        }
+        K::eager_backward(ctx, &e.op, s.out);
+        for &(_, root) in lend {
+            self.rows[root as usize].unzeroed = ctx.entry_ref(root).unzeroed;
         }
         // In reverse: a row lent twice ends as it was before the first.
-        for l in lent[..n].iter().rev() {
-            let r = ctx.entry_mut(l.root);
-            r.grad = l.root_grad;
-            r.unzeroed = l.root_mark;
-            ctx.entry_mut(l.id).grad = l.grad;
+        for (&(id, root), &(grad, root_grad, root_mark)) in
+            lend.iter().zip(&held[..lend.len()]).rev()
+        {
+            let r = ctx.entry_mut(root);
+            r.grad = root_grad;
+            r.unzeroed = root_mark;
+            ctx.entry_mut(id).grad = grad;
         }
     }
 }

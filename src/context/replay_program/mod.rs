@@ -60,7 +60,7 @@
 
 use crate::arena::Buf;
 use crate::context::Context;
-use crate::ops::{BinaryFn, MAX_CONCAT, OneOp, Op, UnaryFn};
+use crate::ops::{BinaryFn, MAX_CONCAT, MAX_INPUTS, OneOp, Op, UnaryFn};
 use crate::shape::{MAX_DIMS, Shape};
 
 mod build;
@@ -286,6 +286,17 @@ struct Row {
     unzeroed: bool,
 }
 
+/// An op run by its own eager entry points, with the table rows its
+/// backward reads the walk's state from, resolved at capture: its output,
+/// then each input as the op names them (one named twice, twice), each
+/// with its root (a view's tensor, whose slot and mark the view reads).
+#[derive(Clone, Copy)]
+struct EagerStep {
+    op: Op,
+    lend: [(u32, u32); MAX_INPUTS + 1],
+    n: u8,
+}
+
 /// What some ops keep beside their step (too large for it).
 #[derive(Default)]
 struct Side {
@@ -294,7 +305,7 @@ struct Side {
     selects: Vec<Select>,
     joins: Vec<Join>,
     permutes: Vec<Permute>,
-    eager: Vec<Op>,
+    eager: Vec<EagerStep>,
 }
 
 /// A step's program (see the module docs).
