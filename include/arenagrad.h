@@ -1662,6 +1662,19 @@ ag_status ag_normal_id_glm_lpdf(struct ag_context *ctx, struct ag_tensor y, stru
 // beta not [d], alpha neither one element nor [n]), OUT_OF_MEMORY.
 ag_status ag_bernoulli_logit_glm_lpmf(struct ag_context *ctx, struct ag_tensor y, struct ag_tensor x, bool transpose_x, struct ag_tensor alpha, struct ag_tensor beta, struct ag_tensor *out);
 
+// out = the LKJ(eta) log density of L [K, K], the Cholesky factor of a
+// correlation matrix (as ag_constrain_cholesky_corr makes it), its
+// normalising constant included, a scalar (Stan's
+// lkj_corr_cholesky_lpdf): sum_i (K - i - 1 + 2 eta - 2) ln L_ii (rows
+// from 0) - ln c_K(eta). With ag_constrain_cholesky_corr's log-Jacobian it
+// makes L L^T ~ LKJ(eta) (eta = 1: uniform over correlation matrices).
+// Only L's diagonal is read, and gets a gradient; a diagonal entry <= 0
+// gives NaN or -inf.
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// SHAPE_MISMATCH (L not [K, K]), INVALID_ARGUMENT (eta not positive and
+// finite), OUT_OF_MEMORY.
+ag_status ag_lkj_corr_cholesky_lpdf(struct ag_context *ctx, struct ag_tensor l, float eta, struct ag_tensor *out);
+
 // out = lb + e^x (every element above lb); log_jacobian = sum(x), the
 // scalar ln |d out / dx| summed, to add to a density on out sampled in x.
 // Errors: NULL_ARGUMENT (out, log_jacobian), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,

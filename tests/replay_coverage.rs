@@ -467,7 +467,8 @@ fn recurrence(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
 }
 
 /// An LKJ-style density: a 4 x 4 correlation factor from 6 coordinates
-/// (a parameter plus the input), its ln diagonal and its log-Jacobian.
+/// (a parameter plus the input), its ln diagonal, its LKJ log density
+/// and its log-Jacobian.
 fn lkj(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
     let u = c.add(p[0], x).unwrap(); // [6]
     let (l, jac) = c.constrain_cholesky_corr(u).unwrap();
@@ -478,6 +479,8 @@ fn lkj(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
     let sq = c.mul(l, l).unwrap();
     let sq = c.sum(sq).unwrap();
     let s = c.add(s, sq).unwrap();
+    let prior = c.lkj_corr_cholesky_lpdf(l, 1.7).unwrap();
+    let s = c.add(s, prior).unwrap();
     c.add(s, jac).unwrap()
 }
 

@@ -915,6 +915,11 @@ fn targeted_cases(env: &Env) -> Vec<(&'static str, String)> {
     check("ag_normal_id_glm_lpdf", st, "OUT_OF_MEMORY", c);
     let st = ag_bernoulli_logit_glm_lpmf(c, column, square, false, single, column, &mut out);
     check("ag_bernoulli_logit_glm_lpmf", st, "OUT_OF_MEMORY", c);
+    // eta is checked before anything is allocated.
+    let st = ag_lkj_corr_cholesky_lpdf(c, square, 0.0, &mut out);
+    check("ag_lkj_corr_cholesky_lpdf", st, "INVALID_ARGUMENT", c);
+    let st = ag_lkj_corr_cholesky_lpdf(c, square, 2.0, &mut out);
+    check("ag_lkj_corr_cholesky_lpdf", st, "OUT_OF_MEMORY", c);
     let st = ag_attention_gqa(c, heads, heads, heads, &mut out);
     check("ag_attention_gqa", st, "OUT_OF_MEMORY", c);
     let st = ag_bmm(c, a3, b3, false, false, &mut out);

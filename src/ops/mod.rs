@@ -93,6 +93,7 @@ pub(crate) mod embedding;
 pub(crate) mod glm;
 pub(crate) mod group_norm;
 pub(crate) mod linalg;
+pub(crate) mod lkj;
 pub(crate) mod llama;
 pub(crate) mod loss;
 pub(crate) mod matmul;
@@ -313,6 +314,9 @@ pub(crate) enum Op {
     CholeskyCorr { x: u32 },
     /// Its log-Jacobian, a scalar, from the same x.
     CholeskyCorrLogJacobian { x: u32 },
+    /// Stan's lkj_corr_cholesky_lpdf of L (`lkj`): eta and ln c_K(eta),
+    /// the normalising constant, fixed when recorded.
+    LkjCorrCholesky { l: u32, eta: f32, constant: f64 },
     /// Stan's normal_id_glm_lpdf; the residuals y - alpha - X beta saved.
     NormalIdGlm {
         y: u32,

@@ -37,8 +37,8 @@
 
 use super::{
     BackwardReads, CaptureRule, IdAxis, IdBuffer, OneOp, Op, ReplayForm, attention, batch_norm,
-    cholesky_corr, conv, dropout, elementwise, embedding, glm, group_norm, linalg, llama, loss,
-    matmul, norm, reduce, shape_ops,
+    cholesky_corr, conv, dropout, elementwise, embedding, glm, group_norm, linalg, lkj, llama,
+    loss, matmul, norm, reduce, shape_ops,
 };
 use crate::context::Context;
 
@@ -339,6 +339,12 @@ macro_rules! op_table {
                 name "bernoulli_logit_glm_lpmf", inputs [y, x, alpha, beta], reads (true, true),
                 forward glm::forward_bernoulli_logit_glm([y, x, alpha, beta], transposed, saved),
                 backward glm::backward_bernoulli_logit_glm([y, x, alpha, beta], transposed, saved),
+                replay Some(ReplayForm::Eager),
+                capture CaptureRule::Plain;
+            LkjCorrCholesky { l, eta, constant }:
+                name "lkj_corr_cholesky_lpdf", inputs [l], reads (true, false),
+                forward lkj::forward_lkj_corr_cholesky(l, eta, constant),
+                backward lkj::backward_lkj_corr_cholesky(l, eta),
                 replay Some(ReplayForm::Eager),
                 capture CaptureRule::Plain;
             GlobalAvgPool2d { x }:

@@ -161,7 +161,7 @@ fn power_series(c: &[f64], t: f64) -> f64 {
 }
 
 /// lgamma(x) in f64 for x > 0.
-pub(super) fn lgamma_f64(x: f64) -> f64 {
+pub(crate) fn lgamma_f64(x: f64) -> f64 {
     if x < 0.5 {
         // lgamma(x) = lgamma(1 + x) - ln x, the series at 1 with t = x.
         -EULER * x + power_series(&Z1, -x) * -x - x.ln()

@@ -43,6 +43,7 @@ mod logsumexp;
 mod normal;
 
 pub use beta::{lbeta, lbeta_grad_a, lbeta_grad_b};
+pub(crate) use gamma::lgamma_f64;
 pub use gamma::{digamma, digamma_grad, lgamma, lgamma_grad, trigamma, trigamma_grad};
 pub use incbeta::{beta_inc, beta_inc_grad_a, beta_inc_grad_b, beta_inc_grad_x};
 pub use incgamma::{

@@ -917,6 +917,12 @@ c_functions! {
         contract: call(ag_bernoulli_logit_glm_lpmf(ctx, u, t, false, t, t, o)),
         c: AG_OP("3, (4), (4, 1), (1), ag_bernoulli_logit_glm_lpmf(c, t[0], t[1], false, t[2], t[2], out)"),
     }
+    ag_lkj_corr_cholesky_lpdf {
+        fuzz: LKJ_CORR_CHOLESKY,
+        null: call(ag_lkj_corr_cholesky_lpdf(n, p, 1.5, &mut o)),
+        contract: call(ag_lkj_corr_cholesky_lpdf(ctx, t, 1.5, o)),
+        c: AG_OP("1, (2, 2), (1), (1), ag_lkj_corr_cholesky_lpdf(c, t[0], 1.5f, out)"),
+    }
     ag_mse_loss {
         fuzz: MSE_LOSS => binary,
         null: call(ag_mse_loss(n, p, p, &mut o)),

@@ -282,6 +282,8 @@ ids! {
     NORMAL_ID_GLM = 0xE5;
     /// ag_bernoulli_logit_glm_lpmf: four handles, X transposed or not.
     BERNOULLI_LOGIT_GLM = 0xE6;
+    /// ag_lkj_corr_cholesky_lpdf: L (square or not) and eta (any float).
+    LKJ_CORR_CHOLESKY = 0xE7;
 }
 
 /// The ids a byte that is no id maps onto, in the order [`ALL`] had when

@@ -223,6 +223,7 @@ impl<'a> FfiOps<'a> {
             ids::BETA_INC => self.beta_inc(),
             ids::NORMAL_ID_GLM => self.normal_id_glm(),
             ids::BERNOULLI_LOGIT_GLM => self.bernoulli_glm(),
+            ids::LKJ_CORR_CHOLESKY => self.lkj_corr_cholesky(),
             ids::CONCAT => self.concat(),
             ids::SLICE => self.slice(),
             ids::DROPOUT => self.dropout(),

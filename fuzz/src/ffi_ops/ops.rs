@@ -190,6 +190,15 @@ impl FfiOps<'_> {
         self.op("ag_pow", t, &[x], |c, o| ag_pow(c, x, p, o));
     }
 
+    pub(super) fn lkj_corr_cholesky(&mut self) {
+        let t = self.target();
+        let l = self.handle();
+        let eta = self.input.f32();
+        self.op("ag_lkj_corr_cholesky_lpdf", t, &[l], |c, o| {
+            ag_lkj_corr_cholesky_lpdf(c, l, eta, o)
+        });
+    }
+
     pub(super) fn clamp_op(&mut self) {
         let t = self.target();
         let x = self.handle();

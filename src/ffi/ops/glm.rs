@@ -1,4 +1,5 @@
-//! Fused likelihoods: Stan's normal_id_glm_lpdf and bernoulli_logit_glm_lpmf.
+//! Fused likelihoods: Stan's normal_id_glm_lpdf and bernoulli_logit_glm_lpmf,
+//! and the LKJ prior on a correlation factor, lkj_corr_cholesky_lpdf.
 
 use crate::ffi::prelude::*;
 
@@ -57,5 +58,28 @@ pub extern "C" fn ag_bernoulli_logit_glm_lpmf(
 ) -> ag_status {
     op("ag_bernoulli_logit_glm_lpmf", ctx, out, |c| {
         c.bernoulli_logit_glm_lpmf(y.into(), x.into(), transpose_x, alpha.into(), beta.into())
+    })
+}
+
+/// out = the LKJ(eta) log density of L [K, K], the Cholesky factor of a
+/// correlation matrix (as ag_constrain_cholesky_corr makes it), its
+/// normalising constant included, a scalar (Stan's
+/// lkj_corr_cholesky_lpdf): sum_i (K - i - 1 + 2 eta - 2) ln L_ii (rows
+/// from 0) - ln c_K(eta). With ag_constrain_cholesky_corr's log-Jacobian it
+/// makes L L^T ~ LKJ(eta) (eta = 1: uniform over correlation matrices).
+/// Only L's diagonal is read, and gets a gradient; a diagonal entry <= 0
+/// gives NaN or -inf.
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// SHAPE_MISMATCH (L not [K, K]), INVALID_ARGUMENT (eta not positive and
+/// finite), OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_lkj_corr_cholesky_lpdf(
+    ctx: *mut ag_context,
+    l: ag_tensor,
+    eta: f32,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_lkj_corr_cholesky_lpdf", ctx, out, |c| {
+        c.lkj_corr_cholesky_lpdf(l.into(), eta)
     })
 }
