@@ -517,21 +517,14 @@ static ag_status beta_iid(ag_context *ctx, const model *m, ag_tensor q, ag_tenso
 static ag_status covariance_factor(ag_context *ctx, const model *m, ag_tensor q, int K, ag_tensor *Ls,
                                    ag_tensor *lp) {
     size_t pairs = (size_t)(K * (K - 1) / 2);
-    ag_tensor ltau, tau, jac_tau, u, L, jac_L, d, w, t, tau_col;
+    ag_tensor ltau, tau, jac_tau, u, L, jac_L, t, tau_col;
     TRY(ag_slice(ctx, q, 0, 0, (size_t)K, &ltau));
     TRY(ag_slice(ctx, q, 0, (size_t)K, pairs, &u));
     TRY(ag_constrain_lower(ctx, ltau, 0.0f, &tau, &jac_tau));
     TRY(ag_constrain_cholesky_corr(ctx, u, &L, &jac_L));
     TRY(ag_add(ctx, jac_tau, jac_L, lp));
-    /* lkj_corr_cholesky(eta): sum_i (K - i - 1 + 2 eta - 2) log L[i][i]
-     * (rows from 0; row 0's log is 0) */
-    float weights[4];
-    for (int i = 0; i < K; i++) weights[i] = (float)(K - i - 1 + 2.0 * m->lkj_eta - 2.0);
-    TRY(ag_diagonal(ctx, L, &d));
-    TRY(ag_log(ctx, d, &d));
-    TRY(constant(ctx, weights, (size_t)K, 0, &w));
-    TRY(ag_mul(ctx, d, w, &t));
-    TRY(ag_sum(ctx, t, &t));
+    /* L ~ lkj_corr_cholesky(eta): one op, reading L's diagonal */
+    TRY(ag_lkj_corr_cholesky_lpdf(ctx, L, (float)m->lkj_eta, &t));
     TRY(accumulate(ctx, lp, t));
     TRY(sumsq(ctx, tau, (float)(-0.5 / (m->sigma_scale * m->sigma_scale)), &t));
     TRY(accumulate(ctx, lp, t));
