@@ -1675,6 +1675,17 @@ ag_status ag_bernoulli_logit_glm_lpmf(struct ag_context *ctx, struct ag_tensor y
 // finite), OUT_OF_MEMORY.
 ag_status ag_lkj_corr_cholesky_lpdf(struct ag_context *ctx, struct ag_tensor l, float eta, struct ag_tensor *out);
 
+// out = sum_i ln N(y_i | mu_i, sigma_i), the normalising constant
+// included, a scalar (Stan's normal_lpdf, `y ~ normal(mu, sigma)`) as one
+// op where a subtraction, a division, a square, a log and a sum took
+// five. y has any shape; mu and sigma are one element (shared) or y's
+// shape. Every operand gets a gradient; a sigma that is not positive
+// gives NaN or inf.
+// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+// SHAPE_MISMATCH (mu or sigma neither one element nor y's shape),
+// OUT_OF_MEMORY.
+ag_status ag_normal_lpdf(struct ag_context *ctx, struct ag_tensor y, struct ag_tensor mu, struct ag_tensor sigma, struct ag_tensor *out);
+
 // out = lb + e^x (every element above lb); log_jacobian = sum(x), the
 // scalar ln |d out / dx| summed, to add to a density on out sampled in x.
 // Errors: NULL_ARGUMENT (out, log_jacobian), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,

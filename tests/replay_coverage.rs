@@ -3,7 +3,8 @@
 //! permutes, reshape views and element-wise ops on hundreds of elements,
 //! and ops run through their own eager entry points (the matrix functions,
 //! the incomplete beta function, the linear recurrence, the correlation
-//! factor, the regression likelihoods, matmuls, norms (with and without their
+//! factor and its LKJ prior, the fused likelihoods (normal_lpdf and the
+//! regressions'), matmuls, norms (with and without their
 //! affine parameters), losses, attention, convolutions and pools). Each model is
 //! captured once and must get a program (`step_has_program`, a
 //! `test-hooks` entry); its replays, with new inputs and moved parameters,
@@ -500,7 +501,19 @@ fn logistic_glm(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
         .unwrap()
 }
 
+/// y ~ normal(mu, sigma): y the input [4, 5], mu a shared parameter,
+/// sigma = e^(per-element parameter); then again with y as its own mu's
+/// operand and a shared sigma.
+fn normal(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
+    let sigma = c.exp(p[1]).unwrap();
+    let a = c.normal_lpdf(x, p[0], sigma).unwrap();
+    let s = c.exp(p[0]).unwrap();
+    let b = c.normal_lpdf(p[1], x, s).unwrap();
+    c.add(a, b).unwrap()
+}
+
 fn main() {
+    same_bits("normal_lpdf", &[&[1], &[4, 5]], &[4, 5], normal);
     same_bits(
         "linear recurrence",
         &[&[1], &[1], &[20, 3]],

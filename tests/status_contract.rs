@@ -920,6 +920,8 @@ fn targeted_cases(env: &Env) -> Vec<(&'static str, String)> {
     check("ag_lkj_corr_cholesky_lpdf", st, "INVALID_ARGUMENT", c);
     let st = ag_lkj_corr_cholesky_lpdf(c, square, 2.0, &mut out);
     check("ag_lkj_corr_cholesky_lpdf", st, "OUT_OF_MEMORY", c);
+    let st = ag_normal_lpdf(c, column, single, column, &mut out);
+    check("ag_normal_lpdf", st, "OUT_OF_MEMORY", c);
     let st = ag_attention_gqa(c, heads, heads, heads, &mut out);
     check("ag_attention_gqa", st, "OUT_OF_MEMORY", c);
     let st = ag_bmm(c, a3, b3, false, false, &mut out);

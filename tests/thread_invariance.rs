@@ -455,7 +455,7 @@ const CASES: &[Case] = &[
     // the incomplete gamma and beta, Cholesky with a solve and ln det, a
     // transform, a linear recurrence over the rows of a matrix.
     (
-        "inv_phi, gamma_p, beta_inc, cholesky, solve, log_det, transforms, recurrence, corr factor, glms",
+        "inv_phi, gamma_p, beta_inc, cholesky, solve, log_det, transforms, recurrence, corr factor, lkj, glms, normal_lpdf",
         || {
             let n = 24;
             let mut random = normals(37);
@@ -503,6 +503,9 @@ const CASES: &[Case] = &[
             let s2 = ctx.add(s2, corr_jac).unwrap();
             let lkj = ctx.lkj_corr_cholesky_lpdf(corr, 2.5).unwrap();
             let s2 = ctx.add(s2, lkj).unwrap();
+            // y ~ normal(q, e^x) element by element.
+            let normal = ctx.normal_lpdf(x, q, a).unwrap();
+            let s2 = ctx.add(s2, normal).unwrap();
             let s2 = ctx.add(s2, glm).unwrap();
             let s2 = ctx.add(s2, logit).unwrap();
             let loss = ctx.add(s1, s2).unwrap();

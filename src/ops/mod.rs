@@ -96,6 +96,7 @@ pub(crate) mod linalg;
 pub(crate) mod lkj;
 pub(crate) mod llama;
 pub(crate) mod loss;
+pub(crate) mod lpdf;
 pub(crate) mod matmul;
 pub(crate) mod norm;
 pub(crate) mod reduce;
@@ -317,6 +318,9 @@ pub(crate) enum Op {
     /// Stan's lkj_corr_cholesky_lpdf of L (`lkj`): eta and ln c_K(eta),
     /// the normalising constant, fixed when recorded.
     LkjCorrCholesky { l: u32, eta: f32, constant: f64 },
+    /// Stan's normal_lpdf, summed (`lpdf`): mu and sigma one element or
+    /// y's shape.
+    NormalLpdf { y: u32, mu: u32, sigma: u32 },
     /// Stan's normal_id_glm_lpdf; the residuals y - alpha - X beta saved.
     NormalIdGlm {
         y: u32,

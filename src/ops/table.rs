@@ -38,7 +38,7 @@
 use super::{
     BackwardReads, CaptureRule, IdAxis, IdBuffer, OneOp, Op, ReplayForm, attention, batch_norm,
     cholesky_corr, conv, dropout, elementwise, embedding, glm, group_norm, linalg, lkj, llama,
-    loss, matmul, norm, reduce, shape_ops,
+    loss, lpdf, matmul, norm, reduce, shape_ops,
 };
 use crate::context::Context;
 
@@ -345,6 +345,12 @@ macro_rules! op_table {
                 name "lkj_corr_cholesky_lpdf", inputs [l], reads (true, false),
                 forward lkj::forward_lkj_corr_cholesky(l, eta, constant),
                 backward lkj::backward_lkj_corr_cholesky(l, eta),
+                replay Some(ReplayForm::Eager),
+                capture CaptureRule::Plain;
+            NormalLpdf { y, mu, sigma }:
+                name "normal_lpdf", inputs [y, mu, sigma], reads (true, false),
+                forward lpdf::forward_normal_lpdf([y, mu, sigma]),
+                backward lpdf::backward_normal_lpdf([y, mu, sigma]),
                 replay Some(ReplayForm::Eager),
                 capture CaptureRule::Plain;
             GlobalAvgPool2d { x }:

@@ -923,6 +923,12 @@ c_functions! {
         contract: call(ag_lkj_corr_cholesky_lpdf(ctx, t, 1.5, o)),
         c: AG_OP("1, (2, 2), (1), (1), ag_lkj_corr_cholesky_lpdf(c, t[0], 1.5f, out)"),
     }
+    ag_normal_lpdf {
+        fuzz: NORMAL_LPDF,
+        null: call(ag_normal_lpdf(n, p, q, p, &mut o)),
+        contract: call(ag_normal_lpdf(ctx, u, t, t, o)),
+        c: AG_OP("3, (4), (1), (1), ag_normal_lpdf(c, t[0], t[1], t[2], out)"),
+    }
     ag_mse_loss {
         fuzz: MSE_LOSS => binary,
         null: call(ag_mse_loss(n, p, p, &mut o)),

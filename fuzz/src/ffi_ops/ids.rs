@@ -284,6 +284,8 @@ ids! {
     BERNOULLI_LOGIT_GLM = 0xE6;
     /// ag_lkj_corr_cholesky_lpdf: L (square or not) and eta (any float).
     LKJ_CORR_CHOLESKY = 0xE7;
+    /// ag_normal_lpdf: y, mu and sigma (shapes that fit or not).
+    NORMAL_LPDF = 0xE8;
 }
 
 /// The ids a byte that is no id maps onto, in the order [`ALL`] had when

@@ -224,6 +224,7 @@ impl<'a> FfiOps<'a> {
             ids::NORMAL_ID_GLM => self.normal_id_glm(),
             ids::BERNOULLI_LOGIT_GLM => self.bernoulli_glm(),
             ids::LKJ_CORR_CHOLESKY => self.lkj_corr_cholesky(),
+            ids::NORMAL_LPDF => self.normal_lpdf(),
             ids::CONCAT => self.concat(),
             ids::SLICE => self.slice(),
             ids::DROPOUT => self.dropout(),

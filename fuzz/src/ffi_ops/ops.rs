@@ -68,6 +68,14 @@ impl FfiOps<'_> {
         });
     }
 
+    pub(super) fn normal_lpdf(&mut self) {
+        let t = self.target();
+        let [y, mu, sigma]: [ag_tensor; 3] = std::array::from_fn(|_| self.handle());
+        self.op("ag_normal_lpdf", t, &[y, mu, sigma], |c, o| {
+            ag_normal_lpdf(c, y, mu, sigma, o)
+        });
+    }
+
     pub(super) fn layernorm(&mut self) {
         let t = self.target();
         let x = self.handle();

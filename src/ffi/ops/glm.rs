@@ -1,5 +1,6 @@
-//! Fused likelihoods: Stan's normal_id_glm_lpdf and bernoulli_logit_glm_lpmf,
-//! and the LKJ prior on a correlation factor, lkj_corr_cholesky_lpdf.
+//! Fused likelihoods: Stan's normal_lpdf, normal_id_glm_lpdf and
+//! bernoulli_logit_glm_lpmf, and the LKJ prior on a correlation factor,
+//! lkj_corr_cholesky_lpdf.
 
 use crate::ffi::prelude::*;
 
@@ -81,5 +82,27 @@ pub extern "C" fn ag_lkj_corr_cholesky_lpdf(
 ) -> ag_status {
     op("ag_lkj_corr_cholesky_lpdf", ctx, out, |c| {
         c.lkj_corr_cholesky_lpdf(l.into(), eta)
+    })
+}
+
+/// out = sum_i ln N(y_i | mu_i, sigma_i), the normalising constant
+/// included, a scalar (Stan's normal_lpdf, `y ~ normal(mu, sigma)`) as one
+/// op where a subtraction, a division, a square, a log and a sum took
+/// five. y has any shape; mu and sigma are one element (shared) or y's
+/// shape. Every operand gets a gradient; a sigma that is not positive
+/// gives NaN or inf.
+/// Errors: NULL_ARGUMENT (out), STALE_HANDLE, WRONG_CONTEXT, INVALID_HANDLE,
+/// SHAPE_MISMATCH (mu or sigma neither one element nor y's shape),
+/// OUT_OF_MEMORY.
+#[unsafe(no_mangle)]
+pub extern "C" fn ag_normal_lpdf(
+    ctx: *mut ag_context,
+    y: ag_tensor,
+    mu: ag_tensor,
+    sigma: ag_tensor,
+    out: *mut ag_tensor,
+) -> ag_status {
+    op("ag_normal_lpdf", ctx, out, |c| {
+        c.normal_lpdf(y.into(), mu.into(), sigma.into())
     })
 }
