@@ -1,11 +1,5 @@
 use crate::Context;
-use crate::ops::gradcheck::{Check, gradcheck};
-
-fn read(c: &Context, t: crate::Tensor) -> Vec<f32> {
-    let mut v = vec![0.0; c.shape(t).unwrap().numel()];
-    c.read(t, &mut v).unwrap();
-    v
-}
+use crate::ops::gradcheck::{Check, gradcheck, read};
 
 /// Stan's loop in f64 (sum_sqs and sqrt(1 - sum_sqs), 1 - z^2 from tanh),
 /// the log-Jacobian as Stan accumulates it.

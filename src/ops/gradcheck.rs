@@ -10,6 +10,20 @@
 use crate::context::{Context, Tensor};
 use crate::error::Result;
 
+/// A tensor's values, read whole (the ops' tests).
+pub(crate) fn read(c: &Context, t: Tensor) -> Vec<f32> {
+    let mut v = vec![0.0; c.shape(t).unwrap().numel()];
+    c.read(t, &mut v).unwrap();
+    v
+}
+
+/// A tensor's gradient, read whole (the ops' tests).
+pub(crate) fn read_grad(c: &Context, t: Tensor) -> Vec<f32> {
+    let mut v = vec![0.0; c.shape(t).unwrap().numel()];
+    c.read_grad(t, &mut v).unwrap();
+    v
+}
+
 pub(crate) struct Check {
     pub name: String,
     pub shapes: Vec<Vec<usize>>,

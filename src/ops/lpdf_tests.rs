@@ -1,21 +1,9 @@
 use super::LN_SQRT_2PI;
+use crate::Context;
 use crate::error::Error;
-use crate::ops::gradcheck::{Check, gradcheck};
-use crate::{Context, Tensor};
+use crate::ops::gradcheck::{Check, gradcheck, read, read_grad};
 
 const EPS: f64 = f32::EPSILON as f64;
-
-fn read(c: &Context, t: Tensor) -> Vec<f32> {
-    let mut v = vec![0.0; c.shape(t).unwrap().numel()];
-    c.read(t, &mut v).unwrap();
-    v
-}
-
-fn read_grad(c: &Context, t: Tensor) -> Vec<f32> {
-    let mut v = vec![0.0; c.shape(t).unwrap().numel()];
-    c.read_grad(t, &mut v).unwrap();
-    v
-}
 
 /// Deterministic values in [lo, lo + width).
 fn values(n: usize, seed: f32, lo: f32, width: f32) -> Vec<f32> {

@@ -104,13 +104,7 @@ impl Context {
 #[cfg(test)]
 mod tests {
     use crate::Context;
-    use crate::ops::gradcheck::{Check, gradcheck};
-
-    fn read(c: &Context, t: crate::Tensor) -> Vec<f32> {
-        let mut v = vec![0.0; c.shape(t).unwrap().numel()];
-        c.read(t, &mut v).unwrap();
-        v
-    }
+    use crate::ops::gradcheck::{Check, gradcheck, read};
 
     /// Values and log-Jacobians against f64, the Jacobian against a
     /// central difference of y in f64 (within 1e-5 relative: one exp or

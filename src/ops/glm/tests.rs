@@ -1,21 +1,10 @@
+use crate::Context;
 use crate::ops::gradcheck::{Check, gradcheck};
-use crate::{Context, Tensor};
+pub(super) use crate::ops::gradcheck::{read, read_grad};
 
 // Helpers both families' tests use.
 
 pub(super) const EPS: f64 = f32::EPSILON as f64;
-
-pub(super) fn read(c: &Context, t: Tensor) -> Vec<f32> {
-    let mut v = vec![0.0; c.shape(t).unwrap().numel()];
-    c.read(t, &mut v).unwrap();
-    v
-}
-
-pub(super) fn read_grad(c: &Context, t: Tensor) -> Vec<f32> {
-    let mut v = vec![0.0; c.shape(t).unwrap().numel()];
-    c.read_grad(t, &mut v).unwrap();
-    v
-}
 
 /// Deterministic values in [-1, 1).
 pub(super) fn values(n: usize, seed: f32) -> Vec<f32> {

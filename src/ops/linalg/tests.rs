@@ -1,5 +1,5 @@
 use crate::Context;
-use crate::ops::gradcheck::{Check, gradcheck};
+use crate::ops::gradcheck::{Check, gradcheck, read};
 
 /// A fixed symmetric positive-definite matrix `[n, n]` in f64: B B^T + n I
 /// with B from a small generator.
@@ -24,12 +24,6 @@ fn spd(n: usize, seed: u64) -> Vec<f64> {
 
 fn f32s(v: &[f64]) -> Vec<f32> {
     v.iter().map(|&x| x as f32).collect()
-}
-
-fn read(c: &Context, t: crate::Tensor) -> Vec<f32> {
-    let mut v = vec![0.0; c.shape(t).unwrap().numel()];
-    c.read(t, &mut v).unwrap();
-    v
 }
 
 /// Cholesky in f64, for the references.
