@@ -5,9 +5,10 @@
 //! the shape alone (see [`image_tasks`]); each task unfolds its images into
 //! its own part of the column buffer. Every image's values come from the
 //! same kernel calls whichever thread runs them, the weight gradient adds
-//! the tasks' parts in order on one thread, and each channel of the bias
-//! gradient sums its images in order on one thread, so the bits do not
-//! depend on the thread count.
+//! the tasks' parts in order on one thread, and the bias gradient adds
+//! each image's channel sums (taken while the image's output gradient is
+//! in cache) in image order on one thread, so the bits do not depend on
+//! the thread count.
 
 use super::columns::{col2im, im2col};
 use super::geometry::{Taps, nchw};
@@ -142,6 +143,16 @@ pub(crate) fn col_len(
         .checked_mul(tasks)
 }
 
+/// Room after the columns for the bias gradient's per-image channel sums
+/// (see [`image_channel_sums`]), when there is a bias.
+pub(crate) fn bias_sums_len(n: usize, c_out: usize, bias: bool) -> Option<usize> {
+    if bias {
+        n.checked_mul(c_out)?.checked_mul(2)
+    } else {
+        Some(0)
+    }
+}
+
 /// Forward of the images of one task: `x` and `y` hold those images.
 fn forward_images(
     d: &Dims,
@@ -172,8 +183,7 @@ fn forward_images(
             sgemm_on(pool, g, 1.0, wg, cg, beta, yg);
         }
         if d.relu {
-            // As the ReLU op: NaN becomes 0.
-            yi.iter_mut().for_each(|v| *v = v.max(0.0));
+            crate::simd::dispatch!(relu_in_place(yi));
         }
     }
 }
@@ -267,6 +277,7 @@ fn grad_images(
     mut dx: Option<&mut [f32]>,
     fresh: bool,
     col: &mut [f32],
+    mut sums: Option<&mut [f32]>,
     dy: &[f32],
     y: &[f32],
     x: &[f32],
@@ -285,6 +296,10 @@ fn grad_images(
         } else {
             dyi
         };
+        if let Some(sums) = sums.as_deref_mut() {
+            let pairs = &mut sums[i * 2 * d.c_out..][..2 * d.c_out];
+            crate::simd::dispatch!(image_channel_sums(dyi, l, pairs));
+        }
         if let Some(dw) = dw.as_deref_mut() {
             im2col(d, &x[i * d.image_in()..][..d.image_in()], col);
             for grp in 0..d.groups {
@@ -307,6 +322,12 @@ fn grad_images(
     }
 }
 
+/// y = max(y, 0), as the ReLU op: NaN becomes 0.
+#[inline(always)]
+fn relu_in_place(y: &mut [f32]) {
+    y.iter_mut().for_each(|v| *v = v.max(0.0));
+}
+
 /// `masked` = dy where the ReLU's output `y` is positive, else 0: the
 /// values ReLU's own backward passes on.
 #[inline(always)]
@@ -316,10 +337,56 @@ fn relu_mask(masked: &mut [f32], dy: &[f32], y: &[f32]) {
     }
 }
 
+/// Each channel's sum of one image's output gradient `dy` (rows of `l`)
+/// in f64, as [`channel_sum`] takes it, kept as two f32s: `pairs[2c]` the
+/// sum rounded and `pairs[2c + 1]` what the rounding left, 48 bits in all,
+/// which add back exactly in f64.
+#[inline(always)]
+pub(super) fn image_channel_sums(dy: &[f32], l: usize, pairs: &mut [f32]) {
+    if l == 0 {
+        return pairs.fill(0.0);
+    }
+    for (row, pair) in dy.chunks_exact(l).zip(pairs.chunks_exact_mut(2)) {
+        let s = channel_sum(std::iter::once((row, None)));
+        let rounded = s as f32;
+        // An overflowing sum keeps its infinity rather than inf - inf.
+        let rest = if rounded.is_finite() {
+            (s - rounded as f64) as f32
+        } else {
+            0.0
+        };
+        (pair[0], pair[1]) = (rounded, rest);
+    }
+}
+
+/// Adds to `db` each channel's sum over the images of
+/// [`image_channel_sums`]' pairs, in image order, in f64.
+fn add_bias_sums(db: &mut [f32], sums: &[f32]) {
+    let c_out = db.len();
+    for (c, g) in db.iter_mut().enumerate() {
+        let total = sums.chunks_exact(2 * c_out).fold(0.0f64, |acc, image| {
+            acc + (image[2 * c] as f64 + image[2 * c + 1] as f64)
+        });
+        *g = (*g as f64 + total) as f32;
+    }
+}
+
+/// The column buffer less its last `sums_len` elements, and those as the
+/// bias sums' room if `want` (then cleared: one pass takes them).
+fn split_sums<'a>(
+    col: &'a mut [f32],
+    sums_len: usize,
+    want: &mut bool,
+) -> (&'a mut [f32], Option<&'a mut [f32]>) {
+    let (col, sums) = col.split_at_mut(col.len() - sums_len);
+    (col, std::mem::take(want).then_some(sums))
+}
+
 /// [`grad_images`] over the whole batch, cut into the image tasks of
 /// [`image_tasks`]. With several tasks, each adds its images' weight
 /// gradient into its own part after the columns, and the parts are added
-/// into `dw` in task order.
+/// into `dw` in task order. `sums`, when given, takes each image's
+/// channel sums of its (masked) output gradient.
 #[allow(clippy::too_many_arguments)]
 fn grad_tasks(
     d: &Dims,
@@ -328,6 +395,7 @@ fn grad_tasks(
     dx: Option<&mut [f32]>,
     fresh: bool,
     col: &mut [f32],
+    sums: Option<&mut [f32]>,
     dy: &[f32],
     y: &[f32],
     x: &[f32],
@@ -335,17 +403,21 @@ fn grad_tasks(
 ) {
     let tasks = image_tasks(d.n, d.macs_per_image());
     if tasks == 1 {
-        return grad_images(d, pool, dw, dx, fresh, col, dy, y, x, w);
+        return grad_images(d, pool, dw, dx, fresh, col, sums, dy, y, x, w);
     }
     let (cols_len, w_len) = (d.task_len(), d.c_out * d.k_group());
     let (cols, partials) = col.split_at_mut(tasks * cols_len);
     let want_dw = dw.is_some();
     let mut dx_parts = dx.map(|dx| fastmath::row_parts(dx, d.image_in(), tasks));
+    let mut sum_parts = sums.map(|s| fastmath::row_parts(s, 2 * d.c_out, tasks));
     let parts = cols
         .chunks_exact_mut(cols_len)
         .zip(partials.chunks_exact_mut(w_len))
-        .map(|part| (part, dx_parts.as_mut().and_then(Iterator::next)));
-    fastmath::run_parts(pool, parts, &|i, ((col, partial), dx)| {
+        .map(|part| {
+            let dx = dx_parts.as_mut().and_then(Iterator::next);
+            (part, dx, sum_parts.as_mut().and_then(Iterator::next))
+        });
+    fastmath::run_parts(pool, parts, &|i, ((col, partial), dx, sums)| {
         let images = pool::task_range(d.n, tasks, i);
         let outs = images.start * d.image_out()..images.end * d.image_out();
         let dy = &dy[outs.clone()];
@@ -357,7 +429,7 @@ fn grad_tasks(
         } else {
             (x, None)
         };
-        grad_images(d, None, partial, dx, fresh, col, dy, y, x, w)
+        grad_images(d, None, partial, dx, fresh, col, sums, dy, y, x, w)
     });
     if let Some(dw) = dw {
         for partial in partials.chunks_exact(w_len) {
@@ -462,33 +534,21 @@ fn backward(
         return;
     };
     let d = Dims::new(ctx, ix, iw, out, geom, relu);
-    let l = d.l();
     let par = ctx.want_pool(d.n * d.macs_per_image());
     let (ex, ew, eo) = (ctx.entry(ix), ctx.entry(iw), ctx.entry(out));
-    if let Some(db) = bias.and_then(|b| ctx.grad_of(b)) {
-        // Each channel's sum is its own: splitting the channels across
-        // threads leaves the bits as they are.
-        let par = d.c_out > 1 && ctx.want_pool(d.n * d.image_out() * fastmath::ELEMENT_COST);
-        let (pool, [db], [dy, y]) = ctx.access_on(par, [db], [dout, eo.data]);
-        let tasks = if par { d.c_out.min(pool::MAX_TASKS) } else { 1 };
-        fastmath::run_parts(pool, fastmath::row_parts(db, 1, tasks), &|i, db| {
-            let channels = pool::task_range(d.c_out, tasks, i);
-            for (co, dbv) in channels.zip(db.iter_mut()) {
-                let rows = dy.chunks_exact(d.image_out()).enumerate().map(|(i, img)| {
-                    let relu_out = d.relu.then(|| &y[i * d.image_out() + co * l..][..l]);
-                    (&img[co * l..][..l], relu_out)
-                });
-                *dbv = (*dbv as f64 + crate::simd::dispatch!(channel_sum(rows))) as f32;
-            }
-        });
-    }
+    // The bias gradient's per-image sums go in the column buffer's tail;
+    // the first product pass below takes them.
+    let db = bias.and_then(|b| ctx.grad_of(b));
+    let sums_len = if db.is_some() { 2 * d.n * d.c_out } else { 0 };
+    let mut want_sums = db.is_some();
     let dw = ctx.grad_of(iw);
     let dx = ctx.grad_to_overwrite(ix);
     match (dw, dx) {
         (Some(dw), Some((dx, fresh))) if !dw.overlaps(&dx) => {
             let (pool, [dw, col, dx], [dy, y, x, w]) =
                 ctx.access_on(par, [dw, col, dx], [dout, eo.data, ex.data, ew.data]);
-            grad_tasks(&d, pool, Some(dw), Some(dx), fresh, col, dy, y, x, w);
+            let (col, sums) = split_sums(col, sums_len, &mut want_sums);
+            grad_tasks(&d, pool, Some(dw), Some(dx), fresh, col, sums, dy, y, x, w);
         }
         (dw, dx) => {
             // One gradient, or x and the weight are one tensor: the
@@ -496,13 +556,25 @@ fn backward(
             if let Some(dw) = dw {
                 let (pool, [dw, col], [dy, y, x]) =
                     ctx.access_on(par, [dw, col], [dout, eo.data, ex.data]);
-                grad_tasks(&d, pool, Some(dw), None, false, col, dy, y, x, &[]);
+                let (col, sums) = split_sums(col, sums_len, &mut want_sums);
+                grad_tasks(&d, pool, Some(dw), None, false, col, sums, dy, y, x, &[]);
             }
             if let Some((dx, fresh)) = dx {
                 let (pool, [dx, col], [dy, y, w]) =
                     ctx.access_on(par, [dx, col], [dout, eo.data, ew.data]);
-                grad_tasks(&d, pool, None, Some(dx), fresh, col, dy, y, &[], w);
+                let (col, sums) = split_sums(col, sums_len, &mut want_sums);
+                grad_tasks(&d, pool, None, Some(dx), fresh, col, sums, dy, y, &[], w);
+            }
+            if want_sums {
+                // Only the bias wants a gradient.
+                let (pool, [col], [dy, y]) = ctx.access_on(par, [col], [dout, eo.data]);
+                let (col, sums) = split_sums(col, sums_len, &mut want_sums);
+                grad_tasks(&d, pool, None, None, false, col, sums, dy, y, &[], &[]);
             }
         }
+    }
+    if let Some(db) = db {
+        let [db, col] = ctx.access_on(false, [db, col], []).1;
+        add_bias_sums(db, &col[col.len() - sums_len..]);
     }
 }

@@ -265,6 +265,7 @@ impl Context {
         // its task's own room after the columns.
         let masked = if relu { c_out * ho * wo } else { 0 };
         let col_len = im2col::col_len(n, c * kh * kw, ho * wo, masked, ew.shape.numel(), macs)
+            .and_then(|len| len.checked_add(im2col::bias_sums_len(n, c_out, ib.is_some())?))
             .ok_or_else(|| Error::TooLarge {
                 op,
                 what: format!(

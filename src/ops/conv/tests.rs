@@ -602,3 +602,34 @@ fn max_pool_speed() {
         crate::thread_info().threads
     );
 }
+
+#[test]
+fn bias_sum_pairs_keep_48_bits_and_overflow_to_infinity() {
+    let mut rng = Lcg(29);
+    // Three channels of 37 values spread over twelve binades, so the
+    // sums need more than f32's 24 bits; then one that overflows f32.
+    let l = 37;
+    let mut dy: Vec<f32> = random(&mut rng, 3 * l)
+        .iter()
+        .enumerate()
+        .map(|(i, v)| v * 2f32.powi((i % 12) as i32))
+        .collect();
+    let mut pairs = vec![f32::NAN; 6];
+    super::im2col::image_channel_sums(&dy, l, &mut pairs);
+    for (row, pair) in dy.chunks_exact(l).zip(pairs.chunks_exact(2)) {
+        let exact: f64 = row.iter().map(|&v| v as f64).sum();
+        let kept = pair[0] as f64 + pair[1] as f64;
+        assert!(
+            (kept - exact).abs() <= exact.abs() * 2f64.powi(-47),
+            "{kept} vs {exact}"
+        );
+        assert!(pair[1] != 0.0 || pair[0] as f64 == exact);
+    }
+    dy[..l].fill(f32::MAX);
+    super::im2col::image_channel_sums(&dy, l, &mut pairs);
+    assert_eq!((pairs[0], pairs[1]), (f32::INFINITY, 0.0));
+    // No pixels: every channel's sum is 0, whatever the room held.
+    let mut empty_pairs = vec![f32::NAN; 6];
+    super::im2col::image_channel_sums(&[], 0, &mut empty_pairs);
+    assert_eq!(empty_pairs, vec![0.0; 6]);
+}
