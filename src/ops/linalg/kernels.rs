@@ -3,6 +3,7 @@
 //! the matrices of a statistical model are small, and a fixed order keeps
 //! results identical at any thread count.
 
+use super::scan::scan;
 use crate::kernels::lanes::dot_f64;
 
 /// L with A = L L^T from the lower triangle of A (the upper one is not
@@ -195,7 +196,7 @@ pub(super) fn linear_recurrence(x: &mut [f32], a: &[f32], c: &[f32], width: usiz
         let mut p = c[0];
         x[0] = p;
         if let [a] = a {
-            two_steps_at_a_time(&mut x[1..], &c[1..], *a, p);
+            scan::<false>(&mut x[1..], &c[1..], *a, p);
             return;
         }
         let steps = x[1..].iter_mut().zip(&c[1..]).zip(&a[1..]);
@@ -223,39 +224,6 @@ pub(super) fn linear_recurrence(x: &mut [f32], a: &[f32], c: &[f32], width: usiz
     }
 }
 
-/// x_t = a x_{t-1} + c_t from x_{-1} = `p`: x_{t+1} = a^2 x_{t-1} +
-/// (a c_t + c_{t+1}), so the chain of dependent roundings is half as long
-/// (x_t itself is computed beside it), about twice as fast; a few
-/// roundings more per pair, the same bound on the error as the plain
-/// recurrence's to within a small constant.
-fn two_steps_at_a_time(x: &mut [f32], c: &[f32], a: f32, mut p: f32) {
-    let a2 = a * a;
-    let (mut xs, mut cs) = (x.chunks_exact_mut(2), c.chunks_exact(2));
-    for (x, c) in (&mut xs).zip(&mut cs) {
-        x[0] = a * p + c[0];
-        p = a2 * p + (a * c[0] + c[1]);
-        x[1] = p;
-    }
-    if let ([x], [c]) = (xs.into_remainder(), cs.remainder()) {
-        *x = a * p + c;
-    }
-}
-
-/// [`two_steps_at_a_time`] from the end: g_t = a g_{t+1} + d_t, from
-/// g_{T} = `n` (`g` and `d` are the first T).
-fn two_steps_at_a_time_reversed(g: &mut [f32], d: &[f32], a: f32, mut n: f32) {
-    let a2 = a * a;
-    let (mut gs, mut ds) = (g.rchunks_exact_mut(2), d.rchunks_exact(2));
-    for (g, d) in (&mut gs).zip(&mut ds) {
-        g[1] = a * n + d[1];
-        n = a2 * n + (a * d[1] + d[0]);
-        g[0] = n;
-    }
-    if let ([g], [d]) = (gs.into_remainder(), ds.remainder()) {
-        *g = a * n + d;
-    }
-}
-
 /// The recurrence's backward for c: g_{T-1} = dx_{T-1} and
 /// g_t = dx_t + a_{t+1} g_{t+1}, the same recurrence run from the end.
 pub(super) fn linear_recurrence_reversed(g: &mut [f32], a: &[f32], dx: &[f32], width: usize) {
@@ -267,7 +235,7 @@ pub(super) fn linear_recurrence_reversed(g: &mut [f32], a: &[f32], dx: &[f32], w
         let mut n = dx[last];
         g[last] = n;
         if let [a] = a {
-            two_steps_at_a_time_reversed(&mut g[..last], &dx[..last], *a, n);
+            scan::<true>(&mut g[..last], &dx[..last], *a, n);
             return;
         }
         let steps = g[..last].iter_mut().zip(&dx[..last]).zip(&a[1..]).rev();

@@ -15,6 +15,7 @@
 //! a sampler's proposal may wander there, and it rejects a NaN density.
 
 mod kernels;
+mod scan;
 
 use crate::arena::Buf;
 use crate::context::{Context, Tensor};
