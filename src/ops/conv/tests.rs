@@ -633,3 +633,44 @@ fn bias_sum_pairs_keep_48_bits_and_overflow_to_infinity() {
     super::im2col::image_channel_sums(&[], 0, &mut empty_pairs);
     assert_eq!(empty_pairs, vec![0.0; 6]);
 }
+
+#[test]
+fn bias_gradient_bits_do_not_depend_on_the_other_gradients_wanted() {
+    let mut rng = Lcg(31);
+    // One shape cut into image tasks (products worth two threads), one not.
+    let shapes = [
+        ([10, 16, 10, 10], [16, 16, 3, 3], opts(1, 1, 1, 1)),
+        ([2, 3, 5, 5], [4, 3, 3, 3], opts(1, 0, 1, 1)),
+    ];
+    for (xs, ws, o) in shapes {
+        let xv = random(&mut rng, xs.iter().product());
+        let wv = random(&mut rng, ws.iter().product());
+        let bv = random(&mut rng, ws[0]);
+        for relu in [false, true] {
+            // (x a parameter, w a parameter): all four, the bias always one.
+            let bias_grad = |x_param: bool, w_param: bool| {
+                let mut c = Context::new();
+                let b = c.param(&[ws[0]], Some(&bv)).unwrap();
+                // Parameters before any activation.
+                let xp = x_param.then(|| c.param(&xs, Some(&xv)).unwrap());
+                let wp = w_param.then(|| c.param(&ws, Some(&wv)).unwrap());
+                let x = xp.unwrap_or_else(|| c.tensor(&xs, &xv).unwrap());
+                let w = wp.unwrap_or_else(|| c.tensor(&ws, &wv).unwrap());
+                let y = if relu {
+                    c.conv2d_relu(x, w, Some(b), o)
+                } else {
+                    c.conv2d(x, w, Some(b), o)
+                };
+                let s = c.sum(y.unwrap()).unwrap();
+                c.backward(s).unwrap();
+                let mut g = vec![0.0; ws[0]];
+                c.read_grad(b, &mut g).unwrap();
+                g.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+            };
+            let all = bias_grad(true, true);
+            for (xp, wp) in [(true, false), (false, true), (false, false)] {
+                assert_eq!(bias_grad(xp, wp), all, "{xs:?} relu {relu} x {xp} w {wp}");
+            }
+        }
+    }
+}
