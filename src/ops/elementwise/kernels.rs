@@ -47,11 +47,13 @@ pub(super) fn takes_a_min(a: f32, b: f32) -> bool {
 }
 
 /// y = s * x. x, y: `[N]`.
+#[inline(always)]
 pub(super) fn scale_forward(y: &mut [f32], x: &[f32], s: f32) {
     y.iter_mut().zip(x).for_each(|(y, &x)| *y = s * x);
 }
 
 /// dx += s * dout.
+#[inline(always)]
 pub(super) fn scale_backward(dx: &mut [f32], dout: &[f32], s: f32) {
     dx.iter_mut().zip(dout).for_each(|(d, &g)| *d += s * g);
 }
@@ -145,6 +147,7 @@ pub(super) fn log_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
 }
 
 /// y = tanh x.
+#[inline(always)]
 pub(super) fn tanh_forward(y: &mut [f32], x: &[f32]) {
     y.iter_mut()
         .zip(x)
@@ -152,6 +155,7 @@ pub(super) fn tanh_forward(y: &mut [f32], x: &[f32]) {
 }
 
 /// dx += dout * (1 - y^2).
+#[inline(always)]
 pub(super) fn tanh_backward(dx: &mut [f32], dout: &[f32], y: &[f32]) {
     for ((d, &g), &y) in dx.iter_mut().zip(dout).zip(y) {
         *d += g * (1.0 - y * y);
@@ -159,11 +163,13 @@ pub(super) fn tanh_backward(dx: &mut [f32], dout: &[f32], y: &[f32]) {
 }
 
 /// y = max(x, 0).
+#[inline(always)]
 pub(super) fn relu_forward(y: &mut [f32], x: &[f32]) {
     y.iter_mut().zip(x).for_each(|(y, &x)| *y = x.max(0.0));
 }
 
 /// dx += dout where x > 0 (the subgradient at 0 is taken as 0).
+#[inline(always)]
 pub(super) fn relu_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
     for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
         *d += if x > 0.0 { g } else { 0.0 };
@@ -171,6 +177,7 @@ pub(super) fn relu_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
 }
 
 /// y = 1 / (1 + e^-x).
+#[inline(always)]
 pub(super) fn sigmoid_forward(y: &mut [f32], x: &[f32]) {
     y.iter_mut()
         .zip(x)
@@ -178,6 +185,7 @@ pub(super) fn sigmoid_forward(y: &mut [f32], x: &[f32]) {
 }
 
 /// dx += dout * y (1 - y).
+#[inline(always)]
 pub(super) fn sigmoid_backward(dx: &mut [f32], dout: &[f32], y: &[f32]) {
     for ((d, &g), &y) in dx.iter_mut().zip(dout).zip(y) {
         *d += g * y * (1.0 - y);
@@ -185,11 +193,13 @@ pub(super) fn sigmoid_backward(dx: &mut [f32], dout: &[f32], y: &[f32]) {
 }
 
 /// y = sqrt(x).
+#[inline(always)]
 pub(super) fn sqrt_forward(y: &mut [f32], x: &[f32]) {
     y.iter_mut().zip(x).for_each(|(y, &x)| *y = x.sqrt());
 }
 
 /// dx += dout / (2 y), since (sqrt x)' = 1 / (2 sqrt x) = 1 / (2 y).
+#[inline(always)]
 pub(super) fn sqrt_backward(dx: &mut [f32], dout: &[f32], y: &[f32]) {
     for ((d, &g), &y) in dx.iter_mut().zip(dout).zip(y) {
         *d += g / (2.0 * y);
@@ -197,11 +207,13 @@ pub(super) fn sqrt_backward(dx: &mut [f32], dout: &[f32], y: &[f32]) {
 }
 
 /// y = |x|.
+#[inline(always)]
 pub(super) fn abs_forward(y: &mut [f32], x: &[f32]) {
     y.iter_mut().zip(x).for_each(|(y, &x)| *y = x.abs());
 }
 
 /// dx += dout * sign(x), with the subgradient 0 at x = 0 (and for NaN).
+#[inline(always)]
 pub(super) fn abs_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
     for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
         *d += if x > 0.0 {
@@ -215,11 +227,13 @@ pub(super) fn abs_backward(dx: &mut [f32], dout: &[f32], x: &[f32]) {
 }
 
 /// y = min(max(x, lo), hi), NaN staying NaN. lo <= hi, neither NaN.
+#[inline(always)]
 pub(super) fn clamp_forward(y: &mut [f32], x: &[f32], lo: f32, hi: f32) {
     y.iter_mut().zip(x).for_each(|(y, &x)| *y = x.clamp(lo, hi));
 }
 
 /// dx += dout where lo < x < hi (0 at the bounds, outside, and for NaN).
+#[inline(always)]
 pub(super) fn clamp_backward(dx: &mut [f32], dout: &[f32], x: &[f32], lo: f32, hi: f32) {
     for ((d, &g), &x) in dx.iter_mut().zip(dout).zip(x) {
         *d += if lo < x && x < hi { g } else { 0.0 };
@@ -227,12 +241,14 @@ pub(super) fn clamp_backward(dx: &mut [f32], dout: &[f32], x: &[f32], lo: f32, h
 }
 
 /// y = x^p. x, y: `[N]`.
+#[inline(always)]
 pub(super) fn pow_forward(y: &mut [f32], x: &[f32], p: f32) {
     y.iter_mut().zip(x).for_each(|(y, &x)| *y = x.powf(p));
 }
 
 /// dx += dout * p x^(p-1); nothing when p = 0 (x^0 is constant, and
 /// 0 * 0^-1 would be NaN at x = 0).
+#[inline(always)]
 pub(super) fn pow_backward(dx: &mut [f32], dout: &[f32], x: &[f32], p: f32) {
     if p == 0.0 {
         return;

@@ -215,7 +215,7 @@ crate::ops::unary_fns!(unary_methods);
 pub(crate) fn forward_scale(ctx: &mut Context, out: u32, x: u32, s: f32) {
     let (ex, eo) = (ctx.entry(x), ctx.entry(out));
     let ([y], [x]) = ctx.access([eo.data], [ex.data]);
-    scale_forward(y, x, s);
+    run_kernel!(x.len(), scale_forward(y, x, s));
 }
 
 pub(crate) fn forward_unary(ctx: &mut Context, out: u32, x: u32, f: UnaryFn) {
@@ -263,7 +263,7 @@ pub(crate) fn forward_pow(ctx: &mut Context, out: u32, x: u32, p: f32) {
 pub(crate) fn forward_clamp(ctx: &mut Context, out: u32, x: u32, lo: f32, hi: f32) {
     let (ex, eo) = (ctx.entry(x), ctx.entry(out));
     let ([y], [x]) = ctx.access([eo.data], [ex.data]);
-    clamp_forward(y, x, lo, hi);
+    run_kernel!(x.len(), clamp_forward(y, x, lo, hi));
 }
 
 pub(crate) fn backward_scale(ctx: &mut Context, out: u32, x: u32, s: f32) {
@@ -271,7 +271,7 @@ pub(crate) fn backward_scale(ctx: &mut Context, out: u32, x: u32, s: f32) {
         return;
     };
     let ([dx], [dout]) = ctx.access([dx], [dout]);
-    scale_backward(dx, dout, s);
+    run_kernel!(dx.len(), scale_backward(dx, dout, s));
 }
 
 pub(crate) fn backward_unary(ctx: &mut Context, out: u32, x: u32, f: UnaryFn) {
@@ -340,10 +340,10 @@ pub(crate) fn backward_clamp(ctx: &mut Context, out: u32, x: u32, lo: f32, hi: f
     };
     let ex = ctx.entry(x);
     let ([dx], [dout, x]) = ctx.access([dx], [dout, ex.data]);
-    clamp_backward(dx, dout, x, lo, hi);
+    run_kernel!(dx.len(), clamp_backward(dx, dout, x, lo, hi));
 }
 
 #[cfg(test)]
-mod exp_log_tests;
+mod simd_paths_tests;
 #[cfg(test)]
 mod tests;
