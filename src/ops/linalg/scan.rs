@@ -6,21 +6,40 @@
 /// Elements [`lookahead`] takes per step of its chain.
 const AHEAD: usize = 8;
 
-/// Largest |a| [`lookahead`] takes: a^8 then stays below 2^128, so no
-/// power overflows f64 (or makes 0 times infinity where the plain loop
-/// has none).
+/// The |a| [`lookahead`] and the two-step loops take (or a = 0): a^8
+/// then stays between 2^-512 and 2^128, so no power overflows f64 or
+/// underflows to 0 (which would make 0 times infinity, NaN, where the
+/// recurrence as written carries an infinity on), nor does a^2 in f32.
+const MIN_A: f32 = 1.0 / 18446744073709551616.0; // 2^-64
 const MAX_A: f32 = 65536.0;
 
 /// x_t = a x_{t-1} + c_t from x_{-1} = `p`, over `x`'s length; with
 /// `REV`, the sequence runs from the end: x_t = a x_{t+1} + c_t from
 /// x_{len} = `p`.
 pub(super) fn scan<const REV: bool>(x: &mut [f32], c: &[f32], a: f32, p: f32) {
-    if x.len() >= 2 * AHEAD && a.abs() <= MAX_A {
+    // Outside these |a| (and for NaN), a^2 or a^8 could overflow or
+    // underflow where a itself does not: one step at a time.
+    if !(a == 0.0 || (MIN_A..=MAX_A).contains(&a.abs())) {
+        one_step_at_a_time::<REV>(x, c, a, p);
+    } else if x.len() >= 2 * AHEAD {
         lookahead::<REV>(x, c, a, p);
     } else if REV {
         two_steps_at_a_time_reversed(x, c, a, p);
     } else {
         two_steps_at_a_time(x, c, a, p);
+    }
+}
+
+/// [`scan`] as written: x_t = a x_{t-1} + c_t (with `REV`, from the end).
+fn one_step_at_a_time<const REV: bool>(x: &mut [f32], c: &[f32], a: f32, mut p: f32) {
+    let mut step = |(x, &c): (&mut f32, &f32)| {
+        p = a * p + c;
+        *x = p;
+    };
+    if REV {
+        x.iter_mut().zip(c).rev().for_each(&mut step);
+    } else {
+        x.iter_mut().zip(c).for_each(&mut step);
     }
 }
 
@@ -181,5 +200,26 @@ mod tests {
         );
         scan::<false>(&mut x, &c, f32::NAN, 0.0);
         assert!(x.iter().all(|v| v.is_nan()));
+        // A coefficient so small that a^2 underflows f32 (a^8 f64) still
+        // carries the infinity on (a inf = inf), both ways; and one so
+        // large that a^2 overflows f32 leaves a 0 before it a 0 (a 0 = 0).
+        for a in [1e-20f32, 1e-30, f32::from_bits(1)] {
+            scan::<false>(&mut x, &c, a, 0.0);
+            assert!(x[50..].iter().all(|&v| v == f32::INFINITY), "a {a:e}");
+            scan::<true>(&mut x, &c, a, 0.0);
+            assert!(
+                x[..=50].iter().all(|&v| v == f32::INFINITY),
+                "a {a:e} reversed"
+            );
+        }
+        // a = 0: each element is its own c, as in the plain loop.
+        scan::<false>(&mut x, &c, 0.0, 0.0);
+        assert!(x.iter().zip(&c).take(50).all(|(v, c)| v == c));
+        let zeros = [0.0f32; 40];
+        for len in [5, 40] {
+            let mut y = vec![f32::NAN; len];
+            scan::<false>(&mut y, &zeros[..len], 1e30, 0.0);
+            assert!(y.iter().all(|&v| v == 0.0), "a = 1e30, length {len}: {y:?}");
+        }
     }
 }
