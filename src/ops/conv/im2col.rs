@@ -539,7 +539,8 @@ fn backward(
     // The bias gradient's per-image sums go in the column buffer's tail;
     // the first product pass below takes them.
     let db = bias.and_then(|b| ctx.grad_of(b));
-    let sums_len = if db.is_some() { 2 * d.n * d.c_out } else { 0 };
+    // Recording checked this length (it sized the column buffer).
+    let sums_len = bias_sums_len(d.n, d.c_out, db.is_some()).unwrap_or(0);
     let mut want_sums = db.is_some();
     let dw = ctx.grad_of(iw);
     let dx = ctx.grad_to_overwrite(ix);

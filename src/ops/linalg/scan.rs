@@ -17,17 +17,29 @@ const MAX_A: f32 = 65536.0;
 /// `REV`, the sequence runs from the end: x_t = a x_{t+1} + c_t from
 /// x_{len} = `p`.
 pub(super) fn scan<const REV: bool>(x: &mut [f32], c: &[f32], a: f32, p: f32) {
-    // Outside these |a| (and for NaN), a^2 or a^8 could overflow or
+    // Outside [MIN_A, MAX_A] (and for NaN), a^2 or a^8 could overflow or
     // underflow where a itself does not: one step at a time.
-    if !(a == 0.0 || (MIN_A..=MAX_A).contains(&a.abs())) {
+    if !steps_by_powers(a) {
         one_step_at_a_time::<REV>(x, c, a, p);
-    } else if x.len() >= 2 * AHEAD {
+    } else if takes_lookahead(x.len(), a) {
         lookahead::<REV>(x, c, a, p);
     } else if REV {
         two_steps_at_a_time_reversed(x, c, a, p);
     } else {
         two_steps_at_a_time(x, c, a, p);
     }
+}
+
+/// Whether `a` may be raised to the powers the two-step and lookahead
+/// forms take (see [`MIN_A`]).
+fn steps_by_powers(a: f32) -> bool {
+    a == 0.0 || (MIN_A..=MAX_A).contains(&a.abs())
+}
+
+/// Whether [`scan`] runs a sequence of `len` with coefficient `a` in the
+/// lookahead form.
+fn takes_lookahead(len: usize, a: f32) -> bool {
+    steps_by_powers(a) && len >= 2 * AHEAD
 }
 
 /// [`scan`] as written: x_t = a x_{t-1} + c_t (with `REV`, from the end).
@@ -168,8 +180,7 @@ mod tests {
                         if size > f32::MAX as f64 / 4.0 {
                             break; // a = 1.5 has left f32's range
                         }
-                        let tight = n >= 2 * AHEAD && a.abs() <= MAX_A;
-                        let bound = if tight {
+                        let bound = if takes_lookahead(n, a) {
                             u * exact.abs() + size * 2f64.powi(-40)
                         } else {
                             2.0 * (t + 1) as f64 * u * size
