@@ -109,6 +109,10 @@ fn log_jacobian(x: &[f32], k: usize) -> f32 {
     s as f32
 }
 
+/// The longest row whose coordinates [`factor_backward`] keeps between
+/// its two passes (on the stack: 768 bytes).
+const KEPT_COORDS: usize = 32;
+
 /// dx += the gradient of sum(dL * L(x)): for entry j of row i,
 /// dL_ij (1 - z_j^2) e^{P_j / 2} - z_j sum_{m > j} dL_im L_im (every later
 /// entry of the row and its diagonal, through P; dc/dx = -2z). Two
@@ -116,18 +120,30 @@ fn log_jacobian(x: &[f32], k: usize) -> f32 {
 /// later part as that sum less the entries so far (its error is f64's
 /// eps times the row's sum of |dL_im L_im|, far below the f32 result's).
 fn factor_backward(dx: &mut [f32], dl: &[f32], x: &[f32], k: usize) {
+    // A row's coordinates, kept from the first pass for the second (rows
+    // longer than this take them again).
+    let mut kept = [Coord {
+        z: 0.0,
+        sech: 0.0,
+        t: 0.0,
+    }; KEPT_COORDS];
     rows(k, |i, first| {
         let (row, xs) = (&dl[i * k..i * k + i + 1], &x[first..first + i]);
+        let keep = i <= KEPT_COORDS;
         let (mut total, mut e) = (0.0f64, 1.0f64);
-        for (&d, &x) in row.iter().zip(xs) {
+        for (j, (&d, &x)) in row.iter().zip(xs).enumerate() {
             let c = coord(x);
+            if keep {
+                kept[j] = c;
+            }
             total += d as f64 * c.z * e;
             e *= c.sech;
         }
         total += row[i] as f64 * e;
         let (mut so_far, mut e) = (0.0f64, 1.0f64);
-        for ((dx, &d), &x) in dx[first..first + i].iter_mut().zip(row).zip(xs) {
-            let c = coord(x);
+        let it = dx[first..first + i].iter_mut().zip(row).zip(xs);
+        for (j, ((dx, &d), &x)) in it.enumerate() {
+            let c = if keep { kept[j] } else { coord(x) };
             let d = d as f64;
             so_far += d * c.z * e;
             *dx += (d * c.sech * c.sech * e - c.z * (total - so_far)) as f32;
