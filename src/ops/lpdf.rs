@@ -105,27 +105,58 @@ fn slope<const K: usize>(g: f64, b: &Block, i: usize) -> f64 {
         }
 }
 
-/// Adds operand K's gradient (0 y, 1 mu, 2 sigma) into dv: per element, or
-/// summed in f64 (lanes within a block, blocks in order) for an operand of
-/// one element.
+/// Adds operand `ks[j]`'s gradient (0 y, 1 mu, 2 sigma) into `dvs[j]`,
+/// for each j, from one pass over the blocks (each block's z and 1 / sigma
+/// taken once for all of them): per element, or summed in f64 (lanes
+/// within a block, blocks in order) for an operand of one element. Each
+/// operand's arithmetic and order are the same whichever others come
+/// along, so are its bits.
 #[inline(always)]
-fn add_gradient<const K: usize>(g: f64, dv: &mut [f32], y: &[f32], mu: &[f32], sigma: &[f32]) {
+fn add_gradients<const N: usize>(
+    g: f64,
+    ks: [usize; N],
+    mut dvs: [&mut [f32]; N],
+    y: &[f32],
+    mu: &[f32],
+    sigma: &[f32],
+) {
     let n = y.len();
     let mut b = Block::new();
-    let mut total = 0.0f64;
+    let mut totals = [0.0f64; N];
     for start in (0..n).step_by(BLOCK) {
         let len = BLOCK.min(n - start);
         b.fill(&y[start..start + len], mu, sigma, start);
-        if dv.len() == 1 {
-            total += lanes::sum_indexed_f64(len, |i| slope::<K>(g, &b, i));
-        } else {
-            for (i, d) in dv[start..start + len].iter_mut().enumerate() {
-                *d += slope::<K>(g, &b, i) as f32;
+        for ((&k, dv), total) in ks.iter().zip(&mut dvs).zip(&mut totals) {
+            match k {
+                0 => add_block::<0>(g, &b, start, len, dv, total),
+                1 => add_block::<1>(g, &b, start, len, dv, total),
+                _ => add_block::<2>(g, &b, start, len, dv, total),
             }
         }
     }
-    if let [d] = dv {
-        *d += total as f32;
+    for (dv, total) in dvs.iter_mut().zip(totals) {
+        if let [d] = dv {
+            *d += total as f32;
+        }
+    }
+}
+
+/// One block's share of operand K's gradient (see [`add_gradients`]).
+#[inline(always)]
+fn add_block<const K: usize>(
+    g: f64,
+    b: &Block,
+    start: usize,
+    len: usize,
+    dv: &mut [f32],
+    total: &mut f64,
+) {
+    if dv.len() == 1 {
+        *total += lanes::sum_indexed_f64(len, |i| slope::<K>(g, b, i));
+    } else {
+        for (i, d) in dv[start..start + len].iter_mut().enumerate() {
+            *d += slope::<K>(g, b, i) as f32;
+        }
     }
 }
 
@@ -180,22 +211,55 @@ pub(crate) fn forward_normal_lpdf(ctx: &mut Context, out: u32, ids: [u32; 3]) {
     o[0] = simd::dispatch!(log_density(y, mu, sigma)) as f32;
 }
 
-/// One operand at a time, in input order (two operands may be one tensor).
+/// Every wanted gradient from one pass where their buffers are apart;
+/// one operand at a time, in input order, where two share one (two
+/// operands may be one tensor).
 pub(crate) fn backward_normal_lpdf(ctx: &mut Context, out: u32, ids: [u32; 3]) {
     let Some(dout) = ctx.grad_out(out) else {
         return;
     };
     let bufs = buffers(ctx, ids);
     let g = ctx.read_only(dout)[0] as f64;
-    for (k, &id) in ids.iter().enumerate() {
-        let Some(dv) = ctx.grad_of(id) else {
+    // Looked up in input order: a slot two operands share is settled once,
+    // by the first, as one at a time would.
+    let wanted = ids.map(|id| ctx.grad_of(id));
+    let apart = |a: Option<Buf>, b: Option<Buf>| match (a, b) {
+        (Some(a), Some(b)) => !a.overlaps(&b),
+        _ => true,
+    };
+    let [wy, wm, ws] = wanted;
+    if apart(wy, wm) && apart(wy, ws) && apart(wm, ws) {
+        return match wanted {
+            [Some(a), Some(b), Some(c)] => {
+                let ([a, b, c], [y, mu, sigma]) = ctx.access([a, b, c], bufs);
+                simd::dispatch!(add_gradients(g, [0, 1, 2], [a, b, c], y, mu, sigma))
+            }
+            [Some(a), Some(b), None] => both(ctx, g, [0, 1], [a, b], bufs),
+            [Some(a), None, Some(c)] => both(ctx, g, [0, 2], [a, c], bufs),
+            [None, Some(b), Some(c)] => both(ctx, g, [1, 2], [b, c], bufs),
+            _ => one_at_a_time(ctx, g, wanted, bufs),
+        };
+    }
+    one_at_a_time(ctx, g, wanted, bufs);
+}
+
+/// Two operands' gradients from one pass (buffers apart).
+fn both(ctx: &mut Context, g: f64, ks: [usize; 2], [a, b]: [Buf; 2], bufs: [Buf; 3]) {
+    let ([a, b], [y, mu, sigma]) = ctx.access([a, b], bufs);
+    simd::dispatch!(add_gradients(g, ks, [a, b], y, mu, sigma))
+}
+
+/// Each wanted operand's gradient from a pass of its own, in input order.
+fn one_at_a_time(ctx: &mut Context, g: f64, wanted: [Option<Buf>; 3], bufs: [Buf; 3]) {
+    for (k, dv) in wanted.into_iter().enumerate() {
+        let Some(dv) = dv else {
             continue;
         };
         let ([dv], [y, mu, sigma]) = ctx.access([dv], bufs);
         match k {
-            0 => simd::dispatch!(add_gradient::<0>(g, dv, y, mu, sigma)),
-            1 => simd::dispatch!(add_gradient::<1>(g, dv, y, mu, sigma)),
-            _ => simd::dispatch!(add_gradient::<2>(g, dv, y, mu, sigma)),
+            0 => simd::dispatch!(add_gradients(g, [0], [dv], y, mu, sigma)),
+            1 => simd::dispatch!(add_gradients(g, [1], [dv], y, mu, sigma)),
+            _ => simd::dispatch!(add_gradients(g, [2], [dv], y, mu, sigma)),
         }
     }
 }

@@ -129,6 +129,61 @@ fn one_tensor_as_two_operands_adds_both_gradients() {
 }
 
 #[test]
+fn each_gradient_same_bits_whichever_others_are_wanted() {
+    // The backward takes every wanted gradient from one pass (or, where
+    // two operands are one tensor, one pass each): an operand's bits must
+    // not depend on which others want theirs. Shared and per-element mu
+    // and sigma, over several blocks.
+    let n = 150;
+    let y = values(n, 0.3, -3.0, 6.0);
+    for (mu, sigma) in [
+        (values(n, 1.7, -1.0, 2.0), values(n, 2.9, 0.2, 3.0)),
+        (vec![0.4], values(n, 2.9, 0.2, 3.0)),
+        (values(n, 1.7, -1.0, 2.0), vec![1.3]),
+    ] {
+        let operands = [&y[..], &mu[..], &sigma[..]];
+        let grads = |want: [bool; 3]| {
+            let mut c = Context::new();
+            let mut t = [None; 3];
+            // Parameters before any activation.
+            for param in [true, false] {
+                for k in (0..3).filter(|&k| want[k] == param) {
+                    let (v, shape) = (operands[k], [operands[k].len()]);
+                    t[k] = Some(if param {
+                        c.param(&shape, Some(v)).unwrap()
+                    } else {
+                        c.tensor(&shape, v).unwrap()
+                    });
+                }
+            }
+            let t = t.map(Option::unwrap);
+            let lp = c.normal_lpdf(t[0], t[1], t[2]).unwrap();
+            c.backward(lp).unwrap();
+            let bits = |t| {
+                read_grad(&c, t)
+                    .iter()
+                    .map(|g| g.to_bits())
+                    .collect::<Vec<_>>()
+            };
+            [0, 1, 2].map(|k| want[k].then(|| bits(t[k])))
+        };
+        let all = grads([true; 3]);
+        for want in [
+            [true, false, false],
+            [false, true, true],
+            [true, false, true],
+            [true, true, false],
+        ] {
+            for (k, got) in grads(want).into_iter().enumerate() {
+                if let Some(got) = got {
+                    assert_eq!(Some(got), all[k], "operand {k}, wanted {want:?}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn gradients_check() {
     for shapes in [
         [&[6][..], &[6][..], &[6][..]],
