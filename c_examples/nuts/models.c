@@ -513,7 +513,9 @@ static ag_status beta_iid(ag_context *ctx, const model *m, ag_tensor q, ag_tenso
 
 /* L_Sigma = diag(tau) L, the Cholesky factor of Sigma, from q's first K
  * + K(K-1)/2 coordinates (log tau, then the correlations' unconstrained
- * ones), with the LKJ and half-normal priors and every Jacobian in *lp. */
+ * ones), with the LKJ and half-normal priors and every Jacobian in *lp.
+ * Ls NULL: the priors alone (no data reads L_Sigma, and a product nothing
+ * reads would still run at every replay). */
 static ag_status covariance_factor(ag_context *ctx, const model *m, ag_tensor q, int K, ag_tensor *Ls,
                                    ag_tensor *lp) {
     size_t pairs = (size_t)(K * (K - 1) / 2);
@@ -528,6 +530,7 @@ static ag_status covariance_factor(ag_context *ctx, const model *m, ag_tensor q,
     TRY(accumulate(ctx, lp, t));
     TRY(sumsq(ctx, tau, (float)(-0.5 / (m->sigma_scale * m->sigma_scale)), &t));
     TRY(accumulate(ctx, lp, t));
+    if (!Ls) return AG_STATUS_OK;
     size_t col[2] = {(size_t)K, 1};
     TRY(ag_reshape(ctx, tau, col, 2, &tau_col));
     return ag_mul(ctx, L, tau_col, Ls); /* diag(tau) L: row i times tau_i */
@@ -537,7 +540,7 @@ static ag_status mvn_lkj(ag_context *ctx, const model *m, ag_tensor q, ag_tensor
     int K = m->d;
     size_t n = (size_t)m->rows;
     ag_tensor lp, Ls, y, x, d, t;
-    TRY(covariance_factor(ctx, m, q, K, &Ls, &lp));
+    TRY(covariance_factor(ctx, m, q, K, n > 0 ? &Ls : NULL, &lp));
     if (n > 0) {
         TRY(constant(ctx, m->yt, (size_t)K, n, &y));
         TRY(ag_solve_lower(ctx, Ls, y, &x));
