@@ -323,7 +323,7 @@ typedef struct ag_thread_info {
 
 // Called after each iteration of each chain (warm-up included):
 // `iteration` counts from 1 to `total` = warmup + draws. Called from the
-// chains' threads, concurrently when they run in parallel.
+// thread running the chain, concurrently when chains run in parallel.
 typedef void (*ag_progress_fn)(void *user, uint32_t chain, uint32_t iteration, uint32_t total);
 
 // The settings of an ADVI run (ag_advi_config_default fills Stan's
@@ -412,8 +412,12 @@ typedef struct ag_nuts_config {
   double target_accept;
   // Chain c's random stream comes from (seed, c) only (default 1234).
   uint64_t seed;
-  // true: one OS thread per chain; false: chains one after another. The
-  // draws are the same bits either way (default true).
+  // true: the chains run on the library's threads (as many at once as
+  // ag_set_num_threads allows; with more chains than threads they take
+  // turns of a few iterations, so a chain may move between threads
+  // between iterations, never within an evaluation); false: one after
+  // another on the calling thread. The draws are the same bits either
+  // way (default true).
   bool parallel;
   // Called after each iteration of each chain, or NULL.
   ag_progress_fn progress;
@@ -435,8 +439,8 @@ typedef ag_status (*ag_log_density_fn)(struct ag_context *ctx, struct ag_tensor 
 // doubles (constrained parameters, generated quantities) to `reported`,
 // computed from the unconstrained `position` ([dim]); return
 // AG_STATUS_OK, or an error status to stop the run. Called once per kept
-// draw, from the chain's thread (concurrently for parallel chains, with
-// the model's `user`).
+// draw, from the thread running the chain (concurrently for parallel
+// chains, with the model's `user`).
 typedef ag_status (*ag_report_fn)(const double *position, void *user, double *reported);
 
 // A model for ag_sampler_new (copied; nothing is kept but `user`).

@@ -334,11 +334,15 @@ fn draws_are_the_same_bits_at_any_thread_count_and_in_parallel_or_not() {
     let model = spec(10, Some(eight_schools), true);
     let mut cfg = nuts_config(3, 100, 100, 99);
     let mut runs = Vec::new();
+    // 3 chains on 1 or 2 threads take turns (moving between threads on
+    // 2); on 3, one each.
     for (threads, parallel, fixed) in [
         (1, true, true),
+        (2, true, true),
         (3, true, true),
         (3, false, true),
         (1, false, false),
+        (2, true, false),
     ] {
         assert_eq!(ag_set_num_threads(threads), AG_STATUS_OK);
         cfg.parallel = parallel;

@@ -21,6 +21,13 @@ pub(super) struct ChainContext {
     step: Option<(Step, Tensor)>,
 }
 
+// SAFETY: `ctx` is a registry token, not memory this value owns; every
+// use claims the context through the registry, which allows one call at a
+// time from any thread. A chain's turns run on whichever library thread
+// holds its lock, one after another, so the context moves with the chain
+// and is never used from two threads at once.
+unsafe impl Send for ChainContext {}
+
 impl Drop for ChainContext {
     fn drop(&mut self) {
         // The context dies with its step; nothing to report on failure.

@@ -1,6 +1,6 @@
 //! The NUTS sampler from C: a model is a log density the caller builds with
 //! ag ops from a position tensor; ag_nuts_run runs chains, each on its own
-//! context (and its own OS thread when parallel), through src/infer.
+//! context (on the library's threads when parallel), through src/infer.
 //!
 //! An `ag_sampler *` and an `ag_draws *` are the addresses of objects kept
 //! alive by a table of live ones: every call but ag_sampler_cancel looks
@@ -36,7 +36,7 @@ pub type ag_log_density_fn = Option<
 
 /// Called after each iteration of each chain (warm-up included):
 /// `iteration` counts from 1 to `total` = warmup + draws. Called from the
-/// chains' threads, concurrently when they run in parallel.
+/// thread running the chain, concurrently when chains run in parallel.
 pub type ag_progress_fn =
     Option<unsafe extern "C" fn(user: *mut c_void, chain: u32, iteration: u32, total: u32)>;
 
@@ -44,8 +44,8 @@ pub type ag_progress_fn =
 /// doubles (constrained parameters, generated quantities) to `reported`,
 /// computed from the unconstrained `position` ([dim]); return
 /// AG_STATUS_OK, or an error status to stop the run. Called once per kept
-/// draw, from the chain's thread (concurrently for parallel chains, with
-/// the model's `user`).
+/// draw, from the thread running the chain (concurrently for parallel
+/// chains, with the model's `user`).
 pub type ag_report_fn = Option<
     unsafe extern "C" fn(position: *const f64, user: *mut c_void, reported: *mut f64) -> ag_status,
 >;
@@ -113,8 +113,12 @@ pub struct ag_nuts_config {
     pub target_accept: f64,
     /// Chain c's random stream comes from (seed, c) only (default 1234).
     pub seed: u64,
-    /// true: one OS thread per chain; false: chains one after another. The
-    /// draws are the same bits either way (default true).
+    /// true: the chains run on the library's threads (as many at once as
+    /// ag_set_num_threads allows; with more chains than threads they take
+    /// turns of a few iterations, so a chain may move between threads
+    /// between iterations, never within an evaluation); false: one after
+    /// another on the calling thread. The draws are the same bits either
+    /// way (default true).
     pub parallel: bool,
     /// Called after each iteration of each chain, or NULL.
     pub progress: ag_progress_fn,
@@ -226,7 +230,7 @@ pub(super) struct AdviOut {
     pub(super) converged: bool,
 }
 
-/// A caller's `user` pointer, handed to the callbacks on the chains' threads.
+/// A caller's `user` pointer, handed to the callbacks on the threads running the chains.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct UserPtr(pub(super) *mut c_void);
 // SAFETY: the library never dereferences it; the header tells the caller

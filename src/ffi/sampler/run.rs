@@ -1,5 +1,5 @@
 //! ag_nuts_run (a context per chain, capture and replay of fixed graphs,
-//! one thread per chain) and the accessors of its draws.
+//! chains on the library's threads) and the accessors of its draws.
 
 use super::density::{ChainContext, Running, report_draws};
 use super::model::{
@@ -7,10 +7,12 @@ use super::model::{
     ag_progress_fn, ag_sampler, ag_summary_row, check_size, entry, fail, locked, lookup,
 };
 use crate::ffi::prelude::*;
-use crate::infer::{ChainDraws, ChainError, Settings, SummaryRow, run_chain, summarise};
+use crate::infer::nuts::Chain;
+use crate::infer::{ChainDraws, ChainError, Settings, SummaryRow, summarise};
 use std::ffi::CString;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// What every chain of a run shares.
 struct Run<'a> {
@@ -23,24 +25,81 @@ struct Run<'a> {
     failed: AtomicBool,
 }
 
+/// Transitions a chain runs per turn when there are more chains than
+/// threads: short, so that the chains advance together (a run lasts as
+/// long as its slowest thread), yet a turn's hand-over (a lock, a cold
+/// cache) is small beside it.
+const TURN: u32 = 8;
+
+/// A chain between turns: its context (made at its first turn), the
+/// sampler's state, and once it stops, its result.
+struct Job {
+    chain: u32,
+    context: Option<ChainContext>,
+    buf: Vec<f32>,
+    state: Option<Chain<Failure>>,
+    result: Option<std::result::Result<(ChainDraws, ChainDraws), Failure>>,
+}
+
 impl Run<'_> {
-    /// Chain `chain`'s draws and their reported quantities.
+    /// Chain `chain` in one turn: its draws and their reported quantities.
     fn chain(&self, chain: u32) -> std::result::Result<(ChainDraws, ChainDraws), Failure> {
-        let draws = self.sample(chain)?;
-        let reported = report_draws("ag_nuts_run", self.sampler, chain, &draws)
-            .inspect_err(|_| self.failed.store(true, Ordering::Relaxed))?;
-        Ok((draws, reported))
+        let mut job = self.job(chain);
+        self.turn(&mut job, u32::MAX);
+        job.result
+            .expect("a turn of every transition finishes the chain")
     }
 
-    fn sample(&self, chain: u32) -> std::result::Result<ChainDraws, Failure> {
+    fn job(&self, chain: u32) -> Job {
+        Job {
+            chain,
+            context: None,
+            buf: Vec::new(),
+            state: None,
+            result: None,
+        }
+    }
+
+    /// Runs up to `transitions` of the job's chain (its first turn makes
+    /// its context); once the chain stops, sets the job's result and frees
+    /// its context.
+    fn turn(&self, job: &mut Job, transitions: u32) {
         const F: &str = "ag_nuts_run";
-        let s = self.sampler;
-        let mut cc = ChainContext::new(F, s.dim)
-            .map_err(|f| fail(f.status, format!("{F}: chain {chain}: {}", f.message)))?;
-        let mut buf = vec![0.0f32; s.dim];
+        let (s, chain) = (self.sampler, job.chain);
+        if job.result.is_some() {
+            return;
+        }
+        if job.state.is_none() {
+            if s.cancelled.load(Ordering::Acquire) {
+                job.result = Some(Ok((
+                    ChainDraws {
+                        dim: s.dim,
+                        inv_metric: vec![1.0; s.dim],
+                        ..ChainDraws::default()
+                    },
+                    ChainDraws::default(),
+                )));
+                return;
+            }
+            match ChainContext::new(F, s.dim) {
+                Ok(cc) => job.context = Some(cc),
+                Err(f) => {
+                    self.failed.store(true, Ordering::Relaxed);
+                    let message = format!("{F}: chain {chain}: {}", f.message);
+                    job.result = Some(Err(fail(f.status, message)));
+                    return;
+                }
+            }
+            job.buf = vec![0.0f32; s.dim];
+            job.state = Some(Chain::new(s.dim, &self.settings, self.seed, chain));
+        }
+        let (Some(cc), Some(state)) = (&mut job.context, &mut job.state) else {
+            return;
+        };
+        let buf = &mut job.buf;
         let total = self.settings.warmup + self.settings.draws;
-        let grad = |q: &[f64], g: &mut [f64]| cc.log_density(s, q, g, &mut buf);
-        let keep_going = |it: u32| {
+        let grad = |q: &[f64], g: &mut [f64]| cc.log_density(s, q, g, buf);
+        let mut keep_going = |it: u32| {
             if let Some(p) = self.progress {
                 // SAFETY: the caller's function with its own user pointer,
                 // as the header documents.
@@ -48,37 +107,94 @@ impl Run<'_> {
             }
             !s.cancelled.load(Ordering::Acquire) && !self.failed.load(Ordering::Relaxed)
         };
-        if s.cancelled.load(Ordering::Acquire) {
-            return Ok(ChainDraws {
-                dim: s.dim,
-                inv_metric: vec![1.0; s.dim],
-                ..ChainDraws::default()
-            });
+        state.advance(grad, transitions, &mut keep_going);
+        if !state.finished() {
+            return;
         }
-        let (draws, error) = run_chain(s.dim, &self.settings, self.seed, chain, grad, keep_going);
-        let Some(e) = error else { return Ok(draws) };
-        self.failed.store(true, Ordering::Relaxed);
-        Err(match e {
-            ChainError::Density { iteration, error } => fail(
-                error.status,
-                format!(
-                    "{F}: chain {chain}, iteration {iteration}: {}",
-                    error.message
-                ),
+        let (draws, error) = job.state.take().map(Chain::finish).unwrap_or_default();
+        job.context = None;
+        job.result = Some(match error {
+            None => report_draws(F, s, chain, &draws)
+                .inspect_err(|_| self.failed.store(true, Ordering::Relaxed))
+                .map(|reported| (draws, reported)),
+            Some(e) => {
+                self.failed.store(true, Ordering::Relaxed);
+                Err(chain_failure(chain, e))
+            }
+        });
+    }
+
+    /// Every chain on the library's threads: one task per thread (at most
+    /// one per chain), each taking turns of the chains in rotation, so
+    /// that with more chains than threads all advance together. Each
+    /// chain's draws are its own transitions, whichever thread runs them.
+    fn in_parallel(
+        &self,
+        chains: u32,
+    ) -> Vec<std::result::Result<(ChainDraws, ChainDraws), Failure>> {
+        let jobs: Vec<Mutex<Job>> = (0..chains).map(|k| Mutex::new(self.job(k))).collect();
+        let tasks = crate::pool::thread_info().threads.clamp(1, chains as usize);
+        // A chain per thread needs no turns.
+        let transitions = if tasks == chains as usize {
+            u32::MAX
+        } else {
+            TURN
+        };
+        let next = AtomicUsize::new(0);
+        crate::pool::Pool::global().run(tasks, &|_| {
+            // Take the next chain nobody runs, a turn of it, and again; stop
+            // when every chain left is running (its runner takes it on).
+            'turns: loop {
+                for _ in 0..jobs.len() {
+                    let k = next.fetch_add(1, Ordering::Relaxed) % jobs.len();
+                    let Ok(mut job) = jobs[k].try_lock() else {
+                        continue;
+                    };
+                    if job.result.is_none() {
+                        self.turn(&mut job, transitions);
+                        continue 'turns;
+                    }
+                }
+                break;
+            }
+        });
+        jobs.into_iter()
+            .map(|job| {
+                let job = job.into_inner().unwrap_or_else(|e| e.into_inner());
+                job.result.unwrap_or_else(|| {
+                    Err(fail(
+                        AG_STATUS_PANIC,
+                        format!("ag_nuts_run: chain {} did not finish", job.chain),
+                    ))
+                })
+            })
+            .collect()
+    }
+}
+
+/// A chain's error as the run reports it.
+fn chain_failure(chain: u32, e: ChainError<Failure>) -> Failure {
+    const F: &str = "ag_nuts_run";
+    match e {
+        ChainError::Density { iteration, error } => fail(
+            error.status,
+            format!(
+                "{F}: chain {chain}, iteration {iteration}: {}",
+                error.message
             ),
-            ChainError::NoInitialPoint => fail(
-                AG_STATUS_NON_FINITE,
-                format!(
-                    "{F}: chain {chain}: no finite log density at 100 initial points in (-2, 2)^dim"
-                ),
+        ),
+        ChainError::NoInitialPoint => fail(
+            AG_STATUS_NON_FINITE,
+            format!(
+                "{F}: chain {chain}: no finite log density at 100 initial points in (-2, 2)^dim"
             ),
-            ChainError::StepSize { iteration } => fail(
-                AG_STATUS_NON_FINITE,
-                format!(
-                    "{F}: chain {chain}, iteration {iteration}: the step size heuristic diverged (improper posterior?)"
-                ),
+        ),
+        ChainError::StepSize { iteration } => fail(
+            AG_STATUS_NON_FINITE,
+            format!(
+                "{F}: chain {chain}, iteration {iteration}: the step size heuristic diverged (improper posterior?)"
             ),
-        })
+        ),
     }
 }
 
@@ -162,24 +278,7 @@ pub extern "C" fn ag_nuts_run(
             failed: AtomicBool::new(false),
         };
         let results: Vec<_> = if c.parallel {
-            std::thread::scope(|scope| {
-                let handles: Vec<_> = (0..c.chains)
-                    .map(|k| {
-                        scope.spawn({
-                            let run = &run;
-                            move || run.chain(k)
-                        })
-                    })
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| {
-                        h.join().unwrap_or_else(|_| {
-                            Err(fail(AG_STATUS_PANIC, format!("{F}: a chain panicked")))
-                        })
-                    })
-                    .collect()
-            })
+            run.in_parallel(c.chains)
         } else {
             (0..c.chains).map(|k| run.chain(k)).collect()
         };
