@@ -357,7 +357,8 @@ valgrind: examples
 ## PyTorch ratios, kernel-family lines, the default-vs-1-thread step with
 ## busy loops on half of the CPUs, k contexts on k host threads at the
 ## default thread count vs 1, the cnn example's epoch (cnn_epoch_ms), NUTS's
-## effective samples per second beside NumPyro's; writes docs/benchmarks.md
+## effective samples per second beside NumPyro's and its chains in parallel
+## against one after another (nuts_chains); writes docs/benchmarks.md
 bench: $(LIB)
 	$(CARGO) run --release --features trace --example bench -- $(BENCH_ARGS)
 	@$(MAKE) --no-print-directory $(BUILD)/bench_eager && $(BUILD)/bench_eager $(BENCH_ARGS)
@@ -366,6 +367,7 @@ bench: $(LIB)
 	@bash scripts/bench_lm.sh $(filter --quick,$(BENCH_ARGS))
 	@$(MAKE) --no-print-directory $(BUILD)/cnn && bash scripts/bench_cnn.sh $(BUILD)/cnn $(FASHION_DIR) $(BENCH_ARGS)
 	@$(MAKE) --no-print-directory $(BUILD)/nuts && bash scripts/bench_nuts.sh $(filter --quick,$(BENCH_ARGS))
+	@bash scripts/bench_chains.sh $(filter --quick,$(BENCH_ARGS))
 	@python3 scripts/bench_scaling.py --bench target/release/examples/bench $(filter --quick,$(BENCH_ARGS))
 	$(CARGO) build --release --example bench_tokenizer
 	@python3 scripts/bench_tokenizer.py $(filter --quick,$(BENCH_ARGS))
