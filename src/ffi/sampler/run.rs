@@ -31,14 +31,19 @@ struct Run<'a> {
 /// cache) is small beside it.
 const TURN: u32 = 8;
 
-/// A chain between turns: its context (made at its first turn), the
-/// sampler's state, and once it stops, its result.
+/// A chain between turns: what it runs on from its first turn until it
+/// stops, then its result.
 struct Job {
     chain: u32,
-    context: Option<ChainContext>,
-    buf: Vec<f32>,
-    state: Option<Chain<Failure>>,
+    live: Option<Live>,
     result: Option<std::result::Result<(ChainDraws, ChainDraws), Failure>>,
+}
+
+/// A started chain's context, position buffer and sampler state.
+struct Live {
+    context: ChainContext,
+    buf: Vec<f32>,
+    state: Chain<Failure>,
 }
 
 impl Run<'_> {
@@ -53,9 +58,7 @@ impl Run<'_> {
     fn job(&self, chain: u32) -> Job {
         Job {
             chain,
-            context: None,
-            buf: Vec::new(),
-            state: None,
+            live: None,
             result: None,
         }
     }
@@ -69,7 +72,7 @@ impl Run<'_> {
         if job.result.is_some() {
             return;
         }
-        if job.state.is_none() {
+        if job.live.is_none() {
             if s.cancelled.load(Ordering::Acquire) {
                 job.result = Some(Ok((
                     ChainDraws {
@@ -82,7 +85,13 @@ impl Run<'_> {
                 return;
             }
             match ChainContext::new(F, s.dim) {
-                Ok(cc) => job.context = Some(cc),
+                Ok(context) => {
+                    job.live = Some(Live {
+                        context,
+                        buf: vec![0.0f32; s.dim],
+                        state: Chain::new(s.dim, &self.settings, self.seed, chain),
+                    })
+                }
                 Err(f) => {
                     self.failed.store(true, Ordering::Relaxed);
                     let message = format!("{F}: chain {chain}: {}", f.message);
@@ -90,13 +99,15 @@ impl Run<'_> {
                     return;
                 }
             }
-            job.buf = vec![0.0f32; s.dim];
-            job.state = Some(Chain::new(s.dim, &self.settings, self.seed, chain));
         }
-        let (Some(cc), Some(state)) = (&mut job.context, &mut job.state) else {
+        let Some(Live {
+            context: cc,
+            buf,
+            state,
+        }) = &mut job.live
+        else {
             return;
         };
-        let buf = &mut job.buf;
         let total = self.settings.warmup + self.settings.draws;
         let grad = |q: &[f64], g: &mut [f64]| cc.log_density(s, q, g, buf);
         let mut keep_going = |it: u32| {
@@ -111,8 +122,12 @@ impl Run<'_> {
         if !state.finished() {
             return;
         }
-        let (draws, error) = job.state.take().map(Chain::finish).unwrap_or_default();
-        job.context = None;
+        // The chain's context is freed here, with the rest of `live`.
+        let (draws, error) = job
+            .live
+            .take()
+            .map(|l| l.state.finish())
+            .unwrap_or_default();
         job.result = Some(match error {
             None => report_draws(F, s, chain, &draws)
                 .inspect_err(|_| self.failed.store(true, Ordering::Relaxed))
