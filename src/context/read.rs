@@ -155,7 +155,7 @@ impl Context {
                 let n = crate::pool::task_count(g.len(), MIN_TASK_FLOATS);
                 pool.run_chunks(g, g.len().div_ceil(n), &|_, part| part.fill(0.0));
             }
-            None => g.fill(0.0),
+            None => crate::kernels::zero(g),
         }
     }
 }

@@ -18,7 +18,7 @@ impl Program {
         if std::mem::take(&mut row.unzeroed)
             && let Some(g) = row.grad
         {
-            ctx.access_one(g).fill(0.0);
+            crate::kernels::zero(ctx.access_one(g));
         }
     }
 
@@ -345,7 +345,7 @@ impl Program {
                 let (x, y) = (buf(self, s.a), buf(self, s.out));
                 let ([d], [g, x, y]) = ctx.access([dx], [dout, x, y]);
                 if fresh && !assign {
-                    d.fill(0.0);
+                    crate::kernels::zero(d);
                 }
                 for (i, d) in d.iter_mut().enumerate() {
                     *d = K::backward(op, assign, *d, g[i], x[i], y[i]);
