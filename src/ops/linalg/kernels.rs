@@ -188,78 +188,74 @@ pub(super) fn solve_lower_backward_l(dl: &mut [f32], db: &[f32], x: &[f32], n: u
 /// one element or one per element of `c` (its first row unread). A
 /// sequential dependence: one row after another, the columns side by side.
 pub(super) fn linear_recurrence(x: &mut [f32], a: &[f32], c: &[f32], width: usize) {
+    recurrence::<false>(x, a, c, width);
+}
+
+/// The recurrence's backward for c: g_{T-1} = dx_{T-1} and
+/// g_t = dx_t + a_{t+1} g_{t+1}, the same recurrence run from the end.
+pub(super) fn linear_recurrence_reversed(g: &mut [f32], a: &[f32], dx: &[f32], width: usize) {
+    recurrence::<true>(g, a, dx, width);
+}
+
+/// [`linear_recurrence`], or with `REV` [`linear_recurrence_reversed`]:
+/// the rows taken from the first (x_t from x_{t-1} and a_t) or from the
+/// last (x_t from x_{t+1} and a_{t+1}); the coefficient is always the
+/// later row's.
+fn recurrence<const REV: bool>(x: &mut [f32], a: &[f32], c: &[f32], width: usize) {
     if width == 0 || c.is_empty() {
         return;
     }
+    let steps = c.len() / width;
+    // Row `t` and the row it follows.
+    let first = if REV { steps - 1 } else { 0 };
+    let order = |j: usize| if REV { steps - 1 - j } else { j };
+    let before = |t: usize| if REV { t + 1 } else { t - 1 };
     if width == 1 {
         // One sequence (a time series): a carried value, no row slices.
-        let mut p = c[0];
-        x[0] = p;
+        let mut p = c[first];
+        x[first] = p;
+        let (x, c) = if REV {
+            (&mut x[..first], &c[..first])
+        } else {
+            (&mut x[1..], &c[1..])
+        };
         if let [a] = a {
-            scan::<false>(&mut x[1..], &c[1..], *a, p);
-            return;
+            return scan::<REV>(x, c, *a, p);
         }
-        let steps = x[1..].iter_mut().zip(&c[1..]).zip(&a[1..]);
-        steps.for_each(|((x, &c), &a)| {
+        // a_t beside x_t going forward, a_{t+1} beside x_t from the end:
+        // either way a[1..].
+        let steps = x.iter_mut().zip(c).zip(&a[1..]);
+        let mut step = |((x, &c), &a): ((&mut f32, &f32), &f32)| {
             p = a * p + c;
             *x = p;
-        });
+        };
+        if REV {
+            steps.rev().for_each(&mut step);
+        } else {
+            steps.for_each(&mut step);
+        }
         return;
     }
-    x[..width].copy_from_slice(&c[..width]);
-    for t in 1..c.len() / width {
-        let (done, rest) = x.split_at_mut(t * width);
-        let (prev, row) = (&done[(t - 1) * width..], &mut rest[..width]);
+    let rows = first * width..(first + 1) * width;
+    x[rows.clone()].copy_from_slice(&c[rows]);
+    for j in 1..steps {
+        let t = order(j);
+        let (row, prev) = if REV {
+            let (head, later) = x.split_at_mut((t + 1) * width);
+            (&mut head[t * width..], &later[..width])
+        } else {
+            let (done, rest) = x.split_at_mut(t * width);
+            (&mut rest[..width], &done[before(t) * width..])
+        };
         let c = &c[t * width..][..width];
         if let [a] = a {
             for ((x, &p), &c) in row.iter_mut().zip(prev).zip(c) {
                 *x = a * p + c;
             }
         } else {
-            let a = &a[t * width..][..width];
+            let a = &a[t.max(before(t)) * width..][..width];
             for (((x, &p), &c), &a) in row.iter_mut().zip(prev).zip(c).zip(a) {
                 *x = a * p + c;
-            }
-        }
-    }
-}
-
-/// The recurrence's backward for c: g_{T-1} = dx_{T-1} and
-/// g_t = dx_t + a_{t+1} g_{t+1}, the same recurrence run from the end.
-pub(super) fn linear_recurrence_reversed(g: &mut [f32], a: &[f32], dx: &[f32], width: usize) {
-    if width == 0 || dx.is_empty() {
-        return;
-    }
-    if width == 1 {
-        let last = dx.len() - 1;
-        let mut n = dx[last];
-        g[last] = n;
-        if let [a] = a {
-            scan::<true>(&mut g[..last], &dx[..last], *a, n);
-            return;
-        }
-        let steps = g[..last].iter_mut().zip(&dx[..last]).zip(&a[1..]).rev();
-        steps.for_each(|((g, &d), &a)| {
-            n = a * n + d;
-            *g = n;
-        });
-        return;
-    }
-    let steps = dx.len() / width;
-    let last = (steps - 1) * width;
-    g[last..].copy_from_slice(&dx[last..]);
-    for t in (0..steps - 1).rev() {
-        let (head, later) = g.split_at_mut((t + 1) * width);
-        let (row, next) = (&mut head[t * width..], &later[..width]);
-        let dx = &dx[t * width..][..width];
-        if let [a] = a {
-            for ((g, &n), &d) in row.iter_mut().zip(next).zip(dx) {
-                *g = a * n + d;
-            }
-        } else {
-            let a = &a[(t + 1) * width..][..width];
-            for (((g, &n), &d), &a) in row.iter_mut().zip(next).zip(dx).zip(a) {
-                *g = a * n + d;
             }
         }
     }

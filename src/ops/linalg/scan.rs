@@ -23,10 +23,8 @@ pub(super) fn scan<const REV: bool>(x: &mut [f32], c: &[f32], a: f32, p: f32) {
         one_step_at_a_time::<REV>(x, c, a, p);
     } else if takes_lookahead(x.len(), a) {
         lookahead::<REV>(x, c, a, p);
-    } else if REV {
-        two_steps_at_a_time_reversed(x, c, a, p);
     } else {
-        two_steps_at_a_time(x, c, a, p);
+        two_steps_at_a_time::<REV>(x, c, a, p);
     }
 }
 
@@ -113,32 +111,23 @@ fn lookahead<const REV: bool>(x: &mut [f32], c: &[f32], a: f32, p: f32) {
 /// (a c_t + c_{t+1}), so the chain of dependent roundings is half as long
 /// (x_t itself is computed beside it), about twice as fast; a few
 /// roundings more per pair, the same bound on the error as the plain
-/// recurrence's to within a small constant.
-fn two_steps_at_a_time(x: &mut [f32], c: &[f32], a: f32, mut p: f32) {
+/// recurrence's to within a small constant. With `REV`, the mirror image:
+/// x_t = a x_{t+1} + c_t from x_{len} = `p`, pairs taken from the end.
+fn two_steps_at_a_time<const REV: bool>(x: &mut [f32], c: &[f32], a: f32, mut p: f32) {
     let a2 = a * a;
-    let (mut xs, mut cs) = (x.chunks_exact_mut(2), c.chunks_exact(2));
-    for (x, c) in (&mut xs).zip(&mut cs) {
-        x[0] = a * p + c[0];
-        p = a2 * p + (a * c[0] + c[1]);
-        x[1] = p;
+    let n = x.len();
+    // A pair's first and second element in the recurrence's order.
+    let (first, second) = if REV { (1, 0) } else { (0, 1) };
+    for k in 0..n / 2 {
+        let s = if REV { n - 2 * (k + 1) } else { 2 * k };
+        let (x, c) = (&mut x[s..s + 2], &c[s..s + 2]);
+        x[first] = a * p + c[first];
+        p = a2 * p + (a * c[first] + c[second]);
+        x[second] = p;
     }
-    if let ([x], [c]) = (xs.into_remainder(), cs.remainder()) {
-        *x = a * p + c;
-    }
-}
-
-/// [`two_steps_at_a_time`] from the end: g_t = a g_{t+1} + d_t, from
-/// g_{T} = `n` (`g` and `d` are the first T).
-fn two_steps_at_a_time_reversed(g: &mut [f32], d: &[f32], a: f32, mut n: f32) {
-    let a2 = a * a;
-    let (mut gs, mut ds) = (g.rchunks_exact_mut(2), d.rchunks_exact(2));
-    for (g, d) in (&mut gs).zip(&mut ds) {
-        g[1] = a * n + d[1];
-        n = a2 * n + (a * d[1] + d[0]);
-        g[0] = n;
-    }
-    if let ([g], [d]) = (gs.into_remainder(), ds.remainder()) {
-        *g = a * n + d;
+    if n % 2 == 1 {
+        let t = if REV { 0 } else { n - 1 };
+        x[t] = a * p + c[t];
     }
 }
 
