@@ -436,8 +436,11 @@ static ag_status mixture2(ag_context *ctx, const model *m, ag_tensor q, ag_tenso
     TRY(constant(ctx, &zero, 1, 0, &alpha));
     TRY(ag_bernoulli_logit_glm_lpmf(ctx, zeros, y, true, alpha, dc, &t));
     TRY(ag_neg(ctx, t, &lp)); /* sum_n softplus(p_2 - p_1) */
-    TRY(constant(ctx, m->gram + 3 * n, 1, 3, &y));
-    TRY(ag_matmul(ctx, y, c1, false, false, &t)); /* sum_n p_1(y_n) */
+    /* sum_n p_1(y_n) = (sum 1, sum y, sum y^2) . c1: a dot of 3 (mul and
+     * sum, run inline by a replay, where a BLAS call costs more than it) */
+    TRY(constant(ctx, m->gram + 3 * n, 3, 0, &y));
+    TRY(ag_reshape(ctx, c1, &three, 1, &t));
+    TRY(ag_mul(ctx, y, t, &t));
     TRY(ag_sum(ctx, t, &t));
     TRY(accumulate(ctx, &lp, t));
     TRY(sumsq(ctx, mu, -1.0f / 8.0f, &t));
