@@ -263,7 +263,8 @@ fn ln_1p_unit(u: f32) -> f32 {
     // four dependent steps after s^2 where Horner's took fourteen, and
     // the GLM and softplus loops wait on this chain.
     let c = &INV_ODD;
-    let (s4, s8) = (s2 * s2, (s2 * s2) * (s2 * s2));
+    let s4 = s2 * s2;
+    let s8 = s4 * s4;
     let low = (c[0] + s2 * c[1]) + s4 * (c[2] + s2 * c[3]);
     let high = (c[4] + s2 * c[5]) + s4 * (c[6] + s2 * c[7]);
     let q = low + s8 * high;

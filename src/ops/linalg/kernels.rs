@@ -206,10 +206,9 @@ fn recurrence<const REV: bool>(x: &mut [f32], a: &[f32], c: &[f32], width: usize
         return;
     }
     let steps = c.len() / width;
-    // Row `t` and the row it follows.
+    // The row the recurrence starts from, and the j-th row it reaches.
     let first = if REV { steps - 1 } else { 0 };
     let order = |j: usize| if REV { steps - 1 - j } else { j };
-    let before = |t: usize| if REV { t + 1 } else { t - 1 };
     if width == 1 {
         // One sequence (a time series): a carried value, no row slices.
         let mut p = c[first];
@@ -240,20 +239,23 @@ fn recurrence<const REV: bool>(x: &mut [f32], a: &[f32], c: &[f32], width: usize
     x[rows.clone()].copy_from_slice(&c[rows]);
     for j in 1..steps {
         let t = order(j);
+        // Row t, the row before it in the recurrence's order (t - 1, or
+        // t + 1 from the end), and the later of the two, whose a it takes.
         let (row, prev) = if REV {
             let (head, later) = x.split_at_mut((t + 1) * width);
             (&mut head[t * width..], &later[..width])
         } else {
             let (done, rest) = x.split_at_mut(t * width);
-            (&mut rest[..width], &done[before(t) * width..])
+            (&mut rest[..width], &done[(t - 1) * width..])
         };
+        let later = if REV { t + 1 } else { t };
         let c = &c[t * width..][..width];
         if let [a] = a {
             for ((x, &p), &c) in row.iter_mut().zip(prev).zip(c) {
                 *x = a * p + c;
             }
         } else {
-            let a = &a[t.max(before(t)) * width..][..width];
+            let a = &a[later * width..][..width];
             for (((x, &p), &c), &a) in row.iter_mut().zip(prev).zip(c).zip(a) {
                 *x = a * p + c;
             }

@@ -56,7 +56,7 @@ impl Dense {
             let (d, g) = (s.d as usize, s.g as usize);
             let base = |zero: bool, d: f32| if zero { 0.0 } else { d };
             match s.op {
-                Grad::Fill(len) => grads[d..d + len as usize].fill(0.0),
+                Grad::Fill(len) => crate::kernels::zero(&mut grads[d..d + len as usize]),
                 Grad::Seed => grads[d] += 1.0,
                 Grad::AddScaled { k, assign } => {
                     grads[d] = K::add_scaled(grads[d], grads[g], k, assign);
