@@ -250,7 +250,7 @@ impl Program {
         for (t, offset, len) in plan.slots() {
             dense[t as usize].grad = Some(Storage::sub(region, offset, len));
         }
-        let compact = Dense::build(ctx, &fwd, &bwd, &births, &dense, loss).map(Box::new);
+        let compact = Dense::build(ctx, (&fwd, &bwd, &side), &births, &dense, loss).map(Box::new);
         Some(Box::new(Program {
             fwd,
             bwd,

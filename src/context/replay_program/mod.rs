@@ -39,9 +39,11 @@
 //! kernel's buffers (capture ran them on the same buffers) and the walk's
 //! flow and table bookkeeping.
 //!
-//! A step made of one-element ops and one-element slices only also gets
-//! a dense form (`dense`): the same kernels as instructions over dense
-//! value and gradient arrays, the marks' effects resolved at capture.
+//! A step made of small ops only (element-wise ops on at most [`MAXN`]
+//! elements, sums of all elements, slices and concats, of tensors of at
+//! most `MAXN` elements) also gets a dense form (`dense`): the same
+//! kernels as instructions over dense value and gradient arrays, the
+//! marks' effects resolved at capture.
 //!
 //! Anything else takes the ordinary path: a step with an op with no replay
 //! form (dropout, batch norm), a retained activation gradient or a
@@ -272,6 +274,25 @@ struct Bcast {
     n: u8,
     ia: [u8; MAXN],
     ib: [u8; MAXN],
+}
+
+impl Bcast {
+    /// The operands' strides when each reads its elements in order or
+    /// one element throughout (1 or 0), else None.
+    fn strides(&self) -> Option<(u8, u8)> {
+        let n = self.n as usize;
+        let stride = |ix: &[u8; MAXN]| {
+            let ix = &ix[..n];
+            if ix.iter().all(|&i| i == 0) {
+                Some(0)
+            } else if ix.iter().enumerate().all(|(o, &i)| i as usize == o) {
+                Some(1)
+            } else {
+                None
+            }
+        };
+        Some((stride(&self.ia)?, stride(&self.ib)?))
+    }
 }
 
 /// A table row as the program reads it: the row's buffer and gradient

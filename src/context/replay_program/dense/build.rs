@@ -1,13 +1,34 @@
-//! Building a scalar step's dense form at capture end: the walk's marks
+//! Building a small step's dense form at capture end: the walk's marks
 //! replayed without values.
 
-use super::{Bwd, Code, Dense, Fwd, Grad};
+use super::walk::Walk;
+use super::{Code, Dense, Fwd, FwdN, Grad};
+use crate::arena::Storage;
 use crate::context::Context;
-use crate::context::replay_program::{Kind, Row, Step1};
+use crate::context::replay_program::{Kind, MAXN, Row, Side, Step1};
 use crate::ops::OneOp;
 
 /// No slot.
-const NONE: u32 = u32::MAX;
+pub(super) const NONE: u32 = u32::MAX;
+
+/// The most elements of a tensor from outside the ops (a parameter, an
+/// input, a constant) the value array takes a range for: a larger one
+/// (a data set) goes with ops the dense form does not run.
+const OUTSIDE_MAX: usize = 256;
+
+/// Pushes `x`, or None if the vector cannot grow (the step then runs the
+/// general program).
+pub(super) fn push<T>(v: &mut Vec<T>, x: T) -> Option<()> {
+    v.try_reserve(1).ok()?;
+    v.push(x);
+    Some(())
+}
+
+/// Per element of a slice's output (`n` elements, rows of `len` taken
+/// from rows of `row` at `off`), the input element it copies.
+pub(super) fn slice_source(j: u32, row: u32, off: u32, len: u32) -> u32 {
+    (j / len) * row + off + j % len
+}
 
 /// The most gradient elements the arrays hold (parameters' included).
 const MAX_SLOTS: usize = 1 << 20;
@@ -26,283 +47,238 @@ fn filled<T: Clone>(n: usize, v: T) -> Option<Vec<T>> {
     out.resize(n, v);
     Some(out)
 }
-/// The walk's marks as `run` keeps them, replayed without values at
-/// capture, emitting what each gradient access does.
-struct Walk {
+
+/// The forward half of the build: value slots (a range per tensor),
+/// loads, instructions and stores.
+struct Forward<'a> {
+    rows: &'a [Row],
     n_params: usize,
-    /// Per row: its first gradient slot, or NONE (no gradient buffer).
-    gslot: Vec<u32>,
-    glen: Vec<u32>,
-    /// Per row: its value slot, or NONE.
     vslot: Vec<u32>,
-    needs: Vec<bool>,
-    mark: Vec<bool>,
-    /// The slot holds a value the walk wrote (or, for a parameter, the
-    /// table's): reading it before that would read a stale slot.
-    defined: Vec<bool>,
-    touched: Vec<bool>,
-    out: Vec<Bwd>,
+    /// Per value slot: whether it holds a loaded or computed value.
+    set: Vec<bool>,
+    loads: Vec<(u32, u32, u32)>,
+    stores: Vec<crate::arena::Buf>,
+    fwd: Vec<Fwd>,
+    fwd_n: Vec<FwdN>,
 }
 
-/// A capture-time refusal: the step runs the general program.
-struct Refused;
-
-impl Walk {
-    fn emit(&mut self, op: Grad, d: u32, g: u32, a: u32, b: u32) {
-        self.out.push(Bwd { op, d, g, a, b });
+impl Forward<'_> {
+    fn len(&self, id: u32) -> usize {
+        self.rows[id as usize].data.len()
     }
 
-    fn value(&self, id: u32) -> Result<u32, Refused> {
-        match self.vslot[id as usize] {
-            NONE => Err(Refused),
-            v => Ok(v),
-        }
-    }
-
-    fn touch(&mut self, id: u32) {
-        if (id as usize) < self.n_params {
-            self.touched[id as usize] = true;
-        }
-    }
-
-    /// As `Program::mark_births`.
-    fn mark_births(&mut self, births: &[(u32, u32)], next: &mut usize, at: u32) {
-        while let Some(&(pos, t)) = births.get(*next) {
-            if pos < at {
-                break;
-            }
-            if self.gslot[t as usize] != NONE {
-                self.mark[t as usize] = true;
-            }
-            *next += 1;
-        }
-    }
-
-    /// A zero fill of `id`'s whole slot, as `settle` does.
-    fn fill(&mut self, id: u32) {
-        let i = id as usize;
-        self.emit(Grad::Fill(self.glen[i]), self.gslot[i], 0, 0, 0);
-        self.defined[i] = true;
-        self.touch(id);
-    }
-
-    /// As `grad_out`: the slot read, settled first.
-    fn grad_out(&mut self, id: u32) -> Result<Option<u32>, Refused> {
-        let i = id as usize;
-        if std::mem::take(&mut self.mark[i]) && self.gslot[i] != NONE {
-            self.fill(id);
-        }
-        if self.gslot[i] == NONE {
-            return Ok(None);
-        }
-        if !self.defined[i] {
-            return Err(Refused);
-        }
-        self.touch(id);
-        Ok(Some(self.gslot[i]))
-    }
-
-    /// As `grad_of` for a slot written next: its settle's zero fill is
-    /// folded into that write (`zero`) on a one-element slot, emitted
-    /// on a larger one.
-    fn grad_of(&mut self, id: u32) -> Result<Option<(u32, bool)>, Refused> {
-        let i = id as usize;
-        if !self.needs[i] {
-            return Ok(None);
-        }
-        let mut zero = std::mem::take(&mut self.mark[i]);
-        if self.gslot[i] == NONE {
-            return Ok(None);
-        }
-        if zero && self.glen[i] != 1 {
-            self.fill(id);
-            zero = false;
-        }
-        if !zero && !self.defined[i] {
-            return Err(Refused);
-        }
-        self.touch(id);
-        Ok(Some((self.gslot[i], zero)))
-    }
-
-    /// A write of `grad_of`'s slot that did not happen: its fill did.
-    fn unwritten(&mut self, id: u32, g: Option<(u32, bool)>) {
-        if let Some((_, true)) = g {
-            self.fill(id);
-        }
-    }
-
-    /// The slot a write of `grad_of`'s will define.
-    fn written(&mut self, id: u32) {
-        self.defined[id as usize] = true;
-    }
-
-    /// As `grad_to_overwrite`: (slot, fresh).
-    fn grad_to_overwrite(&mut self, id: u32) -> Option<(u32, bool)> {
-        let i = id as usize;
-        if !self.needs[i] {
+    /// A new range of `n` value slots.
+    fn range(&mut self, n: usize) -> Option<u32> {
+        let at = self.set.len();
+        if at + n > MAX_SLOTS {
             return None;
         }
-        let fresh = std::mem::take(&mut self.mark[i]);
-        (self.gslot[i] != NONE).then_some((self.gslot[i], fresh))
+        self.set.try_reserve(n).ok()?;
+        self.set.resize(at + n, false);
+        Some(at as u32)
     }
 
-    /// A write into `grad_to_overwrite`'s slot: overwriting (fresh) or
-    /// adding to a defined value.
-    fn overwrite(&mut self, id: u32, fresh: bool) -> Result<(), Refused> {
-        let i = id as usize;
-        if !fresh && !self.defined[i] {
-            return Err(Refused);
+    /// The value slot of element `e` of operand `x`: a tensor from
+    /// outside the ops gets its range at its first use and each element
+    /// is read in at its own.
+    fn operand(&mut self, x: u32, e: u32) -> Option<u32> {
+        let i = x as usize;
+        if self.vslot[i] == NONE {
+            let n = self.len(x);
+            if n > OUTSIDE_MAX {
+                return None;
+            }
+            self.vslot[i] = self.range(n)?;
         }
-        if self.glen[i] != 1 {
-            return Err(Refused);
+        let slot = self.vslot[i] + e;
+        if !self.set[slot as usize] {
+            push(&mut self.loads, (x, e, slot))?;
+            self.set[slot as usize] = true;
         }
-        self.defined[i] = true;
-        self.touch(id);
-        Ok(())
+        Some(slot)
     }
 
-    /// One op's backward, as `Program::backward` does it for the kinds
-    /// a dense step has.
-    fn backward(&mut self, s: Step1) -> Result<(), Refused> {
+    /// One instruction computing element `e` of `out`.
+    fn emit(&mut self, code: Code, out: u32, e: u32, a: u32, b: u32) -> Option<()> {
+        let slot = self.store(out, e, 1)?;
+        push(
+            &mut self.fwd,
+            Fwd {
+                code,
+                out: slot,
+                a,
+                b,
+            },
+        )
+    }
+
+    /// Elements `e..e + n` of `out` computed: their store; their first
+    /// value slot.
+    fn store(&mut self, out: u32, e: u32, n: u8) -> Option<u32> {
+        let slot = self.vslot[out as usize] + e;
+        self.set[slot as usize..][..n as usize].fill(true);
+        let data = self.rows[out as usize].data;
+        push(&mut self.stores, Storage::sub(data, e as usize, n as usize))?;
+        Some(slot)
+    }
+
+    /// One vector form computing `n` elements of `out` from element `e`
+    /// on by `op` (a copy if None), its operands' strides `sa` and `sb`.
+    fn emit_n(
+        &mut self,
+        op: Option<OneOp>,
+        (out, e): (u32, u32),
+        (a, b): (u32, u32),
+        [n, sa, sb]: [u8; 3],
+    ) -> Option<()> {
+        let slot = self.store(out, e, n)?;
+        let s = FwdN {
+            op,
+            out: slot,
+            a,
+            b,
+            n,
+            sa,
+            sb,
+        };
+        push(&mut self.fwd_n, s)?;
+        let code = Code::Vector(self.fwd_n.len() as u32 - 1);
+        push(
+            &mut self.fwd,
+            Fwd {
+                code,
+                out: slot,
+                a,
+                b,
+            },
+        )
+    }
+
+    /// A copy of `n` consecutive elements of `x` from `from` into `out`'s
+    /// from `e`.
+    fn copy_run(&mut self, (out, e): (u32, u32), x: u32, from: u32, n: u32) -> Option<()> {
+        for i in 0..n {
+            self.operand(x, from + i)?;
+        }
+        let a = self.operand(x, from)?;
+        if n == 1 {
+            return self.emit(Code::Copy, out, e, a, a);
+        }
+        self.emit_n(None, (out, e), (a, a), [n as u8, 1, 1])
+    }
+
+    /// One op's forward, element by element.
+    fn op(&mut self, s: &Step1, side: &Side) -> Option<()> {
+        let out = s.out as usize;
+        let n = self.len(s.out);
+        if self.vslot[out] != NONE || out < self.n_params || n > MAXN {
+            return None;
+        }
+        self.vslot[out] = self.range(n)?;
+        let n = n as u32;
         match s.op {
-            Kind::One(OneOp::Binary(f)) => {
-                let Some(dout) = self.grad_out(s.out)? else {
-                    return Ok(());
-                };
-                if let Some(sign) = f.sum_sign()
-                    && s.same
-                {
-                    let (ga, gb) = (self.grad_to_overwrite(s.a), self.grad_to_overwrite(s.b));
-                    for (x, grad, k) in [(s.a, ga, 1.0), (s.b, gb, sign)] {
-                        if let Some((d, fresh)) = grad {
-                            self.overwrite(x, fresh)?;
-                            let op = Grad::AddScaled { k, assign: fresh };
-                            self.emit(op, d, dout, 0, 0);
-                        }
-                    }
-                    return Ok(());
-                }
-                let (va, vb) = (self.value(s.a)?, self.value(s.b)?);
-                if let Some((d, zero)) = self.grad_of(s.a)? {
-                    self.written(s.a);
-                    self.emit(Grad::GradA { f, zero }, d, dout, va, vb);
-                }
-                if let Some((d, zero)) = self.grad_of(s.b)? {
-                    self.written(s.b);
-                    self.emit(Grad::GradB { f, zero }, d, dout, va, vb);
-                }
-            }
-            Kind::One(OneOp::Unary(f)) => {
-                let Some(dout) = self.grad_out(s.out)? else {
-                    return Ok(());
-                };
-                let Some((d, fresh)) = self.grad_to_overwrite(s.a) else {
-                    return Ok(());
-                };
-                self.overwrite(s.a, fresh)?;
-                let assign = fresh && f.assigns_fresh_grad();
-                let op = Grad::Unary {
-                    f,
-                    assign,
-                    zero: fresh && !assign,
-                };
-                let (x, y) = (self.value(s.a)?, self.value(s.out)?);
-                self.emit(op, d, dout, x, y);
-            }
             Kind::One(op) => {
-                // Both looked up, in this order, as `Program::backward`.
-                let (dx, dout) = (self.grad_of(s.a)?, self.grad_out(s.out)?);
-                let (Some((d, zero)), Some(dout)) = (dx, dout) else {
-                    self.unwritten(s.a, dx);
-                    return Ok(());
-                };
-                self.written(s.a);
-                let x = self.value(s.a)?;
-                self.emit(Grad::Map { op, zero }, d, dout, x, x);
+                let (a, b) = (self.operand(s.a, 0)?, self.operand(s.b, 0)?);
+                self.emit(Code::Op(op), s.out, 0, a, b)?;
+            }
+            Kind::Map(op) => {
+                for i in 0..n {
+                    self.operand(s.a, i)?;
+                }
+                let a = self.operand(s.a, 0)?;
+                self.emit_n(Some(op), (s.out, 0), (a, a), [n as u8, 1, 1])?;
+            }
+            Kind::Bin(f, k) => {
+                let m = &side.bcast[k as usize];
+                let op = OneOp::Binary(f);
+                if let Some((sa, sb)) = m.strides() {
+                    for o in 0..n as usize {
+                        self.operand(s.a, m.ia[o] as u32)?;
+                        self.operand(s.b, m.ib[o] as u32)?;
+                    }
+                    let (a, b) = (self.operand(s.a, 0)?, self.operand(s.b, 0)?);
+                    return self.emit_n(Some(op), (s.out, 0), (a, b), [n as u8, sa, sb]);
+                }
+                for o in 0..n {
+                    let a = self.operand(s.a, m.ia[o as usize] as u32)?;
+                    let b = self.operand(s.b, m.ib[o as usize] as u32)?;
+                    self.emit(Code::Op(OneOp::Binary(f)), s.out, o, a, b)?;
+                }
+            }
+            Kind::Sum(mean) => {
+                let len = self.len(s.a) as u32;
+                for i in 0..len {
+                    self.operand(s.a, i)?;
+                }
+                let a = self.operand(s.a, 0)?;
+                self.emit(Code::Sum { n: len, mean }, s.out, 0, a, a)?;
             }
             Kind::Pick(at) => {
-                let (dx, dout) = (self.grad_of(s.a)?, self.grad_out(s.out)?);
-                let (Some((d, zero)), Some(dout)) = (dx, dout) else {
-                    self.unwritten(s.a, dx);
-                    return Ok(());
-                };
-                if at >= self.glen[s.a as usize] {
-                    return Err(Refused);
-                }
-                self.written(s.a);
-                self.emit(Grad::Pick { zero }, d + at, dout, 0, 0);
+                let a = self.operand(s.a, at)?;
+                self.emit(Code::Copy, s.out, 0, a, a)?;
             }
-            _ => return Err(Refused),
+            Kind::Slice { row, off, len } => {
+                for r in 0..n / len {
+                    self.copy_run((s.out, r * len), s.a, r * row + off, len)?;
+                }
+            }
+            Kind::Join(k) => {
+                let m = side.joins[k as usize];
+                let mut off = 0;
+                for (&x, &len) in m.xs.iter().zip(&m.lens).take(m.n as usize) {
+                    for r in 0..self.len(x) as u32 / len {
+                        self.copy_run((s.out, r * m.row + off), x, r * len, len)?;
+                    }
+                    off += len;
+                }
+            }
+            _ => return None,
         }
-        Ok(())
+        Some(())
     }
 }
+
 impl Dense {
-    /// The compact program of a step of one-element ops and slices, or
-    /// None for any other step (or one whose walk reads a gradient slot
-    /// before writing it, which the plan never makes).
+    /// The compact program of a step of small ops, or None for any other
+    /// step (or one whose walk reads a gradient slot before writing it,
+    /// which the plan never makes).
     pub(in crate::context::replay_program) fn build(
         ctx: &Context,
-        fwd: &[Step1],
-        bwd: &[Step1],
+        (fwd, bwd, side): (&[Step1], &[Step1], &Side),
         births: &[(u32, u32)],
         rows: &[Row],
         loss: u32,
     ) -> Option<Dense> {
-        let scalar = |s: &Step1| matches!(s.op, Kind::One(_) | Kind::Pick(_));
-        if !fwd.iter().all(scalar) || !bwd.iter().all(scalar) {
+        let small = |s: &Step1| {
+            matches!(
+                s.op,
+                Kind::One(_)
+                    | Kind::Map(_)
+                    | Kind::Bin(..)
+                    | Kind::Sum(_)
+                    | Kind::Pick(_)
+                    | Kind::Slice { .. }
+                    | Kind::Join(_)
+            )
+        };
+        if !fwd.iter().all(small) || !bwd.iter().all(small) {
             return None;
         }
         let n_params = ctx.param_count();
         let table = ctx.table_rows();
         let n = rows.len();
-        let mut vslot = filled(n, NONE)?;
-        // At most two loads, one store and one instruction per op.
-        let (mut loads, mut stores, mut fwd_out) =
-            (empty(2 * fwd.len())?, empty(fwd.len())?, empty(fwd.len())?);
-        let mut n_vals = 0u32;
-        let new_slot = |n_vals: &mut u32| {
-            *n_vals += 1;
-            *n_vals - 1
+        let mut f = Forward {
+            rows,
+            n_params,
+            vslot: filled(n, NONE)?,
+            set: Vec::new(),
+            loads: Vec::new(),
+            stores: Vec::new(),
+            fwd: Vec::new(),
+            fwd_n: Vec::new(),
         };
         for s in fwd {
-            let out = s.out as usize;
-            if vslot[out] != NONE || out < n_params || rows[out].data.len() != 1 {
-                return None;
-            }
-            let code = match s.op {
-                Kind::One(op) => Code::Op(op),
-                _ => Code::Copy,
-            };
-            // Operands from outside the ops are read in once (a slice's
-            // element of a larger tensor into a slot of its own).
-            let at = match s.op {
-                Kind::Pick(at) => at,
-                _ => 0,
-            };
-            let mut operand = |x: u32| {
-                let x = x as usize;
-                if vslot[x] != NONE {
-                    return vslot[x];
-                }
-                let slot = new_slot(&mut n_vals);
-                loads.push((x as u32, at, slot));
-                if rows[x].data.len() == 1 {
-                    vslot[x] = slot;
-                }
-                slot
-            };
-            let a = operand(s.a);
-            let b = if s.b == s.a { a } else { operand(s.b) };
-            vslot[out] = new_slot(&mut n_vals);
-            stores.push(rows[out].data);
-            fwd_out.push(Fwd {
-                code,
-                out: vslot[out],
-                a,
-                b,
-            });
+            f.op(s, side)?;
         }
         // Gradient slots: a row's whole buffer.
         let (mut gslot, mut glen) = (filled(n, NONE)?, filled(n, 0u32)?);
@@ -327,27 +303,33 @@ impl Dense {
                 n_grads += g.len();
             }
         }
+        let mut vlen = filled(n, 0u32)?;
+        for (v, row) in vlen.iter_mut().zip(rows) {
+            // Within MAX_ELEMENTS < 2^31: fits.
+            *v = row.data.len() as u32;
+        }
         let mut defined = filled(n, false)?;
         defined[..n_params].fill(true);
         let mut walk = Walk {
             n_params,
+            side,
             gslot,
             glen,
-            vslot,
+            vslot: f.vslot,
+            vlen,
             needs,
             mark: filled(n, false)?,
             defined,
             touched: filled(n_params, false)?,
-            // At most five per op (three fills, two writes), the seed and
-            // the parameters' last fills.
-            out: empty(5 * bwd.len() + n_params + 2)?,
+            out: Vec::new(),
+            out_n: Vec::new(),
         };
         // As `Program::run`'s walk.
         let len = bwd.len() as u32;
         let mut born = 0;
         walk.mark_births(births, &mut born, len);
         if let Some(g) = walk.grad_out(loss).ok()? {
-            walk.emit(Grad::Seed, g, 0, 0, 0);
+            walk.emit(Grad::Seed, g, 0, 0, 0).ok()?;
         }
         for i in (0..len).rev() {
             walk.mark_births(births, &mut born, i);
@@ -358,7 +340,7 @@ impl Dense {
         }
         for i in 0..n_params as u32 {
             if std::mem::take(&mut walk.mark[i as usize]) && walk.gslot[i as usize] != NONE {
-                walk.fill(i);
+                walk.fill(i).ok()?;
             }
         }
         let mut param_grads = empty(n_params)?;
@@ -368,13 +350,15 @@ impl Dense {
                 .map(|i| (i as u32, walk.gslot[i], walk.glen[i])),
         );
         Some(Dense {
-            fwd: fwd_out,
+            vals: filled(f.set.len(), 0.0)?,
+            fwd: f.fwd,
             bwd: walk.out,
-            loads,
-            stores,
+            fwd_n: f.fwd_n,
+            bwd_n: walk.out_n,
+            loads: f.loads,
+            stores: f.stores,
             param_grads,
             param_state,
-            vals: filled(n_vals as usize, 0.0)?,
             grads: filled(n_grads, 0.0)?,
         })
     }

@@ -1,7 +1,9 @@
-//! The program of a step whose every op is a one-element op or a
-//! one-element slice (a scalar model), in a compact form: each op an
-//! instruction over one dense value array and one dense gradient array,
-//! the walk's "born, not written yet" marks resolved at capture.
+//! The program of a step of small ops only (a scalar model, or one over
+//! short vectors: element-wise ops on at most `MAXN` elements, sums of
+//! all elements, slices and concats), in a compact form: each element of
+//! each op an instruction over one dense value array and one dense
+//! gradient array (a sum one instruction over a range), the walk's
+//! "born, not written yet" marks resolved at capture.
 //!
 //! The general program reads and writes each scalar through its arena
 //! buffer (a live-epoch check per access) and keeps the marks in its rows,
@@ -14,9 +16,12 @@
 //! (`OneKernels`), called on the same values in the same order, so the
 //! bits are the general program's.
 //!
-//! Values from outside the ops (parameters, inputs, constants) are read
-//! into the value array before the forward, every op's output is written
-//! back to its buffer after it (a caller may read any activation);
+//! Each tensor has a range of slots in each array, its elements in
+//! order. Values from outside the ops (parameters, inputs, constants, of
+//! at most `OUTSIDE_MAX` elements) are read into the value array before
+//! the forward, the elements the ops read only; every element an op
+//! computes is written back to its buffer after it (a caller may read
+//! any activation);
 //! parameters' gradients are read in before the walk and written back
 //! after it. Activations' gradients never leave the array: they are not
 //! kept past the walk (a retained one takes the ordinary path).
@@ -27,9 +32,9 @@
 //! state as at capture; a replay that finds otherwise runs the general
 //! program.
 
-// The walk (`build`) and the replay (`run`) live in child modules: this
-// file, which the program names, imports neither the context nor the
-// program (no import cycle through it).
+// The build (`build`, its backward half `walk`) and the replay (`run`)
+// live in child modules: this file, which the program names, imports
+// neither the context nor the program (no import cycle through it).
 
 use crate::arena::Buf;
 use crate::ops::{BinaryFn, OneOp, UnaryFn};
@@ -38,12 +43,17 @@ mod build;
 mod run;
 #[cfg(test)]
 mod tests;
+mod walk;
 
-/// A forward instruction's op, or a copy (a one-element slice).
+/// A forward instruction's op on one element, a copy (an element of a
+/// slice or concat), the sum (mean) of `n` values from `a` on, or a
+/// vector form (`Dense::fwd_n[.0]`).
 #[derive(Clone, Copy)]
 enum Code {
     Op(OneOp),
     Copy,
+    Sum { n: u32, mean: bool },
+    Vector(u32),
 }
 
 /// `vals[out] = code(vals[a], vals[b])` (`b` read by binary ops only);
@@ -54,6 +64,22 @@ struct Fwd {
     out: u32,
     a: u32,
     b: u32,
+}
+
+/// A vector form: `op` (a copy if None) on `n` elements, element i
+/// reading `a + i * sa` and `b + i * sb` (a stride 0 is a broadcast
+/// operand); its `n` outputs are written back to `Dense::stores` at the
+/// instruction's index (a buffer of `n`). Kept apart so that the
+/// one-element instructions, a scalar model's, stay small.
+#[derive(Clone, Copy)]
+struct FwdN {
+    op: Option<OneOp>,
+    out: u32,
+    a: u32,
+    b: u32,
+    n: u8,
+    sa: u8,
+    sb: u8,
 }
 
 /// What a backward instruction does to `grads[d]` (`g` the output's
@@ -67,11 +93,20 @@ enum Grad {
     /// The loss's seed: `grads[d] += 1`.
     Seed,
     /// `add_scaled` (the equal-shape add and sub): `assign` overwrites.
-    AddScaled { k: f32, assign: bool },
+    AddScaled {
+        k: f32,
+        assign: bool,
+    },
     /// `grads[d] += grad_a(f, grads[g], vals[a], vals[b])`.
-    GradA { f: BinaryFn, zero: bool },
+    GradA {
+        f: BinaryFn,
+        zero: bool,
+    },
     /// `grads[d] += grad_b(f, grads[g], vals[a], vals[b])`.
-    GradB { f: BinaryFn, zero: bool },
+    GradB {
+        f: BinaryFn,
+        zero: bool,
+    },
     /// A unary op's backward: input `vals[a]`, output `vals[b]`.
     Unary {
         f: UnaryFn,
@@ -79,9 +114,47 @@ enum Grad {
         zero: bool,
     },
     /// A scale, pow or clamp op's backward: input `vals[a]`.
-    Map { op: OneOp, zero: bool },
-    /// A one-element slice's backward: `grads[d] += grads[g]`.
-    Pick { zero: bool },
+    Map {
+        op: OneOp,
+        zero: bool,
+    },
+    /// An element of a slice's or concat's backward: `grads[d] +=
+    /// grads[g]`.
+    Pick {
+        zero: bool,
+    },
+    /// A sum's (mean's) backward into `grads[d..d + n]`, from `grads[g]`.
+    SumBack {
+        n: u32,
+        mean: bool,
+    },
+    /// A vector form, `Dense::bwd_n[.0]`.
+    Vector(u32),
+    /// The vector forms' ops: each of [`Grad::AddScaled`], `GradA` (`BinaryAN`),
+    /// `GradB` (`BinaryBN`), `Unary`, `Map` and `Pick` on `BwdN::n` elements. A
+    /// `zero` is a one-element slot's (written at stride 0), except
+    /// `UnaryN`'s: each element's.
+    AddScaledN {
+        k: f32,
+        assign: bool,
+    },
+    BinaryAN {
+        f: BinaryFn,
+        zero: bool,
+    },
+    BinaryBN {
+        f: BinaryFn,
+        zero: bool,
+    },
+    UnaryN {
+        f: UnaryFn,
+        assign: bool,
+        zero: bool,
+    },
+    MapN {
+        op: OneOp,
+    },
+    PickN,
 }
 
 #[derive(Clone, Copy)]
@@ -92,15 +165,34 @@ struct Bwd {
     a: u32,
     b: u32,
 }
-/// A scalar step's compact program (see the module docs).
+
+/// A vector form of a backward instruction: element i writes `d + i *
+/// sd` from `g + i`, `a + i * sa` and `b + i * sb`.
+#[derive(Clone, Copy)]
+struct BwdN {
+    op: Grad,
+    d: u32,
+    g: u32,
+    a: u32,
+    b: u32,
+    n: u8,
+    sd: u8,
+    sa: u8,
+    sb: u8,
+}
+
+/// A small step's compact program (see the module docs).
 pub(super) struct Dense {
     fwd: Vec<Fwd>,
     bwd: Vec<Bwd>,
+    fwd_n: Vec<FwdN>,
+    bwd_n: Vec<BwdN>,
     /// Values from outside the ops, read before the forward: (row,
     /// element, value slot).
     loads: Vec<(u32, u32, u32)>,
-    /// Each forward instruction's output buffer, written as it is
-    /// computed (the stores overlap the op chain's latency).
+    /// Each forward instruction's output (the elements it computes of its
+    /// buffer), written as it is computed (the stores overlap the op
+    /// chain's latency).
     stores: Vec<Buf>,
     /// The parameters' gradients the walk reads or writes: (row, first
     /// gradient slot, elements).

@@ -1,6 +1,6 @@
-//! Replaying a scalar step's dense form: the per-replay hot path.
+//! Replaying a small step's dense form: the per-replay hot path.
 
-use super::{Code, Dense, Grad};
+use super::{BwdN, Code, Dense, FwdN, Grad};
 use crate::context::Context;
 use crate::context::replay_program::{OneKernels, Row};
 use crate::ops::OneOp;
@@ -41,6 +41,14 @@ impl Dense {
             let v = match s.code {
                 Code::Op(op) => K::forward(op, x, y),
                 Code::Copy => x,
+                Code::Sum { n, mean } => K::sum(&vals[s.a as usize..][..n as usize], mean),
+                Code::Vector(k) => {
+                    let s = &self.fwd_n[k as usize];
+                    Self::forward_n::<K>(vals, s);
+                    let out = &vals[s.out as usize..][..s.n as usize];
+                    ctx.access_one(data).copy_from_slice(out);
+                    continue;
+                }
             };
             vals[s.out as usize] = v;
             ctx.access_one(data)[0] = v;
@@ -79,6 +87,13 @@ impl Dense {
                     grads[d] = K::backward(op, false, base(zero, grads[d]), grads[g], x, x);
                 }
                 Grad::Pick { zero } => grads[d] = base(zero, grads[d]) + grads[g],
+                Grad::SumBack { n, mean } => {
+                    let g = grads[g];
+                    K::sum_backward(&mut grads[d..d + n as usize], g, mean);
+                }
+                Grad::Vector(k) => Self::backward_n::<K>(grads, vals, &self.bwd_n[k as usize]),
+                // Only in `bwd_n`.
+                _ => {}
             }
         }
         for &(row, start, len) in &self.param_grads {
@@ -91,5 +106,81 @@ impl Dense {
         ctx.set_backward_done();
         ctx.set_grads_pending(true);
         true
+    }
+
+    /// A vector form's forward: `n` elements, strided operands.
+    #[inline(never)]
+    fn forward_n<K: OneKernels>(vals: &mut [f32], s: &FwdN) {
+        let (sa, sb) = (s.sa as usize, s.sb as usize);
+        let (out, a, b) = (s.out as usize, s.a as usize, s.b as usize);
+        let n = s.n as usize;
+        match s.op {
+            Some(OneOp::Binary(f)) => f.with_const(|f| {
+                for i in 0..n {
+                    let (x, y) = (vals[a + i * sa], vals[b + i * sb]);
+                    vals[out + i] = K::forward(OneOp::Binary(f), x, y);
+                }
+            }),
+            Some(op) => {
+                for i in 0..n {
+                    vals[out + i] = K::forward(op, vals[a + i], vals[a + i]);
+                }
+            }
+            None => vals.copy_within(a..a + n, out),
+        }
+    }
+
+    /// A vector form's backward (see `Grad`).
+    #[inline(never)]
+    fn backward_n<K: OneKernels>(grads: &mut [f32], vals: &[f32], s: &BwdN) {
+        let (n, sd, sa, sb) = (s.n as usize, s.sd as usize, s.sa as usize, s.sb as usize);
+        let (d, g, a, b) = (s.d as usize, s.g as usize, s.a as usize, s.b as usize);
+        match s.op {
+            Grad::AddScaledN { k, assign } => {
+                for i in 0..n {
+                    grads[d + i] = K::add_scaled(grads[d + i], grads[g + i], k, assign);
+                }
+            }
+            Grad::BinaryAN { f, zero } | Grad::BinaryBN { f, zero } => {
+                let into_a = matches!(s.op, Grad::BinaryAN { .. });
+                if zero {
+                    grads[d] = 0.0;
+                }
+                f.with_const(|f| {
+                    for i in 0..n {
+                        let (x, y, gi) = (vals[a + i * sa], vals[b + i * sb], grads[g + i]);
+                        let v = if into_a {
+                            K::grad_a(f, gi, x, y)
+                        } else {
+                            K::grad_b(f, gi, x, y)
+                        };
+                        grads[d + i * sd] += v;
+                    }
+                });
+            }
+            Grad::UnaryN { f, assign, zero } => {
+                if zero {
+                    crate::kernels::zero(&mut grads[d..d + n]);
+                }
+                let op = OneOp::Unary(f);
+                for i in 0..n {
+                    let (x, y) = (vals[a + i], vals[b + i]);
+                    grads[d + i] = K::backward(op, assign, grads[d + i], grads[g + i], x, y);
+                }
+            }
+            Grad::MapN { op } => {
+                for i in 0..n {
+                    let x = vals[a + i];
+                    grads[d + i] = K::backward(op, false, grads[d + i], grads[g + i], x, x);
+                }
+            }
+            Grad::PickN => {
+                for i in 0..n {
+                    grads[d + i] += grads[g + i];
+                }
+            }
+            // The one-element forms are `bwd`'s.
+            _ => {}
+        }
     }
 }

@@ -93,13 +93,104 @@ fn dense_scalar_steps_match_eager() {
     same_bits(&[&[4], &[1, 1]], &[3], scalar_model);
 }
 
-/// Which steps get the dense form: one-element ops and slices only.
+/// A model over short vectors (at most MAXN elements): element-wise ops
+/// with each broadcast ([4] with [1], [2, 3] with [3] and with [2, 1]),
+/// equal-shape add and sub (one with shared operands), v * v, sums and
+/// means (of one element too), slices of rows and of columns, a concat
+/// along each axis, and one-element picks of a vector: the kinds a small
+/// model's dense form runs element by element.
+fn vector_model(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
+    let (v, m, w) = (p[0], p[1], p[2]); // [6], [2, 3], [1]
+    let head = c.slice(v, 0, 0, 4).unwrap(); // [4]
+    let tail = c.slice(v, 0, 4, 2).unwrap(); // [2]
+    let h = c.mul(head, w).unwrap(); // [4] with [1]
+    let h = c.add(h, x).unwrap(); // x is [4]
+    let s = c.sigmoid(h).unwrap();
+    let l = c.log(s).unwrap();
+    let q = c.mul(l, l).unwrap();
+    let q = c.scale(q, 0.5).unwrap();
+    let e = c.exp(tail).unwrap();
+    let ee = c.add(e, e).unwrap(); // shared operands, equal shapes
+    let e3 = c.sub(ee, e).unwrap();
+    let row = c.reshape(e3, &[2, 1]).unwrap();
+    let b1 = c.mul(m, row).unwrap(); // [2, 3] with [2, 1]
+    let col = c.slice(m, 1, 1, 1).unwrap(); // [2, 1]: a column
+    let r1 = c.slice(m, 0, 1, 1).unwrap(); // [1, 3]: a row
+    let r1 = c.reshape(r1, &[3]).unwrap();
+    let b2 = c.div(b1, r1).unwrap(); // [2, 3] with [3]
+    let cat = c.concat(&[b2, col], 1).unwrap(); // [2, 4]
+    let cat2 = c.concat(&[cat, cat], 0).unwrap(); // [4, 4]
+    let t = c.tanh(cat2).unwrap();
+    let k = c.clamp(t, -0.5, 0.5).unwrap();
+    let pw = c.pow(e, 1.5).unwrap();
+    let one = c.slice(pw, 0, 1, 1).unwrap(); // a pick
+    let sq = c.sum(q).unwrap();
+    let mk = c.mean(k).unwrap();
+    let s1 = c.sum(one).unwrap(); // a sum of one element
+    let acc = c.add(sq, mk).unwrap();
+    let acc = c.sub(acc, s1).unwrap();
+    let mw = c.mean(w).unwrap();
+    c.mul(acc, mw).unwrap()
+}
+
+/// The dense form of a step of short-vector ops gives the eager path's
+/// bits.
 #[test]
-fn dense_form_is_for_scalar_steps_only() {
+fn dense_vector_steps_match_eager() {
+    let shapes: [&[usize]; 3] = [&[6], &[2, 3], &[1]];
+    assert!(is_dense(&shapes, &[4], vector_model));
+    same_bits(&shapes, &[4], vector_model);
+}
+
+/// The dense form writes every activation back: a caller reading one
+/// after a replay reads the eager path's value.
+#[test]
+fn dense_replay_writes_activations() {
+    let model = |c: &mut Context, x: Tensor| {
+        let t = c.slice(x, 0, 1, 3).unwrap();
+        let u = c.exp(t).unwrap();
+        let cat = c.concat(&[u, t], 0).unwrap();
+        (cat, c.sum(cat).unwrap())
+    };
+    let mut c = Context::new();
+    let p = c.param(&[5], Some(&[0.1, 0.2, 0.3, 0.4, 0.5])).unwrap();
+    c.capture_begin().unwrap();
+    let (cat, loss) = model(&mut c, p);
+    c.backward(loss).unwrap();
+    let step = c.capture_end(loss).unwrap();
+    assert!(c.step_has_dense_program(step));
+    let v = [0.9, -0.3, 0.7, 1.1, -2.0];
+    c.param_write(p, &v).unwrap();
+    c.zero_grad();
+    c.replay(step).unwrap();
+    let mut e = Context::new();
+    let pe = e.param(&[5], Some(&v)).unwrap();
+    let (cat_e, _) = model(&mut e, pe);
+    let bits = |c: &Context, t: Tensor| -> Vec<u32> {
+        let mut out = [0.0f32; 6];
+        c.read(t, &mut out).unwrap();
+        out.iter().map(|v| v.to_bits()).collect()
+    };
+    assert_eq!(bits(&c, cat), bits(&e, cat_e));
+}
+
+/// Which steps get the dense form: small ops only.
+#[test]
+fn dense_form_is_for_small_steps_only() {
     assert!(is_dense(&[&[1], &[1], &[1, 1]], &[1], model));
-    // A sum over several elements: not a scalar step.
-    assert!(!is_dense(&[&[3]], &[3], |c, p, x| {
+    assert!(is_dense(&[&[3]], &[3], |c, p, x| {
         let t = c.mul(p[0], x).unwrap();
+        c.sum(t).unwrap()
+    }));
+    // More than MAXN elements: the eager kernels on whole buffers.
+    assert!(!is_dense(&[&[17]], &[17], |c, p, x| {
+        let t = c.mul(p[0], x).unwrap();
+        c.sum(t).unwrap()
+    }));
+    // An op with no dense form (a sum along an axis).
+    assert!(!is_dense(&[&[2, 3]], &[3], |c, p, x| {
+        let t = c.mul(p[0], x).unwrap();
+        let t = c.sum_axis(t, 0, false).unwrap();
         c.sum(t).unwrap()
     }));
 }

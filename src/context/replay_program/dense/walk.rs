@@ -1,0 +1,388 @@
+//! The backward half of a small step's dense form at capture end: the
+//! walk's marks replayed without values, each gradient access written
+//! down as an instruction.
+
+use super::build::{NONE, push, slice_source};
+use super::{Bwd, BwdN, Grad};
+use crate::context::replay_program::{Kind, Side, Step1};
+use crate::ops::OneOp;
+
+/// The walk's marks as `run` keeps them, replayed without values at
+/// capture, emitting what each gradient access does.
+pub(super) struct Walk<'a> {
+    pub(super) n_params: usize,
+    /// The program's side tables (broadcasts, concats).
+    pub(super) side: &'a Side,
+    /// Per row: its first gradient slot, or NONE (no gradient buffer).
+    pub(super) gslot: Vec<u32>,
+    pub(super) glen: Vec<u32>,
+    /// Per row: its first value slot, or NONE.
+    pub(super) vslot: Vec<u32>,
+    /// Per row: its elements.
+    pub(super) vlen: Vec<u32>,
+    pub(super) needs: Vec<bool>,
+    pub(super) mark: Vec<bool>,
+    /// The slot holds a value the walk wrote (or, for a parameter, the
+    /// table's): reading it before that would read a stale slot.
+    pub(super) defined: Vec<bool>,
+    pub(super) touched: Vec<bool>,
+    pub(super) out: Vec<Bwd>,
+    pub(super) out_n: Vec<BwdN>,
+}
+
+/// A capture-time refusal: the step runs the general program.
+pub(super) struct Refused;
+
+impl Walk<'_> {
+    pub(super) fn emit(&mut self, op: Grad, d: u32, g: u32, a: u32, b: u32) -> Result<(), Refused> {
+        push(&mut self.out, Bwd { op, d, g, a, b }).ok_or(Refused)
+    }
+
+    /// A vector form: `[n, sd, sa, sb]` as `Bwd`'s.
+    fn emit_n(
+        &mut self,
+        op: Grad,
+        d: u32,
+        g: u32,
+        (a, b): (u32, u32),
+        [n, sd, sa, sb]: [u8; 4],
+    ) -> Result<(), Refused> {
+        let s = BwdN {
+            op,
+            d,
+            g,
+            a,
+            b,
+            n,
+            sd,
+            sa,
+            sb,
+        };
+        push(&mut self.out_n, s).ok_or(Refused)?;
+        let k = Grad::Vector(self.out_n.len() as u32 - 1);
+        self.emit(k, d, g, a, b)
+    }
+
+    fn touch(&mut self, id: u32) {
+        if (id as usize) < self.n_params {
+            self.touched[id as usize] = true;
+        }
+    }
+
+    /// As `Program::mark_births`.
+    pub(super) fn mark_births(&mut self, births: &[(u32, u32)], next: &mut usize, at: u32) {
+        while let Some(&(pos, t)) = births.get(*next) {
+            if pos < at {
+                break;
+            }
+            if self.gslot[t as usize] != NONE {
+                self.mark[t as usize] = true;
+            }
+            *next += 1;
+        }
+    }
+
+    /// A zero fill of `id`'s whole slot, as `settle` does.
+    pub(super) fn fill(&mut self, id: u32) -> Result<(), Refused> {
+        let i = id as usize;
+        self.emit(Grad::Fill(self.glen[i]), self.gslot[i], 0, 0, 0)?;
+        self.defined[i] = true;
+        self.touch(id);
+        Ok(())
+    }
+
+    /// As `grad_out`: the slot read, settled first.
+    pub(super) fn grad_out(&mut self, id: u32) -> Result<Option<u32>, Refused> {
+        let i = id as usize;
+        if std::mem::take(&mut self.mark[i]) && self.gslot[i] != NONE {
+            self.fill(id)?;
+        }
+        if self.gslot[i] == NONE {
+            return Ok(None);
+        }
+        if !self.defined[i] {
+            return Err(Refused);
+        }
+        self.touch(id);
+        Ok(Some(self.gslot[i]))
+    }
+
+    /// As `grad_of` for a slot written next: its settle's zero fill is
+    /// folded into that write (`zero`) on a one-element slot, emitted
+    /// on a larger one.
+    fn grad_of(&mut self, id: u32) -> Result<Option<(u32, bool)>, Refused> {
+        let i = id as usize;
+        if !self.needs[i] {
+            return Ok(None);
+        }
+        let mut zero = std::mem::take(&mut self.mark[i]);
+        if self.gslot[i] == NONE {
+            return Ok(None);
+        }
+        if zero && self.glen[i] != 1 {
+            self.fill(id)?;
+            zero = false;
+        }
+        if !zero && !self.defined[i] {
+            return Err(Refused);
+        }
+        self.touch(id);
+        Ok(Some((self.gslot[i], zero)))
+    }
+
+    /// A write of `grad_of`'s slot that did not happen: its fill did.
+    fn unwritten(&mut self, id: u32, g: Option<(u32, bool)>) -> Result<(), Refused> {
+        if let Some((_, true)) = g {
+            self.fill(id)?;
+        }
+        Ok(())
+    }
+
+    /// The slot a write of `grad_of`'s will define.
+    fn written(&mut self, id: u32) {
+        self.defined[id as usize] = true;
+    }
+
+    /// As `grad_to_overwrite`: (slot, fresh).
+    fn grad_to_overwrite(&mut self, id: u32) -> Option<(u32, bool)> {
+        let i = id as usize;
+        if !self.needs[i] {
+            return None;
+        }
+        let fresh = std::mem::take(&mut self.mark[i]);
+        (self.gslot[i] != NONE).then_some((self.gslot[i], fresh))
+    }
+
+    /// A write of all `n` elements of `grad_to_overwrite`'s slot:
+    /// overwriting (fresh) or adding to a defined value.
+    fn overwrite(&mut self, id: u32, fresh: bool, n: u32) -> Result<(), Refused> {
+        let i = id as usize;
+        if !fresh && !self.defined[i] {
+            return Err(Refused);
+        }
+        if self.glen[i] != n {
+            return Err(Refused);
+        }
+        self.defined[i] = true;
+        self.touch(id);
+        Ok(())
+    }
+
+    /// Value slot of element `e` of `id`.
+    fn value(&self, id: u32, e: u32) -> Result<u32, Refused> {
+        match self.vslot[id as usize] {
+            NONE => Err(Refused),
+            v => Ok(v + e),
+        }
+    }
+
+    /// The elements of a row (its value and gradient ranges' length).
+    fn len(&self, id: u32) -> u32 {
+        self.vlen[id as usize]
+    }
+
+    /// Writes of `grad_of`'s slot `d` at offsets `at`, each adding
+    /// `op(zero)`: a folded zero fill (one-element slot) goes with the
+    /// first write, which is to that one element.
+    fn adds(
+        &mut self,
+        (d, zero): (u32, bool),
+        at: impl Iterator<Item = (u32, u32, u32, u32)>,
+        op: impl Fn(bool) -> Grad,
+    ) -> Result<(), Refused> {
+        let mut zero = zero;
+        for (k, g, a, b) in at {
+            self.emit(op(zero), d + k, g, a, b)?;
+            zero = false;
+        }
+        Ok(())
+    }
+
+    /// One op's backward, as `Program::backward` does it for the kinds
+    /// a dense step has, element by element.
+    pub(super) fn backward(&mut self, s: Step1) -> Result<(), Refused> {
+        let n_out = self.len(s.out);
+        match s.op {
+            Kind::One(OneOp::Binary(f)) | Kind::Bin(f, _) => {
+                let Some(dout) = self.grad_out(s.out)? else {
+                    return Ok(());
+                };
+                if let Some(sign) = f.sum_sign()
+                    && s.same
+                {
+                    let (ga, gb) = (self.grad_to_overwrite(s.a), self.grad_to_overwrite(s.b));
+                    for (x, grad, k) in [(s.a, ga, 1.0), (s.b, gb, sign)] {
+                        if let Some((d, fresh)) = grad {
+                            self.overwrite(x, fresh, n_out)?;
+                            if n_out > 1 {
+                                let op = Grad::AddScaledN { k, assign: fresh };
+                                self.emit_n(op, d, dout, (0, 0), [n_out as u8, 1, 0, 0])?;
+                            } else {
+                                self.emit(Grad::AddScaled { k, assign: fresh }, d, dout, 0, 0)?;
+                            }
+                        }
+                    }
+                    return Ok(());
+                }
+                // Per output element, the operands' elements it read.
+                let side = self.side;
+                let ix = |o: u32| match s.op {
+                    Kind::Bin(_, k) => {
+                        let m = &side.bcast[k as usize];
+                        (m.ia[o as usize] as u32, m.ib[o as usize] as u32)
+                    }
+                    _ => (0, 0),
+                };
+                let (va, vb) = (self.value(s.a, 0)?, self.value(s.b, 0)?);
+                if let (Kind::Bin(_, k), true) = (s.op, n_out > 1)
+                    && let Some((sa, sb)) = side.bcast[k as usize].strides()
+                {
+                    let nn = n_out as u8;
+                    // A folded zero fill is a one-element slot's: a
+                    // broadcast operand's (stride 0).
+                    if let Some((d, zero)) = self.grad_of(s.a)? {
+                        if zero && sa != 0 {
+                            return Err(Refused);
+                        }
+                        self.written(s.a);
+                        let op = Grad::BinaryAN { f, zero };
+                        self.emit_n(op, d, dout, (va, vb), [nn, sa, sa, sb])?;
+                    }
+                    if let Some((d, zero)) = self.grad_of(s.b)? {
+                        if zero && sb != 0 {
+                            return Err(Refused);
+                        }
+                        self.written(s.b);
+                        let op = Grad::BinaryBN { f, zero };
+                        self.emit_n(op, d, dout, (va, vb), [nn, sb, sa, sb])?;
+                    }
+                    return Ok(());
+                }
+                let at = |into_a: bool| {
+                    (0..n_out).map(move |o| {
+                        let (i, j) = ix(o);
+                        (if into_a { i } else { j }, dout + o, va + i, vb + j)
+                    })
+                };
+                if let Some(d) = self.grad_of(s.a)? {
+                    self.written(s.a);
+                    self.adds(d, at(true), |zero| Grad::GradA { f, zero })?;
+                }
+                if let Some(d) = self.grad_of(s.b)? {
+                    self.written(s.b);
+                    self.adds(d, at(false), |zero| Grad::GradB { f, zero })?;
+                }
+            }
+            Kind::One(OneOp::Unary(f)) | Kind::Map(OneOp::Unary(f)) => {
+                let Some(dout) = self.grad_out(s.out)? else {
+                    return Ok(());
+                };
+                let Some((d, fresh)) = self.grad_to_overwrite(s.a) else {
+                    return Ok(());
+                };
+                self.overwrite(s.a, fresh, n_out)?;
+                let assign = fresh && f.assigns_fresh_grad();
+                let op = Grad::Unary {
+                    f,
+                    assign,
+                    zero: fresh && !assign,
+                };
+                let (x, y) = (self.value(s.a, 0)?, self.value(s.out, 0)?);
+                if n_out > 1 {
+                    let op = Grad::UnaryN {
+                        f,
+                        assign,
+                        zero: fresh && !assign,
+                    };
+                    self.emit_n(op, d, dout, (x, y), [n_out as u8, 1, 1, 1])?;
+                } else {
+                    self.emit(op, d, dout, x, y)?;
+                }
+            }
+            Kind::One(op) | Kind::Map(op) => {
+                // Both looked up, in this order, as `Program::backward`.
+                let (dx, dout) = (self.grad_of(s.a)?, self.grad_out(s.out)?);
+                let (Some(d), Some(dout)) = (dx, dout) else {
+                    return self.unwritten(s.a, dx);
+                };
+                self.written(s.a);
+                let x = self.value(s.a, 0)?;
+                if n_out > 1 && !d.1 {
+                    let nn = n_out as u8;
+                    return self.emit_n(Grad::MapN { op }, d.0, dout, (x, x), [nn, 1, 1, 1]);
+                }
+                let at = (0..n_out).map(|i| (i, dout + i, x + i, x + i));
+                self.adds(d, at, |zero| Grad::Map { op, zero })?;
+            }
+            Kind::Sum(mean) => {
+                let (dx, dout) = (self.grad_of(s.a)?, self.grad_out(s.out)?);
+                let (Some((d, zero)), Some(dout)) = (dx, dout) else {
+                    return self.unwritten(s.a, dx);
+                };
+                if zero {
+                    // The kernel adds: the fill first.
+                    self.fill(s.a)?;
+                }
+                self.written(s.a);
+                let n = self.len(s.a);
+                self.emit(Grad::SumBack { n, mean }, d, dout, 0, 0)?;
+            }
+            Kind::Pick(at) => {
+                let (dx, dout) = (self.grad_of(s.a)?, self.grad_out(s.out)?);
+                let (Some((d, zero)), Some(dout)) = (dx, dout) else {
+                    return self.unwritten(s.a, dx);
+                };
+                if at >= self.glen[s.a as usize] {
+                    return Err(Refused);
+                }
+                self.written(s.a);
+                self.emit(Grad::Pick { zero }, d + at, dout, 0, 0)?;
+            }
+            Kind::Slice { row, off, len } => {
+                let (dx, dout) = (self.grad_of(s.a)?, self.grad_out(s.out)?);
+                let (Some(d), Some(dout)) = (dx, dout) else {
+                    return self.unwritten(s.a, dx);
+                };
+                self.written(s.a);
+                if len > 1 && !d.1 {
+                    // A run per row of the output.
+                    for r in 0..n_out / len {
+                        let (dr, gr) = (d.0 + r * row + off, dout + r * len);
+                        self.emit_n(Grad::PickN, dr, gr, (0, 0), [len as u8, 1, 0, 0])?;
+                    }
+                    return Ok(());
+                }
+                let at = (0..n_out).map(|j| (slice_source(j, row, off, len), dout + j, 0, 0));
+                self.adds(d, at, |zero| Grad::Pick { zero })?;
+            }
+            Kind::Join(k) => {
+                let Some(dout) = self.grad_out(s.out)? else {
+                    return Ok(());
+                };
+                let m = self.side.joins[k as usize];
+                let mut off = 0;
+                for (&x, &len) in m.xs.iter().zip(&m.lens).take(m.n as usize) {
+                    if let Some(d) = self.grad_of(x)? {
+                        self.written(x);
+                        if len > 1 && !d.1 {
+                            // A run per row of the input.
+                            for r in 0..self.len(x) / len {
+                                let (dr, gr) = (d.0 + r * len, dout + r * m.row + off);
+                                self.emit_n(Grad::PickN, dr, gr, (0, 0), [len as u8, 1, 0, 0])?;
+                            }
+                        } else {
+                            // Input element i is output element (i / len) *
+                            // row + off + i % len.
+                            let at = (0..self.len(x))
+                                .map(|i| (i, dout + slice_source(i, m.row, off, len), 0, 0));
+                            self.adds(d, at, |zero| Grad::Pick { zero })?;
+                        }
+                    }
+                    off += len;
+                }
+            }
+            _ => return Err(Refused),
+        }
+        Ok(())
+    }
+}
