@@ -62,7 +62,7 @@ impl Program {
 
     /// One op's forward, as its eager path.
     #[inline(always)]
-    fn forward<K: OneKernels>(ctx: &mut Context, rows: &[Row], side: &Side, s: Step1) {
+    pub(super) fn forward<K: OneKernels>(ctx: &mut Context, rows: &[Row], side: &Side, s: Step1) {
         let data = |id: u32| rows[id as usize].data;
         match s.op {
             Kind::One(op) => {
@@ -266,7 +266,7 @@ impl Program {
 
     /// One op's backward, as its eager path.
     #[inline(always)]
-    fn backward<K: OneKernels>(&mut self, ctx: &mut Context, s: Step1) {
+    pub(super) fn backward<K: OneKernels>(&mut self, ctx: &mut Context, s: Step1) {
         let buf = |p: &Self, id: u32| p.rows[id as usize].data;
         let data = |p: &Self, ctx: &Context, id: u32| ctx.read_only(buf(p, id))[0];
         match s.op {
@@ -455,16 +455,9 @@ impl Program {
         }
     }
 
-    /// The step's forward and its backward from the loss.
-    fn run<K: OneKernels>(&mut self, ctx: &mut Context) {
-        if let Some(dense) = &mut self.dense
-            && dense.run::<K>(ctx, &self.rows)
-        {
-            return;
-        }
-        for &s in &self.fwd {
-            Self::forward::<K>(ctx, &self.rows, &self.side, s);
-        }
+    /// The rows' state at a walk's start: the parameters' from the table,
+    /// every activation's mark clear (as the previous walk left it).
+    pub(super) fn walk_start(&mut self, ctx: &Context) {
         let n_params = self.n_params;
         for (row, e) in self.rows.iter_mut().zip(&ctx.table_rows()[..n_params]) {
             *row = Row {
@@ -474,10 +467,25 @@ impl Program {
                 unzeroed: e.unzeroed,
             };
         }
-        // The previous walk left every activation's mark clear.
         for row in &mut self.rows[n_params..] {
             row.unzeroed = false;
         }
+    }
+
+    /// The step's forward and its backward from the loss.
+    fn run<K: OneKernels>(&mut self, ctx: &mut Context) {
+        if let Some(mut dense) = self.dense.take() {
+            let done = dense.run::<K>(ctx, self);
+            self.dense = Some(dense);
+            if done {
+                return;
+            }
+        }
+        for &s in &self.fwd {
+            Self::forward::<K>(ctx, &self.rows, &self.side, s);
+        }
+        self.walk_start(ctx);
+        let n_params = self.n_params;
         let n = self.bwd.len() as u32;
         let mut born = 0;
         self.mark_births(&mut born, n);

@@ -2,7 +2,7 @@
 //! replayed without values.
 
 use super::walk::Walk;
-use super::{Code, Dense, Fwd, FwdN, Grad};
+use super::{Code, Dense, EscapeF, Fwd, FwdN, Grad};
 use crate::arena::Storage;
 use crate::context::Context;
 use crate::context::replay_program::{Kind, MAXN, Row, Side, Step1};
@@ -60,6 +60,7 @@ struct Forward<'a> {
     stores: Vec<crate::arena::Buf>,
     fwd: Vec<Fwd>,
     fwd_n: Vec<FwdN>,
+    escapes_f: Vec<EscapeF>,
 }
 
 impl Forward<'_> {
@@ -167,6 +168,32 @@ impl Forward<'_> {
         self.emit_n(None, (out, e), (a, a), [n as u8, 1, 1])
     }
 
+    /// An op the dense form does not run: the general program's forward,
+    /// then its output's values read in if `load` (a dense instruction
+    /// reads them).
+    fn escape(&mut self, s: &Step1, load: bool) -> Option<()> {
+        let data = self.rows[s.out as usize].data;
+        let load = if load {
+            let n = data.len();
+            let slot = self.range(n)?;
+            self.vslot[s.out as usize] = slot;
+            self.set[slot as usize..][..n].fill(true);
+            Some((slot, n as u32))
+        } else {
+            None
+        };
+        push(&mut self.escapes_f, EscapeF { step: *s, load })?;
+        push(&mut self.stores, data)?;
+        let code = Code::Escape(self.escapes_f.len() as u32 - 1);
+        let s = Fwd {
+            code,
+            out: 0,
+            a: 0,
+            b: 0,
+        };
+        push(&mut self.fwd, s)
+    }
+
     /// One op's forward, element by element.
     fn op(&mut self, s: &Step1, side: &Side) -> Option<()> {
         let out = s.out as usize;
@@ -239,9 +266,9 @@ impl Forward<'_> {
 }
 
 impl Dense {
-    /// The compact program of a step of small ops, or None for any other
-    /// step (or one whose walk reads a gradient slot before writing it,
-    /// which the plan never makes).
+    /// The compact program of a step with small ops, its other ops as
+    /// escapes, or None for a step with none (or one whose walk reads a
+    /// gradient slot before writing it, which the plan never makes).
     pub(in crate::context::replay_program) fn build(
         ctx: &Context,
         (fwd, bwd, side): (&[Step1], &[Step1], &Side),
@@ -249,7 +276,26 @@ impl Dense {
         rows: &[Row],
         loss: u32,
     ) -> Option<Dense> {
+        let n_params = ctx.param_count();
+        let table = ctx.table_rows();
+        let n = rows.len();
+        let len = |id: u32| rows[id as usize].data.len();
+        // Which ops the dense form runs: small ones on small tensors; the
+        // others are escapes (`escaped` marks their outputs).
+        let operands = |s: &Step1| {
+            let mut xs = [s.a, s.b, s.a, s.a, s.a, s.a, s.a, s.a];
+            let k = match s.op {
+                Kind::Join(k) => {
+                    let m = &side.joins[k as usize];
+                    xs.copy_from_slice(&m.xs);
+                    m.n as usize
+                }
+                _ => 2,
+            };
+            (xs, k)
+        };
         let small = |s: &Step1| {
+            let (xs, k) = operands(s);
             matches!(
                 s.op,
                 Kind::One(_)
@@ -259,14 +305,40 @@ impl Dense {
                     | Kind::Pick(_)
                     | Kind::Slice { .. }
                     | Kind::Join(_)
-            )
+            ) && len(s.out) <= MAXN
+                && s.out as usize >= n_params
+                && xs[..k].iter().all(|&x| len(x) <= OUTSIDE_MAX)
         };
-        if !fwd.iter().all(small) || !bwd.iter().all(small) {
+        let mut escaped = filled(n, false)?;
+        for s in fwd.iter().filter(|s| !small(s)) {
+            escaped[s.out as usize] = true;
+        }
+        // Escapes pay off with enough small ops around them: a small op in
+        // the dense form saves about a hundred instructions of the general
+        // program's, an escape costs its gradients' copies to and from
+        // their buffers, several for a matrix op (an eager op lends all its
+        // rows). Measured per posteriordb model (callgrind, per gradient):
+        // 10 small ops with one eager escape gain, 5 lose; 10 to 18 with 3
+        // to 5 eager ones (the Cholesky models) lose.
+        let small_ops = fwd.iter().filter(|s| !escaped[s.out as usize]).count();
+        let escapes = fwd.len() - small_ops;
+        let eager = fwd
+            .iter()
+            .filter(|s| matches!(s.op, Kind::Eager(_)))
+            .count();
+        if small_ops == 0 || (escapes > 0 && (small_ops < 10 || small_ops < 8 * eager)) {
             return None;
         }
-        let n_params = ctx.param_count();
-        let table = ctx.table_rows();
-        let n = rows.len();
+        // An escape's output a dense instruction reads (or the loss) is
+        // read into the value array after it.
+        let mut load = filled(n, false)?;
+        for s in fwd.iter().filter(|s| !escaped[s.out as usize]) {
+            let (xs, k) = operands(s);
+            for &x in &xs[..k] {
+                load[x as usize] = escaped[x as usize];
+            }
+        }
+        load[loss as usize] = escaped[loss as usize];
         let mut f = Forward {
             rows,
             n_params,
@@ -276,9 +348,14 @@ impl Dense {
             stores: Vec::new(),
             fwd: Vec::new(),
             fwd_n: Vec::new(),
+            escapes_f: Vec::new(),
         };
         for s in fwd {
-            f.op(s, side)?;
+            if escaped[s.out as usize] {
+                f.escape(s, load[s.out as usize])?;
+            } else {
+                f.op(s, side)?;
+            }
         }
         // Gradient slots: a row's whole buffer.
         let (mut gslot, mut glen) = (filled(n, NONE)?, filled(n, 0u32)?);
@@ -294,7 +371,11 @@ impl Dense {
                 (row.grad, row.needs)
             };
             needs[i] = need;
-            if let Some(g) = grad {
+            // The dense array holds the gradients of the tensors it holds
+            // values of, and the parameters'; escapes' others stay in
+            // their buffers.
+            let held = i < n_params || f.vslot[i] != NONE;
+            if let Some(g) = grad.filter(|_| held) {
                 if n_grads + g.len() > MAX_SLOTS {
                     return None;
                 }
@@ -310,9 +391,16 @@ impl Dense {
         }
         let mut defined = filled(n, false)?;
         defined[..n_params].fill(true);
+        let mut has_grad = filled(n, false)?;
+        for (h, row) in has_grad.iter_mut().zip(rows) {
+            *h = row.grad.is_some();
+        }
         let mut walk = Walk {
             n_params,
             side,
+            escaped,
+            has_grad,
+            escapes_b: Vec::new(),
             gslot,
             glen,
             vslot: f.vslot,
@@ -327,12 +415,12 @@ impl Dense {
         // As `Program::run`'s walk.
         let len = bwd.len() as u32;
         let mut born = 0;
-        walk.mark_births(births, &mut born, len);
+        walk.mark_births(births, &mut born, len).ok()?;
         if let Some(g) = walk.grad_out(loss).ok()? {
             walk.emit(Grad::Seed, g, 0, 0, 0).ok()?;
         }
         for i in (0..len).rev() {
-            walk.mark_births(births, &mut born, i);
+            walk.mark_births(births, &mut born, i).ok()?;
             let s = bwd[i as usize];
             if s.runs {
                 walk.backward(s).ok()?;
@@ -355,6 +443,8 @@ impl Dense {
             bwd: walk.out,
             fwd_n: f.fwd_n,
             bwd_n: walk.out_n,
+            escapes_f: f.escapes_f,
+            escapes_b: walk.escapes_b,
             loads: f.loads,
             stores: f.stores,
             param_grads,

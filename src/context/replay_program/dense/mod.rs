@@ -52,8 +52,13 @@ mod walk;
 enum Code {
     Op(OneOp),
     Copy,
-    Sum { n: u32, mean: bool },
+    Sum {
+        n: u32,
+        mean: bool,
+    },
     Vector(u32),
+    /// An op the dense form does not run, `Dense::escapes_f[.0]`.
+    Escape(u32),
 }
 
 /// `vals[out] = code(vals[a], vals[b])` (`b` read by binary ops only);
@@ -130,6 +135,12 @@ enum Grad {
     },
     /// A vector form, `Dense::bwd_n[.0]`.
     Vector(u32),
+    /// An op the dense form does not run, `Dense::escapes_b[.0]`.
+    Escape(u32),
+    /// A gradient born at this point of the walk whose tensor the dense
+    /// form does not hold (`d`, a table row): its mark in the program's
+    /// rows, as `Program::mark_births`.
+    Birth,
     /// The vector forms' ops: each of [`Grad::AddScaled`], `GradA` (`BinaryAN`),
     /// `GradB` (`BinaryBN`), `Unary`, `Map` and `Pick` on `BwdN::n` elements. A
     /// `zero` is a one-element slot's (written at stride 0), except
@@ -181,12 +192,40 @@ struct BwdN {
     sb: u8,
 }
 
+/// An op the dense form does not run (a matrix op, an element-wise op
+/// on more than `MAXN` elements, ...), an escape: the general program's
+/// forward for it, then its output's values read into `vals[load.0..]`
+/// (`load.1` of them) if a dense instruction reads them.
+#[derive(Clone, Copy)]
+struct EscapeF {
+    step: crate::context::replay_program::Step1,
+    load: Option<(u32, u32)>,
+}
+
+/// An escape's backward: the general program's, on the program's rows.
+/// Before it, each of the op's rows in `before` gets the mark the walk
+/// has for it at that point, and its gradient, if the dense array holds a
+/// value of it, written to its buffer (`sync`: its slot and length);
+/// after it, each input in `after` (row, slot, length) comes back to the
+/// dense array: its buffer if the op wrote it, zeros if it only stayed
+/// born.
+struct EscapeB {
+    step: crate::context::replay_program::Step1,
+    before: Vec<Lent>,
+    after: Vec<(u32, u32, u32)>,
+}
+
+/// A row an escape's backward reads: (row, its mark, `sync`).
+type Lent = (u32, bool, Option<(u32, u32)>);
+
 /// A small step's compact program (see the module docs).
 pub(super) struct Dense {
     fwd: Vec<Fwd>,
     bwd: Vec<Bwd>,
     fwd_n: Vec<FwdN>,
     bwd_n: Vec<BwdN>,
+    escapes_f: Vec<EscapeF>,
+    escapes_b: Vec<EscapeB>,
     /// Values from outside the ops, read before the forward: (row,
     /// element, value slot).
     loads: Vec<(u32, u32, u32)>,

@@ -1,8 +1,8 @@
 //! Replaying a small step's dense form: the per-replay hot path.
 
-use super::{BwdN, Code, Dense, FwdN, Grad};
+use super::{BwdN, Code, Dense, EscapeB, FwdN, Grad};
 use crate::context::Context;
-use crate::context::replay_program::{OneKernels, Row};
+use crate::context::replay_program::{OneKernels, Program};
 use crate::ops::OneOp;
 
 impl Dense {
@@ -12,7 +12,7 @@ impl Dense {
     pub(in crate::context::replay_program) fn run<K: OneKernels>(
         &mut self,
         ctx: &mut Context,
-        rows: &[Row],
+        prog: &mut Program,
     ) -> bool {
         let table = ctx.table_rows();
         if table.len() < self.param_state.len()
@@ -26,13 +26,17 @@ impl Dense {
             return false;
         }
         let n_params = self.param_state.len();
+        if !self.escapes_b.is_empty() {
+            // The escapes' backward reads the program's rows.
+            prog.walk_start(ctx);
+        }
         let vals = &mut self.vals;
         for &(row, at, slot) in &self.loads {
             let row = row as usize;
             let data = if row < n_params {
                 ctx.table_rows()[row].data
             } else {
-                rows[row].data
+                prog.rows[row].data
             };
             vals[slot as usize] = ctx.read_only(data)[at as usize];
         }
@@ -42,6 +46,15 @@ impl Dense {
                 Code::Op(op) => K::forward(op, x, y),
                 Code::Copy => x,
                 Code::Sum { n, mean } => K::sum(&vals[s.a as usize..][..n as usize], mean),
+                Code::Escape(k) => {
+                    let e = &self.escapes_f[k as usize];
+                    Program::forward::<K>(ctx, &prog.rows, &prog.side, e.step);
+                    if let Some((slot, n)) = e.load {
+                        let (slot, n) = (slot as usize, n as usize);
+                        vals[slot..slot + n].copy_from_slice(ctx.read_only(data));
+                    }
+                    continue;
+                }
                 Code::Vector(k) => {
                     let s = &self.fwd_n[k as usize];
                     Self::forward_n::<K>(vals, s);
@@ -92,6 +105,13 @@ impl Dense {
                     K::sum_backward(&mut grads[d..d + n as usize], g, mean);
                 }
                 Grad::Vector(k) => Self::backward_n::<K>(grads, vals, &self.bwd_n[k as usize]),
+                Grad::Escape(k) => Self::escape::<K>(ctx, prog, grads, &self.escapes_b[k as usize]),
+                Grad::Birth => {
+                    let row = &mut prog.rows[d];
+                    if row.grad.is_some() {
+                        row.unzeroed = true;
+                    }
+                }
                 // Only in `bwd_n`.
                 _ => {}
             }
@@ -106,6 +126,37 @@ impl Dense {
         ctx.set_backward_done();
         ctx.set_grads_pending(true);
         true
+    }
+
+    /// An escape's backward (see `EscapeB`).
+    #[cold]
+    #[inline(never)]
+    fn escape<K: OneKernels>(
+        ctx: &mut Context,
+        prog: &mut Program,
+        grads: &mut [f32],
+        e: &EscapeB,
+    ) {
+        for &(r, mark, sync) in &e.before {
+            let row = &mut prog.rows[r as usize];
+            row.unzeroed = mark;
+            if let (Some((slot, len)), Some(buf)) = (sync, row.grad) {
+                let (slot, len) = (slot as usize, len as usize);
+                ctx.access_one(buf)
+                    .copy_from_slice(&grads[slot..slot + len]);
+            }
+        }
+        prog.backward::<K>(ctx, e.step);
+        for &(r, slot, len) in &e.after {
+            let row = &mut prog.rows[r as usize];
+            let g = &mut grads[slot as usize..][..len as usize];
+            // Born and not written: its zeros (the walk counts it written).
+            if std::mem::take(&mut row.unzeroed) {
+                crate::kernels::zero(g);
+            } else if let Some(buf) = row.grad {
+                g.copy_from_slice(ctx.read_only(buf));
+            }
+        }
     }
 
     /// A vector form's forward: `n` elements, strided operands.

@@ -174,23 +174,61 @@ fn dense_replay_writes_activations() {
     assert_eq!(bits(&c, cat), bits(&e, cat_e));
 }
 
-/// Which steps get the dense form: small ops only.
+/// A model with escapes among at least ten small ops: element-wise ops
+/// on more than MAXN elements (binary, unary, with a broadcast operand the
+/// dense form holds), a sum of such a tensor (read by a dense sum), a sum
+/// along an axis and a matmul (read by dense ops), gradients born for
+/// tensors only escapes touch, and parameters read by escapes only and by
+/// both.
+fn escape_model(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
+    let (v, m, w) = (p[0], p[1], p[2]); // [20], [2, 3], [1]
+    let e = c.exp(w).unwrap(); // dense, [1]
+    let t = c.mul(v, x).unwrap(); // escape: [20]
+    let t = c.mul(t, e).unwrap(); // escape, a broadcast dense operand
+    let u = c.tanh(t).unwrap(); // escape
+    let su = c.sum(u).unwrap(); // dense, reads an escape's [20]
+    let ax = c.sum_axis(m, 0, false).unwrap(); // escape: [3]
+    let mm = c.matmul(m, m, false, true).unwrap(); // escape (eager): [2, 2]
+    let a = c.exp(ax).unwrap();
+    let b = c.mul(a, w).unwrap();
+    let sb = c.sum(b).unwrap();
+    let d = c.mul(mm, mm).unwrap();
+    let sd = c.mean(d).unwrap();
+    let r = c.slice(m, 1, 0, 2).unwrap(); // dense, m read by escapes too
+    let sr = c.sum(r).unwrap();
+    let ee = c.mul(e, e).unwrap();
+    let acc = c.add(su, sb).unwrap();
+    let acc = c.sub(acc, sd).unwrap();
+    let acc = c.add(acc, sr).unwrap();
+    let acc = c.mul(acc, ee).unwrap();
+    c.log_sigmoid(acc).unwrap()
+}
+
+/// The dense form with escapes gives the eager path's bits.
 #[test]
-fn dense_form_is_for_small_steps_only() {
+fn dense_steps_with_escapes_match_eager() {
+    let shapes: [&[usize]; 3] = [&[20], &[2, 3], &[1]];
+    assert!(is_dense(&shapes, &[20], escape_model));
+    same_bits(&shapes, &[20], escape_model);
+}
+
+/// Which steps get the dense form: small ops only, or enough small ops
+/// around escapes (the ops it does not run).
+#[test]
+fn dense_form_is_for_steps_with_small_ops() {
     assert!(is_dense(&[&[1], &[1], &[1, 1]], &[1], model));
     assert!(is_dense(&[&[3]], &[3], |c, p, x| {
         let t = c.mul(p[0], x).unwrap();
         c.sum(t).unwrap()
     }));
-    // More than MAXN elements: the eager kernels on whole buffers.
+    // One small op after an escape (more than MAXN elements): the general
+    // program.
     assert!(!is_dense(&[&[17]], &[17], |c, p, x| {
         let t = c.mul(p[0], x).unwrap();
         c.sum(t).unwrap()
     }));
-    // An op with no dense form (a sum along an axis).
-    assert!(!is_dense(&[&[2, 3]], &[3], |c, p, x| {
-        let t = c.mul(p[0], x).unwrap();
-        let t = c.sum_axis(t, 0, false).unwrap();
-        c.sum(t).unwrap()
+    // Escapes only.
+    assert!(!is_dense(&[&[1, 17]], &[17, 1], |c, p, x| {
+        c.matmul(p[0], x, false, false).unwrap()
     }));
 }

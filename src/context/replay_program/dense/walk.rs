@@ -3,7 +3,7 @@
 //! down as an instruction.
 
 use super::build::{NONE, push, slice_source};
-use super::{Bwd, BwdN, Grad};
+use super::{Bwd, BwdN, EscapeB, Grad};
 use crate::context::replay_program::{Kind, Side, Step1};
 use crate::ops::OneOp;
 
@@ -13,6 +13,11 @@ pub(super) struct Walk<'a> {
     pub(super) n_params: usize,
     /// The program's side tables (broadcasts, concats).
     pub(super) side: &'a Side,
+    /// Per row: an escape made it.
+    pub(super) escaped: Vec<bool>,
+    /// Per row: it has a gradient buffer (activations).
+    pub(super) has_grad: Vec<bool>,
+    pub(super) escapes_b: Vec<EscapeB>,
     /// Per row: its first gradient slot, or NONE (no gradient buffer).
     pub(super) gslot: Vec<u32>,
     pub(super) glen: Vec<u32>,
@@ -69,17 +74,80 @@ impl Walk<'_> {
         }
     }
 
-    /// As `Program::mark_births`.
-    pub(super) fn mark_births(&mut self, births: &[(u32, u32)], next: &mut usize, at: u32) {
+    /// As `Program::mark_births`: a gradient the dense array does not
+    /// hold is marked at replay, in the program's rows.
+    pub(super) fn mark_births(
+        &mut self,
+        births: &[(u32, u32)],
+        next: &mut usize,
+        at: u32,
+    ) -> Result<(), Refused> {
         while let Some(&(pos, t)) = births.get(*next) {
             if pos < at {
                 break;
             }
             if self.gslot[t as usize] != NONE {
                 self.mark[t as usize] = true;
+            } else if self.has_grad[t as usize] {
+                self.emit(Grad::Birth, t, 0, 0, 0)?;
             }
             *next += 1;
         }
+        Ok(())
+    }
+
+    /// An escape's backward: the gradients it reads written to their
+    /// buffers, those it writes read back (see `EscapeB`).
+    fn escape(&mut self, s: Step1) -> Result<(), Refused> {
+        let mut inputs = [s.a, s.b, s.a, s.a, s.a, s.a, s.a, s.a, s.a];
+        let k = match s.op {
+            Kind::Join(k) => {
+                let m = &self.side.joins[k as usize];
+                inputs[..m.xs.len()].copy_from_slice(&m.xs);
+                m.n as usize
+            }
+            Kind::Eager(k) => {
+                let e = &self.side.eager[k as usize];
+                for (x, &(_, root)) in inputs.iter_mut().zip(&e.lend[1..e.n as usize]) {
+                    *x = root;
+                }
+                e.n as usize - 1
+            }
+            _ => 2,
+        };
+        let mut before = Vec::new();
+        let mut after = Vec::new();
+        let rows = std::iter::once(s.out).chain(inputs[..k].iter().copied());
+        for (i, r) in rows.enumerate() {
+            let ri = r as usize;
+            let (slot, len) = (self.gslot[ri], self.glen[ri]);
+            if slot == NONE || before.iter().any(|&(x, _, _)| x == r) {
+                continue;
+            }
+            if i == 0 && !self.mark[ri] && !self.defined[ri] {
+                return Err(Refused);
+            }
+            let sync = self.defined[ri].then_some((slot, len));
+            push(&mut before, (r, self.mark[ri], sync)).ok_or(Refused)?;
+            self.touch(r);
+            // The output's gradient is settled; each input needing one is
+            // written (or stays born: `Dense::escape` reads zeros then).
+            if i == 0 {
+                self.mark[ri] = false;
+            } else if self.needs[ri] {
+                self.mark[ri] = false;
+                self.defined[ri] = true;
+                push(&mut after, (r, slot, len)).ok_or(Refused)?;
+            }
+        }
+        let e = EscapeB {
+            step: s,
+            before,
+            after,
+        };
+        push(&mut self.escapes_b, e).ok_or(Refused)?;
+        let k = self.escapes_b.len() as u32 - 1;
+        self.emit(Grad::Escape(k), 0, 0, 0, 0)
     }
 
     /// A zero fill of `id`'s whole slot, as `settle` does.
@@ -201,6 +269,9 @@ impl Walk<'_> {
     /// One op's backward, as `Program::backward` does it for the kinds
     /// a dense step has, element by element.
     pub(super) fn backward(&mut self, s: Step1) -> Result<(), Refused> {
+        if self.escaped[s.out as usize] {
+            return self.escape(s);
+        }
         let n_out = self.len(s.out);
         match s.op {
             Kind::One(OneOp::Binary(f)) | Kind::Bin(f, _) => {
