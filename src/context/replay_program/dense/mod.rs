@@ -208,7 +208,10 @@ struct EscapeF {
 /// value of it, written to its buffer (`sync`: its slot and length);
 /// after it, each input in `after` (row, slot, length) comes back to the
 /// dense array: its buffer if the op wrote it, zeros if it only stayed
-/// born.
+/// born. (In that last case the general walk would let the next writer
+/// assign where this one adds to zeros: the same value, but for a -0.0,
+/// which would read +0.0: it takes an op that never looks up a wanted
+/// input's gradient, since a lookup settles the mark.)
 struct EscapeB {
     step: crate::context::replay_program::Step1,
     before: Vec<Lent>,
