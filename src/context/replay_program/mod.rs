@@ -39,11 +39,11 @@
 //! kernel's buffers (capture ran them on the same buffers) and the walk's
 //! flow and table bookkeeping.
 //!
-//! A step made of small ops only (element-wise ops on at most [`MAXN`]
-//! elements, sums of all elements, slices and concats, of tensors of at
-//! most `MAXN` elements) also gets a dense form (`dense`): the same
-//! kernels as instructions over dense value and gradient arrays, the
-//! marks' effects resolved at capture.
+//! A step made of small ops (element-wise ops, sums of all elements,
+//! slices and concats, on tensors of up to a few thousand elements, most
+//! of them on at most [`MAXN`]) also gets a dense form (`dense`): the
+//! same kernels as instructions over dense value and gradient arrays,
+//! the marks' effects resolved at capture; its other ops run as here.
 //!
 //! Anything else takes the ordinary path: a step with an op with no replay
 //! form (dropout, batch norm), a retained activation gradient or a
@@ -148,6 +148,12 @@ pub(crate) trait OneKernels: EagerOps {
         x: u32,
         f: UnaryFn,
     );
+    /// The eager forward kernel of an element-wise op over slices: `y`
+    /// from `a` (and `b`, for a binary op), shapes (out, a, b).
+    fn forward_slices(op: OneOp, y: &mut [f32], a: &[f32], b: &[f32], shapes: &[Shape; 3]);
+    /// The eager backward kernel of unary op `f` over slices (`x` its
+    /// input, `y` its output), `assign` as the eager path decides.
+    fn unary_backward(f: UnaryFn, assign: bool, dx: &mut [f32], dout: &[f32], x: &[f32], y: &[f32]);
     /// The eager backward kernel of a scale, pow or clamp op over slices.
     fn map_backward(op: OneOp, dx: &mut [f32], dout: &[f32], x: &[f32]);
     /// The eager `add_scaled_into` over slices (the equal-shape add and

@@ -49,7 +49,7 @@ fn forward_binary_many(ctx: &mut Context, out: u32, ia: u32, ib: u32, f: BinaryF
 
 /// The forward kernel of a binary op (over the whole output, or over a
 /// slice of it when both operands have the output's shape).
-fn binary_kernel(
+pub(super) fn binary_kernel(
     f: BinaryFn,
     o: &mut [f32],
     x: &[f32],

@@ -298,6 +298,29 @@ impl OneKernels for ScalarKernels {
         let assign = fresh && f.assigns_fresh_grad();
         super::backward_unary_many(ctx, dout, (dx, fresh), out, x, f, assign)
     }
+    fn forward_slices(op: OneOp, y: &mut [f32], a: &[f32], b: &[f32], shapes: &[Shape; 3]) {
+        // As the eager entry points run each op on one task.
+        match op {
+            OneOp::Binary(f) => {
+                let [so, sa, sb] = *shapes;
+                super::binary::binary_kernel(f, y, a, b, so, sa, sb)
+            }
+            OneOp::Unary(f) => run_kernel!(y.len(), unary_forward(f, y, a)),
+            OneOp::Scale(s) => run_kernel!(y.len(), scale_forward(y, a, s)),
+            OneOp::Pow(p) => pow_forward(y, a, p),
+            OneOp::Clamp(lo, hi) => run_kernel!(y.len(), clamp_forward(y, a, lo, hi)),
+        }
+    }
+    fn unary_backward(
+        f: UnaryFn,
+        assign: bool,
+        dx: &mut [f32],
+        dout: &[f32],
+        x: &[f32],
+        y: &[f32],
+    ) {
+        run_kernel!(dx.len(), unary_backward(f, assign, dx, dout, x, y));
+    }
     fn map_backward(op: OneOp, dx: &mut [f32], dout: &[f32], x: &[f32]) {
         match op {
             // Binary and unary ops have their own paths.

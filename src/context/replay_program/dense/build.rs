@@ -2,7 +2,7 @@
 //! replayed without values.
 
 use super::walk::Walk;
-use super::{Code, Dense, EscapeF, Fwd, FwdN, Grad};
+use super::{Code, Dense, EscapeF, Fwd, FwdN, Grad, WideF};
 use crate::arena::Storage;
 use crate::context::Context;
 use crate::context::replay_program::{Kind, MAXN, Row, Side, Step1};
@@ -15,6 +15,20 @@ pub(super) const NONE: u32 = u32::MAX;
 /// input, a constant) the value array takes a range for: a larger one
 /// (a data set) goes with ops the dense form does not run.
 const OUTSIDE_MAX: usize = 256;
+
+/// The most elements of a tensor the ops compute that the value array
+/// takes a range for (an element-wise op on more than `MAXN` runs the
+/// eager kernels on it, a slice or concat copies runs of it): far below
+/// the size at which the eager kernels split an op across threads.
+const WIDE_MAX: usize = 4096;
+
+/// The most elements of an op's output the dense form runs it on.
+fn output_cap(op: Kind) -> usize {
+    match op {
+        Kind::Wide(_) | Kind::Slice { .. } | Kind::Join(_) => WIDE_MAX,
+        _ => MAXN,
+    }
+}
 
 /// Pushes `x`, or None if the vector cannot grow (the step then runs the
 /// general program).
@@ -56,10 +70,11 @@ struct Forward<'a> {
     vslot: Vec<u32>,
     /// Per value slot: whether it holds a loaded or computed value.
     set: Vec<bool>,
-    loads: Vec<(u32, u32, u32)>,
+    loads: Vec<(u32, u32, u32, u32)>,
     stores: Vec<crate::arena::Buf>,
     fwd: Vec<Fwd>,
     fwd_n: Vec<FwdN>,
+    wide_f: Vec<WideF>,
     escapes_f: Vec<EscapeF>,
 }
 
@@ -93,7 +108,11 @@ impl Forward<'_> {
         }
         let slot = self.vslot[i] + e;
         if !self.set[slot as usize] {
-            push(&mut self.loads, (x, e, slot))?;
+            // Runs of consecutive elements load as one copy.
+            match self.loads.last_mut() {
+                Some((r, at, to, n)) if *r == x && *at + *n == e && *to + *n == slot => *n += 1,
+                _ => push(&mut self.loads, (x, e, slot, 1))?,
+            }
             self.set[slot as usize] = true;
         }
         Some(slot)
@@ -115,7 +134,7 @@ impl Forward<'_> {
 
     /// Elements `e..e + n` of `out` computed: their store; their first
     /// value slot.
-    fn store(&mut self, out: u32, e: u32, n: u8) -> Option<u32> {
+    fn store(&mut self, out: u32, e: u32, n: u32) -> Option<u32> {
         let slot = self.vslot[out as usize] + e;
         self.set[slot as usize..][..n as usize].fill(true);
         let data = self.rows[out as usize].data;
@@ -130,7 +149,8 @@ impl Forward<'_> {
         op: Option<OneOp>,
         (out, e): (u32, u32),
         (a, b): (u32, u32),
-        [n, sa, sb]: [u8; 3],
+        n: u32,
+        [sa, sb]: [u8; 2],
     ) -> Option<()> {
         let slot = self.store(out, e, n)?;
         let s = FwdN {
@@ -165,7 +185,7 @@ impl Forward<'_> {
         if n == 1 {
             return self.emit(Code::Copy, out, e, a, a);
         }
-        self.emit_n(None, (out, e), (a, a), [n as u8, 1, 1])
+        self.emit_n(None, (out, e), (a, a), n, [1, 1])
     }
 
     /// An op the dense form does not run: the general program's forward,
@@ -198,7 +218,7 @@ impl Forward<'_> {
     fn op(&mut self, s: &Step1, side: &Side) -> Option<()> {
         let out = s.out as usize;
         let n = self.len(s.out);
-        if self.vslot[out] != NONE || out < self.n_params || n > MAXN {
+        if self.vslot[out] != NONE || out < self.n_params || n > output_cap(s.op) {
             return None;
         }
         self.vslot[out] = self.range(n)?;
@@ -213,7 +233,19 @@ impl Forward<'_> {
                     self.operand(s.a, i)?;
                 }
                 let a = self.operand(s.a, 0)?;
-                self.emit_n(Some(op), (s.out, 0), (a, a), [n as u8, 1, 1])?;
+                self.emit_n(Some(op), (s.out, 0), (a, a), n, [1, 1])?;
+            }
+            Kind::Wide(k) => {
+                for x in [s.a, s.b] {
+                    for i in 0..self.len(x) as u32 {
+                        self.operand(x, i)?;
+                    }
+                }
+                let (a, b) = (self.operand(s.a, 0)?, self.operand(s.b, 0)?);
+                let out = self.store(s.out, 0, n)?;
+                push(&mut self.wide_f, WideF { wide: k, out, a, b })?;
+                let code = Code::Wide(self.wide_f.len() as u32 - 1);
+                push(&mut self.fwd, Fwd { code, out, a, b })?;
             }
             Kind::Bin(f, k) => {
                 let m = &side.bcast[k as usize];
@@ -224,7 +256,7 @@ impl Forward<'_> {
                         self.operand(s.b, m.ib[o] as u32)?;
                     }
                     let (a, b) = (self.operand(s.a, 0)?, self.operand(s.b, 0)?);
-                    return self.emit_n(Some(op), (s.out, 0), (a, b), [n as u8, sa, sb]);
+                    return self.emit_n(Some(op), (s.out, 0), (a, b), n, [sa, sb]);
                 }
                 for o in 0..n {
                     let a = self.operand(s.a, m.ia[o as usize] as u32)?;
@@ -294,6 +326,13 @@ impl Dense {
             };
             (xs, k)
         };
+        // A tensor from outside the ops is read in element by element (at
+        // most OUTSIDE_MAX); one an op computes has its range (at most
+        // WIDE_MAX).
+        let mut computed = filled(n, false)?;
+        for s in fwd {
+            computed[s.out as usize] = true;
+        }
         let small = |s: &Step1| {
             let (xs, k) = operands(s);
             matches!(
@@ -301,13 +340,21 @@ impl Dense {
                 Kind::One(_)
                     | Kind::Map(_)
                     | Kind::Bin(..)
+                    | Kind::Wide(_)
                     | Kind::Sum(_)
                     | Kind::Pick(_)
                     | Kind::Slice { .. }
                     | Kind::Join(_)
-            ) && len(s.out) <= MAXN
+            ) && len(s.out) <= output_cap(s.op)
                 && s.out as usize >= n_params
-                && xs[..k].iter().all(|&x| len(x) <= OUTSIDE_MAX)
+                && xs[..k].iter().all(|&x| {
+                    len(x)
+                        <= if computed[x as usize] {
+                            WIDE_MAX
+                        } else {
+                            OUTSIDE_MAX
+                        }
+                })
         };
         let mut escaped = filled(n, false)?;
         for s in fwd.iter().filter(|s| !small(s)) {
@@ -348,6 +395,7 @@ impl Dense {
             stores: Vec::new(),
             fwd: Vec::new(),
             fwd_n: Vec::new(),
+            wide_f: Vec::new(),
             escapes_f: Vec::new(),
         };
         for s in fwd {
@@ -411,6 +459,7 @@ impl Dense {
             touched: filled(n_params, false)?,
             out: Vec::new(),
             out_n: Vec::new(),
+            out_w: Vec::new(),
         };
         // As `Program::run`'s walk.
         let len = bwd.len() as u32;
@@ -443,6 +492,8 @@ impl Dense {
             bwd: walk.out,
             fwd_n: f.fwd_n,
             bwd_n: walk.out_n,
+            wide_f: f.wide_f,
+            wide_b: walk.out_w,
             escapes_f: f.escapes_f,
             escapes_b: walk.escapes_b,
             loads: f.loads,

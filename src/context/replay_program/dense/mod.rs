@@ -3,7 +3,10 @@
 //! all elements, slices and concats), in a compact form: each element of
 //! each op an instruction over one dense value array and one dense
 //! gradient array (a sum one instruction over a range), the walk's
-//! "born, not written yet" marks resolved at capture.
+//! "born, not written yet" marks resolved at capture. Element-wise ops
+//! on more elements (at most `WIDE_MAX`: a data series' residuals) are
+//! one instruction each, the eager kernels on the ranges, their shapes
+//! and broadcasts the eager path's, so the same loops and bits.
 //!
 //! The general program reads and writes each scalar through its arena
 //! buffer (a live-epoch check per access) and keeps the marks in its rows,
@@ -19,7 +22,8 @@
 //! Each tensor has a range of slots in each array, its elements in
 //! order. Values from outside the ops (parameters, inputs, constants, of
 //! at most `OUTSIDE_MAX` elements) are read into the value array before
-//! the forward, the elements the ops read only; every element an op
+//! the forward, the elements the ops read only (runs of consecutive
+//! elements one copy each); every element an op
 //! computes is written back to its buffer after it (a caller may read
 //! any activation);
 //! parameters' gradients are read in before the walk and written back
@@ -57,6 +61,8 @@ enum Code {
         mean: bool,
     },
     Vector(u32),
+    /// An element-wise op on more than `MAXN` elements, `Dense::wide_f[.0]`.
+    Wide(u32),
     /// An op the dense form does not run, `Dense::escapes_f[.0]`.
     Escape(u32),
 }
@@ -82,9 +88,56 @@ struct FwdN {
     out: u32,
     a: u32,
     b: u32,
-    n: u8,
+    n: u32,
     sa: u8,
     sb: u8,
+}
+
+/// An element-wise op on more than `MAXN` elements (the program's
+/// `Kind::Wide`, its op and shapes `Program::side.wide[.wide]`): the
+/// eager kernels on the value ranges from `a`, `b` (its operands, as the
+/// shapes say) into the one from `out`, so the eager path's loops and
+/// bits (any broadcast).
+#[derive(Clone, Copy)]
+struct WideF {
+    wide: u32,
+    out: u32,
+    a: u32,
+    b: u32,
+}
+
+/// The backward kernels of a [`WideF`] op, on gradient ranges: each as
+/// the general program's `backward_wide` runs it.
+#[derive(Clone, Copy)]
+enum WideGrad {
+    /// The broadcasting backward of binary op `Program::side.wide[.0]`
+    /// into its first operand's gradient (true) or its second's; `d`
+    /// has the operand's elements.
+    Binary(u32, bool),
+    /// `add_scaled_into` (the equal-shape add and sub): `assign`
+    /// overwrites.
+    AddScaled { k: f32, assign: bool },
+    /// A unary op's backward kernel (input `a`, output `b`): `assign`
+    /// as the eager path decides; `zero`: a zero fill first.
+    Unary {
+        f: UnaryFn,
+        assign: bool,
+        zero: bool,
+    },
+    /// A scale, pow or clamp op's backward kernel (input `a`).
+    Map(OneOp),
+}
+
+/// A [`WideGrad`] kernel writing `grads[d..]` from `grads[g..]` (the
+/// output's `n` gradients) and values from `a` and `b`.
+#[derive(Clone, Copy)]
+struct WideB {
+    op: WideGrad,
+    d: u32,
+    g: u32,
+    a: u32,
+    b: u32,
+    n: u32,
 }
 
 /// What a backward instruction does to `grads[d]` (`g` the output's
@@ -135,6 +188,8 @@ enum Grad {
     },
     /// A vector form, `Dense::bwd_n[.0]`.
     Vector(u32),
+    /// A wide op's kernel, `Dense::wide_b[.0]`.
+    Wide(u32),
     /// An op the dense form does not run, `Dense::escapes_b[.0]`.
     Escape(u32),
     /// A gradient born at this point of the walk whose tensor the dense
@@ -186,7 +241,7 @@ struct BwdN {
     g: u32,
     a: u32,
     b: u32,
-    n: u8,
+    n: u32,
     sd: u8,
     sa: u8,
     sb: u8,
@@ -227,11 +282,13 @@ pub(super) struct Dense {
     bwd: Vec<Bwd>,
     fwd_n: Vec<FwdN>,
     bwd_n: Vec<BwdN>,
+    wide_f: Vec<WideF>,
+    wide_b: Vec<WideB>,
     escapes_f: Vec<EscapeF>,
     escapes_b: Vec<EscapeB>,
     /// Values from outside the ops, read before the forward: (row,
-    /// element, value slot).
-    loads: Vec<(u32, u32, u32)>,
+    /// first element, first value slot, elements).
+    loads: Vec<(u32, u32, u32, u32)>,
     /// Each forward instruction's output (the elements it computes of its
     /// buffer), written as it is computed (the stores overlap the op
     /// chain's latency).

@@ -1,9 +1,33 @@
 //! Replaying a small step's dense form: the per-replay hot path.
 
-use super::{BwdN, Code, Dense, EscapeB, FwdN, Grad};
+use super::{BwdN, Code, Dense, EscapeB, FwdN, Grad, WideB, WideF, WideGrad};
 use crate::context::Context;
-use crate::context::replay_program::{OneKernels, Program};
+use crate::context::replay_program::{OneKernels, Program, Side};
 use crate::ops::OneOp;
+
+/// `x[out..out + n]` to write and the rest of `x` to read around it, as
+/// (below, the range, above): the ranges of different tensors never
+/// overlap, and an overlap would panic here (a slice out of range).
+fn around(x: &mut [f32], out: usize, n: usize) -> (&[f32], &mut [f32], &[f32]) {
+    let (lo, rest) = x.split_at_mut(out);
+    let (mid, hi) = rest.split_at_mut(n);
+    (lo, mid, hi)
+}
+
+/// The `n` elements from `at` of the array [`around`] split at `out`
+/// (`out_n` elements there).
+fn part<'a>(
+    (lo, hi): (&'a [f32], &'a [f32]),
+    (out, out_n): (usize, usize),
+    at: usize,
+    n: usize,
+) -> &'a [f32] {
+    if at < out {
+        &lo[at..at + n]
+    } else {
+        &hi[at - out - out_n..][..n]
+    }
+}
 
 impl Dense {
     /// The step's forward and backward, as `Program::run`; false (nothing
@@ -31,14 +55,15 @@ impl Dense {
             prog.walk_start(ctx);
         }
         let vals = &mut self.vals;
-        for &(row, at, slot) in &self.loads {
+        for &(row, at, slot, n) in &self.loads {
             let row = row as usize;
             let data = if row < n_params {
                 ctx.table_rows()[row].data
             } else {
                 prog.rows[row].data
             };
-            vals[slot as usize] = ctx.read_only(data)[at as usize];
+            let (at, slot, n) = (at as usize, slot as usize, n as usize);
+            vals[slot..slot + n].copy_from_slice(&ctx.read_only(data)[at..at + n]);
         }
         for (s, &data) in self.fwd.iter().zip(&self.stores) {
             let (x, y) = (vals[s.a as usize], vals[s.b as usize]);
@@ -59,6 +84,11 @@ impl Dense {
                     let s = &self.fwd_n[k as usize];
                     Self::forward_n::<K>(vals, s);
                     let out = &vals[s.out as usize..][..s.n as usize];
+                    ctx.access_one(data).copy_from_slice(out);
+                    continue;
+                }
+                Code::Wide(k) => {
+                    let out = Self::forward_wide::<K>(vals, &self.wide_f[k as usize], &prog.side);
                     ctx.access_one(data).copy_from_slice(out);
                     continue;
                 }
@@ -105,6 +135,9 @@ impl Dense {
                     K::sum_backward(&mut grads[d..d + n as usize], g, mean);
                 }
                 Grad::Vector(k) => Self::backward_n::<K>(grads, vals, &self.bwd_n[k as usize]),
+                Grad::Wide(k) => {
+                    Self::backward_wide::<K>(grads, vals, &self.wide_b[k as usize], &prog.side);
+                }
                 Grad::Escape(k) => Self::escape::<K>(ctx, prog, grads, &self.escapes_b[k as usize]),
                 Grad::Birth => {
                     let row = &mut prog.rows[d];
@@ -156,6 +189,52 @@ impl Dense {
             } else if let Some(buf) = row.grad {
                 g.copy_from_slice(ctx.read_only(buf));
             }
+        }
+    }
+
+    /// A wide op's forward: the eager kernel on its ranges; its output.
+    #[inline(never)]
+    fn forward_wide<'a, K: OneKernels>(vals: &'a mut [f32], s: &WideF, side: &Side) -> &'a [f32] {
+        let w = &side.wide[s.wide as usize];
+        let [so, sa, sb] = w.shapes;
+        let (out, n) = (s.out as usize, so.numel());
+        let (lo, y, hi) = around(vals, out, n);
+        let a = part((lo, hi), (out, n), s.a as usize, sa.numel());
+        let b = part((lo, hi), (out, n), s.b as usize, sb.numel());
+        K::forward_slices(w.op, y, a, b, &w.shapes);
+        y
+    }
+
+    /// A wide op's backward kernel on its ranges (see `WideGrad`).
+    #[inline(never)]
+    fn backward_wide<K: OneKernels>(grads: &mut [f32], vals: &[f32], s: &WideB, side: &Side) {
+        let (d, g, n) = (s.d as usize, s.g as usize, s.n as usize);
+        let (a, b) = (s.a as usize, s.b as usize);
+        let n_d = match s.op {
+            WideGrad::Binary(k, into_a) => {
+                side.wide[k as usize].shapes[if into_a { 1 } else { 2 }].numel()
+            }
+            _ => n,
+        };
+        let (lo, dx, hi) = around(grads, d, n_d);
+        let dout = part((lo, hi), (d, n_d), g, n);
+        match s.op {
+            WideGrad::Binary(k, into_a) => {
+                let w = &side.wide[k as usize];
+                let [_, sa, sb] = w.shapes;
+                let (x, y) = (&vals[a..a + sa.numel()], &vals[b..b + sb.numel()]);
+                if let OneOp::Binary(f) = w.op {
+                    K::binary_backward(f, into_a, dx, dout, x, y, &w.shapes);
+                }
+            }
+            WideGrad::AddScaled { k, assign } => K::add_scaled_into(dx, dout, k, assign),
+            WideGrad::Unary { f, assign, zero } => {
+                if zero {
+                    crate::kernels::zero(dx);
+                }
+                K::unary_backward(f, assign, dx, dout, &vals[a..a + n], &vals[b..b + n]);
+            }
+            WideGrad::Map(op) => K::map_backward(op, dx, dout, &vals[a..a + n]),
         }
     }
 

@@ -204,6 +204,61 @@ fn escape_model(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
     c.log_sigmoid(acc).unwrap()
 }
 
+/// A model of element-wise ops on more than MAXN elements, the eager
+/// kernels on the dense ranges: equal shapes (v * x, shared operands in
+/// t + t and t - t), a one-element operand over rows of 40 (its gradient
+/// summed in running lanes), a [6, 8] table with a [6, 1] column and an
+/// [8] row, an outer product of 400 elements (above OUTSIDE_MAX: a range
+/// only ops fill), every kind of unary kernel (gradients born at `=` and
+/// at `+=` writes), scale, pow and clamp, slices and a concat of wide
+/// tensors, sums and means of them, and a matmul escape among them.
+fn wide_model(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
+    let (v, m, w) = (p[0], p[1], p[2]); // [40], [6, 8], [1]
+    let t = c.mul(v, x).unwrap();
+    let t = c.mul(t, w).unwrap(); // [40] with [1]
+    let tt = c.add(t, t).unwrap();
+    let z = c.sub(tt, t).unwrap();
+    let e = c.exp(z).unwrap(); // `=` into a born gradient
+    let s = c.sigmoid(z).unwrap();
+    let l = c.log(s).unwrap();
+    let g = c.gelu(t).unwrap();
+    let q = c.scale(g, 0.25).unwrap();
+    let pw = c.pow(e, 1.5).unwrap();
+    let k = c.clamp(l, -0.6, -0.1).unwrap();
+    let col = c.slice(m, 1, 2, 1).unwrap(); // [6, 1]
+    let row = c.slice(m, 0, 3, 1).unwrap(); // [1, 8]
+    let row = c.reshape(row, &[8]).unwrap();
+    let d = c.div(m, col).unwrap(); // [6, 8] with [6, 1]
+    let d = c.mul(d, row).unwrap(); // [6, 8] with [8]
+    let th = c.tanh(d).unwrap();
+    let head = c.slice(v, 0, 0, 20).unwrap();
+    let a = c.reshape(head, &[20, 1]).unwrap();
+    let b = c.slice(x, 0, 20, 20).unwrap();
+    let b = c.reshape(b, &[1, 20]).unwrap();
+    let outer = c.mul(a, b).unwrap(); // [20, 20]
+    let so = c.mean(outer).unwrap();
+    let mm = c.matmul(th, th, false, true).unwrap(); // escape: [6, 6]
+    let sm = c.sum(mm).unwrap();
+    let cat = c.concat(&[pw, k, q], 0).unwrap(); // [120]
+    let mid = c.slice(cat, 0, 30, 50).unwrap();
+    let sc = c.sum(mid).unwrap();
+    let sth = c.mean(th).unwrap();
+    let acc = c.add(sc, so).unwrap();
+    let acc = c.add(acc, sm).unwrap();
+    let acc = c.sub(acc, sth).unwrap();
+    let st = c.sum(t).unwrap();
+    let acc = c.mul(acc, st).unwrap();
+    c.log_sigmoid(acc).unwrap()
+}
+
+/// The dense form of wide element-wise ops gives the eager path's bits.
+#[test]
+fn dense_wide_steps_match_eager() {
+    let shapes: [&[usize]; 3] = [&[40], &[6, 8], &[1]];
+    assert!(is_dense(&shapes, &[40], wide_model));
+    same_bits(&shapes, &[40], wide_model);
+}
+
 /// The dense form with escapes gives the eager path's bits.
 #[test]
 fn dense_steps_with_escapes_match_eager() {
@@ -221,9 +276,14 @@ fn dense_form_is_for_steps_with_small_ops() {
         let t = c.mul(p[0], x).unwrap();
         c.sum(t).unwrap()
     }));
-    // One small op after an escape (more than MAXN elements): the general
+    // An element-wise op on more than MAXN elements runs in it too.
+    assert!(is_dense(&[&[17]], &[17], |c, p, x| {
+        let t = c.mul(p[0], x).unwrap();
+        c.sum(t).unwrap()
+    }));
+    // One small op after an escape (data above OUTSIDE_MAX): the general
     // program.
-    assert!(!is_dense(&[&[17]], &[17], |c, p, x| {
+    assert!(!is_dense(&[&[300]], &[300], |c, p, x| {
         let t = c.mul(p[0], x).unwrap();
         c.sum(t).unwrap()
     }));

@@ -3,7 +3,7 @@
 //! down as an instruction.
 
 use super::build::{NONE, push, slice_source};
-use super::{Bwd, BwdN, EscapeB, Grad};
+use super::{Bwd, BwdN, EscapeB, Grad, WideB, WideGrad};
 use crate::context::replay_program::{Kind, Side, Step1};
 use crate::ops::OneOp;
 
@@ -33,6 +33,7 @@ pub(super) struct Walk<'a> {
     pub(super) touched: Vec<bool>,
     pub(super) out: Vec<Bwd>,
     pub(super) out_n: Vec<BwdN>,
+    pub(super) out_w: Vec<WideB>,
 }
 
 /// A capture-time refusal: the step runs the general program.
@@ -43,14 +44,14 @@ impl Walk<'_> {
         push(&mut self.out, Bwd { op, d, g, a, b }).ok_or(Refused)
     }
 
-    /// A vector form: `[n, sd, sa, sb]` as `Bwd`'s.
+    /// A vector form: `n` elements, strides `[sd, sa, sb]` as `Bwd`'s.
     fn emit_n(
         &mut self,
         op: Grad,
         d: u32,
         g: u32,
         (a, b): (u32, u32),
-        [n, sd, sa, sb]: [u8; 4],
+        (n, [sd, sa, sb]): (u32, [u8; 3]),
     ) -> Result<(), Refused> {
         let s = BwdN {
             op,
@@ -65,6 +66,20 @@ impl Walk<'_> {
         };
         push(&mut self.out_n, s).ok_or(Refused)?;
         let k = Grad::Vector(self.out_n.len() as u32 - 1);
+        self.emit(k, d, g, a, b)
+    }
+
+    /// A wide op's kernel on `n` output gradients.
+    fn emit_wide(
+        &mut self,
+        op: WideGrad,
+        d: u32,
+        g: u32,
+        (a, b): (u32, u32),
+        n: u32,
+    ) -> Result<(), Refused> {
+        push(&mut self.out_w, WideB { op, d, g, a, b, n }).ok_or(Refused)?;
+        let k = Grad::Wide(self.out_w.len() as u32 - 1);
         self.emit(k, d, g, a, b)
     }
 
@@ -287,7 +302,7 @@ impl Walk<'_> {
                             self.overwrite(x, fresh, n_out)?;
                             if n_out > 1 {
                                 let op = Grad::AddScaledN { k, assign: fresh };
-                                self.emit_n(op, d, dout, (0, 0), [n_out as u8, 1, 0, 0])?;
+                                self.emit_n(op, d, dout, (0, 0), (n_out, [1, 0, 0]))?;
                             } else {
                                 self.emit(Grad::AddScaled { k, assign: fresh }, d, dout, 0, 0)?;
                             }
@@ -308,7 +323,7 @@ impl Walk<'_> {
                 if let (Kind::Bin(_, k), true) = (s.op, n_out > 1)
                     && let Some((sa, sb)) = side.bcast[k as usize].strides()
                 {
-                    let nn = n_out as u8;
+                    let nn = n_out;
                     // A folded zero fill is a one-element slot's: a
                     // broadcast operand's (stride 0).
                     if let Some((d, zero)) = self.grad_of(s.a)? {
@@ -317,7 +332,7 @@ impl Walk<'_> {
                         }
                         self.written(s.a);
                         let op = Grad::BinaryAN { f, zero };
-                        self.emit_n(op, d, dout, (va, vb), [nn, sa, sa, sb])?;
+                        self.emit_n(op, d, dout, (va, vb), (nn, [sa, sa, sb]))?;
                     }
                     if let Some((d, zero)) = self.grad_of(s.b)? {
                         if zero && sb != 0 {
@@ -325,7 +340,7 @@ impl Walk<'_> {
                         }
                         self.written(s.b);
                         let op = Grad::BinaryBN { f, zero };
-                        self.emit_n(op, d, dout, (va, vb), [nn, sb, sa, sb])?;
+                        self.emit_n(op, d, dout, (va, vb), (nn, [sb, sa, sb]))?;
                     }
                     return Ok(());
                 }
@@ -365,7 +380,7 @@ impl Walk<'_> {
                         assign,
                         zero: fresh && !assign,
                     };
-                    self.emit_n(op, d, dout, (x, y), [n_out as u8, 1, 1, 1])?;
+                    self.emit_n(op, d, dout, (x, y), (n_out, [1, 1, 1]))?;
                 } else {
                     self.emit(op, d, dout, x, y)?;
                 }
@@ -379,8 +394,7 @@ impl Walk<'_> {
                 self.written(s.a);
                 let x = self.value(s.a, 0)?;
                 if n_out > 1 && !d.1 {
-                    let nn = n_out as u8;
-                    return self.emit_n(Grad::MapN { op }, d.0, dout, (x, x), [nn, 1, 1, 1]);
+                    return self.emit_n(Grad::MapN { op }, d.0, dout, (x, x), (n_out, [1, 1, 1]));
                 }
                 let at = (0..n_out).map(|i| (i, dout + i, x + i, x + i));
                 self.adds(d, at, |zero| Grad::Map { op, zero })?;
@@ -419,7 +433,7 @@ impl Walk<'_> {
                     // A run per row of the output.
                     for r in 0..n_out / len {
                         let (dr, gr) = (d.0 + r * row + off, dout + r * len);
-                        self.emit_n(Grad::PickN, dr, gr, (0, 0), [len as u8, 1, 0, 0])?;
+                        self.emit_n(Grad::PickN, dr, gr, (0, 0), (len, [1, 0, 0]))?;
                     }
                     return Ok(());
                 }
@@ -439,7 +453,7 @@ impl Walk<'_> {
                             // A run per row of the input.
                             for r in 0..self.len(x) / len {
                                 let (dr, gr) = (d.0 + r * len, dout + r * m.row + off);
-                                self.emit_n(Grad::PickN, dr, gr, (0, 0), [len as u8, 1, 0, 0])?;
+                                self.emit_n(Grad::PickN, dr, gr, (0, 0), (len, [1, 0, 0]))?;
                             }
                         } else {
                             // Input element i is output element (i / len) *
@@ -452,7 +466,84 @@ impl Walk<'_> {
                     off += len;
                 }
             }
+            Kind::Wide(k) => return self.wide(s, k, n_out),
             _ => return Err(Refused),
+        }
+        Ok(())
+    }
+
+    /// `grad_of`'s slot with its zero fill emitted (a wide op's kernels
+    /// add to the whole slot).
+    fn grad_of_filled(&mut self, id: u32) -> Result<Option<u32>, Refused> {
+        let Some((d, zero)) = self.grad_of(id)? else {
+            return Ok(None);
+        };
+        if zero {
+            self.fill(id)?;
+        }
+        self.written(id);
+        Ok(Some(d))
+    }
+
+    /// A wide op's backward, as `Program::backward_wide`: the same
+    /// lookups in the same order, then its kernels on the ranges.
+    fn wide(&mut self, s: Step1, k: u32, n_out: u32) -> Result<(), Refused> {
+        let (va, vb) = (self.value(s.a, 0)?, self.value(s.b, 0)?);
+        match self.side.wide[k as usize].op {
+            OneOp::Binary(f) => {
+                let Some(dout) = self.grad_out(s.out)? else {
+                    return Ok(());
+                };
+                if let Some(sign) = f.sum_sign()
+                    && s.same
+                {
+                    let (ga, gb) = (self.grad_to_overwrite(s.a), self.grad_to_overwrite(s.b));
+                    for (x, grad, k) in [(s.a, ga, 1.0), (s.b, gb, sign)] {
+                        if let Some((d, fresh)) = grad {
+                            self.overwrite(x, fresh, n_out)?;
+                            let op = WideGrad::AddScaled { k, assign: fresh };
+                            self.emit_wide(op, d, dout, (0, 0), n_out)?;
+                        }
+                    }
+                    return Ok(());
+                }
+                for (x, into_a) in [(s.a, true), (s.b, false)] {
+                    if let Some(d) = self.grad_of_filled(x)? {
+                        let op = WideGrad::Binary(k, into_a);
+                        self.emit_wide(op, d, dout, (va, vb), n_out)?;
+                    }
+                }
+            }
+            OneOp::Unary(f) => {
+                let Some(dout) = self.grad_out(s.out)? else {
+                    return Ok(());
+                };
+                let Some((d, fresh)) = self.grad_to_overwrite(s.a) else {
+                    return Ok(());
+                };
+                self.overwrite(s.a, fresh, n_out)?;
+                let assign = fresh && f.assigns_fresh_grad();
+                let op = WideGrad::Unary {
+                    f,
+                    assign,
+                    zero: fresh && !assign,
+                };
+                let y = self.value(s.out, 0)?;
+                self.emit_wide(op, d, dout, (va, y), n_out)?;
+            }
+            op => {
+                // Both looked up, in this order, as `backward_wide`.
+                let dx = self.grad_of(s.a)?;
+                let dout = self.grad_out(s.out)?;
+                let (Some((d, zero)), Some(dout)) = (dx, dout) else {
+                    return self.unwritten(s.a, dx);
+                };
+                if zero {
+                    self.fill(s.a)?;
+                }
+                self.written(s.a);
+                self.emit_wide(WideGrad::Map(op), d, dout, (va, va), n_out)?;
+            }
         }
         Ok(())
     }
