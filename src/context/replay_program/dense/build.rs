@@ -366,14 +366,23 @@ impl Dense {
         // their buffers, several for a matrix op (an eager op lends all its
         // rows). Measured per posteriordb model (callgrind, per gradient):
         // 10 small ops with one eager escape gain, 5 lose; 10 to 18 with 3
-        // to 5 eager ones (the Cholesky models) lose.
+        // to 5 eager ones (the Cholesky models) lose. A wide op saves its
+        // eager entry points' bookkeeping, several hundred: it counts as
+        // eight against the eager ops (hier_lkj's 22 small and 4 wide ops
+        // around 4 eager ones gain 3%), not towards the ten (a GLM with a
+        // wide op and 5 small ones loses 1%).
         let small_ops = fwd.iter().filter(|s| !escaped[s.out as usize]).count();
         let escapes = fwd.len() - small_ops;
         let eager = fwd
             .iter()
             .filter(|s| matches!(s.op, Kind::Eager(_)))
             .count();
-        if small_ops == 0 || (escapes > 0 && (small_ops < 10 || small_ops < 8 * eager)) {
+        let wide_ops = fwd
+            .iter()
+            .filter(|s| !escaped[s.out as usize] && matches!(s.op, Kind::Wide(_)))
+            .count();
+        let worth = small_ops + 8 * wide_ops;
+        if small_ops == 0 || (escapes > 0 && (small_ops < 10 || worth < 8 * eager)) {
             return None;
         }
         // An escape's output a dense instruction reads (or the loss) is

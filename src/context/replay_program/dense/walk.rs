@@ -323,24 +323,22 @@ impl Walk<'_> {
                 if let (Kind::Bin(_, k), true) = (s.op, n_out > 1)
                     && let Some((sa, sb)) = side.bcast[k as usize].strides()
                 {
-                    let nn = n_out;
-                    // A folded zero fill is a one-element slot's: a
-                    // broadcast operand's (stride 0).
-                    if let Some((d, zero)) = self.grad_of(s.a)? {
-                        if zero && sa != 0 {
+                    for (x, sd, into_a) in [(s.a, sa, true), (s.b, sb, false)] {
+                        let Some((d, zero)) = self.grad_of(x)? else {
+                            continue;
+                        };
+                        // A folded zero fill is a one-element slot's: a
+                        // broadcast operand's (stride 0).
+                        if zero && sd != 0 {
                             return Err(Refused);
                         }
-                        self.written(s.a);
-                        let op = Grad::BinaryAN { f, zero };
-                        self.emit_n(op, d, dout, (va, vb), (nn, [sa, sa, sb]))?;
-                    }
-                    if let Some((d, zero)) = self.grad_of(s.b)? {
-                        if zero && sb != 0 {
-                            return Err(Refused);
-                        }
-                        self.written(s.b);
-                        let op = Grad::BinaryBN { f, zero };
-                        self.emit_n(op, d, dout, (va, vb), (nn, [sb, sa, sb]))?;
+                        self.written(x);
+                        let op = if into_a {
+                            Grad::BinaryAN { f, zero }
+                        } else {
+                            Grad::BinaryBN { f, zero }
+                        };
+                        self.emit_n(op, d, dout, (va, vb), (n_out, [sd, sa, sb]))?;
                     }
                     return Ok(());
                 }
