@@ -31,7 +31,9 @@ pub(crate) fn product_on(
 }
 
 /// As [`sgemm_tile`], except that a product whose C is one column (n = 1:
-/// op(A) times a vector) runs as BLAS's matrix-vector product, `sgemv`.
+/// op(A) times a vector) runs as BLAS's matrix-vector product, `sgemv`,
+/// and one whose C is two columns over a small A as two
+/// ([`TWO_COLUMN_A_MAX`]).
 /// OpenBLAS sends such a product through its small-matrix sgemm kernels
 /// at several times the cost (measured on one core, [3020, 3] x [3]:
 /// 1.9 us as sgemv against 8-11 us as sgemm; A^T times a vector 4-6 us
@@ -50,18 +52,33 @@ pub(crate) unsafe fn product_tile(
     beta: f32,
     c: *mut f32,
 ) {
-    if g.n != 1 || !sgemv_available() {
+    let by_columns = g.n == 2 && g.m * g.k <= TWO_COLUMN_A_MAX;
+    if !(g.n == 1 || by_columns) || !sgemv_available() {
         // SAFETY: the caller's contract.
         return unsafe { sgemm_tile(g, alpha, a, b, beta, c) };
     }
     check(g, a, b);
     #[cfg(feature = "trace")]
     let t0 = std::time::Instant::now();
-    // SAFETY: the caller's contract, and the checks above on A and B.
-    unsafe { sgemv_impl(g, alpha, a, b, beta, c) };
+    for j in 0..g.n {
+        // Column j of op(B): element j of each stored row, or stored row j.
+        let b = &b[if g.trans_b { j * g.ldb } else { j }..];
+        let col = Gemm { n: 1, ..g };
+        // SAFETY: the caller's contract, and the checks above on A and B
+        // (column j of C is within the tile, and of op(B) within B).
+        unsafe { sgemv_impl(col, alpha, a, b, beta, c.add(j)) };
+    }
     #[cfg(feature = "trace")]
     trace::record(g, t0.elapsed());
 }
+
+/// The most elements of A a two-column product runs as two sgemv calls
+/// over (256 KB: A stays in cache for the second column's pass). OpenBLAS
+/// runs a small sgemm at several times a small sgemv's fixed cost
+/// (measured on the 2-core EPYC, 2 BLAS threads: [12, 2] x [2, 2] 62 ns
+/// as sgemm against 30 ns as two sgemv, [2, 12] x [12, 2] 71 against 43,
+/// [1000, 2] x [2, 2] 1,232 against 884; at four columns sgemm wins).
+const TWO_COLUMN_A_MAX: usize = 1 << 16;
 
 /// Whether [`product_tile`] may call `cblas_sgemv`: not when MKL runs the
 /// products (only its sgemm is loaded), nor under Miri (no BLAS).

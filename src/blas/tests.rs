@@ -113,43 +113,48 @@ fn short_slice_panics_before_blas() {
     sgemm(g, 1.0, &[0.0; 3], &[0.0; 4], 0.0, &mut c);
 }
 
-/// A product whose C is one column runs as sgemv: every transpose, strided
-/// operands (lda, ldb, ldc wider than the shapes), alpha and beta, against
-/// the reference loop; with beta = 0 a NaN already in C is overwritten.
+/// A product whose C is one column runs as sgemv, one of two columns (over
+/// a small A) as two: every transpose, strided operands (lda, ldb, ldc
+/// wider than the shapes), alpha and beta, against the reference loop;
+/// with beta = 0 a NaN already in C is overwritten.
 #[test]
-fn one_column_products_match_naive() {
-    for &(m, k) in &[(1, 1), (3020, 3), (7, 10), (65, 1)] {
-        for ta in [false, true] {
-            for tb in [false, true] {
-                let g = Gemm {
-                    lda: if ta { m + 2 } else { k + 3 },
-                    ldb: if tb { k + 1 } else { 4 },
-                    ldc: 3,
-                    ..Gemm::dense(ta, tb, m, 1, k)
-                };
-                let (ar, ac) = if ta { (k, m) } else { (m, k) };
-                let (br, bc) = if tb { (1, k) } else { (k, 1) };
-                let a = lcg(Gemm::needed(ar, ac, g.lda), 8);
-                let b = lcg(Gemm::needed(br, bc, g.ldb), 9);
-                for beta in [0.0, 0.5] {
-                    let mut c1 = lcg(Gemm::needed(m, 1, g.ldc), 10);
-                    if beta == 0.0 {
-                        c1[0] = f32::NAN;
-                    }
-                    let mut c2 = c1.clone();
-                    let between = c1.clone();
-                    // SAFETY: c1 covers the tile and nothing else uses it.
-                    unsafe { gemv::product_tile(g, 0.7, &a, &b, beta, c1.as_mut_ptr()) };
-                    naive_sgemm(g, 0.7, &a, &b, beta, &mut c2);
-                    for (i, ((x, y), z)) in c1.iter().zip(&c2).zip(&between).enumerate() {
-                        if i % g.ldc == 0 {
-                            let tol = 1e-5 * (1.0 + y.abs()) * k as f32;
-                            assert!(
-                                (x - y).abs() <= tol,
-                                "{m}x1x{k} ta={ta} tb={tb} beta={beta}: C[{i}] {x} vs {y}"
-                            );
-                        } else {
-                            assert_eq!(x.to_bits(), z.to_bits(), "between the rows of C");
+fn one_and_two_column_products_match_naive() {
+    for n in [1, 2] {
+        for &(m, k) in &[(1, 1), (3020, 3), (7, 10), (65, 1)] {
+            for ta in [false, true] {
+                for tb in [false, true] {
+                    let g = Gemm {
+                        lda: if ta { m + 2 } else { k + 3 },
+                        ldb: if tb { k + 1 } else { 4 },
+                        ldc: 3,
+                        ..Gemm::dense(ta, tb, m, n, k)
+                    };
+                    let (ar, ac) = if ta { (k, m) } else { (m, k) };
+                    let (br, bc) = if tb { (n, k) } else { (k, n) };
+                    let a = lcg(Gemm::needed(ar, ac, g.lda), 8);
+                    let b = lcg(Gemm::needed(br, bc, g.ldb), 9);
+                    for beta in [0.0, 0.5] {
+                        let mut c1 = lcg(Gemm::needed(m, n, g.ldc), 10);
+                        if beta == 0.0 {
+                            c1[n - 1] = f32::NAN;
+                        }
+                        let mut c2 = c1.clone();
+                        let between = c1.clone();
+                        // SAFETY: c1 covers the tile and nothing else uses it.
+                        unsafe { gemv::product_tile(g, 0.7, &a, &b, beta, c1.as_mut_ptr()) };
+                        naive_sgemm(g, 0.7, &a, &b, beta, &mut c2);
+                        for (i, ((x, y), z)) in c1.iter().zip(&c2).zip(&between).enumerate() {
+                            let what = format!("{m}x{n}x{k} ta={ta} tb={tb} beta={beta}: C[{i}]");
+                            if i % g.ldc < n {
+                                let tol = 1e-5 * (1.0 + y.abs()) * k as f32;
+                                assert!((x - y).abs() <= tol, "{what} {x} vs {y}");
+                            } else {
+                                assert_eq!(
+                                    x.to_bits(),
+                                    z.to_bits(),
+                                    "{what}: between the rows of C"
+                                );
+                            }
                         }
                     }
                 }
