@@ -291,4 +291,21 @@ fn dense_form_is_for_steps_with_small_ops() {
     assert!(!is_dense(&[&[1, 17]], &[17, 1], |c, p, x| {
         c.matmul(p[0], x, false, false).unwrap()
     }));
+    // Ten small ops around three eager ones: with every tensor small, the
+    // dense form; with a large parameter, eight small ops per eager one
+    // are wanted.
+    let ten_around_three = |c: &mut Context, p: &[Tensor], x: Tensor| {
+        let m = c.slice(p[0], 0, 0, 4).unwrap();
+        let m = c.reshape(m, &[2, 2]).unwrap();
+        let mut acc = c.sum(x).unwrap();
+        for _ in 0..3 {
+            let mm = c.matmul(m, m, false, true).unwrap();
+            let s = c.sum(mm).unwrap();
+            let e = c.exp(s).unwrap();
+            acc = c.add(acc, e).unwrap();
+        }
+        c.scale(acc, 0.5).unwrap()
+    };
+    assert!(is_dense(&[&[4]], &[2], ten_around_three));
+    assert!(!is_dense(&[&[5000]], &[2], ten_around_three));
 }
