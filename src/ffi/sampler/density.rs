@@ -96,17 +96,28 @@ impl ChainContext {
         for (b, &v) in buf.iter_mut().zip(q) {
             *b = v as f32;
         }
+        if let Some((step, lp)) = self.step {
+            // A replay, the chain's every evaluation but its first: one
+            // guarded call (a claim of the context each, four of them were
+            // a tenth of a small model's gradient).
+            let value = with_ctx(ctx, "ag_replay", |c| {
+                c.param_write(position, buf)?;
+                c.zero_grad();
+                c.replay(step)?;
+                let v = c.item(lp)?;
+                if v.is_finite() {
+                    c.read_grad(position, buf)?;
+                }
+                Ok(v)
+            })?;
+            return Ok(Self::finish(value, g, buf));
+        }
         with_ctx(ctx, "ag_param_write", |c| {
             c.param_write(position, buf)?;
             c.zero_grad();
             Ok(())
         })?;
-        let value = if let Some((step, lp)) = self.step {
-            with_ctx(ctx, "ag_replay", |c| {
-                c.replay(step)?;
-                c.item(lp)
-            })?
-        } else {
+        let value = {
             if s.fixed_graph {
                 with_ctx(ctx, "ag_capture_begin", |c| c.capture_begin())?;
             }
@@ -155,9 +166,6 @@ impl ChainContext {
         };
         if value.is_finite() {
             with_ctx(ctx, "ag_tensor_read_grad", |c| c.read_grad(position, buf))?;
-            for (g, &b) in g.iter_mut().zip(buf.iter()) {
-                *g = f64::from(b);
-            }
         }
         if self.step.is_none() {
             with_ctx(ctx, "ag_reset", |c| {
@@ -165,11 +173,20 @@ impl ChainContext {
                 Ok(())
             })?;
         }
-        Ok(if value.is_finite() {
-            f64::from(value)
-        } else {
-            f64::NEG_INFINITY
-        })
+        Ok(Self::finish(value, g, buf))
+    }
+
+    /// The density's value as the sampler takes it (-inf for a
+    /// non-finite one) and, for a finite one, its gradient from `buf`
+    /// into `g`.
+    fn finish(value: f32, g: &mut [f64], buf: &[f32]) -> f64 {
+        if !value.is_finite() {
+            return f64::NEG_INFINITY;
+        }
+        for (g, &b) in g.iter_mut().zip(buf) {
+            *g = f64::from(b);
+        }
+        f64::from(value)
     }
 }
 
