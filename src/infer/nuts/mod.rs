@@ -82,8 +82,11 @@ fn log_sum_exp(a: f64, b: f64) -> f64 {
     if b == f64::NEG_INFINITY {
         return a;
     }
-    let m = a.max(b);
-    m + ((a - m).exp() + (b - m).exp()).ln()
+    // The larger plus log1p of the smaller's exponential relative to it,
+    // as Stan's log_sum_exp: one exponential where two (one of them of
+    // zero) took a tenth of a small model's transition.
+    let (hi, lo) = if a > b { (a, b) } else { (b, a) };
+    hi + (lo - hi).exp().ln_1p()
 }
 
 fn sum2(out: &mut [f64], a: &[f64], b: &[f64]) {
