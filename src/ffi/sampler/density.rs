@@ -98,8 +98,7 @@ impl ChainContext {
         }
         if let Some((step, lp)) = self.step {
             // A replay, the chain's every evaluation but its first: one
-            // guarded call (a claim of the context each, four of them were
-            // a tenth of a small model's gradient).
+            // guarded call, one claim of the context, where three were.
             let value = with_ctx(ctx, "ag_replay", |c| {
                 c.param_write(position, buf)?;
                 c.zero_grad();

@@ -48,6 +48,9 @@ mod run;
 #[cfg(test)]
 mod tests;
 mod walk;
+mod wide;
+
+use wide::{WideB, WideF};
 
 /// A forward instruction's op on one element, a copy (an element of a
 /// slice or concat), the sum (mean) of `n` values from `a` on, or a
@@ -91,53 +94,6 @@ struct FwdN {
     n: u32,
     sa: u8,
     sb: u8,
-}
-
-/// An element-wise op on more than `MAXN` elements (the program's
-/// `Kind::Wide`, its op and shapes `Program::side.wide[.wide]`): the
-/// eager kernels on the value ranges from `a`, `b` (its operands, as the
-/// shapes say) into the one from `out`, so the eager path's loops and
-/// bits (any broadcast).
-#[derive(Clone, Copy)]
-struct WideF {
-    wide: u32,
-    out: u32,
-    a: u32,
-    b: u32,
-}
-
-/// The backward kernels of a [`WideF`] op, on gradient ranges: each as
-/// the general program's `backward_wide` runs it.
-#[derive(Clone, Copy)]
-enum WideGrad {
-    /// The broadcasting backward of binary op `Program::side.wide[.0]`
-    /// into its first operand's gradient (true) or its second's; `d`
-    /// has the operand's elements.
-    Binary(u32, bool),
-    /// `add_scaled_into` (the equal-shape add and sub): `assign`
-    /// overwrites.
-    AddScaled { k: f32, assign: bool },
-    /// A unary op's backward kernel (input `a`, output `b`): `assign`
-    /// as the eager path decides; `zero`: a zero fill first.
-    Unary {
-        f: UnaryFn,
-        assign: bool,
-        zero: bool,
-    },
-    /// A scale, pow or clamp op's backward kernel (input `a`).
-    Map(OneOp),
-}
-
-/// A [`WideGrad`] kernel writing `grads[d..]` from `grads[g..]` (the
-/// output's `n` gradients) and values from `a` and `b`.
-#[derive(Clone, Copy)]
-struct WideB {
-    op: WideGrad,
-    d: u32,
-    g: u32,
-    a: u32,
-    b: u32,
-    n: u32,
 }
 
 /// What a backward instruction does to `grads[d]` (`g` the output's

@@ -1,6 +1,7 @@
 //! Replaying a small step's dense form: the per-replay hot path.
 
-use super::{BwdN, Code, Dense, EscapeB, FwdN, Grad, WideB, WideF, WideGrad};
+use super::wide::{WideB, WideF, WideGrad};
+use super::{BwdN, Code, Dense, EscapeB, FwdN, Grad};
 use crate::context::Context;
 use crate::context::replay_program::{OneKernels, Program, Side};
 use crate::ops::OneOp;

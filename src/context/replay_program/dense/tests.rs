@@ -130,6 +130,18 @@ fn vector_model(c: &mut Context, p: &[Tensor], x: Tensor) -> Tensor {
     let acc = c.add(sq, mk).unwrap();
     let acc = c.sub(acc, s1).unwrap();
     let mw = c.mean(w).unwrap();
+    // One-element activations broadcast over two elements (as the first
+    // operand and as the second), each gradient born at that op: vectors
+    // this short run as one instruction per element, the zero fill
+    // folded into the first.
+    let ew = c.exp(w).unwrap();
+    let pair = c.mul(tail, ew).unwrap();
+    let sp = c.sum(pair).unwrap();
+    let acc = c.add(acc, sp).unwrap();
+    let sw = c.sigmoid(w).unwrap();
+    let pair = c.div(sw, tail).unwrap();
+    let sp = c.sum(pair).unwrap();
+    let acc = c.add(acc, sp).unwrap();
     c.mul(acc, mw).unwrap()
 }
 

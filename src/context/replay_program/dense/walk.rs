@@ -2,8 +2,9 @@
 //! walk's marks replayed without values, each gradient access written
 //! down as an instruction.
 
-use super::build::{NONE, push, slice_source};
-use super::{Bwd, BwdN, EscapeB, Grad, WideB, WideGrad};
+use super::build::{NONE, SHORT_N, push, slice_source};
+use super::wide::{WideB, WideGrad};
+use super::{Bwd, BwdN, EscapeB, Grad};
 use crate::context::replay_program::{Kind, Side, Step1};
 use crate::ops::OneOp;
 
@@ -53,6 +54,31 @@ impl Walk<'_> {
         (a, b): (u32, u32),
         (n, [sd, sa, sb]): (u32, [u8; 3]),
     ) -> Result<(), Refused> {
+        if n <= SHORT_N {
+            // One instruction per element (see SHORT_N); a zero fill is
+            // the first write's.
+            for i in 0..n {
+                let first = i == 0;
+                let one = match op {
+                    Grad::AddScaledN { k, assign } => Grad::AddScaled { k, assign },
+                    Grad::BinaryAN { f, zero } => Grad::GradA {
+                        f,
+                        zero: zero && first,
+                    },
+                    Grad::BinaryBN { f, zero } => Grad::GradB {
+                        f,
+                        zero: zero && first,
+                    },
+                    Grad::UnaryN { f, assign, zero } => Grad::Unary { f, assign, zero },
+                    Grad::MapN { op } => Grad::Map { op, zero: false },
+                    Grad::PickN => Grad::Pick { zero: false },
+                    _ => return Err(Refused),
+                };
+                let at = |x: u32, s: u8| x + i * s as u32;
+                self.emit(one, at(d, sd), g + i, at(a, sa), at(b, sb))?;
+            }
+            return Ok(());
+        }
         let s = BwdN {
             op,
             d,
