@@ -14,28 +14,52 @@ use super::rng::ChainRng;
 mod run;
 pub use run::{Chain, run_chain};
 
+/// A point of a trajectory: the position q, the momentum p and the log
+/// density's gradient g in one buffer (q | p | g), so that a copy of a
+/// point is one copy, and the log density lp.
 #[derive(Clone, Debug, Default)]
 struct Point {
-    q: Vec<f64>,
-    p: Vec<f64>,
-    g: Vec<f64>,
+    v: Vec<f64>,
     lp: f64,
 }
 
 impl Point {
     fn new(n: usize) -> Self {
         Point {
-            q: vec![0.0; n],
-            p: vec![0.0; n],
-            g: vec![0.0; n],
+            v: vec![0.0; 3 * n],
             lp: 0.0,
         }
     }
 
+    fn q(&self) -> &[f64] {
+        &self.v[..self.v.len() / 3]
+    }
+
+    fn p(&self) -> &[f64] {
+        let n = self.v.len() / 3;
+        &self.v[n..2 * n]
+    }
+
+    fn q_mut(&mut self) -> &mut [f64] {
+        let n = self.v.len() / 3;
+        &mut self.v[..n]
+    }
+
+    fn p_mut(&mut self) -> &mut [f64] {
+        let n = self.v.len() / 3;
+        &mut self.v[n..2 * n]
+    }
+
+    /// q, p and g, each writable.
+    fn parts(&mut self) -> (&mut [f64], &mut [f64], &mut [f64]) {
+        let n = self.v.len() / 3;
+        let (q, rest) = self.v.split_at_mut(n);
+        let (p, g) = rest.split_at_mut(n);
+        (q, p, g)
+    }
+
     fn copy_from(&mut self, o: &Point) {
-        self.q.copy_from_slice(&o.q);
-        self.p.copy_from_slice(&o.p);
-        self.g.copy_from_slice(&o.g);
+        self.v.copy_from_slice(&o.v);
         self.lp = o.lp;
     }
 }
@@ -68,11 +92,9 @@ struct Integrator<F> {
     minv: Vec<f64>,
     eps: f64,
     rng: ChainRng,
-    z: Point,
     divergent: bool,
     n_leapfrog: u32,
     sum_metro: f64,
-    levels: Vec<Level>,
 }
 
 fn log_sum_exp(a: f64, b: f64) -> f64 {
@@ -103,11 +125,12 @@ fn add_to(acc: &mut [f64], v: &[f64]) {
 
 impl<E, F: FnMut(&[f64], &mut [f64]) -> Result<f64, E>> Integrator<F> {
     fn eval(&mut self, z: &mut Point) -> Result<(), ChainError<E>> {
-        let lp = (self.grad)(&z.q, &mut z.g).map_err(|error| ChainError::Density {
+        let (q, _, g) = z.parts();
+        let lp = (self.grad)(q, g).map_err(|error| ChainError::Density {
             iteration: self.iteration,
             error,
         })?;
-        z.lp = if lp.is_finite() && z.g.iter().all(|g| g.is_finite()) {
+        z.lp = if lp.is_finite() && g.iter().all(|g| g.is_finite()) {
             lp
         } else {
             f64::NEG_INFINITY
@@ -116,26 +139,26 @@ impl<E, F: FnMut(&[f64], &mut [f64]) -> Result<f64, E>> Integrator<F> {
     }
 
     fn hamiltonian(&self, z: &Point) -> f64 {
-        let k: f64 = z.p.iter().zip(&self.minv).map(|(p, m)| p * p * m).sum();
+        let k: f64 = z.p().iter().zip(&self.minv).map(|(p, m)| p * p * m).sum();
         let h = -z.lp + 0.5 * k;
         if h.is_nan() { f64::INFINITY } else { h }
     }
 
     fn sample_momentum(&mut self, z: &mut Point) {
-        for (p, m) in z.p.iter_mut().zip(&self.minv) {
+        for (p, m) in z.p_mut().iter_mut().zip(&self.minv) {
             *p = self.rng.normal() / m.sqrt();
         }
     }
 
     fn leapfrog(&mut self, z: &mut Point, eps: f64) -> Result<(), ChainError<E>> {
-        for (p, g) in z.p.iter_mut().zip(&z.g) {
+        let (q, p, g) = z.parts();
+        for ((q, p), (g, m)) in q.iter_mut().zip(p.iter_mut()).zip(g.iter().zip(&self.minv)) {
             *p += 0.5 * eps * g;
-        }
-        for ((q, p), m) in z.q.iter_mut().zip(&z.p).zip(&self.minv) {
-            *q += eps * m * p;
+            *q += eps * m * *p;
         }
         self.eval(z)?;
-        for (p, g) in z.p.iter_mut().zip(&z.g) {
+        let (_, p, g) = z.parts();
+        for (p, g) in p.iter_mut().zip(g.iter()) {
             *p += 0.5 * eps * g;
         }
         Ok(())
@@ -154,10 +177,15 @@ impl<E, F: FnMut(&[f64], &mut [f64]) -> Result<f64, E>> Integrator<F> {
         a > 0.0 && b > 0.0
     }
 
-    /// Extends the trajectory from self.z by 2^depth leapfrog steps in
-    /// direction `sign`; `propose` receives the subtree's multinomial sample.
+    /// Extends the trajectory from its end `z` by 2^depth leapfrog steps
+    /// in direction `sign` (z ends at the new end), with `levels[d]` the
+    /// workspace of depth d < depth; `propose` receives the subtree's
+    /// multinomial sample.
+    #[allow(clippy::too_many_arguments)]
     fn build_tree(
         &mut self,
+        z: &mut Point,
+        levels: &mut [Level],
         depth: usize,
         propose: &mut Point,
         e: Ends<'_>,
@@ -166,35 +194,37 @@ impl<E, F: FnMut(&[f64], &mut [f64]) -> Result<f64, E>> Integrator<F> {
         log_sum_weight: &mut f64,
     ) -> Result<bool, ChainError<E>> {
         if depth == 0 {
-            let mut z = std::mem::take(&mut self.z);
-            let r = self.leapfrog(&mut z, sign * self.eps);
-            self.z = z;
-            r?;
+            self.leapfrog(z, sign * self.eps)?;
             self.n_leapfrog += 1;
-            let h = self.hamiltonian(&self.z);
+            let h = self.hamiltonian(z);
             if h - h0 > 1000.0 {
                 self.divergent = true;
             }
             *log_sum_weight = log_sum_exp(*log_sum_weight, h0 - h);
             self.sum_metro += if h0 - h > 0.0 { 1.0 } else { (h0 - h).exp() };
-            propose.copy_from(&self.z);
-            self.sharp(&self.z.p, e.ps_beg);
-            e.ps_end.copy_from_slice(e.ps_beg);
-            add_to(e.rho, &self.z.p);
-            e.p_beg.copy_from_slice(&self.z.p);
-            e.p_end.copy_from_slice(&self.z.p);
+            propose.copy_from(z);
+            // The leaf's p# at both ends, its p into rho and at both ends:
+            // one pass.
+            let ends = e.ps_beg.iter_mut().zip(e.ps_end.iter_mut());
+            let ends = ends.zip(e.p_beg.iter_mut().zip(e.p_end.iter_mut()));
+            let ins = z.p().iter().zip(&self.minv).zip(e.rho.iter_mut());
+            for (((ps_beg, ps_end), (p_beg, p_end)), ((&p, m), rho)) in ends.zip(ins) {
+                let ps = m * p;
+                (*ps_beg, *ps_end) = (ps, ps);
+                *rho += p;
+                (*p_beg, *p_end) = (p, p);
+            }
             return Ok(!self.divergent);
         }
-        let mut l = std::mem::take(&mut self.levels[depth]);
-        let result = self.merge_halves(depth, &mut l, propose, e, h0, sign, log_sum_weight);
-        self.levels[depth] = l;
-        result
+        let (below, rest) = levels.split_at_mut(depth);
+        self.merge_halves(z, below, &mut rest[0], propose, e, h0, sign, log_sum_weight)
     }
 
     #[allow(clippy::too_many_arguments)]
     fn merge_halves(
         &mut self,
-        depth: usize,
+        z: &mut Point,
+        below: &mut [Level],
         l: &mut Level,
         propose: &mut Point,
         e: Ends<'_>,
@@ -202,6 +232,7 @@ impl<E, F: FnMut(&[f64], &mut [f64]) -> Result<f64, E>> Integrator<F> {
         sign: f64,
         log_sum_weight: &mut f64,
     ) -> Result<bool, ChainError<E>> {
+        let depth = below.len();
         let mut lsw_init = f64::NEG_INFINITY;
         l.rho_init.fill(0.0);
         let first = Ends {
@@ -211,7 +242,7 @@ impl<E, F: FnMut(&[f64], &mut [f64]) -> Result<f64, E>> Integrator<F> {
             p_beg: &mut *e.p_beg,
             p_end: &mut l.p_init_end,
         };
-        if !self.build_tree(depth - 1, propose, first, h0, sign, &mut lsw_init)? {
+        if !self.build_tree(z, below, depth - 1, propose, first, h0, sign, &mut lsw_init)? {
             return Ok(false);
         }
         let mut lsw_final = f64::NEG_INFINITY;
@@ -223,14 +254,8 @@ impl<E, F: FnMut(&[f64], &mut [f64]) -> Result<f64, E>> Integrator<F> {
             p_beg: &mut l.p_final_beg,
             p_end: &mut *e.p_end,
         };
-        if !self.build_tree(
-            depth - 1,
-            &mut l.prop_final,
-            second,
-            h0,
-            sign,
-            &mut lsw_final,
-        )? {
+        let (sub, fin) = (&mut *below, &mut l.prop_final);
+        if !self.build_tree(z, sub, depth - 1, fin, second, h0, sign, &mut lsw_final)? {
             return Ok(false);
         }
         let lsw_sub = log_sum_exp(lsw_init, lsw_final);
@@ -240,17 +265,22 @@ impl<E, F: FnMut(&[f64], &mut [f64]) -> Result<f64, E>> Integrator<F> {
         }
         sum2(&mut l.rho_ext, &l.rho_init, &l.rho_final);
         add_to(e.rho, &l.rho_ext);
-        let mut persist = Self::criterion(e.ps_beg, e.ps_end, &l.rho_ext);
+        if !Self::criterion(e.ps_beg, e.ps_end, &l.rho_ext) {
+            return Ok(false);
+        }
         sum2(&mut l.rho_ext, &l.rho_init, &l.p_final_beg);
-        persist = persist && Self::criterion(e.ps_beg, &l.ps_final_beg, &l.rho_ext);
+        if !Self::criterion(e.ps_beg, &l.ps_final_beg, &l.rho_ext) {
+            return Ok(false);
+        }
         sum2(&mut l.rho_ext, &l.rho_final, &l.p_init_end);
-        persist = persist && Self::criterion(&l.ps_init_end, e.ps_end, &l.rho_ext);
-        Ok(persist)
+        Ok(Self::criterion(&l.ps_init_end, e.ps_end, &l.rho_ext))
     }
 }
 
-/// The points and vectors of a transition's top level.
+/// The points and vectors of a transition's top level, and its subtrees'
+/// workspace (`levels[d]`, depth d).
 struct Top {
+    /// The trajectory's two ends: each doubling extends one in place.
     fwd: Point,
     bck: Point,
     sample: Point,
@@ -258,6 +288,7 @@ struct Top {
     /// ps_fb, ps_ff, ps_bf, ps_bb, p_fb, p_ff, p_bf, p_bb, rho, rho_f,
     /// rho_b, rho_ext
     v: [Vec<f64>; 12],
+    levels: Vec<Level>,
 }
 
 struct Transition {
@@ -289,16 +320,17 @@ impl<E, F: FnMut(&[f64], &mut [f64]) -> Result<f64, E>> Integrator<F> {
             rho_b,
             rho_ext,
         ] = &mut t.v;
+        let (fwd, bck, levels) = (&mut t.fwd, &mut t.bck, &mut t.levels[..]);
         self.sample_momentum(cur);
-        t.fwd.copy_from(cur);
-        t.bck.copy_from(cur);
+        fwd.copy_from(cur);
+        bck.copy_from(cur);
         t.sample.copy_from(cur);
-        self.sharp(&cur.p, ps_fb);
+        self.sharp(cur.p(), ps_fb);
         for v in [&mut *ps_ff, &mut *ps_bf, &mut *ps_bb] {
             v.copy_from_slice(ps_fb);
         }
         for v in [&mut *p_fb, &mut *p_ff, &mut *p_bf, &mut *p_bb, &mut *rho] {
-            v.copy_from_slice(&cur.p);
+            v.copy_from_slice(cur.p());
         }
         let mut lsw = 0.0;
         let h0 = self.hamiltonian(cur);
@@ -315,7 +347,6 @@ impl<E, F: FnMut(&[f64], &mut [f64]) -> Result<f64, E>> Integrator<F> {
                 rho_b.copy_from_slice(rho);
                 p_bf.copy_from_slice(p_fb);
                 ps_bf.copy_from_slice(ps_fb);
-                self.z.copy_from(&t.fwd);
                 let e = Ends {
                     ps_beg: ps_fb,
                     ps_end: ps_ff,
@@ -323,15 +354,12 @@ impl<E, F: FnMut(&[f64], &mut [f64]) -> Result<f64, E>> Integrator<F> {
                     p_beg: p_fb,
                     p_end: p_ff,
                 };
-                let v =
-                    self.build_tree(depth as usize, &mut t.propose, e, h0, 1.0, &mut lsw_sub)?;
-                t.fwd.copy_from(&self.z);
-                v
+                let (d, propose) = (depth as usize, &mut t.propose);
+                self.build_tree(fwd, levels, d, propose, e, h0, 1.0, &mut lsw_sub)?
             } else {
                 rho_f.copy_from_slice(rho);
                 p_fb.copy_from_slice(p_bf);
                 ps_fb.copy_from_slice(ps_bf);
-                self.z.copy_from(&t.bck);
                 let e = Ends {
                     ps_beg: ps_bf,
                     ps_end: ps_bb,
@@ -339,10 +367,8 @@ impl<E, F: FnMut(&[f64], &mut [f64]) -> Result<f64, E>> Integrator<F> {
                     p_beg: p_bf,
                     p_end: p_bb,
                 };
-                let v =
-                    self.build_tree(depth as usize, &mut t.propose, e, h0, -1.0, &mut lsw_sub)?;
-                t.bck.copy_from(&self.z);
-                v
+                let (d, propose) = (depth as usize, &mut t.propose);
+                self.build_tree(bck, levels, d, propose, e, h0, -1.0, &mut lsw_sub)?
             };
             if !valid {
                 break;

@@ -74,11 +74,9 @@ impl<E> Chain<E> {
                 minv: vec![1.0; dim],
                 eps: 1.0,
                 rng: ChainRng::for_chain(seed, chain),
-                z: Point::new(dim),
                 divergent: false,
                 n_leapfrog: 0,
                 sum_metro: 0.0,
-                levels: (0..=settings.max_depth).map(|_| Level::new(dim)).collect(),
             },
             cur: Point::new(dim),
             top: Top {
@@ -87,6 +85,7 @@ impl<E> Chain<E> {
                 sample: Point::new(dim),
                 propose: Point::new(dim),
                 v: std::array::from_fn(|_| vec![0.0; dim]),
+                levels: (0..=settings.max_depth).map(|_| Level::new(dim)).collect(),
             },
             da: DualAveraging::default(),
             windows,
@@ -159,7 +158,7 @@ impl<E> Chain<E> {
             self.done = Some(it + 1);
             if it < w {
                 s.eps = self.da.learn(&c.dual_averaging, t.accept_stat);
-                if self.windows.observe(it, &cur.q, &mut s.minv) {
+                if self.windows.observe(it, cur.q(), &mut s.minv) {
                     s.init_step_size(cur, &mut top.propose)?;
                     self.da.restart(s.eps);
                 }
@@ -171,7 +170,7 @@ impl<E> Chain<E> {
                 if w == 0 && it == 0 {
                     out.step_size = s.eps;
                 }
-                out.positions.extend_from_slice(&cur.q);
+                out.positions.extend_from_slice(cur.q());
                 out.lp.push(cur.lp);
                 out.accept_stat.push(t.accept_stat);
                 out.tree_depth.push(t.depth);
@@ -197,11 +196,9 @@ impl Integrator<()> {
             minv: Vec::new(),
             eps: 0.0,
             rng: ChainRng::for_chain(0, 0),
-            z: Point::default(),
             divergent: false,
             n_leapfrog: 0,
             sum_metro: 0.0,
-            levels: Vec::new(),
         }
     }
 }
@@ -215,11 +212,9 @@ impl<F> Integrator<F> {
             minv: self.minv,
             eps: self.eps,
             rng: self.rng,
-            z: self.z,
             divergent: self.divergent,
             n_leapfrog: self.n_leapfrog,
             sum_metro: self.sum_metro,
-            levels: self.levels,
         }
     }
 }
@@ -231,7 +226,7 @@ where
     F: FnMut(&[f64], &mut [f64]) -> Result<f64, E>,
 {
     for _ in 0..100 {
-        for q in &mut cur.q {
+        for q in cur.q_mut() {
             *q = 4.0 * s.rng.uniform() - 2.0;
         }
         s.eval(cur)?;
