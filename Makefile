@@ -367,6 +367,7 @@ bench: $(LIB)
 	@bash scripts/bench_lm.sh $(filter --quick,$(BENCH_ARGS))
 	@$(MAKE) --no-print-directory $(BUILD)/cnn && bash scripts/bench_cnn.sh $(BUILD)/cnn $(FASHION_DIR) $(BENCH_ARGS)
 	@$(MAKE) --no-print-directory $(BUILD)/nuts && bash scripts/bench_nuts.sh $(filter --quick,$(BENCH_ARGS))
+	$(CARGO) run --release --example bench_nuts_sampler
 	@bash scripts/bench_chains.sh $(filter --quick,$(BENCH_ARGS))
 	@python3 scripts/bench_scaling.py --bench target/release/examples/bench $(filter --quick,$(BENCH_ARGS))
 	$(CARGO) build --release --example bench_tokenizer
