@@ -6,7 +6,7 @@ use super::build::{NONE, SHORT_N, push, slice_source};
 use super::wide::{WideB, WideGrad};
 use super::{Bwd, BwdN, EscapeB, Grad};
 use crate::context::replay_program::{Kind, Side, Step1};
-use crate::ops::OneOp;
+use crate::ops::{OneOp, UnaryFn};
 
 /// The walk's marks as `run` keeps them, replayed without values at
 /// capture, emitting what each gradient access does.
@@ -39,6 +39,16 @@ pub(super) struct Walk<'a> {
 
 /// A capture-time refusal: the step runs the general program.
 pub(super) struct Refused;
+
+/// Where a unary op's backward writes (see `Walk::unary_target`): the
+/// output's gradient slot `dout`, the input's `d`, and how the write
+/// starts.
+struct UnaryTarget {
+    dout: u32,
+    d: u32,
+    assign: bool,
+    zero: bool,
+}
 
 impl Walk<'_> {
     pub(super) fn emit(&mut self, op: Grad, d: u32, g: u32, a: u32, b: u32) -> Result<(), Refused> {
@@ -277,6 +287,33 @@ impl Walk<'_> {
         Ok(())
     }
 
+    /// A unary op's backward lookups, in the walk's order: its output's
+    /// gradient slot, then its input's slot to write (all `n` elements),
+    /// and whether that write assigns (a fresh slot the function
+    /// overwrites) or starts from zero (fresh, adding); None where either
+    /// has no gradient.
+    fn unary_target(
+        &mut self,
+        s: Step1,
+        f: UnaryFn,
+        n: u32,
+    ) -> Result<Option<UnaryTarget>, Refused> {
+        let Some(dout) = self.grad_out(s.out)? else {
+            return Ok(None);
+        };
+        let Some((d, fresh)) = self.grad_to_overwrite(s.a) else {
+            return Ok(None);
+        };
+        self.overwrite(s.a, fresh, n)?;
+        let assign = fresh && f.assigns_fresh_grad();
+        Ok(Some(UnaryTarget {
+            dout,
+            d,
+            assign,
+            zero: fresh && !assign,
+        }))
+    }
+
     /// Value slot of element `e` of `id`.
     fn value(&self, id: u32, e: u32) -> Result<u32, Refused> {
         match self.vslot[id as usize] {
@@ -384,29 +421,16 @@ impl Walk<'_> {
                 }
             }
             Kind::One(OneOp::Unary(f)) | Kind::Map(OneOp::Unary(f)) => {
-                let Some(dout) = self.grad_out(s.out)? else {
+                let Some(t) = self.unary_target(s, f, n_out)? else {
                     return Ok(());
                 };
-                let Some((d, fresh)) = self.grad_to_overwrite(s.a) else {
-                    return Ok(());
-                };
-                self.overwrite(s.a, fresh, n_out)?;
-                let assign = fresh && f.assigns_fresh_grad();
-                let op = Grad::Unary {
-                    f,
-                    assign,
-                    zero: fresh && !assign,
-                };
+                let (assign, zero) = (t.assign, t.zero);
                 let (x, y) = (self.value(s.a, 0)?, self.value(s.out, 0)?);
                 if n_out > 1 {
-                    let op = Grad::UnaryN {
-                        f,
-                        assign,
-                        zero: fresh && !assign,
-                    };
-                    self.emit_n(op, d, dout, (x, y), (n_out, [1, 1, 1]))?;
+                    let op = Grad::UnaryN { f, assign, zero };
+                    self.emit_n(op, t.d, t.dout, (x, y), (n_out, [1, 1, 1]))?;
                 } else {
-                    self.emit(op, d, dout, x, y)?;
+                    self.emit(Grad::Unary { f, assign, zero }, t.d, t.dout, x, y)?;
                 }
             }
             Kind::One(op) | Kind::Map(op) => {
@@ -539,21 +563,13 @@ impl Walk<'_> {
                 }
             }
             OneOp::Unary(f) => {
-                let Some(dout) = self.grad_out(s.out)? else {
+                let Some(t) = self.unary_target(s, f, n_out)? else {
                     return Ok(());
                 };
-                let Some((d, fresh)) = self.grad_to_overwrite(s.a) else {
-                    return Ok(());
-                };
-                self.overwrite(s.a, fresh, n_out)?;
-                let assign = fresh && f.assigns_fresh_grad();
-                let op = WideGrad::Unary {
-                    f,
-                    assign,
-                    zero: fresh && !assign,
-                };
+                let (assign, zero) = (t.assign, t.zero);
                 let y = self.value(s.out, 0)?;
-                self.emit_wide(op, d, dout, (va, y), n_out)?;
+                let op = WideGrad::Unary { f, assign, zero };
+                self.emit_wide(op, t.d, t.dout, (va, y), n_out)?;
             }
             op => {
                 // Both looked up, in this order, as `backward_wide`.
