@@ -179,8 +179,8 @@ impl<E, F: FnMut(&[f64], &mut [f64]) -> Result<f64, E>> Integrator<F> {
 
     /// Extends the trajectory from its end `z` by 2^depth leapfrog steps
     /// in direction `sign` (z ends at the new end), with `levels[d]` the
-    /// workspace of depth d < depth; `propose` receives the subtree's
-    /// multinomial sample.
+    /// workspace of a merge at depth d (d from 1 to depth); `propose`
+    /// receives the subtree's multinomial sample.
     #[allow(clippy::too_many_arguments)]
     fn build_tree(
         &mut self,
