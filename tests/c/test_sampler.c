@@ -359,9 +359,16 @@ static void test_reported(void) {
     ag_summary_row rows[DIM];
     CHECK_OK(ag_draws_summary_reported(d, rows, DIM));
     for (int j = 0; j < DIM; j++) {
-        double want = exp(data.mean[j] + 0.5 * data.sd[j] * data.sd[j]);
+        double mu = data.mean[j], sigma = data.sd[j];
         CHECK(strcmp(rows[j].name, rnames[j]) == 0);
-        CHECK(fabs(rows[j].mean - want) < 4 * rows[j].mcse_mean);
+        /* e^q's median is e^mu: its log within 4 standard errors of a
+         * median (sqrt(pi / 2) sd / sqrt(ESS)) */
+        CHECK(fabs(log(rows[j].q50) - mu) < 4 * 1.2533 * sigma / sqrt(rows[j].ess_bulk));
+        /* its mean, e^(mu + sd^2 / 2), where 4,000 draws can estimate it:
+         * at sd = 3 most of the mean lies in draws a run this long rarely
+         * makes, and the MCSE, estimated from the draws made, misses them
+         * (one seed's mean read 7.0 against 12.2, MCSE 1.2) */
+        if (sigma <= 1) CHECK(fabs(rows[j].mean - exp(mu + 0.5 * sigma * sigma)) < 4 * rows[j].mcse_mean);
     }
     ag_chain_draws ch;
     CHECK_OK(ag_draws_chain(d, 1, &ch));
