@@ -41,13 +41,11 @@ impl Point {
     }
 
     fn q_mut(&mut self) -> &mut [f64] {
-        let n = self.v.len() / 3;
-        &mut self.v[..n]
+        self.parts().0
     }
 
     fn p_mut(&mut self) -> &mut [f64] {
-        let n = self.v.len() / 3;
-        &mut self.v[n..2 * n]
+        self.parts().1
     }
 
     /// q, p and g, each writable.
